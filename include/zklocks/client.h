@@ -1,0 +1,95 @@
+/* The client: one ZooKeeper session, shared by every recipe and thread of a process. */
+#ifndef ZKLOCKS_CLIENT_H
+#define ZKLOCKS_CLIENT_H
+
+#include <zklocks/common.h>
+
+ZKL_BEGIN_DECLS
+
+/* Connection states, as reported to state listeners and by zkl_client_state(). */
+typedef enum zkl_state {
+	ZKL_STATE_CONNECTING = 0,  /* not yet connected (only before open returns) */
+	ZKL_STATE_CONNECTED = 1,   /* connected, for the first time */
+	ZKL_STATE_SUSPENDED = 2,   /* the connection dropped; the session may still live and
+	                            * locks are still held, but nothing can be checked */
+	ZKL_STATE_RECONNECTED = 3, /* connected again: to the same session after SUSPENDED,
+	                            * or to a new session after LOST */
+	ZKL_STATE_LOST = 4,        /* the session is gone: every lock held on it was lost and
+	                            * reported; the client opens a new session by itself */
+	ZKL_STATE_CLOSED = 5,      /* zkl_client_close() was called */
+} zkl_state;
+
+/* Log levels passed to a zkl_log_fn. */
+typedef enum zkl_log_level {
+	ZKL_LOG_ERROR = 1,
+	ZKL_LOG_WARN = 2,
+	ZKL_LOG_INFO = 3,
+	ZKL_LOG_DEBUG = 4,
+} zkl_log_level;
+
+/* Receives one log message of zklocks itself. Called from any thread, including the
+ * C client's threads, so it must be thread-safe and must not call into zklocks. */
+typedef void (*zkl_log_fn)(zkl_log_level level, const char *message, void *data);
+
+/* Called on the client's event thread, with no zklocks lock held, once per state change,
+ * in order. It may call any zklocks function except zkl_client_close() on this client. */
+typedef void (*zkl_state_fn)(zkl_client *c, zkl_state state, void *data);
+
+typedef struct zkl_client_options {
+	/* "host:port[,host:port...][/chroot]". Default "127.0.0.1:2181". Copied by open. */
+	const char *servers;
+	/* Requested session timeout in ms; the server clamps it to [2, 20] x its tickTime.
+	 * Default 10000. zkl_client_session_timeout() gives the negotiated value. */
+	int session_timeout_ms;
+	/* How long zkl_client_open() waits for a first connection. Default 5000. */
+	int connect_timeout_ms;
+	/* Digest credentials "user:password" added to every session, or NULL (default). */
+	const char *digest_auth;
+	/* zklocks' own log messages at or below log_level go to log (default: none). */
+	zkl_log_fn log;
+	void *log_data;
+	zkl_log_level log_level; /* default ZKL_LOG_WARN */
+	/* The C client logs to stderr by itself. true (default) silences it for this client;
+	 * false leaves it as the C client's process-wide settings say. */
+	bool quiet_zk_log;
+} zkl_client_options;
+
+/* Fills o with the defaults above. */
+ZKL_API void zkl_client_options_init(zkl_client_options *o);
+
+/* Connects and waits until the session is established or o->connect_timeout_ms passes.
+ * On success *out is the caller's, to be closed with zkl_client_close(). Returns 0,
+ * ZKL_EINVAL (bad options), ZKL_ECONNECT (no server answered: zkl_last_error() names the
+ * servers and the time waited), ZKL_EAUTH or ZKL_ENOMEM. o may be NULL for defaults. */
+ZKL_API int zkl_client_open(zkl_client **out, const zkl_client_options *o);
+
+/* Ends the session (its ephemeral nodes go at once) and frees the client. Every recipe
+ * handle made on it must be freed first. NULL is a no-op. */
+ZKL_API void zkl_client_close(zkl_client *c);
+
+/* The current state. Thread-safe. */
+ZKL_API zkl_state zkl_client_state(const zkl_client *c);
+
+/* A static name for a state ("connected", "suspended", ...). */
+ZKL_API const char *zkl_state_name(zkl_state s);
+
+/* Adds a state listener. The same (fn, data) pair may be added once. Returns 0,
+ * ZKL_EINVAL or ZKL_ENOMEM. */
+ZKL_API int zkl_client_add_listener(zkl_client *c, zkl_state_fn fn, void *data);
+
+/* Removes a listener added with the same (fn, data). When it returns, the listener is not
+ * running and will not run again, unless called from that listener itself. Returns 0 or
+ * ZKL_EINVAL if there was no such listener. */
+ZKL_API int zkl_client_remove_listener(zkl_client *c, zkl_state_fn fn, void *data);
+
+/* The current session id (0 while there is none) and the negotiated session timeout in
+ * ms. Thread-safe. */
+ZKL_API int64_t zkl_client_session_id(const zkl_client *c);
+ZKL_API int zkl_client_session_timeout(const zkl_client *c);
+
+/* The library version, "MAJOR.MINOR.PATCH", the same as ZKL_VERSION_STRING at build. */
+ZKL_API const char *zkl_version(void);
+
+ZKL_END_DECLS
+
+#endif

@@ -1,0 +1,52 @@
+/* Shared definitions of the zklocks public API: the export macro, C++ guards and the
+ * types every recipe uses. Include <zklocks/zklocks.h> rather than this file. */
+#ifndef ZKLOCKS_COMMON_H
+#define ZKLOCKS_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define ZKL_API __attribute__((visibility("default")))
+#else
+#define ZKL_API
+#endif
+
+#ifdef __cplusplus
+#define ZKL_BEGIN_DECLS extern "C" {
+#define ZKL_END_DECLS }
+#else
+#define ZKL_BEGIN_DECLS
+#define ZKL_END_DECLS
+#endif
+
+ZKL_BEGIN_DECLS
+
+/* Timeouts are in milliseconds: ZKL_WAIT_FOREVER (-1) waits without limit, 0 tries once
+ * and never waits, a positive value bounds the whole call. Any other negative value is
+ * ZKL_EINVAL. */
+#define ZKL_WAIT_FOREVER (-1)
+
+/* The longest lock path accepted, in bytes (ZooKeeper's own limit leaves room for the
+ * node name that a recipe appends). */
+#define ZKL_PATH_MAX 1024
+
+typedef struct zkl_client zkl_client;
+
+/* One contender in a lock queue, as returned by the *_participants() functions. */
+typedef struct zkl_participant {
+	char *path;      /* full node path, e.g. "/locks/x/_c_<uuid>-lock-0000000004" */
+	char *data;      /* node data with a NUL appended (data[data_len] == 0); never NULL */
+	int data_len;    /* bytes of data, without the NUL */
+	int64_t sequence;/* the server-assigned sequence number parsed from the name */
+	int64_t czxid;   /* the zxid that created the node: a holder's fencing token */
+	bool holder;     /* true for the node(s) that hold the lock right now */
+} zkl_participant;
+
+/* Frees an array returned by a *_participants() function. NULL is a no-op. */
+ZKL_API void zkl_participants_free(zkl_participant *list, size_t count);
+
+ZKL_END_DECLS
+
+#endif

@@ -1,0 +1,73 @@
+/* zkl_mutex: a fair, reentrant mutex shared between processes and machines.
+ *
+ * Each acquiring thread queues an ephemeral-sequential node "_c_<uuid>-lock-<seq>" under
+ * the lock path (the same names as Curator's InterProcessMutex, so the two exclude each
+ * other) and holds the lock once its node is first in sequence order. A thread that
+ * holds the lock may acquire it again; it is released after as many releases. Other
+ * threads using the same handle queue like any other contender.
+ *
+ * All functions are thread-safe. */
+#ifndef ZKLOCKS_MUTEX_H
+#define ZKLOCKS_MUTEX_H
+
+#include <zklocks/common.h>
+
+ZKL_BEGIN_DECLS
+
+typedef struct zkl_mutex zkl_mutex;
+
+/* Called once when a held lock is lost (its session expired or could no longer be
+ * proven alive), on the client's event thread, with no zklocks lock held. reason is
+ * ZKL_ELOST. It may call zkl_mutex_release() (which then returns ZKL_ELOST) but not
+ * zkl_mutex_free(m). */
+typedef void (*zkl_mutex_lost_fn)(zkl_mutex *m, int reason, void *data);
+
+/* Makes a mutex for the absolute path on client c (nothing is sent to ZooKeeper yet).
+ * path is copied. On success *out is the caller's, freed with zkl_mutex_free(). */
+ZKL_API int zkl_mutex_new(zkl_mutex **out, zkl_client *c, const char *path);
+
+/* Frees m. If the calling thread holds it, it is released first. NULL is a no-op.
+ * No other thread may be using m. */
+ZKL_API void zkl_mutex_free(zkl_mutex *m);
+
+/* Acquires the lock, waiting at most timeout_ms (ZKL_WAIT_FOREVER or 0 to try once).
+ * Returns 0 when held; ZKL_ETIMEDOUT (the queued node has been withdrawn), ZKL_ECANCELED,
+ * ZKL_EINVAL, ZKL_ELOST (re-entry into a lock that was lost), ZKL_EACL, ZKL_EZK. */
+ZKL_API int zkl_mutex_acquire(zkl_mutex *m, int timeout_ms);
+
+/* Releases one level of the calling thread's hold; the last level deletes the node.
+ * Returns 0; ZKL_ENOTOWNER if the calling thread does not hold m (nothing changes);
+ * ZKL_ELOST if the lock had been lost meanwhile (the hold is ended all the same). */
+ZKL_API int zkl_mutex_release(zkl_mutex *m);
+
+/* Whether the calling thread holds m and it has not been lost. */
+ZKL_API bool zkl_mutex_is_held(zkl_mutex *m);
+
+/* The fencing token of the current hold (the czxid of its node: it only grows from one
+ * holder to the next), or ZKL_ENOTHELD if no thread of this handle holds it. */
+ZKL_API int64_t zkl_mutex_token(zkl_mutex *m);
+
+/* Wakes every thread of this handle waiting in zkl_mutex_acquire(); they withdraw
+ * their nodes and return ZKL_ECANCELED. Safe from any thread (not from a signal
+ * handler). Does not affect a hold. */
+ZKL_API void zkl_mutex_cancel(zkl_mutex *m);
+
+/* Sets the data stored in the nodes this handle creates from now on (copied; len bytes,
+ * at most 1 MiB). The default is "<hostname>:<pid>", so that an operator can see who
+ * holds a lock. data may be NULL with len 0 for empty nodes. */
+ZKL_API int zkl_mutex_set_data(zkl_mutex *m, const void *data, size_t len);
+
+/* Sets the lost callback (NULL to clear). */
+ZKL_API int zkl_mutex_on_lost(zkl_mutex *m, zkl_mutex_lost_fn fn, void *data);
+
+/* Lists the contenders queued on the lock path, in queue order (holder first), with the
+ * data of each. On success *out is the caller's: free with zkl_participants_free(*out,
+ * *count). An absent lock path gives an empty list. */
+ZKL_API int zkl_mutex_participants(zkl_mutex *m, zkl_participant **out, size_t *count);
+
+/* The lock path (borrowed, valid until zkl_mutex_free()). */
+ZKL_API const char *zkl_mutex_path(const zkl_mutex *m);
+
+ZKL_END_DECLS
+
+#endif

@@ -1,0 +1,12 @@
+/* zklocks: fair ZooKeeper lock recipes for C and C++. The one header to include. */
+#ifndef ZKLOCKS_ZKLOCKS_H
+#define ZKLOCKS_ZKLOCKS_H
+
+#include <zklocks/version.h>
+#include <zklocks/common.h>
+#include <zklocks/errors.h>
+#include <zklocks/client.h>
+#include <zklocks/mutex.h>
+#include <zklocks/semaphore_mutex.h>
+
+#endif

@@ -1,0 +1,1162 @@
+/* The client: one ZooKeeper session shared by every recipe and thread of a process.
+ *
+ * Design notes.
+ *
+ * Threads. The C client runs every watcher and completion of a handle on its one
+ * completion thread. Code that runs there (session_watcher, the op completions, the
+ * node watcher) only records a result under `mu` and signals a condition variable; it
+ * never blocks and never calls zoo_*. Everything that takes time or calls the user runs
+ * elsewhere: on the thread that called the library, or on the client's own event thread.
+ *
+ * The event thread handles, in order: session state changes (it turns them into the
+ * public states and, after expiry, opens a new session and reports every hold of the old
+ * one lost), user callbacks (state listeners, lost callbacks; called with no lock held),
+ * background deletes that must be retried until they succeed or their session is gone,
+ * and closing retired sessions once every request sent on them has completed (the C
+ * client drops completions still queued when a handle is closed).
+ *
+ * Sessions. `sess` is the current session; `gen` numbers them. A node created on session
+ * g is gone once the client moves to g+1, so the engine compares generations instead of
+ * asking the server.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+struct zkl_event {
+	struct zkl_event *next;
+	uint64_t gen;
+	int zk_state;
+};
+
+enum task_kind { TASK_DELETE, TASK_FIND_DELETE };
+
+struct zkl_task {
+	struct zkl_task *next;
+	enum task_kind kind;
+	char *path;                        /* DELETE: node; FIND_DELETE: parent */
+	char uuid[ZKL_UUID_LEN + 1];
+	uint64_t gen;
+	bool inflight;                     /* a request for it is out */
+	bool done;                         /* its request completed: look at rc */
+	int rc;
+	char *found;                       /* FIND_DELETE: the child that carries the uuid */
+	int64_t not_before;
+	struct zkl_session *s;
+};
+
+struct zkl_listener {
+	zkl_state_fn fn;
+	void *data;
+};
+
+static void *event_main(void *arg);
+static bool watch_unregister_locked(struct zkl_watch *wt);
+static void watch_register(zkl_client *c, struct zkl_op *op, struct zkl_watch *wt);
+static void node_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
+
+/* ------------------------------------------------------------------------------------ */
+/* Logging */
+
+void zkl_log(zkl_client *c, zkl_log_level level, const char *fmt, ...)
+{
+	if (!c || !c->log || level > c->log_level)
+		return;
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	c->log(level, buf, c->log_data);
+}
+
+static void zk_log_discard(const char *message)
+{
+	(void)message;
+}
+
+int zkl_default_data(char *buf, size_t size)
+{
+	char host[256];
+	if (gethostname(host, sizeof host) != 0)
+		strcpy(host, "unknown");
+	host[sizeof host - 1] = 0;
+	int n = snprintf(buf, size, "%s:%ld", host, (long)getpid());
+	return n < 0 ? 0 : (n >= (int)size ? (int)size - 1 : n);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Waiters */
+
+void zkl_waiter_enter(zkl_client *c, struct zkl_waiter *w, const void *owner)
+{
+	zkl_cond_init(&w->cv);
+	w->owner = owner;
+	w->canceled = false;
+	w->prev = NULL;
+	w->next = c->waiters;
+	if (c->waiters)
+		c->waiters->prev = w;
+	c->waiters = w;
+}
+
+void zkl_waiter_leave(zkl_client *c, struct zkl_waiter *w)
+{
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		c->waiters = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	pthread_cond_destroy(&w->cv);
+}
+
+bool zkl_waiter_wait(zkl_client *c, struct zkl_waiter *w, int64_t deadline)
+{
+	return zkl_cond_wait_until(&w->cv, &c->mu, deadline);
+}
+
+static void wake_all(zkl_client *c)
+{
+	for (struct zkl_waiter *w = c->waiters; w; w = w->next)
+		pthread_cond_signal(&w->cv);
+	pthread_cond_broadcast(&c->cv);
+}
+
+void zkl_client_cancel_owner(zkl_client *c, const void *owner)
+{
+	pthread_mutex_lock(&c->mu);
+	for (struct zkl_waiter *w = c->waiters; w; w = w->next) {
+		if (w->owner == owner) {
+			w->canceled = true;
+			pthread_cond_signal(&w->cv);
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+}
+
+bool zkl_on_event_thread(zkl_client *c)
+{
+	return c->ev_running && pthread_equal(pthread_self(), c->ev_thread);
+}
+
+int zkl_wait_connected(zkl_client *c, struct zkl_waiter *w, int64_t deadline)
+{
+	for (;;) {
+		if (c->closing)
+			return ZKL_ECLOSED;
+		if (w->canceled)
+			return ZKL_ECANCELED;
+		if (c->sess->connected)
+			return 0;
+		if (zkl_waiter_wait(c, w, deadline))
+			return c->sess->connected ? 0 : ZKL_ETIMEDOUT;
+	}
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Sessions */
+
+static void session_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+	(void)path;
+	struct zkl_session *s = ctx;
+	if (type != ZOO_SESSION_EVENT)
+		return;
+	zkl_client *c = s->c;
+	struct zkl_event *e = malloc(sizeof *e);
+	pthread_mutex_lock(&c->mu);
+	if (state == ZOO_CONNECTED_STATE) {
+		s->connected = true;
+		s->ever_connected = true;
+		s->id = zoo_client_id(zh)->client_id;
+		c->timeout_ms = zoo_recv_timeout(zh);
+	} else {
+		s->connected = false;
+		if (state == ZOO_EXPIRED_SESSION_STATE)
+			s->expired = true;
+	}
+	if (e) {
+		e->next = NULL;
+		e->gen = s->gen;
+		e->zk_state = state;
+		if (c->events_tail)
+			c->events_tail->next = e;
+		else
+			c->events = e;
+		c->events_tail = e;
+	}
+	pthread_cond_signal(&c->ev_cv);
+	wake_all(c);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static struct zkl_session *session_new(zkl_client *c, uint64_t gen)
+{
+	struct zkl_session *s = calloc(1, sizeof *s);
+	if (!s)
+		return NULL;
+	s->c = c;
+	s->gen = gen;
+	int flags = ZOO_NO_LOG_CLIENTENV;
+	if (c->quiet_zk_log)
+		s->zh = zookeeper_init2(c->servers, session_watcher, c->session_timeout_req, NULL, s,
+		                        flags, zk_log_discard);
+	else
+		s->zh = zookeeper_init(c->servers, session_watcher, c->session_timeout_req, NULL, s,
+		                       flags);
+	if (!s->zh) {
+		free(s);
+		return NULL;
+	}
+	/* The C client re-resolves host names on nearly every pass of its I/O loop unless
+	 * told otherwise; that halves lock throughput under contention. */
+	zoo_set_servers_resolution_delay(s->zh, -1);
+	if (c->digest)
+		zoo_add_auth(s->zh, "digest", c->digest, (int)strlen(c->digest), NULL, NULL);
+	return s;
+}
+
+/* Closes a session's handle (no lock held) and drops the watches the C client still had:
+ * once zookeeper_close() returns, it never calls them again. */
+static void session_free(zkl_client *c, struct zkl_session *s)
+{
+	zookeeper_close(s->zh);
+	pthread_mutex_lock(&c->mu);
+	while (s->watches) {
+		struct zkl_watch *wt = s->watches;
+		s->watches = wt->next;
+		wt->registered = false;
+		wt->next = wt->prev = NULL;
+		if (--wt->refs == 0)
+			free(wt);
+	}
+	pthread_mutex_unlock(&c->mu);
+	free(s);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Requests */
+
+static struct zkl_op *op_begin(zkl_client *c, struct zkl_waiter *w, enum zkl_op_kind kind,
+                               int *err)
+{
+	struct zkl_op *op = calloc(1, sizeof *op);
+	if (!op) {
+		*err = zkl_fail(ZKL_ENOMEM, "out of memory");
+		return NULL;
+	}
+	op->kind = kind;
+	op->refs = 2;
+	op->w = w;
+	pthread_mutex_lock(&c->mu);
+	if (c->closing) {
+		pthread_mutex_unlock(&c->mu);
+		free(op);
+		*err = zkl_fail(ZKL_ECLOSED, "the client is closing");
+		return NULL;
+	}
+	op->s = c->sess;
+	op->s->inflight++;
+	pthread_mutex_unlock(&c->mu);
+	return op;
+}
+
+static void op_free(struct zkl_op *op)
+{
+	free(op->value);
+	if (op->names) {
+		for (int i = 0; i < op->count; i++)
+			free(op->names[i]);
+		free(op->names);
+	}
+	free(op->cleanup_parent);
+	free(op);
+}
+
+/* Runs on the completion thread (or on the caller's, when a request was refused before
+ * it was sent): records, signals, and drops the completion's reference. */
+static void op_finish_locked(zkl_client *c, struct zkl_op *op, int rc)
+{
+	op->rc = rc;
+	op->done = true;
+	struct zkl_session *s = op->s;
+	/* The C client registers a watch only when the request succeeded. */
+	if (op->watch && rc != ZOK)
+		watch_unregister_locked(op->watch);
+	op->watch = NULL;
+	if (op->w)
+		pthread_cond_signal(&op->w->cv);
+	if (op->kind == ZKL_OP_CREATE && op->cleanup_parent && !op->w) {
+		/* The waiter gave up while the create was out. If it was applied, or may
+		 * have been, the node must go. */
+		if (rc == ZOK && op->value)
+			zkl_task_delete(c, op->value, s->gen);
+		else if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT)
+			zkl_task_find_delete(c, op->cleanup_parent, op->uuid, s->gen);
+	}
+	if (--s->inflight == 0)
+		pthread_cond_broadcast(&c->ev_cv);
+	if (--op->refs == 0)
+		op_free(op);
+}
+
+static void op_refused(zkl_client *c, struct zkl_op *op, int rc)
+{
+	pthread_mutex_lock(&c->mu);
+	op_finish_locked(c, op, rc);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void string_stat_done(int rc, const char *value, const struct Stat *stat, const void *data)
+{
+	struct zkl_op *op = (struct zkl_op *)data;
+	zkl_client *c = op->s->c;
+	char *copy = (rc == ZOK && value) ? strdup(value) : NULL;
+	pthread_mutex_lock(&c->mu);
+	if (rc == ZOK && stat)
+		op->stat = *stat;
+	op->value = copy;
+	if (rc == ZOK && value && !copy)
+		rc = ZSYSTEMERROR;
+	op_finish_locked(c, op, rc);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void void_done(int rc, const void *data)
+{
+	struct zkl_op *op = (struct zkl_op *)data;
+	zkl_client *c = op->s->c;
+	pthread_mutex_lock(&c->mu);
+	op_finish_locked(c, op, rc);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void strings_done(int rc, const struct String_vector *strings, const void *data)
+{
+	struct zkl_op *op = (struct zkl_op *)data;
+	zkl_client *c = op->s->c;
+	char **names = NULL;
+	int count = 0;
+	if (rc == ZOK && strings && strings->count > 0) {
+		names = calloc((size_t)strings->count, sizeof *names);
+		if (names) {
+			for (count = 0; count < strings->count; count++) {
+				names[count] = strdup(strings->data[count]);
+				if (!names[count])
+					break;
+			}
+		}
+		if (!names || count < strings->count)
+			rc = ZSYSTEMERROR;
+	}
+	pthread_mutex_lock(&c->mu);
+	op->names = names;
+	op->count = count;
+	op_finish_locked(c, op, rc);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void data_done(int rc, const char *value, int len, const struct Stat *stat,
+                      const void *data)
+{
+	struct zkl_op *op = (struct zkl_op *)data;
+	zkl_client *c = op->s->c;
+	char *copy = NULL;
+	if (rc == ZOK) {
+		int n = len > 0 ? len : 0;
+		copy = malloc((size_t)n + 1);
+		if (copy) {
+			if (n)
+				memcpy(copy, value, (size_t)n);
+			copy[n] = 0;
+		} else {
+			rc = ZSYSTEMERROR;
+		}
+		len = n;
+	}
+	pthread_mutex_lock(&c->mu);
+	if (rc == ZOK && stat)
+		op->stat = *stat;
+	op->value = copy;
+	op->value_len = copy ? len : 0;
+	op_finish_locked(c, op, rc);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void stat_done(int rc, const struct Stat *stat, const void *data)
+{
+	struct zkl_op *op = (struct zkl_op *)data;
+	zkl_client *c = op->s->c;
+	pthread_mutex_lock(&c->mu);
+	if (rc == ZOK && stat)
+		op->stat = *stat;
+	op_finish_locked(c, op, rc);
+	pthread_mutex_unlock(&c->mu);
+}
+
+struct zkl_op *zkl_op_create(zkl_client *c, struct zkl_waiter *w, const char *path,
+                             const void *data, int len, int mode, int *err)
+{
+	struct zkl_op *op = op_begin(c, w, ZKL_OP_CREATE, err);
+	if (!op)
+		return NULL;
+	int rc = zoo_acreate2(op->s->zh, path, data, data ? len : -1, &ZOO_OPEN_ACL_UNSAFE, mode,
+	                      string_stat_done, op);
+	if (rc != ZOK)
+		op_refused(c, op, rc);
+	return op;
+}
+
+struct zkl_op *zkl_op_delete(zkl_client *c, struct zkl_waiter *w, const char *path, int *err)
+{
+	struct zkl_op *op = op_begin(c, w, ZKL_OP_DELETE, err);
+	if (!op)
+		return NULL;
+	int rc = zoo_adelete(op->s->zh, path, -1, void_done, op);
+	if (rc != ZOK)
+		op_refused(c, op, rc);
+	return op;
+}
+
+struct zkl_op *zkl_op_children(zkl_client *c, struct zkl_waiter *w, const char *path,
+                               struct zkl_watch *wt, int *err)
+{
+	struct zkl_op *op = op_begin(c, w, ZKL_OP_CHILDREN, err);
+	if (!op)
+		return NULL;
+	int rc;
+	if (wt) {
+		watch_register(c, op, wt);
+		rc = zoo_awget_children(op->s->zh, path, node_watcher, wt, strings_done, op);
+	} else {
+		rc = zoo_aget_children(op->s->zh, path, 0, strings_done, op);
+	}
+	if (rc != ZOK)
+		op_refused(c, op, rc);
+	return op;
+}
+
+/* Drops the C client's reference to a watch it will not call again (mu held). Returns
+ * true if the watch was freed. */
+static bool watch_unregister_locked(struct zkl_watch *wt)
+{
+	if (!wt->registered)
+		return false;
+	struct zkl_session *s = wt->s;
+	if (wt->prev)
+		wt->prev->next = wt->next;
+	else
+		s->watches = wt->next;
+	if (wt->next)
+		wt->next->prev = wt->prev;
+	wt->registered = false;
+	wt->next = wt->prev = NULL;
+	if (--wt->refs == 0) {
+		free(wt);
+		return true;
+	}
+	return false;
+}
+
+/* Registers a watch for op before the request goes out: the watcher may run before the
+ * completion does. */
+static void watch_register(zkl_client *c, struct zkl_op *op, struct zkl_watch *wt)
+{
+	pthread_mutex_lock(&c->mu);
+	wt->s = op->s;
+	wt->refs++;
+	wt->registered = true;
+	wt->prev = NULL;
+	wt->next = op->s->watches;
+	if (op->s->watches)
+		op->s->watches->prev = wt;
+	op->s->watches = wt;
+	op->watch = wt;
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void node_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+	(void)zh;
+	(void)state;
+	(void)path;
+	struct zkl_watch *wt = ctx;
+	zkl_client *c = wt->s->c;
+	pthread_mutex_lock(&c->mu);
+	if (wt->w)
+		pthread_cond_signal(&wt->w->cv);
+	/* Session events reach every registered watcher and leave it registered; only a
+	 * node event ends the watch. */
+	if (type != ZOO_SESSION_EVENT) {
+		wt->fired = true;
+		watch_unregister_locked(wt);
+	}
+	pthread_mutex_unlock(&c->mu);
+}
+
+struct zkl_watch *zkl_watch_new(zkl_client *c, struct zkl_waiter *w)
+{
+	(void)c;
+	struct zkl_watch *wt = calloc(1, sizeof *wt);
+	if (!wt)
+		return NULL;
+	wt->refs = 1;
+	wt->w = w;
+	return wt;
+}
+
+void zkl_watch_put(zkl_client *c, struct zkl_watch *wt)
+{
+	(void)c;
+	wt->w = NULL;
+	if (--wt->refs == 0)
+		free(wt);
+}
+
+struct zkl_op *zkl_op_get(zkl_client *c, struct zkl_waiter *w, const char *path,
+                          struct zkl_watch *wt, int *err)
+{
+	struct zkl_op *op = op_begin(c, w, ZKL_OP_GET, err);
+	if (!op)
+		return NULL;
+	int rc;
+	if (wt) {
+		watch_register(c, op, wt);
+		rc = zoo_awget(op->s->zh, path, node_watcher, wt, data_done, op);
+	} else {
+		rc = zoo_aget(op->s->zh, path, 0, data_done, op);
+	}
+	if (rc != ZOK)
+		op_refused(c, op, rc);
+	return op;
+}
+
+struct zkl_op *zkl_op_exists(zkl_client *c, struct zkl_waiter *w, const char *path, int *err)
+{
+	struct zkl_op *op = op_begin(c, w, ZKL_OP_EXISTS, err);
+	if (!op)
+		return NULL;
+	int rc = zoo_aexists(op->s->zh, path, 0, stat_done, op);
+	if (rc != ZOK)
+		op_refused(c, op, rc);
+	return op;
+}
+
+void zkl_op_put(zkl_client *c, struct zkl_op *op)
+{
+	(void)c;
+	if (!op)
+		return;
+	op->w = NULL;
+	if (--op->refs == 0)
+		op_free(op);
+}
+
+int zkl_op_wait(zkl_client *c, struct zkl_waiter *w, struct zkl_op *op, int64_t deadline)
+{
+	for (;;) {
+		if (op->done)
+			return 0;
+		if (w->canceled)
+			return ZKL_ECANCELED;
+		if (zkl_waiter_wait(c, w, deadline))
+			return op->done ? 0 : ZKL_ETIMEDOUT;
+	}
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Background tasks */
+
+static void task_add(zkl_client *c, enum task_kind kind, const char *path, const char *uuid,
+                     uint64_t gen)
+{
+	struct zkl_task *t = calloc(1, sizeof *t);
+	char *p = strdup(path);
+	if (!t || !p) {
+		/* Nothing more can be done without memory; the node goes with the session. */
+		free(t);
+		free(p);
+		return;
+	}
+	t->kind = kind;
+	t->path = p;
+	if (uuid)
+		memcpy(t->uuid, uuid, ZKL_UUID_LEN + 1);
+	t->gen = gen;
+	t->next = c->tasks;
+	c->tasks = t;
+	pthread_cond_signal(&c->ev_cv);
+}
+
+void zkl_task_delete(zkl_client *c, const char *path, uint64_t gen)
+{
+	task_add(c, TASK_DELETE, path, NULL, gen);
+}
+
+void zkl_task_find_delete(zkl_client *c, const char *parent, const char *uuid, uint64_t gen)
+{
+	task_add(c, TASK_FIND_DELETE, parent, uuid, gen);
+}
+
+static void task_free(struct zkl_task *t)
+{
+	free(t->path);
+	free(t->found);
+	free(t);
+}
+
+static void task_void_done(int rc, const void *data)
+{
+	struct zkl_task *t = (struct zkl_task *)data;
+	zkl_client *c = t->s->c;
+	pthread_mutex_lock(&c->mu);
+	t->rc = rc;
+	t->done = true;
+	if (--t->s->inflight == 0)
+		pthread_cond_broadcast(&c->ev_cv);
+	pthread_cond_signal(&c->ev_cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void task_strings_done(int rc, const struct String_vector *sv, const void *data)
+{
+	struct zkl_task *t = (struct zkl_task *)data;
+	zkl_client *c = t->s->c;
+	char *found = NULL;
+	if (rc == ZOK && sv) {
+		for (int i = 0; i < sv->count; i++) {
+			if (zkl_name_has_uuid(sv->data[i], t->uuid)) {
+				found = zkl_path_join(t->path, sv->data[i]);
+				break;
+			}
+		}
+	}
+	pthread_mutex_lock(&c->mu);
+	t->rc = rc;
+	t->found = found;
+	t->done = true;
+	if (--t->s->inflight == 0)
+		pthread_cond_broadcast(&c->ev_cv);
+	pthread_cond_signal(&c->ev_cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* One pass over the tasks (event thread, mu held). Returns the earliest time a task
+ * wants another look, or INT64_MAX. */
+static int64_t tasks_run(zkl_client *c)
+{
+	int64_t next = INT64_MAX;
+	int64_t now = zkl_now_ms();
+	struct zkl_task **pp = &c->tasks;
+	while (*pp) {
+		struct zkl_task *t = *pp;
+		if (t->inflight && !t->done) {
+			pp = &t->next;
+			continue;
+		}
+		if (t->done) {
+			t->inflight = t->done = false;
+			int rc = t->rc;
+			if (rc == ZOK && t->kind == TASK_FIND_DELETE) {
+				if (t->found) {
+					free(t->path);
+					t->path = t->found;
+					t->found = NULL;
+					t->kind = TASK_DELETE;
+					continue; /* delete it on this pass */
+				}
+				rc = ZNONODE; /* the create never happened */
+			}
+			if (rc == ZOK || rc == ZNONODE) {
+				zkl_log(c, ZKL_LOG_DEBUG, "background delete of %s done", t->path);
+				*pp = t->next;
+				task_free(t);
+				continue;
+			}
+			if (rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT &&
+			    rc != ZSESSIONEXPIRED && rc != ZINVALIDSTATE && rc != ZCLOSING) {
+				zkl_log(c, ZKL_LOG_ERROR, "cannot delete %s: %s; it stays until its "
+				        "session ends", t->path, zerror(rc));
+				*pp = t->next;
+				task_free(t);
+				continue;
+			}
+			t->not_before = now + 100;
+		}
+		if (t->gen != c->gen) {
+			/* Its session is gone, and the ephemeral node with it. */
+			*pp = t->next;
+			task_free(t);
+			continue;
+		}
+		if (!c->sess->connected || t->not_before > now) {
+			if (c->sess->connected && t->not_before < next)
+				next = t->not_before;
+			pp = &t->next;
+			continue;
+		}
+		t->s = c->sess;
+		t->inflight = true;
+		t->s->inflight++;
+		zhandle_t *zh = t->s->zh;
+		char *path = strdup(t->path);
+		pthread_mutex_unlock(&c->mu);
+		int rc = ZSYSTEMERROR;
+		if (path) {
+			if (t->kind == TASK_DELETE)
+				rc = zoo_adelete(zh, path, -1, task_void_done, t);
+			else
+				rc = zoo_aget_children(zh, path, 0, task_strings_done, t);
+		}
+		free(path);
+		pthread_mutex_lock(&c->mu);
+		if (rc != ZOK) {
+			t->rc = rc;
+			t->done = true;
+			t->s->inflight--;
+		}
+		/* The list may have changed while unlocked; start over. */
+		pp = &c->tasks;
+	}
+	return next;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Holds */
+
+void zkl_hold_add(zkl_client *c, struct zkl_hold *h, uint64_t gen)
+{
+	h->gen = gen;
+	h->lost = gen != c->gen;
+	h->notified = false;
+	h->dispatching = false;
+	h->linked = true;
+	h->prev = NULL;
+	h->next = c->holds;
+	if (c->holds)
+		c->holds->prev = h;
+	c->holds = h;
+	if (h->lost)
+		pthread_cond_signal(&c->ev_cv);
+}
+
+void zkl_hold_remove(zkl_client *c, struct zkl_hold *h)
+{
+	if (!h->linked)
+		return;
+	while (h->dispatching && !zkl_on_event_thread(c))
+		pthread_cond_wait(&c->cv, &c->mu);
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		c->holds = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	h->linked = false;
+}
+
+/* Marks every hold of a session other than the current one lost, and calls on_lost for
+ * each once, with mu released (event thread). */
+static void holds_notify(zkl_client *c)
+{
+	for (;;) {
+		struct zkl_hold *h;
+		for (h = c->holds; h; h = h->next) {
+			if (h->gen != c->gen)
+				h->lost = true;
+			if (h->lost && !h->notified)
+				break;
+		}
+		if (!h)
+			return;
+		h->notified = true;
+		h->dispatching = true;
+		pthread_mutex_unlock(&c->mu);
+		if (h->on_lost)
+			h->on_lost(h, h->ctx);
+		pthread_mutex_lock(&c->mu);
+		h->dispatching = false;
+		pthread_cond_broadcast(&c->cv);
+	}
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* The event thread */
+
+static void set_state(zkl_client *c, zkl_state st)
+{
+	c->state = st;
+	pthread_cond_broadcast(&c->cv);
+	if (c->nlisteners == 0)
+		return;
+	/* Call each listener with no lock held. The array may change meanwhile: copy. */
+	size_t n = c->nlisteners;
+	struct zkl_listener *copy = malloc(n * sizeof *copy);
+	if (!copy)
+		return;
+	memcpy(copy, c->listeners, n * sizeof *copy);
+	c->listener_running = true;
+	pthread_mutex_unlock(&c->mu);
+	for (size_t i = 0; i < n; i++) {
+		/* Skip listeners removed by an earlier one. */
+		bool present = false;
+		pthread_mutex_lock(&c->mu);
+		for (size_t j = 0; j < c->nlisteners; j++)
+			if (c->listeners[j].fn == copy[i].fn && c->listeners[j].data == copy[i].data)
+				present = true;
+		pthread_mutex_unlock(&c->mu);
+		if (present)
+			copy[i].fn(c, st, copy[i].data);
+	}
+	pthread_mutex_lock(&c->mu);
+	c->listener_running = false;
+	pthread_cond_broadcast(&c->cv);
+	free(copy);
+}
+
+/* Moves to a new session after `old` expired (event thread, mu held). */
+static void session_replace(zkl_client *c)
+{
+	struct zkl_session *old = c->sess;
+	struct zkl_session *s = NULL;
+	pthread_mutex_unlock(&c->mu);
+	/* zookeeper_init only allocates and starts threads; retry if it could not. */
+	for (int i = 0; i < 50 && !s; i++) {
+		s = session_new(c, old->gen + 1);
+		if (!s)
+			usleep(100000);
+	}
+	pthread_mutex_lock(&c->mu);
+	if (!s) {
+		zkl_log(c, ZKL_LOG_ERROR, "cannot open a new ZooKeeper session: %s", strerror(errno));
+		return;
+	}
+	c->sess = s;
+	c->gen = s->gen;
+	old->retired_at = zkl_now_ms();
+	old->next = c->retired;
+	c->retired = old;
+	wake_all(c);
+}
+
+static void handle_event(zkl_client *c, struct zkl_event *e)
+{
+	if (e->gen != c->gen)
+		return; /* from a retired session */
+	struct zkl_session *s = c->sess;
+	if (e->zk_state == ZOO_CONNECTED_STATE) {
+		if (c->state == ZKL_STATE_CONNECTING)
+			set_state(c, ZKL_STATE_CONNECTED);
+		else if (c->state != ZKL_STATE_CONNECTED && c->state != ZKL_STATE_RECONNECTED)
+			set_state(c, ZKL_STATE_RECONNECTED);
+	} else if (e->zk_state == ZOO_EXPIRED_SESSION_STATE) {
+		zkl_log(c, ZKL_LOG_WARN, "ZooKeeper session 0x%llx expired; opening a new one",
+		        (unsigned long long)s->id);
+		session_replace(c);
+		holds_notify(c);
+		set_state(c, ZKL_STATE_LOST);
+	} else if (e->zk_state == ZOO_AUTH_FAILED_STATE) {
+		c->auth_failed = true;
+		zkl_log(c, ZKL_LOG_ERROR, "ZooKeeper refused the credentials");
+		pthread_cond_broadcast(&c->cv);
+	} else if (e->zk_state == ZOO_CONNECTING_STATE || e->zk_state == ZOO_ASSOCIATING_STATE ||
+	           e->zk_state == ZOO_NOTCONNECTED_STATE || e->zk_state == 0) {
+		if (c->state == ZKL_STATE_CONNECTED || c->state == ZKL_STATE_RECONNECTED)
+			set_state(c, ZKL_STATE_SUSPENDED);
+	}
+}
+
+/* Closes retired sessions whose requests have all completed, or that have waited long
+ * enough (mu held, event thread). Returns when to look again. */
+static int64_t retired_reap(zkl_client *c, bool all)
+{
+	int64_t next = INT64_MAX;
+	struct zkl_session **pp = &c->retired;
+	while (*pp) {
+		struct zkl_session *s = *pp;
+		if (all || s->inflight == 0 || zkl_now_ms() - s->retired_at > 5000) {
+			*pp = s->next;
+			pthread_mutex_unlock(&c->mu);
+			session_free(c, s);
+			pthread_mutex_lock(&c->mu);
+			pp = &c->retired;
+			continue;
+		}
+		if (s->retired_at + 5000 < next)
+			next = s->retired_at + 5000;
+		pp = &s->next;
+	}
+	return next;
+}
+
+static void *event_main(void *arg)
+{
+	zkl_client *c = arg;
+	pthread_mutex_lock(&c->mu);
+	while (!c->closing) {
+		while (c->events) {
+			struct zkl_event *e = c->events;
+			c->events = e->next;
+			if (!c->events)
+				c->events_tail = NULL;
+			handle_event(c, e);
+			free(e);
+		}
+		holds_notify(c);
+		int64_t next = tasks_run(c);
+		int64_t r = retired_reap(c, false);
+		if (r < next)
+			next = r;
+		if (c->closing || c->events)
+			continue;
+		zkl_cond_wait_until(&c->ev_cv, &c->mu, next);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Public API */
+
+void zkl_client_options_init(zkl_client_options *o)
+{
+	if (!o)
+		return;
+	memset(o, 0, sizeof *o);
+	o->servers = "127.0.0.1:2181";
+	o->session_timeout_ms = 10000;
+	o->connect_timeout_ms = 5000;
+	o->log_level = ZKL_LOG_WARN;
+	o->quiet_zk_log = true;
+}
+
+static void client_free(zkl_client *c)
+{
+	while (c->events) {
+		struct zkl_event *e = c->events;
+		c->events = e->next;
+		free(e);
+	}
+	while (c->tasks) {
+		struct zkl_task *t = c->tasks;
+		c->tasks = t->next;
+		task_free(t);
+	}
+	free(c->listeners);
+	free(c->servers);
+	free(c->digest);
+	pthread_cond_destroy(&c->ev_cv);
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+}
+
+int zkl_client_open(zkl_client **out, const zkl_client_options *o)
+{
+	zkl_clear_error();
+	zkl_client_options defaults;
+	if (!out)
+		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
+	*out = NULL;
+	if (!o) {
+		zkl_client_options_init(&defaults);
+		o = &defaults;
+	}
+	if (!o->servers || !*o->servers)
+		return zkl_fail(ZKL_EINVAL, "servers is empty (expected \"host:port[,...][/chroot]\")");
+	if (strspn(o->servers, " \t") == strlen(o->servers) || strchr(o->servers, ' '))
+		return zkl_fail(ZKL_EINVAL, "servers \"%s\" contains spaces", o->servers);
+	const char *chroot = strchr(o->servers, '/');
+	if (chroot && zkl_path_check(chroot, "chroot") != 0 && strcmp(chroot, "/") != 0)
+		return ZKL_EINVAL;
+	if (o->session_timeout_ms <= 0)
+		return zkl_fail(ZKL_EINVAL, "session timeout %d ms is not positive",
+		                o->session_timeout_ms);
+	if (o->connect_timeout_ms < 0)
+		return zkl_fail(ZKL_EINVAL, "connect timeout %d ms is negative", o->connect_timeout_ms);
+	if (o->digest_auth && !strchr(o->digest_auth, ':'))
+		return zkl_fail(ZKL_EINVAL, "digest credentials must look like \"user:password\"");
+
+	zkl_client *c = calloc(1, sizeof *c);
+	if (!c)
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	pthread_mutex_init(&c->mu, NULL);
+	zkl_cond_init(&c->cv);
+	zkl_cond_init(&c->ev_cv);
+	c->servers = strdup(o->servers);
+	c->digest = o->digest_auth ? strdup(o->digest_auth) : NULL;
+	c->session_timeout_req = o->session_timeout_ms;
+	c->connect_timeout = o->connect_timeout_ms;
+	c->log = o->log;
+	c->log_data = o->log_data;
+	c->log_level = o->log_level ? o->log_level : ZKL_LOG_WARN;
+	c->quiet_zk_log = o->quiet_zk_log;
+	c->state = ZKL_STATE_CONNECTING;
+	if (!c->servers || (o->digest_auth && !c->digest)) {
+		client_free(c);
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	}
+	c->sess = session_new(c, 1);
+	if (!c->sess) {
+		int e = errno;
+		client_free(c);
+		if (e == EINVAL)
+			return zkl_fail(ZKL_EINVAL, "servers \"%s\" cannot be parsed (expected "
+			                "\"host:port[,...][/chroot]\")", o->servers);
+		return zkl_fail(ZKL_ECONNECT, "cannot start a ZooKeeper client for %s: %s",
+		                o->servers, strerror(e));
+	}
+	c->gen = 1;
+	if (pthread_create(&c->ev_thread, NULL, event_main, c) != 0) {
+		session_free(c, c->sess);
+		client_free(c);
+		return zkl_fail(ZKL_ENOMEM, "cannot start the event thread");
+	}
+	c->ev_running = true;
+
+	int64_t deadline = zkl_deadline(c->connect_timeout);
+	pthread_mutex_lock(&c->mu);
+	while (c->state == ZKL_STATE_CONNECTING && !c->auth_failed) {
+		if (zkl_cond_wait_until(&c->cv, &c->mu, deadline))
+			break;
+	}
+	bool ok = c->state != ZKL_STATE_CONNECTING && !c->auth_failed;
+	bool auth = c->auth_failed;
+	pthread_mutex_unlock(&c->mu);
+	if (!ok) {
+		zkl_client_close(c);
+		if (auth)
+			return zkl_fail(ZKL_EAUTH, "ZooKeeper at %s refused the credentials", o->servers);
+		return zkl_fail(ZKL_ECONNECT, "no ZooKeeper server answered at %s within %d ms",
+		                o->servers, o->connect_timeout_ms);
+	}
+	*out = c;
+	return 0;
+}
+
+void zkl_client_close(zkl_client *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	/* Let the requests already sent complete, so their memory is not lost with the
+	 * handle; bounded, since a dead connection fails them within the session timeout. */
+	int64_t deadline = zkl_now_ms() + 3000;
+	while (c->sess->inflight > 0 && !zkl_cond_wait_until(&c->ev_cv, &c->mu, deadline))
+		;
+	c->closing = true;
+	wake_all(c);
+	pthread_cond_broadcast(&c->ev_cv);
+	pthread_mutex_unlock(&c->mu);
+	if (c->ev_running)
+		pthread_join(c->ev_thread, NULL);
+	c->ev_running = false;
+	pthread_mutex_lock(&c->mu);
+	retired_reap(c, true);
+	struct zkl_session *s = c->sess;
+	c->sess = NULL;
+	pthread_mutex_unlock(&c->mu);
+	session_free(c, s);
+	client_free(c);
+}
+
+zkl_state zkl_client_state(const zkl_client *c)
+{
+	if (!c)
+		return ZKL_STATE_CLOSED;
+	zkl_client *m = (zkl_client *)c;
+	pthread_mutex_lock(&m->mu);
+	zkl_state s = m->closing ? ZKL_STATE_CLOSED : m->state;
+	pthread_mutex_unlock(&m->mu);
+	return s;
+}
+
+const char *zkl_state_name(zkl_state s)
+{
+	switch (s) {
+	case ZKL_STATE_CONNECTING: return "connecting";
+	case ZKL_STATE_CONNECTED: return "connected";
+	case ZKL_STATE_SUSPENDED: return "suspended";
+	case ZKL_STATE_RECONNECTED: return "reconnected";
+	case ZKL_STATE_LOST: return "lost";
+	case ZKL_STATE_CLOSED: return "closed";
+	}
+	return "unknown";
+}
+
+int zkl_client_add_listener(zkl_client *c, zkl_state_fn fn, void *data)
+{
+	zkl_clear_error();
+	if (!c)
+		return zkl_fail(ZKL_EINVAL, "client is NULL");
+	if (!fn)
+		return zkl_fail(ZKL_EINVAL, "listener function is NULL");
+	pthread_mutex_lock(&c->mu);
+	for (size_t i = 0; i < c->nlisteners; i++) {
+		if (c->listeners[i].fn == fn && c->listeners[i].data == data) {
+			pthread_mutex_unlock(&c->mu);
+			return zkl_fail(ZKL_EINVAL, "this listener was already added");
+		}
+	}
+	struct zkl_listener *l = realloc(c->listeners, (c->nlisteners + 1) * sizeof *l);
+	if (!l) {
+		pthread_mutex_unlock(&c->mu);
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	}
+	l[c->nlisteners].fn = fn;
+	l[c->nlisteners].data = data;
+	c->listeners = l;
+	c->nlisteners++;
+	pthread_mutex_unlock(&c->mu);
+	return 0;
+}
+
+int zkl_client_remove_listener(zkl_client *c, zkl_state_fn fn, void *data)
+{
+	zkl_clear_error();
+	if (!c)
+		return zkl_fail(ZKL_EINVAL, "client is NULL");
+	pthread_mutex_lock(&c->mu);
+	for (size_t i = 0; i < c->nlisteners; i++) {
+		if (c->listeners[i].fn == fn && c->listeners[i].data == data) {
+			memmove(&c->listeners[i], &c->listeners[i + 1],
+			        (c->nlisteners - i - 1) * sizeof *c->listeners);
+			c->nlisteners--;
+			/* Promise: when this returns, the listener is not running. */
+			while (c->listener_running && !zkl_on_event_thread(c))
+				pthread_cond_wait(&c->cv, &c->mu);
+			pthread_mutex_unlock(&c->mu);
+			return 0;
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+	return zkl_fail(ZKL_EINVAL, "no such listener");
+}
+
+int64_t zkl_client_session_id(const zkl_client *c)
+{
+	if (!c)
+		return 0;
+	zkl_client *m = (zkl_client *)c;
+	pthread_mutex_lock(&m->mu);
+	int64_t id = m->sess && m->sess->connected ? m->sess->id : 0;
+	pthread_mutex_unlock(&m->mu);
+	return id;
+}
+
+int zkl_client_session_timeout(const zkl_client *c)
+{
+	if (!c)
+		return 0;
+	zkl_client *m = (zkl_client *)c;
+	pthread_mutex_lock(&m->mu);
+	int t = m->timeout_ms;
+	pthread_mutex_unlock(&m->mu);
+	return t;
+}

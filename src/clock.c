@@ -1,0 +1,80 @@
+/* Monotonic time and deadlines.
+ *
+ * Every timeout in the library is turned into an absolute deadline on CLOCK_MONOTONIC
+ * once, at the start of a call, so that a call that waits several times (connect, list,
+ * watch, list again) is bounded as a whole. The monotonic clock is used because a
+ * wall clock step (NTP, an operator) must neither cut a wait short nor stretch it. */
+#include <errno.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "clock.h"
+
+int64_t
+zkl_now_ms(void)
+{
+	struct timespec ts;
+
+	/* CLOCK_MONOTONIC cannot fail on Linux with a valid pointer. */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t
+zkl_deadline(int timeout_ms)
+{
+	/* Callers reject negative values other than ZKL_WAIT_FOREVER before they get here;
+	 * any negative value still means "no limit" rather than "already past". */
+	if (timeout_ms < 0)
+		return INT64_MAX;
+	return zkl_now_ms() + timeout_ms;
+}
+
+struct timespec
+zkl_ms_to_timespec(int64_t ms)
+{
+	struct timespec ts;
+
+	if (ms < 0)
+		ms = 0;
+	ts.tv_sec = (time_t)(ms / 1000);
+	ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+	return ts;
+}
+
+int
+zkl_cond_init(pthread_cond_t *cv)
+{
+	pthread_condattr_t attr;
+	int rc;
+
+	rc = pthread_condattr_init(&attr);
+	if (rc != 0)
+		return rc;
+	/* The deadlines are monotonic, so the condition variable must time out on the
+	 * same clock; the default (CLOCK_REALTIME) would move with the wall clock. */
+	rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	if (rc == 0)
+		rc = pthread_cond_init(cv, &attr);
+	pthread_condattr_destroy(&attr);
+	return rc;
+}
+
+bool
+zkl_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms)
+{
+	struct timespec ts;
+	int rc;
+
+	if (deadline_ms == INT64_MAX) {
+		pthread_cond_wait(cv, mu);
+		return false;
+	}
+	/* A deadline that has already passed is reported without sleeping, so a caller
+	 * with a 0 ms timeout never blocks. */
+	if (zkl_now_ms() >= deadline_ms)
+		return true;
+	ts = zkl_ms_to_timespec(deadline_ms);
+	rc = pthread_cond_timedwait(cv, mu, &ts);
+	return rc == ETIMEDOUT;
+}

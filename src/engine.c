@@ -1,0 +1,659 @@
+/* The lock-queue engine.
+ *
+ * Design notes.
+ *
+ * Every recipe queues the same way (DESIGN.md, "The one mechanism"): create an
+ * ephemeral-sequential node "_c_<uuid>-<marker><seq>" under the lock path, list the
+ * children, sort them by sequence number, and ask the recipe's predicate whether we hold.
+ * If not, watch the one node it names with a get-with-watch (a get on a vanished node
+ * registers nothing, so no stray watch is left) and sleep until that node changes, the
+ * session changes, the deadline passes or the owner cancels; then list again.
+ *
+ * The create and the first list are sent together: the session serves requests in order,
+ * so the list always sees the node, and an uncontended acquire waits for one round trip.
+ *
+ * A create that failed with connection loss or a timeout may still have been applied.
+ * The uuid in the name finds it again, and it is adopted only if its ephemeral owner is
+ * our current session; a node from an older session dies with that session.
+ *
+ * Everything we leave on failure is deleted: synchronously when we can, else by the
+ * client's background task, retried until it succeeds or its session is gone. A create
+ * still in flight when we give up carries the cleanup to its completion.
+ *
+ * All waiting happens on the calling thread with the client mutex held around state
+ * checks; requests are sent without it.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+
+bool zkl_pred_first(const zkl_child *queue, size_t n, size_t self, void *arg, size_t *watch)
+{
+	(void)queue;
+	(void)n;
+	(void)arg;
+	if (self == 0)
+		return true;
+	*watch = self - 1;
+	return false;
+}
+
+void zkl_node_clear(struct zkl_node *node)
+{
+	free(node->path);
+	memset(node, 0, sizeof *node);
+}
+
+void zkl_names_free(char **names, int count)
+{
+	if (!names)
+		return;
+	for (int i = 0; i < count; i++)
+		free(names[i]);
+	free(names);
+}
+
+static bool transient(int zrc)
+{
+	return zrc == ZCONNECTIONLOSS || zrc == ZOPERATIONTIMEOUT;
+}
+
+static bool session_gone(int zrc)
+{
+	return zrc == ZSESSIONEXPIRED || zrc == ZINVALIDSTATE || zrc == ZSESSIONMOVED;
+}
+
+/* Parses and sorts op's children into a new array. Takes the names from the op. */
+static int take_queue(struct zkl_op *op, zkl_child **queue, size_t *n, char ***names,
+                      int *count)
+{
+	*names = op->names;
+	*count = op->count;
+	op->names = NULL;
+	op->count = 0;
+	*queue = NULL;
+	*n = 0;
+	if (*count == 0)
+		return 0;
+	zkl_child *q = malloc((size_t)*count * sizeof *q);
+	if (!q)
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	size_t k = 0;
+	for (int i = 0; i < *count; i++) {
+		if (zkl_child_parse((*names)[i], &q[k])) {
+			q[k].index = (size_t)i;
+			k++;
+		}
+	}
+	zkl_children_sort(q, k);
+	*queue = q;
+	*n = k;
+	return 0;
+}
+
+static const char *basename_of(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s ? s + 1 : path;
+}
+
+/* Waits for op with mu held. try_once calls wait for answers even past their deadline:
+ * "try once" means one round trip, and the C client answers within the session timeout. */
+static int wait_op(zkl_client *c, struct zkl_waiter *w, struct zkl_op *op, int64_t deadline,
+                   bool try_once)
+{
+	if (try_once) {
+		int64_t t = zkl_now_ms() + (c->timeout_ms > 0 ? c->timeout_ms : 10000);
+		if (t > deadline)
+			deadline = t;
+	}
+	return zkl_op_wait(c, w, op, deadline);
+}
+
+int zkl_engine_ensure_path(zkl_client *c, struct zkl_waiter *w, const char *path,
+                           int64_t deadline)
+{
+	/* Walk down from the first missing ancestor: try the path, and on NONODE its
+	 * parent, and so on up, then create back down. */
+	size_t len = strlen(path);
+	char *buf = strdup(path);
+	if (!buf)
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	size_t depth = len; /* create buf[0..depth) */
+	int rc = 0;
+	for (;;) {
+		buf[depth] = 0;
+		int err = 0;
+		pthread_mutex_unlock(&c->mu);
+		struct zkl_op *op = zkl_op_create(c, w, buf, NULL, 0, ZOO_CONTAINER, &err);
+		pthread_mutex_lock(&c->mu);
+		if (!op) {
+			rc = err;
+			break;
+		}
+		rc = zkl_op_wait(c, w, op, deadline);
+		int zrc = op->rc;
+		zkl_op_put(c, op);
+		if (rc != 0)
+			break;
+		if (zrc == ZOK || zrc == ZNODEEXISTS) {
+			if (depth == len)
+				break;
+			buf[depth] = '/';
+			depth += strcspn(buf + depth + 1, "/") + 1;
+			continue;
+		}
+		if (zrc == ZNONODE) {
+			size_t p = zkl_path_parent_len(buf);
+			if (p == 0) {
+				rc = zkl_fail(ZKL_EZK, "cannot create %s: the root of the client's "
+				              "chroot does not exist", path);
+				break;
+			}
+			depth = p;
+			continue;
+		}
+		rc = zkl_fail_zk(zrc, "cannot create", buf);
+		break;
+	}
+	free(buf);
+	return rc;
+}
+
+/* Looks for our node by uuid after a create whose outcome is unknown (mu held). Adopts
+ * it into *node when its ephemeral owner is our current session. Returns 0 (found or
+ * not), or a ZKL_E* code. */
+static int find_own(const struct zkl_queue *q, struct zkl_waiter *w, struct zkl_node *node,
+                    int64_t deadline, bool try_once)
+{
+	zkl_client *c = q->c;
+	int err = 0;
+	pthread_mutex_unlock(&c->mu);
+	struct zkl_op *op = zkl_op_children(c, w, q->path, NULL, &err);
+	pthread_mutex_lock(&c->mu);
+	if (!op)
+		return err;
+	int rc = wait_op(c, w, op, deadline, try_once);
+	if (rc != 0) {
+		zkl_op_put(c, op);
+		return rc;
+	}
+	char *found = NULL;
+	if (op->rc == ZOK) {
+		for (int i = 0; i < op->count && !found; i++)
+			if (zkl_name_has_uuid(op->names[i], node->uuid))
+				found = zkl_path_join(q->path, op->names[i]);
+	} else if (op->rc != ZNONODE) {
+		rc = transient(op->rc) || session_gone(op->rc) ? ZKL_ECONNLOSS
+		                                                : zkl_fail_zk(op->rc, "cannot list", q->path);
+	}
+	uint64_t gen = op->s->gen;
+	zkl_op_put(c, op);
+	if (!found)
+		return rc;
+	pthread_mutex_unlock(&c->mu);
+	op = zkl_op_exists(c, w, found, &err);
+	pthread_mutex_lock(&c->mu);
+	if (!op) {
+		free(found);
+		return err;
+	}
+	rc = wait_op(c, w, op, deadline, try_once);
+	if (rc == 0 && op->rc == ZOK && gen == c->gen && op->s->gen == gen &&
+	    op->stat.ephemeralOwner == c->sess->id) {
+		node->path = found;
+		node->gen = gen;
+		node->czxid = op->stat.czxid;
+		found = NULL;
+	} else if (rc == 0 && transient(op->rc)) {
+		rc = ZKL_ECONNLOSS;
+	}
+	zkl_op_put(c, op);
+	free(found);
+	return rc;
+}
+
+/* Deletes *node (mu held), waiting at most until `until`; hands it to the background
+ * task if the answer does not come or the connection is down. */
+static int delete_node(zkl_client *c, struct zkl_waiter *w, struct zkl_node *node)
+{
+	if (!node->path)
+		return 0;
+	if (node->gen != c->gen) {
+		zkl_node_clear(node);
+		return ZKL_ELOST;
+	}
+	/* A cancelled acquire withdraws its node like any other: wait for the delete. */
+	w->canceled = false;
+	int err = 0;
+	pthread_mutex_unlock(&c->mu);
+	struct zkl_op *op = zkl_op_delete(c, w, node->path, &err);
+	pthread_mutex_lock(&c->mu);
+	if (!op) {
+		zkl_task_delete(c, node->path, node->gen);
+		zkl_node_clear(node);
+		return 0;
+	}
+	int64_t until = zkl_now_ms() + (c->timeout_ms > 0 ? c->timeout_ms : 10000);
+	int rc = zkl_op_wait(c, w, op, until);
+	int result = 0;
+	if (rc != 0 || transient(op->rc)) {
+		zkl_log(c, ZKL_LOG_WARN, "delete of %s not confirmed; retrying in the background",
+		        node->path);
+		zkl_task_delete(c, node->path, node->gen);
+	} else if (session_gone(op->rc)) {
+		result = ZKL_ELOST;
+	} else if (op->rc != ZOK && op->rc != ZNONODE) {
+		zkl_log(c, ZKL_LOG_ERROR, "cannot delete %s: %s", node->path, zerror(op->rc));
+		result = zkl_fail_zk(op->rc, "cannot delete", node->path);
+	}
+	zkl_op_put(c, op);
+	zkl_node_clear(node);
+	return result;
+}
+
+int zkl_engine_release(zkl_client *c, struct zkl_node *node)
+{
+	struct zkl_waiter w;
+	pthread_mutex_lock(&c->mu);
+	zkl_waiter_enter(c, &w, NULL);
+	int rc = delete_node(c, &w, node);
+	zkl_waiter_leave(c, &w);
+	pthread_mutex_unlock(&c->mu);
+	return rc;
+}
+
+/* Waits for the connection after a transient failure; the caller's loop then retries. */
+static int recover(zkl_client *c, struct zkl_waiter *w, int64_t deadline, bool try_once)
+{
+	if (try_once)
+		return zkl_fail(ZKL_ETIMEDOUT, "the connection to ZooKeeper was lost");
+	int rc = zkl_wait_connected(c, w, deadline);
+	if (rc == ZKL_ETIMEDOUT)
+		return zkl_fail(ZKL_ETIMEDOUT, "timed out while disconnected from ZooKeeper");
+	return rc;
+}
+
+int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node)
+{
+	zkl_client *c = q->c;
+	const bool try_once = timeout_ms == 0;
+	const int64_t deadline = zkl_deadline(timeout_ms);
+	struct zkl_waiter w;
+	struct zkl_op *list = NULL;
+	bool unknown = false;      /* a create of ours may exist: look for it by uuid */
+	uint64_t unknown_gen = 0;
+	int rc = 0;
+
+	memset(node, 0, sizeof *node);
+	zkl_uuid(node->uuid);
+	pthread_mutex_lock(&c->mu);
+	zkl_waiter_enter(c, &w, q->owner);
+
+	for (;;) {
+		zkl_child *queue = NULL;
+		size_t n = 0;
+		char **names = NULL;
+		int count = 0;
+
+		if (c->closing) {
+			rc = zkl_fail(ZKL_ECLOSED, "the client is closing");
+			break;
+		}
+		if (w.canceled) {
+			rc = zkl_fail(ZKL_ECANCELED, "acquire of %s was cancelled", q->path);
+			break;
+		}
+		if (node->path && node->gen != c->gen) {
+			/* Our session expired while we queued: the node went with it. Queue
+			 * again on the new session. */
+			zkl_log(c, ZKL_LOG_INFO, "session changed while waiting for %s; queueing again",
+			        q->path);
+			free(node->path);
+			node->path = NULL;
+			zkl_uuid(node->uuid);
+		}
+		if (!node->path && unknown) {
+			unknown = false;
+			if (unknown_gen == c->gen) {
+				rc = find_own(q, &w, node, deadline, try_once);
+				if (rc == ZKL_ECONNLOSS) {
+					unknown = true;
+					if ((rc = recover(c, &w, deadline, try_once)) != 0)
+						break;
+					continue;
+				}
+				if (rc != 0)
+					break;
+			}
+			if (!node->path)
+				zkl_uuid(node->uuid);
+		}
+		if (!node->path) {
+			/* Create our node, and list the queue in the same round trip. */
+			char *target = NULL;
+			char prefix[ZKL_PROTECT_PREFIX_LEN + 32];
+			zkl_node_prefix(prefix, sizeof prefix, node->uuid, q->kind);
+			target = zkl_path_join(q->path, prefix);
+			if (!target) {
+				rc = zkl_fail(ZKL_ENOMEM, "out of memory");
+				break;
+			}
+			int err = 0;
+			pthread_mutex_unlock(&c->mu);
+			struct zkl_op *create = zkl_op_create(c, &w, target, q->data, q->data_len,
+			                                      ZOO_EPHEMERAL_SEQUENTIAL, &err);
+			if (create)
+				list = zkl_op_children(c, &w, q->path, NULL, &err);
+			pthread_mutex_lock(&c->mu);
+			free(target);
+			if (!create || !list) {
+				if (create) {
+					create->cleanup_parent = strdup(q->path);
+					memcpy(create->uuid, node->uuid, sizeof node->uuid);
+					zkl_op_put(c, create);
+				}
+				rc = err;
+				break;
+			}
+			rc = wait_op(c, &w, create, deadline, try_once);
+			if (rc != 0) {
+				/* Give up with the create still out: its completion cleans up. */
+				create->cleanup_parent = strdup(q->path);
+				memcpy(create->uuid, node->uuid, sizeof node->uuid);
+				zkl_op_put(c, create);
+				if (rc == ZKL_ETIMEDOUT)
+					zkl_fail(rc, "timed out waiting for %s", q->path);
+				else
+					zkl_fail(rc, "acquire of %s was cancelled", q->path);
+				break;
+			}
+			int zrc = create->rc;
+			if (zrc == ZOK) {
+				node->path = create->value;
+				create->value = NULL;
+				node->gen = create->s->gen;
+				node->czxid = create->stat.czxid;
+			}
+			uint64_t cgen = create->s->gen;
+			zkl_op_put(c, create);
+			if (zrc != ZOK) {
+				zkl_op_put(c, list);
+				list = NULL;
+				if (zrc == ZNONODE) {
+					rc = zkl_engine_ensure_path(c, &w, q->path, deadline);
+					if (rc == ZKL_ECONNLOSS)
+						rc = recover(c, &w, deadline, try_once);
+					if (rc != 0)
+						break;
+					continue;
+				}
+				if (transient(zrc) || session_gone(zrc)) {
+					unknown = transient(zrc);
+					unknown_gen = cgen;
+					if ((rc = recover(c, &w, deadline, try_once)) != 0)
+						break;
+					continue;
+				}
+				rc = zkl_fail_zk(zrc, "cannot create a node under", q->path);
+				break;
+			}
+		}
+
+		/* List the queue, unless the pipelined list is on its way. */
+		if (!list) {
+			int err = 0;
+			pthread_mutex_unlock(&c->mu);
+			list = zkl_op_children(c, &w, q->path, NULL, &err);
+			pthread_mutex_lock(&c->mu);
+			if (!list) {
+				rc = err;
+				break;
+			}
+		}
+		rc = wait_op(c, &w, list, deadline, try_once);
+		if (rc != 0) {
+			zkl_op_put(c, list);
+			list = NULL;
+			break;
+		}
+		int lrc = list->rc;
+		if (lrc == ZOK)
+			rc = take_queue(list, &queue, &n, &names, &count);
+		zkl_op_put(c, list);
+		list = NULL;
+		if (rc != 0)
+			break;
+		if (lrc != ZOK) {
+			if (lrc == ZNONODE) {
+				/* The folder is gone, and our node with it. */
+				free(node->path);
+				node->path = NULL;
+				zkl_uuid(node->uuid);
+				continue;
+			}
+			if (transient(lrc) || session_gone(lrc)) {
+				if ((rc = recover(c, &w, deadline, try_once)) != 0)
+					break;
+				continue;
+			}
+			rc = zkl_fail_zk(lrc, "cannot list", q->path);
+			break;
+		}
+
+		const char *own = basename_of(node->path);
+		size_t self = n;
+		for (size_t i = 0; i < n; i++) {
+			if (strcmp(queue[i].name, own) == 0) {
+				self = i;
+				break;
+			}
+		}
+		if (self == n) {
+			/* Our node is not there: deleted from outside. Queue again. */
+			zkl_log(c, ZKL_LOG_WARN, "node %s vanished while queued; queueing again",
+			        node->path);
+			free(node->path);
+			node->path = NULL;
+			zkl_uuid(node->uuid);
+			free(queue);
+			zkl_names_free(names, count);
+			continue;
+		}
+		node->seq = queue[self].seq;
+		size_t watch = 0;
+		bool held = q->pred(queue, n, self, q->pred_arg, &watch);
+		if (held) {
+			free(queue);
+			zkl_names_free(names, count);
+			rc = 0;
+			break;
+		}
+		bool folder = watch == ZKL_WATCH_CHILDREN;
+		char *target = folder ? strdup(q->path) : zkl_path_join(q->path, queue[watch].name);
+		free(queue);
+		zkl_names_free(names, count);
+		if (try_once) {
+			free(target);
+			rc = zkl_fail(ZKL_ETIMEDOUT, "%s is held", q->path);
+			break;
+		}
+		if (!target) {
+			rc = zkl_fail(ZKL_ENOMEM, "out of memory");
+			break;
+		}
+
+		/* Watch the one node before us, and sleep until it changes. */
+		struct zkl_watch *wt = zkl_watch_new(c, &w);
+		if (!wt) {
+			free(target);
+			rc = zkl_fail(ZKL_ENOMEM, "out of memory");
+			break;
+		}
+		int err = 0;
+		pthread_mutex_unlock(&c->mu);
+		struct zkl_op *get = folder ? zkl_op_children(c, &w, target, wt, &err)
+		                            : zkl_op_get(c, &w, target, wt, &err);
+		pthread_mutex_lock(&c->mu);
+		free(target);
+		if (!get) {
+			zkl_watch_put(c, wt);
+			rc = err;
+			break;
+		}
+		rc = zkl_op_wait(c, &w, get, deadline);
+		int grc = get->done ? get->rc : ZOK;
+		uint64_t ggen = get->s->gen;
+		zkl_op_put(c, get);
+		if (rc == 0 && grc == ZOK) {
+			while (!wt->fired && !w.canceled && !c->closing && c->gen == ggen) {
+				if (zkl_waiter_wait(c, &w, deadline)) {
+					if (!wt->fired)
+						rc = ZKL_ETIMEDOUT;
+					break;
+				}
+			}
+		}
+		zkl_watch_put(c, wt);
+		if (rc == ZKL_ETIMEDOUT) {
+			zkl_fail(rc, "timed out waiting for %s", q->path);
+			break;
+		}
+		if (rc != 0) {
+			zkl_fail(rc, "acquire of %s was cancelled", q->path);
+			break;
+		}
+		if (transient(grc) || session_gone(grc)) {
+			if ((rc = recover(c, &w, deadline, try_once)) != 0)
+				break;
+		} else if (grc != ZOK && grc != ZNONODE) {
+			rc = zkl_fail_zk(grc, "cannot watch a node under", q->path);
+			break;
+		}
+	}
+
+	if (list)
+		zkl_op_put(c, list);
+	if (rc != 0) {
+		/* Withdraw: nothing of ours may stay in the queue. */
+		char saved[256];
+		snprintf(saved, sizeof saved, "%s", zkl_last_error());
+		if (node->path)
+			delete_node(c, &w, node);
+		else if (unknown && unknown_gen == c->gen)
+			zkl_task_find_delete(c, q->path, node->uuid, unknown_gen);
+		zkl_node_clear(node);
+		zkl_fail(rc, "%s", saved);
+	}
+	zkl_waiter_leave(c, &w);
+	pthread_mutex_unlock(&c->mu);
+	return rc;
+}
+
+int zkl_engine_list(zkl_client *c, const char *path, zkl_child **queue, size_t *n,
+                    char ***names, int *count)
+{
+	struct zkl_waiter w;
+	int err = 0;
+	*queue = NULL;
+	*n = 0;
+	*names = NULL;
+	*count = 0;
+	pthread_mutex_lock(&c->mu);
+	zkl_waiter_enter(c, &w, NULL);
+	pthread_mutex_unlock(&c->mu);
+	struct zkl_op *op = zkl_op_children(c, &w, path, NULL, &err);
+	pthread_mutex_lock(&c->mu);
+	int rc = err;
+	if (op) {
+		rc = zkl_op_wait(c, &w, op, INT64_MAX);
+		if (rc == 0) {
+			if (op->rc == ZOK)
+				rc = take_queue(op, queue, n, names, count);
+			else if (op->rc != ZNONODE)
+				rc = zkl_fail_zk(op->rc, "cannot list", path);
+		}
+		zkl_op_put(c, op);
+	}
+	zkl_waiter_leave(c, &w);
+	pthread_mutex_unlock(&c->mu);
+	return rc;
+}
+
+int zkl_engine_participants(zkl_client *c, const char *path, size_t holders,
+                            zkl_participant **out, size_t *count)
+{
+	zkl_child *queue;
+	size_t n;
+	char **names;
+	int nnames;
+	*out = NULL;
+	*count = 0;
+	int rc = zkl_engine_list(c, path, &queue, &n, &names, &nnames);
+	if (rc != 0)
+		return rc;
+	zkl_participant *p = n ? calloc(n, sizeof *p) : NULL;
+	struct zkl_op **ops = n ? calloc(n, sizeof *ops) : NULL;
+	if (n && (!p || !ops)) {
+		free(p);
+		free(ops);
+		free(queue);
+		zkl_names_free(names, nnames);
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	}
+	struct zkl_waiter w;
+	pthread_mutex_lock(&c->mu);
+	zkl_waiter_enter(c, &w, NULL);
+	pthread_mutex_unlock(&c->mu);
+	/* Read every node's data in one round trip. */
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		p[i].path = zkl_path_join(path, queue[i].name);
+		if (!p[i].path) {
+			rc = zkl_fail(ZKL_ENOMEM, "out of memory");
+			break;
+		}
+		ops[i] = zkl_op_get(c, &w, p[i].path, NULL, &rc);
+	}
+	pthread_mutex_lock(&c->mu);
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!ops[i])
+			continue;
+		int wrc = zkl_op_wait(c, &w, ops[i], INT64_MAX);
+		if (rc == 0 && wrc != 0)
+			rc = wrc;
+		if (rc == 0 && ops[i]->rc == ZOK) {
+			/* Compact: a node deleted meanwhile is left out. */
+			zkl_participant tmp = p[i];
+			p[i] = p[k];
+			p[k] = tmp;
+			p[k].data = ops[i]->value;
+			ops[i]->value = NULL;
+			p[k].data_len = ops[i]->value_len;
+			p[k].sequence = queue[i].seq;
+			p[k].czxid = ops[i]->stat.czxid;
+			p[k].holder = k < holders;
+			k++;
+		} else if (rc == 0 && ops[i]->rc != ZNONODE) {
+			rc = zkl_fail_zk(ops[i]->rc, "cannot read", p[i].path);
+		}
+		zkl_op_put(c, ops[i]);
+	}
+	zkl_waiter_leave(c, &w);
+	pthread_mutex_unlock(&c->mu);
+	free(ops);
+	free(queue);
+	zkl_names_free(names, nnames);
+	if (rc != 0) {
+		zkl_participants_free(p, n);
+		return rc;
+	}
+	for (size_t i = k; i < n; i++) {
+		free(p[i].path);
+		p[i].path = NULL;
+	}
+	*out = p;
+	*count = k;
+	return 0;
+}

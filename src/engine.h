@@ -1,0 +1,68 @@
+/* The lock-queue engine: the one mechanism every recipe uses (DESIGN.md). */
+#ifndef ZKL_ENGINE_H
+#define ZKL_ENGINE_H
+
+#include "internal.h"
+
+/* A recipe's rule. Given the queue in order and our position in it, returns true if we
+ * hold, else false with *watch set to the index of the one node to wait for, or to
+ * ZKL_WATCH_CHILDREN to wait for any change of the folder's children (a semaphore's
+ * single lease taker does that). */
+#define ZKL_WATCH_CHILDREN SIZE_MAX
+typedef bool (*zkl_predicate_fn)(const zkl_child *queue, size_t n, size_t self, void *arg,
+                                 size_t *watch);
+
+/* The predicate of a mutex and a write lock: first in line; otherwise watch the node
+ * just before us. */
+bool zkl_pred_first(const zkl_child *queue, size_t n, size_t self, void *arg, size_t *watch);
+
+/* One queued node of ours. */
+struct zkl_node {
+	char *path;                    /* full path, NULL while we have none */
+	char uuid[ZKL_UUID_LEN + 1];
+	uint64_t gen;                  /* session it lives on */
+	int64_t czxid;                 /* fencing token */
+	int64_t seq;
+};
+
+/* What the engine needs to know about a queue. */
+struct zkl_queue {
+	zkl_client *c;
+	const char *path;           /* the lock folder */
+	enum zkl_kind kind;         /* marker of the nodes we create */
+	const void *data;           /* node data */
+	int data_len;
+	zkl_predicate_fn pred;
+	void *pred_arg;
+	const void *owner;          /* for cancel */
+};
+
+/* Queues a node and waits until the predicate says we hold, the deadline passes, or the
+ * owner is canceled. timeout_ms as in the API (0: one round trip, then give up). On
+ * success *node holds the node (free its path with zkl_node_clear after release). On
+ * failure our node is gone (or queued for a background delete) and *node is cleared. */
+int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node);
+
+/* Deletes a node we hold. Waits for the answer; if the connection is down, the delete is
+ * left to the background and retried until it succeeds or the session is gone. Returns 0
+ * or ZKL_ELOST if the node's session was already gone. Clears *node. */
+int zkl_engine_release(zkl_client *c, struct zkl_node *node);
+
+void zkl_node_clear(struct zkl_node *node);
+
+/* Creates path and its missing ancestors as CONTAINER nodes. */
+int zkl_engine_ensure_path(zkl_client *c, struct zkl_waiter *w, const char *path,
+                           int64_t deadline);
+
+/* Lists and parses the queue under path (sorted). *names owns the strings the children
+ * point at: free with zkl_names_free(names, count). An absent path is an empty queue. */
+int zkl_engine_list(zkl_client *c, const char *path, zkl_child **queue, size_t *n,
+                    char ***names, int *count);
+void zkl_names_free(char **names, int count);
+
+/* Fills participants for a sorted queue: reads each node's data (pipelined). holders is
+ * how many at the head hold. */
+int zkl_engine_participants(zkl_client *c, const char *path, size_t holders,
+                            zkl_participant **out, size_t *count);
+
+#endif

@@ -1,0 +1,178 @@
+/* Internal structures shared by the client (src/client.c), the lock-queue engine
+ * (src/engine.c) and the recipes. Never installed.
+ *
+ * Locking: every field below marked "mu" is guarded by the owning client's single mutex
+ * `zkl_client.mu`. The C client's completion thread takes it briefly to record a result
+ * and signal; nothing blocks while holding it, and no zoo_* call is made with it held. */
+#ifndef ZKL_INTERNAL_H
+#define ZKL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <zookeeper/zookeeper.h>
+
+#include <zklocks/client.h>
+#include <zklocks/errors.h>
+
+#include "clock.h"
+#include "errors_internal.h"
+#include "names.h"
+#include "paths.h"
+
+/* A thread blocked in the library. It lives on that thread's stack and is linked into
+ * the client's list while the thread is inside a call, so that completions, watches,
+ * state changes and cancel requests can wake it. */
+struct zkl_waiter {
+	pthread_cond_t cv;
+	struct zkl_waiter *next, *prev; /* mu: in client->waiters */
+	const void *owner;              /* recipe handle, for *_cancel() */
+	bool canceled;                  /* mu */
+};
+
+/* One ZooKeeper session: one zhandle_t. A new one replaces it after expiry; the old one
+ * is closed once every request sent on it has completed. */
+struct zkl_session {
+	struct zkl_client *c;
+	zhandle_t *zh;
+	uint64_t gen;         /* client-wide session generation, 1, 2, ... */
+	int inflight;         /* mu: requests sent whose completion has not run yet */
+	int64_t id;           /* mu: session id once connected */
+	bool connected;       /* mu: the C client says CONNECTED right now */
+	bool expired;         /* mu */
+	bool ever_connected;  /* mu */
+	struct zkl_watch *watches; /* mu: watches the C client may still call */
+	struct zkl_session *next;  /* mu: in client->retired */
+	int64_t retired_at;
+};
+
+/* A node watch. Two references: the waiting thread's and the C client's (dropped when
+ * the watch fires, when registration failed, or when its session is closed). */
+struct zkl_watch {
+	int refs;                       /* mu */
+	struct zkl_session *s;
+	struct zkl_waiter *w;           /* mu: NULL once the waiting thread has let go */
+	bool fired;                     /* mu */
+	bool registered;                /* mu: in s->watches */
+	struct zkl_watch *next, *prev;  /* mu */
+};
+
+enum zkl_op_kind { ZKL_OP_CREATE, ZKL_OP_DELETE, ZKL_OP_CHILDREN, ZKL_OP_GET, ZKL_OP_EXISTS };
+
+/* One asynchronous request. Two references: the waiting thread's and the completion's. */
+struct zkl_op {
+	int refs;                  /* mu */
+	enum zkl_op_kind kind;
+	struct zkl_session *s;
+	struct zkl_waiter *w;      /* mu: NULL once abandoned */
+	bool done;                 /* mu */
+	int rc;                    /* mu: ZooKeeper's return code */
+	struct Stat stat;
+	char *value;               /* CREATE: created path; GET: data (NUL-terminated) */
+	int value_len;
+	char **names;              /* CHILDREN */
+	int count;
+	struct zkl_watch *watch;   /* GET/CHILDREN with a watch: dropped if not registered */
+	/* A create abandoned before it completed: the completion queues the cleanup. */
+	char *cleanup_parent;
+	char uuid[ZKL_UUID_LEN + 1];
+};
+
+/* Something held on a session (a lock, a lease); the client reports it lost once. */
+struct zkl_hold {
+	struct zkl_hold *next, *prev;     /* mu */
+	uint64_t gen;                     /* session it was acquired on */
+	bool lost;                        /* mu */
+	bool notified;                    /* mu: on_lost has been or is being called */
+	bool dispatching;                 /* mu: on_lost is running right now */
+	bool linked;                      /* mu */
+	void (*on_lost)(struct zkl_hold *h, void *ctx);
+	void *ctx;
+};
+
+struct zkl_client {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;          /* state changes: open, hold removal, drains */
+	char *servers;
+	int session_timeout_req;
+	int connect_timeout;
+	char *digest;
+	zkl_log_fn log;
+	void *log_data;
+	zkl_log_level log_level;
+	bool quiet_zk_log;
+
+	struct zkl_session *sess;   /* mu: current session */
+	struct zkl_session *retired;/* mu: old sessions waiting to be closed */
+	uint64_t gen;               /* mu: == sess->gen */
+	zkl_state state;            /* mu: public state */
+	int timeout_ms;             /* mu: negotiated */
+	bool auth_failed;           /* mu */
+	bool closing;               /* mu */
+	struct zkl_waiter *waiters; /* mu */
+	struct zkl_hold *holds;     /* mu */
+
+	/* The event thread: session events, user callbacks, background deletes. */
+	pthread_t ev_thread;
+	pthread_cond_t ev_cv;
+	bool ev_running;
+	struct zkl_event *events, *events_tail; /* mu */
+	struct zkl_task *tasks;                 /* mu */
+	struct zkl_listener *listeners;         /* mu */
+	size_t nlisteners;
+	bool listener_running;                  /* mu */
+};
+
+/* Logging. */
+void zkl_log(zkl_client *c, zkl_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Waiters: register with mu held, unregister with mu held. */
+void zkl_waiter_enter(zkl_client *c, struct zkl_waiter *w, const void *owner);
+void zkl_waiter_leave(zkl_client *c, struct zkl_waiter *w);
+/* Waits with mu held until signalled or deadline; true if the deadline passed. */
+bool zkl_waiter_wait(zkl_client *c, struct zkl_waiter *w, int64_t deadline);
+/* Wakes the waiters of owner with canceled set. */
+void zkl_client_cancel_owner(zkl_client *c, const void *owner);
+
+/* Requests. zkl_op_start_* issue an asynchronous request on the current session (mu must
+ * NOT be held) and return the op, bound to w, or NULL with *err set (ENOMEM, ECLOSED).
+ * The op's `done` turns true under mu when its completion has run. */
+struct zkl_op *zkl_op_create(zkl_client *c, struct zkl_waiter *w, const char *path,
+                             const void *data, int len, int mode, int *err);
+struct zkl_op *zkl_op_delete(zkl_client *c, struct zkl_waiter *w, const char *path, int *err);
+struct zkl_op *zkl_op_children(zkl_client *c, struct zkl_waiter *w, const char *path,
+                               struct zkl_watch *watch, int *err);
+struct zkl_op *zkl_op_get(zkl_client *c, struct zkl_waiter *w, const char *path,
+                          struct zkl_watch *watch, int *err);
+struct zkl_op *zkl_op_exists(zkl_client *c, struct zkl_waiter *w, const char *path, int *err);
+/* Drops the caller's reference (mu held). If the op has not completed, it is abandoned. */
+void zkl_op_put(zkl_client *c, struct zkl_op *op);
+/* Waits (mu held) until op is done, w is canceled, or the deadline passes. Returns 0
+ * when done, ZKL_ECANCELED, or ZKL_ETIMEDOUT. */
+int zkl_op_wait(zkl_client *c, struct zkl_waiter *w, struct zkl_op *op, int64_t deadline);
+
+/* Watches: new with mu held; zkl_op_get registers it; put with mu held. */
+struct zkl_watch *zkl_watch_new(zkl_client *c, struct zkl_waiter *w);
+void zkl_watch_put(zkl_client *c, struct zkl_watch *watch);
+
+/* Background cleanup, retried until it succeeds or the session `gen` is gone (mu held). */
+void zkl_task_delete(zkl_client *c, const char *path, uint64_t gen);
+void zkl_task_find_delete(zkl_client *c, const char *parent, const char *uuid, uint64_t gen);
+
+/* Holds (mu held for add/remove). Removing waits while on_lost runs on another thread. */
+void zkl_hold_add(zkl_client *c, struct zkl_hold *h, uint64_t gen);
+void zkl_hold_remove(zkl_client *c, struct zkl_hold *h);
+
+/* Waits (mu held) until the current session is connected, the deadline passes, or w is
+ * canceled. Returns 0, ZKL_ETIMEDOUT, ZKL_ECANCELED or ZKL_ECLOSED. */
+int zkl_wait_connected(zkl_client *c, struct zkl_waiter *w, int64_t deadline);
+
+/* Whether the caller is the client's event thread. */
+bool zkl_on_event_thread(zkl_client *c);
+
+/* Default node data: "<hostname>:<pid>" in buf. Returns its length. */
+int zkl_default_data(char *buf, size_t size);
+
+#endif

@@ -1,0 +1,54 @@
+/* Helpers shared by the recipes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "recipe.h"
+
+/* ZooKeeper's default jute.maxbuffer is 1 MiB, and a node's data must fit in it. */
+#define ZKL_DATA_MAX (1024 * 1024 - 1024)
+
+int zkl_data_init(struct zkl_data *d)
+{
+	char buf[300];
+	int n = zkl_default_data(buf, sizeof buf);
+	d->bytes = malloc((size_t)n + 1);
+	if (!d->bytes)
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	memcpy(d->bytes, buf, (size_t)n + 1);
+	d->len = n;
+	return 0;
+}
+
+int zkl_data_set(struct zkl_data *d, const void *data, size_t len)
+{
+	if (!data && len > 0)
+		return zkl_fail(ZKL_EINVAL, "data is NULL but its length is %zu", len);
+	if (len > ZKL_DATA_MAX)
+		return zkl_fail(ZKL_EINVAL, "node data of %zu bytes is larger than %d bytes", len,
+		                ZKL_DATA_MAX);
+	char *copy = malloc(len + 1);
+	if (!copy)
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	if (len)
+		memcpy(copy, data, len);
+	copy[len] = 0;
+	free(d->bytes);
+	d->bytes = copy;
+	d->len = (int)len;
+	return 0;
+}
+
+void zkl_data_free(struct zkl_data *d)
+{
+	free(d->bytes);
+	d->bytes = NULL;
+	d->len = 0;
+}
+
+int zkl_check_timeout(int timeout_ms)
+{
+	if (timeout_ms < -1)
+		return zkl_fail(ZKL_EINVAL, "timeout %d ms is negative (use -1 to wait forever, 0 "
+		                "to try once)", timeout_ms);
+	return 0;
+}

@@ -1,0 +1,39 @@
+/* What the recipes share: their holds, node data, argument checks. */
+#ifndef ZKL_RECIPE_H
+#define ZKL_RECIPE_H
+
+#include "engine.h"
+
+/* One acquisition held by a handle: a node, the thread that took it, how many times
+ * (reentrant recipes), and its registration for lost reports. */
+struct zkl_lease {
+	struct zkl_lease *next;
+	pthread_t owner;
+	int count;
+	struct zkl_node node;
+	struct zkl_hold hold;
+};
+
+/* Node data of a handle: "<host>:<pid>" until set. */
+struct zkl_data {
+	char *bytes;
+	int len;
+};
+
+int zkl_data_init(struct zkl_data *d);
+/* Replaces d with a copy of (data, len), checking the size. mu of c held. */
+int zkl_data_set(struct zkl_data *d, const void *data, size_t len);
+void zkl_data_free(struct zkl_data *d);
+
+/* Checks a timeout argument: -1, 0 or positive. */
+int zkl_check_timeout(int timeout_ms);
+
+/* Checks a handle argument. */
+#define ZKL_CHECK_HANDLE(h, name)                                                        \
+	do {                                                                             \
+		zkl_clear_error();                                                       \
+		if (!(h))                                                                \
+			return zkl_fail(ZKL_EINVAL, "%s handle is NULL", name);           \
+	} while (0)
+
+#endif
