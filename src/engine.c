@@ -505,8 +505,19 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 		rc = zkl_op_wait(c, &w, get, deadline);
 		int grc = get->done ? get->rc : ZOK;
 		uint64_t ggen = get->s->gen;
+		/* A folder watch is armed by a fresh listing. If the queue changed between
+		 * our first listing and this one, that change will fire no watch: look again
+		 * at once. (Folder predicates depend on the number of nodes only.) */
+		bool changed = false;
+		if (folder && rc == 0 && grc == ZOK) {
+			size_t parsed = 0;
+			zkl_child tmp;
+			for (int i = 0; i < get->count; i++)
+				parsed += zkl_child_parse(get->names[i], &tmp);
+			changed = parsed != n;
+		}
 		zkl_op_put(c, get);
-		if (rc == 0 && grc == ZOK) {
+		if (rc == 0 && grc == ZOK && !changed) {
 			while (!wt->fired && !w.canceled && !c->closing && c->gen == ggen) {
 				if (zkl_waiter_wait(c, &w, deadline)) {
 					if (!wt->fired)

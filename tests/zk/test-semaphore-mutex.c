@@ -1,0 +1,189 @@
+/* zkl_semaphore_mutex on a real ZooKeeper server (run through tests/with-zk). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static char *sub(const char *path, const char *leaf)
+{
+	static char bufs[8][300];
+	static int n;
+	char *b = bufs[n++ % 8];
+	snprintf(b, sizeof bufs[0], "%s/%s", path, leaf);
+	return b;
+}
+
+static void test_layout_and_not_reentrant(void **state)
+{
+	(void)state;
+	const char *path = h_path("semmutex");
+	zkl_client *c = h_client(0);
+	zkl_semaphore_mutex *m;
+	CHECK_OK(zkl_semaphore_mutex_new(&m, c, path));
+	CHECK_RC(ZKL_ENOTHELD, zkl_semaphore_mutex_release(m));
+	CHECK_OK(zkl_semaphore_mutex_acquire(m, -1));
+	assert_true(zkl_semaphore_mutex_is_held(m));
+	assert_true(zkl_semaphore_mutex_token(m) > 0);
+	/* Curator's layout: one lease, and the takers' queue empty again. */
+	assert_int_equal(h_children(sub(path, "leases")), 1);
+	assert_true(h_children(sub(path, "locks")) <= 0);
+	zkl_participant *ps;
+	size_t n;
+	CHECK_OK(zkl_semaphore_mutex_participants(m, &ps, &n));
+	assert_int_equal(n, 1);
+	assert_non_null(strstr(ps[0].path, "/leases/_c_"));
+	assert_non_null(strstr(ps[0].path, "-lease-"));
+	assert_int_equal(ps[0].czxid, zkl_semaphore_mutex_token(m));
+	zkl_participants_free(ps, n);
+
+	/* Not reentrant: the same thread waits, and gives up at its deadline. */
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_mutex_acquire(m, 300));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_mutex_acquire(m, 0));
+	assert_int_equal(h_children(sub(path, "leases")), 1);
+	assert_true(h_children(sub(path, "locks")) <= 0);
+	assert_true(zkl_semaphore_mutex_is_held(m));
+	CHECK_OK(zkl_semaphore_mutex_release(m));
+	assert_false(zkl_semaphore_mutex_is_held(m));
+	CHECK_RC(ZKL_ENOTHELD, zkl_semaphore_mutex_release(m));
+	assert_int_equal(zkl_semaphore_mutex_token(m), ZKL_ENOTHELD);
+	zkl_semaphore_mutex_free(m);
+	zkl_client_close(c);
+}
+
+static void *release_thread(void *arg)
+{
+	return (void *)(intptr_t)zkl_semaphore_mutex_release(arg);
+}
+
+static void test_release_from_other_thread(void **state)
+{
+	(void)state;
+	const char *path = h_path("semmutex-thread");
+	zkl_client *a = h_client(0), *b = h_client(0);
+	zkl_semaphore_mutex *ma, *mb;
+	CHECK_OK(zkl_semaphore_mutex_new(&ma, a, path));
+	CHECK_OK(zkl_semaphore_mutex_new(&mb, b, path));
+	CHECK_OK(zkl_semaphore_mutex_acquire(ma, -1));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_mutex_acquire(mb, 200));
+	assert_int_equal(h_children(sub(path, "leases")), 1);
+	pthread_t th;
+	void *ret;
+	pthread_create(&th, NULL, release_thread, ma);
+	pthread_join(th, &ret);
+	CHECK_OK((int)(intptr_t)ret);
+	CHECK_OK(zkl_semaphore_mutex_acquire(mb, 5000));
+	CHECK_OK(zkl_semaphore_mutex_release(mb));
+	zkl_semaphore_mutex_free(ma);
+	zkl_semaphore_mutex_free(mb);
+	zkl_client_close(a);
+	zkl_client_close(b);
+}
+
+struct excl {
+	const char *path;
+	int inside, max_inside, total, errors;
+};
+
+static void *excl_thread(void *arg)
+{
+	struct excl *e = arg;
+	zkl_client *c = h_client(0);
+	zkl_semaphore_mutex *m;
+	zkl_semaphore_mutex_new(&m, c, e->path);
+	for (int i = 0; i < 25; i++) {
+		if (zkl_semaphore_mutex_acquire(m, 30000) != 0) {
+			__atomic_add_fetch(&e->errors, 1, __ATOMIC_SEQ_CST);
+			continue;
+		}
+		int now = __atomic_add_fetch(&e->inside, 1, __ATOMIC_SEQ_CST);
+		if (now > e->max_inside)
+			e->max_inside = now;
+		int t = e->total;
+		sched_yield();
+		e->total = t + 1;
+		__atomic_sub_fetch(&e->inside, 1, __ATOMIC_SEQ_CST);
+		if (zkl_semaphore_mutex_release(m) != 0)
+			__atomic_add_fetch(&e->errors, 1, __ATOMIC_SEQ_CST);
+	}
+	zkl_semaphore_mutex_free(m);
+	zkl_client_close(c);
+	return NULL;
+}
+
+static void test_mutual_exclusion(void **state)
+{
+	(void)state;
+	struct excl e = { .path = h_path("semmutex-excl") };
+	pthread_t th[4];
+	for (int i = 0; i < 4; i++)
+		pthread_create(&th[i], NULL, excl_thread, &e);
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(e.errors, 0);
+	assert_int_equal(e.max_inside, 1);
+	assert_int_equal(e.total, 100);
+	assert_true(h_children(sub(e.path, "leases")) <= 0);
+	assert_true(h_children(sub(e.path, "locks")) <= 0);
+}
+
+static void on_lost(zkl_semaphore_mutex *m, int reason, void *data)
+{
+	(void)m;
+	if (reason == ZKL_ELOST)
+		h_latch_set(data);
+}
+
+static void test_session_expiry(void **state)
+{
+	(void)state;
+	const char *path = h_path("semmutex-expiry");
+	zkl_client *a = h_client(0), *b = h_client(0);
+	zkl_semaphore_mutex *ma, *mb;
+	CHECK_OK(zkl_semaphore_mutex_new(&ma, a, path));
+	CHECK_OK(zkl_semaphore_mutex_new(&mb, b, path));
+	h_latch *lost = h_latch_new();
+	CHECK_OK(zkl_semaphore_mutex_on_lost(ma, on_lost, lost));
+	CHECK_OK(zkl_semaphore_mutex_acquire(ma, -1));
+	h_expire(a);
+	assert_true(h_latch_wait(lost, 20000));
+	assert_false(zkl_semaphore_mutex_is_held(ma));
+	CHECK_OK(zkl_semaphore_mutex_acquire(mb, 10000));
+	CHECK_RC(ZKL_ELOST, zkl_semaphore_mutex_release(ma));
+	CHECK_RC(ZKL_ENOTHELD, zkl_semaphore_mutex_release(ma));
+	CHECK_OK(zkl_semaphore_mutex_release(mb));
+	assert_int_equal(h_latch_count(lost), 1);
+	h_latch_free(lost);
+	zkl_semaphore_mutex_free(ma);
+	zkl_semaphore_mutex_free(mb);
+	zkl_client_close(a);
+	zkl_client_close(b);
+}
+
+static void test_invalid(void **state)
+{
+	(void)state;
+	zkl_client *c = h_client(0);
+	zkl_semaphore_mutex *m = NULL;
+	CHECK_RC(ZKL_EINVAL, zkl_semaphore_mutex_new(&m, c, "relative"));
+	CHECK_RC(ZKL_EINVAL, zkl_semaphore_mutex_new(&m, c, "/a//b"));
+	CHECK_RC(ZKL_EINVAL, zkl_semaphore_mutex_acquire(NULL, 0));
+	CHECK_RC(ZKL_EINVAL, zkl_semaphore_mutex_release(NULL));
+	CHECK_OK(zkl_semaphore_mutex_new(&m, c, "/a/b"));
+	CHECK_RC(ZKL_EINVAL, zkl_semaphore_mutex_acquire(m, -7));
+	zkl_semaphore_mutex_free(m);
+	zkl_client_close(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_invalid),
+		cmocka_unit_test(test_layout_and_not_reentrant),
+		cmocka_unit_test(test_release_from_other_thread),
+		cmocka_unit_test(test_mutual_exclusion),
+		cmocka_unit_test(test_session_expiry),
+	};
+	return H_RUN(tests);
+}
