@@ -56,6 +56,7 @@ struct zkl_listener {
 };
 
 static void *event_main(void *arg);
+static void revwatch_put(zkl_client *c, struct zkl_revwatch *rv);
 static bool watch_unregister_locked(struct zkl_watch *wt);
 static void watch_register(zkl_client *c, struct zkl_op *op, struct zkl_watch *wt);
 static void node_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
@@ -235,6 +236,13 @@ static void session_free(zkl_client *c, struct zkl_session *s)
 		wt->next = wt->prev = NULL;
 		if (--wt->refs == 0)
 			free(wt);
+	}
+	for (struct zkl_revwatch *rv = c->revwatches, *next; rv; rv = next) {
+		next = rv->next;
+		if (rv->registered && rv->s == s) {
+			rv->registered = false;
+			revwatch_put(c, rv);
+		}
 	}
 	pthread_mutex_unlock(&c->mu);
 	free(s);
@@ -548,6 +556,18 @@ struct zkl_op *zkl_op_exists(zkl_client *c, struct zkl_waiter *w, const char *pa
 	return op;
 }
 
+struct zkl_op *zkl_op_set(zkl_client *c, struct zkl_waiter *w, const char *path,
+                          const void *data, int len, int version, int *err)
+{
+	struct zkl_op *op = op_begin(c, w, ZKL_OP_SET, err);
+	if (!op)
+		return NULL;
+	int rc = zoo_aset(op->s->zh, path, data, len, version, stat_done, op);
+	if (rc != ZOK)
+		op_refused(c, op, rc);
+	return op;
+}
+
 void zkl_op_put(zkl_client *c, struct zkl_op *op)
 {
 	(void)c;
@@ -556,6 +576,60 @@ void zkl_op_put(zkl_client *c, struct zkl_op *op)
 	op->w = NULL;
 	if (--op->refs == 0)
 		op_free(op);
+}
+
+int zkl_request(zkl_client *c, const struct zkl_req *r, int64_t deadline, struct zkl_op **out)
+{
+	struct zkl_waiter w;
+	int err = 0;
+	pthread_mutex_lock(&c->mu);
+	zkl_waiter_enter(c, &w, NULL);
+	pthread_mutex_unlock(&c->mu);
+	struct zkl_op *op = NULL;
+	switch (r->kind) {
+	case ZKL_OP_CREATE:
+		op = zkl_op_create(c, &w, r->path, r->data, r->len, r->mode, &err);
+		break;
+	case ZKL_OP_DELETE:
+		op = zkl_op_delete(c, &w, r->path, &err);
+		break;
+	case ZKL_OP_CHILDREN:
+		op = zkl_op_children(c, &w, r->path, NULL, &err);
+		break;
+	case ZKL_OP_GET:
+		op = zkl_op_get(c, &w, r->path, NULL, &err);
+		break;
+	case ZKL_OP_EXISTS:
+		op = zkl_op_exists(c, &w, r->path, &err);
+		break;
+	case ZKL_OP_SET:
+		op = zkl_op_set(c, &w, r->path, r->data, r->len, r->version, &err);
+		break;
+	}
+	pthread_mutex_lock(&c->mu);
+	int rc = err;
+	if (op) {
+		rc = zkl_op_wait(c, &w, op, deadline);
+		if (rc == 0) {
+			rc = op->rc;
+			if (out) {
+				*out = op;
+				op = NULL;
+			}
+		}
+		if (op)
+			zkl_op_put(c, op);
+	}
+	zkl_waiter_leave(c, &w);
+	pthread_mutex_unlock(&c->mu);
+	return rc;
+}
+
+void zkl_op_release(zkl_client *c, struct zkl_op *op)
+{
+	pthread_mutex_lock(&c->mu);
+	zkl_op_put(c, op);
+	pthread_mutex_unlock(&c->mu);
 }
 
 int zkl_op_wait(zkl_client *c, struct zkl_waiter *w, struct zkl_op *op, int64_t deadline)
@@ -725,6 +799,140 @@ static int64_t tasks_run(zkl_client *c)
 		pp = &c->tasks;
 	}
 	return next;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Revocation watches */
+
+static void revwatch_put(zkl_client *c, struct zkl_revwatch *rv)
+{
+	if (--rv->refs > 0)
+		return;
+	if (rv->prev)
+		rv->prev->next = rv->next;
+	else
+		c->revwatches = rv->next;
+	if (rv->next)
+		rv->next->prev = rv->prev;
+	free(rv->path);
+	free(rv);
+}
+
+struct zkl_revwatch *zkl_revwatch_add(zkl_client *c, const char *path, uint64_t gen,
+                                      void (*fn)(void *ctx), void *ctx)
+{
+	struct zkl_revwatch *rv = calloc(1, sizeof *rv);
+	if (!rv || !(rv->path = strdup(path))) {
+		free(rv);
+		return NULL;
+	}
+	rv->refs = 1;
+	rv->gen = gen;
+	rv->active = true;
+	rv->want_read = true;
+	rv->fn = fn;
+	rv->ctx = ctx;
+	rv->next = c->revwatches;
+	if (c->revwatches)
+		c->revwatches->prev = rv;
+	c->revwatches = rv;
+	pthread_cond_signal(&c->ev_cv);
+	return rv;
+}
+
+void zkl_revwatch_remove(zkl_client *c, struct zkl_revwatch *rv)
+{
+	if (!rv)
+		return;
+	rv->active = false;
+	while (rv->dispatching && !zkl_on_event_thread(c))
+		pthread_cond_wait(&c->cv, &c->mu);
+	revwatch_put(c, rv);
+}
+
+static void revwatch_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+	(void)zh;
+	(void)state;
+	(void)path;
+	struct zkl_revwatch *rv = ctx;
+	if (type == ZOO_SESSION_EVENT)
+		return;
+	zkl_client *c = rv->s->c;
+	pthread_mutex_lock(&c->mu);
+	rv->registered = false;
+	if (type == ZOO_CHANGED_EVENT)
+		rv->want_read = true;
+	pthread_cond_signal(&c->ev_cv);
+	revwatch_put(c, rv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void revwatch_read_done(int rc, const char *value, int len, const struct Stat *stat,
+                               const void *data)
+{
+	(void)stat;
+	struct zkl_revwatch *rv = (struct zkl_revwatch *)data;
+	zkl_client *c = rv->s->c;
+	bool revoke = rc == ZOK && len == (int)strlen(ZKL_REVOKE_DATA) &&
+	              memcmp(value, ZKL_REVOKE_DATA, (size_t)len) == 0;
+	pthread_mutex_lock(&c->mu);
+	rv->inflight = false;
+	if (rc != ZOK && rv->registered) {
+		/* No watch was left with the C client. */
+		rv->registered = false;
+		rv->refs--;
+	}
+	if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT)
+		rv->want_read = true;
+	if (revoke)
+		rv->requests++;
+	if (--rv->s->inflight == 0)
+		pthread_cond_broadcast(&c->ev_cv);
+	pthread_cond_signal(&c->ev_cv);
+	revwatch_put(c, rv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* Arms watches and dispatches requests (event thread, mu held). */
+static void revwatches_run(zkl_client *c)
+{
+	for (struct zkl_revwatch *rv = c->revwatches; rv;) {
+		if (rv->active && rv->requests > 0 && !rv->dispatching) {
+			rv->requests = 0;
+			rv->dispatching = true;
+			rv->refs++;
+			pthread_mutex_unlock(&c->mu);
+			rv->fn(rv->ctx);
+			pthread_mutex_lock(&c->mu);
+			rv->dispatching = false;
+			pthread_cond_broadcast(&c->cv);
+			revwatch_put(c, rv);
+			rv = c->revwatches; /* the list may have changed */
+			continue;
+		}
+		if (rv->active && rv->want_read && !rv->inflight && !rv->registered &&
+		    rv->gen == c->gen && c->sess->connected) {
+			rv->want_read = false;
+			rv->inflight = true;
+			rv->registered = true; /* assumed until the answer says otherwise */
+			rv->refs += 2;
+			rv->s = c->sess;
+			rv->s->inflight++;
+			zhandle_t *zh = rv->s->zh;
+			char *path = strdup(rv->path);
+			pthread_mutex_unlock(&c->mu);
+			int rc = path ? zoo_awget(zh, path, revwatch_watcher, rv, revwatch_read_done, rv)
+			              : ZSYSTEMERROR;
+			free(path);
+			if (rc != ZOK)
+				revwatch_read_done(rc, NULL, 0, NULL, rv);
+			pthread_mutex_lock(&c->mu);
+			rv = c->revwatches;
+			continue;
+		}
+		rv = rv->next;
+	}
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -909,6 +1117,7 @@ static void *event_main(void *arg)
 			free(e);
 		}
 		holds_notify(c);
+		revwatches_run(c);
 		int64_t next = tasks_run(c);
 		int64_t r = retired_reap(c, false);
 		if (r < next)

@@ -39,6 +39,23 @@ bool zkl_pred_first(const zkl_child *queue, size_t n, size_t self, void *arg, si
 	return false;
 }
 
+/* Forgets our node (mu held): its revocation watch goes too. */
+static void node_forget(zkl_client *c, struct zkl_node *node)
+{
+	zkl_revwatch_remove(c, node->rev);
+	node->rev = NULL;
+	free(node->path);
+	node->path = NULL;
+}
+
+/* Our node is known (mu held): arm its revocation watch if the recipe asks for one. */
+static void node_known(const struct zkl_queue *q, struct zkl_node *node)
+{
+	if (q->on_revoke && !node->rev)
+		node->rev = zkl_revwatch_add(q->c, node->path, node->gen, q->on_revoke,
+		                             q->revoke_ctx);
+}
+
 void zkl_node_clear(struct zkl_node *node)
 {
 	free(node->path);
@@ -135,8 +152,10 @@ int zkl_engine_ensure_path(zkl_client *c, struct zkl_waiter *w, const char *path
 		rc = zkl_op_wait(c, w, op, deadline);
 		int zrc = op->rc;
 		zkl_op_put(c, op);
-		if (rc != 0)
+		if (rc != 0) {
+			zkl_fail(rc, "gave up creating %s", buf);
 			break;
+		}
 		if (zrc == ZOK || zrc == ZNODEEXISTS) {
 			if (depth == len)
 				break;
@@ -220,6 +239,8 @@ static int delete_node(zkl_client *c, struct zkl_waiter *w, struct zkl_node *nod
 {
 	if (!node->path)
 		return 0;
+	zkl_revwatch_remove(c, node->rev);
+	node->rev = NULL;
 	if (node->gen != c->gen) {
 		zkl_node_clear(node);
 		return ZKL_ELOST;
@@ -310,8 +331,7 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 			 * again on the new session. */
 			zkl_log(c, ZKL_LOG_INFO, "session changed while waiting for %s; queueing again",
 			        q->path);
-			free(node->path);
-			node->path = NULL;
+			node_forget(c, node);
 			zkl_uuid(node->uuid);
 		}
 		if (!node->path && unknown) {
@@ -327,7 +347,9 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 				if (rc != 0)
 					break;
 			}
-			if (!node->path)
+			if (node->path)
+				node_known(q, node);
+			else
 				zkl_uuid(node->uuid);
 		}
 		if (!node->path) {
@@ -375,6 +397,7 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 				create->value = NULL;
 				node->gen = create->s->gen;
 				node->czxid = create->stat.czxid;
+				node_known(q, node);
 			}
 			uint64_t cgen = create->s->gen;
 			zkl_op_put(c, create);
@@ -382,7 +405,11 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 				zkl_op_put(c, list);
 				list = NULL;
 				if (zrc == ZNONODE) {
-					rc = zkl_engine_ensure_path(c, &w, q->path, deadline);
+					/* Making the folder is part of trying once, not waiting. */
+					int64_t d = deadline;
+					if (try_once)
+						d = zkl_now_ms() + (c->timeout_ms > 0 ? c->timeout_ms : 10000);
+					rc = zkl_engine_ensure_path(c, &w, q->path, d);
 					if (rc == ZKL_ECONNLOSS)
 						rc = recover(c, &w, deadline, try_once);
 					if (rc != 0)
@@ -428,8 +455,7 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 		if (lrc != ZOK) {
 			if (lrc == ZNONODE) {
 				/* The folder is gone, and our node with it. */
-				free(node->path);
-				node->path = NULL;
+				node_forget(c, node);
 				zkl_uuid(node->uuid);
 				continue;
 			}
@@ -454,8 +480,7 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 			/* Our node is not there: deleted from outside. Queue again. */
 			zkl_log(c, ZKL_LOG_WARN, "node %s vanished while queued; queueing again",
 			        node->path);
-			free(node->path);
-			node->path = NULL;
+			node_forget(c, node);
 			zkl_uuid(node->uuid);
 			free(queue);
 			zkl_names_free(names, count);
@@ -554,6 +579,7 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 			delete_node(c, &w, node);
 		else if (unknown && unknown_gen == c->gen)
 			zkl_task_find_delete(c, q->path, node->uuid, unknown_gen);
+		node_forget(c, node);
 		zkl_node_clear(node);
 		zkl_fail(rc, "%s", saved);
 	}
@@ -667,4 +693,87 @@ int zkl_engine_participants(zkl_client *c, const char *path, size_t holders,
 	*out = p;
 	*count = k;
 	return 0;
+}
+
+int zkl_engine_create_fixed(const struct zkl_queue *q, const char *name, int timeout_ms,
+                            struct zkl_node *node)
+{
+	zkl_client *c = q->c;
+	const bool try_once = timeout_ms == 0;
+	const int64_t deadline = zkl_deadline(timeout_ms);
+	memset(node, 0, sizeof *node);
+	char *target = zkl_path_join(q->path, name);
+	if (!target)
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	struct zkl_waiter w;
+	int rc = 0;
+	bool retried = false;
+	pthread_mutex_lock(&c->mu);
+	zkl_waiter_enter(c, &w, q->owner);
+	for (;;) {
+		int err = 0;
+		pthread_mutex_unlock(&c->mu);
+		struct zkl_op *op = zkl_op_create(c, &w, target, q->data, q->data_len,
+		                                  ZOO_EPHEMERAL, &err);
+		pthread_mutex_lock(&c->mu);
+		if (!op) {
+			rc = err;
+			break;
+		}
+		rc = wait_op(c, &w, op, deadline, try_once);
+		if (rc != 0) {
+			/* The node may appear after we give up: its session owns it, so the
+			 * background task deletes it by name. */
+			zkl_task_delete(c, target, op->s->gen);
+			zkl_op_put(c, op);
+			break;
+		}
+		int zrc = op->rc;
+		uint64_t gen = op->s->gen;
+		int64_t czxid = op->stat.czxid;
+		zkl_op_put(c, op);
+		if (zrc == ZOK) {
+			node->path = target;
+			target = NULL;
+			node->gen = gen;
+			node->czxid = czxid;
+			node_known(q, node);
+			break;
+		}
+		if (zrc == ZNODEEXISTS && retried) {
+			/* Our earlier attempt got through before the connection dropped. */
+			pthread_mutex_unlock(&c->mu);
+			op = zkl_op_exists(c, &w, target, &err);
+			pthread_mutex_lock(&c->mu);
+			if (!op) {
+				rc = err;
+				break;
+			}
+			rc = wait_op(c, &w, op, deadline, try_once);
+			if (rc == 0 && op->rc == ZOK && op->stat.ephemeralOwner == c->sess->id) {
+				node->path = target;
+				target = NULL;
+				node->gen = op->s->gen;
+				node->czxid = op->stat.czxid;
+				node_known(q, node);
+			} else if (rc == 0) {
+				rc = zkl_fail(ZKL_EZK, "%s exists and belongs to another session",
+				              target);
+			}
+			zkl_op_put(c, op);
+			break;
+		}
+		if (transient(zrc) || session_gone(zrc)) {
+			retried = true;
+			if ((rc = recover(c, &w, deadline, try_once)) != 0)
+				break;
+			continue;
+		}
+		rc = zkl_fail_zk(zrc, "cannot create", target);
+		break;
+	}
+	zkl_waiter_leave(c, &w);
+	pthread_mutex_unlock(&c->mu);
+	free(target);
+	return rc;
 }

@@ -23,6 +23,7 @@ struct zkl_node {
 	uint64_t gen;                  /* session it lives on */
 	int64_t czxid;                 /* fencing token */
 	int64_t seq;
+	struct zkl_revwatch *rev;      /* revocation watch, while the node lives */
 };
 
 /* What the engine needs to know about a queue. */
@@ -35,6 +36,9 @@ struct zkl_queue {
 	zkl_predicate_fn pred;
 	void *pred_arg;
 	const void *owner;          /* for cancel */
+	/* If set, our node carries a revocation watch that calls this (event thread). */
+	void (*on_revoke)(void *ctx);
+	void *revoke_ctx;
 };
 
 /* Queues a node and waits until the predicate says we hold, the deadline passes, or the
@@ -49,6 +53,11 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 int zkl_engine_release(zkl_client *c, struct zkl_node *node);
 
 void zkl_node_clear(struct zkl_node *node);
+
+/* Creates the non-sequential ephemeral node "<q->path>/<name>" (a downgrade read node)
+ * and fills *node. Returns 0, or a ZKL_E* code with nothing left behind. */
+int zkl_engine_create_fixed(const struct zkl_queue *q, const char *name, int timeout_ms,
+                            struct zkl_node *node);
 
 /* Creates path and its missing ancestors as CONTAINER nodes. */
 int zkl_engine_ensure_path(zkl_client *c, struct zkl_waiter *w, const char *path,

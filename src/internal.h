@@ -58,7 +58,7 @@ struct zkl_watch {
 	struct zkl_watch *next, *prev;  /* mu */
 };
 
-enum zkl_op_kind { ZKL_OP_CREATE, ZKL_OP_DELETE, ZKL_OP_CHILDREN, ZKL_OP_GET, ZKL_OP_EXISTS };
+enum zkl_op_kind { ZKL_OP_CREATE, ZKL_OP_DELETE, ZKL_OP_CHILDREN, ZKL_OP_GET, ZKL_OP_EXISTS, ZKL_OP_SET };
 
 /* One asynchronous request. Two references: the waiting thread's and the completion's. */
 struct zkl_op {
@@ -91,6 +91,26 @@ struct zkl_hold {
 	void *ctx;
 };
 
+/* A revocation watch on one of our nodes (Curator's protocol): the event thread keeps a
+ * data watch on the node and calls fn each time its data turns to "__REVOKE__".
+ * References: the owner's, one per request in flight, one while the C client holds the
+ * watch. */
+struct zkl_revwatch {
+	int refs;                         /* mu */
+	struct zkl_revwatch *next, *prev; /* mu: in client->revwatches */
+	char *path;
+	uint64_t gen;
+	bool active;        /* mu: the owner still wants it */
+	bool want_read;     /* mu: (re)read the data and re-arm the watch */
+	bool inflight;      /* mu */
+	bool registered;    /* mu: the C client holds the watch */
+	struct zkl_session *s;
+	int requests;       /* mu: revocation requests seen and not yet dispatched */
+	bool dispatching;   /* mu */
+	void (*fn)(void *ctx);
+	void *ctx;
+};
+
 struct zkl_client {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;          /* state changes: open, hold removal, drains */
@@ -112,6 +132,7 @@ struct zkl_client {
 	bool closing;               /* mu */
 	struct zkl_waiter *waiters; /* mu */
 	struct zkl_hold *holds;     /* mu */
+	struct zkl_revwatch *revwatches; /* mu */
 
 	/* The event thread: session events, user callbacks, background deletes. */
 	pthread_t ev_thread;
@@ -147,6 +168,22 @@ struct zkl_op *zkl_op_children(zkl_client *c, struct zkl_waiter *w, const char *
 struct zkl_op *zkl_op_get(zkl_client *c, struct zkl_waiter *w, const char *path,
                           struct zkl_watch *watch, int *err);
 struct zkl_op *zkl_op_exists(zkl_client *c, struct zkl_waiter *w, const char *path, int *err);
+struct zkl_op *zkl_op_set(zkl_client *c, struct zkl_waiter *w, const char *path,
+                          const void *data, int len, int version, int *err);
+/* One request, run to its answer by zkl_request(). */
+struct zkl_req {
+	enum zkl_op_kind kind;
+	const char *path;
+	const void *data;   /* CREATE, SET */
+	int len;
+	int mode;           /* CREATE */
+	int version;        /* SET */
+};
+/* Sends r and waits (mu NOT held) until its answer or the deadline. Returns the ZooKeeper
+ * code of the answer, or ZKL_ETIMEDOUT / ZKL_ECLOSED / ZKL_ENOMEM. If out is not NULL
+ * and an answer came, *out is the op for its results: release it with zkl_op_release(). */
+int zkl_request(zkl_client *c, const struct zkl_req *r, int64_t deadline, struct zkl_op **out);
+void zkl_op_release(zkl_client *c, struct zkl_op *op);
 /* Drops the caller's reference (mu held). If the op has not completed, it is abandoned. */
 void zkl_op_put(zkl_client *c, struct zkl_op *op);
 /* Waits (mu held) until op is done, w is canceled, or the deadline passes. Returns 0
@@ -164,6 +201,15 @@ void zkl_task_find_delete(zkl_client *c, const char *parent, const char *uuid, u
 /* Holds (mu held for add/remove). Removing waits while on_lost runs on another thread. */
 void zkl_hold_add(zkl_client *c, struct zkl_hold *h, uint64_t gen);
 void zkl_hold_remove(zkl_client *c, struct zkl_hold *h);
+
+/* Revocation watches (mu held). remove waits while fn runs on another thread; the
+ * record is freed once the C client lets go of it. */
+struct zkl_revwatch *zkl_revwatch_add(zkl_client *c, const char *path, uint64_t gen,
+                                      void (*fn)(void *ctx), void *ctx);
+void zkl_revwatch_remove(zkl_client *c, struct zkl_revwatch *rv);
+
+/* The data a revoker writes into a node. */
+#define ZKL_REVOKE_DATA "__REVOKE__"
 
 /* Waits (mu held) until the current session is connected, the deadline passes, or w is
  * canceled. Returns 0, ZKL_ETIMEDOUT, ZKL_ECANCELED or ZKL_ECLOSED. */

@@ -36,4 +36,8 @@ int zkl_check_timeout(int timeout_ms);
 			return zkl_fail(ZKL_EINVAL, "%s handle is NULL", name);           \
 	} while (0)
 
+/* Whether a mutex handle is the read half of a read-write lock (multilock ordering). */
+struct zkl_mutex;
+bool zkl_mutex_is_read_half(const struct zkl_mutex *m);
+
 #endif

@@ -207,6 +207,13 @@ static void test_timeout_and_try_once(void **state)
 	CHECK_OK(zkl_mutex_release(mb));
 	zkl_mutex_free(ma);
 	zkl_mutex_free(mb);
+	/* Trying once on a path whose folder does not exist yet creates it and succeeds. */
+	char fresh[300];
+	snprintf(fresh, sizeof fresh, "%s/fresh/deeper", h_path("tryonce"));
+	CHECK_OK(zkl_mutex_new(&ma, a, fresh));
+	CHECK_OK(zkl_mutex_acquire(ma, 0));
+	CHECK_OK(zkl_mutex_release(ma));
+	zkl_mutex_free(ma);
 	zkl_client_close(a);
 	zkl_client_close(b);
 }
