@@ -1,4 +1,5 @@
-/* zkl_mutex: fair, reentrant per thread, Curator's InterProcessMutex layout.
+/* zkl_mutex: fair, reentrant per thread, Curator's InterProcessMutex layout; and the two
+ * halves of zkl_rwlock, which are mutexes with another marker and predicate.
  *
  * Each thread that acquires queues its own node, so threads sharing a handle queue like
  * any other contender. The handle keeps a list of the acquisitions it holds, one per
@@ -6,21 +7,64 @@
  * on the list until its thread releases it, while another thread may already hold the
  * lock again on the new session. Handle state is guarded by the client's mutex.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <zklocks/mutex.h>
+#include <zklocks/rwlock.h>
 
 #include "recipe.h"
 
 struct zkl_mutex {
 	zkl_client *c;
 	char *path;
+	enum zkl_kind kind;            /* LOCK, or READ / WRITE for a rwlock half */
+	zkl_mutex *other;              /* the other half of a rwlock, or NULL */
 	struct zkl_data data;          /* c->mu */
 	struct zkl_lease *leases;      /* c->mu: acquisitions held, one per thread */
 	zkl_mutex_lost_fn lost_fn;     /* c->mu */
 	void *lost_data;
+	zkl_revoke_fn revoke_fn;       /* c->mu */
+	void *revoke_data;
 };
+
+struct zkl_rwlock {
+	zkl_mutex read;
+	zkl_mutex write;
+};
+
+/* A reader holds when no writer is ahead of it; it waits for the nearest writer ahead
+ * (every wake re-lists, so waiting for the nearest wakes least often). */
+static bool pred_read(const zkl_child *queue, size_t n, size_t self, void *arg, size_t *watch)
+{
+	(void)n;
+	(void)arg;
+	for (size_t i = self; i-- > 0;) {
+		if (zkl_kind_is_writer(queue[i].kind)) {
+			*watch = i;
+			return false;
+		}
+	}
+	return true;
+}
+
+bool zkl_mutex_is_read_half(const zkl_mutex *m)
+{
+	return m && m->kind == ZKL_KIND_READ;
+}
+
+static void mutex_revoked(void *ctx)
+{
+	zkl_mutex *m = ctx;
+	pthread_mutex_lock(&m->c->mu);
+	zkl_revoke_fn fn = m->revoke_fn;
+	void *data = m->revoke_data;
+	pthread_mutex_unlock(&m->c->mu);
+	zkl_log(m->c, ZKL_LOG_INFO, "revocation of %s requested", m->path);
+	if (fn)
+		fn(m, data);
+}
 
 static void mutex_lost(struct zkl_hold *h, void *ctx)
 {
@@ -64,14 +108,24 @@ int zkl_mutex_new(zkl_mutex **out, zkl_client *c, const char *path)
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	}
 	m->c = c;
+	m->kind = ZKL_KIND_LOCK;
 	*out = m;
 	return 0;
 }
 
+/* Ends every hold of m and frees what m owns, not m itself. */
+static void mutex_dispose(zkl_mutex *m);
+
 void zkl_mutex_free(zkl_mutex *m)
 {
-	if (!m)
-		return;
+	if (!m || m->other)
+		return; /* a rwlock half goes with its rwlock */
+	mutex_dispose(m);
+	free(m);
+}
+
+static void mutex_dispose(zkl_mutex *m)
+{
 	/* The calling thread's hold, however deep, ends here. */
 	pthread_mutex_lock(&m->c->mu);
 	struct zkl_lease **pp = find_own(m);
@@ -95,7 +149,6 @@ void zkl_mutex_free(zkl_mutex *m)
 	zkl_data_free(&m->data);
 	pthread_mutex_unlock(&m->c->mu);
 	free(m->path);
-	free(m);
 }
 
 int zkl_mutex_acquire(zkl_mutex *m, int timeout_ms)
@@ -120,8 +173,22 @@ int zkl_mutex_acquire(zkl_mutex *m, int timeout_ms)
 		pthread_mutex_unlock(&c->mu);
 		return 0;
 	}
+	/* The other half of a rwlock, held by this thread: downgrade or upgrade. */
+	struct zkl_lease **op = m->other ? find_own(m->other) : NULL;
+	bool downgrade = op && m->kind == ZKL_KIND_READ && !(*op)->hold.lost;
+	int64_t writer_seq = downgrade ? (*op)->node.seq : 0;
+	if (op && m->kind == ZKL_KIND_WRITE) {
+		pthread_mutex_unlock(&c->mu);
+		return zkl_fail(ZKL_EDEADLK, "the calling thread holds the read lock of %s: "
+		                "upgrading to the write lock can never succeed", m->path);
+	}
+	/* Nodes of revocable handles carry no data, as Curator's do. */
 	struct zkl_data data = {0};
-	rc = zkl_data_set(&data, m->data.bytes, (size_t)m->data.len);
+	if (m->revoke_fn)
+		rc = zkl_data_set(&data, NULL, 0);
+	else
+		rc = zkl_data_set(&data, m->data.bytes, (size_t)m->data.len);
+	bool revocable = m->revoke_fn != NULL;
 	pthread_mutex_unlock(&c->mu);
 	if (rc != 0)
 		return rc;
@@ -134,13 +201,26 @@ int zkl_mutex_acquire(zkl_mutex *m, int timeout_ms)
 	struct zkl_queue q = {
 		.c = c,
 		.path = m->path,
-		.kind = ZKL_KIND_LOCK,
+		.kind = m->kind,
 		.data = data.bytes,
 		.data_len = data.len,
-		.pred = zkl_pred_first,
+		.pred = m->kind == ZKL_KIND_READ ? pred_read : zkl_pred_first,
 		.owner = m,
+		.on_revoke = revocable ? mutex_revoked : NULL,
+		.revoke_ctx = m,
 	};
-	rc = zkl_engine_acquire(&q, timeout_ms, &l->node);
+	if (downgrade) {
+		/* Curator's downgrade: a non-sequential read node that sorts at the writer's
+		 * place, so writers queued behind the writer stay behind the reader. */
+		char uuid[ZKL_UUID_LEN + 1], name[ZKL_PROTECT_PREFIX_LEN + 40];
+		zkl_uuid(uuid);
+		int k = zkl_node_prefix(name, sizeof name, uuid, ZKL_KIND_READ);
+		snprintf(name + k, sizeof name - (size_t)k, "%010d", (int)writer_seq);
+		rc = zkl_engine_create_fixed(&q, name, timeout_ms, &l->node);
+		l->node.seq = writer_seq;
+	} else {
+		rc = zkl_engine_acquire(&q, timeout_ms, &l->node);
+	}
 	zkl_data_free(&data);
 	if (rc != 0) {
 		free(l);
@@ -236,12 +316,123 @@ int zkl_mutex_on_lost(zkl_mutex *m, zkl_mutex_lost_fn fn, void *data)
 	return 0;
 }
 
+int zkl_mutex_make_revocable(zkl_mutex *m, zkl_revoke_fn fn, void *data)
+{
+	ZKL_CHECK_HANDLE(m, "mutex");
+	pthread_mutex_lock(&m->c->mu);
+	m->revoke_fn = fn;
+	m->revoke_data = data;
+	pthread_mutex_unlock(&m->c->mu);
+	return 0;
+}
+
+int zkl_revoke(zkl_client *c, const char *node_path)
+{
+	zkl_clear_error();
+	if (!c)
+		return zkl_fail(ZKL_EINVAL, "client is NULL");
+	int rc = zkl_path_check(node_path, "node path");
+	if (rc != 0)
+		return rc;
+	struct zkl_req r = {
+		.kind = ZKL_OP_SET,
+		.path = node_path,
+		.data = ZKL_REVOKE_DATA,
+		.len = (int)strlen(ZKL_REVOKE_DATA),
+		.version = -1,
+	};
+	int zrc = zkl_request(c, &r, zkl_deadline(-1), NULL);
+	if (zrc == ZNONODE)
+		return zkl_fail(ZKL_ENOTHELD, "%s does not exist: nothing to revoke", node_path);
+	if (zrc < -1000)
+		return zrc;
+	if (zrc != ZOK)
+		return zkl_fail_zk(zrc, "cannot ask for revocation of", node_path);
+	return 0;
+}
+
+/* How many at the head of a sorted participant list hold: one writer, or the readers
+ * before the first writer. */
+static size_t holders_of(zkl_mutex *m)
+{
+	if (m->kind == ZKL_KIND_LOCK)
+		return 1;
+	zkl_child *queue;
+	size_t n;
+	char **names;
+	int count;
+	if (zkl_engine_list(m->c, m->path, &queue, &n, &names, &count) != 0)
+		return 1;
+	size_t h = 0;
+	while (h < n && !zkl_kind_is_writer(queue[h].kind))
+		h++;
+	if (h == 0 && n > 0)
+		h = 1;
+	free(queue);
+	zkl_names_free(names, count);
+	return h;
+}
+
 int zkl_mutex_participants(zkl_mutex *m, zkl_participant **out, size_t *count)
 {
 	ZKL_CHECK_HANDLE(m, "mutex");
 	if (!out || !count)
 		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
-	return zkl_engine_participants(m->c, m->path, 1, out, count);
+	return zkl_engine_participants(m->c, m->path, holders_of(m), out, count);
+}
+
+/* ---- zkl_rwlock ---- */
+
+int zkl_rwlock_new(zkl_rwlock **out, zkl_client *c, const char *path)
+{
+	zkl_clear_error();
+	if (!out)
+		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
+	*out = NULL;
+	if (!c)
+		return zkl_fail(ZKL_EINVAL, "client is NULL");
+	int rc = zkl_path_check(path, "lock path");
+	if (rc != 0)
+		return rc;
+	zkl_rwlock *rw = calloc(1, sizeof *rw);
+	if (!rw)
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	zkl_mutex *halves[2] = {&rw->read, &rw->write};
+	for (int i = 0; i < 2; i++) {
+		zkl_mutex *h = halves[i];
+		h->c = c;
+		h->kind = i == 0 ? ZKL_KIND_READ : ZKL_KIND_WRITE;
+		h->other = halves[1 - i];
+		if (!(h->path = strdup(path)) || zkl_data_init(&h->data) != 0) {
+			free(rw->read.path);
+			free(rw->write.path);
+			zkl_data_free(&rw->read.data);
+			free(rw);
+			return zkl_fail(ZKL_ENOMEM, "out of memory");
+		}
+	}
+	*out = rw;
+	return 0;
+}
+
+void zkl_rwlock_free(zkl_rwlock *rw)
+{
+	if (!rw)
+		return;
+	/* Read first: a downgraded thread holds both, and its read node sorts after. */
+	mutex_dispose(&rw->read);
+	mutex_dispose(&rw->write);
+	free(rw);
+}
+
+zkl_mutex *zkl_rwlock_read(zkl_rwlock *rw)
+{
+	return rw ? &rw->read : NULL;
+}
+
+zkl_mutex *zkl_rwlock_write(zkl_rwlock *rw)
+{
+	return rw ? &rw->write : NULL;
 }
 
 const char *zkl_mutex_path(const zkl_mutex *m)

@@ -273,3 +273,8 @@ int zkl_semaphore_mutex_participants(zkl_semaphore_mutex *m, zkl_participant **o
 		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
 	return zkl_engine_participants(m->c, m->leases_path, 1, out, count);
 }
+
+const char *zkl_semaphore_mutex_path(const zkl_semaphore_mutex *m)
+{
+	return m ? m->path : NULL;
+}

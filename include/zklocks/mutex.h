@@ -65,6 +65,21 @@ ZKL_API int zkl_mutex_on_lost(zkl_mutex *m, zkl_mutex_lost_fn fn, void *data);
  * *count). An absent lock path gives an empty list. */
 ZKL_API int zkl_mutex_participants(zkl_mutex *m, zkl_participant **out, size_t *count);
 
+/* Revocation (Curator's cooperative protocol). Called on the client's event thread, with
+ * no zklocks lock held, when someone asks for the lock with zkl_revoke() on this handle's
+ * node (held or queued); it may call zkl_mutex_release() from there. Called once per
+ * request. */
+typedef void (*zkl_revoke_fn)(zkl_mutex *m, void *data);
+
+/* Makes the handle revocable (fn non-NULL) or not (NULL): its nodes, created from then on,
+ * carry empty data and watch for a revocation request. Returns 0 or ZKL_EINVAL. */
+ZKL_API int zkl_mutex_make_revocable(zkl_mutex *m, zkl_revoke_fn fn, void *data);
+
+/* Asks the owner of node_path (a full node path, as listed by *_participants()) to
+ * release it, by writing "__REVOKE__" into the node. Returns 0, or ZKL_ENOTHELD if the
+ * node does not exist. Whether the owner listens is up to it. */
+ZKL_API int zkl_revoke(zkl_client *c, const char *node_path);
+
 /* The lock path (borrowed, valid until zkl_mutex_free()). */
 ZKL_API const char *zkl_mutex_path(const zkl_mutex *m);
 

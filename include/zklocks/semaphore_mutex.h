@@ -50,6 +50,9 @@ ZKL_API int zkl_semaphore_mutex_on_lost(zkl_semaphore_mutex *m, zkl_semaphore_mu
 ZKL_API int zkl_semaphore_mutex_participants(zkl_semaphore_mutex *m, zkl_participant **out,
                                              size_t *count);
 
+/* The lock path (borrowed, valid until zkl_semaphore_mutex_free()). */
+ZKL_API const char *zkl_semaphore_mutex_path(const zkl_semaphore_mutex *m);
+
 ZKL_END_DECLS
 
 #endif

@@ -8,5 +8,8 @@
 #include <zklocks/client.h>
 #include <zklocks/mutex.h>
 #include <zklocks/semaphore_mutex.h>
+#include <zklocks/rwlock.h>
+#include <zklocks/semaphore.h>
+#include <zklocks/multilock.h>
 
 #endif

@@ -1,0 +1,88 @@
+/* zkl_semaphore: N leases shared between processes, with the layout of Curator's
+ * InterProcessSemaphoreV2: "<path>/locks/" queues the takers fairly, "<path>/leases/"
+ * holds one "_c_<uuid>-lease-<seq>" node per lease.
+ *
+ * The limit is fixed per handle (all users of a path must agree on it), or read from a
+ * shared count node, a persistent node holding a 4-byte big-endian integer (the format of
+ * Curator's SharedCount), which operators may change at run time: waiters wake when it
+ * rises. All functions are thread-safe. */
+#ifndef ZKLOCKS_SEMAPHORE_H
+#define ZKLOCKS_SEMAPHORE_H
+
+#include <zklocks/common.h>
+
+ZKL_BEGIN_DECLS
+
+typedef struct zkl_semaphore zkl_semaphore;
+typedef struct zkl_lease zkl_lease;
+
+/* Called once per lease lost with its session, on the client's event thread, with no
+ * zklocks lock held. It may call zkl_lease_release() (which returns ZKL_ELOST) but not
+ * free the lease or the semaphore. */
+typedef void (*zkl_semaphore_lost_fn)(zkl_semaphore *s, zkl_lease *lease, int reason,
+                                      void *data);
+
+/* A semaphore at path with a fixed limit of max_leases (>= 1). On success *out is the
+ * caller's, freed with zkl_semaphore_free(). */
+ZKL_API int zkl_semaphore_new(zkl_semaphore **out, zkl_client *c, const char *path,
+                              int max_leases);
+
+/* A semaphore whose limit is the shared count at count_path; the node is created with
+ * initial_count (>= 1) if it does not exist. */
+ZKL_API int zkl_semaphore_new_shared(zkl_semaphore **out, zkl_client *c, const char *path,
+                                     const char *count_path, int initial_count);
+
+/* Frees the semaphore. Leases still held are released first and their handles freed; the
+ * caller must not use them afterwards. NULL is a no-op. */
+ZKL_API void zkl_semaphore_free(zkl_semaphore *s);
+
+/* Takes n leases (1 <= n <= the limit), waiting at most timeout_ms for all of them
+ * together. On success out[0..n-1] are lease handles, the caller's, each freed with
+ * zkl_lease_free(). On failure no lease is held and out is untouched. Returns 0,
+ * ZKL_ETIMEDOUT, ZKL_ECANCELED, ZKL_EINVAL (n < 1, or n above a fixed limit). */
+ZKL_API int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **out);
+
+/* Releases one lease, from any thread. Returns 0, ZKL_ENOTHELD if it was released
+ * already, or ZKL_ELOST if its session was gone (the lease ends all the same). */
+ZKL_API int zkl_lease_release(zkl_lease *lease);
+
+/* Frees a lease handle, releasing it first if held. NULL is a no-op. */
+ZKL_API void zkl_lease_free(zkl_lease *lease);
+
+/* Whether the lease is held and not lost. */
+ZKL_API bool zkl_lease_is_held(zkl_lease *lease);
+
+/* The fencing token (czxid of the lease node), or ZKL_ENOTHELD after release. */
+ZKL_API int64_t zkl_lease_token(zkl_lease *lease);
+
+/* The lease node's path (borrowed, valid until zkl_lease_free()). */
+ZKL_API const char *zkl_lease_path(const zkl_lease *lease);
+
+/* The current limit: the fixed one, or the shared count as last read (one round trip).
+ * Returns the limit (>= 0) or a ZKL_E* code. */
+ZKL_API int zkl_semaphore_max(zkl_semaphore *s);
+
+/* Wakes the threads of this handle waiting in zkl_semaphore_acquire(); they return
+ * ZKL_ECANCELED and leave nothing behind. */
+ZKL_API void zkl_semaphore_cancel(zkl_semaphore *s);
+
+/* As zkl_mutex_set_data(), for the lease nodes created from now on. */
+ZKL_API int zkl_semaphore_set_data(zkl_semaphore *s, const void *data, size_t len);
+
+/* Sets the lost callback (NULL to clear). */
+ZKL_API int zkl_semaphore_on_lost(zkl_semaphore *s, zkl_semaphore_lost_fn fn, void *data);
+
+/* Lists the lease holders ("<path>/leases/" children), oldest first; every entry is a
+ * holder. As zkl_mutex_participants(). */
+ZKL_API int zkl_semaphore_participants(zkl_semaphore *s, zkl_participant **out,
+                                       size_t *count);
+
+/* Reads the shared count at path into *value. ZKL_EZK if the node's data is not 4 bytes. */
+ZKL_API int zkl_shared_count_get(zkl_client *c, const char *path, int32_t *value);
+
+/* Sets the shared count at path (creating the node if needed). */
+ZKL_API int zkl_shared_count_set(zkl_client *c, const char *path, int32_t value);
+
+ZKL_END_DECLS
+
+#endif
