@@ -56,6 +56,7 @@ struct zkl_listener {
 };
 
 static void *event_main(void *arg);
+static void wake_all(zkl_client *c);
 static void revwatch_put(zkl_client *c, struct zkl_revwatch *rv);
 static bool watch_unregister_locked(struct zkl_watch *wt);
 static void watch_register(zkl_client *c, struct zkl_op *op, struct zkl_watch *wt);
@@ -840,6 +841,17 @@ struct zkl_revwatch *zkl_revwatch_add(zkl_client *c, const char *path, uint64_t 
 	return rv;
 }
 
+struct zkl_revwatch *zkl_countwatch_add(zkl_client *c, const char *path, int32_t *value,
+                                        unsigned *epoch)
+{
+	struct zkl_revwatch *rv = zkl_revwatch_add(c, path, c->gen, NULL, NULL);
+	if (rv) {
+		rv->value = value;
+		rv->epoch = epoch;
+	}
+	return rv;
+}
+
 void zkl_revwatch_remove(zkl_client *c, struct zkl_revwatch *rv)
 {
 	if (!rv)
@@ -885,8 +897,15 @@ static void revwatch_read_done(int rc, const char *value, int len, const struct 
 	}
 	if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT)
 		rv->want_read = true;
-	if (revoke)
+	if (revoke && rv->fn)
 		rv->requests++;
+	if (rv->value && rv->active && rc == ZOK && len == 4) {
+		const unsigned char *b = (const unsigned char *)value;
+		*rv->value = (int32_t)((uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 |
+		                       (uint32_t)b[2] << 8 | (uint32_t)b[3]);
+		++*rv->epoch;
+		wake_all(c);
+	}
 	if (--rv->s->inflight == 0)
 		pthread_cond_broadcast(&c->ev_cv);
 	pthread_cond_signal(&c->ev_cv);
@@ -910,6 +929,11 @@ static void revwatches_run(zkl_client *c)
 			revwatch_put(c, rv);
 			rv = c->revwatches; /* the list may have changed */
 			continue;
+		}
+		if (rv->value && rv->active && rv->gen != c->gen) {
+			/* A shared count is watched on whatever session the client has. */
+			rv->gen = c->gen;
+			rv->want_read = true;
 		}
 		if (rv->active && rv->want_read && !rv->inflight && !rv->registered &&
 		    rv->gen == c->gen && c->sess->connected) {

@@ -317,6 +317,7 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 		size_t n = 0;
 		char **names = NULL;
 		int count = 0;
+		const unsigned epoch = q->epoch ? *q->epoch : 0;
 
 		if (c->closing) {
 			rc = zkl_fail(ZKL_ECLOSED, "the client is closing");
@@ -543,9 +544,10 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 		}
 		zkl_op_put(c, get);
 		if (rc == 0 && grc == ZOK && !changed) {
-			while (!wt->fired && !w.canceled && !c->closing && c->gen == ggen) {
+			while (!wt->fired && !w.canceled && !c->closing && c->gen == ggen &&
+			       (!q->epoch || *q->epoch == epoch)) {
 				if (zkl_waiter_wait(c, &w, deadline)) {
-					if (!wt->fired)
+					if (!wt->fired && (!q->epoch || *q->epoch == epoch))
 						rc = ZKL_ETIMEDOUT;
 					break;
 				}

@@ -39,6 +39,9 @@ struct zkl_queue {
 	/* If set, our node carries a revocation watch that calls this (event thread). */
 	void (*on_revoke)(void *ctx);
 	void *revoke_ctx;
+	/* If set, a change of *epoch (mu) ends a wait as a fired watch does: the predicate's
+	 * inputs changed (a semaphore's shared limit). */
+	const unsigned *epoch;
 };
 
 /* Queues a node and waits until the predicate says we hold, the deadline passes, or the

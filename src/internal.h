@@ -106,6 +106,10 @@ struct zkl_revwatch {
 	bool registered;    /* mu: the C client holds the watch */
 	struct zkl_session *s;
 	int requests;       /* mu: revocation requests seen and not yet dispatched */
+	/* Shared-count mode (fn == NULL): each read stores the node's 4-byte big-endian value
+	 * here, bumps *epoch and wakes every waiter; the watch follows new sessions. */
+	int32_t *value;
+	unsigned *epoch;
 	bool dispatching;   /* mu */
 	void (*fn)(void *ctx);
 	void *ctx;
@@ -206,6 +210,9 @@ void zkl_hold_remove(zkl_client *c, struct zkl_hold *h);
  * record is freed once the C client lets go of it. */
 struct zkl_revwatch *zkl_revwatch_add(zkl_client *c, const char *path, uint64_t gen,
                                       void (*fn)(void *ctx), void *ctx);
+/* A watch that keeps *value equal to the shared count at path (mu held). */
+struct zkl_revwatch *zkl_countwatch_add(zkl_client *c, const char *path, int32_t *value,
+                                        unsigned *epoch);
 void zkl_revwatch_remove(zkl_client *c, struct zkl_revwatch *rv);
 
 /* The data a revoker writes into a node. */

@@ -6,8 +6,8 @@
 
 /* One acquisition held by a handle: a node, the thread that took it, how many times
  * (reentrant recipes), and its registration for lost reports. */
-struct zkl_lease {
-	struct zkl_lease *next;
+struct zkl_acq {
+	struct zkl_acq *next;
 	pthread_t owner;
 	int count;
 	struct zkl_node node;
