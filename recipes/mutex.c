@@ -22,7 +22,7 @@ struct zkl_mutex {
 	enum zkl_kind kind;            /* LOCK, or READ / WRITE for a rwlock half */
 	zkl_mutex *other;              /* the other half of a rwlock, or NULL */
 	struct zkl_data data;          /* c->mu */
-	struct zkl_lease *leases;      /* c->mu: acquisitions held, one per thread */
+	struct zkl_acq *leases;      /* c->mu: acquisitions held, one per thread */
 	zkl_mutex_lost_fn lost_fn;     /* c->mu */
 	void *lost_data;
 	zkl_revoke_fn revoke_fn;       /* c->mu */
@@ -33,21 +33,6 @@ struct zkl_rwlock {
 	zkl_mutex read;
 	zkl_mutex write;
 };
-
-/* A reader holds when no writer is ahead of it; it waits for the nearest writer ahead
- * (every wake re-lists, so waiting for the nearest wakes least often). */
-static bool pred_read(const zkl_child *queue, size_t n, size_t self, void *arg, size_t *watch)
-{
-	(void)n;
-	(void)arg;
-	for (size_t i = self; i-- > 0;) {
-		if (zkl_kind_is_writer(queue[i].kind)) {
-			*watch = i;
-			return false;
-		}
-	}
-	return true;
-}
 
 bool zkl_mutex_is_read_half(const zkl_mutex *m)
 {
@@ -80,10 +65,10 @@ static void mutex_lost(struct zkl_hold *h, void *ctx)
 }
 
 /* The calling thread's acquisition (c->mu held). */
-static struct zkl_lease **find_own(zkl_mutex *m)
+static struct zkl_acq **find_own(zkl_mutex *m)
 {
 	pthread_t self = pthread_self();
-	for (struct zkl_lease **pp = &m->leases; *pp; pp = &(*pp)->next)
+	for (struct zkl_acq **pp = &m->leases; *pp; pp = &(*pp)->next)
 		if (pthread_equal((*pp)->owner, self))
 			return pp;
 	return NULL;
@@ -128,7 +113,7 @@ static void mutex_dispose(zkl_mutex *m)
 {
 	/* The calling thread's hold, however deep, ends here. */
 	pthread_mutex_lock(&m->c->mu);
-	struct zkl_lease **pp = find_own(m);
+	struct zkl_acq **pp = find_own(m);
 	if (pp)
 		(*pp)->count = 1;
 	pthread_mutex_unlock(&m->c->mu);
@@ -138,7 +123,7 @@ static void mutex_dispose(zkl_mutex *m)
 	 * registration behind. */
 	pthread_mutex_lock(&m->c->mu);
 	while (m->leases) {
-		struct zkl_lease *l = m->leases;
+		struct zkl_acq *l = m->leases;
 		m->leases = l->next;
 		zkl_hold_remove(m->c, &l->hold);
 		pthread_mutex_unlock(&m->c->mu);
@@ -160,10 +145,10 @@ int zkl_mutex_acquire(zkl_mutex *m, int timeout_ms)
 	zkl_client *c = m->c;
 
 	pthread_mutex_lock(&c->mu);
-	struct zkl_lease **pp = find_own(m);
+	struct zkl_acq **pp = find_own(m);
 	if (pp) {
 		/* Re-entry costs no round trip. */
-		struct zkl_lease *l = *pp;
+		struct zkl_acq *l = *pp;
 		if (l->hold.lost) {
 			pthread_mutex_unlock(&c->mu);
 			return zkl_fail(ZKL_ELOST, "lock %s was lost; release it before acquiring "
@@ -174,7 +159,7 @@ int zkl_mutex_acquire(zkl_mutex *m, int timeout_ms)
 		return 0;
 	}
 	/* The other half of a rwlock, held by this thread: downgrade or upgrade. */
-	struct zkl_lease **op = m->other ? find_own(m->other) : NULL;
+	struct zkl_acq **op = m->other ? find_own(m->other) : NULL;
 	bool downgrade = op && m->kind == ZKL_KIND_READ && !(*op)->hold.lost;
 	int64_t writer_seq = downgrade ? (*op)->node.seq : 0;
 	if (op && m->kind == ZKL_KIND_WRITE) {
@@ -193,7 +178,7 @@ int zkl_mutex_acquire(zkl_mutex *m, int timeout_ms)
 	if (rc != 0)
 		return rc;
 
-	struct zkl_lease *l = calloc(1, sizeof *l);
+	struct zkl_acq *l = calloc(1, sizeof *l);
 	if (!l) {
 		zkl_data_free(&data);
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
@@ -204,7 +189,7 @@ int zkl_mutex_acquire(zkl_mutex *m, int timeout_ms)
 		.kind = m->kind,
 		.data = data.bytes,
 		.data_len = data.len,
-		.pred = m->kind == ZKL_KIND_READ ? pred_read : zkl_pred_first,
+		.pred = m->kind == ZKL_KIND_READ ? zkl_pred_read : zkl_pred_first,
 		.owner = m,
 		.on_revoke = revocable ? mutex_revoked : NULL,
 		.revoke_ctx = m,
@@ -243,12 +228,12 @@ int zkl_mutex_release(zkl_mutex *m)
 	ZKL_CHECK_HANDLE(m, "mutex");
 	zkl_client *c = m->c;
 	pthread_mutex_lock(&c->mu);
-	struct zkl_lease **pp = find_own(m);
+	struct zkl_acq **pp = find_own(m);
 	if (!pp) {
 		pthread_mutex_unlock(&c->mu);
 		return zkl_fail(ZKL_ENOTOWNER, "the calling thread does not hold %s", m->path);
 	}
-	struct zkl_lease *l = *pp;
+	struct zkl_acq *l = *pp;
 	if (--l->count > 0) {
 		bool lost = l->hold.lost;
 		pthread_mutex_unlock(&c->mu);
@@ -272,7 +257,7 @@ bool zkl_mutex_is_held(zkl_mutex *m)
 	if (!m)
 		return false;
 	pthread_mutex_lock(&m->c->mu);
-	struct zkl_lease **pp = find_own(m);
+	struct zkl_acq **pp = find_own(m);
 	bool held = pp && !(*pp)->hold.lost;
 	pthread_mutex_unlock(&m->c->mu);
 	return held;
@@ -284,7 +269,7 @@ int64_t zkl_mutex_token(zkl_mutex *m)
 		return ZKL_EINVAL;
 	int64_t token = ZKL_ENOTHELD;
 	pthread_mutex_lock(&m->c->mu);
-	for (struct zkl_lease *l = m->leases; l; l = l->next)
+	for (struct zkl_acq *l = m->leases; l; l = l->next)
 		if (!l->hold.lost)
 			token = l->node.czxid;
 	pthread_mutex_unlock(&m->c->mu);

@@ -43,21 +43,6 @@ struct zkl_lease {
 	char *path;                    /* the node's path, kept after release */
 };
 
-/* The lease predicate: we hold while the leases number at most the limit; otherwise we
- * wait for any lease to go (or the limit to change). */
-static bool pred_leases(const zkl_child *queue, size_t n, size_t self, void *arg,
-                        size_t *watch)
-{
-	(void)queue;
-	(void)self;
-	const zkl_semaphore *s = arg;
-	size_t max = (size_t)(s->fixed_max > 0 ? s->fixed_max : (s->shared_max > 0 ? s->shared_max : 0));
-	if (n <= max)
-		return true;
-	*watch = ZKL_WATCH_CHILDREN;
-	return false;
-}
-
 static void lease_lost(struct zkl_hold *h, void *ctx)
 {
 	(void)h;
@@ -241,14 +226,15 @@ static int take_one(zkl_semaphore *s, const struct zkl_data *data, int64_t deadl
 	int rc = zkl_engine_acquire(&q, remaining(deadline, timeout_ms), &gate);
 	if (rc != 0)
 		return rc;
+	struct zkl_limit max = {&s->fixed_max, &s->shared_max};
 	struct zkl_queue lq = {
 		.c = s->c,
 		.path = s->leases_path,
 		.kind = ZKL_KIND_LEASE,
 		.data = data->bytes,
 		.data_len = data->len,
-		.pred = pred_leases,
-		.pred_arg = s,
+		.pred = zkl_pred_count,
+		.pred_arg = &max,
 		.owner = s,
 		.epoch = s->count ? &s->epoch : NULL,
 	};

@@ -28,17 +28,6 @@
 
 #include "engine.h"
 
-bool zkl_pred_first(const zkl_child *queue, size_t n, size_t self, void *arg, size_t *watch)
-{
-	(void)queue;
-	(void)n;
-	(void)arg;
-	if (self == 0)
-		return true;
-	*watch = self - 1;
-	return false;
-}
-
 /* Forgets our node (mu held): its revocation watch goes too. */
 static void node_forget(zkl_client *c, struct zkl_node *node)
 {

@@ -12,9 +12,23 @@
 typedef bool (*zkl_predicate_fn)(const zkl_child *queue, size_t n, size_t self, void *arg,
                                  size_t *watch);
 
-/* The predicate of a mutex and a write lock: first in line; otherwise watch the node
- * just before us. */
+/* The predicates (src/predicates.c). */
+
+/* Mutex, write lock, leader: first in line; otherwise watch the node just before us. */
 bool zkl_pred_first(const zkl_child *queue, size_t n, size_t self, void *arg, size_t *watch);
+
+/* Read lock: no writer ahead of us; otherwise watch the nearest writer ahead (every wake
+ * re-lists, so the nearest wakes least often). */
+bool zkl_pred_read(const zkl_child *queue, size_t n, size_t self, void *arg, size_t *watch);
+
+/* A semaphore's leases: hold while the leases number at most the limit, else wait for
+ * any change of the folder. arg is a struct zkl_limit (read with the client mutex held):
+ * the fixed limit if positive, else the shared one. */
+struct zkl_limit {
+	const int *fixed;
+	const int32_t *shared;
+};
+bool zkl_pred_count(const zkl_child *queue, size_t n, size_t self, void *arg, size_t *watch);
 
 /* One queued node of ours. */
 struct zkl_node {

@@ -1,0 +1,39 @@
+/* The recipes' predicates: given the queue in order and our place in it, do we hold,
+ * and if not, what do we wait for? Pure functions, unit-tested without a server. */
+#include "engine.h"
+
+bool zkl_pred_first(const zkl_child *queue, size_t n, size_t self, void *arg, size_t *watch)
+{
+	(void)queue;
+	(void)n;
+	(void)arg;
+	if (self == 0)
+		return true;
+	*watch = self - 1;
+	return false;
+}
+
+bool zkl_pred_read(const zkl_child *queue, size_t n, size_t self, void *arg, size_t *watch)
+{
+	(void)n;
+	(void)arg;
+	for (size_t i = self; i-- > 0;) {
+		if (zkl_kind_is_writer(queue[i].kind)) {
+			*watch = i;
+			return false;
+		}
+	}
+	return true;
+}
+
+bool zkl_pred_count(const zkl_child *queue, size_t n, size_t self, void *arg, size_t *watch)
+{
+	(void)queue;
+	(void)self;
+	const struct zkl_limit *l = arg;
+	int max = *l->fixed > 0 ? *l->fixed : (*l->shared > 0 ? (int)*l->shared : 0);
+	if (n <= (size_t)max)
+		return true;
+	*watch = ZKL_WATCH_CHILDREN;
+	return false;
+}
