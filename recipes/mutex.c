@@ -39,16 +39,32 @@ bool zkl_mutex_is_read_half(const zkl_mutex *m)
 	return m && m->kind == ZKL_KIND_READ;
 }
 
-static void mutex_revoked(void *ctx)
+/* While a revocation callback runs, releasing its handle on the event thread releases the
+ * revoked acquisition, whichever thread took it. */
+static _Thread_local const zkl_mutex *revoking;
+static _Thread_local pthread_t revoking_owner;
+
+static void mutex_revoked(void *ctx, const char *node)
 {
 	zkl_mutex *m = ctx;
 	pthread_mutex_lock(&m->c->mu);
 	zkl_revoke_fn fn = m->revoke_fn;
 	void *data = m->revoke_data;
+	bool found = false;
+	for (struct zkl_acq *l = m->leases; l; l = l->next) {
+		if (l->node.path && strcmp(l->node.path, node) == 0) {
+			revoking_owner = l->owner;
+			found = true;
+		}
+	}
 	pthread_mutex_unlock(&m->c->mu);
-	zkl_log(m->c, ZKL_LOG_INFO, "revocation of %s requested", m->path);
-	if (fn)
-		fn(m, data);
+	zkl_log(m->c, ZKL_LOG_INFO, "revocation of %s requested", node);
+	if (!fn)
+		return;
+	const zkl_mutex *outer = revoking;
+	revoking = found ? m : NULL;
+	fn(m, data);
+	revoking = outer;
 }
 
 static void mutex_lost(struct zkl_hold *h, void *ctx)
@@ -67,7 +83,7 @@ static void mutex_lost(struct zkl_hold *h, void *ctx)
 /* The calling thread's acquisition (c->mu held). */
 static struct zkl_acq **find_own(zkl_mutex *m)
 {
-	pthread_t self = pthread_self();
+	pthread_t self = revoking == m ? revoking_owner : pthread_self();
 	for (struct zkl_acq **pp = &m->leases; *pp; pp = &(*pp)->next)
 		if (pthread_equal((*pp)->owner, self))
 			return pp;

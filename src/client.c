@@ -820,7 +820,7 @@ static void revwatch_put(zkl_client *c, struct zkl_revwatch *rv)
 }
 
 struct zkl_revwatch *zkl_revwatch_add(zkl_client *c, const char *path, uint64_t gen,
-                                      void (*fn)(void *ctx), void *ctx)
+                                      void (*fn)(void *ctx, const char *path), void *ctx)
 {
 	struct zkl_revwatch *rv = calloc(1, sizeof *rv);
 	if (!rv || !(rv->path = strdup(path))) {
@@ -922,7 +922,7 @@ static void revwatches_run(zkl_client *c)
 			rv->dispatching = true;
 			rv->refs++;
 			pthread_mutex_unlock(&c->mu);
-			rv->fn(rv->ctx);
+			rv->fn(rv->ctx, rv->path);
 			pthread_mutex_lock(&c->mu);
 			rv->dispatching = false;
 			pthread_cond_broadcast(&c->cv);

@@ -51,7 +51,7 @@ struct zkl_queue {
 	void *pred_arg;
 	const void *owner;          /* for cancel */
 	/* If set, our node carries a revocation watch that calls this (event thread). */
-	void (*on_revoke)(void *ctx);
+	void (*on_revoke)(void *ctx, const char *path);
 	void *revoke_ctx;
 	/* If set, a change of *epoch (mu) ends a wait as a fired watch does: the predicate's
 	 * inputs changed (a semaphore's shared limit). */

@@ -111,7 +111,7 @@ struct zkl_revwatch {
 	int32_t *value;
 	unsigned *epoch;
 	bool dispatching;   /* mu */
-	void (*fn)(void *ctx);
+	void (*fn)(void *ctx, const char *path);
 	void *ctx;
 };
 
@@ -209,7 +209,7 @@ void zkl_hold_remove(zkl_client *c, struct zkl_hold *h);
 /* Revocation watches (mu held). remove waits while fn runs on another thread; the
  * record is freed once the C client lets go of it. */
 struct zkl_revwatch *zkl_revwatch_add(zkl_client *c, const char *path, uint64_t gen,
-                                      void (*fn)(void *ctx), void *ctx);
+                                      void (*fn)(void *ctx, const char *path), void *ctx);
 /* A watch that keeps *value equal to the shared count at path (mu held). */
 struct zkl_revwatch *zkl_countwatch_add(zkl_client *c, const char *path, int32_t *value,
                                         unsigned *epoch);

@@ -67,8 +67,8 @@ ZKL_API int zkl_mutex_participants(zkl_mutex *m, zkl_participant **out, size_t *
 
 /* Revocation (Curator's cooperative protocol). Called on the client's event thread, with
  * no zklocks lock held, when someone asks for the lock with zkl_revoke() on this handle's
- * node (held or queued); it may call zkl_mutex_release() from there. Called once per
- * request. */
+ * node (held or queued). It may call zkl_mutex_release(m) from there, which then acts as if
+ * called by the thread that holds the revoked node. Called once per request. */
 typedef void (*zkl_revoke_fn)(zkl_mutex *m, void *data);
 
 /* Makes the handle revocable (fn non-NULL) or not (NULL): its nodes, created from then on,
