@@ -38,11 +38,14 @@ ZKL_API int zkl_multilock_add_semaphore_mutex(zkl_multilock *ml, zkl_semaphore_m
 
 /* Acquires every member within one deadline of timeout_ms. On any failure the members
  * already taken are released in reverse order and the error is returned: ZKL_EINVAL (no
- * members), ZKL_ETIMEDOUT, or the member's error. */
+ * members), ZKL_ETIMEDOUT, or the member's error. Acquiring again while held nests like
+ * the members do: mutexes re-enter (each release undoes one acquire), while a
+ * semaphore-mutex member, not being reentrant, makes the second acquire time out. */
 ZKL_API int zkl_multilock_acquire(zkl_multilock *ml, int timeout_ms);
 
 /* Releases every member in reverse order, and returns the first error while still
- * releasing the rest. ZKL_ENOTHELD if the multi-lock is not held. */
+ * releasing the rest. ZKL_ENOTHELD if the multi-lock is not held; ZKL_ENOTOWNER (and
+ * nothing changes) if called by a thread other than the one that acquired it. */
 ZKL_API int zkl_multilock_release(zkl_multilock *ml);
 
 /* Whether every member is held (and none lost). */

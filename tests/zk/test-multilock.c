@@ -1,0 +1,564 @@
+/* zkl_multilock on a real ZooKeeper server (run through tests/with-zk). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* A child path of a test's base path ("<base>/<leaf>"): eight buffers in turn. Leaves
+ * make the canonical (strcmp) order of a test's members explicit. */
+static const char *sub(const char *base, const char *leaf)
+{
+	static char bufs[8][300];
+	static int n;
+	char *b = bufs[n++ % 8];
+	snprintf(b, sizeof bufs[0], "%s/%s", base, leaf);
+	return b;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Whether another client can take path at once (a mutex, try-once), and then gives it
+ * back. */
+static bool other_can_take(zkl_client *c, const char *path)
+{
+	zkl_mutex *m;
+	if (zkl_mutex_new(&m, c, path) != 0)
+		return false;
+	bool ok = zkl_mutex_acquire(m, 0) == 0;
+	if (ok)
+		ok = zkl_mutex_release(m) == 0;
+	zkl_mutex_free(m);
+	return ok;
+}
+
+/* ---- all or nothing: a member that cannot be taken leaves nothing held ---- */
+
+static void test_all_or_nothing(void **state)
+{
+	(void)state;
+	const char *base = h_path("aon");
+	const char *p[3] = {sub(base, "1"), sub(base, "2"), sub(base, "3")};
+	zkl_client *a = h_client(0), *b = h_client(0);
+	zkl_mutex *m[3], *other;
+	zkl_multilock *ml;
+	CHECK_OK(zkl_multilock_new(&ml, ZKL_MULTILOCK_CANONICAL));
+	for (int i = 0; i < 3; i++) {
+		CHECK_OK(zkl_mutex_new(&m[i], a, p[i]));
+		CHECK_OK(zkl_multilock_add_mutex(ml, m[i]));
+	}
+	CHECK_OK(zkl_mutex_new(&other, b, p[1]));
+	CHECK_OK(zkl_mutex_acquire(other, -1));
+
+	int64_t t0 = now_ms();
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_multilock_acquire(ml, 300));
+	int64_t elapsed = now_ms() - t0;
+	assert_true(elapsed >= 250);
+	assert_true(elapsed < 600);
+	assert_non_null(strstr(zkl_last_error(), p[1]));
+	assert_false(zkl_multilock_is_held(ml));
+	for (int i = 0; i < 3; i++)
+		assert_false(zkl_mutex_is_held(m[i]));
+	/* Member 1 was taken and given back; member 2 withdrew its node; 3 was not tried. */
+	assert_true(h_children(p[0]) <= 0);
+	assert_int_equal(h_children(p[1]), 1);
+	assert_true(h_children(p[2]) <= 0);
+	assert_true(other_can_take(b, p[0]));
+	assert_true(other_can_take(b, p[2]));
+
+	/* Try-once: the same, at once. */
+	t0 = now_ms();
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_multilock_acquire(ml, 0));
+	assert_true(now_ms() - t0 < 2000);
+	assert_true(h_children(p[0]) <= 0);
+	assert_int_equal(h_children(p[1]), 1);
+	assert_true(other_can_take(b, p[0]));
+	CHECK_RC(ZKL_ENOTHELD, zkl_multilock_release(ml));
+
+	/* Once member 2 is free, the whole set can be taken. */
+	CHECK_OK(zkl_mutex_release(other));
+	CHECK_OK(zkl_multilock_acquire(ml, 5000));
+	assert_true(zkl_multilock_is_held(ml));
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(h_children(p[i]), 1);
+	CHECK_OK(zkl_multilock_release(ml));
+	assert_false(zkl_multilock_is_held(ml));
+	for (int i = 0; i < 3; i++)
+		assert_true(h_children(p[i]) <= 0);
+
+	zkl_multilock_free(ml);
+	for (int i = 0; i < 3; i++)
+		zkl_mutex_free(m[i]);
+	zkl_mutex_free(other);
+	zkl_client_close(a);
+	zkl_client_close(b);
+}
+
+/* ---- one deadline for all members, not one per member ---- */
+
+struct staggered {
+	zkl_client *c;
+	const char *p2, *p3;
+	h_latch *ready;
+	h_latch *done;
+	int rc;
+};
+
+/* Holds p2 and p3, gives p2 back after 500 ms, and p3 when told. */
+static void *staggered_thread(void *arg)
+{
+	struct staggered *s = arg;
+	zkl_mutex *m2, *m3;
+	s->rc = zkl_mutex_new(&m2, s->c, s->p2);
+	s->rc |= zkl_mutex_new(&m3, s->c, s->p3);
+	s->rc |= zkl_mutex_acquire(m2, -1);
+	s->rc |= zkl_mutex_acquire(m3, -1);
+	h_latch_set(s->ready);
+	usleep(500 * 1000);
+	s->rc |= zkl_mutex_release(m2);
+	h_latch_wait(s->done, 60000);
+	s->rc |= zkl_mutex_release(m3);
+	zkl_mutex_free(m2);
+	zkl_mutex_free(m3);
+	return NULL;
+}
+
+static void test_one_deadline(void **state)
+{
+	(void)state;
+	const char *base = h_path("deadline");
+	const char *p[3] = {sub(base, "1"), sub(base, "2"), sub(base, "3")};
+	zkl_client *a = h_client(0), *b = h_client(0);
+	zkl_mutex *m[3];
+	zkl_multilock *ml;
+	CHECK_OK(zkl_multilock_new(&ml, ZKL_MULTILOCK_CANONICAL));
+	for (int i = 0; i < 3; i++) {
+		CHECK_OK(zkl_mutex_new(&m[i], a, p[i]));
+		CHECK_OK(zkl_multilock_add_mutex(ml, m[i]));
+	}
+	struct staggered s = { .c = b, .p2 = p[1], .p3 = p[2], .ready = h_latch_new(),
+	                       .done = h_latch_new() };
+	pthread_t th;
+	pthread_create(&th, NULL, staggered_thread, &s);
+	assert_true(h_latch_wait(s.ready, 20000));
+
+	/* Member 2 comes free after about 500 ms, member 3 never: with one deadline the call
+	 * ends after about 1000 ms, with one per member it would take about 1500. */
+	int64_t t0 = now_ms();
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_multilock_acquire(ml, 1000));
+	int64_t elapsed = now_ms() - t0;
+	assert_true(elapsed >= 900);
+	assert_true(elapsed < 1400);
+	assert_non_null(strstr(zkl_last_error(), p[2]));
+	assert_true(h_children(p[0]) <= 0);
+	assert_true(h_children(p[1]) <= 0);
+	assert_int_equal(h_children(p[2]), 1);
+
+	h_latch_set(s.done);
+	pthread_join(th, NULL);
+	CHECK_OK(s.rc);
+	CHECK_OK(zkl_multilock_acquire(ml, 5000));
+	CHECK_OK(zkl_multilock_release(ml));
+	h_latch_free(s.ready);
+	h_latch_free(s.done);
+	zkl_multilock_free(ml);
+	for (int i = 0; i < 3; i++)
+		zkl_mutex_free(m[i]);
+	zkl_client_close(a);
+	zkl_client_close(b);
+}
+
+/* ---- a mix of kinds: mutex, semaphore-mutex, rwlock halves ---- */
+
+static void test_mixed_members(void **state)
+{
+	(void)state;
+	const char *base = h_path("mixed");
+	const char *pm = sub(base, "a-mutex"), *ps = sub(base, "b-sem"), *pr = sub(base, "c-rw");
+	zkl_client *a = h_client(0), *b = h_client(0);
+	zkl_mutex *m, *om;
+	zkl_semaphore_mutex *s, *os;
+	zkl_rwlock *rw, *orw;
+	CHECK_OK(zkl_mutex_new(&m, a, pm));
+	CHECK_OK(zkl_semaphore_mutex_new(&s, a, ps));
+	CHECK_OK(zkl_rwlock_new(&rw, a, pr));
+	CHECK_OK(zkl_mutex_new(&om, b, pm));
+	CHECK_OK(zkl_semaphore_mutex_new(&os, b, ps));
+	CHECK_OK(zkl_rwlock_new(&orw, b, pr));
+
+	/* Added in the reverse of the canonical order; the read half before the write half
+	 * of the same lock (taken as written: an upgrade, ZKL_EDEADLK). Canonical order takes
+	 * the write half first, then the read half as a downgrade. */
+	zkl_multilock *ml;
+	CHECK_OK(zkl_multilock_new(&ml, ZKL_MULTILOCK_CANONICAL));
+	CHECK_OK(zkl_multilock_add_mutex(ml, zkl_rwlock_read(rw)));
+	CHECK_OK(zkl_multilock_add_mutex(ml, zkl_rwlock_write(rw)));
+	CHECK_OK(zkl_multilock_add_semaphore_mutex(ml, s));
+	CHECK_OK(zkl_multilock_add_mutex(ml, m));
+	CHECK_OK(zkl_multilock_acquire(ml, 5000));
+	assert_true(zkl_multilock_is_held(ml));
+	assert_true(zkl_mutex_is_held(m));
+	assert_true(zkl_semaphore_mutex_is_held(s));
+	assert_true(zkl_mutex_is_held(zkl_rwlock_write(rw)));
+	assert_true(zkl_mutex_is_held(zkl_rwlock_read(rw)));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(om, 0));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_mutex_acquire(os, 0));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_read(orw), 0));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_write(orw), 0));
+
+	/* A member whose hold ends behind the multi-lock's back makes it not held. */
+	CHECK_OK(zkl_semaphore_mutex_release(s));
+	assert_false(zkl_multilock_is_held(ml));
+	CHECK_OK(zkl_semaphore_mutex_acquire(s, 5000));
+	assert_true(zkl_multilock_is_held(ml));
+
+	CHECK_OK(zkl_multilock_release(ml));
+	assert_false(zkl_multilock_is_held(ml));
+	assert_false(zkl_mutex_is_held(m));
+	assert_false(zkl_semaphore_mutex_is_held(s));
+	assert_false(zkl_mutex_is_held(zkl_rwlock_write(rw)));
+	assert_false(zkl_mutex_is_held(zkl_rwlock_read(rw)));
+	assert_true(h_children(pm) <= 0);
+	assert_true(h_children(pr) <= 0);
+	CHECK_OK(zkl_mutex_acquire(om, 0));
+	CHECK_OK(zkl_semaphore_mutex_acquire(os, 0));
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(orw), 0));
+	CHECK_OK(zkl_mutex_release(om));
+	CHECK_OK(zkl_semaphore_mutex_release(os));
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(orw)));
+
+	/* The same members in the order added: read, then write of one lock is an upgrade. */
+	zkl_multilock *as;
+	CHECK_OK(zkl_multilock_new(&as, ZKL_MULTILOCK_AS_ADDED));
+	CHECK_OK(zkl_multilock_add_mutex(as, m));
+	CHECK_OK(zkl_multilock_add_mutex(as, zkl_rwlock_read(rw)));
+	CHECK_OK(zkl_multilock_add_mutex(as, zkl_rwlock_write(rw)));
+	CHECK_RC(ZKL_EDEADLK, zkl_multilock_acquire(as, 1000));
+	assert_non_null(strstr(zkl_last_error(), "member 3 of 3"));
+	assert_false(zkl_mutex_is_held(m));
+	assert_false(zkl_mutex_is_held(zkl_rwlock_read(rw)));
+	assert_true(h_children(pm) <= 0);
+	assert_true(h_children(pr) <= 0);
+	zkl_multilock_free(as);
+
+	zkl_multilock_free(ml);
+	zkl_mutex_free(m);
+	zkl_mutex_free(om);
+	zkl_semaphore_mutex_free(s);
+	zkl_semaphore_mutex_free(os);
+	zkl_rwlock_free(rw);
+	zkl_rwlock_free(orw);
+	zkl_client_close(a);
+	zkl_client_close(b);
+}
+
+/* ---- a member that fails to release does not keep the others ---- */
+
+static void test_release_continues_past_errors(void **state)
+{
+	(void)state;
+	const char *base = h_path("relerr");
+	const char *p[3] = {sub(base, "1"), sub(base, "2"), sub(base, "3")};
+	zkl_client *a = h_client(0), *b = h_client(0);
+	zkl_mutex *m[3];
+	zkl_multilock *ml;
+	CHECK_OK(zkl_multilock_new(&ml, ZKL_MULTILOCK_CANONICAL));
+	for (int i = 0; i < 3; i++) {
+		CHECK_OK(zkl_mutex_new(&m[i], a, p[i]));
+		CHECK_OK(zkl_multilock_add_mutex(ml, m[i]));
+	}
+	CHECK_OK(zkl_multilock_acquire(ml, 5000));
+	/* Member 2 released behind the multi-lock's back: its release by the multi-lock
+	 * fails (the thread no longer holds it), and the others are released all the same. */
+	CHECK_OK(zkl_mutex_release(m[1]));
+	assert_false(zkl_multilock_is_held(ml));
+	CHECK_RC(ZKL_ENOTOWNER, zkl_multilock_release(ml));
+	assert_non_null(strstr(zkl_last_error(), p[1]));
+	for (int i = 0; i < 3; i++) {
+		assert_false(zkl_mutex_is_held(m[i]));
+		assert_true(h_children(p[i]) <= 0);
+		assert_true(other_can_take(b, p[i]));
+	}
+	/* The hold is over. */
+	CHECK_RC(ZKL_ENOTHELD, zkl_multilock_release(ml));
+
+	/* The first error is the one returned: the last member fails first (reverse order). */
+	zkl_semaphore_mutex *s;
+	const char *ps = sub(base, "4");
+	CHECK_OK(zkl_semaphore_mutex_new(&s, a, ps));
+	CHECK_OK(zkl_multilock_add_semaphore_mutex(ml, s));
+	CHECK_OK(zkl_multilock_acquire(ml, 5000));
+	CHECK_OK(zkl_semaphore_mutex_release(s));
+	CHECK_OK(zkl_mutex_release(m[0]));
+	CHECK_RC(ZKL_ENOTHELD, zkl_multilock_release(ml));
+	assert_non_null(strstr(zkl_last_error(), ps));
+	for (int i = 0; i < 3; i++)
+		assert_true(other_can_take(b, p[i]));
+
+	zkl_multilock_free(ml);
+	for (int i = 0; i < 3; i++)
+		zkl_mutex_free(m[i]);
+	zkl_semaphore_mutex_free(s);
+	zkl_client_close(a);
+	zkl_client_close(b);
+}
+
+/* ---- opposite orders of addition do not deadlock in canonical order ---- */
+
+struct crossed {
+	const char *first, *second;
+	int rounds;
+	int *inside;
+	int *max_inside;
+	int errors;
+	h_latch *done;
+};
+
+static void *crossed_thread(void *arg)
+{
+	struct crossed *x = arg;
+	zkl_client *c = h_client(0);
+	zkl_mutex *m1, *m2;
+	zkl_multilock *ml;
+	if (zkl_mutex_new(&m1, c, x->first) || zkl_mutex_new(&m2, c, x->second) ||
+	    zkl_multilock_new(&ml, ZKL_MULTILOCK_CANONICAL) ||
+	    zkl_multilock_add_mutex(ml, m1) || zkl_multilock_add_mutex(ml, m2)) {
+		x->errors++;
+		h_latch_set(x->done);
+		return NULL;
+	}
+	for (int i = 0; i < x->rounds; i++) {
+		if (zkl_multilock_acquire(ml, -1) != 0) {
+			x->errors++;
+			continue;
+		}
+		int now = __atomic_add_fetch(x->inside, 1, __ATOMIC_SEQ_CST);
+		int max = __atomic_load_n(x->max_inside, __ATOMIC_SEQ_CST);
+		while (now > max &&
+		       !__atomic_compare_exchange_n(x->max_inside, &max, now, false,
+		                                    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+			;
+		sched_yield();
+		__atomic_sub_fetch(x->inside, 1, __ATOMIC_SEQ_CST);
+		if (zkl_multilock_release(ml) != 0)
+			x->errors++;
+	}
+	zkl_multilock_free(ml);
+	zkl_mutex_free(m1);
+	zkl_mutex_free(m2);
+	zkl_client_close(c);
+	h_latch_set(x->done);
+	return NULL;
+}
+
+static void test_opposite_orders(void **state)
+{
+	(void)state;
+	const char *base = h_path("crossed");
+	const char *pa = sub(base, "a"), *pb = sub(base, "b");
+	int inside = 0, max_inside = 0;
+	struct crossed x[2] = {
+		{ .first = pa, .second = pb, .rounds = 50, .inside = &inside,
+		  .max_inside = &max_inside, .done = h_latch_new() },
+		{ .first = pb, .second = pa, .rounds = 50, .inside = &inside,
+		  .max_inside = &max_inside, .done = h_latch_new() },
+	};
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++)
+		pthread_create(&th[i], NULL, crossed_thread, &x[i]);
+	/* A deadlock shows as a thread that never finishes: fail rather than hang. */
+	for (int i = 0; i < 2; i++)
+		if (!h_latch_wait(x[i].done, 120000))
+			fail_msg("thread %d did not finish its rounds: deadlock?", i);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(x[i].errors, 0);
+		h_latch_free(x[i].done);
+	}
+	assert_int_equal(max_inside, 1);
+	assert_true(h_children(pa) <= 0);
+	assert_true(h_children(pb) <= 0);
+}
+
+/* ---- ZKL_MULTILOCK_AS_ADDED keeps the order of addition ---- */
+
+static void test_as_added_order(void **state)
+{
+	(void)state;
+	const char *base = h_path("order");
+	/* A is added first but sorts after B. */
+	const char *pa = sub(base, "2-a"), *pb = sub(base, "1-b");
+	zkl_client *a = h_client(0), *b = h_client(0);
+	zkl_mutex *ma, *mb, *other;
+	CHECK_OK(zkl_mutex_new(&ma, a, pa));
+	CHECK_OK(zkl_mutex_new(&mb, a, pb));
+	CHECK_OK(zkl_mutex_new(&other, b, pb));
+	CHECK_OK(zkl_mutex_acquire(other, -1));
+
+	/* In the order added, A is taken (then given back) and B fails second. */
+	zkl_multilock *as, *canon;
+	CHECK_OK(zkl_multilock_new(&as, ZKL_MULTILOCK_AS_ADDED));
+	CHECK_OK(zkl_multilock_add_mutex(as, ma));
+	CHECK_OK(zkl_multilock_add_mutex(as, mb));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_multilock_acquire(as, 0));
+	assert_non_null(strstr(zkl_last_error(), "member 2 of 2"));
+	assert_non_null(strstr(zkl_last_error(), pb));
+	assert_false(zkl_mutex_is_held(ma));
+	assert_true(h_children(pa) <= 0);
+
+	/* In canonical order, B is first and fails before A is tried. */
+	CHECK_OK(zkl_multilock_new(&canon, ZKL_MULTILOCK_CANONICAL));
+	CHECK_OK(zkl_multilock_add_mutex(canon, ma));
+	CHECK_OK(zkl_multilock_add_mutex(canon, mb));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_multilock_acquire(canon, 0));
+	assert_non_null(strstr(zkl_last_error(), "member 1 of 2"));
+	assert_non_null(strstr(zkl_last_error(), pb));
+	assert_false(zkl_mutex_is_held(ma));
+
+	CHECK_OK(zkl_mutex_release(other));
+	CHECK_OK(zkl_multilock_acquire(as, 0));
+	CHECK_OK(zkl_multilock_release(as));
+	zkl_multilock_free(as);
+	zkl_multilock_free(canon);
+	zkl_mutex_free(ma);
+	zkl_mutex_free(mb);
+	zkl_mutex_free(other);
+	zkl_client_close(a);
+	zkl_client_close(b);
+}
+
+/* ---- nesting, freeing while held, release from another thread ---- */
+
+static void *release_other(void *arg)
+{
+	return (void *)(intptr_t)zkl_multilock_release(arg);
+}
+
+static void test_nesting_and_free(void **state)
+{
+	(void)state;
+	const char *base = h_path("nest");
+	const char *p1 = sub(base, "1"), *p2 = sub(base, "2");
+	zkl_client *a = h_client(0), *b = h_client(0);
+	zkl_mutex *m1, *m2;
+	CHECK_OK(zkl_mutex_new(&m1, a, p1));
+	CHECK_OK(zkl_mutex_new(&m2, a, p2));
+	zkl_multilock *ml;
+	CHECK_OK(zkl_multilock_new(&ml, ZKL_MULTILOCK_CANONICAL));
+	CHECK_OK(zkl_multilock_add_mutex(ml, m1));
+	CHECK_OK(zkl_multilock_add_mutex(ml, m2));
+	CHECK_OK(zkl_multilock_acquire(ml, -1));
+	/* Mutex members are reentrant, so is the multi-lock; one release per acquire. */
+	CHECK_OK(zkl_multilock_acquire(ml, 0));
+	assert_int_equal(h_children(p1), 1);
+	assert_int_equal(h_children(p2), 1);
+
+	pthread_t th;
+	void *ret;
+	pthread_create(&th, NULL, release_other, ml);
+	pthread_join(th, &ret);
+	CHECK_RC(ZKL_ENOTOWNER, (int)(intptr_t)ret);
+	assert_true(zkl_multilock_is_held(ml));
+
+	CHECK_OK(zkl_multilock_release(ml));
+	assert_true(zkl_multilock_is_held(ml));
+	assert_int_equal(h_children(p1), 1);
+	CHECK_OK(zkl_multilock_release(ml));
+	assert_false(zkl_multilock_is_held(ml));
+	assert_true(h_children(p1) <= 0);
+
+	/* Freeing a held multi-lock releases it (every level). */
+	CHECK_OK(zkl_multilock_acquire(ml, -1));
+	CHECK_OK(zkl_multilock_acquire(ml, -1));
+	zkl_multilock_free(ml);
+	assert_false(zkl_mutex_is_held(m1));
+	assert_false(zkl_mutex_is_held(m2));
+	assert_true(other_can_take(b, p1));
+	assert_true(other_can_take(b, p2));
+
+	zkl_mutex_free(m1);
+	zkl_mutex_free(m2);
+	zkl_client_close(a);
+	zkl_client_close(b);
+}
+
+/* ---- bad arguments and states ---- */
+
+static void test_invalid(void **state)
+{
+	(void)state;
+	zkl_client *c = h_client(0);
+	const char *base = h_path("invalid");
+	zkl_multilock *ml = (zkl_multilock *)1;
+	CHECK_RC(ZKL_EINVAL, zkl_multilock_new(NULL, ZKL_MULTILOCK_CANONICAL));
+	CHECK_RC(ZKL_EINVAL, zkl_multilock_new(&ml, (enum zkl_multilock_order)7));
+	assert_null(ml);
+	CHECK_OK(zkl_multilock_new(&ml, ZKL_MULTILOCK_CANONICAL));
+
+	CHECK_RC(ZKL_EINVAL, zkl_multilock_acquire(ml, -1));
+	assert_true(strlen(zkl_last_error()) > 0);
+	CHECK_RC(ZKL_EINVAL, zkl_multilock_acquire(ml, 0));
+	CHECK_RC(ZKL_ENOTHELD, zkl_multilock_release(ml));
+	assert_false(zkl_multilock_is_held(ml));
+
+	zkl_mutex *m, *m2;
+	zkl_semaphore_mutex *s;
+	CHECK_OK(zkl_mutex_new(&m, c, sub(base, "m")));
+	CHECK_OK(zkl_mutex_new(&m2, c, sub(base, "m2")));
+	CHECK_OK(zkl_semaphore_mutex_new(&s, c, sub(base, "s")));
+	CHECK_OK(zkl_multilock_add_mutex(ml, m));
+	CHECK_RC(ZKL_EINVAL, zkl_multilock_add_mutex(ml, m));
+	assert_true(strlen(zkl_last_error()) > 0);
+	CHECK_OK(zkl_multilock_add_semaphore_mutex(ml, s));
+	CHECK_RC(ZKL_EINVAL, zkl_multilock_add_semaphore_mutex(ml, s));
+	CHECK_RC(ZKL_EINVAL, zkl_multilock_add_mutex(ml, NULL));
+	CHECK_RC(ZKL_EINVAL, zkl_multilock_add_semaphore_mutex(ml, NULL));
+	CHECK_RC(ZKL_EINVAL, zkl_multilock_acquire(ml, -2));
+	assert_non_null(strstr(zkl_last_error(), "-2"));
+	CHECK_RC(ZKL_ENOTHELD, zkl_multilock_release(ml));
+
+	CHECK_RC(ZKL_EINVAL, zkl_multilock_acquire(NULL, 0));
+	CHECK_RC(ZKL_EINVAL, zkl_multilock_release(NULL));
+	CHECK_RC(ZKL_EINVAL, zkl_multilock_add_mutex(NULL, m));
+	CHECK_RC(ZKL_EINVAL, zkl_multilock_add_semaphore_mutex(NULL, s));
+	assert_false(zkl_multilock_is_held(NULL));
+	zkl_multilock_free(NULL);
+
+	/* No adding while held. */
+	CHECK_OK(zkl_multilock_acquire(ml, 5000));
+	CHECK_RC(ZKL_EBUSY, zkl_multilock_add_mutex(ml, m2));
+	CHECK_OK(zkl_multilock_release(ml));
+	CHECK_OK(zkl_multilock_add_mutex(ml, m2));
+	CHECK_OK(zkl_multilock_acquire(ml, 5000));
+	assert_true(zkl_mutex_is_held(m2));
+	CHECK_OK(zkl_multilock_release(ml));
+
+	zkl_multilock_free(ml);
+	zkl_mutex_free(m);
+	zkl_mutex_free(m2);
+	zkl_semaphore_mutex_free(s);
+	zkl_client_close(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_invalid),
+		cmocka_unit_test(test_all_or_nothing),
+		cmocka_unit_test(test_one_deadline),
+		cmocka_unit_test(test_mixed_members),
+		cmocka_unit_test(test_release_continues_past_errors),
+		cmocka_unit_test(test_as_added_order),
+		cmocka_unit_test(test_nesting_and_free),
+		cmocka_unit_test(test_opposite_orders),
+	};
+	return H_RUN(tests);
+}

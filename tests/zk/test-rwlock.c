@@ -1,0 +1,836 @@
+/* zkl_rwlock on a real ZooKeeper server (run through tests/with-zk), after Curator's
+ * TestInterProcessReadWriteLock. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* ---- helpers ---- */
+
+/* A counter that threads can wait on until it reaches a value. */
+struct counter {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int n;
+};
+
+static void counter_init(struct counter *k)
+{
+	pthread_condattr_t a;
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_mutex_init(&k->mu, NULL);
+	pthread_cond_init(&k->cv, &a);
+	pthread_condattr_destroy(&a);
+	k->n = 0;
+}
+
+static void counter_destroy(struct counter *k)
+{
+	pthread_mutex_destroy(&k->mu);
+	pthread_cond_destroy(&k->cv);
+}
+
+static void counter_add(struct counter *k, int d)
+{
+	pthread_mutex_lock(&k->mu);
+	k->n += d;
+	pthread_cond_broadcast(&k->cv);
+	pthread_mutex_unlock(&k->mu);
+}
+
+static int counter_get(struct counter *k)
+{
+	pthread_mutex_lock(&k->mu);
+	int n = k->n;
+	pthread_mutex_unlock(&k->mu);
+	return n;
+}
+
+/* Waits until the counter is at least want, at most ms. Returns 1 if it got there. */
+static int counter_wait(struct counter *k, int want, int ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&k->mu);
+	int rc = 0;
+	while (k->n < want && rc == 0)
+		rc = pthread_cond_timedwait(&k->cv, &k->mu, &ts);
+	int ok = k->n >= want;
+	pthread_mutex_unlock(&k->mu);
+	return ok;
+}
+
+static void wait_queue_len(const char *path, int n)
+{
+	/* The queue's length is the event: poll the server until it is reached. */
+	for (int i = 0; i < 2000; i++) {
+		if (h_children(path) == n)
+			return;
+		usleep(5000);
+	}
+	fail_msg("queue at %s never reached %d (it has %d)", path, n, h_children(path));
+}
+
+static const char *base_name(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s ? s + 1 : path;
+}
+
+/* Whether name is "_c_<36 chars of uuid>-<marker><10 digits>". */
+static int curator_name(const char *name, const char *marker)
+{
+	if (strncmp(name, "_c_", 3) != 0 || strlen(name) != 3 + 36 + 1 + strlen(marker) + 10)
+		return 0;
+	for (int i = 3; i < 3 + 36; i++)
+		if (!strchr("0123456789abcdef-", name[i]))
+			return 0;
+	if (name[3 + 36] != '-' || strncmp(name + 3 + 36 + 1, marker, strlen(marker)) != 0)
+		return 0;
+	for (const char *d = name + 3 + 36 + 1 + strlen(marker); *d; d++)
+		if (*d < '0' || *d > '9')
+			return 0;
+	return 1;
+}
+
+/* A thread that acquires one half, reports, holds until told, then releases. */
+struct acq {
+	zkl_mutex *m;
+	int timeout_ms;
+	int rc;
+	int release_rc;
+	h_latch *done;     /* set once the acquire has returned */
+	h_latch *release;  /* if set: hold until it is set, then release */
+};
+
+static void *acquire_thread(void *arg)
+{
+	struct acq *a = arg;
+	a->rc = zkl_mutex_acquire(a->m, a->timeout_ms ? a->timeout_ms : 30000);
+	h_latch_set(a->done);
+	if (a->rc == 0) {
+		if (a->release)
+			h_latch_wait(a->release, 60000);
+		a->release_rc = zkl_mutex_release(a->m);
+	}
+	return NULL;
+}
+
+/* ---- basic: 8 clients x 100 operations, 10% writes ---- */
+
+struct basic {
+	const char *path;
+	int readers, writers;   /* inside, changed atomically */
+	int max_readers;
+	int violations;
+	int errors;
+	int reads, writes;
+};
+
+static void note_max(int *max, int now)
+{
+	int old = __atomic_load_n(max, __ATOMIC_SEQ_CST);
+	while (now > old && !__atomic_compare_exchange_n(max, &old, now, false, __ATOMIC_SEQ_CST,
+	                                                 __ATOMIC_SEQ_CST))
+		;
+}
+
+static void *basic_thread(void *arg)
+{
+	struct basic *b = arg;
+	unsigned seed = (unsigned)(uintptr_t)pthread_self() ^ (unsigned)getpid();
+	zkl_client *c = h_client(0);
+	zkl_rwlock *rw;
+	if (zkl_rwlock_new(&rw, c, b->path) != 0) {
+		__atomic_add_fetch(&b->errors, 1, __ATOMIC_SEQ_CST);
+		zkl_client_close(c);
+		return NULL;
+	}
+	for (int i = 0; i < 100; i++) {
+		bool write = rand_r(&seed) % 10 == 0;
+		zkl_mutex *m = write ? zkl_rwlock_write(rw) : zkl_rwlock_read(rw);
+		if (zkl_mutex_acquire(m, 30000) != 0) {
+			__atomic_add_fetch(&b->errors, 1, __ATOMIC_SEQ_CST);
+			continue;
+		}
+		if (write) {
+			int w = __atomic_add_fetch(&b->writers, 1, __ATOMIC_SEQ_CST);
+			if (w != 1 || __atomic_load_n(&b->readers, __ATOMIC_SEQ_CST) != 0)
+				__atomic_add_fetch(&b->violations, 1, __ATOMIC_SEQ_CST);
+			__atomic_add_fetch(&b->writes, 1, __ATOMIC_SEQ_CST);
+		} else {
+			int r = __atomic_add_fetch(&b->readers, 1, __ATOMIC_SEQ_CST);
+			note_max(&b->max_readers, r);
+			if (__atomic_load_n(&b->writers, __ATOMIC_SEQ_CST) != 0)
+				__atomic_add_fetch(&b->violations, 1, __ATOMIC_SEQ_CST);
+			__atomic_add_fetch(&b->reads, 1, __ATOMIC_SEQ_CST);
+		}
+		/* The work: long enough for readers to meet. */
+		usleep(500 + rand_r(&seed) % 2000);
+		if (write) {
+			if (__atomic_load_n(&b->readers, __ATOMIC_SEQ_CST) != 0 ||
+			    __atomic_load_n(&b->writers, __ATOMIC_SEQ_CST) != 1)
+				__atomic_add_fetch(&b->violations, 1, __ATOMIC_SEQ_CST);
+			__atomic_sub_fetch(&b->writers, 1, __ATOMIC_SEQ_CST);
+		} else {
+			if (__atomic_load_n(&b->writers, __ATOMIC_SEQ_CST) != 0)
+				__atomic_add_fetch(&b->violations, 1, __ATOMIC_SEQ_CST);
+			__atomic_sub_fetch(&b->readers, 1, __ATOMIC_SEQ_CST);
+		}
+		if (zkl_mutex_release(m) != 0)
+			__atomic_add_fetch(&b->errors, 1, __ATOMIC_SEQ_CST);
+	}
+	zkl_rwlock_free(rw);
+	zkl_client_close(c);
+	return NULL;
+}
+
+static void test_basic(void **state)
+{
+	(void)state;
+	struct basic b = { .path = h_path("rw-basic") };
+	pthread_t th[8];
+	for (int i = 0; i < 8; i++)
+		pthread_create(&th[i], NULL, basic_thread, &b);
+	for (int i = 0; i < 8; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(b.errors, 0);
+	assert_int_equal(b.violations, 0);
+	assert_int_equal(b.reads + b.writes, 800);
+	assert_true(b.writes > 0);
+	assert_true(b.max_readers > 1);
+	assert_true(h_children(b.path) <= 0);
+}
+
+/* ---- 20 readers hold while 8 writers queue: participants ---- */
+
+struct party {
+	zkl_client *c;
+	const char *path;
+	bool write;
+	int rc;
+	struct counter *held;
+	h_latch *release;
+};
+
+static void *party_thread(void *arg)
+{
+	struct party *p = arg;
+	zkl_rwlock *rw;
+	p->rc = zkl_rwlock_new(&rw, p->c, p->path);
+	if (p->rc != 0)
+		return NULL;
+	zkl_mutex *m = p->write ? zkl_rwlock_write(rw) : zkl_rwlock_read(rw);
+	p->rc = zkl_mutex_acquire(m, 30000);
+	if (p->rc == 0) {
+		counter_add(p->held, 1);
+		if (p->release)
+			h_latch_wait(p->release, 60000);
+		p->rc = zkl_mutex_release(m);
+	}
+	zkl_rwlock_free(rw);
+	return NULL;
+}
+
+static void test_participants(void **state)
+{
+	(void)state;
+	enum { R = 20, W = 8, NC = 4 };
+	const char *path = h_path("rw-participants");
+	zkl_client *cs[NC];
+	for (int i = 0; i < NC; i++)
+		cs[i] = h_client(0);
+	/* static: the threads must not point into a frame that a failed assertion left */
+	static struct counter readers, writers;
+	counter_init(&readers);
+	counter_init(&writers);
+	h_latch *release = h_latch_new();
+	static struct party ps[R + W];
+	static pthread_t th[R + W];
+	for (int i = 0; i < R; i++) {
+		ps[i] = (struct party){ cs[i % NC], path, false, -1, &readers, release };
+		pthread_create(&th[i], NULL, party_thread, &ps[i]);
+	}
+	assert_true(counter_wait(&readers, R, 20000));
+	for (int i = R; i < R + W; i++) {
+		ps[i] = (struct party){ cs[i % NC], path, true, -1, &writers, NULL };
+		pthread_create(&th[i], NULL, party_thread, &ps[i]);
+	}
+	wait_queue_len(path, R + W);
+	assert_int_equal(counter_get(&writers), 0);
+
+	zkl_client *q = h_client(0);
+	zkl_rwlock *rw;
+	CHECK_OK(zkl_rwlock_new(&rw, q, path));
+	for (int half = 0; half < 2; half++) {
+		zkl_mutex *m = half ? zkl_rwlock_write(rw) : zkl_rwlock_read(rw);
+		zkl_participant *pl;
+		size_t n;
+		CHECK_OK(zkl_mutex_participants(m, &pl, &n));
+		assert_int_equal(n, R + W);
+		int reads = 0, writes = 0, holders = 0;
+		for (size_t i = 0; i < n; i++) {
+			const char *name = base_name(pl[i].path);
+			if (strstr(name, "__READ__")) {
+				reads++;
+				assert_true(curator_name(name, "__READ__"));
+				assert_true(pl[i].holder);
+				assert_true(i < R); /* queue order: the holders first */
+			}
+			if (strstr(name, "__WRIT__")) {
+				writes++;
+				assert_true(curator_name(name, "__WRIT__"));
+				assert_false(pl[i].holder);
+			}
+			if (pl[i].holder)
+				holders++;
+			if (i > 0)
+				assert_true(pl[i].sequence > pl[i - 1].sequence);
+		}
+		assert_int_equal(reads, R);
+		assert_int_equal(writes, W);
+		assert_int_equal(holders, R);
+		zkl_participants_free(pl, n);
+	}
+	h_latch_set(release);
+	for (int i = 0; i < R + W; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < R + W; i++)
+		CHECK_OK(ps[i].rc);
+	assert_int_equal(counter_get(&writers), W);
+	assert_true(h_children(path) <= 0);
+	zkl_rwlock_free(rw);
+	zkl_client_close(q);
+	for (int i = 0; i < NC; i++)
+		zkl_client_close(cs[i]);
+	h_latch_free(release);
+	counter_destroy(&readers);
+	counter_destroy(&writers);
+}
+
+/* ---- downgrade: write -> read -> release write -> release read ---- */
+
+static void test_downgrade(void **state)
+{
+	(void)state;
+	const char *path = h_path("rw-downgrade");
+	zkl_client *c = h_client(0), *o = h_client(0);
+	zkl_rwlock *rw, *other;
+	CHECK_OK(zkl_rwlock_new(&rw, c, path));
+	CHECK_OK(zkl_rwlock_new(&other, o, path));
+	zkl_mutex *r = zkl_rwlock_read(rw), *w = zkl_rwlock_write(rw);
+	CHECK_OK(zkl_mutex_acquire(w, 5000));
+	CHECK_OK(zkl_mutex_acquire(r, 5000));
+	assert_true(zkl_mutex_is_held(w));
+	assert_true(zkl_mutex_is_held(r));
+	assert_int_equal(h_children(path), 2);
+
+	zkl_participant *pl;
+	size_t n;
+	CHECK_OK(zkl_mutex_participants(r, &pl, &n));
+	assert_int_equal(n, 2);
+	const char *wname = NULL, *rname = NULL;
+	for (size_t i = 0; i < n; i++) {
+		const char *name = base_name(pl[i].path);
+		if (strstr(name, "__WRIT__"))
+			wname = name;
+		if (strstr(name, "__READ__"))
+			rname = name;
+	}
+	assert_non_null(wname);
+	assert_non_null(rname);
+	assert_true(curator_name(wname, "__WRIT__"));
+	/* The read node is not sequential: it carries the writer's number. */
+	assert_true(curator_name(rname, "__READ__"));
+	assert_string_equal(strstr(rname, "__READ__") + 8, strstr(wname, "__WRIT__") + 8);
+	assert_int_equal(pl[0].sequence, pl[1].sequence);
+	zkl_participants_free(pl, n);
+
+	CHECK_OK(zkl_mutex_release(w));
+	assert_false(zkl_mutex_is_held(w));
+	assert_true(zkl_mutex_is_held(r));
+	assert_int_equal(h_children(path), 1);
+	/* Still a reader: others may read, nobody may write. */
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_write(other), 200));
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(other), 5000));
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(other)));
+	CHECK_OK(zkl_mutex_release(r));
+	assert_false(zkl_mutex_is_held(r));
+	assert_true(h_children(path) <= 0);
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(other), 5000));
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(other)));
+	zkl_rwlock_free(rw);
+	zkl_rwlock_free(other);
+	zkl_client_close(c);
+	zkl_client_close(o);
+}
+
+/* ---- contended downgrade: a waiting writer stays blocked until the read goes ---- */
+
+static void test_contended_downgrade(void **state)
+{
+	(void)state;
+	const char *path = h_path("rw-contended");
+	zkl_client *a = h_client(0), *b = h_client(0), *x = h_client(0);
+	zkl_rwlock *ra, *rb, *rx;
+	CHECK_OK(zkl_rwlock_new(&ra, a, path));
+	CHECK_OK(zkl_rwlock_new(&rb, b, path));
+	CHECK_OK(zkl_rwlock_new(&rx, x, path));
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(ra), 5000));
+	static struct acq wb;
+	wb = (struct acq){ .m = zkl_rwlock_write(rb), .done = h_latch_new() };
+	pthread_t th;
+	pthread_create(&th, NULL, acquire_thread, &wb);
+	wait_queue_len(path, 2);
+
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(ra), 5000));
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(ra)));
+	assert_true(zkl_mutex_is_held(zkl_rwlock_read(ra)));
+	/* B's writer is still queued behind A's read node; other writers and later readers
+	 * are kept out too (the waiting writer comes first). */
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_write(rx), 300));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_read(rx), 300));
+	assert_int_equal(h_latch_count(wb.done), 0);
+	zkl_participant *pl;
+	size_t n;
+	CHECK_OK(zkl_mutex_participants(zkl_rwlock_read(rx), &pl, &n));
+	assert_int_equal(n, 2);
+	assert_non_null(strstr(pl[0].path, "__READ__"));
+	assert_true(pl[0].holder);
+	assert_non_null(strstr(pl[1].path, "__WRIT__"));
+	assert_false(pl[1].holder);
+	zkl_participants_free(pl, n);
+
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(ra)));
+	assert_true(h_latch_wait(wb.done, 20000));
+	pthread_join(th, NULL);
+	CHECK_OK(wb.rc);
+	CHECK_OK(wb.release_rc);
+	assert_true(h_children(path) <= 0);
+	h_latch_free(wb.done);
+	zkl_rwlock_free(ra);
+	zkl_rwlock_free(rb);
+	zkl_rwlock_free(rx);
+	zkl_client_close(a);
+	zkl_client_close(b);
+	zkl_client_close(x);
+}
+
+/* ---- downgrade respects threads ---- */
+
+struct tries {
+	zkl_rwlock *rw;
+	int rc_read, rc_write;
+};
+
+static void *try_thread(void *arg)
+{
+	struct tries *t = arg;
+	t->rc_read = zkl_mutex_acquire(zkl_rwlock_read(t->rw), 300);
+	if (t->rc_read == 0)
+		zkl_mutex_release(zkl_rwlock_read(t->rw));
+	t->rc_write = zkl_mutex_acquire(zkl_rwlock_write(t->rw), 300);
+	if (t->rc_write == 0)
+		zkl_mutex_release(zkl_rwlock_write(t->rw));
+	return NULL;
+}
+
+static void test_downgrade_respects_threads(void **state)
+{
+	(void)state;
+	const char *path = h_path("rw-threads");
+	zkl_client *c = h_client(0);
+	zkl_rwlock *rw;
+	CHECK_OK(zkl_rwlock_new(&rw, c, path));
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(rw), 5000));
+	struct tries t = { .rw = rw, .rc_read = 1, .rc_write = 1 };
+	pthread_t th;
+	pthread_create(&th, NULL, try_thread, &t);
+	pthread_join(th, NULL);
+	CHECK_RC(ZKL_ETIMEDOUT, t.rc_read);
+	CHECK_RC(ZKL_ETIMEDOUT, t.rc_write);
+	assert_int_equal(h_children(path), 1);
+	assert_true(zkl_mutex_is_held(zkl_rwlock_write(rw)));
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(rw)));
+	/* Once free, the other thread gets both. */
+	pthread_create(&th, NULL, try_thread, &t);
+	pthread_join(th, NULL);
+	CHECK_OK(t.rc_read);
+	CHECK_OK(t.rc_write);
+	zkl_rwlock_free(rw);
+	zkl_client_close(c);
+}
+
+/* ---- upgrade is refused at once ---- */
+
+struct upgrade {
+	zkl_rwlock *rw;
+	int rc;
+	h_latch *done;
+};
+
+static void *upgrade_thread(void *arg)
+{
+	struct upgrade *u = arg;
+	/* Holds the read half only, then asks for the write half without a limit. */
+	u->rc = zkl_mutex_acquire(zkl_rwlock_read(u->rw), 5000);
+	if (u->rc == 0) {
+		u->rc = zkl_mutex_acquire(zkl_rwlock_write(u->rw), ZKL_WAIT_FOREVER);
+		if (u->rc == 0)
+			zkl_mutex_release(zkl_rwlock_write(u->rw));
+		zkl_mutex_release(zkl_rwlock_read(u->rw));
+	}
+	h_latch_set(u->done);
+	return NULL;
+}
+
+static void test_upgrade_refused(void **state)
+{
+	(void)state;
+	const char *path = h_path("rw-upgrade");
+	zkl_client *c = h_client(0);
+	zkl_rwlock *rw;
+	CHECK_OK(zkl_rwlock_new(&rw, c, path));
+	zkl_mutex *r = zkl_rwlock_read(rw), *w = zkl_rwlock_write(rw);
+	CHECK_OK(zkl_mutex_acquire(r, 5000));
+	CHECK_RC(ZKL_EDEADLK, zkl_mutex_acquire(w, 0));
+	CHECK_RC(ZKL_EDEADLK, zkl_mutex_acquire(w, 5000));
+	CHECK_OK(zkl_mutex_acquire(r, 0)); /* reentrant read: still refused */
+	CHECK_RC(ZKL_EDEADLK, zkl_mutex_acquire(w, 5000));
+	assert_int_equal(h_children(path), 1);
+	assert_false(zkl_mutex_is_held(w));
+	assert_true(zkl_mutex_is_held(r));
+	CHECK_OK(zkl_mutex_release(r));
+	CHECK_OK(zkl_mutex_release(r));
+
+	/* Without a limit, in a thread so that a hang fails the test instead of blocking. */
+	static struct upgrade u;
+	u = (struct upgrade){ .rw = rw, .rc = 1, .done = h_latch_new() };
+	pthread_t th;
+	pthread_create(&th, NULL, upgrade_thread, &u);
+	if (!h_latch_wait(u.done, 5000))
+		fail_msg("write acquire with -1 while holding the read half did not return");
+	pthread_join(th, NULL);
+	CHECK_RC(ZKL_EDEADLK, u.rc);
+	h_latch_free(u.done);
+	assert_true(h_children(path) <= 0);
+	/* Nothing was left broken: the write half works. */
+	CHECK_OK(zkl_mutex_acquire(w, 5000));
+	CHECK_OK(zkl_mutex_release(w));
+	zkl_rwlock_free(rw);
+	zkl_client_close(c);
+}
+
+/* ---- the writer's session is killed: a reader gets in ---- */
+
+static void on_lost(zkl_mutex *m, int reason, void *data)
+{
+	(void)m;
+	if (reason == ZKL_ELOST)
+		h_latch_set(data);
+}
+
+static void test_holder_session_killed(void **state)
+{
+	(void)state;
+	const char *path = h_path("rw-killed");
+	zkl_client *a = h_client(0), *b = h_client(0);
+	zkl_rwlock *ra, *rb;
+	CHECK_OK(zkl_rwlock_new(&ra, a, path));
+	CHECK_OK(zkl_rwlock_new(&rb, b, path));
+	h_latch *lost = h_latch_new();
+	CHECK_OK(zkl_mutex_on_lost(zkl_rwlock_write(ra), on_lost, lost));
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(ra), 5000));
+	zkl_participant *pl;
+	size_t n;
+	CHECK_OK(zkl_mutex_participants(zkl_rwlock_write(ra), &pl, &n));
+	assert_int_equal(n, 1);
+	char wpath[512];
+	snprintf(wpath, sizeof wpath, "%s", pl[0].path);
+	zkl_participants_free(pl, n);
+
+	static struct acq rd;
+	rd = (struct acq){ .m = zkl_rwlock_read(rb), .done = h_latch_new(),
+	                   .release = h_latch_new() };
+	pthread_t th;
+	pthread_create(&th, NULL, acquire_thread, &rd);
+	wait_queue_len(path, 2);
+	assert_int_equal(h_latch_count(rd.done), 0);
+
+	h_expire(a);
+	assert_true(h_latch_wait(lost, 20000));
+	assert_true(h_latch_wait(rd.done, 20000));
+	CHECK_OK(rd.rc);
+	assert_false(h_exists(wpath));
+	assert_false(zkl_mutex_is_held(zkl_rwlock_write(ra)));
+	CHECK_RC(ZKL_ELOST, zkl_mutex_release(zkl_rwlock_write(ra)));
+	CHECK_OK(zkl_mutex_participants(zkl_rwlock_read(rb), &pl, &n));
+	assert_int_equal(n, 1);
+	assert_non_null(strstr(pl[0].path, "__READ__"));
+	assert_true(pl[0].holder);
+	zkl_participants_free(pl, n);
+	h_latch_set(rd.release);
+	pthread_join(th, NULL);
+	CHECK_OK(rd.release_rc);
+	assert_int_equal(h_latch_count(lost), 1);
+	/* The old client works on its new session. */
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(ra), 5000));
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(ra)));
+	assert_int_equal(h_latch_count(lost), 1);
+	h_latch_free(lost);
+	h_latch_free(rd.done);
+	h_latch_free(rd.release);
+	zkl_rwlock_free(ra);
+	zkl_rwlock_free(rb);
+	zkl_client_close(a);
+	zkl_client_close(b);
+}
+
+/* ---- reentrancy of both halves ---- */
+
+struct reader2 {
+	zkl_rwlock *rw;
+	int rc;
+	int children;
+	const char *path;
+};
+
+static void *second_reader(void *arg)
+{
+	struct reader2 *r = arg;
+	r->rc = zkl_mutex_acquire(zkl_rwlock_read(r->rw), 5000);
+	if (r->rc == 0) {
+		r->children = h_children(r->path);
+		r->rc = zkl_mutex_release(zkl_rwlock_read(r->rw));
+	}
+	return NULL;
+}
+
+static void test_reentrant(void **state)
+{
+	(void)state;
+	const char *path = h_path("rw-reentrant");
+	zkl_client *c = h_client(0);
+	zkl_rwlock *rw;
+	CHECK_OK(zkl_rwlock_new(&rw, c, path));
+	zkl_mutex *r = zkl_rwlock_read(rw), *w = zkl_rwlock_write(rw);
+
+	CHECK_OK(zkl_mutex_acquire(w, 5000));
+	int64_t t = zkl_mutex_token(w);
+	assert_true(t > 0);
+	CHECK_OK(zkl_mutex_acquire(w, 0));
+	CHECK_OK(zkl_mutex_acquire(w, 1000));
+	assert_int_equal(zkl_mutex_token(w), t);
+	assert_int_equal(h_children(path), 1);
+	CHECK_OK(zkl_mutex_release(w));
+	CHECK_OK(zkl_mutex_release(w));
+	assert_true(zkl_mutex_is_held(w));
+	assert_int_equal(h_children(path), 1);
+	CHECK_OK(zkl_mutex_release(w));
+	assert_false(zkl_mutex_is_held(w));
+	CHECK_RC(ZKL_ENOTOWNER, zkl_mutex_release(w));
+	assert_true(h_children(path) <= 0);
+
+	CHECK_OK(zkl_mutex_acquire(r, 5000));
+	t = zkl_mutex_token(r);
+	assert_true(t > 0);
+	CHECK_OK(zkl_mutex_acquire(r, 0));
+	CHECK_OK(zkl_mutex_acquire(r, 1000));
+	assert_int_equal(zkl_mutex_token(r), t);
+	assert_int_equal(h_children(path), 1);
+	/* Another thread of the same handle reads alongside, with a node of its own. */
+	struct reader2 r2 = { .rw = rw, .rc = 1, .path = path };
+	pthread_t th;
+	pthread_create(&th, NULL, second_reader, &r2);
+	pthread_join(th, NULL);
+	CHECK_OK(r2.rc);
+	assert_int_equal(r2.children, 2);
+	CHECK_OK(zkl_mutex_release(r));
+	CHECK_OK(zkl_mutex_release(r));
+	assert_true(zkl_mutex_is_held(r));
+	CHECK_OK(zkl_mutex_release(r));
+	assert_false(zkl_mutex_is_held(r));
+	CHECK_RC(ZKL_ENOTOWNER, zkl_mutex_release(r));
+	assert_true(h_children(path) <= 0);
+	zkl_rwlock_free(rw);
+	zkl_client_close(c);
+}
+
+/* ---- a timed-out wait leaves no node ---- */
+
+static void test_timeout_leaves_nothing(void **state)
+{
+	(void)state;
+	const char *path = h_path("rw-timeout");
+	zkl_client *a = h_client(0), *b = h_client(0);
+	zkl_rwlock *ra, *rb;
+	CHECK_OK(zkl_rwlock_new(&ra, a, path));
+	CHECK_OK(zkl_rwlock_new(&rb, b, path));
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(ra), 5000));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_write(rb), 300));
+	assert_int_equal(h_children(path), 1);
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_read(rb), 300));
+	assert_int_equal(h_children(path), 1);
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_read(rb), 0));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_write(rb), 0));
+	assert_int_equal(h_children(path), 1);
+	assert_false(zkl_mutex_is_held(zkl_rwlock_read(rb)));
+	assert_int_equal(zkl_mutex_token(zkl_rwlock_read(rb)), ZKL_ENOTHELD);
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(ra)));
+
+	/* A reader holds: a writer times out, a reader does not. */
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(ra), 5000));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_write(rb), 300));
+	assert_int_equal(h_children(path), 1);
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(rb), 0));
+	assert_int_equal(h_children(path), 2);
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(rb)));
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(ra)));
+	assert_true(h_children(path) <= 0);
+	zkl_rwlock_free(ra);
+	zkl_rwlock_free(rb);
+	zkl_client_close(a);
+	zkl_client_close(b);
+}
+
+/* ---- stray children are ignored ---- */
+
+static void test_stray_children(void **state)
+{
+	(void)state;
+	const char *path = h_path("rw-stray");
+	zkl_client *a = h_client(0), *b = h_client(0), *x = h_client(0);
+	zkl_rwlock *ra, *rb, *rx;
+	CHECK_OK(zkl_rwlock_new(&ra, a, path));
+	CHECK_OK(zkl_rwlock_new(&rb, b, path));
+	CHECK_OK(zkl_rwlock_new(&rx, x, path));
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(ra), 5000));
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(ra)));
+	char p[512];
+	const char *junk[] = {"stray", "__READ__", "__WRIT__", "x-__WRIT__12",
+	                      "x-__WRIT__00000000ab", "readme.txt", "__WRIT__99999999999"};
+	enum { NJ = sizeof junk / sizeof *junk };
+	for (size_t i = 0; i < NJ; i++) {
+		snprintf(p, sizeof p, "%s/%s", path, junk[i]);
+		h_create(p, "junk");
+	}
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(ra), 5000));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_read(rb), 200));
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(ra)));
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(rb), 5000));
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(rx), 5000));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_write(ra), 200));
+	zkl_participant *pl;
+	size_t n;
+	CHECK_OK(zkl_mutex_participants(zkl_rwlock_read(ra), &pl, &n));
+	assert_int_equal(n, 2);
+	assert_true(pl[0].holder);
+	assert_true(pl[1].holder);
+	zkl_participants_free(pl, n);
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(rb)));
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(rx)));
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(ra), 5000));
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(ra)));
+	assert_int_equal(h_children(path), NJ);
+	zkl_rwlock_free(ra);
+	zkl_rwlock_free(rb);
+	zkl_rwlock_free(rx);
+	zkl_client_close(a);
+	zkl_client_close(b);
+	zkl_client_close(x);
+}
+
+/* ---- fencing tokens grow from holder to holder ---- */
+
+static void test_tokens_grow(void **state)
+{
+	(void)state;
+	const char *path = h_path("rw-tokens");
+	zkl_client *a = h_client(0), *b = h_client(0);
+	zkl_rwlock *ra, *rb;
+	CHECK_OK(zkl_rwlock_new(&ra, a, path));
+	CHECK_OK(zkl_rwlock_new(&rb, b, path));
+	assert_int_equal(zkl_mutex_token(zkl_rwlock_write(ra)), ZKL_ENOTHELD);
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(ra), 5000));
+	int64_t t1 = zkl_mutex_token(zkl_rwlock_write(ra));
+	assert_true(t1 > 0);
+	zkl_participant *pl;
+	size_t n;
+	CHECK_OK(zkl_mutex_participants(zkl_rwlock_write(rb), &pl, &n));
+	assert_int_equal(n, 1);
+	assert_int_equal(pl[0].czxid, t1);
+	zkl_participants_free(pl, n);
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(ra)));
+	assert_int_equal(zkl_mutex_token(zkl_rwlock_write(ra)), ZKL_ENOTHELD);
+
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(rb), 5000));
+	int64_t t2 = zkl_mutex_token(zkl_rwlock_read(rb));
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(ra), 5000));
+	int64_t t3 = zkl_mutex_token(zkl_rwlock_read(ra));
+	assert_true(t2 > t1);
+	assert_true(t3 > t2);
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(rb)));
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(ra)));
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(rb), 5000));
+	assert_true(zkl_mutex_token(zkl_rwlock_write(rb)) > t3);
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(rb)));
+	zkl_rwlock_free(ra);
+	zkl_rwlock_free(rb);
+	zkl_client_close(a);
+	zkl_client_close(b);
+}
+
+/* ---- bad arguments ---- */
+
+static void test_invalid(void **state)
+{
+	(void)state;
+	zkl_client *c = h_client(0);
+	zkl_rwlock *rw = NULL;
+	CHECK_RC(ZKL_EINVAL, zkl_rwlock_new(&rw, c, "locks/x"));
+	assert_null(rw);
+	CHECK_RC(ZKL_EINVAL, zkl_rwlock_new(&rw, c, NULL));
+	CHECK_RC(ZKL_EINVAL, zkl_rwlock_new(&rw, NULL, "/x"));
+	CHECK_RC(ZKL_EINVAL, zkl_rwlock_new(NULL, c, "/x"));
+	CHECK_OK(zkl_rwlock_new(&rw, c, h_path("rw-invalid")));
+	assert_non_null(zkl_rwlock_read(rw));
+	assert_non_null(zkl_rwlock_write(rw));
+	assert_true(zkl_rwlock_read(rw) != zkl_rwlock_write(rw));
+	assert_string_equal(zkl_mutex_path(zkl_rwlock_read(rw)), zkl_mutex_path(zkl_rwlock_write(rw)));
+	CHECK_RC(ZKL_EINVAL, zkl_mutex_acquire(zkl_rwlock_read(rw), -2));
+	CHECK_RC(ZKL_ENOTOWNER, zkl_mutex_release(zkl_rwlock_read(rw)));
+	CHECK_RC(ZKL_ENOTOWNER, zkl_mutex_release(zkl_rwlock_write(rw)));
+	zkl_rwlock_free(rw);
+	zkl_rwlock_free(NULL);
+	zkl_client_close(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_invalid),
+		cmocka_unit_test(test_reentrant),
+		cmocka_unit_test(test_timeout_leaves_nothing),
+		cmocka_unit_test(test_tokens_grow),
+		cmocka_unit_test(test_stray_children),
+		cmocka_unit_test(test_downgrade),
+		cmocka_unit_test(test_contended_downgrade),
+		cmocka_unit_test(test_downgrade_respects_threads),
+		cmocka_unit_test(test_upgrade_refused),
+		cmocka_unit_test(test_participants),
+		cmocka_unit_test(test_basic),
+		cmocka_unit_test(test_holder_session_killed),
+	};
+	return H_RUN(tests);
+}
