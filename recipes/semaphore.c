@@ -423,15 +423,14 @@ int zkl_shared_count_get(zkl_client *c, const char *path, int32_t *value)
 	struct zkl_req r = {.kind = ZKL_OP_GET, .path = path};
 	struct zkl_op *op = NULL;
 	int zrc = zkl_request(c, &r, zkl_deadline(-1), &op);
+	if (zrc != ZOK && op)
+		zkl_op_release(c, op);
 	if (zrc == ZNONODE)
 		return zkl_fail(ZKL_ENOTHELD, "shared count %s does not exist", path);
 	if (zrc < -1000)
 		return zrc;
-	if (zrc != ZOK) {
-		if (op)
-			zkl_op_release(c, op);
+	if (zrc != ZOK)
 		return zkl_fail_zk(zrc, "cannot read", path);
-	}
 	rc = 0;
 	if (op->value_len != 4) {
 		rc = zkl_fail(ZKL_EZK, "shared count %s holds %d bytes, not a 4-byte integer",
