@@ -27,6 +27,7 @@ struct zkl_mutex {
 	void *lost_data;
 	zkl_revoke_fn revoke_fn;       /* c->mu */
 	void *revoke_data;
+	zkl_naming naming;             /* c->mu */
 };
 
 struct zkl_rwlock {
@@ -190,6 +191,9 @@ int zkl_mutex_acquire(zkl_mutex *m, int timeout_ms)
 	else
 		rc = zkl_data_set(&data, m->data.bytes, (size_t)m->data.len);
 	bool revocable = m->revoke_fn != NULL;
+	enum zkl_kind kind = m->kind;
+	if (m->naming == ZKL_NAMING_KAZOO)
+		kind = m->kind == ZKL_KIND_READ ? ZKL_KIND_KRLOCK : ZKL_KIND_KLOCK;
 	pthread_mutex_unlock(&c->mu);
 	if (rc != 0)
 		return rc;
@@ -202,7 +206,7 @@ int zkl_mutex_acquire(zkl_mutex *m, int timeout_ms)
 	struct zkl_queue q = {
 		.c = c,
 		.path = m->path,
-		.kind = m->kind,
+		.kind = kind,
 		.data = data.bytes,
 		.data_len = data.len,
 		.pred = m->kind == ZKL_KIND_READ ? zkl_pred_read : zkl_pred_first,
@@ -215,7 +219,7 @@ int zkl_mutex_acquire(zkl_mutex *m, int timeout_ms)
 		 * place, so writers queued behind the writer stay behind the reader. */
 		char uuid[ZKL_UUID_LEN + 1], name[ZKL_PROTECT_PREFIX_LEN + 40];
 		zkl_uuid(uuid);
-		int k = zkl_node_prefix(name, sizeof name, uuid, ZKL_KIND_READ);
+		int k = zkl_node_prefix(name, sizeof name, uuid, kind);
 		snprintf(name + k, sizeof name - (size_t)k, "%010d", (int)writer_seq);
 		rc = zkl_engine_create_fixed(&q, name, timeout_ms, &l->node);
 		l->node.seq = writer_seq;
@@ -313,6 +317,18 @@ int zkl_mutex_on_lost(zkl_mutex *m, zkl_mutex_lost_fn fn, void *data)
 	pthread_mutex_lock(&m->c->mu);
 	m->lost_fn = fn;
 	m->lost_data = data;
+	pthread_mutex_unlock(&m->c->mu);
+	return 0;
+}
+
+int zkl_mutex_set_naming(zkl_mutex *m, zkl_naming naming)
+{
+	ZKL_CHECK_HANDLE(m, "mutex");
+	if (naming != ZKL_NAMING_CURATOR && naming != ZKL_NAMING_KAZOO)
+		return zkl_fail(ZKL_EINVAL, "naming %d is neither ZKL_NAMING_CURATOR nor "
+		                "ZKL_NAMING_KAZOO", (int)naming);
+	pthread_mutex_lock(&m->c->mu);
+	m->naming = naming;
 	pthread_mutex_unlock(&m->c->mu);
 	return 0;
 }
@@ -424,6 +440,13 @@ void zkl_rwlock_free(zkl_rwlock *rw)
 	mutex_dispose(&rw->read);
 	mutex_dispose(&rw->write);
 	free(rw);
+}
+
+int zkl_rwlock_set_naming(zkl_rwlock *rw, zkl_naming naming)
+{
+	ZKL_CHECK_HANDLE(rw, "rwlock");
+	int rc = zkl_mutex_set_naming(&rw->read, naming);
+	return rc ? rc : zkl_mutex_set_naming(&rw->write, naming);
 }
 
 zkl_mutex *zkl_rwlock_read(zkl_rwlock *rw)

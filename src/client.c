@@ -263,6 +263,7 @@ static struct zkl_op *op_begin(zkl_client *c, struct zkl_waiter *w, enum zkl_op_
 	op->kind = kind;
 	op->refs = 2;
 	op->w = w;
+	op->sent_at = zkl_now_ms();
 	pthread_mutex_lock(&c->mu);
 	if (c->closing) {
 		pthread_mutex_unlock(&c->mu);
@@ -295,6 +296,11 @@ static void op_finish_locked(zkl_client *c, struct zkl_op *op, int rc)
 	op->rc = rc;
 	op->done = true;
 	struct zkl_session *s = op->s;
+	/* An answer from the server proves the session alive when the request was sent. */
+	if (s == c->sess && rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT && rc != ZCLOSING &&
+	    rc != ZSESSIONEXPIRED && rc != ZINVALIDSTATE && rc != ZSYSTEMERROR &&
+	    op->sent_at > c->last_ok_sent)
+		c->last_ok_sent = op->sent_at;
 	/* The C client registers a watch only when the request succeeded. */
 	if (op->watch && rc != ZOK)
 		watch_unregister_locked(op->watch);
@@ -415,7 +421,7 @@ struct zkl_op *zkl_op_create(zkl_client *c, struct zkl_waiter *w, const char *pa
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_CREATE, err);
 	if (!op)
 		return NULL;
-	int rc = zoo_acreate2(op->s->zh, path, data, data ? len : -1, &ZOO_OPEN_ACL_UNSAFE, mode,
+	int rc = zoo_acreate2(op->s->zh, path, data, data ? len : -1, c->acl, mode,
 	                      string_stat_done, op);
 	if (rc != ZOK)
 		op_refused(c, op, rc);
@@ -1083,6 +1089,8 @@ static void handle_event(zkl_client *c, struct zkl_event *e)
 		return; /* from a retired session */
 	struct zkl_session *s = c->sess;
 	if (e->zk_state == ZOO_CONNECTED_STATE) {
+		c->lost_declared = false;
+		c->next_heartbeat = 0; /* prove the session at once */
 		if (c->state == ZKL_STATE_CONNECTING)
 			set_state(c, ZKL_STATE_CONNECTED);
 		else if (c->state != ZKL_STATE_CONNECTED && c->state != ZKL_STATE_RECONNECTED)
@@ -1092,7 +1100,8 @@ static void handle_event(zkl_client *c, struct zkl_event *e)
 		        (unsigned long long)s->id);
 		session_replace(c);
 		holds_notify(c);
-		set_state(c, ZKL_STATE_LOST);
+		if (c->state != ZKL_STATE_LOST)
+			set_state(c, ZKL_STATE_LOST);
 	} else if (e->zk_state == ZOO_AUTH_FAILED_STATE) {
 		c->auth_failed = true;
 		zkl_log(c, ZKL_LOG_ERROR, "ZooKeeper refused the credentials");
@@ -1102,6 +1111,52 @@ static void handle_event(zkl_client *c, struct zkl_event *e)
 		if (c->state == ZKL_STATE_CONNECTED || c->state == ZKL_STATE_RECONNECTED)
 			set_state(c, ZKL_STATE_SUSPENDED);
 	}
+}
+
+int64_t zkl_lost_at(zkl_client *c)
+{
+	int t = c->timeout_ms > 0 ? c->timeout_ms : c->session_timeout_req;
+	return c->last_ok_sent + t;
+}
+
+/* Liveness (event thread, mu held): heartbeats while connected, so that the last answered
+ * request is never older than a third of the session timeout; and, while disconnected,
+ * the declaration that the holds are lost once the server may have expired the session.
+ * Returns when to look again. */
+static int64_t liveness_run(zkl_client *c)
+{
+	int64_t now = zkl_now_ms();
+	struct zkl_session *s = c->sess;
+	if (s->connected) {
+		if (now >= c->next_heartbeat) {
+			int t = c->timeout_ms > 0 ? c->timeout_ms : c->session_timeout_req;
+			c->next_heartbeat = now + t / 3;
+			int err = 0;
+			pthread_mutex_unlock(&c->mu);
+			struct zkl_op *op = zkl_op_exists(c, NULL, "/", &err);
+			pthread_mutex_lock(&c->mu);
+			zkl_op_put(c, op);
+		}
+		return c->next_heartbeat;
+	}
+	if (s->expired || c->lost_declared || !s->ever_connected)
+		return INT64_MAX;
+	int64_t at = zkl_lost_at(c);
+	if (now < at)
+		return at;
+	c->lost_declared = true;
+	bool any = false;
+	for (struct zkl_hold *h = c->holds; h; h = h->next) {
+		if (!h->lost) {
+			h->lost = true;
+			any = true;
+		}
+	}
+	zkl_log(c, ZKL_LOG_WARN, "nothing heard from ZooKeeper for the session timeout: %s",
+	        any ? "locks held are lost" : "the session may have expired");
+	holds_notify(c);
+	set_state(c, ZKL_STATE_LOST);
+	return INT64_MAX;
 }
 
 /* Closes retired sessions whose requests have all completed, or that have waited long
@@ -1143,6 +1198,9 @@ static void *event_main(void *arg)
 		holds_notify(c);
 		revwatches_run(c);
 		int64_t next = tasks_run(c);
+		int64_t l = liveness_run(c);
+		if (l < next)
+			next = l;
 		int64_t r = retired_reap(c, false);
 		if (r < next)
 			next = r;
@@ -1215,6 +1273,12 @@ int zkl_client_open(zkl_client **out, const zkl_client_options *o)
 		return zkl_fail(ZKL_EINVAL, "connect timeout %d ms is negative", o->connect_timeout_ms);
 	if (o->digest_auth && !strchr(o->digest_auth, ':'))
 		return zkl_fail(ZKL_EINVAL, "digest credentials must look like \"user:password\"");
+	if (o->acl != ZKL_ACL_OPEN && o->acl != ZKL_ACL_CREATOR_ALL &&
+	    o->acl != ZKL_ACL_CREATOR_ALL_READ)
+		return zkl_fail(ZKL_EINVAL, "acl %d is not a zkl_acl value", (int)o->acl);
+	if (o->acl != ZKL_ACL_OPEN && !o->digest_auth)
+		return zkl_fail(ZKL_EAUTH, "a creator-only ACL needs digest credentials "
+		                "(digest_auth \"user:password\")");
 
 	zkl_client *c = calloc(1, sizeof *c);
 	if (!c)
@@ -1231,6 +1295,19 @@ int zkl_client_open(zkl_client **out, const zkl_client_options *o)
 	c->log_level = o->log_level ? o->log_level : ZKL_LOG_WARN;
 	c->quiet_zk_log = o->quiet_zk_log;
 	c->state = ZKL_STATE_CONNECTING;
+	if (o->acl == ZKL_ACL_OPEN) {
+		c->acl = &ZOO_OPEN_ACL_UNSAFE;
+	} else if (o->acl == ZKL_ACL_CREATOR_ALL) {
+		c->acl = &ZOO_CREATOR_ALL_ACL;
+	} else {
+		c->acl_entries[0].perms = ZOO_PERM_ALL;
+		c->acl_entries[0].id = ZOO_AUTH_IDS;
+		c->acl_entries[1].perms = ZOO_PERM_READ;
+		c->acl_entries[1].id = ZOO_ANYONE_ID_UNSAFE;
+		c->acl_custom.count = 2;
+		c->acl_custom.data = c->acl_entries;
+		c->acl = &c->acl_custom;
+	}
 	if (!c->servers || (o->digest_auth && !c->digest)) {
 		client_free(c);
 		return zkl_fail(ZKL_ENOMEM, "out of memory");

@@ -222,43 +222,70 @@ static int find_own(const struct zkl_queue *q, struct zkl_waiter *w, struct zkl_
 	return rc;
 }
 
-/* Deletes *node (mu held), waiting at most until `until`; hands it to the background
- * task if the answer does not come or the connection is down. */
-static int delete_node(zkl_client *c, struct zkl_waiter *w, struct zkl_node *node)
+/* Deletes *node (mu held). A patient delete (a release) retries through connection loss
+ * until the delete succeeds or the session is given up for lost, and says which; an
+ * impatient one (withdrawing from a queue) tries once and leaves the rest to the
+ * background task. Either way, a node whose delete is not confirmed while its session may
+ * live goes to the background task, which retries until it succeeds or the session ends. */
+static int delete_node(zkl_client *c, struct zkl_waiter *w, struct zkl_node *node, bool patient)
 {
 	if (!node->path)
 		return 0;
 	zkl_revwatch_remove(c, node->rev);
 	node->rev = NULL;
-	if (node->gen != c->gen) {
-		zkl_node_clear(node);
-		return ZKL_ELOST;
-	}
 	/* A cancelled acquire withdraws its node like any other: wait for the delete. */
 	w->canceled = false;
-	int err = 0;
-	pthread_mutex_unlock(&c->mu);
-	struct zkl_op *op = zkl_op_delete(c, w, node->path, &err);
-	pthread_mutex_lock(&c->mu);
-	if (!op) {
-		zkl_task_delete(c, node->path, node->gen);
-		zkl_node_clear(node);
-		return 0;
-	}
-	int64_t until = zkl_now_ms() + (c->timeout_ms > 0 ? c->timeout_ms : 10000);
-	int rc = zkl_op_wait(c, w, op, until);
 	int result = 0;
-	if (rc != 0 || transient(op->rc)) {
-		zkl_log(c, ZKL_LOG_WARN, "delete of %s not confirmed; retrying in the background",
-		        node->path);
-		zkl_task_delete(c, node->path, node->gen);
-	} else if (session_gone(op->rc)) {
-		result = ZKL_ELOST;
-	} else if (op->rc != ZOK && op->rc != ZNONODE) {
-		zkl_log(c, ZKL_LOG_ERROR, "cannot delete %s: %s", node->path, zerror(op->rc));
-		result = zkl_fail_zk(op->rc, "cannot delete", node->path);
+	for (;;) {
+		if (node->gen != c->gen) {
+			result = ZKL_ELOST; /* gone with its session */
+			break;
+		}
+		if (!c->sess->connected &&
+		    (!patient || c->lost_declared || zkl_now_ms() >= zkl_lost_at(c))) {
+			zkl_task_delete(c, node->path, node->gen);
+			result = patient ? ZKL_ELOST : 0;
+			break;
+		}
+		int err = 0;
+		pthread_mutex_unlock(&c->mu);
+		struct zkl_op *op = zkl_op_delete(c, w, node->path, &err);
+		pthread_mutex_lock(&c->mu);
+		if (!op) {
+			zkl_task_delete(c, node->path, node->gen);
+			result = err;
+			break;
+		}
+		int64_t until = zkl_now_ms() + (c->timeout_ms > 0 ? c->timeout_ms : 10000);
+		int rc = zkl_op_wait(c, w, op, until);
+		int zrc = rc == 0 ? op->rc : ZOPERATIONTIMEOUT;
+		zkl_op_put(c, op);
+		if (zrc == ZOK || zrc == ZNONODE)
+			break;
+		if (session_gone(zrc)) {
+			result = ZKL_ELOST;
+			break;
+		}
+		if (!transient(zrc)) {
+			zkl_log(c, ZKL_LOG_ERROR, "cannot delete %s: %s", node->path, zerror(zrc));
+			result = zkl_fail_zk(zrc, "cannot delete", node->path);
+			break;
+		}
+		if (!patient) {
+			zkl_task_delete(c, node->path, node->gen);
+			break;
+		}
+		/* Wait for the connection, but no longer than the session can be alive. */
+		while (!c->sess->connected && !c->lost_declared && node->gen == c->gen &&
+		       !c->closing && !zkl_waiter_wait(c, w, zkl_lost_at(c)))
+			;
+		if (c->closing) {
+			result = ZKL_ECLOSED;
+			break;
+		}
 	}
-	zkl_op_put(c, op);
+	if (result == ZKL_ELOST)
+		zkl_fail(result, "the session of %s is gone; the node goes with it", node->path);
 	zkl_node_clear(node);
 	return result;
 }
@@ -268,7 +295,7 @@ int zkl_engine_release(zkl_client *c, struct zkl_node *node)
 	struct zkl_waiter w;
 	pthread_mutex_lock(&c->mu);
 	zkl_waiter_enter(c, &w, NULL);
-	int rc = delete_node(c, &w, node);
+	int rc = delete_node(c, &w, node, true);
 	zkl_waiter_leave(c, &w);
 	pthread_mutex_unlock(&c->mu);
 	return rc;
@@ -567,7 +594,7 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 		char saved[256];
 		snprintf(saved, sizeof saved, "%s", zkl_last_error());
 		if (node->path)
-			delete_node(c, &w, node);
+			delete_node(c, &w, node, false);
 		else if (unknown && unknown_gen == c->gen)
 			zkl_task_find_delete(c, q->path, node->uuid, unknown_gen);
 		node_forget(c, node);

@@ -63,6 +63,7 @@ enum zkl_op_kind { ZKL_OP_CREATE, ZKL_OP_DELETE, ZKL_OP_CHILDREN, ZKL_OP_GET, ZK
 /* One asynchronous request. Two references: the waiting thread's and the completion's. */
 struct zkl_op {
 	int refs;                  /* mu */
+	int64_t sent_at;           /* when the request went out (ms) */
 	enum zkl_op_kind kind;
 	struct zkl_session *s;
 	struct zkl_waiter *w;      /* mu: NULL once abandoned */
@@ -133,6 +134,15 @@ struct zkl_client {
 	zkl_state state;            /* mu: public state */
 	int timeout_ms;             /* mu: negotiated */
 	bool auth_failed;           /* mu */
+	const struct ACL_vector *acl; /* of created nodes */
+	struct ACL acl_entries[2];
+	struct ACL_vector acl_custom;
+	/* Liveness: when the last request the server answered on the current session was sent,
+	 * and when to send the next heartbeat. A disconnected client declares its holds lost at
+	 * last_ok_sent + timeout_ms: the server cannot expire the session before then. */
+	int64_t last_ok_sent;       /* mu */
+	int64_t next_heartbeat;     /* mu */
+	bool lost_declared;         /* mu: for the current disconnection */
 	bool closing;               /* mu */
 	struct zkl_waiter *waiters; /* mu */
 	struct zkl_hold *holds;     /* mu */
@@ -221,6 +231,9 @@ void zkl_revwatch_remove(zkl_client *c, struct zkl_revwatch *rv);
 /* Waits (mu held) until the current session is connected, the deadline passes, or w is
  * canceled. Returns 0, ZKL_ETIMEDOUT, ZKL_ECANCELED or ZKL_ECLOSED. */
 int zkl_wait_connected(zkl_client *c, struct zkl_waiter *w, int64_t deadline);
+
+/* When a disconnected client declares its holds lost (mu held). */
+int64_t zkl_lost_at(zkl_client *c);
 
 /* Whether the caller is the client's event thread. */
 bool zkl_on_event_thread(zkl_client *c);

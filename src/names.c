@@ -297,14 +297,33 @@ zkl_uuid(char buf[ZKL_UUID_LEN + 1])
 	buf[o] = '\0';
 }
 
+/* The 32 hex digits of a uuid, without its dashes. */
+static void
+uuid_hex(const char *uuid, char hex[33])
+{
+	size_t k = 0;
+
+	for (size_t i = 0; uuid[i] && k < 32; i++)
+		if (uuid[i] != '-')
+			hex[k++] = uuid[i];
+	hex[k] = 0;
+}
+
 int
 zkl_node_prefix(char *buf, size_t size, const char *uuid, enum zkl_kind kind)
 {
 	int n;
 
-	if ((unsigned)kind >= ZKL_KIND_COUNT || !uuid)
+	if ((unsigned)kind >= ZKL_KIND_COUNT || !uuid || strlen(uuid) != ZKL_UUID_LEN)
 		return -1;
-	n = snprintf(buf, size, PROTECT_HEAD "%s-%s", uuid, markers[kind]);
+	if (kind == ZKL_KIND_KLOCK || kind == ZKL_KIND_KRLOCK) {
+		/* kazoo's names: the uuid's 32 hex digits, then the marker. */
+		char hex[33];
+		uuid_hex(uuid, hex);
+		n = snprintf(buf, size, "%s%s", hex, markers[kind]);
+	} else {
+		n = snprintf(buf, size, PROTECT_HEAD "%s-%s", uuid, markers[kind]);
+	}
 	if (n < 0 || (size_t)n >= size)
 		return -1;
 	return n;
@@ -323,6 +342,10 @@ zkl_name_has_uuid(const char *name, const char *uuid)
 	 * match the nodes of other contenders whose uuids merely begin the same way. */
 	if (ulen != ZKL_UUID_LEN)
 		return false;
-	return strncmp(name, PROTECT_HEAD, hlen) == 0 && strncmp(name + hlen, uuid, ulen) == 0 &&
-	       name[hlen + ulen] == '-';
+	if (strncmp(name, PROTECT_HEAD, hlen) == 0)
+		return strncmp(name + hlen, uuid, ulen) == 0 && name[hlen + ulen] == '-';
+	/* kazoo's form: 32 hex digits, then "__". */
+	char hex[33];
+	uuid_hex(uuid, hex);
+	return strncmp(name, hex, 32) == 0 && name[32] == '_' && name[33] == '_';
 }

@@ -14,8 +14,11 @@ typedef enum zkl_state {
 	                            * locks are still held, but nothing can be checked */
 	ZKL_STATE_RECONNECTED = 3, /* connected again: to the same session after SUSPENDED,
 	                            * or to a new session after LOST */
-	ZKL_STATE_LOST = 4,        /* the session is gone: every lock held on it was lost and
-	                            * reported; the client opens a new session by itself */
+	ZKL_STATE_LOST = 4,        /* the session expired, or nothing was heard from ZooKeeper
+	                            * for a session timeout, counted from the sending of the
+	                            * last request it answered (so no later than the server
+	                            * can expire it): every lock held on it was reported lost.
+	                            * After expiry the client opens a new session by itself. */
 	ZKL_STATE_CLOSED = 5,      /* zkl_client_close() was called */
 } zkl_state;
 
@@ -35,6 +38,13 @@ typedef void (*zkl_log_fn)(zkl_log_level level, const char *message, void *data)
  * in order. It may call any zklocks function except zkl_client_close() on this client. */
 typedef void (*zkl_state_fn)(zkl_client *c, zkl_state state, void *data);
 
+/* Who may touch the nodes a client creates (its lock nodes and the folders it makes). */
+typedef enum zkl_acl {
+	ZKL_ACL_OPEN = 0,              /* anyone may do anything (ZooKeeper's open ACL) */
+	ZKL_ACL_CREATOR_ALL = 1,       /* only clients with the same digest credentials */
+	ZKL_ACL_CREATOR_ALL_READ = 2,  /* the same, and anyone may read (list and see holders) */
+} zkl_acl;
+
 typedef struct zkl_client_options {
 	/* "host:port[,host:port...][/chroot]". Default "127.0.0.1:2181". Copied by open. */
 	const char *servers;
@@ -45,6 +55,9 @@ typedef struct zkl_client_options {
 	int connect_timeout_ms;
 	/* Digest credentials "user:password" added to every session, or NULL (default). */
 	const char *digest_auth;
+	/* The ACL of created nodes. Default ZKL_ACL_OPEN; the CREATOR ones need digest_auth,
+	 * and then other credentials cannot delete or join our locks (ZKL_EACL). */
+	zkl_acl acl;
 	/* zklocks' own log messages at or below log_level go to log (default: none). */
 	zkl_log_fn log;
 	void *log_data;

@@ -34,6 +34,15 @@ ZKL_BEGIN_DECLS
 
 typedef struct zkl_client zkl_client;
 
+/* How a handle names the nodes it creates. Queues always recognise every form, so the
+ * order and the rules hold whatever mix is present; the naming decides which other
+ * library sees our nodes: Curator (and zklocks) recognise "_c_<uuid>-lock-<seq>" and its
+ * read/write forms, kazoo only its own "<uuid>__lock__<seq>" and "<uuid>__rlock__<seq>". */
+typedef enum zkl_naming {
+	ZKL_NAMING_CURATOR = 0, /* default */
+	ZKL_NAMING_KAZOO = 1,
+} zkl_naming;
+
 /* One contender in a lock queue, as returned by the *_participants() functions. */
 typedef struct zkl_participant {
 	char *path;      /* full node path, e.g. "/locks/x/_c_<uuid>-lock-0000000004" */

@@ -57,6 +57,11 @@ ZKL_API void zkl_mutex_cancel(zkl_mutex *m);
  * holds a lock. data may be NULL with len 0 for empty nodes. */
 ZKL_API int zkl_mutex_set_data(zkl_mutex *m, const void *data, size_t len);
 
+/* Chooses the names of the nodes this handle creates from now on (see zkl_naming):
+ * ZKL_NAMING_KAZOO joins a path that kazoo's Lock / WriteLock (or, for a read half,
+ * ReadLock) use. Returns 0 or ZKL_EINVAL. */
+ZKL_API int zkl_mutex_set_naming(zkl_mutex *m, zkl_naming naming);
+
 /* Sets the lost callback (NULL to clear). */
 ZKL_API int zkl_mutex_on_lost(zkl_mutex *m, zkl_mutex_lost_fn fn, void *data);
 

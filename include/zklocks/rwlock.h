@@ -33,6 +33,9 @@ ZKL_API int zkl_rwlock_new(zkl_rwlock **out, zkl_client *c, const char *path);
  * halves must not be used afterwards. NULL is a no-op. */
 ZKL_API void zkl_rwlock_free(zkl_rwlock *rw);
 
+/* Sets the naming of both halves (zkl_mutex_set_naming()). */
+ZKL_API int zkl_rwlock_set_naming(zkl_rwlock *rw, zkl_naming naming);
+
 /* The two halves. Borrowed: valid until zkl_rwlock_free(); never zkl_mutex_free() them. */
 ZKL_API zkl_mutex *zkl_rwlock_read(zkl_rwlock *rw);
 ZKL_API zkl_mutex *zkl_rwlock_write(zkl_rwlock *rw);
