@@ -685,6 +685,44 @@ void zkl_task_find_delete(zkl_client *c, const char *parent, const char *uuid, u
 	task_add(c, TASK_FIND_DELETE, parent, uuid, gen);
 }
 
+static void task_void_done(int rc, const void *data);
+
+bool zkl_task_delete_now(zkl_client *c, const char *path, uint64_t gen)
+{
+	task_add(c, TASK_DELETE, path, NULL, gen);
+	struct zkl_task *t = c->tasks;
+	if (!t || strcmp(t->path, path) != 0 || gen != c->gen || !c->sess->connected)
+		return false;
+	/* Send it from here, at once, so that it travels ahead of whatever this thread
+	 * sends next; the event thread only looks at the answer. */
+	t->s = c->sess;
+	t->inflight = true;
+	t->s->inflight++;
+	zhandle_t *zh = t->s->zh;
+	char *copy = strdup(path);
+	pthread_mutex_unlock(&c->mu);
+	int rc = copy ? zoo_adelete(zh, copy, -1, task_void_done, t) : ZSYSTEMERROR;
+	free(copy);
+	pthread_mutex_lock(&c->mu);
+	if (rc != ZOK) {
+		t->rc = rc;
+		t->done = true;
+		t->s->inflight--;
+		pthread_cond_signal(&c->ev_cv);
+	}
+	return true;
+}
+
+bool zkl_task_pending(zkl_client *c, const char *parent, size_t parent_len, const char *name)
+{
+	for (struct zkl_task *t = c->tasks; t; t = t->next) {
+		if (t->kind == TASK_DELETE && strncmp(t->path, parent, parent_len) == 0 &&
+		    t->path[parent_len] == '/' && strcmp(t->path + parent_len + 1, name) == 0)
+			return true;
+	}
+	return false;
+}
+
 static void task_free(struct zkl_task *t)
 {
 	free(t->path);
@@ -1225,6 +1263,7 @@ void zkl_client_options_init(zkl_client_options *o)
 	o->connect_timeout_ms = 5000;
 	o->log_level = ZKL_LOG_WARN;
 	o->quiet_zk_log = true;
+	o->confirm_release = false;
 }
 
 static void client_free(zkl_client *c)
@@ -1294,6 +1333,7 @@ int zkl_client_open(zkl_client **out, const zkl_client_options *o)
 	c->log_data = o->log_data;
 	c->log_level = o->log_level ? o->log_level : ZKL_LOG_WARN;
 	c->quiet_zk_log = o->quiet_zk_log;
+	c->confirm_release = o->confirm_release;
 	c->state = ZKL_STATE_CONNECTING;
 	if (o->acl == ZKL_ACL_OPEN) {
 		c->acl = &ZOO_OPEN_ACL_UNSAFE;

@@ -70,10 +70,12 @@ static bool session_gone(int zrc)
 	return zrc == ZSESSIONEXPIRED || zrc == ZINVALIDSTATE || zrc == ZSESSIONMOVED;
 }
 
-/* Parses and sorts op's children into a new array. Takes the names from the op. */
-static int take_queue(struct zkl_op *op, zkl_child **queue, size_t *n, char ***names,
-                      int *count)
+/* Parses and sorts op's children into a new array (mu held), leaving out our own nodes
+ * whose delete is on its way. Takes the names from the op. */
+static int take_queue(zkl_client *c, const char *path, struct zkl_op *op, zkl_child **queue,
+                      size_t *n, char ***names, int *count)
 {
+	size_t plen = strlen(path);
 	*names = op->names;
 	*count = op->count;
 	op->names = NULL;
@@ -87,7 +89,8 @@ static int take_queue(struct zkl_op *op, zkl_child **queue, size_t *n, char ***n
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	size_t k = 0;
 	for (int i = 0; i < *count; i++) {
-		if (zkl_child_parse((*names)[i], &q[k])) {
+		if (zkl_child_parse((*names)[i], &q[k]) &&
+		    !(c->tasks && zkl_task_pending(c, path, plen, (*names)[i]))) {
 			q[k].index = (size_t)i;
 			k++;
 		}
@@ -294,6 +297,14 @@ int zkl_engine_release(zkl_client *c, struct zkl_node *node)
 {
 	struct zkl_waiter w;
 	pthread_mutex_lock(&c->mu);
+	if (!c->confirm_release && node->path && node->gen == c->gen && c->sess->connected) {
+		zkl_revwatch_remove(c, node->rev);
+		node->rev = NULL;
+		zkl_task_delete_now(c, node->path, node->gen);
+		zkl_node_clear(node);
+		pthread_mutex_unlock(&c->mu);
+		return 0;
+	}
 	zkl_waiter_enter(c, &w, NULL);
 	int rc = delete_node(c, &w, node, true);
 	zkl_waiter_leave(c, &w);
@@ -464,7 +475,7 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 		}
 		int lrc = list->rc;
 		if (lrc == ZOK)
-			rc = take_queue(list, &queue, &n, &names, &count);
+			rc = take_queue(c, q->path, list, &queue, &n, &names, &count);
 		zkl_op_put(c, list);
 		list = NULL;
 		if (rc != 0)
@@ -625,7 +636,7 @@ int zkl_engine_list(zkl_client *c, const char *path, zkl_child **queue, size_t *
 		rc = zkl_op_wait(c, &w, op, INT64_MAX);
 		if (rc == 0) {
 			if (op->rc == ZOK)
-				rc = take_queue(op, queue, n, names, count);
+				rc = take_queue(c, path, op, queue, n, names, count);
 			else if (op->rc != ZNONODE)
 				rc = zkl_fail_zk(op->rc, "cannot list", path);
 		}

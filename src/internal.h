@@ -127,6 +127,7 @@ struct zkl_client {
 	void *log_data;
 	zkl_log_level log_level;
 	bool quiet_zk_log;
+	bool confirm_release;
 
 	struct zkl_session *sess;   /* mu: current session */
 	struct zkl_session *retired;/* mu: old sessions waiting to be closed */
@@ -211,6 +212,13 @@ void zkl_watch_put(zkl_client *c, struct zkl_watch *watch);
 /* Background cleanup, retried until it succeeds or the session `gen` is gone (mu held). */
 void zkl_task_delete(zkl_client *c, const char *path, uint64_t gen);
 void zkl_task_find_delete(zkl_client *c, const char *parent, const char *uuid, uint64_t gen);
+/* Sends the delete of path at once (mu held; released around the send) and leaves its
+ * answer to the background task. Returns false if it could not be sent now (then the
+ * task sends it when it can). */
+bool zkl_task_delete_now(zkl_client *c, const char *path, uint64_t gen);
+/* Whether parent/name is one of our nodes on its way out (mu held): a queue we list must
+ * not count it as a contender. */
+bool zkl_task_pending(zkl_client *c, const char *parent, size_t parent_len, const char *name);
 
 /* Holds (mu held for add/remove). Removing waits while on_lost runs on another thread. */
 void zkl_hold_add(zkl_client *c, struct zkl_hold *h, uint64_t gen);

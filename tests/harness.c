@@ -1,5 +1,6 @@
 /* Integration test helpers. See harness.h. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,8 @@
 #include "internal.h"
 
 static zhandle_t *raw;
+
+/* ---- the server, clients and paths ---- */
 
 const char *h_servers(void)
 {
@@ -27,6 +30,9 @@ zkl_client *h_client(int session_timeout_ms)
 	zkl_client_options_init(&o);
 	o.servers = h_servers();
 	o.session_timeout_ms = session_timeout_ms ? session_timeout_ms : 4000;
+	/* Tests look at the tree right after a release: have it confirmed. The default
+	 * (sent, not awaited) has tests of its own. */
+	o.confirm_release = true;
 	zkl_client *c = NULL;
 	int rc = zkl_client_open(&c, &o);
 	if (rc != 0)
@@ -44,7 +50,28 @@ const char *h_path(const char *test)
 	return b;
 }
 
-static void raw_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+const char *h_sub(const char *path, const char *leaf)
+{
+	static char bufs[16][300];
+	static int n;
+	char *b = bufs[n++ % 16];
+	snprintf(b, sizeof bufs[0], "%s/%s", path, leaf);
+	return b;
+}
+
+const char *h_default_data(void)
+{
+	static char data[300];
+	char host[256];
+	gethostname(host, sizeof host);
+	snprintf(data, sizeof data, "%s:%ld", host, (long)getpid());
+	return data;
+}
+
+/* ---- the tree, seen through a raw handle ---- */
+
+/* For the raw handle and the one that expires a session: their events are not needed. */
+static void no_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 {
 	(void)zh; (void)type; (void)state; (void)path; (void)ctx;
 }
@@ -54,7 +81,7 @@ static zhandle_t *h_raw(void)
 	if (raw)
 		return raw;
 	zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
-	raw = zookeeper_init(h_servers(), raw_watcher, 10000, NULL, NULL, 0);
+	raw = zookeeper_init(h_servers(), no_watcher, 10000, NULL, NULL, 0);
 	for (int i = 0; i < 500 && zoo_state(raw) != ZOO_CONNECTED_STATE; i++)
 		usleep(10000);
 	if (zoo_state(raw) != ZOO_CONNECTED_STATE)
@@ -75,6 +102,31 @@ int h_children(const char *path)
 	return n;
 }
 
+void h_wait_children(const char *path, int n)
+{
+	for (int i = 0; i < 2000; i++) {
+		if (h_children(path) == n)
+			return;
+		usleep(5000);
+	}
+	fail_msg("%s never reached %d children (it has %d)", path, n, h_children(path));
+}
+
+void h_child_except(const char *path, const char *except, char *buf, size_t size)
+{
+	struct String_vector sv = {0};
+	int rc = zoo_get_children(h_raw(), path, 0, &sv);
+	if (rc != ZOK)
+		fail_msg("get_children %s: %s", path, zerror(rc));
+	buf[0] = '\0';
+	for (int i = 0; i < sv.count; i++)
+		if (strcmp(sv.data[i], except) != 0)
+			snprintf(buf, size, "%s/%s", path, sv.data[i]);
+	deallocate_String_vector(&sv);
+	if (buf[0] == '\0')
+		fail_msg("%s has no child but %s", path, except);
+}
+
 int h_exists(const char *path)
 {
 	struct Stat st;
@@ -92,10 +144,91 @@ void h_create(const char *path, const char *data)
 		fail_msg("create %s: %s", path, zerror(rc));
 }
 
+void h_delete(const char *path)
+{
+	int rc = zoo_delete(h_raw(), path, -1);
+	if (rc != ZOK)
+		fail_msg("delete %s: %s", path, zerror(rc));
+}
+
+int h_get(const char *path, char *buf, int size)
+{
+	int len = size;
+	int rc = zoo_get(h_raw(), path, 0, buf, &len, NULL);
+	if (rc != ZOK)
+		fail_msg("get %s: %s", path, zerror(rc));
+	return len;
+}
+
+/* ---- latches and counters ---- */
+
+void h_counter_init(h_counter *k)
+{
+	pthread_mutex_init(&k->mu, NULL);
+	zkl_cond_init(&k->cv);
+	k->n = 0;
+}
+
+void h_counter_destroy(h_counter *k)
+{
+	pthread_mutex_destroy(&k->mu);
+	pthread_cond_destroy(&k->cv);
+}
+
+void h_counter_add(h_counter *k, int d)
+{
+	pthread_mutex_lock(&k->mu);
+	k->n += d;
+	pthread_cond_broadcast(&k->cv);
+	pthread_mutex_unlock(&k->mu);
+}
+
+int h_counter_get(h_counter *k)
+{
+	pthread_mutex_lock(&k->mu);
+	int n = k->n;
+	pthread_mutex_unlock(&k->mu);
+	return n;
+}
+
+static bool reached(h_counter *k, int want, bool exact)
+{
+	return exact ? k->n == want : k->n >= want;
+}
+
+static int counter_wait(h_counter *k, int want, bool exact, int ms)
+{
+	int64_t deadline = zkl_now_ms() + ms;
+	pthread_mutex_lock(&k->mu);
+	while (!reached(k, want, exact) && !zkl_cond_wait_until(&k->cv, &k->mu, deadline))
+		;
+	int ok = reached(k, want, exact);
+	pthread_mutex_unlock(&k->mu);
+	return ok;
+}
+
+int h_counter_wait(h_counter *k, int want, int ms)
+{
+	return counter_wait(k, want, false, ms);
+}
+
+int h_counter_wait_eq(h_counter *k, int want, int ms)
+{
+	return counter_wait(k, want, true, ms);
+}
+
+void h_note_max(int *max, int now)
+{
+	int old = __atomic_load_n(max, __ATOMIC_SEQ_CST);
+	while (now > old && !__atomic_compare_exchange_n(max, &old, now, false, __ATOMIC_SEQ_CST,
+	                                                 __ATOMIC_SEQ_CST))
+		;
+}
+
+/* A latch is a counter waited on until it is 1, kept on a list once its watch may still
+ * fire (see h_wait_deleted). */
 struct h_latch {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int count;
+	h_counter k;
 	struct h_latch *next;
 };
 
@@ -104,42 +237,28 @@ static struct h_latch *pending;
 h_latch *h_latch_new(void)
 {
 	h_latch *l = calloc(1, sizeof *l);
-	pthread_mutex_init(&l->mu, NULL);
-	zkl_cond_init(&l->cv);
+	h_counter_init(&l->k);
 	return l;
 }
 
 void h_latch_set(h_latch *l)
 {
-	pthread_mutex_lock(&l->mu);
-	l->count++;
-	pthread_cond_broadcast(&l->cv);
-	pthread_mutex_unlock(&l->mu);
+	h_counter_add(&l->k, 1);
 }
 
 int h_latch_wait(h_latch *l, int ms)
 {
-	int64_t deadline = zkl_now_ms() + ms;
-	pthread_mutex_lock(&l->mu);
-	while (l->count == 0 && !zkl_cond_wait_until(&l->cv, &l->mu, deadline))
-		;
-	int set = l->count > 0;
-	pthread_mutex_unlock(&l->mu);
-	return set;
+	return h_counter_wait(&l->k, 1, ms);
 }
 
 int h_latch_count(h_latch *l)
 {
-	pthread_mutex_lock(&l->mu);
-	int n = l->count;
-	pthread_mutex_unlock(&l->mu);
-	return n;
+	return h_counter_get(&l->k);
 }
 
 void h_latch_free(h_latch *l)
 {
-	pthread_mutex_destroy(&l->mu);
-	pthread_cond_destroy(&l->cv);
+	h_counter_destroy(&l->k);
 	free(l);
 }
 
@@ -167,11 +286,6 @@ int h_wait_deleted(const char *path, int ms)
 	return gone;
 }
 
-static void thief_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
-{
-	(void)zh; (void)type; (void)state; (void)path; (void)ctx;
-}
-
 void h_expire(zkl_client *c)
 {
 	pthread_mutex_lock(&c->mu);
@@ -180,7 +294,7 @@ void h_expire(zkl_client *c)
 	int timeout = zoo_recv_timeout(c->sess->zh);
 	pthread_mutex_unlock(&c->mu);
 	for (int attempt = 0; attempt < 10; attempt++) {
-		zhandle_t *t = zookeeper_init2(h_servers(), thief_watcher, timeout, &cid, NULL, 0,
+		zhandle_t *t = zookeeper_init2(h_servers(), no_watcher, timeout, &cid, NULL, 0,
 		                               NULL);
 		for (int i = 0; i < 500 && zoo_state(t) != ZOO_CONNECTED_STATE; i++)
 			usleep(2000);
@@ -200,6 +314,160 @@ void h_expire(zkl_client *c)
 	}
 	fail_msg("could not expire the session");
 }
+
+/* ---- threads ---- */
+
+int h_in_thread(void *(*fn)(void *), void *arg)
+{
+	pthread_t th;
+	void *ret = NULL;
+	if (pthread_create(&th, NULL, fn, arg) != 0)
+		fail_msg("cannot start a thread");
+	pthread_join(th, &ret);
+	return (int)(intptr_t)ret;
+}
+
+void h_threads(int n, void *(*fn)(void *), void *arg)
+{
+	pthread_t *th = calloc((size_t)n, sizeof *th);
+	for (int i = 0; i < n; i++)
+		pthread_create(&th[i], NULL, fn, arg);
+	for (int i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+	free(th);
+}
+
+static void *acquire_thread(void *arg)
+{
+	h_acq *a = arg;
+	a->rc = zkl_mutex_acquire(a->m, 30000);
+	a->held = zkl_mutex_is_held(a->m);
+	h_latch_set(a->done);
+	if (a->rc == 0) {
+		if (a->release)
+			h_latch_wait(a->release, 60000);
+		a->release_rc = zkl_mutex_release(a->m);
+	}
+	return NULL;
+}
+
+void h_acq_start(h_acq *a, zkl_mutex *m, bool hold)
+{
+	*a = (h_acq){ .m = m, .done = h_latch_new(), .release = hold ? h_latch_new() : NULL };
+	pthread_create(&a->th, NULL, acquire_thread, a);
+}
+
+void h_acq_join(h_acq *a)
+{
+	if (a->release)
+		h_latch_set(a->release);
+	pthread_join(a->th, NULL);
+	h_latch_free(a->done);
+	if (a->release)
+		h_latch_free(a->release);
+	a->done = a->release = NULL;
+}
+
+void h_on_lost(zkl_mutex *m, int reason, void *latch)
+{
+	(void)m;
+	if (reason == ZKL_ELOST)
+		h_latch_set(latch);
+}
+
+/* ---- mutual exclusion under contention ---- */
+
+static int mutex_open(void **lock, zkl_client *c, const char *path)
+{
+	zkl_mutex *m = NULL;
+	int rc = zkl_mutex_new(&m, c, path);
+	*lock = m;
+	return rc;
+}
+
+static int mutex_acquire(void *lock, int timeout_ms)
+{
+	return zkl_mutex_acquire(lock, timeout_ms);
+}
+
+static int mutex_release(void *lock)
+{
+	return zkl_mutex_release(lock);
+}
+
+static void mutex_free(void *lock)
+{
+	zkl_mutex_free(lock);
+}
+
+const h_lock_kind h_mutex_kind = { mutex_open, mutex_acquire, mutex_release, mutex_free };
+
+static int semaphore_mutex_open(void **lock, zkl_client *c, const char *path)
+{
+	zkl_semaphore_mutex *m = NULL;
+	int rc = zkl_semaphore_mutex_new(&m, c, path);
+	*lock = m;
+	return rc;
+}
+
+static int semaphore_mutex_acquire(void *lock, int timeout_ms)
+{
+	return zkl_semaphore_mutex_acquire(lock, timeout_ms);
+}
+
+static int semaphore_mutex_release(void *lock)
+{
+	return zkl_semaphore_mutex_release(lock);
+}
+
+static void semaphore_mutex_free(void *lock)
+{
+	zkl_semaphore_mutex_free(lock);
+}
+
+const h_lock_kind h_semaphore_mutex_kind = { semaphore_mutex_open, semaphore_mutex_acquire,
+                                             semaphore_mutex_release, semaphore_mutex_free };
+
+static void excl_error(h_excl *e)
+{
+	__atomic_add_fetch(&e->errors, 1, __ATOMIC_SEQ_CST);
+}
+
+void h_excl_section(h_excl *e)
+{
+	h_note_max(&e->max_inside, __atomic_add_fetch(&e->inside, 1, __ATOMIC_SEQ_CST));
+	/* A read-modify-write that two holders at once would corrupt. */
+	int t = e->total;
+	sched_yield();
+	e->total = t + 1;
+	__atomic_sub_fetch(&e->inside, 1, __ATOMIC_SEQ_CST);
+}
+
+void *h_excl_thread(void *arg)
+{
+	h_excl *e = arg;
+	zkl_client *c = h_client(0);
+	void *lock;
+	if (e->kind->open(&lock, c, e->path) != 0) {
+		excl_error(e);
+		zkl_client_close(c);
+		return NULL;
+	}
+	for (int i = 0; i < e->cycles; i++) {
+		if (e->kind->acquire(lock, 30000) != 0) {
+			excl_error(e);
+			continue;
+		}
+		h_excl_section(e);
+		if (e->kind->release(lock) != 0)
+			excl_error(e);
+	}
+	e->kind->free(lock);
+	zkl_client_close(c);
+	return NULL;
+}
+
+/* ---- cmocka ---- */
 
 int h_setup(void **state)
 {

@@ -65,6 +65,16 @@ typedef struct zkl_client_options {
 	/* The C client logs to stderr by itself. true (default) silences it for this client;
 	 * false leaves it as the C client's process-wide settings say. */
 	bool quiet_zk_log;
+	/* false (default): a release sends the delete of its node and returns; the delete
+	 * travels ahead of the next request, so the next acquire costs no extra round trip.
+	 * If it is not confirmed, it is retried in the background until it succeeds or the
+	 * session ends; this client never counts the node as a contender meanwhile, and a
+	 * delete that fails for good is logged as an error. When disconnected, a release
+	 * waits as with true.
+	 * true: a release waits until the delete is confirmed (returns 0), or until the
+	 * session is gone or given up for lost (returns ZKL_ELOST; the node is then deleted
+	 * in the background if the session turns out to be alive). */
+	bool confirm_release;
 } zkl_client_options;
 
 /* Fills o with the defaults above. */
