@@ -68,6 +68,23 @@ const char *h_default_data(void)
 	return data;
 }
 
+void h_pair_open(h_pair *p, const char *test)
+{
+	p->path = h_path(test);
+	p->a = h_client(0);
+	p->b = h_client(0);
+	CHECK_OK(zkl_mutex_new(&p->ma, p->a, p->path));
+	CHECK_OK(zkl_mutex_new(&p->mb, p->b, p->path));
+}
+
+void h_pair_close(h_pair *p)
+{
+	zkl_mutex_free(p->ma);
+	zkl_mutex_free(p->mb);
+	zkl_client_close(p->a);
+	zkl_client_close(p->b);
+}
+
 /* ---- the tree, seen through a raw handle ---- */
 
 /* For the raw handle and the one that expires a session: their events are not needed. */
@@ -377,57 +394,6 @@ void h_on_lost(zkl_mutex *m, int reason, void *latch)
 
 /* ---- mutual exclusion under contention ---- */
 
-static int mutex_open(void **lock, zkl_client *c, const char *path)
-{
-	zkl_mutex *m = NULL;
-	int rc = zkl_mutex_new(&m, c, path);
-	*lock = m;
-	return rc;
-}
-
-static int mutex_acquire(void *lock, int timeout_ms)
-{
-	return zkl_mutex_acquire(lock, timeout_ms);
-}
-
-static int mutex_release(void *lock)
-{
-	return zkl_mutex_release(lock);
-}
-
-static void mutex_free(void *lock)
-{
-	zkl_mutex_free(lock);
-}
-
-const h_lock_kind h_mutex_kind = { mutex_open, mutex_acquire, mutex_release, mutex_free };
-
-static int semaphore_mutex_open(void **lock, zkl_client *c, const char *path)
-{
-	zkl_semaphore_mutex *m = NULL;
-	int rc = zkl_semaphore_mutex_new(&m, c, path);
-	*lock = m;
-	return rc;
-}
-
-static int semaphore_mutex_acquire(void *lock, int timeout_ms)
-{
-	return zkl_semaphore_mutex_acquire(lock, timeout_ms);
-}
-
-static int semaphore_mutex_release(void *lock)
-{
-	return zkl_semaphore_mutex_release(lock);
-}
-
-static void semaphore_mutex_free(void *lock)
-{
-	zkl_semaphore_mutex_free(lock);
-}
-
-const h_lock_kind h_semaphore_mutex_kind = { semaphore_mutex_open, semaphore_mutex_acquire,
-                                             semaphore_mutex_release, semaphore_mutex_free };
-
 static void excl_error(h_excl *e)
 {
 	__atomic_add_fetch(&e->errors, 1, __ATOMIC_SEQ_CST);
@@ -447,22 +413,28 @@ void *h_excl_thread(void *arg)
 {
 	h_excl *e = arg;
 	zkl_client *c = h_client(0);
-	void *lock;
-	if (e->kind->open(&lock, c, e->path) != 0) {
+	zkl_mutex *m = NULL;
+	zkl_semaphore_mutex *s = NULL;
+	int rc = e->semaphore_mutex ? zkl_semaphore_mutex_new(&s, c, e->path)
+	                            : zkl_mutex_new(&m, c, e->path);
+	if (rc != 0) {
 		excl_error(e);
 		zkl_client_close(c);
 		return NULL;
 	}
 	for (int i = 0; i < e->cycles; i++) {
-		if (e->kind->acquire(lock, 30000) != 0) {
+		rc = s ? zkl_semaphore_mutex_acquire(s, 30000) : zkl_mutex_acquire(m, 30000);
+		if (rc != 0) {
 			excl_error(e);
 			continue;
 		}
 		h_excl_section(e);
-		if (e->kind->release(lock) != 0)
+		rc = s ? zkl_semaphore_mutex_release(s) : zkl_mutex_release(m);
+		if (rc != 0)
 			excl_error(e);
 	}
-	e->kind->free(lock);
+	zkl_semaphore_mutex_free(s);
+	zkl_mutex_free(m);
 	zkl_client_close(c);
 	return NULL;
 }

@@ -8,17 +8,6 @@
 
 #include "harness.h"
 
-/* A child path of a test's base path ("<base>/<leaf>"): eight buffers in turn. Leaves
- * make the canonical (strcmp) order of a test's members explicit. */
-static const char *sub(const char *base, const char *leaf)
-{
-	static char bufs[8][300];
-	static int n;
-	char *b = bufs[n++ % 8];
-	snprintf(b, sizeof bufs[0], "%s/%s", base, leaf);
-	return b;
-}
-
 static int64_t now_ms(void)
 {
 	struct timespec ts;
@@ -40,66 +29,89 @@ static bool other_can_take(zkl_client *c, const char *path)
 	return ok;
 }
 
+/* The members of a test are h_sub(base, leaf) paths: the leaves make their canonical
+ * (strcmp) order explicit. Here: client a's mutexes on <base>/1, /2 and /3, the members
+ * of one canonical multi-lock; and a client b for the others. */
+struct three {
+	const char *base;
+	const char *p[3];
+	zkl_client *a, *b;
+	zkl_mutex *m[3];
+	zkl_multilock *ml;
+};
+
+static void three_open(struct three *t, const char *test)
+{
+	t->base = h_path(test);
+	t->a = h_client(0);
+	t->b = h_client(0);
+	CHECK_OK(zkl_multilock_new(&t->ml, ZKL_MULTILOCK_CANONICAL));
+	static const char *const leaves[3] = {"1", "2", "3"};
+	for (int i = 0; i < 3; i++) {
+		t->p[i] = h_sub(t->base, leaves[i]);
+		CHECK_OK(zkl_mutex_new(&t->m[i], t->a, t->p[i]));
+		CHECK_OK(zkl_multilock_add_mutex(t->ml, t->m[i]));
+	}
+}
+
+static void three_close(struct three *t)
+{
+	zkl_multilock_free(t->ml);
+	for (int i = 0; i < 3; i++)
+		zkl_mutex_free(t->m[i]);
+	zkl_client_close(t->a);
+	zkl_client_close(t->b);
+}
+
 /* ---- all or nothing: a member that cannot be taken leaves nothing held ---- */
 
 static void test_all_or_nothing(void **state)
 {
 	(void)state;
-	const char *base = h_path("aon");
-	const char *p[3] = {sub(base, "1"), sub(base, "2"), sub(base, "3")};
-	zkl_client *a = h_client(0), *b = h_client(0);
-	zkl_mutex *m[3], *other;
-	zkl_multilock *ml;
-	CHECK_OK(zkl_multilock_new(&ml, ZKL_MULTILOCK_CANONICAL));
-	for (int i = 0; i < 3; i++) {
-		CHECK_OK(zkl_mutex_new(&m[i], a, p[i]));
-		CHECK_OK(zkl_multilock_add_mutex(ml, m[i]));
-	}
-	CHECK_OK(zkl_mutex_new(&other, b, p[1]));
+	struct three t;
+	three_open(&t, "aon");
+	zkl_mutex *other;
+	CHECK_OK(zkl_mutex_new(&other, t.b, t.p[1]));
 	CHECK_OK(zkl_mutex_acquire(other, -1));
 
 	int64_t t0 = now_ms();
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_multilock_acquire(ml, 300));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_multilock_acquire(t.ml, 300));
 	int64_t elapsed = now_ms() - t0;
 	assert_true(elapsed >= 250);
 	assert_true(elapsed < 600);
-	assert_non_null(strstr(zkl_last_error(), p[1]));
-	assert_false(zkl_multilock_is_held(ml));
+	assert_non_null(strstr(zkl_last_error(), t.p[1]));
+	assert_false(zkl_multilock_is_held(t.ml));
 	for (int i = 0; i < 3; i++)
-		assert_false(zkl_mutex_is_held(m[i]));
+		assert_false(zkl_mutex_is_held(t.m[i]));
 	/* Member 1 was taken and given back; member 2 withdrew its node; 3 was not tried. */
-	assert_true(h_children(p[0]) <= 0);
-	assert_int_equal(h_children(p[1]), 1);
-	assert_true(h_children(p[2]) <= 0);
-	assert_true(other_can_take(b, p[0]));
-	assert_true(other_can_take(b, p[2]));
+	assert_true(h_children(t.p[0]) <= 0);
+	assert_int_equal(h_children(t.p[1]), 1);
+	assert_true(h_children(t.p[2]) <= 0);
+	assert_true(other_can_take(t.b, t.p[0]));
+	assert_true(other_can_take(t.b, t.p[2]));
 
 	/* Try-once: the same, at once. */
 	t0 = now_ms();
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_multilock_acquire(ml, 0));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_multilock_acquire(t.ml, 0));
 	assert_true(now_ms() - t0 < 2000);
-	assert_true(h_children(p[0]) <= 0);
-	assert_int_equal(h_children(p[1]), 1);
-	assert_true(other_can_take(b, p[0]));
-	CHECK_RC(ZKL_ENOTHELD, zkl_multilock_release(ml));
+	assert_true(h_children(t.p[0]) <= 0);
+	assert_int_equal(h_children(t.p[1]), 1);
+	assert_true(other_can_take(t.b, t.p[0]));
+	CHECK_RC(ZKL_ENOTHELD, zkl_multilock_release(t.ml));
 
 	/* Once member 2 is free, the whole set can be taken. */
 	CHECK_OK(zkl_mutex_release(other));
-	CHECK_OK(zkl_multilock_acquire(ml, 5000));
-	assert_true(zkl_multilock_is_held(ml));
+	CHECK_OK(zkl_multilock_acquire(t.ml, 5000));
+	assert_true(zkl_multilock_is_held(t.ml));
 	for (int i = 0; i < 3; i++)
-		assert_int_equal(h_children(p[i]), 1);
-	CHECK_OK(zkl_multilock_release(ml));
-	assert_false(zkl_multilock_is_held(ml));
+		assert_int_equal(h_children(t.p[i]), 1);
+	CHECK_OK(zkl_multilock_release(t.ml));
+	assert_false(zkl_multilock_is_held(t.ml));
 	for (int i = 0; i < 3; i++)
-		assert_true(h_children(p[i]) <= 0);
+		assert_true(h_children(t.p[i]) <= 0);
 
-	zkl_multilock_free(ml);
-	for (int i = 0; i < 3; i++)
-		zkl_mutex_free(m[i]);
 	zkl_mutex_free(other);
-	zkl_client_close(a);
-	zkl_client_close(b);
+	three_close(&t);
 }
 
 /* ---- one deadline for all members, not one per member ---- */
@@ -134,17 +146,9 @@ static void *staggered_thread(void *arg)
 static void test_one_deadline(void **state)
 {
 	(void)state;
-	const char *base = h_path("deadline");
-	const char *p[3] = {sub(base, "1"), sub(base, "2"), sub(base, "3")};
-	zkl_client *a = h_client(0), *b = h_client(0);
-	zkl_mutex *m[3];
-	zkl_multilock *ml;
-	CHECK_OK(zkl_multilock_new(&ml, ZKL_MULTILOCK_CANONICAL));
-	for (int i = 0; i < 3; i++) {
-		CHECK_OK(zkl_mutex_new(&m[i], a, p[i]));
-		CHECK_OK(zkl_multilock_add_mutex(ml, m[i]));
-	}
-	struct staggered s = { .c = b, .p2 = p[1], .p3 = p[2], .ready = h_latch_new(),
+	struct three t;
+	three_open(&t, "deadline");
+	struct staggered s = { .c = t.b, .p2 = t.p[1], .p3 = t.p[2], .ready = h_latch_new(),
 	                       .done = h_latch_new() };
 	pthread_t th;
 	pthread_create(&th, NULL, staggered_thread, &s);
@@ -153,27 +157,23 @@ static void test_one_deadline(void **state)
 	/* Member 2 comes free after about 500 ms, member 3 never: with one deadline the call
 	 * ends after about 1000 ms, with one per member it would take about 1500. */
 	int64_t t0 = now_ms();
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_multilock_acquire(ml, 1000));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_multilock_acquire(t.ml, 1000));
 	int64_t elapsed = now_ms() - t0;
 	assert_true(elapsed >= 900);
 	assert_true(elapsed < 1400);
-	assert_non_null(strstr(zkl_last_error(), p[2]));
-	assert_true(h_children(p[0]) <= 0);
-	assert_true(h_children(p[1]) <= 0);
-	assert_int_equal(h_children(p[2]), 1);
+	assert_non_null(strstr(zkl_last_error(), t.p[2]));
+	assert_true(h_children(t.p[0]) <= 0);
+	assert_true(h_children(t.p[1]) <= 0);
+	assert_int_equal(h_children(t.p[2]), 1);
 
 	h_latch_set(s.done);
 	pthread_join(th, NULL);
 	CHECK_OK(s.rc);
-	CHECK_OK(zkl_multilock_acquire(ml, 5000));
-	CHECK_OK(zkl_multilock_release(ml));
+	CHECK_OK(zkl_multilock_acquire(t.ml, 5000));
+	CHECK_OK(zkl_multilock_release(t.ml));
 	h_latch_free(s.ready);
 	h_latch_free(s.done);
-	zkl_multilock_free(ml);
-	for (int i = 0; i < 3; i++)
-		zkl_mutex_free(m[i]);
-	zkl_client_close(a);
-	zkl_client_close(b);
+	three_close(&t);
 }
 
 /* ---- a mix of kinds: mutex, semaphore-mutex, rwlock halves ---- */
@@ -182,7 +182,8 @@ static void test_mixed_members(void **state)
 {
 	(void)state;
 	const char *base = h_path("mixed");
-	const char *pm = sub(base, "a-mutex"), *ps = sub(base, "b-sem"), *pr = sub(base, "c-rw");
+	const char *pm = h_sub(base, "a-mutex"), *ps = h_sub(base, "b-sem");
+	const char *pr = h_sub(base, "c-rw");
 	zkl_client *a = h_client(0), *b = h_client(0);
 	zkl_mutex *m, *om;
 	zkl_semaphore_mutex *s, *os;
@@ -265,50 +266,40 @@ static void test_mixed_members(void **state)
 static void test_release_continues_past_errors(void **state)
 {
 	(void)state;
-	const char *base = h_path("relerr");
-	const char *p[3] = {sub(base, "1"), sub(base, "2"), sub(base, "3")};
-	zkl_client *a = h_client(0), *b = h_client(0);
-	zkl_mutex *m[3];
-	zkl_multilock *ml;
-	CHECK_OK(zkl_multilock_new(&ml, ZKL_MULTILOCK_CANONICAL));
-	for (int i = 0; i < 3; i++) {
-		CHECK_OK(zkl_mutex_new(&m[i], a, p[i]));
-		CHECK_OK(zkl_multilock_add_mutex(ml, m[i]));
-	}
-	CHECK_OK(zkl_multilock_acquire(ml, 5000));
+	struct three t;
+	three_open(&t, "relerr");
+	CHECK_OK(zkl_multilock_acquire(t.ml, 5000));
 	/* Member 2 released behind the multi-lock's back: its release by the multi-lock
 	 * fails (the thread no longer holds it), and the others are released all the same. */
-	CHECK_OK(zkl_mutex_release(m[1]));
-	assert_false(zkl_multilock_is_held(ml));
-	CHECK_RC(ZKL_ENOTOWNER, zkl_multilock_release(ml));
-	assert_non_null(strstr(zkl_last_error(), p[1]));
+	CHECK_OK(zkl_mutex_release(t.m[1]));
+	assert_false(zkl_multilock_is_held(t.ml));
+	CHECK_RC(ZKL_ENOTOWNER, zkl_multilock_release(t.ml));
+	assert_non_null(strstr(zkl_last_error(), t.p[1]));
 	for (int i = 0; i < 3; i++) {
-		assert_false(zkl_mutex_is_held(m[i]));
-		assert_true(h_children(p[i]) <= 0);
-		assert_true(other_can_take(b, p[i]));
+		assert_false(zkl_mutex_is_held(t.m[i]));
+		assert_true(h_children(t.p[i]) <= 0);
+		assert_true(other_can_take(t.b, t.p[i]));
 	}
 	/* The hold is over. */
-	CHECK_RC(ZKL_ENOTHELD, zkl_multilock_release(ml));
+	CHECK_RC(ZKL_ENOTHELD, zkl_multilock_release(t.ml));
 
 	/* The first error is the one returned: the last member fails first (reverse order). */
 	zkl_semaphore_mutex *s;
-	const char *ps = sub(base, "4");
-	CHECK_OK(zkl_semaphore_mutex_new(&s, a, ps));
-	CHECK_OK(zkl_multilock_add_semaphore_mutex(ml, s));
-	CHECK_OK(zkl_multilock_acquire(ml, 5000));
+	const char *ps = h_sub(t.base, "4");
+	CHECK_OK(zkl_semaphore_mutex_new(&s, t.a, ps));
+	CHECK_OK(zkl_multilock_add_semaphore_mutex(t.ml, s));
+	CHECK_OK(zkl_multilock_acquire(t.ml, 5000));
 	CHECK_OK(zkl_semaphore_mutex_release(s));
-	CHECK_OK(zkl_mutex_release(m[0]));
-	CHECK_RC(ZKL_ENOTHELD, zkl_multilock_release(ml));
+	CHECK_OK(zkl_mutex_release(t.m[0]));
+	CHECK_RC(ZKL_ENOTHELD, zkl_multilock_release(t.ml));
 	assert_non_null(strstr(zkl_last_error(), ps));
 	for (int i = 0; i < 3; i++)
-		assert_true(other_can_take(b, p[i]));
+		assert_true(other_can_take(t.b, t.p[i]));
 
-	zkl_multilock_free(ml);
-	for (int i = 0; i < 3; i++)
-		zkl_mutex_free(m[i]);
+	zkl_multilock_free(t.ml); /* before its member s */
+	t.ml = NULL;
 	zkl_semaphore_mutex_free(s);
-	zkl_client_close(a);
-	zkl_client_close(b);
+	three_close(&t);
 }
 
 /* ---- opposite orders of addition do not deadlock in canonical order ---- */
@@ -316,8 +307,7 @@ static void test_release_continues_past_errors(void **state)
 struct crossed {
 	const char *first, *second;
 	int rounds;
-	int *inside;
-	int *max_inside;
+	h_excl *excl; /* shared: counts who is inside */
 	int errors;
 	h_latch *done;
 };
@@ -340,14 +330,7 @@ static void *crossed_thread(void *arg)
 			x->errors++;
 			continue;
 		}
-		int now = __atomic_add_fetch(x->inside, 1, __ATOMIC_SEQ_CST);
-		int max = __atomic_load_n(x->max_inside, __ATOMIC_SEQ_CST);
-		while (now > max &&
-		       !__atomic_compare_exchange_n(x->max_inside, &max, now, false,
-		                                    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-			;
-		sched_yield();
-		__atomic_sub_fetch(x->inside, 1, __ATOMIC_SEQ_CST);
+		h_excl_section(x->excl);
 		if (zkl_multilock_release(ml) != 0)
 			x->errors++;
 	}
@@ -363,13 +346,11 @@ static void test_opposite_orders(void **state)
 {
 	(void)state;
 	const char *base = h_path("crossed");
-	const char *pa = sub(base, "a"), *pb = sub(base, "b");
-	int inside = 0, max_inside = 0;
+	const char *pa = h_sub(base, "a"), *pb = h_sub(base, "b");
+	h_excl excl = {0};
 	struct crossed x[2] = {
-		{ .first = pa, .second = pb, .rounds = 50, .inside = &inside,
-		  .max_inside = &max_inside, .done = h_latch_new() },
-		{ .first = pb, .second = pa, .rounds = 50, .inside = &inside,
-		  .max_inside = &max_inside, .done = h_latch_new() },
+		{ .first = pa, .second = pb, .rounds = 50, .excl = &excl, .done = h_latch_new() },
+		{ .first = pb, .second = pa, .rounds = 50, .excl = &excl, .done = h_latch_new() },
 	};
 	pthread_t th[2];
 	for (int i = 0; i < 2; i++)
@@ -383,7 +364,7 @@ static void test_opposite_orders(void **state)
 		assert_int_equal(x[i].errors, 0);
 		h_latch_free(x[i].done);
 	}
-	assert_int_equal(max_inside, 1);
+	assert_int_equal(excl.max_inside, 1);
 	assert_true(h_children(pa) <= 0);
 	assert_true(h_children(pb) <= 0);
 }
@@ -395,7 +376,7 @@ static void test_as_added_order(void **state)
 	(void)state;
 	const char *base = h_path("order");
 	/* A is added first but sorts after B. */
-	const char *pa = sub(base, "2-a"), *pb = sub(base, "1-b");
+	const char *pa = h_sub(base, "2-a"), *pb = h_sub(base, "1-b");
 	zkl_client *a = h_client(0), *b = h_client(0);
 	zkl_mutex *ma, *mb, *other;
 	CHECK_OK(zkl_mutex_new(&ma, a, pa));
@@ -446,7 +427,7 @@ static void test_nesting_and_free(void **state)
 {
 	(void)state;
 	const char *base = h_path("nest");
-	const char *p1 = sub(base, "1"), *p2 = sub(base, "2");
+	const char *p1 = h_sub(base, "1"), *p2 = h_sub(base, "2");
 	zkl_client *a = h_client(0), *b = h_client(0);
 	zkl_mutex *m1, *m2;
 	CHECK_OK(zkl_mutex_new(&m1, a, p1));
@@ -461,11 +442,7 @@ static void test_nesting_and_free(void **state)
 	assert_int_equal(h_children(p1), 1);
 	assert_int_equal(h_children(p2), 1);
 
-	pthread_t th;
-	void *ret;
-	pthread_create(&th, NULL, release_other, ml);
-	pthread_join(th, &ret);
-	CHECK_RC(ZKL_ENOTOWNER, (int)(intptr_t)ret);
+	CHECK_RC(ZKL_ENOTOWNER, h_in_thread(release_other, ml));
 	assert_true(zkl_multilock_is_held(ml));
 
 	CHECK_OK(zkl_multilock_release(ml));
@@ -511,9 +488,9 @@ static void test_invalid(void **state)
 
 	zkl_mutex *m, *m2;
 	zkl_semaphore_mutex *s;
-	CHECK_OK(zkl_mutex_new(&m, c, sub(base, "m")));
-	CHECK_OK(zkl_mutex_new(&m2, c, sub(base, "m2")));
-	CHECK_OK(zkl_semaphore_mutex_new(&s, c, sub(base, "s")));
+	CHECK_OK(zkl_mutex_new(&m, c, h_sub(base, "m")));
+	CHECK_OK(zkl_mutex_new(&m2, c, h_sub(base, "m2")));
+	CHECK_OK(zkl_semaphore_mutex_new(&s, c, h_sub(base, "s")));
 	CHECK_OK(zkl_multilock_add_mutex(ml, m));
 	CHECK_RC(ZKL_EINVAL, zkl_multilock_add_mutex(ml, m));
 	assert_true(strlen(zkl_last_error()) > 0);

@@ -9,52 +9,11 @@
 
 /* ---- mutual exclusion: 8 threads on 8 clients, 500 cycles in all ---- */
 
-struct excl {
-	const char *path;
-	int cycles;
-	int inside;        /* atomically changed inside the critical section */
-	int max_inside;
-	int total;
-	int errors;
-};
-
-static void *excl_thread(void *arg)
-{
-	struct excl *e = arg;
-	zkl_client *c = h_client(0);
-	zkl_mutex *m;
-	if (zkl_mutex_new(&m, c, e->path) != 0)
-		__atomic_add_fetch(&e->errors, 1, __ATOMIC_SEQ_CST);
-	for (int i = 0; i < e->cycles; i++) {
-		if (zkl_mutex_acquire(m, 30000) != 0) {
-			__atomic_add_fetch(&e->errors, 1, __ATOMIC_SEQ_CST);
-			continue;
-		}
-		int now = __atomic_add_fetch(&e->inside, 1, __ATOMIC_SEQ_CST);
-		if (now > e->max_inside)
-			e->max_inside = now;
-		/* A read-modify-write that two holders at once would corrupt. */
-		int t = e->total;
-		sched_yield();
-		e->total = t + 1;
-		__atomic_sub_fetch(&e->inside, 1, __ATOMIC_SEQ_CST);
-		if (zkl_mutex_release(m) != 0)
-			__atomic_add_fetch(&e->errors, 1, __ATOMIC_SEQ_CST);
-	}
-	zkl_mutex_free(m);
-	zkl_client_close(c);
-	return NULL;
-}
-
 static void test_mutual_exclusion(void **state)
 {
 	(void)state;
-	struct excl e = { .path = h_path("excl"), .cycles = 500 / 8 + 1 };
-	pthread_t th[8];
-	for (int i = 0; i < 8; i++)
-		pthread_create(&th[i], NULL, excl_thread, &e);
-	for (int i = 0; i < 8; i++)
-		pthread_join(th[i], NULL);
+	h_excl e = { .path = h_path("excl"), .cycles = 500 / 8 + 1 };
+	h_threads(8, h_excl_thread, &e);
 	assert_int_equal(e.errors, 0);
 	assert_int_equal(e.max_inside, 1);
 	assert_int_equal(e.total, 8 * e.cycles);
@@ -87,17 +46,6 @@ static void *fifo_thread(void *arg)
 	return NULL;
 }
 
-static void wait_queue_len(const char *path, int n)
-{
-	/* The queue's length is the event: poll the server until it is reached. */
-	for (int i = 0; i < 2000; i++) {
-		if (h_children(path) == n)
-			return;
-		usleep(5000);
-	}
-	fail_msg("queue at %s never reached %d", path, n);
-}
-
 static void test_fifo(void **state)
 {
 	(void)state;
@@ -116,7 +64,7 @@ static void test_fifo(void **state)
 		cs[i] = h_client(0);
 		ws[i] = (struct fifo_waiter){cs[i], path, i + 1, order, &next, &mu};
 		pthread_create(&th[i], NULL, fifo_thread, &ws[i]);
-		wait_queue_len(path, i + 2);
+		h_wait_children(path, i + 2);
 	}
 	CHECK_OK(zkl_mutex_release(holder));
 	for (int i = 0; i < N; i++)
@@ -189,33 +137,26 @@ static void test_reentrant(void **state)
 static void test_timeout_and_try_once(void **state)
 {
 	(void)state;
-	const char *path = h_path("timeout");
-	zkl_client *a = h_client(0), *b = h_client(0);
-	zkl_mutex *ma, *mb;
-	CHECK_OK(zkl_mutex_new(&ma, a, path));
-	CHECK_OK(zkl_mutex_new(&mb, b, path));
-	CHECK_OK(zkl_mutex_acquire(ma, -1));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(mb, 300));
-	assert_int_equal(h_children(path), 1);
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(mb, 0));
-	assert_int_equal(h_children(path), 1);
-	assert_false(zkl_mutex_is_held(mb));
-	assert_int_equal(zkl_mutex_token(mb), ZKL_ENOTHELD);
-	CHECK_OK(zkl_mutex_release(ma));
-	CHECK_OK(zkl_mutex_acquire(mb, 0));
-	assert_true(zkl_mutex_is_held(mb));
-	CHECK_OK(zkl_mutex_release(mb));
-	zkl_mutex_free(ma);
-	zkl_mutex_free(mb);
+	h_pair t;
+	h_pair_open(&t, "timeout");
+	CHECK_OK(zkl_mutex_acquire(t.ma, -1));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(t.mb, 300));
+	assert_int_equal(h_children(t.path), 1);
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(t.mb, 0));
+	assert_int_equal(h_children(t.path), 1);
+	assert_false(zkl_mutex_is_held(t.mb));
+	assert_int_equal(zkl_mutex_token(t.mb), ZKL_ENOTHELD);
+	CHECK_OK(zkl_mutex_release(t.ma));
+	CHECK_OK(zkl_mutex_acquire(t.mb, 0));
+	assert_true(zkl_mutex_is_held(t.mb));
+	CHECK_OK(zkl_mutex_release(t.mb));
 	/* Trying once on a path whose folder does not exist yet creates it and succeeds. */
-	char fresh[300];
-	snprintf(fresh, sizeof fresh, "%s/fresh/deeper", h_path("tryonce"));
-	CHECK_OK(zkl_mutex_new(&ma, a, fresh));
-	CHECK_OK(zkl_mutex_acquire(ma, 0));
-	CHECK_OK(zkl_mutex_release(ma));
-	zkl_mutex_free(ma);
-	zkl_client_close(a);
-	zkl_client_close(b);
+	zkl_mutex *fresh;
+	CHECK_OK(zkl_mutex_new(&fresh, t.a, h_sub(h_path("tryonce"), "fresh/deeper")));
+	CHECK_OK(zkl_mutex_acquire(fresh, 0));
+	CHECK_OK(zkl_mutex_release(fresh));
+	zkl_mutex_free(fresh);
+	h_pair_close(&t);
 }
 
 /* ---- release by a thread that does not hold it ---- */
@@ -234,11 +175,7 @@ static void test_release_not_owner(void **state)
 	CHECK_OK(zkl_mutex_new(&m, c, path));
 	CHECK_RC(ZKL_ENOTOWNER, zkl_mutex_release(m));
 	CHECK_OK(zkl_mutex_acquire(m, -1));
-	pthread_t th;
-	void *ret;
-	pthread_create(&th, NULL, release_other, m);
-	pthread_join(th, &ret);
-	CHECK_RC(ZKL_ENOTOWNER, (int)(intptr_t)ret);
+	CHECK_RC(ZKL_ENOTOWNER, h_in_thread(release_other, m));
 	assert_true(zkl_mutex_is_held(m));
 	assert_int_equal(h_children(path), 1);
 	CHECK_OK(zkl_mutex_release(m));
@@ -251,38 +188,29 @@ static void test_release_not_owner(void **state)
 static void test_stray_children(void **state)
 {
 	(void)state;
-	const char *path = h_path("stray");
-	zkl_client *a = h_client(0), *b = h_client(0);
-	zkl_mutex *ma, *mb;
-	CHECK_OK(zkl_mutex_new(&ma, a, path));
-	CHECK_OK(zkl_mutex_new(&mb, b, path));
-	CHECK_OK(zkl_mutex_acquire(ma, -1));
-	CHECK_OK(zkl_mutex_release(ma));
+	h_pair t;
+	h_pair_open(&t, "stray");
+	CHECK_OK(zkl_mutex_acquire(t.ma, -1));
+	CHECK_OK(zkl_mutex_release(t.ma));
 	/* The folder exists now (a container); put junk in it. */
-	char p[512];
 	const char *junk[] = {"stray", "lock-", "lock-12", "x-lock-00000000ab", "readme.txt",
 	                      "lock-99999999999"};
-	for (size_t i = 0; i < sizeof junk / sizeof *junk; i++) {
-		snprintf(p, sizeof p, "%s/%s", path, junk[i]);
-		h_create(p, "junk");
-	}
-	CHECK_OK(zkl_mutex_acquire(ma, 5000));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(mb, 200));
+	for (size_t i = 0; i < sizeof junk / sizeof *junk; i++)
+		h_create(h_sub(t.path, junk[i]), "junk");
+	CHECK_OK(zkl_mutex_acquire(t.ma, 5000));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(t.mb, 200));
 	zkl_participant *ps;
 	size_t n;
-	CHECK_OK(zkl_mutex_participants(ma, &ps, &n));
+	CHECK_OK(zkl_mutex_participants(t.ma, &ps, &n));
 	assert_int_equal(n, 1);
 	assert_true(ps[0].holder);
-	assert_int_equal(ps[0].czxid, zkl_mutex_token(ma));
+	assert_int_equal(ps[0].czxid, zkl_mutex_token(t.ma));
 	zkl_participants_free(ps, n);
-	CHECK_OK(zkl_mutex_release(ma));
-	CHECK_OK(zkl_mutex_acquire(mb, 5000));
-	CHECK_OK(zkl_mutex_release(mb));
-	assert_int_equal(h_children(path), 6);
-	zkl_mutex_free(ma);
-	zkl_mutex_free(mb);
-	zkl_client_close(a);
-	zkl_client_close(b);
+	CHECK_OK(zkl_mutex_release(t.ma));
+	CHECK_OK(zkl_mutex_acquire(t.mb, 5000));
+	CHECK_OK(zkl_mutex_release(t.mb));
+	assert_int_equal(h_children(t.path), 6);
+	h_pair_close(&t);
 }
 
 /* ---- the container parent goes once empty ---- */
@@ -290,8 +218,7 @@ static void test_stray_children(void **state)
 static void test_container_removed(void **state)
 {
 	(void)state;
-	char path[256];
-	snprintf(path, sizeof path, "%s/deep/lock", h_path("container"));
+	const char *path = h_sub(h_path("container"), "deep/lock");
 	zkl_client *c = h_client(0);
 	zkl_mutex *m;
 	CHECK_OK(zkl_mutex_new(&m, c, path));
@@ -310,32 +237,26 @@ static void test_container_removed(void **state)
 static void test_participants(void **state)
 {
 	(void)state;
-	const char *path = h_path("participants");
-	zkl_client *a = h_client(0), *b = h_client(0);
-	zkl_mutex *ma, *mb;
-	CHECK_OK(zkl_mutex_new(&ma, a, path));
-	CHECK_OK(zkl_mutex_new(&mb, b, path));
-	CHECK_OK(zkl_mutex_set_data(mb, "worker-b", 8));
-	CHECK_OK(zkl_mutex_acquire(ma, -1));
+	h_pair t;
+	h_pair_open(&t, "participants");
+	CHECK_OK(zkl_mutex_set_data(t.mb, "worker-b", 8));
+	CHECK_OK(zkl_mutex_acquire(t.ma, -1));
 	zkl_participant *ps;
 	size_t n;
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(mb, 0));
-	CHECK_OK(zkl_mutex_participants(mb, &ps, &n));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(t.mb, 0));
+	CHECK_OK(zkl_mutex_participants(t.mb, &ps, &n));
 	assert_int_equal(n, 1);
-	char host[256], want[300];
-	gethostname(host, sizeof host);
-	snprintf(want, sizeof want, "%s:%ld", host, (long)getpid());
-	assert_string_equal(ps[0].data, want);
+	assert_string_equal(ps[0].data, h_default_data());
 	assert_non_null(strstr(ps[0].path, "/_c_"));
 	assert_non_null(strstr(ps[0].path, "-lock-"));
 	zkl_participants_free(ps, n);
 
 	/* A queued waiter shows up second, with its data. */
-	struct other o = { .m = mb, .tried = h_latch_new() };
+	struct other o = { .m = t.mb, .tried = h_latch_new() };
 	(void)o;
-	CHECK_OK(zkl_mutex_release(ma));
-	CHECK_OK(zkl_mutex_acquire(mb, 1000));
-	CHECK_OK(zkl_mutex_participants(ma, &ps, &n));
+	CHECK_OK(zkl_mutex_release(t.ma));
+	CHECK_OK(zkl_mutex_acquire(t.mb, 1000));
+	CHECK_OK(zkl_mutex_participants(t.ma, &ps, &n));
 	assert_int_equal(n, 1);
 	assert_string_equal(ps[0].data, "worker-b");
 	assert_int_equal(ps[0].data_len, 8);
@@ -343,89 +264,47 @@ static void test_participants(void **state)
 	zkl_participants_free(ps, n);
 	h_latch_free(o.tried);
 	/* Tokens grow from holder to holder. */
-	int64_t t1 = zkl_mutex_token(mb);
-	CHECK_OK(zkl_mutex_release(mb));
-	CHECK_OK(zkl_mutex_acquire(ma, 1000));
-	assert_true(zkl_mutex_token(ma) > t1);
-	CHECK_OK(zkl_mutex_release(ma));
-	zkl_mutex_free(ma);
-	zkl_mutex_free(mb);
-	zkl_client_close(a);
-	zkl_client_close(b);
+	int64_t t1 = zkl_mutex_token(t.mb);
+	CHECK_OK(zkl_mutex_release(t.mb));
+	CHECK_OK(zkl_mutex_acquire(t.ma, 1000));
+	assert_true(zkl_mutex_token(t.ma) > t1);
+	CHECK_OK(zkl_mutex_release(t.ma));
+	h_pair_close(&t);
 }
 
 /* ---- an expired holder is told, and the waiter gets the lock ---- */
 
-static void on_lost(zkl_mutex *m, int reason, void *data)
-{
-	(void)m;
-	if (reason == ZKL_ELOST)
-		h_latch_set(data);
-}
-
-struct acq {
-	zkl_mutex *m;
-	int rc;
-	bool held;
-	h_latch *done;
-	h_latch *release;  /* if set: hold until it is set, then release */
-	int release_rc;
-};
-
-static void *acquire_thread(void *arg)
-{
-	struct acq *a = arg;
-	a->rc = zkl_mutex_acquire(a->m, 30000);
-	a->held = zkl_mutex_is_held(a->m);
-	h_latch_set(a->done);
-	if (a->rc == 0 && a->release) {
-		h_latch_wait(a->release, 60000);
-		a->release_rc = zkl_mutex_release(a->m);
-	}
-	return NULL;
-}
-
 static void test_session_expiry(void **state)
 {
 	(void)state;
-	const char *path = h_path("expiry");
-	zkl_client *a = h_client(0), *b = h_client(0);
-	zkl_mutex *ma, *mb;
-	CHECK_OK(zkl_mutex_new(&ma, a, path));
-	CHECK_OK(zkl_mutex_new(&mb, b, path));
+	h_pair t;
+	h_pair_open(&t, "expiry");
 	h_latch *lost = h_latch_new();
-	CHECK_OK(zkl_mutex_on_lost(ma, on_lost, lost));
-	CHECK_OK(zkl_mutex_acquire(ma, -1));
-	int64_t old_token = zkl_mutex_token(ma);
-	struct acq w = { .m = mb, .done = h_latch_new(), .release = h_latch_new() };
-	pthread_t th;
-	pthread_create(&th, NULL, acquire_thread, &w);
-	wait_queue_len(path, 2);
+	CHECK_OK(zkl_mutex_on_lost(t.ma, h_on_lost, lost));
+	CHECK_OK(zkl_mutex_acquire(t.ma, -1));
+	int64_t old_token = zkl_mutex_token(t.ma);
+	h_acq w;
+	h_acq_start(&w, t.mb, true);
+	h_wait_children(t.path, 2);
 
-	h_expire(a);
+	h_expire(t.a);
 	assert_true(h_latch_wait(lost, 20000));
 	assert_true(h_latch_wait(w.done, 20000));
 	CHECK_OK(w.rc);
 	assert_true(w.held);
-	assert_true(zkl_mutex_token(mb) > old_token);
-	assert_false(zkl_mutex_is_held(ma));
-	assert_int_equal(zkl_mutex_token(ma), ZKL_ENOTHELD);
-	CHECK_RC(ZKL_ELOST, zkl_mutex_release(ma));
+	assert_true(zkl_mutex_token(t.mb) > old_token);
+	assert_false(zkl_mutex_is_held(t.ma));
+	assert_int_equal(zkl_mutex_token(t.ma), ZKL_ENOTHELD);
+	CHECK_RC(ZKL_ELOST, zkl_mutex_release(t.ma));
 	assert_int_equal(h_latch_count(lost), 1);
 	/* The old client works again on its new session. */
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(ma, 0));
-	h_latch_set(w.release);
-	pthread_join(th, NULL);
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(t.ma, 0));
+	h_acq_join(&w);
 	CHECK_OK(w.release_rc);
-	CHECK_OK(zkl_mutex_acquire(ma, 5000));
-	CHECK_OK(zkl_mutex_release(ma));
-	zkl_mutex_free(ma);
-	zkl_mutex_free(mb);
+	CHECK_OK(zkl_mutex_acquire(t.ma, 5000));
+	CHECK_OK(zkl_mutex_release(t.ma));
 	h_latch_free(lost);
-	h_latch_free(w.done);
-	h_latch_free(w.release);
-	zkl_client_close(a);
-	zkl_client_close(b);
+	h_pair_close(&t);
 }
 
 /* ---- cancel withdraws a waiter ---- */
@@ -433,27 +312,19 @@ static void test_session_expiry(void **state)
 static void test_cancel(void **state)
 {
 	(void)state;
-	const char *path = h_path("cancel");
-	zkl_client *a = h_client(0), *b = h_client(0);
-	zkl_mutex *ma, *mb;
-	CHECK_OK(zkl_mutex_new(&ma, a, path));
-	CHECK_OK(zkl_mutex_new(&mb, b, path));
-	CHECK_OK(zkl_mutex_acquire(ma, -1));
-	struct acq w = { .m = mb, .done = h_latch_new() };
-	pthread_t th;
-	pthread_create(&th, NULL, acquire_thread, &w);
-	wait_queue_len(path, 2);
-	zkl_mutex_cancel(mb);
+	h_pair t;
+	h_pair_open(&t, "cancel");
+	CHECK_OK(zkl_mutex_acquire(t.ma, -1));
+	h_acq w;
+	h_acq_start(&w, t.mb, false);
+	h_wait_children(t.path, 2);
+	zkl_mutex_cancel(t.mb);
 	assert_true(h_latch_wait(w.done, 20000));
-	pthread_join(th, NULL);
+	h_acq_join(&w);
 	CHECK_RC(ZKL_ECANCELED, w.rc);
-	assert_int_equal(h_children(path), 1);
-	CHECK_OK(zkl_mutex_release(ma));
-	h_latch_free(w.done);
-	zkl_mutex_free(ma);
-	zkl_mutex_free(mb);
-	zkl_client_close(a);
-	zkl_client_close(b);
+	assert_int_equal(h_children(t.path), 1);
+	CHECK_OK(zkl_mutex_release(t.ma));
+	h_pair_close(&t);
 }
 
 /* ---- bad arguments ---- */

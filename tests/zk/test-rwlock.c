@@ -11,77 +11,6 @@
 
 /* ---- helpers ---- */
 
-/* A counter that threads can wait on until it reaches a value. */
-struct counter {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int n;
-};
-
-static void counter_init(struct counter *k)
-{
-	pthread_condattr_t a;
-	pthread_condattr_init(&a);
-	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-	pthread_mutex_init(&k->mu, NULL);
-	pthread_cond_init(&k->cv, &a);
-	pthread_condattr_destroy(&a);
-	k->n = 0;
-}
-
-static void counter_destroy(struct counter *k)
-{
-	pthread_mutex_destroy(&k->mu);
-	pthread_cond_destroy(&k->cv);
-}
-
-static void counter_add(struct counter *k, int d)
-{
-	pthread_mutex_lock(&k->mu);
-	k->n += d;
-	pthread_cond_broadcast(&k->cv);
-	pthread_mutex_unlock(&k->mu);
-}
-
-static int counter_get(struct counter *k)
-{
-	pthread_mutex_lock(&k->mu);
-	int n = k->n;
-	pthread_mutex_unlock(&k->mu);
-	return n;
-}
-
-/* Waits until the counter is at least want, at most ms. Returns 1 if it got there. */
-static int counter_wait(struct counter *k, int want, int ms)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&k->mu);
-	int rc = 0;
-	while (k->n < want && rc == 0)
-		rc = pthread_cond_timedwait(&k->cv, &k->mu, &ts);
-	int ok = k->n >= want;
-	pthread_mutex_unlock(&k->mu);
-	return ok;
-}
-
-static void wait_queue_len(const char *path, int n)
-{
-	/* The queue's length is the event: poll the server until it is reached. */
-	for (int i = 0; i < 2000; i++) {
-		if (h_children(path) == n)
-			return;
-		usleep(5000);
-	}
-	fail_msg("queue at %s never reached %d (it has %d)", path, n, h_children(path));
-}
-
 static const char *base_name(const char *path)
 {
 	const char *s = strrchr(path, '/');
@@ -104,27 +33,35 @@ static int curator_name(const char *name, const char *marker)
 	return 1;
 }
 
-/* A thread that acquires one half, reports, holds until told, then releases. */
-struct acq {
-	zkl_mutex *m;
-	int timeout_ms;
-	int rc;
-	int release_rc;
-	h_latch *done;     /* set once the acquire has returned */
-	h_latch *release;  /* if set: hold until it is set, then release */
+/* Clients a and b (and x, with three) with a handle each on one read-write lock: where
+ * most tests start. */
+struct rws {
+	const char *path;
+	zkl_client *a, *b, *x;
+	zkl_rwlock *ra, *rb, *rx;
 };
 
-static void *acquire_thread(void *arg)
+static void rws_open(struct rws *t, const char *test, bool three)
 {
-	struct acq *a = arg;
-	a->rc = zkl_mutex_acquire(a->m, a->timeout_ms ? a->timeout_ms : 30000);
-	h_latch_set(a->done);
-	if (a->rc == 0) {
-		if (a->release)
-			h_latch_wait(a->release, 60000);
-		a->release_rc = zkl_mutex_release(a->m);
-	}
-	return NULL;
+	*t = (struct rws){ .path = h_path(test) };
+	t->a = h_client(0);
+	t->b = h_client(0);
+	if (three)
+		t->x = h_client(0);
+	CHECK_OK(zkl_rwlock_new(&t->ra, t->a, t->path));
+	CHECK_OK(zkl_rwlock_new(&t->rb, t->b, t->path));
+	if (three)
+		CHECK_OK(zkl_rwlock_new(&t->rx, t->x, t->path));
+}
+
+static void rws_close(struct rws *t)
+{
+	zkl_rwlock_free(t->ra);
+	zkl_rwlock_free(t->rb);
+	zkl_rwlock_free(t->rx);
+	zkl_client_close(t->a);
+	zkl_client_close(t->b);
+	zkl_client_close(t->x);
 }
 
 /* ---- basic: 8 clients x 100 operations, 10% writes ---- */
@@ -137,14 +74,6 @@ struct basic {
 	int errors;
 	int reads, writes;
 };
-
-static void note_max(int *max, int now)
-{
-	int old = __atomic_load_n(max, __ATOMIC_SEQ_CST);
-	while (now > old && !__atomic_compare_exchange_n(max, &old, now, false, __ATOMIC_SEQ_CST,
-	                                                 __ATOMIC_SEQ_CST))
-		;
-}
 
 static void *basic_thread(void *arg)
 {
@@ -171,7 +100,7 @@ static void *basic_thread(void *arg)
 			__atomic_add_fetch(&b->writes, 1, __ATOMIC_SEQ_CST);
 		} else {
 			int r = __atomic_add_fetch(&b->readers, 1, __ATOMIC_SEQ_CST);
-			note_max(&b->max_readers, r);
+			h_note_max(&b->max_readers, r);
 			if (__atomic_load_n(&b->writers, __ATOMIC_SEQ_CST) != 0)
 				__atomic_add_fetch(&b->violations, 1, __ATOMIC_SEQ_CST);
 			__atomic_add_fetch(&b->reads, 1, __ATOMIC_SEQ_CST);
@@ -200,11 +129,7 @@ static void test_basic(void **state)
 {
 	(void)state;
 	struct basic b = { .path = h_path("rw-basic") };
-	pthread_t th[8];
-	for (int i = 0; i < 8; i++)
-		pthread_create(&th[i], NULL, basic_thread, &b);
-	for (int i = 0; i < 8; i++)
-		pthread_join(th[i], NULL);
+	h_threads(8, basic_thread, &b);
 	assert_int_equal(b.errors, 0);
 	assert_int_equal(b.violations, 0);
 	assert_int_equal(b.reads + b.writes, 800);
@@ -220,7 +145,7 @@ struct party {
 	const char *path;
 	bool write;
 	int rc;
-	struct counter *held;
+	h_counter *held;
 	h_latch *release;
 };
 
@@ -234,7 +159,7 @@ static void *party_thread(void *arg)
 	zkl_mutex *m = p->write ? zkl_rwlock_write(rw) : zkl_rwlock_read(rw);
 	p->rc = zkl_mutex_acquire(m, 30000);
 	if (p->rc == 0) {
-		counter_add(p->held, 1);
+		h_counter_add(p->held, 1);
 		if (p->release)
 			h_latch_wait(p->release, 60000);
 		p->rc = zkl_mutex_release(m);
@@ -252,9 +177,9 @@ static void test_participants(void **state)
 	for (int i = 0; i < NC; i++)
 		cs[i] = h_client(0);
 	/* static: the threads must not point into a frame that a failed assertion left */
-	static struct counter readers, writers;
-	counter_init(&readers);
-	counter_init(&writers);
+	static h_counter readers, writers;
+	h_counter_init(&readers);
+	h_counter_init(&writers);
 	h_latch *release = h_latch_new();
 	static struct party ps[R + W];
 	static pthread_t th[R + W];
@@ -262,13 +187,13 @@ static void test_participants(void **state)
 		ps[i] = (struct party){ cs[i % NC], path, false, -1, &readers, release };
 		pthread_create(&th[i], NULL, party_thread, &ps[i]);
 	}
-	assert_true(counter_wait(&readers, R, 20000));
+	assert_true(h_counter_wait(&readers, R, 20000));
 	for (int i = R; i < R + W; i++) {
 		ps[i] = (struct party){ cs[i % NC], path, true, -1, &writers, NULL };
 		pthread_create(&th[i], NULL, party_thread, &ps[i]);
 	}
-	wait_queue_len(path, R + W);
-	assert_int_equal(counter_get(&writers), 0);
+	h_wait_children(path, R + W);
+	assert_int_equal(h_counter_get(&writers), 0);
 
 	zkl_client *q = h_client(0);
 	zkl_rwlock *rw;
@@ -308,15 +233,15 @@ static void test_participants(void **state)
 		pthread_join(th[i], NULL);
 	for (int i = 0; i < R + W; i++)
 		CHECK_OK(ps[i].rc);
-	assert_int_equal(counter_get(&writers), W);
+	assert_int_equal(h_counter_get(&writers), W);
 	assert_true(h_children(path) <= 0);
 	zkl_rwlock_free(rw);
 	zkl_client_close(q);
 	for (int i = 0; i < NC; i++)
 		zkl_client_close(cs[i]);
 	h_latch_free(release);
-	counter_destroy(&readers);
-	counter_destroy(&writers);
+	h_counter_destroy(&readers);
+	h_counter_destroy(&writers);
 }
 
 /* ---- downgrade: write -> read -> release write -> release read ---- */
@@ -381,30 +306,24 @@ static void test_downgrade(void **state)
 static void test_contended_downgrade(void **state)
 {
 	(void)state;
-	const char *path = h_path("rw-contended");
-	zkl_client *a = h_client(0), *b = h_client(0), *x = h_client(0);
-	zkl_rwlock *ra, *rb, *rx;
-	CHECK_OK(zkl_rwlock_new(&ra, a, path));
-	CHECK_OK(zkl_rwlock_new(&rb, b, path));
-	CHECK_OK(zkl_rwlock_new(&rx, x, path));
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(ra), 5000));
-	static struct acq wb;
-	wb = (struct acq){ .m = zkl_rwlock_write(rb), .done = h_latch_new() };
-	pthread_t th;
-	pthread_create(&th, NULL, acquire_thread, &wb);
-	wait_queue_len(path, 2);
+	struct rws t;
+	rws_open(&t, "rw-contended", true);
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(t.ra), 5000));
+	static h_acq wb;
+	h_acq_start(&wb, zkl_rwlock_write(t.rb), false);
+	h_wait_children(t.path, 2);
 
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(ra), 5000));
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(ra)));
-	assert_true(zkl_mutex_is_held(zkl_rwlock_read(ra)));
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(t.ra), 5000));
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(t.ra)));
+	assert_true(zkl_mutex_is_held(zkl_rwlock_read(t.ra)));
 	/* B's writer is still queued behind A's read node; other writers and later readers
 	 * are kept out too (the waiting writer comes first). */
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_write(rx), 300));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_read(rx), 300));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_write(t.rx), 300));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_read(t.rx), 300));
 	assert_int_equal(h_latch_count(wb.done), 0);
 	zkl_participant *pl;
 	size_t n;
-	CHECK_OK(zkl_mutex_participants(zkl_rwlock_read(rx), &pl, &n));
+	CHECK_OK(zkl_mutex_participants(zkl_rwlock_read(t.rx), &pl, &n));
 	assert_int_equal(n, 2);
 	assert_non_null(strstr(pl[0].path, "__READ__"));
 	assert_true(pl[0].holder);
@@ -412,19 +331,13 @@ static void test_contended_downgrade(void **state)
 	assert_false(pl[1].holder);
 	zkl_participants_free(pl, n);
 
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(ra)));
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(t.ra)));
 	assert_true(h_latch_wait(wb.done, 20000));
-	pthread_join(th, NULL);
+	h_acq_join(&wb);
 	CHECK_OK(wb.rc);
 	CHECK_OK(wb.release_rc);
-	assert_true(h_children(path) <= 0);
-	h_latch_free(wb.done);
-	zkl_rwlock_free(ra);
-	zkl_rwlock_free(rb);
-	zkl_rwlock_free(rx);
-	zkl_client_close(a);
-	zkl_client_close(b);
-	zkl_client_close(x);
+	assert_true(h_children(t.path) <= 0);
+	rws_close(&t);
 }
 
 /* ---- downgrade respects threads ---- */
@@ -455,17 +368,14 @@ static void test_downgrade_respects_threads(void **state)
 	CHECK_OK(zkl_rwlock_new(&rw, c, path));
 	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(rw), 5000));
 	struct tries t = { .rw = rw, .rc_read = 1, .rc_write = 1 };
-	pthread_t th;
-	pthread_create(&th, NULL, try_thread, &t);
-	pthread_join(th, NULL);
+	h_in_thread(try_thread, &t);
 	CHECK_RC(ZKL_ETIMEDOUT, t.rc_read);
 	CHECK_RC(ZKL_ETIMEDOUT, t.rc_write);
 	assert_int_equal(h_children(path), 1);
 	assert_true(zkl_mutex_is_held(zkl_rwlock_write(rw)));
 	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(rw)));
 	/* Once free, the other thread gets both. */
-	pthread_create(&th, NULL, try_thread, &t);
-	pthread_join(th, NULL);
+	h_in_thread(try_thread, &t);
 	CHECK_OK(t.rc_read);
 	CHECK_OK(t.rc_write);
 	zkl_rwlock_free(rw);
@@ -534,67 +444,48 @@ static void test_upgrade_refused(void **state)
 
 /* ---- the writer's session is killed: a reader gets in ---- */
 
-static void on_lost(zkl_mutex *m, int reason, void *data)
-{
-	(void)m;
-	if (reason == ZKL_ELOST)
-		h_latch_set(data);
-}
-
 static void test_holder_session_killed(void **state)
 {
 	(void)state;
-	const char *path = h_path("rw-killed");
-	zkl_client *a = h_client(0), *b = h_client(0);
-	zkl_rwlock *ra, *rb;
-	CHECK_OK(zkl_rwlock_new(&ra, a, path));
-	CHECK_OK(zkl_rwlock_new(&rb, b, path));
+	struct rws t;
+	rws_open(&t, "rw-killed", false);
 	h_latch *lost = h_latch_new();
-	CHECK_OK(zkl_mutex_on_lost(zkl_rwlock_write(ra), on_lost, lost));
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(ra), 5000));
+	CHECK_OK(zkl_mutex_on_lost(zkl_rwlock_write(t.ra), h_on_lost, lost));
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(t.ra), 5000));
 	zkl_participant *pl;
 	size_t n;
-	CHECK_OK(zkl_mutex_participants(zkl_rwlock_write(ra), &pl, &n));
+	CHECK_OK(zkl_mutex_participants(zkl_rwlock_write(t.ra), &pl, &n));
 	assert_int_equal(n, 1);
 	char wpath[512];
 	snprintf(wpath, sizeof wpath, "%s", pl[0].path);
 	zkl_participants_free(pl, n);
 
-	static struct acq rd;
-	rd = (struct acq){ .m = zkl_rwlock_read(rb), .done = h_latch_new(),
-	                   .release = h_latch_new() };
-	pthread_t th;
-	pthread_create(&th, NULL, acquire_thread, &rd);
-	wait_queue_len(path, 2);
+	static h_acq rd;
+	h_acq_start(&rd, zkl_rwlock_read(t.rb), true);
+	h_wait_children(t.path, 2);
 	assert_int_equal(h_latch_count(rd.done), 0);
 
-	h_expire(a);
+	h_expire(t.a);
 	assert_true(h_latch_wait(lost, 20000));
 	assert_true(h_latch_wait(rd.done, 20000));
 	CHECK_OK(rd.rc);
 	assert_false(h_exists(wpath));
-	assert_false(zkl_mutex_is_held(zkl_rwlock_write(ra)));
-	CHECK_RC(ZKL_ELOST, zkl_mutex_release(zkl_rwlock_write(ra)));
-	CHECK_OK(zkl_mutex_participants(zkl_rwlock_read(rb), &pl, &n));
+	assert_false(zkl_mutex_is_held(zkl_rwlock_write(t.ra)));
+	CHECK_RC(ZKL_ELOST, zkl_mutex_release(zkl_rwlock_write(t.ra)));
+	CHECK_OK(zkl_mutex_participants(zkl_rwlock_read(t.rb), &pl, &n));
 	assert_int_equal(n, 1);
 	assert_non_null(strstr(pl[0].path, "__READ__"));
 	assert_true(pl[0].holder);
 	zkl_participants_free(pl, n);
-	h_latch_set(rd.release);
-	pthread_join(th, NULL);
+	h_acq_join(&rd);
 	CHECK_OK(rd.release_rc);
 	assert_int_equal(h_latch_count(lost), 1);
 	/* The old client works on its new session. */
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(ra), 5000));
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(ra)));
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(t.ra), 5000));
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(t.ra)));
 	assert_int_equal(h_latch_count(lost), 1);
 	h_latch_free(lost);
-	h_latch_free(rd.done);
-	h_latch_free(rd.release);
-	zkl_rwlock_free(ra);
-	zkl_rwlock_free(rb);
-	zkl_client_close(a);
-	zkl_client_close(b);
+	rws_close(&t);
 }
 
 /* ---- reentrancy of both halves ---- */
@@ -651,9 +542,7 @@ static void test_reentrant(void **state)
 	assert_int_equal(h_children(path), 1);
 	/* Another thread of the same handle reads alongside, with a node of its own. */
 	struct reader2 r2 = { .rw = rw, .rc = 1, .path = path };
-	pthread_t th;
-	pthread_create(&th, NULL, second_reader, &r2);
-	pthread_join(th, NULL);
+	h_in_thread(second_reader, &r2);
 	CHECK_OK(r2.rc);
 	assert_int_equal(r2.children, 2);
 	CHECK_OK(zkl_mutex_release(r));
@@ -672,36 +561,30 @@ static void test_reentrant(void **state)
 static void test_timeout_leaves_nothing(void **state)
 {
 	(void)state;
-	const char *path = h_path("rw-timeout");
-	zkl_client *a = h_client(0), *b = h_client(0);
-	zkl_rwlock *ra, *rb;
-	CHECK_OK(zkl_rwlock_new(&ra, a, path));
-	CHECK_OK(zkl_rwlock_new(&rb, b, path));
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(ra), 5000));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_write(rb), 300));
-	assert_int_equal(h_children(path), 1);
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_read(rb), 300));
-	assert_int_equal(h_children(path), 1);
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_read(rb), 0));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_write(rb), 0));
-	assert_int_equal(h_children(path), 1);
-	assert_false(zkl_mutex_is_held(zkl_rwlock_read(rb)));
-	assert_int_equal(zkl_mutex_token(zkl_rwlock_read(rb)), ZKL_ENOTHELD);
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(ra)));
+	struct rws t;
+	rws_open(&t, "rw-timeout", false);
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(t.ra), 5000));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_write(t.rb), 300));
+	assert_int_equal(h_children(t.path), 1);
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_read(t.rb), 300));
+	assert_int_equal(h_children(t.path), 1);
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_read(t.rb), 0));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_write(t.rb), 0));
+	assert_int_equal(h_children(t.path), 1);
+	assert_false(zkl_mutex_is_held(zkl_rwlock_read(t.rb)));
+	assert_int_equal(zkl_mutex_token(zkl_rwlock_read(t.rb)), ZKL_ENOTHELD);
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(t.ra)));
 
 	/* A reader holds: a writer times out, a reader does not. */
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(ra), 5000));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_write(rb), 300));
-	assert_int_equal(h_children(path), 1);
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(rb), 0));
-	assert_int_equal(h_children(path), 2);
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(rb)));
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(ra)));
-	assert_true(h_children(path) <= 0);
-	zkl_rwlock_free(ra);
-	zkl_rwlock_free(rb);
-	zkl_client_close(a);
-	zkl_client_close(b);
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(t.ra), 5000));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_write(t.rb), 300));
+	assert_int_equal(h_children(t.path), 1);
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(t.rb), 0));
+	assert_int_equal(h_children(t.path), 2);
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(t.rb)));
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(t.ra)));
+	assert_true(h_children(t.path) <= 0);
+	rws_close(&t);
 }
 
 /* ---- stray children are ignored ---- */
@@ -709,46 +592,34 @@ static void test_timeout_leaves_nothing(void **state)
 static void test_stray_children(void **state)
 {
 	(void)state;
-	const char *path = h_path("rw-stray");
-	zkl_client *a = h_client(0), *b = h_client(0), *x = h_client(0);
-	zkl_rwlock *ra, *rb, *rx;
-	CHECK_OK(zkl_rwlock_new(&ra, a, path));
-	CHECK_OK(zkl_rwlock_new(&rb, b, path));
-	CHECK_OK(zkl_rwlock_new(&rx, x, path));
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(ra), 5000));
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(ra)));
-	char p[512];
+	struct rws t;
+	rws_open(&t, "rw-stray", true);
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(t.ra), 5000));
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(t.ra)));
 	const char *junk[] = {"stray", "__READ__", "__WRIT__", "x-__WRIT__12",
 	                      "x-__WRIT__00000000ab", "readme.txt", "__WRIT__99999999999"};
 	enum { NJ = sizeof junk / sizeof *junk };
-	for (size_t i = 0; i < NJ; i++) {
-		snprintf(p, sizeof p, "%s/%s", path, junk[i]);
-		h_create(p, "junk");
-	}
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(ra), 5000));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_read(rb), 200));
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(ra)));
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(rb), 5000));
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(rx), 5000));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_write(ra), 200));
+	for (size_t i = 0; i < NJ; i++)
+		h_create(h_sub(t.path, junk[i]), "junk");
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(t.ra), 5000));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_read(t.rb), 200));
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(t.ra)));
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(t.rb), 5000));
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(t.rx), 5000));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_write(t.ra), 200));
 	zkl_participant *pl;
 	size_t n;
-	CHECK_OK(zkl_mutex_participants(zkl_rwlock_read(ra), &pl, &n));
+	CHECK_OK(zkl_mutex_participants(zkl_rwlock_read(t.ra), &pl, &n));
 	assert_int_equal(n, 2);
 	assert_true(pl[0].holder);
 	assert_true(pl[1].holder);
 	zkl_participants_free(pl, n);
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(rb)));
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(rx)));
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(ra), 5000));
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(ra)));
-	assert_int_equal(h_children(path), NJ);
-	zkl_rwlock_free(ra);
-	zkl_rwlock_free(rb);
-	zkl_rwlock_free(rx);
-	zkl_client_close(a);
-	zkl_client_close(b);
-	zkl_client_close(x);
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(t.rb)));
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(t.rx)));
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(t.ra), 5000));
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(t.ra)));
+	assert_int_equal(h_children(t.path), NJ);
+	rws_close(&t);
 }
 
 /* ---- fencing tokens grow from holder to holder ---- */
@@ -756,39 +627,33 @@ static void test_stray_children(void **state)
 static void test_tokens_grow(void **state)
 {
 	(void)state;
-	const char *path = h_path("rw-tokens");
-	zkl_client *a = h_client(0), *b = h_client(0);
-	zkl_rwlock *ra, *rb;
-	CHECK_OK(zkl_rwlock_new(&ra, a, path));
-	CHECK_OK(zkl_rwlock_new(&rb, b, path));
-	assert_int_equal(zkl_mutex_token(zkl_rwlock_write(ra)), ZKL_ENOTHELD);
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(ra), 5000));
-	int64_t t1 = zkl_mutex_token(zkl_rwlock_write(ra));
+	struct rws t;
+	rws_open(&t, "rw-tokens", false);
+	assert_int_equal(zkl_mutex_token(zkl_rwlock_write(t.ra)), ZKL_ENOTHELD);
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(t.ra), 5000));
+	int64_t t1 = zkl_mutex_token(zkl_rwlock_write(t.ra));
 	assert_true(t1 > 0);
 	zkl_participant *pl;
 	size_t n;
-	CHECK_OK(zkl_mutex_participants(zkl_rwlock_write(rb), &pl, &n));
+	CHECK_OK(zkl_mutex_participants(zkl_rwlock_write(t.rb), &pl, &n));
 	assert_int_equal(n, 1);
 	assert_int_equal(pl[0].czxid, t1);
 	zkl_participants_free(pl, n);
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(ra)));
-	assert_int_equal(zkl_mutex_token(zkl_rwlock_write(ra)), ZKL_ENOTHELD);
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(t.ra)));
+	assert_int_equal(zkl_mutex_token(zkl_rwlock_write(t.ra)), ZKL_ENOTHELD);
 
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(rb), 5000));
-	int64_t t2 = zkl_mutex_token(zkl_rwlock_read(rb));
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(ra), 5000));
-	int64_t t3 = zkl_mutex_token(zkl_rwlock_read(ra));
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(t.rb), 5000));
+	int64_t t2 = zkl_mutex_token(zkl_rwlock_read(t.rb));
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(t.ra), 5000));
+	int64_t t3 = zkl_mutex_token(zkl_rwlock_read(t.ra));
 	assert_true(t2 > t1);
 	assert_true(t3 > t2);
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(rb)));
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(ra)));
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(rb), 5000));
-	assert_true(zkl_mutex_token(zkl_rwlock_write(rb)) > t3);
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(rb)));
-	zkl_rwlock_free(ra);
-	zkl_rwlock_free(rb);
-	zkl_client_close(a);
-	zkl_client_close(b);
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(t.rb)));
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(t.ra)));
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(t.rb), 5000));
+	assert_true(zkl_mutex_token(zkl_rwlock_write(t.rb)) > t3);
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(t.rb)));
+	rws_close(&t);
 }
 
 /* ---- bad arguments ---- */

@@ -6,15 +6,6 @@
 
 #include "harness.h"
 
-static char *sub(const char *path, const char *leaf)
-{
-	static char bufs[8][300];
-	static int n;
-	char *b = bufs[n++ % 8];
-	snprintf(b, sizeof bufs[0], "%s/%s", path, leaf);
-	return b;
-}
-
 static void test_layout_and_not_reentrant(void **state)
 {
 	(void)state;
@@ -27,8 +18,8 @@ static void test_layout_and_not_reentrant(void **state)
 	assert_true(zkl_semaphore_mutex_is_held(m));
 	assert_true(zkl_semaphore_mutex_token(m) > 0);
 	/* Curator's layout: one lease, and the takers' queue empty again. */
-	assert_int_equal(h_children(sub(path, "leases")), 1);
-	assert_true(h_children(sub(path, "locks")) <= 0);
+	assert_int_equal(h_children(h_sub(path, "leases")), 1);
+	assert_true(h_children(h_sub(path, "locks")) <= 0);
 	zkl_participant *ps;
 	size_t n;
 	CHECK_OK(zkl_semaphore_mutex_participants(m, &ps, &n));
@@ -41,8 +32,8 @@ static void test_layout_and_not_reentrant(void **state)
 	/* Not reentrant: the same thread waits, and gives up at its deadline. */
 	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_mutex_acquire(m, 300));
 	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_mutex_acquire(m, 0));
-	assert_int_equal(h_children(sub(path, "leases")), 1);
-	assert_true(h_children(sub(path, "locks")) <= 0);
+	assert_int_equal(h_children(h_sub(path, "leases")), 1);
+	assert_true(h_children(h_sub(path, "locks")) <= 0);
 	assert_true(zkl_semaphore_mutex_is_held(m));
 	CHECK_OK(zkl_semaphore_mutex_release(m));
 	assert_false(zkl_semaphore_mutex_is_held(m));
@@ -67,12 +58,8 @@ static void test_release_from_other_thread(void **state)
 	CHECK_OK(zkl_semaphore_mutex_new(&mb, b, path));
 	CHECK_OK(zkl_semaphore_mutex_acquire(ma, -1));
 	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_mutex_acquire(mb, 200));
-	assert_int_equal(h_children(sub(path, "leases")), 1);
-	pthread_t th;
-	void *ret;
-	pthread_create(&th, NULL, release_thread, ma);
-	pthread_join(th, &ret);
-	CHECK_OK((int)(intptr_t)ret);
+	assert_int_equal(h_children(h_sub(path, "leases")), 1);
+	CHECK_OK(h_in_thread(release_thread, ma));
 	CHECK_OK(zkl_semaphore_mutex_acquire(mb, 5000));
 	CHECK_OK(zkl_semaphore_mutex_release(mb));
 	zkl_semaphore_mutex_free(ma);
@@ -81,51 +68,16 @@ static void test_release_from_other_thread(void **state)
 	zkl_client_close(b);
 }
 
-struct excl {
-	const char *path;
-	int inside, max_inside, total, errors;
-};
-
-static void *excl_thread(void *arg)
-{
-	struct excl *e = arg;
-	zkl_client *c = h_client(0);
-	zkl_semaphore_mutex *m;
-	zkl_semaphore_mutex_new(&m, c, e->path);
-	for (int i = 0; i < 25; i++) {
-		if (zkl_semaphore_mutex_acquire(m, 30000) != 0) {
-			__atomic_add_fetch(&e->errors, 1, __ATOMIC_SEQ_CST);
-			continue;
-		}
-		int now = __atomic_add_fetch(&e->inside, 1, __ATOMIC_SEQ_CST);
-		if (now > e->max_inside)
-			e->max_inside = now;
-		int t = e->total;
-		sched_yield();
-		e->total = t + 1;
-		__atomic_sub_fetch(&e->inside, 1, __ATOMIC_SEQ_CST);
-		if (zkl_semaphore_mutex_release(m) != 0)
-			__atomic_add_fetch(&e->errors, 1, __ATOMIC_SEQ_CST);
-	}
-	zkl_semaphore_mutex_free(m);
-	zkl_client_close(c);
-	return NULL;
-}
-
 static void test_mutual_exclusion(void **state)
 {
 	(void)state;
-	struct excl e = { .path = h_path("semmutex-excl") };
-	pthread_t th[4];
-	for (int i = 0; i < 4; i++)
-		pthread_create(&th[i], NULL, excl_thread, &e);
-	for (int i = 0; i < 4; i++)
-		pthread_join(th[i], NULL);
+	h_excl e = { .path = h_path("semmutex-excl"), .semaphore_mutex = true, .cycles = 25 };
+	h_threads(4, h_excl_thread, &e);
 	assert_int_equal(e.errors, 0);
 	assert_int_equal(e.max_inside, 1);
 	assert_int_equal(e.total, 100);
-	assert_true(h_children(sub(e.path, "leases")) <= 0);
-	assert_true(h_children(sub(e.path, "locks")) <= 0);
+	assert_true(h_children(h_sub(e.path, "leases")) <= 0);
+	assert_true(h_children(h_sub(e.path, "locks")) <= 0);
 }
 
 static void on_lost(zkl_semaphore_mutex *m, int reason, void *data)

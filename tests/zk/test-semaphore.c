@@ -7,73 +7,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <zookeeper/zookeeper.h>
-
 #include "harness.h"
 
 /* ---- helpers ---- */
-
-struct counter {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int n;
-};
-
-static void counter_init(struct counter *k)
-{
-	pthread_condattr_t a;
-	pthread_condattr_init(&a);
-	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-	pthread_mutex_init(&k->mu, NULL);
-	pthread_cond_init(&k->cv, &a);
-	pthread_condattr_destroy(&a);
-	k->n = 0;
-}
-
-static void counter_add(struct counter *k, int d)
-{
-	pthread_mutex_lock(&k->mu);
-	k->n += d;
-	pthread_cond_broadcast(&k->cv);
-	pthread_mutex_unlock(&k->mu);
-}
-
-static int counter_get(struct counter *k)
-{
-	pthread_mutex_lock(&k->mu);
-	int n = k->n;
-	pthread_mutex_unlock(&k->mu);
-	return n;
-}
-
-/* Waits until the counter equals want, at most ms. Returns 1 if it got there. */
-static int counter_wait_eq(struct counter *k, int want, int ms)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&k->mu);
-	int rc = 0;
-	while (k->n != want && rc == 0)
-		rc = pthread_cond_timedwait(&k->cv, &k->mu, &ts);
-	int ok = k->n == want;
-	pthread_mutex_unlock(&k->mu);
-	return ok;
-}
-
-static char *sub(const char *path, const char *leaf)
-{
-	static char bufs[16][300];
-	static int n;
-	char *b = bufs[n++ % 16];
-	snprintf(b, sizeof bufs[0], "%s/%s", path, leaf);
-	return b;
-}
 
 /* Children of path, counting an absent path as none. */
 static int nkids(const char *path)
@@ -82,59 +18,89 @@ static int nkids(const char *path)
 	return n < 0 ? 0 : n;
 }
 
-static void wait_children(const char *path, int n)
+/* The lease nodes under a semaphore's path, and the takers queued on its mutex. */
+static int nleases(const char *path)
 {
-	/* The number of nodes is the event: poll the server until it is reached. */
-	for (int i = 0; i < 2000; i++) {
-		if (nkids(path) == n)
-			return;
-		usleep(5000);
+	return nkids(h_sub(path, "leases"));
+}
+
+static int nlocks(const char *path)
+{
+	return nkids(h_sub(path, "locks"));
+}
+
+/* Two clients a and b, each with its own handle on one semaphore of max leases: where
+ * most tests start. */
+struct two {
+	const char *path;
+	zkl_client *a, *b;
+	zkl_semaphore *sa, *sb;
+};
+
+static void two_open(struct two *t, const char *test, int max)
+{
+	t->path = h_path(test);
+	t->a = h_client(0);
+	t->b = h_client(0);
+	CHECK_OK(zkl_semaphore_new(&t->sa, t->a, t->path, max));
+	CHECK_OK(zkl_semaphore_new(&t->sb, t->b, t->path, max));
+}
+
+static void two_close(struct two *t)
+{
+	zkl_semaphore_free(t->sa);
+	zkl_semaphore_free(t->sb);
+	zkl_client_close(t->a);
+	zkl_client_close(t->b);
+}
+
+/* n clients, each with its own handle on the semaphore at path. */
+static void many_open(int n, zkl_client **cs, zkl_semaphore **ss, const char *path, int max)
+{
+	for (int i = 0; i < n; i++) {
+		cs[i] = h_client(0);
+		CHECK_OK(zkl_semaphore_new(&ss[i], cs[i], path, max));
 	}
-	fail_msg("%s never reached %d children (it has %d)", path, n, nkids(path));
 }
 
-static void note_max(int *max, int now)
+static void many_close(int n, zkl_client **cs, zkl_semaphore **ss)
 {
-	int old = __atomic_load_n(max, __ATOMIC_SEQ_CST);
-	while (now > old && !__atomic_compare_exchange_n(max, &old, now, false, __ATOMIC_SEQ_CST,
-	                                                 __ATOMIC_SEQ_CST))
-		;
+	for (int i = 0; i < n; i++) {
+		zkl_semaphore_free(ss[i]);
+		zkl_client_close(cs[i]);
+	}
 }
 
-/* A raw ZooKeeper handle of this file's own, to change the tree behind the library. */
-static void raw_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
-{
-	(void)zh; (void)type; (void)state; (void)path; (void)ctx;
-}
-
-static zhandle_t *raw_open(void)
-{
-	zhandle_t *zh = zookeeper_init(h_servers(), raw_watcher, 10000, NULL, NULL, 0);
-	assert_non_null(zh);
-	for (int i = 0; i < 500 && zoo_state(zh) != ZOO_CONNECTED_STATE; i++)
-		usleep(10000);
-	if (zoo_state(zh) != ZOO_CONNECTED_STATE)
-		fail_msg("raw handle cannot connect");
-	return zh;
-}
-
-/* One acquire of n leases in a thread, reporting when it returns. */
+/* A thread that takes one lease of s, reporting when the acquire returns. */
 struct taker {
 	zkl_semaphore *s;
-	int n;
-	int timeout_ms;
 	int rc;
-	zkl_lease *leases[8];
+	zkl_lease *lease;
 	h_latch *done;
+	pthread_t th;
 };
 
 static void *taker_thread(void *arg)
 {
 	struct taker *t = arg;
-	t->rc = zkl_semaphore_acquire(t->s, t->n, t->timeout_ms ? t->timeout_ms : 30000,
-	                              t->leases);
+	t->rc = zkl_semaphore_acquire(t->s, 1, 30000, &t->lease);
 	h_latch_set(t->done);
 	return NULL;
+}
+
+static void taker_start(struct taker *t, zkl_semaphore *s)
+{
+	*t = (struct taker){ .s = s, .done = h_latch_new() };
+	pthread_create(&t->th, NULL, taker_thread, t);
+}
+
+/* Waits (20 s at most) for the acquire to return, then for the thread. */
+static void taker_join(struct taker *t)
+{
+	assert_true(h_latch_wait(t->done, 20000));
+	pthread_join(t->th, NULL);
+	h_latch_free(t->done);
+	t->done = NULL;
 }
 
 /* ---- max 1: the second timed acquire fails and leaves nothing ---- */
@@ -142,14 +108,12 @@ static void *taker_thread(void *arg)
 static void test_simple(void **state)
 {
 	(void)state;
-	const char *path = h_path("sem-simple");
-	zkl_client *a = h_client(0), *b = h_client(0);
-	zkl_semaphore *sa, *sb;
-	CHECK_OK(zkl_semaphore_new(&sa, a, path, 1));
-	CHECK_OK(zkl_semaphore_new(&sb, b, path, 1));
-	assert_int_equal(zkl_semaphore_max(sa), 1);
+	struct two t;
+	two_open(&t, "sem-simple", 1);
+	const char *path = t.path;
+	assert_int_equal(zkl_semaphore_max(t.sa), 1);
 	zkl_lease *la = NULL, *lb = NULL;
-	CHECK_OK(zkl_semaphore_acquire(sa, 1, 5000, &la));
+	CHECK_OK(zkl_semaphore_acquire(t.sa, 1, 5000, &la));
 	assert_non_null(la);
 	assert_true(zkl_lease_is_held(la));
 	assert_true(zkl_lease_token(la) > 0);
@@ -157,32 +121,29 @@ static void test_simple(void **state)
 	assert_non_null(strstr(zkl_lease_path(la), "-lease-"));
 	assert_int_equal(strncmp(zkl_lease_path(la), path, strlen(path)), 0);
 	assert_true(h_exists(zkl_lease_path(la)));
-	assert_int_equal(nkids(sub(path, "leases")), 1);
-	assert_int_equal(nkids(sub(path, "locks")), 0);
+	assert_int_equal(nleases(path), 1);
+	assert_int_equal(nlocks(path), 0);
 
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_acquire(sb, 1, 300, &lb));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_acquire(t.sb, 1, 300, &lb));
 	assert_null(lb);
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_acquire(sb, 1, 0, &lb));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_acquire(t.sb, 1, 0, &lb));
 	assert_null(lb);
-	assert_int_equal(nkids(sub(path, "leases")), 1);
-	assert_int_equal(nkids(sub(path, "locks")), 0);
+	assert_int_equal(nleases(path), 1);
+	assert_int_equal(nlocks(path), 0);
 
 	int64_t t1 = zkl_lease_token(la);
 	CHECK_OK(zkl_lease_release(la));
 	assert_false(zkl_lease_is_held(la));
 	assert_int_equal(zkl_lease_token(la), ZKL_ENOTHELD);
 	CHECK_RC(ZKL_ENOTHELD, zkl_lease_release(la)); /* twice */
-	CHECK_OK(zkl_semaphore_acquire(sb, 1, 5000, &lb));
+	CHECK_OK(zkl_semaphore_acquire(t.sb, 1, 5000, &lb));
 	assert_true(zkl_lease_token(lb) > t1);
 	CHECK_OK(zkl_lease_release(lb));
-	assert_int_equal(nkids(sub(path, "leases")), 0);
+	assert_int_equal(nleases(path), 0);
 	zkl_lease_free(la);
 	zkl_lease_free(lb);
 	zkl_lease_free(NULL);
-	zkl_semaphore_free(sa);
-	zkl_semaphore_free(sb);
-	zkl_client_close(a);
-	zkl_client_close(b);
+	two_close(&t);
 }
 
 /* ---- max 3: the fourth fails, then succeeds once a lease is released ---- */
@@ -194,37 +155,33 @@ static void test_simple3(void **state)
 	zkl_client *cs[4];
 	zkl_semaphore *ss[4];
 	zkl_lease *ls[4] = {0};
-	for (int i = 0; i < 4; i++) {
-		cs[i] = h_client(0);
-		CHECK_OK(zkl_semaphore_new(&ss[i], cs[i], path, 3));
-	}
+	many_open(4, cs, ss, path, 3);
 	for (int i = 0; i < 3; i++)
 		CHECK_OK(zkl_semaphore_acquire(ss[i], 1, 5000, &ls[i]));
-	assert_int_equal(nkids(sub(path, "leases")), 3);
+	assert_int_equal(nleases(path), 3);
 	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_acquire(ss[3], 1, 300, &ls[3]));
 	assert_null(ls[3]);
-	assert_int_equal(nkids(sub(path, "leases")), 3);
+	assert_int_equal(nleases(path), 3);
 	CHECK_OK(zkl_lease_release(ls[1]));
 	CHECK_OK(zkl_semaphore_acquire(ss[3], 1, 5000, &ls[3]));
-	assert_int_equal(nkids(sub(path, "leases")), 3);
+	assert_int_equal(nleases(path), 3);
 	for (int i = 0; i < 4; i++) {
 		if (i != 1)
 			CHECK_OK(zkl_lease_release(ls[i]));
 		zkl_lease_free(ls[i]);
-		zkl_semaphore_free(ss[i]);
-		zkl_client_close(cs[i]);
 	}
+	many_close(4, cs, ss);
 }
 
 /* ---- a pool of holders that release when the test says so ---- */
 
 struct pool {
-	int inside, max_inside;   /* atomic */
-	int errors;               /* atomic */
-	struct counter holding;   /* threads that hold right now */
-	struct counter done;      /* threads that have finished */
-	struct counter grants;    /* releases allowed so far, handed out by the test */
-	int taken;                /* grants used, under grants.mu */
+	int inside, max_inside; /* atomic */
+	int errors;             /* atomic */
+	h_counter holding;      /* threads that hold right now */
+	h_counter done;         /* threads that have finished */
+	h_counter grants;       /* releases allowed so far, handed out by the test */
+	int taken;              /* grants used, under grants.mu */
 };
 
 struct pool_arg {
@@ -235,9 +192,9 @@ struct pool_arg {
 static void pool_init(struct pool *p)
 {
 	memset(p, 0, sizeof *p);
-	counter_init(&p->holding);
-	counter_init(&p->done);
-	counter_init(&p->grants);
+	h_counter_init(&p->holding);
+	h_counter_init(&p->done);
+	h_counter_init(&p->grants);
 }
 
 static void pool_take_grant(struct pool *p)
@@ -256,18 +213,18 @@ static void *pool_thread(void *arg)
 	zkl_lease *l;
 	if (zkl_semaphore_acquire(a->s, 1, 30000, &l) != 0) {
 		__atomic_add_fetch(&p->errors, 1, __ATOMIC_SEQ_CST);
-		counter_add(&p->done, 1);
+		h_counter_add(&p->done, 1);
 		return NULL;
 	}
-	note_max(&p->max_inside, __atomic_add_fetch(&p->inside, 1, __ATOMIC_SEQ_CST));
-	counter_add(&p->holding, 1);
+	h_note_max(&p->max_inside, __atomic_add_fetch(&p->inside, 1, __ATOMIC_SEQ_CST));
+	h_counter_add(&p->holding, 1);
 	pool_take_grant(p);
 	__atomic_sub_fetch(&p->inside, 1, __ATOMIC_SEQ_CST);
-	counter_add(&p->holding, -1);
+	h_counter_add(&p->holding, -1);
 	if (zkl_lease_release(l) != 0)
 		__atomic_add_fetch(&p->errors, 1, __ATOMIC_SEQ_CST);
 	zkl_lease_free(l);
-	counter_add(&p->done, 1);
+	h_counter_add(&p->done, 1);
 	return NULL;
 }
 
@@ -285,33 +242,28 @@ static void test_release_one_at_a_time(void **state)
 	zkl_client *cs[N];
 	zkl_semaphore *ss[N];
 	pool_init(&p);
+	many_open(N, cs, ss, path, MAX);
 	for (int i = 0; i < N; i++) {
-		cs[i] = h_client(0);
-		CHECK_OK(zkl_semaphore_new(&ss[i], cs[i], path, MAX));
 		args[i] = (struct pool_arg){ &p, ss[i] };
-	}
-	for (int i = 0; i < N; i++)
 		pthread_create(&th[i], NULL, pool_thread, &args[i]);
-	assert_true(counter_wait_eq(&p.holding, MAX, 20000));
+	}
+	assert_true(h_counter_wait_eq(&p.holding, MAX, 20000));
 	/* The other five queue on the takers' mutex. */
-	wait_children(sub(path, "locks"), N - MAX);
-	assert_int_equal(counter_get(&p.holding), MAX);
+	h_wait_children(h_sub(path, "locks"), N - MAX);
+	assert_int_equal(h_counter_get(&p.holding), MAX);
 	for (int i = 0; i < N; i++) {
-		counter_add(&p.grants, 1);
-		assert_true(counter_wait_eq(&p.done, i + 1, 20000));
+		h_counter_add(&p.grants, 1);
+		assert_true(h_counter_wait_eq(&p.done, i + 1, 20000));
 		int expect = N - (i + 1) < MAX ? N - (i + 1) : MAX;
-		assert_true(counter_wait_eq(&p.holding, expect, 20000));
+		assert_true(h_counter_wait_eq(&p.holding, expect, 20000));
 	}
 	for (int i = 0; i < N; i++)
 		pthread_join(th[i], NULL);
 	assert_int_equal(p.errors, 0);
 	assert_int_equal(p.max_inside, MAX);
-	assert_int_equal(nkids(sub(path, "leases")), 0);
-	assert_int_equal(nkids(sub(path, "locks")), 0);
-	for (int i = 0; i < N; i++) {
-		zkl_semaphore_free(ss[i]);
-		zkl_client_close(cs[i]);
-	}
+	assert_int_equal(nleases(path), 0);
+	assert_int_equal(nlocks(path), 0);
+	many_close(N, cs, ss);
 }
 
 /* ---- release in chunks: 100 threads on 10 clients under max 11 ---- */
@@ -327,11 +279,8 @@ static void test_release_in_chunks(void **state)
 	zkl_client *cs[NC];
 	zkl_semaphore *ss[NC];
 	pool_init(&p);
-	for (int i = 0; i < NC; i++) {
-		cs[i] = h_client(0);
-		/* One handle per client, shared by its ten threads. */
-		CHECK_OK(zkl_semaphore_new(&ss[i], cs[i], path, MAX));
-	}
+	/* One handle per client, shared by its ten threads. */
+	many_open(NC, cs, ss, path, MAX);
 	for (int i = 0; i < N; i++) {
 		args[i] = (struct pool_arg){ &p, ss[i % NC] };
 		pthread_create(&th[i], NULL, pool_thread, &args[i]);
@@ -341,31 +290,28 @@ static void test_release_in_chunks(void **state)
 	while (released < N) {
 		int left = N - released;
 		int expect = left < MAX ? left : MAX;
-		if (!counter_wait_eq(&p.holding, expect, 20000))
-			fail_msg("%d holders after %d releases, expected %d", counter_get(&p.holding),
-			         released, expect);
+		if (!h_counter_wait_eq(&p.holding, expect, 20000))
+			fail_msg("%d holders after %d releases, expected %d",
+			         h_counter_get(&p.holding), released, expect);
 		int chunk = 1 + (int)(rand_r(&seed) % 5);
 		if (chunk > expect)
 			chunk = expect;
-		counter_add(&p.grants, chunk);
+		h_counter_add(&p.grants, chunk);
 		released += chunk;
-		if (!counter_wait_eq(&p.done, released, 20000))
-			fail_msg("only %d of %d released", counter_get(&p.done), released);
+		if (!h_counter_wait_eq(&p.done, released, 20000))
+			fail_msg("only %d of %d released", h_counter_get(&p.done), released);
 		rounds++;
 	}
 	for (int i = 0; i < N; i++)
 		pthread_join(th[i], NULL);
 	assert_int_equal(p.errors, 0);
-	assert_int_equal(counter_get(&p.done), N);
+	assert_int_equal(h_counter_get(&p.done), N);
 	assert_true(p.max_inside <= MAX);
 	assert_int_equal(p.max_inside, MAX); /* the test waited for a full house */
 	assert_true(rounds > 1);
-	assert_int_equal(nkids(sub(path, "leases")), 0);
-	assert_int_equal(nkids(sub(path, "locks")), 0);
-	for (int i = 0; i < NC; i++) {
-		zkl_semaphore_free(ss[i]);
-		zkl_client_close(cs[i]);
-	}
+	assert_int_equal(nleases(path), 0);
+	assert_int_equal(nlocks(path), 0);
+	many_close(NC, cs, ss);
 }
 
 /* ---- acquire(n) returns n distinct leases, each released on its own ---- */
@@ -378,13 +324,11 @@ static void *release_lease_thread(void *arg)
 static void test_acquire_many(void **state)
 {
 	(void)state;
-	const char *path = h_path("sem-many");
-	zkl_client *a = h_client(0), *b = h_client(0);
-	zkl_semaphore *sa, *sb;
-	CHECK_OK(zkl_semaphore_new(&sa, a, path, 5));
-	CHECK_OK(zkl_semaphore_new(&sb, b, path, 5));
+	struct two t;
+	two_open(&t, "sem-many", 5);
+	const char *path = t.path;
 	zkl_lease *la[3] = {0}, *lb[5] = {0};
-	CHECK_OK(zkl_semaphore_acquire(sa, 3, 5000, la));
+	CHECK_OK(zkl_semaphore_acquire(t.sa, 3, 5000, la));
 	for (int i = 0; i < 3; i++) {
 		assert_non_null(la[i]);
 		assert_true(zkl_lease_is_held(la[i]));
@@ -395,42 +339,35 @@ static void test_acquire_many(void **state)
 			assert_true(zkl_lease_token(la[i]) != zkl_lease_token(la[j]));
 		}
 	}
-	assert_int_equal(nkids(sub(path, "leases")), 3);
+	assert_int_equal(nleases(path), 3);
 	/* 3 more do not fit (2 left); the partial leases are given back. */
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_acquire(sb, 3, 300, lb));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_acquire(t.sb, 3, 300, lb));
 	assert_null(lb[0]);
-	assert_int_equal(nkids(sub(path, "leases")), 3);
-	CHECK_OK(zkl_semaphore_acquire(sb, 2, 5000, lb));
-	assert_int_equal(nkids(sub(path, "leases")), 5);
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_acquire(sb, 1, 0, &lb[2]));
+	assert_int_equal(nleases(path), 3);
+	CHECK_OK(zkl_semaphore_acquire(t.sb, 2, 5000, lb));
+	assert_int_equal(nleases(path), 5);
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_acquire(t.sb, 1, 0, &lb[2]));
 
 	/* One lease released here, one from another thread: each on its own. */
 	CHECK_OK(zkl_lease_release(la[0]));
 	assert_false(h_exists(zkl_lease_path(la[0])));
 	assert_true(zkl_lease_is_held(la[1]));
-	pthread_t th;
-	void *ret;
-	pthread_create(&th, NULL, release_lease_thread, la[1]);
-	pthread_join(th, &ret);
-	CHECK_OK((int)(intptr_t)ret);
+	CHECK_OK(h_in_thread(release_lease_thread, la[1]));
 	assert_false(zkl_lease_is_held(la[1]));
 	assert_true(zkl_lease_is_held(la[2]));
-	assert_int_equal(nkids(sub(path, "leases")), 3);
+	assert_int_equal(nleases(path), 3);
 	CHECK_RC(ZKL_ENOTHELD, zkl_lease_release(la[1]));
 	CHECK_RC(ZKL_ENOTHELD, zkl_lease_release(la[0]));
-	CHECK_OK(zkl_semaphore_acquire(sb, 2, 5000, &lb[2]));
-	assert_int_equal(nkids(sub(path, "leases")), 5);
+	CHECK_OK(zkl_semaphore_acquire(t.sb, 2, 5000, &lb[2]));
+	assert_int_equal(nleases(path), 5);
 	for (int i = 0; i < 3; i++)
 		zkl_lease_free(la[i]); /* la[2] is released by free */
 	for (int i = 0; i < 4; i++)
 		CHECK_OK(zkl_lease_release(lb[i]));
-	assert_int_equal(nkids(sub(path, "leases")), 0);
+	assert_int_equal(nleases(path), 0);
 	for (int i = 0; i < 4; i++)
 		zkl_lease_free(lb[i]);
-	zkl_semaphore_free(sa);
-	zkl_semaphore_free(sb);
-	zkl_client_close(a);
-	zkl_client_close(b);
+	two_close(&t);
 }
 
 /* ---- bad arguments ---- */
@@ -475,57 +412,40 @@ static void test_invalid(void **state)
 static void test_no_orphaned_nodes(void **state)
 {
 	(void)state;
-	const char *path = h_path("sem-orphan");
-	const char *leases = sub(path, "leases");
-	zkl_client *a = h_client(0), *b = h_client(0);
-	zkl_semaphore *sa, *sb;
-	CHECK_OK(zkl_semaphore_new(&sa, a, path, 1));
-	CHECK_OK(zkl_semaphore_new(&sb, b, path, 1));
+	struct two t;
+	two_open(&t, "sem-orphan", 1);
+	const char *path = t.path;
+	const char *leases = h_sub(path, "leases");
 	zkl_lease *la;
-	CHECK_OK(zkl_semaphore_acquire(sa, 1, 5000, &la));
+	CHECK_OK(zkl_semaphore_acquire(t.sa, 1, 5000, &la));
 	const char *mine = strrchr(zkl_lease_path(la), '/') + 1;
 
 	static struct taker w;
-	w = (struct taker){ .s = sb, .n = 1, .done = h_latch_new() };
-	pthread_t th;
-	pthread_create(&th, NULL, taker_thread, &w);
+	taker_start(&w, t.sb);
 	/* The waiter holds the takers' mutex and has made its lease node. */
-	wait_children(leases, 2);
-	zhandle_t *zh = raw_open();
-	struct String_vector sv = {0};
-	assert_int_equal(zoo_get_children(zh, leases, 0, &sv), ZOK);
-	char victim[512] = "";
-	for (int i = 0; i < sv.count; i++)
-		if (strcmp(sv.data[i], mine) != 0)
-			snprintf(victim, sizeof victim, "%s/%s", leases, sv.data[i]);
-	deallocate_String_vector(&sv);
-	assert_true(victim[0] != 0);
-	assert_int_equal(zoo_delete(zh, victim, -1), ZOK);
+	h_wait_children(leases, 2);
+	char victim[512];
+	h_child_except(leases, mine, victim, sizeof victim);
+	h_delete(victim);
 	assert_int_equal(h_latch_count(w.done), 0);
 
 	CHECK_OK(zkl_lease_release(la));
-	assert_true(h_latch_wait(w.done, 20000));
-	pthread_join(th, NULL);
+	taker_join(&w);
 	CHECK_OK(w.rc);
-	assert_true(zkl_lease_is_held(w.leases[0]));
-	assert_string_not_equal(zkl_lease_path(w.leases[0]), victim);
+	assert_true(zkl_lease_is_held(w.lease));
+	assert_string_not_equal(zkl_lease_path(w.lease), victim);
 	assert_int_equal(nkids(leases), 1);
-	CHECK_OK(zkl_lease_release(w.leases[0]));
+	CHECK_OK(zkl_lease_release(w.lease));
 	assert_int_equal(nkids(leases), 0);
-	assert_int_equal(nkids(sub(path, "locks")), 0);
+	assert_int_equal(nlocks(path), 0);
 	/* No lease is left: a new one can be taken. */
 	zkl_lease *again;
-	CHECK_OK(zkl_semaphore_acquire(sa, 1, 5000, &again));
+	CHECK_OK(zkl_semaphore_acquire(t.sa, 1, 5000, &again));
 	CHECK_OK(zkl_lease_release(again));
 	zkl_lease_free(again);
-	zkl_lease_free(w.leases[0]);
+	zkl_lease_free(w.lease);
 	zkl_lease_free(la);
-	h_latch_free(w.done);
-	zookeeper_close(zh);
-	zkl_semaphore_free(sa);
-	zkl_semaphore_free(sb);
-	zkl_client_close(a);
-	zkl_client_close(b);
+	two_close(&t);
 }
 
 /* ---- a cancelled waiter leaves nothing ---- */
@@ -533,44 +453,34 @@ static void test_no_orphaned_nodes(void **state)
 static void test_cancel(void **state)
 {
 	(void)state;
-	const char *path = h_path("sem-cancel");
-	zkl_client *a = h_client(0), *b = h_client(0);
-	zkl_semaphore *sa, *sb;
-	CHECK_OK(zkl_semaphore_new(&sa, a, path, 1));
-	CHECK_OK(zkl_semaphore_new(&sb, b, path, 1));
+	struct two t;
+	two_open(&t, "sem-cancel", 1);
+	const char *path = t.path;
 	zkl_lease *la;
-	CHECK_OK(zkl_semaphore_acquire(sa, 1, 5000, &la));
+	CHECK_OK(zkl_semaphore_acquire(t.sa, 1, 5000, &la));
 	/* Two waiters on one handle: one with its lease made, one queued behind it. */
 	static struct taker w[2];
-	pthread_t th[2];
+	for (int i = 0; i < 2; i++)
+		taker_start(&w[i], t.sb);
+	h_wait_children(h_sub(path, "leases"), 2);
+	h_wait_children(h_sub(path, "locks"), 2);
+	zkl_semaphore_cancel(t.sb);
 	for (int i = 0; i < 2; i++) {
-		w[i] = (struct taker){ .s = sb, .n = 1, .done = h_latch_new() };
-		pthread_create(&th[i], NULL, taker_thread, &w[i]);
-	}
-	wait_children(sub(path, "leases"), 2);
-	wait_children(sub(path, "locks"), 2);
-	zkl_semaphore_cancel(sb);
-	for (int i = 0; i < 2; i++) {
-		assert_true(h_latch_wait(w[i].done, 20000));
-		pthread_join(th[i], NULL);
+		taker_join(&w[i]);
 		CHECK_RC(ZKL_ECANCELED, w[i].rc);
-		assert_null(w[i].leases[0]);
-		h_latch_free(w[i].done);
+		assert_null(w[i].lease);
 	}
-	assert_int_equal(nkids(sub(path, "leases")), 1);
-	assert_int_equal(nkids(sub(path, "locks")), 0);
+	assert_int_equal(nleases(path), 1);
+	assert_int_equal(nlocks(path), 0);
 	assert_true(zkl_lease_is_held(la));
 	CHECK_OK(zkl_lease_release(la));
 	/* The handle still works after a cancel. */
 	zkl_lease *lb;
-	CHECK_OK(zkl_semaphore_acquire(sb, 1, 5000, &lb));
+	CHECK_OK(zkl_semaphore_acquire(t.sb, 1, 5000, &lb));
 	CHECK_OK(zkl_lease_release(lb));
 	zkl_lease_free(lb);
 	zkl_lease_free(la);
-	zkl_semaphore_free(sa);
-	zkl_semaphore_free(sb);
-	zkl_client_close(a);
-	zkl_client_close(b);
+	two_close(&t);
 }
 
 /* ---- raising the shared count wakes a waiter ---- */
@@ -593,30 +503,23 @@ static void test_shared_count_increase(void **state)
 	zkl_lease *la;
 	CHECK_OK(zkl_semaphore_acquire(sa, 1, 5000, &la));
 	static struct taker w;
-	w = (struct taker){ .s = sb, .n = 1, .done = h_latch_new() };
-	pthread_t th;
-	pthread_create(&th, NULL, taker_thread, &w);
-	wait_children(sub(path, "leases"), 2);
+	taker_start(&w, sb);
+	h_wait_children(h_sub(path, "leases"), 2);
 	assert_int_equal(h_latch_count(w.done), 0);
 
 	CHECK_OK(zkl_shared_count_set(x, count, 2));
-	assert_true(h_latch_wait(w.done, 20000));
-	pthread_join(th, NULL);
+	taker_join(&w);
 	CHECK_OK(w.rc);
 	assert_true(zkl_lease_is_held(la));
-	assert_true(zkl_lease_is_held(w.leases[0]));
-	assert_int_equal(nkids(sub(path, "leases")), 2);
+	assert_true(zkl_lease_is_held(w.lease));
+	assert_int_equal(nleases(path), 2);
 	assert_int_equal(zkl_semaphore_max(sa), 2);
 	CHECK_OK(zkl_shared_count_get(a, count, &v));
 	assert_int_equal(v, 2);
 	/* Curator's SharedCount format: a 4-byte big-endian int. */
-	zhandle_t *zh = raw_open();
 	char buf[16];
-	int len = sizeof buf;
-	assert_int_equal(zoo_get(zh, count, 0, buf, &len, NULL), ZOK);
-	assert_int_equal(len, 4);
+	assert_int_equal(h_get(count, buf, sizeof buf), 4);
 	assert_memory_equal(buf, "\0\0\0\2", 4);
-	zookeeper_close(zh);
 	/* An existing count is not reset by a new handle's initial value. */
 	CHECK_OK(zkl_semaphore_new_shared(&sx, x, path, count, 7));
 	assert_int_equal(zkl_semaphore_max(sx), 2);
@@ -624,10 +527,9 @@ static void test_shared_count_increase(void **state)
 	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_acquire(sx, 1, 300, &lx));
 
 	CHECK_OK(zkl_lease_release(la));
-	CHECK_OK(zkl_lease_release(w.leases[0]));
+	CHECK_OK(zkl_lease_release(w.lease));
 	zkl_lease_free(la);
-	zkl_lease_free(w.leases[0]);
-	h_latch_free(w.done);
+	zkl_lease_free(w.lease);
 	zkl_semaphore_free(sa);
 	zkl_semaphore_free(sb);
 	zkl_semaphore_free(sx);
@@ -653,16 +555,16 @@ static void test_client_close(void **state)
 	zkl_semaphore_free(sa);
 	zkl_client_close(a);
 	CHECK_OK(zkl_semaphore_acquire(sb, 3, 5000, lb));
-	assert_int_equal(nkids(sub(path, "leases")), 3);
+	assert_int_equal(nleases(path), 3);
 	zkl_semaphore_free(sb); /* releases and frees lb too */
-	assert_int_equal(nkids(sub(path, "leases")), 0);
+	assert_int_equal(nleases(path), 0);
 	zkl_client_close(b);
 }
 
 /* ---- leases are reported lost with their session ---- */
 
 struct lost {
-	struct counter n;
+	h_counter n;
 	int bad;
 	zkl_semaphore *s;
 	zkl_lease *l[2];
@@ -673,52 +575,46 @@ static void on_lost(zkl_semaphore *s, zkl_lease *lease, int reason, void *data)
 	struct lost *lo = data;
 	if (s != lo->s || reason != ZKL_ELOST || (lease != lo->l[0] && lease != lo->l[1]))
 		__atomic_add_fetch(&lo->bad, 1, __ATOMIC_SEQ_CST);
-	counter_add(&lo->n, 1);
+	h_counter_add(&lo->n, 1);
 }
 
 static void test_lost_on_expiry(void **state)
 {
 	(void)state;
-	const char *path = h_path("sem-lost");
-	zkl_client *a = h_client(0), *b = h_client(0);
-	zkl_semaphore *sa, *sb;
-	CHECK_OK(zkl_semaphore_new(&sa, a, path, 2));
-	CHECK_OK(zkl_semaphore_new(&sb, b, path, 2));
+	struct two t;
+	two_open(&t, "sem-lost", 2);
 	static struct lost lo;
 	memset(&lo, 0, sizeof lo);
-	counter_init(&lo.n);
-	lo.s = sa;
-	CHECK_OK(zkl_semaphore_on_lost(sa, on_lost, &lo));
-	CHECK_OK(zkl_semaphore_acquire(sa, 2, 5000, lo.l));
+	h_counter_init(&lo.n);
+	lo.s = t.sa;
+	CHECK_OK(zkl_semaphore_on_lost(t.sa, on_lost, &lo));
+	CHECK_OK(zkl_semaphore_acquire(t.sa, 2, 5000, lo.l));
 	zkl_lease *lb[2] = {0};
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_acquire(sb, 1, 0, lb));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_acquire(t.sb, 1, 0, lb));
 
-	h_expire(a);
-	assert_true(counter_wait_eq(&lo.n, 2, 20000));
+	h_expire(t.a);
+	assert_true(h_counter_wait_eq(&lo.n, 2, 20000));
 	assert_int_equal(lo.bad, 0);
 	for (int i = 0; i < 2; i++) {
 		assert_false(zkl_lease_is_held(lo.l[i]));
 		assert_int_equal(zkl_lease_token(lo.l[i]), ZKL_ENOTHELD);
 	}
-	CHECK_OK(zkl_semaphore_acquire(sb, 2, 5000, lb));
+	CHECK_OK(zkl_semaphore_acquire(t.sb, 2, 5000, lb));
 	CHECK_RC(ZKL_ELOST, zkl_lease_release(lo.l[0]));
 	CHECK_RC(ZKL_ELOST, zkl_lease_release(lo.l[1]));
 	CHECK_OK(zkl_lease_release(lb[0]));
 	CHECK_OK(zkl_lease_release(lb[1]));
 	/* The old client takes leases again on its new session. */
 	zkl_lease *again;
-	CHECK_OK(zkl_semaphore_acquire(sa, 1, 5000, &again));
+	CHECK_OK(zkl_semaphore_acquire(t.sa, 1, 5000, &again));
 	CHECK_OK(zkl_lease_release(again));
 	zkl_lease_free(again);
-	assert_int_equal(counter_get(&lo.n), 2);
+	assert_int_equal(h_counter_get(&lo.n), 2);
 	for (int i = 0; i < 2; i++) {
 		zkl_lease_free(lo.l[i]);
 		zkl_lease_free(lb[i]);
 	}
-	zkl_semaphore_free(sa);
-	zkl_semaphore_free(sb);
-	zkl_client_close(a);
-	zkl_client_close(b);
+	two_close(&t);
 }
 
 /* ---- participants lists the holders ---- */
@@ -726,25 +622,19 @@ static void test_lost_on_expiry(void **state)
 static void test_participants(void **state)
 {
 	(void)state;
-	const char *path = h_path("sem-participants");
-	zkl_client *a = h_client(0), *b = h_client(0);
-	zkl_semaphore *sa, *sb;
-	CHECK_OK(zkl_semaphore_new(&sa, a, path, 3));
-	CHECK_OK(zkl_semaphore_new(&sb, b, path, 3));
+	struct two t;
+	two_open(&t, "sem-participants", 3);
 	zkl_participant *ps;
 	size_t n = 99;
-	CHECK_OK(zkl_semaphore_participants(sa, &ps, &n));
+	CHECK_OK(zkl_semaphore_participants(t.sa, &ps, &n));
 	assert_int_equal(n, 0);
 	zkl_participants_free(ps, n);
-	CHECK_OK(zkl_semaphore_set_data(sb, "worker-b", 8));
+	CHECK_OK(zkl_semaphore_set_data(t.sb, "worker-b", 8));
 	zkl_lease *la[2], *lb;
-	CHECK_OK(zkl_semaphore_acquire(sa, 2, 5000, la));
-	CHECK_OK(zkl_semaphore_acquire(sb, 1, 5000, &lb));
-	CHECK_OK(zkl_semaphore_participants(sa, &ps, &n));
+	CHECK_OK(zkl_semaphore_acquire(t.sa, 2, 5000, la));
+	CHECK_OK(zkl_semaphore_acquire(t.sb, 1, 5000, &lb));
+	CHECK_OK(zkl_semaphore_participants(t.sa, &ps, &n));
 	assert_int_equal(n, 3);
-	char host[256], want[300];
-	gethostname(host, sizeof host);
-	snprintf(want, sizeof want, "%s:%ld", host, (long)getpid());
 	for (size_t i = 0; i < n; i++) {
 		assert_true(ps[i].holder);
 		assert_non_null(strstr(ps[i].path, "/leases/_c_"));
@@ -765,19 +655,16 @@ static void test_participants(void **state)
 	assert_string_equal(ps[2].path, zkl_lease_path(lb));
 	assert_string_equal(ps[2].data, "worker-b");
 	assert_int_equal(ps[2].data_len, 8);
-	assert_string_equal(ps[0].data, want);
+	assert_string_equal(ps[0].data, h_default_data());
 	zkl_participants_free(ps, n);
 	CHECK_OK(zkl_lease_release(la[1]));
-	CHECK_OK(zkl_semaphore_participants(sb, &ps, &n));
+	CHECK_OK(zkl_semaphore_participants(t.sb, &ps, &n));
 	assert_int_equal(n, 2);
 	zkl_participants_free(ps, n);
 	zkl_lease_free(la[0]);
 	zkl_lease_free(la[1]);
 	zkl_lease_free(lb);
-	zkl_semaphore_free(sa);
-	zkl_semaphore_free(sb);
-	zkl_client_close(a);
-	zkl_client_close(b);
+	two_close(&t);
 }
 
 int main(void)
