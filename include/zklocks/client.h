@@ -9,7 +9,8 @@ ZKL_BEGIN_DECLS
 /* Connection states, as reported to state listeners and by zkl_client_state(). */
 typedef enum zkl_state {
 	ZKL_STATE_CONNECTING = 0,  /* not yet connected (only before open returns) */
-	ZKL_STATE_CONNECTED = 1,   /* connected, for the first time */
+	ZKL_STATE_CONNECTED = 1,   /* connected, for the first time (before zkl_client_open()
+	                            * returns, so listeners never see it) */
 	ZKL_STATE_SUSPENDED = 2,   /* the connection dropped; the session may still live and
 	                            * locks are still held, but nothing can be checked */
 	ZKL_STATE_RECONNECTED = 3, /* connected again: to the same session after SUSPENDED,
@@ -19,7 +20,8 @@ typedef enum zkl_state {
 	                            * last request it answered (so no later than the server
 	                            * can expire it): every lock held on it was reported lost.
 	                            * After expiry the client opens a new session by itself. */
-	ZKL_STATE_CLOSED = 5,      /* zkl_client_close() was called */
+	ZKL_STATE_CLOSED = 5,      /* zkl_client_close() was called (what zkl_client_state()
+	                            * says then; never reported to listeners) */
 } zkl_state;
 
 /* Log levels passed to a zkl_log_fn. */
@@ -105,7 +107,7 @@ ZKL_API int zkl_client_add_listener(zkl_client *c, zkl_state_fn fn, void *data);
  * ZKL_EINVAL if there was no such listener. */
 ZKL_API int zkl_client_remove_listener(zkl_client *c, zkl_state_fn fn, void *data);
 
-/* The current session id (0 while there is none) and the negotiated session timeout in
+/* The current session id (0 while disconnected) and the negotiated session timeout in
  * ms. Thread-safe. */
 ZKL_API int64_t zkl_client_session_id(const zkl_client *c);
 ZKL_API int zkl_client_session_timeout(const zkl_client *c);

@@ -24,7 +24,8 @@ enum zkl_error {
 	ZKL_EZK = -1012,        /* ZooKeeper failed unexpectedly; zkl_last_error() says how */
 	ZKL_EBUSY = -1013,      /* the handle is in use (held or being acquired) */
 	ZKL_ECANCELED = -1014,  /* the wait was cancelled by a *_cancel() call */
-	ZKL_ECONNLOSS = -1015,  /* the connection was lost and the deadline passed */
+	ZKL_ECONNLOSS = -1015,  /* the connection was lost before ZooKeeper answered (calls
+	                         * without a timeout: participants, revoke, shared counts) */
 };
 
 /* A static English description of err: a ZKL_E* code, 0, or a ZooKeeper error code

@@ -23,7 +23,8 @@ typedef struct zkl_mutex zkl_mutex;
 typedef void (*zkl_mutex_lost_fn)(zkl_mutex *m, int reason, void *data);
 
 /* Makes a mutex for the absolute path on client c (nothing is sent to ZooKeeper yet).
- * path is copied. On success *out is the caller's, freed with zkl_mutex_free(). */
+ * path is copied. On success *out is the caller's, freed with zkl_mutex_free(); on
+ * failure *out is NULL and the return is ZKL_EINVAL or ZKL_ENOMEM. */
 ZKL_API int zkl_mutex_new(zkl_mutex **out, zkl_client *c, const char *path);
 
 /* Frees m. If the calling thread holds it, it is released first. NULL is a no-op.
@@ -32,15 +33,20 @@ ZKL_API void zkl_mutex_free(zkl_mutex *m);
 
 /* Acquires the lock, waiting at most timeout_ms (ZKL_WAIT_FOREVER or 0 to try once).
  * Returns 0 when held; ZKL_ETIMEDOUT (the queued node has been withdrawn), ZKL_ECANCELED,
- * ZKL_EINVAL, ZKL_ELOST (re-entry into a lock that was lost), ZKL_EACL, ZKL_EZK. */
+ * ZKL_EINVAL, ZKL_ELOST (re-entry into a lock that was lost), ZKL_EDEADLK (the write half
+ * of a rwlock while holding only its read half), ZKL_EACL, ZKL_ECLOSED, ZKL_ENOMEM,
+ * ZKL_EZK. */
 ZKL_API int zkl_mutex_acquire(zkl_mutex *m, int timeout_ms);
 
-/* Releases one level of the calling thread's hold; the last level deletes the node.
- * Returns 0; ZKL_ENOTOWNER if the calling thread does not hold m (nothing changes);
- * ZKL_ELOST if the lock had been lost meanwhile (the hold is ended all the same). */
+/* Releases one level of the calling thread's hold; the last level deletes the node (see
+ * confirm_release in zkl_client_options for when it waits). Returns 0; ZKL_ENOTOWNER if
+ * the calling thread does not hold m (nothing changes); ZKL_ELOST if the lock had been
+ * lost meanwhile (the hold is ended all the same); ZKL_EACL or ZKL_EZK if ZooKeeper
+ * refused the delete for good (the node then stays until its session ends). */
 ZKL_API int zkl_mutex_release(zkl_mutex *m);
 
-/* Whether the calling thread holds m and it has not been lost. */
+/* Whether the calling thread holds m and it has not been lost. (Holding is per thread;
+ * zkl_mutex_token() below answers for the handle, whichever of its threads holds.) */
 ZKL_API bool zkl_mutex_is_held(zkl_mutex *m);
 
 /* The fencing token of the current hold (the czxid of its node: it only grows from one
