@@ -6,36 +6,24 @@
  * Prints "cycles/s: N, p50 X us, p99 Y us" after running for the given duration
  * (default 5 s). Each cycle costs a few round trips to ZooKeeper (create, list, delete),
  * so the numbers mostly measure the network and the server's disk. The servers come from
- * -s, else $ZKLOCK_SERVERS, else 127.0.0.1:2181. */
+ * -s, else $ZKLOCK_SERVERS, else 127.0.0.1:2181. Build it with common.c (usage, errors,
+ * connecting). */
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
-#define _POSIX_C_SOURCE 200809L /* getopt, nanosleep, clock_gettime, localtime_r */
+#define _POSIX_C_SOURCE 200809L /* getopt, clock_gettime */
 #endif
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <zklocks/zklocks.h>
 
-static const char *prog = "cycles";
+#include "common.h"
 
-static void usage(void)
-{
-	fprintf(stderr, "usage: %s [-s servers] [-d seconds] PATH\n", prog);
-	exit(2);
-}
-
-/* zkl_last_error() only lasts until the next zklocks call: copy it first. */
-static void fail(const char *what, int rc)
-{
-	char detail[512];
-	snprintf(detail, sizeof detail, "%s", zkl_last_error());
-	fprintf(stderr, "%s: %s: %s%s%s\n", prog, what, zkl_strerror(rc),
-	        detail[0] ? ": " : "", detail);
-}
+const char prog[] = "cycles";
+const char usage_args[] = "[-s servers] [-d seconds] PATH";
 
 static int64_t now_ns(void)
 {
@@ -63,7 +51,7 @@ static int64_t quantile(const int64_t *v, size_t n, double q)
 
 int main(int argc, char **argv)
 {
-	const char *servers = getenv("ZKLOCK_SERVERS");
+	const char *servers = NULL;
 	double seconds = 5;
 	int opt;
 
@@ -88,20 +76,12 @@ int main(int argc, char **argv)
 	if (argc - optind != 1)
 		usage();
 	const char *path = argv[optind];
-	if (servers == NULL || servers[0] == '\0')
-		servers = "127.0.0.1:2181";
 
-	zkl_client_options o;
-	zkl_client_options_init(&o);
-	o.servers = servers;
-	zkl_client *c;
-	int rc = zkl_client_open(&c, &o);
-	if (rc != 0) {
-		fail("connecting", rc);
+	zkl_client *c = connect_client(servers);
+	if (c == NULL)
 		return 1;
-	}
 	zkl_mutex *m;
-	rc = zkl_mutex_new(&m, c, path);
+	int rc = zkl_mutex_new(&m, c, path);
 	if (rc != 0) {
 		fail(path, rc);
 		zkl_client_close(c);

@@ -10,114 +10,39 @@
  * "/bank/bob /bank/alice": the multi-lock takes its locks in the same (sorted) order in
  * both, so they take turns instead of deadlocking. The servers come from -s, else
  * $ZKLOCK_SERVERS, else 127.0.0.1:2181. Exits 0 when every round succeeded, 1 on any
- * failure, 2 on bad usage. */
-#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
-#define _POSIX_C_SOURCE 200809L /* getopt, nanosleep, clock_gettime, localtime_r */
-#endif
-#include <errno.h>
+ * failure, 2 on bad usage. Build it with common.c (usage, errors, options, connecting,
+ * time of day). */
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <zklocks/zklocks.h>
 
-static const char *prog = "multilock";
+#include "common.h"
 
-static void usage(void)
-{
-	fprintf(stderr, "usage: %s [-s servers] [-n rounds] [-t hold_ms] NAME FROM TO\n", prog);
-	exit(2);
-}
-
-/* zkl_last_error() only lasts until the next zklocks call: copy it first. */
-static void fail(const char *what, int rc)
-{
-	char detail[512];
-	snprintf(detail, sizeof detail, "%s", zkl_last_error());
-	fprintf(stderr, "%s: %s: %s%s%s\n", prog, what, zkl_strerror(rc),
-	        detail[0] ? ": " : "", detail);
-}
-
-static int parse_int(const char *s, int min, int *out)
-{
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || v < min || v > 1000000000L)
-		return -1;
-	*out = (int)v;
-	return 0;
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
-static void now_string(char *buf, size_t size)
-{
-	struct timespec ts;
-	struct tm tm;
-	char hms[16];
-	clock_gettime(CLOCK_REALTIME, &ts);
-	localtime_r(&ts.tv_sec, &tm);
-	strftime(hms, sizeof hms, "%H:%M:%S", &tm);
-	snprintf(buf, size, "%s.%03ld", hms, ts.tv_nsec / 1000000L);
-}
+const char prog[] = "multilock";
+const char usage_args[] = "[-s servers] [-n rounds] [-t hold_ms] NAME FROM TO";
 
 int main(int argc, char **argv)
 {
-	const char *servers = getenv("ZKLOCK_SERVERS");
-	int rounds = 3, hold_ms = 1000, opt;
-
-	while ((opt = getopt(argc, argv, "s:n:t:h")) != -1) {
-		switch (opt) {
-		case 's':
-			servers = optarg;
-			break;
-		case 'n':
-			if (parse_int(optarg, 1, &rounds) != 0)
-				usage();
-			break;
-		case 't':
-			if (parse_int(optarg, 0, &hold_ms) != 0)
-				usage();
-			break;
-		default:
-			usage();
-		}
-	}
-	if (argc - optind != 3)
-		usage();
-	const char *name = argv[optind], *from = argv[optind + 1], *to = argv[optind + 2];
+	struct rounds_args opt;
+	parse_rounds_args(argc, argv, 0, 3, &opt);
+	const char *name = opt.args[0], *from = opt.args[1], *to = opt.args[2];
 	if (strcmp(from, to) == 0) {
 		fprintf(stderr, "%s: FROM and TO must be different accounts\n", prog);
 		return 2;
 	}
-	if (servers == NULL || servers[0] == '\0')
-		servers = "127.0.0.1:2181";
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
-	zkl_client_options o;
-	zkl_client_options_init(&o);
-	o.servers = servers;
-	zkl_client *c;
-	int rc = zkl_client_open(&c, &o);
-	if (rc != 0) {
-		fail("connecting", rc);
+	zkl_client *c = connect_client(opt.servers);
+	if (c == NULL)
 		return 1;
-	}
 
 	/* One mutex per account, and a multi-lock over both. The multi-lock borrows its
 	 * members: they are freed after it. */
 	zkl_mutex *a = NULL, *b = NULL;
 	zkl_multilock *both = NULL;
-	int status = 1;
+	int rc, status = 1;
 	if ((rc = zkl_mutex_new(&a, c, from)) != 0) {
 		fail(from, rc);
 		goto out;
@@ -134,7 +59,7 @@ int main(int argc, char **argv)
 	}
 
 	status = 0;
-	for (int i = 0; i < rounds; i++) {
+	for (int i = 0; i < opt.rounds; i++) {
 		/* Both or neither: on failure nothing is left held. */
 		rc = zkl_multilock_acquire(both, ZKL_WAIT_FOREVER);
 		if (rc != 0) {
@@ -147,7 +72,7 @@ int main(int argc, char **argv)
 		printf("%s moves 10 from %s to %s (tokens %" PRId64 ", %" PRId64 ") at %s\n", name,
 		       from, to, zkl_mutex_token(a), zkl_mutex_token(b), when);
 
-		sleep_ms(hold_ms);
+		sleep_ms(opt.hold_ms);
 
 		printf("%s done\n", name);
 		rc = zkl_multilock_release(both);

@@ -8,113 +8,33 @@
  * alone; a waiting writer keeps newer readers out, so writers are not starved. Each round
  * holds the lock for hold_ms, prints "<NAME> done", then releases it. The servers come
  * from -s, else $ZKLOCK_SERVERS, else 127.0.0.1:2181. Exits 0 when every round
- * succeeded, 1 on any failure, 2 on bad usage. */
-#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
-#define _POSIX_C_SOURCE 200809L /* getopt, nanosleep, clock_gettime, localtime_r */
-#endif
-#include <errno.h>
+ * succeeded, 1 on any failure, 2 on bad usage. Build it with common.c (usage, errors,
+ * options, connecting, time of day). */
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <zklocks/zklocks.h>
 
-static const char *prog = "rwlock";
+#include "common.h"
 
-static void usage(void)
-{
-	fprintf(stderr, "usage: %s [-s servers] [-n rounds] [-t hold_ms] [-w] NAME PATH\n", prog);
-	exit(2);
-}
-
-/* zkl_last_error() only lasts until the next zklocks call: copy it first. */
-static void fail(const char *what, int rc)
-{
-	char detail[512];
-	snprintf(detail, sizeof detail, "%s", zkl_last_error());
-	fprintf(stderr, "%s: %s: %s%s%s\n", prog, what, zkl_strerror(rc),
-	        detail[0] ? ": " : "", detail);
-}
-
-static int parse_int(const char *s, int min, int *out)
-{
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || v < min || v > 1000000000L)
-		return -1;
-	*out = (int)v;
-	return 0;
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
-/* The wall-clock time as HH:MM:SS.mmm (local time). */
-static void now_string(char *buf, size_t size)
-{
-	struct timespec ts;
-	struct tm tm;
-	char hms[16];
-	clock_gettime(CLOCK_REALTIME, &ts);
-	localtime_r(&ts.tv_sec, &tm);
-	strftime(hms, sizeof hms, "%H:%M:%S", &tm);
-	snprintf(buf, size, "%s.%03ld", hms, ts.tv_nsec / 1000000L);
-}
+const char prog[] = "rwlock";
+const char usage_args[] = "[-s servers] [-n rounds] [-t hold_ms] [-w] NAME PATH";
 
 int main(int argc, char **argv)
 {
-	const char *servers = getenv("ZKLOCK_SERVERS");
-	int rounds = 3, hold_ms = 1000, opt;
-	bool writer = false;
-
-	while ((opt = getopt(argc, argv, "s:n:t:wh")) != -1) {
-		switch (opt) {
-		case 's':
-			servers = optarg;
-			break;
-		case 'n':
-			if (parse_int(optarg, 1, &rounds) != 0)
-				usage();
-			break;
-		case 't':
-			if (parse_int(optarg, 0, &hold_ms) != 0)
-				usage();
-			break;
-		case 'w':
-			writer = true;
-			break;
-		default:
-			usage();
-		}
-	}
-	if (argc - optind != 2)
-		usage();
-	const char *name = argv[optind], *path = argv[optind + 1];
-	if (servers == NULL || servers[0] == '\0')
-		servers = "127.0.0.1:2181";
+	struct rounds_args opt;
+	parse_rounds_args(argc, argv, 'w', 2, &opt);
+	const char *name = opt.args[0], *path = opt.args[1];
+	bool writer = opt.flag;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
-	zkl_client_options o;
-	zkl_client_options_init(&o);
-	o.servers = servers;
-	zkl_client *c;
-	int rc = zkl_client_open(&c, &o);
-	if (rc != 0) {
-		fail("connecting", rc);
+	zkl_client *c = connect_client(opt.servers);
+	if (c == NULL)
 		return 1;
-	}
 
 	zkl_rwlock *rw;
-	rc = zkl_rwlock_new(&rw, c, path);
+	int rc = zkl_rwlock_new(&rw, c, path);
 	if (rc != 0) {
 		fail(path, rc);
 		zkl_client_close(c);
@@ -126,7 +46,7 @@ int main(int argc, char **argv)
 	const char *verb = writer ? "writes" : "reads";
 
 	int status = 0;
-	for (int i = 0; i < rounds; i++) {
+	for (int i = 0; i < opt.rounds; i++) {
 		rc = zkl_mutex_acquire(m, ZKL_WAIT_FOREVER);
 		if (rc != 0) {
 			fail("acquiring the lock", rc);
@@ -138,7 +58,7 @@ int main(int argc, char **argv)
 		printf("%s %s %s (token %" PRId64 ") at %s\n", name, verb, path, zkl_mutex_token(m),
 		       when);
 
-		sleep_ms(hold_ms);
+		sleep_ms(opt.hold_ms);
 
 		/* Said before the release: once it is released, the next holder may print
 		 * before this process gets to. */

@@ -10,69 +10,24 @@
  * (default 8) are done. Run it in several terminals with the same PATH and -m: no more
  * than max_leases jobs run at once in all of them together. The servers come from -s,
  * else $ZKLOCK_SERVERS, else 127.0.0.1:2181. Exits 0 when every job ran, 1 on any
- * failure, 2 on bad usage. */
+ * failure, 2 on bad usage. Build it with common.c (usage, errors, options, connecting,
+ * time of day). */
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
-#define _POSIX_C_SOURCE 200809L /* getopt, nanosleep, clock_gettime, localtime_r */
+#define _POSIX_C_SOURCE 200809L /* getopt */
 #endif
-#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <zklocks/zklocks.h>
 
-static const char *prog = "semaphore";
+#include "common.h"
 
-static void usage(void)
-{
-	fprintf(stderr,
-	        "usage: %s [-s servers] [-n jobs] [-w workers] [-m max_leases] [-t work_ms] "
-	        "NAME PATH\n",
-	        prog);
-	exit(2);
-}
-
-/* zkl_last_error() only lasts until the next zklocks call on this thread: copy it first. */
-static void fail(const char *what, int rc)
-{
-	char detail[512];
-	snprintf(detail, sizeof detail, "%s", zkl_last_error());
-	fprintf(stderr, "%s: %s: %s%s%s\n", prog, what, zkl_strerror(rc),
-	        detail[0] ? ": " : "", detail);
-}
-
-static int parse_int(const char *s, int min, int *out)
-{
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || v < min || v > 1000000000L)
-		return -1;
-	*out = (int)v;
-	return 0;
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
-static void now_string(char *buf, size_t size)
-{
-	struct timespec ts;
-	struct tm tm;
-	char hms[16];
-	clock_gettime(CLOCK_REALTIME, &ts);
-	localtime_r(&ts.tv_sec, &tm);
-	strftime(hms, sizeof hms, "%H:%M:%S", &tm);
-	snprintf(buf, size, "%s.%03ld", hms, ts.tv_nsec / 1000000L);
-}
+const char prog[] = "semaphore";
+const char usage_args[] =
+	"[-s servers] [-n jobs] [-w workers] [-m max_leases] [-t work_ms] NAME PATH";
 
 /* What the workers share. The semaphore handle is thread-safe: one is enough. */
 struct pool {
@@ -134,7 +89,7 @@ failed:
 
 int main(int argc, char **argv)
 {
-	const char *servers = getenv("ZKLOCK_SERVERS");
+	const char *servers = NULL;
 	int jobs = 8, workers = 4, max_leases = 2, work_ms = 1000, opt;
 
 	while ((opt = getopt(argc, argv, "s:n:w:m:t:h")) != -1) {
@@ -143,20 +98,18 @@ int main(int argc, char **argv)
 			servers = optarg;
 			break;
 		case 'n':
-			if (parse_int(optarg, 1, &jobs) != 0)
-				usage();
+			jobs = int_arg(optarg, 1);
 			break;
 		case 'w':
-			if (parse_int(optarg, 1, &workers) != 0 || workers > 256)
+			workers = int_arg(optarg, 1);
+			if (workers > 256)
 				usage();
 			break;
 		case 'm':
-			if (parse_int(optarg, 1, &max_leases) != 0)
-				usage();
+			max_leases = int_arg(optarg, 1);
 			break;
 		case 't':
-			if (parse_int(optarg, 0, &work_ms) != 0)
-				usage();
+			work_ms = int_arg(optarg, 0);
 			break;
 		default:
 			usage();
@@ -165,23 +118,15 @@ int main(int argc, char **argv)
 	if (argc - optind != 2)
 		usage();
 	const char *name = argv[optind], *path = argv[optind + 1];
-	if (servers == NULL || servers[0] == '\0')
-		servers = "127.0.0.1:2181";
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
-	zkl_client_options o;
-	zkl_client_options_init(&o);
-	o.servers = servers;
-	zkl_client *c;
-	int rc = zkl_client_open(&c, &o);
-	if (rc != 0) {
-		fail("connecting", rc);
+	zkl_client *c = connect_client(servers);
+	if (c == NULL)
 		return 1;
-	}
 
 	/* Every process using PATH must pass the same max_leases. */
 	struct pool p = { .name = name, .jobs = jobs, .work_ms = work_ms };
-	rc = zkl_semaphore_new(&p.sem, c, path, max_leases);
+	int rc = zkl_semaphore_new(&p.sem, c, path, max_leases);
 	if (rc != 0) {
 		fail(path, rc);
 		zkl_client_close(c);

@@ -699,6 +699,7 @@ int zkl_engine_participants(zkl_client *c, const char *path, size_t holders,
 			p[k].data_len = ops[i]->value_len;
 			p[k].sequence = queue[i].seq;
 			p[k].czxid = ops[i]->stat.czxid;
+			p[k].ctime = ops[i]->stat.ctime;
 			p[k].holder = k < holders;
 			k++;
 		} else if (rc == 0 && ops[i]->rc != ZNONODE) {

@@ -51,6 +51,7 @@ typedef struct zkl_participant {
 	int64_t sequence;/* the server-assigned sequence number parsed from the name */
 	int64_t czxid;   /* the zxid that created the node: a holder's fencing token */
 	bool holder;     /* true for the node(s) that hold the lock right now */
+	int64_t ctime;   /* when the node was created: ms since the epoch, server's clock */
 } zkl_participant;
 
 /* Frees an array returned by a *_participants() function. NULL is a no-op. */

@@ -11,5 +11,6 @@
 #include <zklocks/rwlock.h>
 #include <zklocks/semaphore.h>
 #include <zklocks/multilock.h>
+#include <zklocks/leader.h>
 
 #endif

@@ -82,6 +82,7 @@ class Proc:
         self.pid = self.p.pid
         self.cond = threading.Condition()
         self.lines = {"out": [], "err": []}
+        self.times = {}  # when each line arrived
         self.closed = {"out": stdout is not None, "err": False}
         self.readers = []
         streams = [("err", self.p.stderr)]
@@ -97,6 +98,7 @@ class Proc:
         for raw in f:
             with self.cond:
                 self.lines[name].append(raw.decode(errors="replace").rstrip("\n"))
+                self.times.setdefault(name, []).append(time.monotonic())
                 self.cond.notify_all()
         with self.cond:
             self.closed[name] = True
@@ -104,13 +106,17 @@ class Proc:
 
     def wait_line(self, pattern, stream="err", timeout=20):
         """Waits until a line of the stream matches the regex pattern."""
+        return self.wait_line_at(pattern, stream, timeout)[0]
+
+    def wait_line_at(self, pattern, stream="err", timeout=20):
+        """wait_line, and also when the line arrived (time.monotonic())."""
         rx = re.compile(pattern)
         deadline = time.monotonic() + timeout
         with self.cond:
             while True:
-                for line in self.lines[stream]:
+                for i, line in enumerate(self.lines[stream]):
                     if rx.search(line):
-                        return line
+                        return line, self.times[stream][i]
                 left = deadline - time.monotonic()
                 if self.closed[stream] or left <= 0:
                     raise Failure("%s: no line matching %r on std%s; got %r" %
@@ -191,17 +197,26 @@ def expect(args, status, timeout=30, stderr_has=None, stdout_has=None, env=None)
     return out, err, secs
 
 
-def status(path):
-    """The lock's queue from `zklock status`: a list of (node path, data)."""
+STATUS_FIELDS = ("node", "data", "role", "layout", "host", "pid", "since", "token")
+
+
+def status_lines(path):
+    """The lock's queue from `zklock status`: a list of dicts of the tab-separated
+    fields (node, data, role, layout, host, pid, since, token)."""
     rc, out, err, _ = run(["status", path])
     check(rc == 0, "zklock status %s: exit %s; stderr %r" % (path, rc, err))
     nodes = []
     for line in out.splitlines():
-        node, sep, data = line.partition("\t")
-        check(sep == "\t" and node.startswith(path + "/"),
+        fields = line.split("\t")
+        check(len(fields) == len(STATUS_FIELDS) and fields[0].startswith(path + "/"),
               "zklock status %s: bad line %r" % (path, line))
-        nodes.append((node, data))
+        nodes.append(dict(zip(STATUS_FIELDS, fields)))
     return nodes
+
+
+def status(path):
+    """The lock's queue from `zklock status`: a list of (node path, data)."""
+    return [(n["node"], n["data"]) for n in status_lines(path)]
 
 
 def owners(path):
@@ -638,8 +653,7 @@ def lock_lost():
         rc = a.wait(10)
         check(rc == 70, "exit %s, expected 70; stderr %r" % (rc, a.stderr()))
         check(os.path.exists(marker), "the command did not get SIGTERM")
-        b.wait_line(lost % re.escape(p2), timeout=30)
-        t_lost = time.monotonic()
+        _, t_lost = b.wait_line_at(lost % re.escape(p2), timeout=30)
         rc = b.wait(20)
         secs = time.monotonic() - t_lost
         check(rc == 70, "exit %s, expected 70; stderr %r" % (rc, b.stderr()))
@@ -647,6 +661,426 @@ def lock_lost():
     finally:
         proxy.close()
     expect(["-w", "10", p1, "--", "true"], 0)
+
+
+# ---- bad arguments name the problem ----
+
+@case
+def usage_errors_name_the_problem():
+    p = lock_path("usage2")
+    for args, words in (
+            (["--semaphore", "0", p, "--", "true"], ["semaphore size \"0\""]),
+            (["--semaphore", "x", p, "--", "true"], ["semaphore size"]),
+            (["-w", "-3", p, "--", "true"], ["invalid wait \"-3\""]),
+            ([p, "-w", "5", "true"], ["\"-w\" after the lock path", "\"--\""]),
+            ([p], ["missing command"]),
+            ([p, "--"], ["missing command", "\"--\""]),
+            (["--frobnicate", p, "--", "true"], ["unrecognized option '--frobnicate'"]),
+            (["locks/x", "--", "true"], ["\"locks/x\" is not absolute"]),
+            (["--read", "--write", p, "--", "true"], ["exclude each other"]),
+            (["--leader", "--semaphore", "2", p, "--", "true"], ["exclude each other"]),
+            (["--requeue", p, "--", "true"], ["--requeue needs --leader"]),
+            (["--revocable", "--semaphore", "2", p, "--", "true"], ["--revocable"]),
+            (["--kill-signal", "BOGUS", p, "--", "true"], ["kill signal \"BOGUS\""]),
+            (["--kill-grace", "-1", p, "--", "true"], ["kill grace \"-1\""]),
+            (["--once-per", "0", p, "--", "true"], ["interval \"0\""]),
+            (["--once-per", "1w", p, "--", "true"], ["interval \"1w\""]),
+            (["--token-env", "1X", p, "--", "true"], ["\"1X\""]),
+            (["list"], ["missing prefix"]),
+            (["list", "rel"], ["prefix \"rel\" is not absolute"]),
+            (["revoke"], ["missing lock path"])):
+        _, err, _ = expect(args, 64, stderr_has=["zklock --help"] + words)
+        check("Usage" not in err, "the whole usage on a usage error: %r" % err)
+
+
+# ---- modes ----
+
+@case
+def read_write_modes():
+    p = lock_path("rw")
+    r1 = holder(p, ["--read"])
+    r2 = holder(p, ["--read"])  # readers share
+    try:
+        expect(["--write", "-n", p, "--", "true"], 1, stderr_has="is held by ")
+        w = Proc(["-v", "--write", p, "--", "true"])
+        wait_until(lambda: len(status_lines(p)) == 3, "the writer is queued")
+        nodes = status_lines(p)
+        check([n["role"] for n in nodes] == ["holder", "holder", "waiting"] and
+              [n["layout"] for n in nodes] == ["read", "read", "write"] and
+              "__READ__" in nodes[0]["node"] and "__WRIT__" in nodes[2]["node"],
+              "status: %r" % nodes)
+        expect(["--read", "-n", p, "--", "true"], 1)  # a reader waits behind a writer
+    finally:
+        r1.release()
+        r2.release()
+    check(r1.wait() == 0 and r2.wait() == 0, "readers failed")
+    check(w.wait() == 0, "writer: exit %s; %r" % (w.p.returncode, w.stderr()))
+    check(status(p) == [], "not released: %r" % status(p))
+
+
+@case
+def semaphore_mode():
+    p = lock_path("sem")
+    a = holder(p, ["--semaphore", "2"])
+    b = holder(p, ["--semaphore", "2"])
+    try:
+        _, err, _ = expect(["--semaphore", "2", "-n", p, "--", "true"], 1,
+                           stderr_has=["is held by ", "2 leases taken"])
+        nodes = status_lines(p)
+        check([n["role"] for n in nodes] == ["lease", "lease"] and
+              all(n["layout"] == "semaphore" and "/leases/" in n["node"] and
+                  "-lease-" in n["node"] for n in nodes) and
+              sorted(int(n["pid"]) for n in nodes) == sorted([a.pid, b.pid]),
+              "status: %r" % nodes)
+        c = Proc(["-v", "--semaphore", "2", p, "--", "true"])
+        # Curator's layout: the taker at the gate (locks/) has made its lease and waits.
+        wait_until(lambda: len(status_lines(p)) == 4, "the third is at the gate")
+        nodes = status_lines(p)
+        check([n["role"] for n in nodes] == ["lease", "lease", "waiting", "gate"] and
+              "/locks/" in nodes[3]["node"] and int(nodes[2]["pid"]) == c.pid and
+              int(nodes[3]["pid"]) == c.pid, "status: %r" % nodes)
+        a.release()
+        check(c.wait() == 0, "third: exit %s; %r" % (c.p.returncode, c.stderr()))
+        check(a.wait() == 0, "first holder: exit %s" % a.p.returncode)
+    finally:
+        a.release() if not a.p.stdin.closed else None
+        b.release()
+    check(b.wait() == 0, "second holder: exit %s" % b.p.returncode)
+    check(status(p) == [], "not released: %r" % status(p))
+
+
+@case
+def leader_mode():
+    p = lock_path("leader")
+    h = Proc(["-v", "--leader", p, "--", "cat"], stdin=subprocess.PIPE,
+             stdout=subprocess.DEVNULL)
+    h.wait_line(r"^zklock: acquired leadership of %s \(fencing token \d+\)" % re.escape(p))
+    try:
+        expect(["--leader", "-n", p, "--", "true"], 1,
+               stderr_has=["leadership of %s is held by " % p, ":%d;" % h.pid])
+        w = Proc(["--leader", p, "--", "true"])
+        wait_until(lambda: len(status_lines(p)) == 2, "the second is queued")
+        nodes = status_lines(p)
+        check([n["role"] for n in nodes] == ["leader", "waiting"] and
+              all(n["layout"] == "latch" and "-latch-" in n["node"] for n in nodes) and
+              int(nodes[0]["pid"]) == h.pid and int(nodes[1]["pid"]) == w.pid,
+              "status: %r" % nodes)
+    finally:
+        h.release()
+    check(h.wait() == 0, "leader: exit %s" % h.p.returncode)
+    check(w.wait() == 0, "second: exit %s; %r" % (w.p.returncode, w.stderr()))
+    check(status(p) == [], "not released: %r" % status(p))
+
+
+@case
+def leader_requeue():
+    """Two --requeue workers take turns, never at once, until told to stop."""
+    p = lock_path("requeue")
+    log = os.path.join(TMP, "requeue-log")
+    procs = []
+    for name in ("A", "B"):
+        script = ("echo start %s >> %s; sleep 0.1; echo end %s >> %s" %
+                  (name, shlex.quote(log), name, shlex.quote(log)))
+        procs.append(Proc(["--leader", "--requeue", p, "--", "sh", "-c", script]))
+
+    def lines():
+        try:
+            with open(log) as f:
+                return f.read().split("\n")[:-1]
+        except FileNotFoundError:
+            return []
+    wait_until(lambda: len(lines()) >= 12, "six turns were taken", timeout=30)
+    for x in procs:
+        x.signal(signal.SIGTERM)
+    for x in procs:
+        rc = x.wait(20)
+        check(rc in (0, 143), "exit %s; %r" % (rc, x.stderr()))
+    got = lines()
+    # Never two at once: start X, end X, start Y, end Y, ...
+    for i in range(0, len(got) - 1, 2):
+        check(got[i].startswith("start ") and got[i + 1] == "end " + got[i][6:],
+              "overlap in %r" % got)
+    turns = [l[6:] for l in got if l.startswith("start ")]
+    check(turns.count("A") >= 2 and turns.count("B") >= 2, "turns %r" % turns)
+    # Once both are in the election, leadership alternates.
+    first_b = turns.index("B") if turns[0] == "A" else turns.index("A")
+    for i in range(first_b, len(turns) - 1):
+        check(turns[i] != turns[i + 1], "not alternating: %r" % turns)
+    check(status(p) == [], "not left: %r" % status(p))
+
+
+def kazoo_client():
+    try:
+        from kazoo.client import KazooClient
+    except ImportError:
+        raise Skip("kazoo is not installed for this Python")
+    k = KazooClient(hosts=SERVERS)
+    k.start(timeout=15)
+    return k
+
+
+@case
+def leader_node_deleted_kills_command():
+    """The leader's node is deleted from outside: leadership is lost, the command gets
+    --kill-signal, ignores it, gets SIGKILL --kill-grace later; zklock exits 70."""
+    p = lock_path("leader-deleted")
+    k = kazoo_client()
+    try:
+        marker = os.path.join(TMP, "usr1")
+        script = ('trap "echo got > %s" USR1; echo ready; while :; do sleep 0.1; done' %
+                  shlex.quote(marker))
+        z = Proc(["--leader", "--kill-signal", "USR1", "--kill-grace", "1.5", p, "--",
+                  "sh", "-c", script])
+        z.wait_line("^ready$", stream="out")
+        node = status_lines(p)[0]["node"]
+        k.delete(node)
+        _, t_lost = z.wait_line_at("^zklock: lock on %s lost$" % re.escape(p))
+        rc = z.wait(10)
+        secs = time.monotonic() - t_lost
+        check(rc == 70, "exit %s, expected 70; %r" % (rc, z.stderr()))
+        check(1.0 <= secs <= 5, "SIGKILL %.1f s after the loss, not 1.5 s" % secs)
+        wait_until(lambda: os.path.exists(marker), "the command got SIGUSR1", timeout=5)
+        wait_until(lambda: status(p) == [], "the latch left")
+    finally:
+        k.stop()
+        k.close()
+
+
+# ---- revocation ----
+
+@case
+def revocable_and_revoke():
+    p = lock_path("revoke")
+    expect(["revoke", p], 1, stdout_has="is free")
+    marker = os.path.join(TMP, "revoked")
+    script = ('trap "echo got > %s; exit 0" TERM; echo ready; while :; do sleep 0.1; done' %
+              shlex.quote(marker))
+    h = Proc(["--revocable", p, "--", "sh", "-c", script])
+    h.wait_line("^ready$", stream="out")
+    check(status_lines(p)[0]["data"] == "", "a revocable node has data: %r" % status_lines(p))
+    out, _, _ = expect(["revoke", p], 0, stdout_has="revocable; asked its holder")
+    rc = h.wait(15)
+    check(rc == 71, "holder: exit %s, expected 71; %r" % (rc, h.stderr()))
+    check("revoked" in h.stderr(), "no word of revocation: %r" % h.stderr())
+    check(os.path.exists(marker), "the command did not get SIGTERM")
+    check(status(p) == [], "not released: %r" % status(p))
+
+    # -w waits until the holder has let go.
+    h = Proc(["--revocable", p, "--", "sh", "-c", script])
+    h.wait_line("^ready$", stream="out")
+    expect(["revoke", "-w", "10", p], 0, stdout_has="released")
+    check(h.wait(5) == 71, "holder: exit %s" % h.p.returncode)
+
+    # A holder without --revocable is not asked (its data stays).
+    h = holder(p)
+    try:
+        out, _, _ = expect(["revoke", p], 1, stdout_has="not revocable")
+        check(h.p.poll() is None, "the holder went away")
+        check(status_lines(p)[0]["data"].endswith(":%d" % h.pid), "data changed")
+    finally:
+        h.release()
+    check(h.wait() == 0, "holder: exit %s" % h.p.returncode)
+
+
+# ---- fencing token ----
+
+@case
+def token_env():
+    p = lock_path("token")
+    out, _, _ = expect([p, "--", "sh", "-c", 'echo "$ZKLOCK_TOKEN"'], 0)
+    check(re.fullmatch(r"[1-9]\d*\n", out), "ZKLOCK_TOKEN: %r" % out)
+    out2, _, _ = expect(["--token-env", "FENCE", p, "--", "sh", "-c",
+                         'echo "$FENCE ${ZKLOCK_TOKEN:-unset}"'], 0)
+    t2, other = out2.split()
+    check(int(t2) > int(out) and other == "unset", "FENCE: %r after %r" % (out2, out))
+    # It is the czxid that status shows as the holder's token.
+    h = Proc([p, "--", "sh", "-c", 'echo "$ZKLOCK_TOKEN"; cat'], stdin=subprocess.PIPE)
+    try:
+        line = h.wait_line(r"^\d+$", stream="out")
+        check(status_lines(p)[0]["token"] == line, "status %r, token %s" %
+              (status_lines(p), line))
+    finally:
+        h.release()
+    check(h.wait() == 0, "holder: exit %s" % h.p.returncode)
+
+
+# ---- status, list ----
+
+@case
+def status_json_with_kazoo_holder():
+    """A kazoo Lock holds the path; zklock waiters queue behind it; status --json lists
+    them all in order, the kazoo holder first."""
+    import json
+    k = kazoo_client()
+    p = lock_path("status-kazoo")
+    lock = k.Lock(p, "kazoo-worker")
+    check(lock.acquire(timeout=10), "kazoo could not take the lock")
+    waiters = []
+    try:
+        for i in range(2):
+            w = Proc([p, "--", "true"])
+            waiter_queued(p, w, i + 1)
+            waiters.append(w)
+        rc, out, err, _ = run(["status", "--json", p])
+        check(rc == 0, "exit %s; %r" % (rc, err))
+        doc = json.loads(out)
+        nodes = doc["nodes"]
+        check(doc["path"] == p and doc["holders"] == 1 and doc["waiting"] == 2,
+              "json: %r" % doc)
+        check(nodes[0]["role"] == "holder" and nodes[0]["layout"] == "kazoo-lock" and
+              nodes[0]["data"] == "kazoo-worker" and nodes[0]["pid"] is None and
+              "__lock__" in nodes[0]["node"], "holder: %r" % nodes[0])
+        check([n["pid"] for n in nodes[1:]] == [w.pid for w in waiters] and
+              all(n["role"] == "waiting" and n["layout"] == "mutex" for n in nodes[1:]),
+              "waiters: %r" % nodes[1:])
+        tokens = [n["token"] for n in nodes]
+        check(tokens == sorted(tokens) and
+              all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", n["since"])
+                  for n in nodes), "tokens / since: %r" % nodes)
+    finally:
+        lock.release()
+        k.stop()
+        k.close()
+    for w in waiters:
+        check(w.wait() == 0, "waiter: exit %s" % w.p.returncode)
+
+
+@case
+def list_prefix():
+    import json
+    prefix = lock_path("list")
+    a = holder(prefix + "/a")
+    b = holder(prefix + "/deep/b", ["--semaphore", "3"])
+    try:
+        w = Proc([prefix + "/a", "--", "true"])
+        waiter_queued(prefix + "/a", w, 1)
+        rc, out, err, _ = run(["list", prefix])
+        check(rc == 0, "exit %s; %r" % (rc, err))
+        rows = [l.split("\t") for l in out.splitlines()]
+        check([r[0] for r in rows] == [prefix + "/a", prefix + "/deep/b"], "rows %r" % rows)
+        check(rows[0][1:4] == ["mutex", "1", "1"] and rows[0][4].endswith(":%d" % a.pid),
+              "row a: %r" % rows[0])
+        check(rows[1][1:4] == ["semaphore", "1", "0"] and rows[1][4].endswith(":%d" % b.pid),
+              "row b: %r" % rows[1])
+        rc, out, err, _ = run(["list", "--json", prefix])
+        doc = json.loads(out)
+        check([l["path"] for l in doc["locks"]] == [prefix + "/a", prefix + "/deep/b"],
+              "json: %r" % doc)
+        expect(["list", prefix + "/nothing-here"], 0)
+    finally:
+        a.release()
+        b.release()
+    for x in (a, b, w):
+        check(x.wait() == 0, "exit %s" % x.p.returncode)
+
+
+# ---- progress ----
+
+@case
+def verbose_progress():
+    p = lock_path("progress")
+    h = holder(p)
+    try:
+        first = Proc([p, "--", "true"])
+        waiter_queued(p, first, 1)
+        w = Proc(["-v", p, "--", "true"])
+        w.wait_line(r"waiting for %s: held by \S+:%d, 2 ahead$" % (re.escape(p), h.pid))
+        first.signal(signal.SIGTERM)
+        check(first.wait() == 128 + signal.SIGTERM, "first waiter: %s" % first.p.returncode)
+        w.wait_line(r"waiting for %s: held by \S+:%d, 1 ahead$" % (re.escape(p), h.pid))
+    finally:
+        h.release()
+    check(h.wait() == 0 and w.wait() == 0, "exits %s %s" % (h.p.returncode, w.p.returncode))
+
+
+# ---- cron: --once-per ----
+
+@case
+def once_per_runs_once():
+    p = lock_path("once")
+    runs = os.path.join(TMP, "once-runs")
+    cmd = ["sh", "-c", "echo ran >> %s; sleep 0.3" % shlex.quote(runs)]
+    procs = [Proc(["--once-per", "1h", p, "--"] + cmd) for _ in range(3)]
+    for x in procs:
+        check(x.wait() == 0, "exit %s; %r" % (x.p.returncode, x.stderr()))
+    with open(runs) as f:
+        check(f.read() == "ran\n", "ran more than once")
+    skipped = [x for x in procs if "already ran" in x.stderr()]
+    check(len(skipped) == 2, "stderr: %r" % [x.stderr() for x in procs])
+    expect(["--once-per", "3600", p, "--"] + cmd, 0, stderr_has="already ran")
+    with open(runs) as f:
+        check(f.read() == "ran\n", "ran again within the hour")
+    check(status(p) == [], "not released: %r" % status(p))
+    # An interval that has passed runs again (3 s, a quarter of which is the slack: a
+    # run asked for within 2.25 s of the last one is the same run).
+    p1 = lock_path("once-3s")
+    expect(["--once-per", "3s", p1, "--"] + cmd, 0)
+    expect(["--once-per", "3", p1, "--"] + cmd, 0, stderr_has="already ran")
+    time.sleep(3.1)
+    expect(["--once-per", "3", p1, "--"] + cmd, 0)
+    with open(runs) as f:
+        check(f.read() == "ran\n" * 3, "runs: %r" % f.read())
+    # A failed run is not recorded: the next one runs.
+    p2 = lock_path("once-fail")
+    expect(["--once-per", "1d", p2, "--", "false"], 1)
+    marker = os.path.join(TMP, "once-after-fail")
+    expect(["--once-per", "1d", p2, "--", "touch", marker], 0)
+    check(os.path.exists(marker), "the run after a failure was skipped")
+
+
+# ---- configuration ----
+
+@case
+def config_file():
+    conf = os.path.join(TMP, "zklock.conf")
+    env = dict(ENV)
+    env.pop("ZKLOCK_SERVERS")
+    env["ZKLOCK_CONFIG"] = conf
+    p = lock_path("config")
+    with open(conf, "w") as f:
+        f.write("# test\nservers = %s\nsession_timeout = 5000\n\nconnect-timeout=3000\n" %
+                SERVERS)
+    expect([p, "--", "true"], 0, env=env)
+    # The command line wins over the file; the environment too.
+    with open(conf, "w") as f:
+        f.write("servers = 127.0.0.1:1\nconnect_timeout = 500\n")
+    expect([p, "--", "true"], 69, stderr_has="127.0.0.1:1", env=env)
+    expect(["-s", SERVERS, p, "--", "true"], 0, env=env)
+    env2 = dict(env)
+    env2["ZKLOCK_SERVERS"] = SERVERS
+    expect([p, "--", "true"], 0, env=env2)
+    # Errors name the file and line.
+    with open(conf, "w") as f:
+        f.write("servers = %s\nfrobs = 3\n" % SERVERS)
+    expect([p, "--", "true"], 64, stderr_has=["%s:2" % conf, "unknown key \"frobs\""],
+           env=env)
+    with open(conf, "w") as f:
+        f.write("session_timeout = soon\n")
+    expect([p, "--", "true"], 64, stderr_has=["%s:1" % conf, "session timeout"], env=env)
+    env3 = dict(env)
+    env3["ZKLOCK_CONFIG"] = os.path.join(TMP, "no-such.conf")
+    expect([p, "--", "true"], 64, stderr_has="no-such.conf", env=env3)
+    # A chroot: the lock lives under it.
+    k = kazoo_client()
+    try:
+        base = lock_path("chroot")
+        k.ensure_path(base)
+        with open(conf, "w") as f:
+            f.write("servers = %s\nchroot = %s\n" % (SERVERS, base))
+        h = Proc(["-v", "/x", "--", "cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                 env=env)
+        h.wait_line("^zklock: acquired ")
+        try:
+            check(len(status(base + "/x")) == 1, "not under the chroot")
+            rc, out, _, _ = run(["status", "/x"], env=env)
+            check(rc == 0 and len(out.splitlines()) == 1 and out.startswith("/x/"),
+                  "status through the chroot: %r" % out)
+        finally:
+            h.release()
+        check(h.wait() == 0, "exit %s; %r" % (h.p.returncode, h.stderr()))
+    finally:
+        k.stop()
+        k.close()
 
 
 def main():

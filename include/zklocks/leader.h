@@ -1,0 +1,200 @@
+/* Leader election: zkl_leader (Curator's LeaderLatch) and zkl_selector (Curator's
+ * LeaderSelector: run a function while leader).
+ *
+ * zkl_leader queues an ephemeral-sequential node "_c_<uuid>-latch-<seq>" under the
+ * election path, with the participant's id as its data, exactly as Curator's LeaderLatch
+ * does, so C and Java participants of one path elect one leader among them. The first
+ * node leads, once a read of it has shown that its ephemeral owner is our current
+ * session; every other participant watches the node just before its own. The election
+ * runs on a thread of the handle's own, started by zkl_leader_start(): after a loss the
+ * handle joins the election again by itself, until it is closed.
+ *
+ * zkl_selector queues "_c_<uuid>-lock-<seq>" nodes (Curator's LeaderSelector, which is a
+ * mutex: zkl_mutex and `zklock` on the same path exclude it) and, while it leads, runs a
+ * function of the caller's; when the function returns, leadership is given up, and with
+ * `requeue` the selector joins the election again.
+ *
+ * Leadership ends when the session is lost (expired, or nothing heard from ZooKeeper for
+ * the session timeout: see zkl_state), when the leader's node is deleted from outside,
+ * and, unless lose_on_suspend is false, as soon as the connection drops (SUSPENDED: the
+ * session may still live, but nothing can be proven; Curator's default). A latch that
+ * lost leadership to a suspension keeps its node and leads again if, once reconnected,
+ * its node is still there and still its session's.
+ *
+ * has_leadership() turns false as soon as the loss is known, on the thread that learns
+ * it (the client's event thread for a session or connection loss), before any callback
+ * runs. Every fencing token (zkl_leader_token) is the czxid of the leader's node: it only
+ * grows from one leader to the next.
+ *
+ * All functions are thread-safe. */
+#ifndef ZKLOCKS_LEADER_H
+#define ZKLOCKS_LEADER_H
+
+#include <zklocks/common.h>
+
+ZKL_BEGIN_DECLS
+
+/* ---- zkl_leader: the latch ---- */
+
+typedef struct zkl_leader zkl_leader;
+
+/* Called when this participant becomes the leader: once per leadership, on the latch's
+ * own thread (started by zkl_leader_start()), with no zklocks lock held. Gained and lost
+ * calls of one latch alternate, gained first, and never overlap. It may call any
+ * zkl_leader function on l except zkl_leader_free(); zkl_leader_close(l) from here
+ * returns at once and the latch leaves once the callback has returned. It should return
+ * promptly: the latch's lost callback waits for it. */
+typedef void (*zkl_leader_gained_fn)(zkl_leader *l, void *data);
+
+/* Called when leadership announced by the gained callback ends, once per leadership, on
+ * the latch's own thread, with no zklocks lock held (same rules as the gained callback).
+ * reason says why:
+ *   ZKL_ELOST      the session was lost (expired, or could not be proven alive)
+ *   ZKL_ECONNLOSS  the connection dropped (lose_on_suspend); leadership may come back
+ *   ZKL_ENOTHELD   our node was deleted from outside
+ *   ZKL_ECLOSED    zkl_leader_close() was called (only with notify_on_close)
+ *   ZKL_EZK        ZooKeeper failed unexpectedly while checking our node
+ * After every reason but ZKL_ECLOSED the latch stays in the election (with a new node
+ * unless the reason was ZKL_ECONNLOSS). */
+typedef void (*zkl_leader_lost_fn)(zkl_leader *l, int reason, void *data);
+
+typedef struct zkl_leader_options {
+	/* The participant id, stored as the node's data (copied). Default NULL: the id is
+	 * "<hostname>:<pid>", so that `zklock status` can show who leads. (Curator's
+	 * default id is the empty string.) */
+	const char *id;
+	/* Callbacks, each may be NULL (the default); data is passed to both. */
+	zkl_leader_gained_fn on_gained;
+	zkl_leader_lost_fn on_lost;
+	void *data;
+	/* Whether leadership ends when the connection drops (the client turns SUSPENDED).
+	 * Default true, Curator's default. With false it ends only when the session is lost. */
+	bool lose_on_suspend;
+	/* Whether zkl_leader_close() of the leader calls on_lost with ZKL_ECLOSED, before
+	 * the node is deleted. Default false (Curator's CloseMode.SILENT). */
+	bool notify_on_close;
+} zkl_leader_options;
+
+/* Fills o with the defaults above. */
+ZKL_API void zkl_leader_options_init(zkl_leader_options *o);
+
+/* Makes a latch for the absolute election path on client c (nothing is sent yet). path
+ * and the options are copied; o may be NULL for the defaults. On success *out is the
+ * caller's, freed with zkl_leader_free(). Returns 0, ZKL_EINVAL or ZKL_ENOMEM. */
+ZKL_API int zkl_leader_new(zkl_leader **out, zkl_client *c, const char *path,
+                           const zkl_leader_options *o);
+
+/* Joins the election: starts the latch's thread, which queues our node and waits in the
+ * background; returns at once. Once only: ZKL_EBUSY if already started, ZKL_ECLOSED
+ * after close. Returns 0, ZKL_EINVAL, ZKL_EBUSY, ZKL_ECLOSED or ZKL_ENOMEM. */
+ZKL_API int zkl_leader_start(zkl_leader *l);
+
+/* Whether this participant leads right now. */
+ZKL_API bool zkl_leader_has_leadership(zkl_leader *l);
+
+/* Waits until this participant leads, at most timeout_ms (ZKL_WAIT_FOREVER, or 0 to look
+ * once). Returns 0 when it leads, ZKL_ETIMEDOUT, ZKL_ECLOSED once closed (also while
+ * waiting), or ZKL_EINVAL (bad timeout, or not started). */
+ZKL_API int zkl_leader_await(zkl_leader *l, int timeout_ms);
+
+/* The fencing token of the current leadership (the czxid of our node), or ZKL_ENOTHELD
+ * if this participant does not lead. */
+ZKL_API int64_t zkl_leader_token(zkl_leader *l);
+
+/* Leaves the election for good: our node is deleted (or, with the connection down, left
+ * to the session), and if we led and notify_on_close is set, on_lost(ZKL_ECLOSED) runs
+ * first. From any thread but the latch's, it returns once the latch's thread has ended
+ * (so no callback runs after it); from a callback it returns at once. Closing twice, or
+ * a latch never started, is fine. Returns 0 or ZKL_EINVAL. */
+ZKL_API int zkl_leader_close(zkl_leader *l);
+
+/* Closes l if needed and frees it. Not from l's own callbacks. NULL is a no-op. */
+ZKL_API void zkl_leader_free(zkl_leader *l);
+
+/* Lists the participants in election order (the leader first, holder == true), with
+ * their ids as data. Works whether or not l was started. On success *out is the
+ * caller's: free with zkl_participants_free(*out, *count). */
+ZKL_API int zkl_leader_participants(zkl_leader *l, zkl_participant **out, size_t *count);
+
+/* The id of the current leader (the first participant), NUL-terminated, in *id: the
+ * caller's, freed with free(). Returns 0, or ZKL_ENOTHELD (with *id NULL) if nobody
+ * takes part in the election. */
+ZKL_API int zkl_leader_leader_id(zkl_leader *l, char **id);
+
+/* The election path (borrowed, valid until zkl_leader_free()). */
+ZKL_API const char *zkl_leader_path(const zkl_leader *l);
+
+/* ---- zkl_selector: run a function while leader ---- */
+
+typedef struct zkl_selector zkl_selector;
+
+/* Runs while this participant leads, on a thread that the selector starts for each
+ * leadership, with no zklocks lock held. Leadership is given up (our node deleted) when
+ * it returns. When leadership is lost or interrupted meanwhile (has_leadership turns
+ * false), it should return soon: zkl_selector_wait() is the way to sleep until then. The
+ * node stays until it returns, so no other participant leads before. It may call any
+ * zkl_selector function on s except zkl_selector_free(); zkl_selector_close(s) from here
+ * returns at once. */
+typedef void (*zkl_selector_fn)(zkl_selector *s, void *data);
+
+typedef struct zkl_selector_options {
+	/* The participant id, stored as node data (copied); default NULL: "<host>:<pid>". */
+	const char *id;
+	/* Join the election again each time fn returns, or leadership is lost. Default
+	 * false: the selector then leads once per zkl_selector_start()/_requeue(). */
+	bool requeue;
+	/* Whether leadership ends when the connection drops. Default true. */
+	bool lose_on_suspend;
+} zkl_selector_options;
+
+/* Fills o with the defaults above. */
+ZKL_API void zkl_selector_options_init(zkl_selector_options *o);
+
+/* Makes a selector for the absolute path on c that runs fn(s, data) while it leads.
+ * Copies path and options (o may be NULL). *out is the caller's, freed with
+ * zkl_selector_free(). Returns 0, ZKL_EINVAL or ZKL_ENOMEM. */
+ZKL_API int zkl_selector_new(zkl_selector **out, zkl_client *c, const char *path,
+                             zkl_selector_fn fn, void *data, const zkl_selector_options *o);
+
+/* Joins the election in the background (once; ZKL_EBUSY after). Returns at once. */
+ZKL_API int zkl_selector_start(zkl_selector *s);
+
+/* Makes the selector take part in the election once more (Curator's requeue()): at once
+ * if it is idle; once the current leadership has ended if it leads (so fn may call it to
+ * lead again later); nothing if it is queued already. Returns 0, ZKL_EINVAL if not
+ * started, ZKL_ECLOSED after close. */
+ZKL_API int zkl_selector_requeue(zkl_selector *s);
+
+/* Whether this participant leads (true while fn runs, until it is lost or interrupted). */
+ZKL_API bool zkl_selector_has_leadership(zkl_selector *s);
+
+/* For fn: sleeps until the current leadership ends (lost, interrupted, or closing) or
+ * timeout_ms passes. Returns 0 when it has ended (or there is none), ZKL_ETIMEDOUT while
+ * it lasts, ZKL_EINVAL for a bad timeout. */
+ZKL_API int zkl_selector_wait(zkl_selector *s, int timeout_ms);
+
+/* Ends the current leadership (Curator's interruptLeadership()): has_leadership turns
+ * false and zkl_selector_wait() returns; the node goes once fn returns. No effect when
+ * not leading. */
+ZKL_API void zkl_selector_interrupt(zkl_selector *s);
+
+/* The fencing token of the current leadership, or ZKL_ENOTHELD. */
+ZKL_API int64_t zkl_selector_token(zkl_selector *s);
+
+/* Leaves the election for good: interrupts fn, waits until it has returned and the
+ * node is gone. From fn itself it returns at once. Returns 0 or ZKL_EINVAL. */
+ZKL_API int zkl_selector_close(zkl_selector *s);
+
+/* Closes s if needed and frees it. Not from fn. NULL is a no-op. */
+ZKL_API void zkl_selector_free(zkl_selector *s);
+
+/* The participants in election order (holder first); see zkl_leader_participants(). */
+ZKL_API int zkl_selector_participants(zkl_selector *s, zkl_participant **out,
+                                      size_t *count);
+
+/* The id of the current leader; see zkl_leader_leader_id(). */
+ZKL_API int zkl_selector_leader_id(zkl_selector *s, char **id);
+
+ZKL_END_DECLS
+
+#endif

@@ -1,0 +1,97 @@
+/* Driving a peer process of the interop tests (Peer.java on Curator, peer.py on kazoo)
+ * from C: it is spawned with pipes on its stdin and stdout, takes "<slot> <command>"
+ * lines and answers "<slot> <event>" lines (the protocol is in Peer.java and peer.py).
+ *
+ * A reader thread collects the peer's lines; the test waits for the next line of a slot.
+ * Every function is thread-safe, so test threads can drive different slots at once. */
+#ifndef ZKL_INTEROP_PEER_H
+#define ZKL_INTEROP_PEER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <zklocks/zklocks.h>
+
+typedef struct peer peer;
+
+enum peer_kind {
+	PEER_CURATOR, /* Peer.java: needs ZKL_INTEROP_JAVA and ZKL_INTEROP_CLASSPATH */
+	PEER_KAZOO,   /* peer.py: needs ZKL_INTEROP_PYTHON and ZKL_INTEROP_PEER_PY */
+};
+
+/* Starts a peer on the test server with the given session timeout (ms) and waits for its
+ * "ready" line. If the peer cannot run here (no java, no kazoo, no Curator jars) it exits
+ * the test program with 77 (skipped), or fails with the reason when CI=true: CI must run
+ * these tests. */
+peer *peer_start(enum peer_kind kind, int session_timeout_ms);
+
+/* What the "ready" line said: the session id (hex) and the data of the peer's nodes
+ * (Curator's default data, kazoo's identifier). Borrowed, valid until peer_stop(). */
+const char *peer_session(const peer *p);
+const char *peer_data(const peer *p);
+
+/* Sends one command line, printf-style, e.g. peer_send(p, "a acquire mutex %s 500", path). */
+void peer_send(peer *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The next line of slot (without "<slot> "), waiting at most ms; NULL on timeout or if
+ * the peer has exited. The caller frees it. */
+char *peer_next(peer *p, const char *slot, int ms);
+
+/* Fails the test unless the next line of slot, within ms, begins with want. */
+void peer_expect(peer *p, const char *slot, const char *want, int ms);
+
+/* Whether slot stays silent for ms (nothing is consumed). */
+bool peer_quiet(peer *p, const char *slot, int ms);
+
+/* Sends a command and expects its answer: peer_do(p, "a", "acquired", 10000,
+ * "acquire mutex %s -1", path) sends "a acquire mutex <path> -1". */
+void peer_do(peer *p, const char *slot, const char *want, int ms, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+/* Ends the peer's session from outside, as the server does when it expires: asks the peer
+ * for its session id and password ("* info") and closes a second handle opened with
+ * them. Waits until the peer reports its state LOST. */
+void peer_expire(peer *p);
+
+/* Asks the peer to quit and waits for it (kills it after 10 s). NULL is a no-op. */
+void peer_stop(peer *p);
+
+/* Waits until path has n children (the count is the event), or fails after ~10 s. */
+void wait_children(const char *path, int n);
+
+/* ---- zklocks contenders, each on its own client (session), as another process ---- */
+
+/* A zklocks lock held by a thread of its own, so that a test can start an acquire, go on
+ * driving the peers, and later see how it ended. Commands run in order on that thread
+ * (zkl_mutex holds belong to the thread that acquired them). */
+typedef struct zh zh;
+
+enum zh_kind {
+	ZH_MUTEX,     /* zkl_mutex */
+	ZH_READ,      /* zkl_rwlock, read half */
+	ZH_WRITE,     /* zkl_rwlock, write half */
+	ZH_SEMMUTEX,  /* zkl_semaphore_mutex */
+	ZH_SEM,       /* zkl_semaphore, one lease */
+};
+
+/* An acquire that has not finished yet (zh_wait()); never a ZKL_E* code. */
+#define ZH_PENDING 1
+
+/* A contender for path with its own client. max_leases is for ZH_SEM (else ignored);
+ * data, if not NULL, is the node data (zkl_*_set_data). */
+zh *zh_new(enum zh_kind kind, const char *path, zkl_naming naming, int max_leases,
+           const char *data);
+/* Starts an acquire on the contender's thread and returns at once. */
+void zh_start_acquire(zh *z, int timeout_ms);
+/* The result of the last command, waiting at most ms: 0, a ZKL_E* code, or ZH_PENDING. */
+int zh_wait(zh *z, int ms);
+/* Acquires and waits for the result (0 or a ZKL_E* code). */
+int zh_acquire(zh *z, int timeout_ms);
+/* Releases the hold (0 or a ZKL_E* code). */
+int zh_release(zh *z);
+/* Lists the participants of the contender's lock (zkl_*_participants()). */
+int zh_participants(zh *z, zkl_participant **out, size_t *count);
+/* Cancels a pending acquire, releases a hold, ends the thread, closes the client. */
+void zh_free(zh *z);
+
+#endif
