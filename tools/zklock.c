@@ -106,6 +106,7 @@ enum {
 	OPT_TOKEN_ENV,
 	OPT_ONCE_PER,
 	OPT_JSON,
+	OPT_NAMING,
 };
 
 static const char short_opts[] = "+:s:w:nE:vh";
@@ -128,6 +129,7 @@ static const struct option long_opts[] = {
 	{ "token-env", required_argument, NULL, OPT_TOKEN_ENV },
 	{ "once-per", required_argument, NULL, OPT_ONCE_PER },
 	{ "json", no_argument, NULL, OPT_JSON },
+	{ "naming", required_argument, NULL, OPT_NAMING },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -154,6 +156,7 @@ struct opts {
 	int modes;              /* how many mode options were given */
 	int sem_max;
 	bool requeue, revocable;
+	zkl_naming naming;      /* node names: curator (default) or kazoo */
 	int kill_signal;
 	int kill_grace_ms;
 	const char *token_env;
@@ -229,6 +232,8 @@ static void print_usage(void)
 	    "      --once-per INTERVAL     run COMMAND at most once per INTERVAL (seconds, or\n"
 	    "                              with a unit: 90s, 5m, 1h, 1d) across every host that\n"
 	    "                              runs this line; the others exit 0\n"
+	    "      --naming curator|kazoo  name our nodes as Curator (default) or kazoo does, to\n"
+	    "                              join a path that kazoo's Lock / ReadLock use\n"
 	    "      --revocable             let `zklock revoke PATH` ask for the lock: COMMAND\n"
 	    "                              then gets --kill-signal and zklock exits 71\n"
 	    "      --kill-signal SIG       sent to COMMAND when the lock is lost or revoked\n"
@@ -559,6 +564,15 @@ static int parse_opts(int argc, char **argv, bool permute, struct opts *o, int *
 		case OPT_JSON:
 			o->json = true;
 			break;
+		case OPT_NAMING:
+			if (strcmp(optarg, "curator") == 0)
+				o->naming = ZKL_NAMING_CURATOR;
+			else if (strcmp(optarg, "kazoo") == 0)
+				o->naming = ZKL_NAMING_KAZOO;
+			else
+				return usage_error("invalid --naming \"%s\": expected curator or kazoo",
+				                   optarg);
+			break;
 		case 'v':
 			o->verbose++;
 			break;
@@ -807,6 +821,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (o->revocable && (o->mode == MODE_SEMAPHORE || o->mode == MODE_LEADER))
 		return usage_error("--revocable works with a mutex, --read or --write only "
 		                   "(Curator's revocation)");
+	if (o->naming == ZKL_NAMING_KAZOO && (o->mode == MODE_SEMAPHORE || o->mode == MODE_LEADER))
+		return usage_error("--naming kazoo works with a mutex, --read or --write only "
+		                   "(kazoo's semaphore and election use other layouts)");
 	return 0;
 }
 
@@ -1377,7 +1394,9 @@ static int lock_new(const struct opts *o, zkl_client *c, struct lock *lk)
 		break;
 	}
 	if (rc == 0 && lk->m) {
-		rc = zkl_mutex_on_lost(lk->m, on_mutex_lost, NULL);
+		rc = zkl_mutex_set_naming(lk->m, o->naming);
+		if (rc == 0)
+			rc = zkl_mutex_on_lost(lk->m, on_mutex_lost, NULL);
 		if (rc == 0 && o->revocable)
 			rc = zkl_mutex_make_revocable(lk->m, on_revoke, NULL);
 	}

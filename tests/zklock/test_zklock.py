@@ -719,6 +719,38 @@ def read_write_modes():
 
 
 @case
+def naming_kazoo():
+    """--naming kazoo makes kazoo's names, which a kazoo Lock waits behind; a bad naming
+    is a usage error."""
+    expect(["--naming", "bogus", "/x", "--", "true"], 64, stderr_has="--naming")
+    expect(["--naming", "kazoo", "--semaphore", "2", "/x", "--", "true"], 64,
+           stderr_has="--naming kazoo")
+    p = lock_path("naming-kazoo")
+    h = holder(p, ["--naming", "kazoo"])
+    try:
+        nodes = status_lines(p)
+        check(len(nodes) == 1 and re.search(r"/[0-9a-f]{32}__lock__\d{10}$", nodes[0]["node"]),
+              "status: %r" % nodes)
+        k = kazoo_client()
+        try:
+            check(not k.Lock(p, "kazoo").acquire(blocking=False),
+                  "kazoo's Lock got in while zklock held with kazoo names")
+        finally:
+            k.stop()
+            k.close()
+    finally:
+        h.release()
+    check(h.wait() == 0, "holder: exit %s" % h.p.returncode)
+    r = holder(p, ["--naming", "kazoo", "--read"])
+    try:
+        nodes = status_lines(p)
+        check(len(nodes) == 1 and "__rlock__" in nodes[0]["node"], "status: %r" % nodes)
+    finally:
+        r.release()
+    check(r.wait() == 0, "reader: exit %s" % r.p.returncode)
+
+
+@case
 def semaphore_mode():
     p = lock_path("sem")
     a = holder(p, ["--semaphore", "2"])
