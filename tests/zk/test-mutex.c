@@ -190,13 +190,14 @@ static void test_stray_children(void **state)
 	(void)state;
 	h_pair t;
 	h_pair_open(&t, "stray");
+	/* Holding the lock makes the folder (a container, which the server removes once
+	 * empty) and keeps it; put junk in it meanwhile. */
 	CHECK_OK(zkl_mutex_acquire(t.ma, -1));
-	CHECK_OK(zkl_mutex_release(t.ma));
-	/* The folder exists now (a container); put junk in it. */
 	const char *junk[] = {"stray", "lock-", "lock-12", "x-lock-00000000ab", "readme.txt",
 	                      "lock-99999999999"};
 	for (size_t i = 0; i < sizeof junk / sizeof *junk; i++)
 		h_create(h_sub(t.path, junk[i]), "junk");
+	CHECK_OK(zkl_mutex_release(t.ma));
 	CHECK_OK(zkl_mutex_acquire(t.ma, 5000));
 	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(t.mb, 200));
 	zkl_participant *ps;
