@@ -165,6 +165,10 @@ int zkl_engine_ensure_path(zkl_client *c, struct zkl_waiter *w, const char *path
 			depth = p;
 			continue;
 		}
+		if (transient(zrc) || session_gone(zrc)) {
+			rc = ZKL_ECONNLOSS; /* the caller waits for the connection and retries */
+			break;
+		}
 		rc = zkl_fail_zk(zrc, "cannot create", buf);
 		break;
 	}

@@ -19,7 +19,9 @@ typedef struct zkl_mutex zkl_mutex;
 /* Called once when a held lock is lost (its session expired or could no longer be
  * proven alive), on the client's event thread, with no zklocks lock held. reason is
  * ZKL_ELOST. It may call zkl_mutex_release() (which then returns ZKL_ELOST) but not
- * zkl_mutex_free(m). */
+ * zkl_mutex_free(m). If zkl_mutex_release() itself is the first to find the loss (the
+ * session ended while the release was under way), its ZKL_ELOST is the report and the
+ * callback is not called. */
 typedef void (*zkl_mutex_lost_fn)(zkl_mutex *m, int reason, void *data);
 
 /* Makes a mutex for the absolute path on client c (nothing is sent to ZooKeeper yet).

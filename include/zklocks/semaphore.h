@@ -18,7 +18,8 @@ typedef struct zkl_lease zkl_lease;
 
 /* Called once per lease lost with its session, on the client's event thread, with no
  * zklocks lock held. It may call zkl_lease_release() (which returns ZKL_ELOST) but not
- * free the lease or the semaphore. */
+ * free the lease or the semaphore. A loss first found by zkl_lease_release() itself is
+ * reported by its ZKL_ELOST instead. */
 typedef void (*zkl_semaphore_lost_fn)(zkl_semaphore *s, zkl_lease *lease, int reason,
                                       void *data);
 
