@@ -1,0 +1,502 @@
+/* CuratorBench: the zkl-bench scenarios S1, S2, S3, S4 and S7 for Apache Curator's
+ * InterProcessMutex, printing the same lines as zkl-bench (see bench/zkl-bench.c).
+ *
+ *   java -cp CLASSES:/usr/share/java/curator-recipes.jar:/usr/share/java/slf4j-nop.jar \
+ *        CuratorBench [-s SERVERS] [-d SECONDS] [-W WARMUP] [-c CLIENTS] [-L LABEL]
+ *        [-p PREFIX] SCENARIO
+ *
+ * SCENARIO: s1, s2, s3, s4, or s7 (one cold start: connect, acquire, release, exit, quietly;
+ * zkl-bench s7 -- java ... times it). bench/run compiles and runs it.
+ */
+import java.io.ByteArrayOutputStream;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.retry.RetryOneTime;
+
+public final class CuratorBench {
+    static String servers = "127.0.0.1:2181";
+    static double seconds = 5;
+    static double warmup = -1;
+    static int clients = 0;
+    static String label = "Curator";
+    static String prefix = "/bench";
+    static String base;
+
+    // ---- helpers -------------------------------------------------------------------
+
+    static void die(String msg) {
+        System.err.println("CuratorBench: " + msg);
+        System.exit(1);
+    }
+
+    static long now() {
+        return System.nanoTime(); // CLOCK_MONOTONIC on Linux
+    }
+
+    static final class LongList {
+        long[] v = new long[1024];
+        int n;
+
+        void add(long x) {
+            if (n == v.length)
+                v = Arrays.copyOf(v, 2 * n);
+            v[n++] = x;
+        }
+
+        void addAll(LongList o) {
+            for (int i = 0; i < o.n; i++)
+                add(o.v[i]);
+        }
+
+        void sort() {
+            Arrays.sort(v, 0, n);
+        }
+
+        /* nearest rank, microseconds; the list must be sorted */
+        double q(double q) {
+            if (n == 0)
+                return 0;
+            long rank = (long) (q * n + 0.999999);
+            if (rank < 1)
+                rank = 1;
+            if (rank > n)
+                rank = n;
+            return v[(int) rank - 1] / 1e3;
+        }
+    }
+
+    static long peakRssKib() {
+        try {
+            for (String line : Files.readAllLines(Paths.get("/proc/self/status"))) {
+                if (line.startsWith("VmHWM:"))
+                    return Long.parseLong(line.replaceAll("[^0-9]", ""));
+            }
+        } catch (Exception e) {
+            // no /proc: report 0
+        }
+        return 0;
+    }
+
+    static CuratorFramework open(byte[] data) throws Exception {
+        CuratorFrameworkFactory.Builder b = CuratorFrameworkFactory.builder()
+                .connectString(servers)
+                .sessionTimeoutMs(10000)
+                .connectionTimeoutMs(20000)
+                .retryPolicy(new RetryOneTime(100));
+        if (data != null)
+            b.defaultData(data);
+        CuratorFramework c = b.build();
+        c.start();
+        if (!c.blockUntilConnected(20, TimeUnit.SECONDS))
+            die("no connection to " + servers);
+        return c;
+    }
+
+    // ---- server counters (mntr) --------------------------------------------------------
+
+    static final class Mstats {
+        boolean ok;
+        double fsyncs, writes, reads, packets, wakes;
+        double cpuSelf = -1, cpuServer = -1; // microseconds
+    }
+
+    /* User + system CPU time of a process in microseconds, from /proc/PID/stat (clock
+     * ticks of 10 ms, Linux's USER_HZ); -1 if unreadable. */
+    static double procCpuUs(String pid) {
+        try {
+            String stat = new String(Files.readAllBytes(Paths.get("/proc/" + pid + "/stat")),
+                    StandardCharsets.US_ASCII);
+            String[] f = stat.substring(stat.lastIndexOf(')') + 2).trim().split(" +");
+            return (Long.parseLong(f[11]) + Long.parseLong(f[12])) * 1e4;
+        } catch (Exception e) {
+            return -1;
+        }
+    }
+
+    /* The server's counters, and the CPU time used so far by this process and by the
+     * server (whose pid bench/run passes in $ZKL_BENCH_SERVER_PID). */
+    static Mstats mntr() {
+        Mstats m = mntrRead();
+        m.cpuSelf = procCpuUs("self");
+        String pid = System.getenv("ZKL_BENCH_SERVER_PID");
+        m.cpuServer = pid != null && !pid.isEmpty() ? procCpuUs(pid) : -1;
+        return m;
+    }
+
+    static Mstats mntrRead() {
+        Mstats m = new Mstats();
+        if ("off".equals(System.getenv("ZKL_BENCH_MNTR")))
+            return m;
+        String first = servers.split("[,/]")[0];
+        int colon = first.lastIndexOf(':');
+        String host = colon >= 0 ? first.substring(0, colon) : first;
+        int port = colon >= 0 ? Integer.parseInt(first.substring(colon + 1)) : 2181;
+        try (Socket s = new Socket()) {
+            s.connect(new InetSocketAddress(host, port), 2000);
+            s.setSoTimeout(2000);
+            OutputStream out = s.getOutputStream();
+            out.write("mntr".getBytes(StandardCharsets.US_ASCII));
+            out.flush();
+            InputStream in = s.getInputStream();
+            ByteArrayOutputStream buf = new ByteArrayOutputStream();
+            byte[] chunk = new byte[8192];
+            int r;
+            while ((r = in.read(chunk)) > 0)
+                buf.write(chunk, 0, r);
+            for (String line : buf.toString(StandardCharsets.US_ASCII).split("\n")) {
+                String[] kv = line.split("\t");
+                if (kv.length != 2)
+                    continue;
+                double v;
+                try {
+                    v = Double.parseDouble(kv[1].trim());
+                } catch (NumberFormatException e) {
+                    continue;
+                }
+                switch (kv[0]) {
+                    case "zk_cnt_fsynctime": m.fsyncs = v; m.ok = true; break;
+                    case "zk_cnt_updatelatency": m.writes = v; break;
+                    case "zk_cnt_readlatency": m.reads = v; break;
+                    case "zk_packets_received": m.packets = v; break;
+                    case "zk_sum_node_created_watch_count":
+                    case "zk_sum_node_deleted_watch_count":
+                    case "zk_sum_node_changed_watch_count":
+                    case "zk_sum_node_children_watch_count": m.wakes += v; break;
+                    default: break;
+                }
+            }
+        } catch (Exception e) {
+            m.ok = false;
+        }
+        return m;
+    }
+
+    // ---- the result line ---------------------------------------------------------------
+
+    static void report(String scenario, double rate, LongList lat, long cycles, Mstats m0, Mstats m1,
+                       String per, double perN, long rss, String extra) {
+        lat.sort();
+        StringBuilder sb = new StringBuilder();
+        sb.append(String.format(Locale.ROOT,
+                "%s %s cycles/s=%.1f p50_us=%.0f p99_us=%.0f max_us=%.0f rss_kib=%d cycles=%d",
+                scenario, label, rate, lat.q(0.5), lat.q(0.99), lat.q(1.0), rss, cycles));
+        double n = perN > 0 ? perN : cycles;
+        if (m0.ok && m1.ok && n > 0)
+            sb.append(String.format(Locale.ROOT,
+                    " fsync/%s=%.2f wr/%s=%.2f rd/%s=%.2f req/%s=%.2f wakes/%s=%.2f",
+                    per, (m1.fsyncs - m0.fsyncs) / n, per, (m1.writes - m0.writes) / n,
+                    per, (m1.reads - m0.reads) / n, per, (m1.packets - m0.packets) / n,
+                    per, (m1.wakes - m0.wakes) / n));
+        if (n > 0 && m0.cpuSelf >= 0 && m1.cpuSelf >= 0)
+            sb.append(String.format(Locale.ROOT, " cpu_us/%s=%.0f", per, (m1.cpuSelf - m0.cpuSelf) / n));
+        if (n > 0 && m0.cpuServer >= 0 && m1.cpuServer >= 0)
+            sb.append(String.format(Locale.ROOT, " srv_cpu_us/%s=%.0f", per, (m1.cpuServer - m0.cpuServer) / n));
+        if (extra != null && !extra.isEmpty())
+            sb.append(' ').append(extra);
+        System.out.println(sb);
+        System.out.flush();
+    }
+
+    static String scenarioName(String b, int n, int def) {
+        return n == def ? b : b + "x" + n;
+    }
+
+    // ---- S1, S2, S3: timed loops -------------------------------------------------------
+
+    static long warmEnd, end;
+    static final AtomicLong lastDone = new AtomicLong();
+
+    static void noteDone(long t) {
+        lastDone.accumulateAndGet(t, Math::max);
+    }
+
+    static final class Worker extends Thread {
+        final InterProcessMutex m;
+        final boolean waitLatency;
+        final long[] acq, call, rel;
+        final AtomicLong holdNo;
+        final AtomicInteger holders, overlaps;
+        final LongList lat = new LongList();
+        long cycles;
+        volatile Throwable error;
+
+        Worker(InterProcessMutex m, boolean waitLatency, long[] acq, long[] call, long[] rel,
+               AtomicLong holdNo, AtomicInteger holders, AtomicInteger overlaps) {
+            this.m = m;
+            this.waitLatency = waitLatency;
+            this.acq = acq;
+            this.call = call;
+            this.rel = rel;
+            this.holdNo = holdNo;
+            this.holders = holders;
+            this.overlaps = overlaps;
+        }
+
+        @Override
+        public void run() {
+            try {
+                for (;;) {
+                    long t0 = now();
+                    if (t0 - end >= 0)
+                        break;
+                    m.acquire();
+                    long t1 = now();
+                    if (holders.incrementAndGet() > 1)
+                        overlaps.incrementAndGet();
+                    long k = acq != null ? holdNo.getAndIncrement() : -1;
+                    if (k >= 0 && k < acq.length)
+                        acq[(int) k] = t1;
+                    holders.decrementAndGet();
+                    if (k >= 0 && k < call.length)
+                        call[(int) k] = now();
+                    m.release();
+                    long t2 = now();
+                    if (k >= 0 && k < rel.length)
+                        rel[(int) k] = t2;
+                    if (t0 - warmEnd >= 0) {
+                        lat.add(waitLatency ? t1 - t0 : t2 - t0);
+                        cycles++;
+                        noteDone(t2);
+                    } else if (k >= 0 && k < acq.length) {
+                        acq[(int) k] = 0; // a warm-up hold: no hand-off sample
+                    }
+                }
+            } catch (Throwable e) {
+                error = e;
+            }
+        }
+    }
+
+    static void timedLoop(String scenario, int n, boolean shared, boolean waitLatency, boolean handoffs)
+            throws Exception {
+        base = prefix + "/" + label + "-" + ProcessHandle.current().pid() + "-" + scenario;
+        CuratorFramework[] cs = new CuratorFramework[n];
+        Worker[] ws = new Worker[n];
+        double w = warmup >= 0 ? warmup : Math.min(seconds / 5, 1);
+        int cap = handoffs ? (int) Math.min(20_000_000, (seconds + w + 5) * 20000) : 0;
+        long[] acq = handoffs ? new long[cap] : null, rel = handoffs ? new long[cap] : null;
+        long[] call = handoffs ? new long[cap] : null;
+        AtomicLong holdNo = new AtomicLong();
+        AtomicInteger holders = new AtomicInteger(), overlaps = new AtomicInteger();
+        for (int i = 0; i < n; i++) {
+            cs[i] = open(null);
+            String path = shared ? base + "/lock" : base + "/lock-" + i;
+            // Unshared paths: each worker checks its own exclusion (a counter of its own).
+            ws[i] = new Worker(new InterProcessMutex(cs[i], path), waitLatency, acq, call, rel, holdNo,
+                    shared ? holders : new AtomicInteger(), overlaps);
+        }
+        long start = now();
+        warmEnd = start + (long) (w * 1e9);
+        end = warmEnd + (long) (seconds * 1e9);
+        lastDone.set(warmEnd);
+        for (Worker x : ws)
+            x.start();
+        long sleep = warmEnd - now();
+        if (sleep > 0)
+            TimeUnit.NANOSECONDS.sleep(sleep);
+        Mstats m0 = mntr();
+        for (Worker x : ws)
+            x.join();
+        Mstats m1 = mntr();
+        LongList lat = new LongList();
+        long cycles = 0;
+        for (Worker x : ws) {
+            if (x.error != null) {
+                x.error.printStackTrace();
+                die("scenario " + scenario + " failed");
+            }
+            lat.addAll(x.lat);
+            cycles += x.cycles;
+        }
+        double elapsed = (lastDone.get() - warmEnd) / 1e9;
+        StringBuilder extra = new StringBuilder();
+        if (n > 1)
+            extra.append("clients=").append(n);
+        if (handoffs) {
+            // gaps: previous release returned -> acquire returned; idle: previous release
+            // called -> acquire returned.
+            LongList gaps = new LongList(), idle = new LongList();
+            long nh = Math.min(holdNo.get(), cap);
+            for (int k = 1; k < nh; k++) {
+                if (acq[k] != 0 && acq[k - 1] != 0 && rel[k - 1] != 0 && call[k - 1] != 0) {
+                    gaps.add(acq[k] - rel[k - 1]);
+                    idle.add(acq[k] - call[k - 1]);
+                }
+            }
+            gaps.sort();
+            idle.sort();
+            extra.append(String.format(Locale.ROOT,
+                    " handoff_p50_us=%.0f handoff_p99_us=%.0f handoff_min_us=%.0f"
+                    + " idle_p50_us=%.0f idle_p99_us=%.0f",
+                    gaps.q(0.5), gaps.q(0.99), gaps.n > 0 ? gaps.v[0] / 1e3 : 0.0,
+                    idle.q(0.5), idle.q(0.99)));
+        }
+        if (overlaps.get() != 0)
+            extra.append(" EXCLUSION_VIOLATED=").append(overlaps.get());
+        long rss = peakRssKib();
+        for (CuratorFramework c : cs)
+            c.close();
+        report(scenario, cycles / elapsed, lat, cycles, m0, m1, "c", 0, rss, extra.toString().trim());
+    }
+
+    // ---- S4: a queue of sessions drains ---------------------------------------------------
+
+    static long seqOf(String name) {
+        int i = name.length();
+        while (i > 0 && Character.isDigit(name.charAt(i - 1)))
+            i--;
+        return i < name.length() ? Long.parseLong(name.substring(i)) : -1;
+    }
+
+    static void s4() throws Exception {
+        int n = clients > 0 ? clients : 200;
+        String scenario = scenarioName("S4", n, 200);
+        base = prefix + "/" + label + "-" + ProcessHandle.current().pid() + "-s4";
+        String path = base + "/lock";
+        CuratorFramework gc = open("gate".getBytes(StandardCharsets.US_ASCII));
+        InterProcessMutex gm = new InterProcessMutex(gc, path);
+        if (!gm.acquire(20, TimeUnit.SECONDS))
+            die("gate acquire timed out");
+        CuratorFramework[] cs = new CuratorFramework[n];
+        InterProcessMutex[] ms = new InterProcessMutex[n];
+        for (int i = 0; i < n; i++) {
+            cs[i] = open(("w" + i).getBytes(StandardCharsets.US_ASCII));
+            ms[i] = new InterProcessMutex(cs[i], path);
+        }
+        int[] order = new int[n];
+        long[] acquired = new long[n], released = new long[n];
+        AtomicInteger next = new AtomicInteger(), holders = new AtomicInteger(), overlaps = new AtomicInteger();
+        Throwable[] errors = new Throwable[n];
+        Thread[] ts = new Thread[n];
+        for (int i = 0; i < n; i++) {
+            final int idx = i;
+            ts[i] = new Thread(() -> {
+                try {
+                    if (!ms[idx].acquire(120, TimeUnit.SECONDS))
+                        throw new IllegalStateException("acquire timed out");
+                    acquired[idx] = now();
+                    if (holders.incrementAndGet() > 1)
+                        overlaps.incrementAndGet();
+                    order[next.getAndIncrement()] = idx;
+                    holders.decrementAndGet();
+                    ms[idx].release();
+                    released[idx] = now();
+                } catch (Throwable e) {
+                    errors[idx] = e;
+                }
+            });
+            ts[i].start();
+        }
+        // Wait until every waiter has queued, then note the queue (node sequence order).
+        long deadline = now() + 120_000_000_000L;
+        List<String> children;
+        for (;;) {
+            children = gc.getChildren().forPath(path);
+            if (children.size() >= n + 1)
+                break;
+            if (now() - deadline > 0)
+                die("only " + (children.size() - 1) + " of " + n + " waiters queued");
+            Thread.sleep(10);
+        }
+        List<String> sorted = new ArrayList<>(children);
+        sorted.sort((a, b) -> Long.compare(seqOf(a), seqOf(b)));
+        List<Integer> queue = new ArrayList<>();
+        for (String child : sorted) {
+            String data = new String(gc.getData().forPath(path + "/" + child), StandardCharsets.US_ASCII);
+            if (data.startsWith("w"))
+                queue.add(Integer.parseInt(data.substring(1)));
+        }
+        Mstats m0 = mntr();
+        long t0 = now();
+        gm.release();
+        for (Thread t : ts)
+            t.join();
+        Mstats m1 = mntr();
+        for (Throwable e : errors) {
+            if (e != null) {
+                e.printStackTrace();
+                die("scenario S4 failed");
+            }
+        }
+        LongList lat = new LongList();
+        long tEnd = t0;
+        for (int i = 0; i < n; i++) {
+            lat.add(acquired[i] - t0);
+            tEnd = Math.max(tEnd, released[i]);
+        }
+        int mismatches = 0;
+        for (int k = 0; k < n; k++) {
+            if (k >= queue.size() || order[k] != queue.get(k))
+                mismatches++;
+        }
+        double drain = (tEnd - t0) / 1e9;
+        String extra = String.format(Locale.ROOT, "clients=%d drain_ms=%.1f fifo=%s mismatches=%d", n,
+                drain * 1e3, mismatches == 0 ? "yes" : "no", mismatches);
+        if (overlaps.get() != 0)
+            extra += " EXCLUSION_VIOLATED=" + overlaps.get();
+        long rss = peakRssKib();
+        for (CuratorFramework c : cs)
+            c.close();
+        gc.close();
+        report(scenario, n / drain, lat, n, m0, m1, "release", n, rss, extra);
+    }
+
+    // ---- S7: one cold start -------------------------------------------------------------
+
+    static void s7() throws Exception {
+        CuratorFramework c = open(null);
+        InterProcessMutex m = new InterProcessMutex(c, prefix + "/" + label + "-s7/lock");
+        if (!m.acquire(0, TimeUnit.MILLISECONDS))
+            die("the lock is taken");
+        m.release();
+        c.close();
+    }
+
+    public static void main(String[] args) throws Exception {
+        String scenario = null;
+        for (int i = 0; i < args.length; i++) {
+            String a = args[i];
+            String v = i + 1 < args.length ? args[i + 1] : null;
+            switch (a) {
+                case "-s": servers = v; i++; break;
+                case "-d": seconds = Double.parseDouble(v); i++; break;
+                case "-W": warmup = Double.parseDouble(v); i++; break;
+                case "-c": clients = Integer.parseInt(v); i++; break;
+                case "-L": label = v; i++; break;
+                case "-p": prefix = v; i++; break;
+                default:
+                    if (a.startsWith("-") || scenario != null)
+                        die("usage: CuratorBench [-s servers] [-d s] [-W s] [-c n] [-L label] [-p prefix] s1|s2|s3|s4|s7");
+                    scenario = a;
+            }
+        }
+        if (scenario == null)
+            die("no scenario");
+        int c = clients;
+        switch (scenario) {
+            case "s1": timedLoop("S1", 1, true, false, false); break;
+            case "s2": timedLoop(scenarioName("S2", c > 0 ? c : 8, 8), c > 0 ? c : 8, true, true, true); break;
+            case "s3": timedLoop(scenarioName("S3", c > 0 ? c : 8, 8), c > 0 ? c : 8, false, false, false); break;
+            case "s4": s4(); break;
+            case "s7": s7(); break;
+            default: die("unknown scenario " + scenario);
+        }
+        System.exit(0);
+    }
+}

@@ -1,0 +1,1362 @@
+/* zkl-bench: the zklocks benchmark. Runs one or more scenarios against a ZooKeeper server
+ * and prints one line per scenario:
+ *
+ *   SCENARIO LIB cycles/s=N p50_us=N p99_us=N max_us=N rss_kib=N cycles=N [key=value...]
+ *
+ *   zkl-bench [options] SCENARIO...        (several: each runs in its own child process,
+ *                                            so that rss_kib is that scenario's peak)
+ *   zkl-bench [options] s7 [-- COMMAND...]  time a command from start to exit
+ *
+ * Scenarios (the latency columns measure what the comment says):
+ *   s0a   raw C client, one session: create ephemeral-sequential + delete, one request at a
+ *         time (latency: one create + delete)
+ *   s0b   the same keeping -w cycles in flight (default 32): what the server can commit
+ *   s1    one client, acquire + release of one zkl_mutex (latency: one cycle)
+ *   s2    -c clients (default 8), separate sessions, one thread each, on one mutex
+ *         (latency: acquire wait; handoff_*: from one holder's release returning to the
+ *         next holder's acquire returning, signed: negative when the next acquire returned
+ *         before the previous release did; idle_*: from one holder calling release to the
+ *         next holder's acquire returning)
+ *   s3    -c clients (default 8), each on its own path (latency: one cycle); with another
+ *         -c the scenario is named S3xN
+ *   s4    -c sessions (default 200) queue on one lock behind a gate holder, then each takes
+ *         it once (latency: from the gate's release to each acquire returning); prints
+ *         drain_ms, fifo (acquisition order == node sequence order) and wakes/release
+ *   s5    -c clients (default 8) on one zkl_rwlock, 90% reads (latency: acquire wait)
+ *   s6    -c clients (default 16) on a 4-lease zkl_semaphore (latency: acquire wait)
+ *   s7    cold start: runs `zklock -s SERVERS -n PATH -- true` (or the COMMAND after --)
+ *         until -d seconds have passed (at least 5 times) or -n times (latency: process
+ *         start to exit; rss_kib: the child's peak)
+ *   mem   one client takes -n locks (default 10000) on distinct paths with -c threads
+ *         (default 16), holds them all, releases them (latency: one acquire; cycles/s:
+ *         locks taken per second)
+ *   all   s0a s0b s1 s2 s3 s4 s5 s6 s7 mem
+ *
+ * Cycles of the first -W seconds (default: a fifth of -d, at most 1) are a warm-up and
+ * not counted. When the (first) server answers the `mntr` four-letter word and
+ * $ZKL_BENCH_MNTR is not "off", per-cycle server counters measured over the timed window
+ * follow: fsync/c (fsyncs of the transaction log), wr/c and rd/c (write and read
+ * requests), req/c (packets received, pings included), wakes/c (watches the server
+ * triggered). Then cpu_us/c, the CPU time of this process (of the child in s7), and
+ * srv_cpu_us/c, the server's, if $ZKL_BENCH_SERVER_PID names its process.
+ *
+ * Options: -s SERVERS (default $ZKLOCK_SERVERS, else 127.0.0.1:2181), -d SECONDS (5),
+ * -W SECONDS, -c N, -n N, -w N, -L LABEL (the library column, default zklocks),
+ * -p PREFIX (lock paths go under it, default /bench), -z ZKLOCK (the zklock binary for
+ * s7, default ../tools/zklock next to this program).
+ */
+#include <zklocks/zklocks.h>
+#include <zookeeper/zookeeper.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static const char *prog = "zkl-bench";
+
+/* ---- options ------------------------------------------------------------------------ */
+
+static struct {
+	const char *servers;
+	double seconds;
+	double warmup; /* < 0: default */
+	int clients;   /* 0: the scenario's default */
+	long count;    /* 0: the scenario's default */
+	int window;
+	const char *label;
+	const char *prefix;
+	const char *zklock;
+	char **command; /* s7: the command after "--", or NULL */
+} opt = {
+	.seconds = 5,
+	.warmup = -1,
+	.window = 32,
+	.label = "zklocks",
+	.prefix = "/bench",
+};
+
+/* ---- small helpers ------------------------------------------------------------------ */
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "%s: ", prog);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	exit(1);
+}
+
+/* Exits with what a zklocks call said (zkl_last_error() is per thread, read it first). */
+static void die_zkl(const char *what, int rc)
+{
+	char detail[512];
+	snprintf(detail, sizeof detail, "%s", zkl_last_error());
+	die("%s: %s%s%s", what, zkl_strerror(rc), detail[0] ? ": " : "", detail);
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void sleep_until(int64_t t)
+{
+	struct timespec ts = {.tv_sec = t / 1000000000, .tv_nsec = t % 1000000000};
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+static void sleep_ms(int ms)
+{
+	sleep_until(now_ns() + (int64_t)ms * 1000000);
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+	if (!p)
+		die("out of memory");
+	return p;
+}
+
+static long peak_rss_kib(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_maxrss;
+}
+
+/* A growable array of int64 samples, one per thread (no locking). */
+struct vec {
+	int64_t *v;
+	size_t n, cap;
+};
+
+static void vec_push(struct vec *a, int64_t x)
+{
+	if (a->n == a->cap) {
+		size_t cap = a->cap ? 2 * a->cap : 1024;
+		int64_t *v = realloc(a->v, cap * sizeof *v);
+		if (!v)
+			die("out of memory");
+		a->v = v;
+		a->cap = cap;
+	}
+	a->v[a->n++] = x;
+}
+
+static void vec_append(struct vec *dst, const struct vec *src)
+{
+	for (size_t i = 0; i < src->n; i++)
+		vec_push(dst, src->v[i]);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* Nearest-rank quantile of a sorted array, in microseconds. */
+static double quantile_us(const struct vec *a, double q)
+{
+	if (a->n == 0)
+		return 0;
+	size_t rank = (size_t)(q * (double)a->n + 0.999999);
+	if (rank < 1)
+		rank = 1;
+	if (rank > a->n)
+		rank = a->n;
+	return (double)a->v[rank - 1] / 1e3;
+}
+
+/* Random numbers for a thread (xorshift64*). */
+static uint64_t rnd_next(uint64_t *s)
+{
+	uint64_t x = *s;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 0x2545F4914F6CDD1DULL;
+}
+
+static pthread_t start_thread(void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t at;
+	pthread_t t;
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, 256 * 1024);
+	int rc = pthread_create(&t, &at, fn, arg);
+	pthread_attr_destroy(&at);
+	if (rc != 0)
+		die("pthread_create: %s", strerror(rc));
+	return t;
+}
+
+/* A one-shot start line: every thread waits until main opens it. */
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int ready;
+	bool go;
+} gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, false};
+
+static void gate_wait(void)
+{
+	pthread_mutex_lock(&gate.mu);
+	gate.ready++;
+	pthread_cond_broadcast(&gate.cv);
+	while (!gate.go)
+		pthread_cond_wait(&gate.cv, &gate.mu);
+	pthread_mutex_unlock(&gate.mu);
+}
+
+static void gate_open_when(int n)
+{
+	pthread_mutex_lock(&gate.mu);
+	while (gate.ready < n)
+		pthread_cond_wait(&gate.cv, &gate.mu);
+	gate.go = true;
+	pthread_cond_broadcast(&gate.cv);
+	pthread_mutex_unlock(&gate.mu);
+}
+
+/* ---- server counters (mntr) --------------------------------------------------------- */
+
+struct mstats {
+	bool ok;
+	double fsyncs, writes, reads, packets, wakes;
+	double cpu_self, cpu_server; /* CPU time in microseconds; cpu_server < 0: unknown */
+};
+
+/* User + system CPU time of a process (all its threads) in microseconds, from
+ * /proc/PID/stat; -1 if unreadable. */
+static double proc_cpu_us(const char *pid)
+{
+	char path[64], buf[2048];
+	snprintf(path, sizeof path, "/proc/%s/stat", pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return -1;
+	/* After ") ": state is field 3; utime and stime are fields 14 and 15. */
+	unsigned long long ut = 0, st = 0;
+	if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return -1;
+	return (double)(ut + st) * 1e6 / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The first host:port of the server string, without a chroot. */
+static void first_server(char *host, size_t hostlen, char *port, size_t portlen)
+{
+	const char *s = opt.servers;
+	size_t n = strcspn(s, ",/");
+	char buf[256];
+	snprintf(buf, sizeof buf, "%.*s", (int)(n < sizeof buf - 1 ? n : sizeof buf - 1), s);
+	char *colon = strrchr(buf, ':');
+	if (colon) {
+		*colon = '\0';
+		snprintf(port, portlen, "%s", colon + 1);
+	} else {
+		snprintf(port, portlen, "2181");
+	}
+	snprintf(host, hostlen, "%s", buf);
+}
+
+static struct mstats mntr_read(void)
+{
+	struct mstats m = {0};
+	const char *off = getenv("ZKL_BENCH_MNTR");
+	if (off && strcmp(off, "off") == 0)
+		return m;
+	char host[256], port[32];
+	first_server(host, sizeof host, port, sizeof port);
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai;
+	if (getaddrinfo(host, port, &hints, &ai) != 0)
+		return m;
+	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		freeaddrinfo(ai);
+		return m;
+	}
+	struct timeval tv = {.tv_sec = 2};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 || write(fd, "mntr", 4) != 4) {
+		close(fd);
+		freeaddrinfo(ai);
+		return m;
+	}
+	freeaddrinfo(ai);
+	size_t cap = 64 * 1024, len = 0;
+	char *buf = xcalloc(cap, 1);
+	ssize_t r;
+	while (len < cap - 1 && (r = read(fd, buf + len, cap - 1 - len)) > 0)
+		len += (size_t)r;
+	close(fd);
+	buf[len] = '\0';
+	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+		char *tab = strchr(line, '\t');
+		if (!tab)
+			continue;
+		*tab = '\0';
+		double v = strtod(tab + 1, NULL);
+		if (strcmp(line, "zk_cnt_fsynctime") == 0)
+			m.fsyncs = v, m.ok = true;
+		else if (strcmp(line, "zk_cnt_updatelatency") == 0)
+			m.writes = v;
+		else if (strcmp(line, "zk_cnt_readlatency") == 0)
+			m.reads = v;
+		else if (strcmp(line, "zk_packets_received") == 0)
+			m.packets = v;
+		else if (strcmp(line, "zk_sum_node_created_watch_count") == 0 ||
+		         strcmp(line, "zk_sum_node_deleted_watch_count") == 0 ||
+		         strcmp(line, "zk_sum_node_changed_watch_count") == 0 ||
+		         strcmp(line, "zk_sum_node_children_watch_count") == 0)
+			m.wakes += v;
+	}
+	free(buf);
+	return m;
+}
+
+/* The server's counters and the CPU time used so far by this process and by the server
+ * (whose pid bench/run passes in $ZKL_BENCH_SERVER_PID). */
+static struct mstats mntr(void)
+{
+	struct mstats m = mntr_read();
+	m.cpu_self = proc_cpu_us("self");
+	const char *pid = getenv("ZKL_BENCH_SERVER_PID");
+	m.cpu_server = pid && *pid ? proc_cpu_us(pid) : -1;
+	return m;
+}
+
+/* ---- the result line ---------------------------------------------------------------- */
+
+struct result {
+	const char *scenario;
+	double rate;      /* cycles/s */
+	struct vec *lat;  /* sorted here */
+	long cycles;      /* counted cycles, the unit of the per-cycle server counters */
+	struct mstats m0, m1;
+	const char *per;  /* the unit name of the server counters ("c" = per cycle) */
+	double per_n;     /* how many units the window had (0: cycles) */
+	long rss;         /* 0: this process's peak */
+	char extra[1024];
+};
+
+static void report(struct result *r)
+{
+	if (r->cycles == 0 || !(r->rate > 0))
+		die("%s: no cycle completed in the timed window", r->scenario);
+	qsort(r->lat->v, r->lat->n, sizeof *r->lat->v, cmp_i64);
+	printf("%s %s cycles/s=%.1f p50_us=%.0f p99_us=%.0f max_us=%.0f rss_kib=%ld cycles=%ld",
+	       r->scenario, opt.label, r->rate, quantile_us(r->lat, 0.50),
+	       quantile_us(r->lat, 0.99), quantile_us(r->lat, 1.0),
+	       r->rss ? r->rss : peak_rss_kib(), r->cycles);
+	double n = r->per_n > 0 ? r->per_n : (double)r->cycles;
+	const char *u = r->per ? r->per : "c";
+	if (r->m0.ok && r->m1.ok && n > 0)
+		printf(" fsync/%s=%.2f wr/%s=%.2f rd/%s=%.2f req/%s=%.2f wakes/%s=%.2f", u,
+		       (r->m1.fsyncs - r->m0.fsyncs) / n, u, (r->m1.writes - r->m0.writes) / n, u,
+		       (r->m1.reads - r->m0.reads) / n, u, (r->m1.packets - r->m0.packets) / n, u,
+		       (r->m1.wakes - r->m0.wakes) / n);
+	if (n > 0 && r->m0.cpu_self >= 0 && r->m1.cpu_self >= 0)
+		printf(" cpu_us/%s=%.0f", u, (r->m1.cpu_self - r->m0.cpu_self) / n);
+	if (n > 0 && r->m0.cpu_server >= 0 && r->m1.cpu_server >= 0)
+		printf(" srv_cpu_us/%s=%.0f", u, (r->m1.cpu_server - r->m0.cpu_server) / n);
+	if (r->extra[0])
+		printf(" %s", r->extra);
+	putchar('\n');
+	fflush(stdout);
+}
+
+static void xappend(char *buf, size_t size, const char *fmt, ...)
+{
+	size_t len = strlen(buf);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf + len, size - len, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- timing of a run ---------------------------------------------------------------- */
+
+static struct {
+	int64_t start, warm_end, end;
+	_Atomic int64_t last_done;
+} run;
+
+static void run_begin(void)
+{
+	double w = opt.warmup;
+	if (w < 0)
+		w = opt.seconds / 5 < 1 ? opt.seconds / 5 : 1;
+	run.start = now_ns();
+	run.warm_end = run.start + (int64_t)(w * 1e9);
+	run.end = run.warm_end + (int64_t)(opt.seconds * 1e9);
+	atomic_store(&run.last_done, run.warm_end);
+}
+
+static void note_done(int64_t t)
+{
+	int64_t prev = atomic_load(&run.last_done);
+	while (t > prev && !atomic_compare_exchange_weak(&run.last_done, &prev, t))
+		;
+}
+
+static double run_elapsed_s(void)
+{
+	return (double)(atomic_load(&run.last_done) - run.warm_end) / 1e9;
+}
+
+/* The scenario's name: its own, or NAMExCLIENTS when -c changed the client count. */
+static const char *scenario_name(const char *base, int clients, int def)
+{
+	static char name[64];
+	if (clients == def)
+		return base;
+	snprintf(name, sizeof name, "%sx%d", base, clients);
+	return name;
+}
+
+/* ---- zklocks clients ---------------------------------------------------------------- */
+
+static zkl_client *open_client(void)
+{
+	zkl_client_options o;
+	zkl_client_options_init(&o);
+	o.servers = opt.servers;
+	o.connect_timeout_ms = 20000;
+	zkl_client *c;
+	int rc = zkl_client_open(&c, &o);
+	if (rc != 0)
+		die_zkl("connecting", rc);
+	return c;
+}
+
+static char base_path[512];
+
+/* Lock paths of this process: PREFIX/LABEL-PID-SCENARIO. */
+static void set_base(const char *scenario)
+{
+	snprintf(base_path, sizeof base_path, "%s/%s-%ld-%s", opt.prefix, opt.label,
+	         (long)getpid(), scenario);
+}
+
+/* ---- S0: the raw C client ----------------------------------------------------------- */
+
+struct raw {
+	zhandle_t *zh;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool connected;
+	int inflight;
+	int error;
+	long cycles;
+	struct vec lat;
+	char node[600];
+};
+
+static void raw_log_discard(const char *message)
+{
+	(void)message;
+}
+
+static void raw_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+	(void)zh;
+	(void)path;
+	struct raw *r = ctx;
+	if (type != ZOO_SESSION_EVENT)
+		return;
+	pthread_mutex_lock(&r->mu);
+	r->connected = state == ZOO_CONNECTED_STATE;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+}
+
+static void raw_open(struct raw *r)
+{
+	pthread_mutex_init(&r->mu, NULL);
+	pthread_cond_init(&r->cv, NULL);
+	r->zh = zookeeper_init2(opt.servers, raw_watcher, 10000, NULL, r, ZOO_NO_LOG_CLIENTENV,
+	                        raw_log_discard);
+	if (!r->zh)
+		die("zookeeper_init: %s", strerror(errno));
+	zoo_set_servers_resolution_delay(r->zh, -1);
+	int64_t deadline = now_ns() + 20 * (int64_t)1000000000;
+	pthread_mutex_lock(&r->mu);
+	while (!r->connected && now_ns() < deadline) {
+		pthread_mutex_unlock(&r->mu);
+		sleep_ms(2);
+		pthread_mutex_lock(&r->mu);
+	}
+	bool ok = r->connected;
+	pthread_mutex_unlock(&r->mu);
+	if (!ok)
+		die("raw client: no connection to %s", opt.servers);
+
+	/* PREFIX and the folder of this run, persistent (the prefix may be a container that
+	 * the server reaps meanwhile: try again). */
+	for (int attempt = 0;; attempt++) {
+		int rc = zoo_create(r->zh, opt.prefix, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+		if (rc != ZOK && rc != ZNODEEXISTS)
+			die("creating %s: %s", opt.prefix, zerror(rc));
+		rc = zoo_create(r->zh, base_path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+		if (rc == ZOK || rc == ZNODEEXISTS)
+			break;
+		if (rc != ZNONODE || attempt == 5)
+			die("creating %s: %s", base_path, zerror(rc));
+	}
+	snprintf(r->node, sizeof r->node, "%s/n-", base_path);
+}
+
+static void raw_close(struct raw *r)
+{
+	zoo_delete(r->zh, base_path, -1);
+	zookeeper_close(r->zh);
+}
+
+/* Node data the size of zklocks' default "<hostname>:<pid>". */
+static char node_data[300];
+static int node_data_len;
+
+static void make_node_data(void)
+{
+	char host[256] = "localhost";
+	gethostname(host, sizeof host - 1);
+	node_data_len = snprintf(node_data, sizeof node_data, "%s:%ld", host, (long)getpid());
+}
+
+static struct result *new_result(const char *scenario)
+{
+	struct result *r = xcalloc(1, sizeof *r);
+	r->scenario = scenario;
+	r->lat = xcalloc(1, sizeof *r->lat);
+	return r;
+}
+
+static void s0a(void)
+{
+	struct raw r = {0};
+	set_base("s0a");
+	make_node_data();
+	raw_open(&r);
+	struct result *res = new_result("S0a");
+	char created[700];
+	run_begin();
+	bool warm = true;
+	for (;;) {
+		int64_t t0 = now_ns();
+		if (t0 >= run.end)
+			break;
+		if (warm && t0 >= run.warm_end) {
+			warm = false;
+			res->m0 = mntr();
+			t0 = now_ns();
+		}
+		int rc = zoo_create(r.zh, r.node, node_data, node_data_len, &ZOO_OPEN_ACL_UNSAFE,
+		                    ZOO_EPHEMERAL_SEQUENTIAL, created, sizeof created);
+		if (rc != ZOK)
+			die("create: %s", zerror(rc));
+		rc = zoo_delete(r.zh, created, -1);
+		if (rc != ZOK)
+			die("delete: %s", zerror(rc));
+		int64_t t1 = now_ns();
+		if (!warm) {
+			vec_push(res->lat, t1 - t0);
+			res->cycles++;
+			note_done(t1);
+		}
+	}
+	res->m1 = mntr();
+	res->rate = (double)res->cycles / run_elapsed_s();
+	raw_close(&r);
+	report(res);
+}
+
+struct raw_slot {
+	struct raw *r;
+	int64_t t0;
+};
+
+static void raw_start(struct raw_slot *s);
+
+static void raw_deleted(int rc, const void *data)
+{
+	struct raw_slot *s = (struct raw_slot *)data;
+	struct raw *r = s->r;
+	int64_t t = now_ns();
+	if (rc != ZOK) {
+		pthread_mutex_lock(&r->mu);
+		r->error = rc;
+		r->inflight--;
+		pthread_cond_broadcast(&r->cv);
+		pthread_mutex_unlock(&r->mu);
+		return;
+	}
+	/* Completions run one at a time, on the C client's completion thread. */
+	if (s->t0 >= run.warm_end) {
+		vec_push(&r->lat, t - s->t0);
+		r->cycles++;
+		note_done(t);
+	}
+	if (t < run.end) {
+		raw_start(s);
+		return;
+	}
+	pthread_mutex_lock(&r->mu);
+	r->inflight--;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+}
+
+static void raw_created(int rc, const char *value, const void *data)
+{
+	struct raw_slot *s = (struct raw_slot *)data;
+	struct raw *r = s->r;
+	if (rc == ZOK)
+		rc = zoo_adelete(r->zh, value, -1, raw_deleted, s);
+	if (rc != ZOK) {
+		pthread_mutex_lock(&r->mu);
+		r->error = rc;
+		r->inflight--;
+		pthread_cond_broadcast(&r->cv);
+		pthread_mutex_unlock(&r->mu);
+	}
+}
+
+static void raw_start(struct raw_slot *s)
+{
+	struct raw *r = s->r;
+	s->t0 = now_ns();
+	int rc = zoo_acreate(r->zh, r->node, node_data, node_data_len, &ZOO_OPEN_ACL_UNSAFE,
+	                     ZOO_EPHEMERAL_SEQUENTIAL, raw_created, s);
+	if (rc != ZOK) {
+		pthread_mutex_lock(&r->mu);
+		r->error = rc;
+		r->inflight--;
+		pthread_cond_broadcast(&r->cv);
+		pthread_mutex_unlock(&r->mu);
+	}
+}
+
+static void s0b(void)
+{
+	struct raw r = {0};
+	set_base("s0b");
+	make_node_data();
+	raw_open(&r);
+	int w = opt.window;
+	struct raw_slot *slots = xcalloc((size_t)w, sizeof *slots);
+	struct result *res = new_result("S0b");
+	run_begin();
+	pthread_mutex_lock(&r.mu);
+	r.inflight = w;
+	pthread_mutex_unlock(&r.mu);
+	for (int i = 0; i < w; i++) {
+		slots[i].r = &r;
+		raw_start(&slots[i]);
+	}
+	sleep_until(run.warm_end);
+	res->m0 = mntr();
+	pthread_mutex_lock(&r.mu);
+	while (r.inflight > 0)
+		pthread_cond_wait(&r.cv, &r.mu);
+	int err = r.error;
+	pthread_mutex_unlock(&r.mu);
+	if (err != ZOK)
+		die("create/delete: %s", zerror(err));
+	res->m1 = mntr();
+	res->cycles = r.cycles;
+	res->rate = (double)r.cycles / run_elapsed_s();
+	vec_append(res->lat, &r.lat);
+	snprintf(res->extra, sizeof res->extra, "in_flight=%d", w);
+	raw_close(&r);
+	free(slots);
+	report(res);
+}
+
+/* ---- S1, S2, S3, S5, S6: timed loops ------------------------------------------------ */
+
+enum loop_kind { LOOP_MUTEX, LOOP_RWLOCK, LOOP_SEMAPHORE };
+
+/* Acquire/release records of a contended lock, indexed by hold number (assigned while
+ * holding, so in hold order), in chunks so that no holder ever moves another's slots. */
+#define HOLD_CHUNK 4096
+#define HOLD_CHUNKS 4096
+struct holds {
+	_Atomic long next;
+	_Atomic(int64_t *) acq[HOLD_CHUNKS], call[HOLD_CHUNKS], rel[HOLD_CHUNKS];
+};
+
+static int64_t *hold_slot(_Atomic(int64_t *) *chunks, long k)
+{
+	long c = k / HOLD_CHUNK;
+	if (c >= HOLD_CHUNKS)
+		return NULL;
+	int64_t *p = atomic_load(&chunks[c]);
+	if (!p) {
+		int64_t *fresh = xcalloc(HOLD_CHUNK, sizeof *fresh);
+		if (atomic_compare_exchange_strong(&chunks[c], &p, fresh))
+			p = fresh;
+		else
+			free(fresh);
+	}
+	return &p[k % HOLD_CHUNK];
+}
+
+struct worker {
+	int index;
+	enum loop_kind kind;
+	zkl_client *c;
+	zkl_mutex *m;
+	zkl_rwlock *rw;
+	zkl_semaphore *sem;
+	struct holds *holds;       /* S2: record hand-offs */
+	_Atomic int *holders;      /* how many hold its lock right now (checks exclusion) */
+	_Atomic int own_holders;   /* the counter of a lock of its own */
+	_Atomic int *overlaps;     /* times more than `limit` held at once */
+	int limit;
+	bool wait_latency;         /* record the acquire wait, not the whole cycle */
+	struct vec lat;
+	long cycles, reads, writes;
+	uint64_t rnd;
+};
+
+static void *loop_thread(void *arg)
+{
+	struct worker *w = arg;
+	gate_wait();
+	for (;;) {
+		int64_t t0 = now_ns();
+		if (t0 >= run.end)
+			break;
+		zkl_mutex *m = w->m;
+		zkl_lease *lease = NULL;
+		bool is_write = false;
+		int rc;
+		if (w->kind == LOOP_RWLOCK) {
+			is_write = rnd_next(&w->rnd) % 10 == 0;
+			m = is_write ? zkl_rwlock_write(w->rw) : zkl_rwlock_read(w->rw);
+		}
+		if (w->kind == LOOP_SEMAPHORE)
+			rc = zkl_semaphore_acquire(w->sem, 1, ZKL_WAIT_FOREVER, &lease);
+		else
+			rc = zkl_mutex_acquire(m, ZKL_WAIT_FOREVER);
+		if (rc != 0)
+			die_zkl("acquire", rc);
+		int64_t t1 = now_ns();
+		int h = atomic_fetch_add(w->holders, 1) + 1;
+		int limit = w->kind == LOOP_RWLOCK && !is_write ? INT_MAX : w->limit;
+		if (h > limit)
+			atomic_fetch_add(w->overlaps, 1);
+		long k = -1;
+		if (w->holds)
+			k = atomic_fetch_add(&w->holds->next, 1);
+		int64_t *acq = k >= 0 ? hold_slot(w->holds->acq, k) : NULL;
+		if (acq)
+			*acq = t1;
+		atomic_fetch_sub(w->holders, 1);
+		int64_t *call = k >= 0 ? hold_slot(w->holds->call, k) : NULL;
+		if (call)
+			*call = now_ns();
+		if (w->kind == LOOP_SEMAPHORE) {
+			rc = zkl_lease_release(lease);
+			zkl_lease_free(lease);
+		} else {
+			rc = zkl_mutex_release(m);
+		}
+		if (rc != 0)
+			die_zkl("release", rc);
+		int64_t t2 = now_ns();
+		int64_t *rel = k >= 0 ? hold_slot(w->holds->rel, k) : NULL;
+		if (rel)
+			*rel = t2;
+		if (t0 >= run.warm_end) {
+			vec_push(&w->lat, w->wait_latency ? t1 - t0 : t2 - t0);
+			w->cycles++;
+			if (is_write)
+				w->writes++;
+			else
+				w->reads++;
+			note_done(t2);
+		} else if (acq) {
+			*acq = 0; /* a warm-up hold: no hand-off sample */
+		}
+	}
+	return NULL;
+}
+
+static void timed_loop(const char *scenario, enum loop_kind kind, int nclients, bool shared,
+                       bool wait_latency, bool handoffs)
+{
+	set_base(scenario);
+	struct worker *ws = xcalloc((size_t)nclients, sizeof *ws);
+	pthread_t *ts = xcalloc((size_t)nclients, sizeof *ts);
+	_Atomic int holders = 0, overlaps = 0;
+	struct holds *holds = handoffs ? xcalloc(1, sizeof *holds) : NULL;
+	char path[700];
+	for (int i = 0; i < nclients; i++) {
+		struct worker *w = &ws[i];
+		w->index = i;
+		w->kind = kind;
+		w->c = open_client();
+		w->holders = shared ? &holders : &w->own_holders;
+		w->overlaps = &overlaps;
+		w->limit = kind == LOOP_SEMAPHORE ? 4 : 1;
+		w->holds = holds;
+		w->wait_latency = wait_latency;
+		w->rnd = 0x9E3779B97F4A7C15ULL * (uint64_t)(i + 1);
+		if (shared)
+			snprintf(path, sizeof path, "%s/lock", base_path);
+		else
+			snprintf(path, sizeof path, "%s/lock-%d", base_path, i);
+		int rc;
+		if (kind == LOOP_MUTEX)
+			rc = zkl_mutex_new(&w->m, w->c, path);
+		else if (kind == LOOP_RWLOCK)
+			rc = zkl_rwlock_new(&w->rw, w->c, path);
+		else
+			rc = zkl_semaphore_new(&w->sem, w->c, path, 4);
+		if (rc != 0)
+			die_zkl(path, rc);
+	}
+	for (int i = 0; i < nclients; i++)
+		ts[i] = start_thread(loop_thread, &ws[i]);
+	struct result *res = new_result(scenario);
+	run_begin(); /* before the threads go: they read run.end */
+	gate_open_when(nclients);
+	sleep_until(run.warm_end);
+	res->m0 = mntr();
+	for (int i = 0; i < nclients; i++)
+		pthread_join(ts[i], NULL);
+	res->m1 = mntr();
+	long reads = 0, writes = 0;
+	for (int i = 0; i < nclients; i++) {
+		res->cycles += ws[i].cycles;
+		reads += ws[i].reads;
+		writes += ws[i].writes;
+		vec_append(res->lat, &ws[i].lat);
+	}
+	res->rate = (double)res->cycles / run_elapsed_s();
+	if (nclients > 1)
+		xappend(res->extra, sizeof res->extra, "clients=%d ", nclients);
+	if (kind == LOOP_RWLOCK)
+		xappend(res->extra, sizeof res->extra, "reads=%ld writes=%ld ", reads, writes);
+	if (holds) {
+		/* gaps: previous release returned -> acquire returned; idle: previous release
+		 * called -> acquire returned (the time nobody could use the lock). */
+		struct vec gaps = {0}, idle = {0};
+		long n = atomic_load(&holds->next);
+		for (long k = 1; k < n && k / HOLD_CHUNK < HOLD_CHUNKS; k++) {
+			int64_t a = *hold_slot(holds->acq, k), r = *hold_slot(holds->rel, k - 1);
+			int64_t c = *hold_slot(holds->call, k - 1);
+			if (a != 0 && r != 0 && c != 0 && *hold_slot(holds->acq, k - 1) != 0) {
+				vec_push(&gaps, a - r);
+				vec_push(&idle, a - c);
+			}
+		}
+		qsort(gaps.v, gaps.n, sizeof *gaps.v, cmp_i64);
+		qsort(idle.v, idle.n, sizeof *idle.v, cmp_i64);
+		xappend(res->extra, sizeof res->extra,
+		        "handoff_p50_us=%.0f handoff_p99_us=%.0f handoff_min_us=%.0f "
+		        "idle_p50_us=%.0f idle_p99_us=%.0f ",
+		        quantile_us(&gaps, 0.5), quantile_us(&gaps, 0.99),
+		        gaps.n ? (double)gaps.v[0] / 1e3 : 0.0, quantile_us(&idle, 0.5),
+		        quantile_us(&idle, 0.99));
+		free(gaps.v);
+		free(idle.v);
+		for (int c = 0; c < HOLD_CHUNKS; c++) {
+			free(atomic_load(&holds->acq[c]));
+			free(atomic_load(&holds->call[c]));
+			free(atomic_load(&holds->rel[c]));
+		}
+		free(holds);
+	}
+	if (atomic_load(&overlaps))
+		xappend(res->extra, sizeof res->extra, "EXCLUSION_VIOLATED=%d ",
+		        atomic_load(&overlaps));
+	size_t len = strlen(res->extra);
+	if (len && res->extra[len - 1] == ' ')
+		res->extra[len - 1] = '\0';
+	long rss = peak_rss_kib();
+	for (int i = 0; i < nclients; i++) {
+		zkl_mutex_free(ws[i].m);
+		zkl_rwlock_free(ws[i].rw);
+		zkl_semaphore_free(ws[i].sem);
+		zkl_client_close(ws[i].c);
+		free(ws[i].lat.v);
+	}
+	res->rss = rss;
+	report(res);
+	free(ws);
+	free(ts);
+}
+
+/* ---- S4: a queue of sessions drains ------------------------------------------------- */
+
+struct s4_waiter {
+	int index;
+	zkl_client *c;
+	zkl_mutex *m;
+	int64_t acquired, released;
+	struct s4_shared *sh;
+};
+
+struct s4_shared {
+	_Atomic long next;
+	int *order; /* order[k]: the index of the k-th holder */
+	_Atomic int holders, overlaps;
+};
+
+static void *s4_thread(void *arg)
+{
+	struct s4_waiter *w = arg;
+	int rc = zkl_mutex_acquire(w->m, 120000);
+	if (rc != 0)
+		die_zkl("acquire", rc);
+	w->acquired = now_ns();
+	if (atomic_fetch_add(&w->sh->holders, 1) != 0)
+		atomic_fetch_add(&w->sh->overlaps, 1);
+	long k = atomic_fetch_add(&w->sh->next, 1);
+	w->sh->order[k] = w->index;
+	atomic_fetch_sub(&w->sh->holders, 1);
+	rc = zkl_mutex_release(w->m);
+	if (rc != 0)
+		die_zkl("release", rc);
+	w->released = now_ns();
+	return NULL;
+}
+
+static void s4(void)
+{
+	int n = opt.clients ? opt.clients : 200;
+	const char *name = scenario_name("S4", n, 200);
+	set_base("s4");
+	char path[700];
+	snprintf(path, sizeof path, "%s/lock", base_path);
+	struct s4_shared sh = {.order = xcalloc((size_t)n, sizeof(int))};
+	struct s4_waiter *ws = xcalloc((size_t)n, sizeof *ws);
+	pthread_t *ts = xcalloc((size_t)n, sizeof *ts);
+
+	zkl_client *gc = open_client();
+	zkl_mutex *gm;
+	int rc = zkl_mutex_new(&gm, gc, path);
+	if (rc != 0)
+		die_zkl(path, rc);
+	zkl_mutex_set_data(gm, "gate", 4);
+	rc = zkl_mutex_acquire(gm, 20000);
+	if (rc != 0)
+		die_zkl("gate acquire", rc);
+
+	for (int i = 0; i < n; i++) {
+		ws[i].index = i;
+		ws[i].sh = &sh;
+		ws[i].c = open_client();
+		rc = zkl_mutex_new(&ws[i].m, ws[i].c, path);
+		if (rc != 0)
+			die_zkl(path, rc);
+		char data[32];
+		int len = snprintf(data, sizeof data, "w%d", i);
+		zkl_mutex_set_data(ws[i].m, data, (size_t)len);
+	}
+	for (int i = 0; i < n; i++)
+		ts[i] = start_thread(s4_thread, &ws[i]);
+
+	/* Wait until every waiter has queued, then note the queue (node sequence order). */
+	zkl_participant *ps = NULL;
+	size_t np = 0;
+	int64_t deadline = now_ns() + 120 * (int64_t)1000000000;
+	for (;;) {
+		rc = zkl_mutex_participants(gm, &ps, &np);
+		if (rc != 0)
+			die_zkl("participants", rc);
+		if (np >= (size_t)n + 1)
+			break;
+		zkl_participants_free(ps, np);
+		if (now_ns() > deadline)
+			die("only %zu of %d waiters queued", np - 1, n);
+		sleep_ms(10);
+	}
+	int *queue = xcalloc((size_t)n, sizeof(int));
+	int nq = 0;
+	for (size_t i = 0; i < np; i++) {
+		if (ps[i].data[0] == 'w' && nq < n)
+			queue[nq++] = atoi(ps[i].data + 1);
+	}
+	zkl_participants_free(ps, np);
+
+	struct result *res = new_result(name);
+	res->m0 = mntr();
+	int64_t t0 = now_ns();
+	rc = zkl_mutex_release(gm);
+	if (rc != 0)
+		die_zkl("gate release", rc);
+	for (int i = 0; i < n; i++)
+		pthread_join(ts[i], NULL);
+	res->m1 = mntr();
+	int64_t t_end = t0;
+	for (int i = 0; i < n; i++) {
+		vec_push(res->lat, ws[i].acquired - t0);
+		if (ws[i].released > t_end)
+			t_end = ws[i].released;
+	}
+	double drain_s = (double)(t_end - t0) / 1e9;
+	int mismatches = 0;
+	for (int k = 0; k < n; k++)
+		if (k >= nq || sh.order[k] != queue[k])
+			mismatches++;
+	res->cycles = n;
+	res->rate = n / drain_s;
+	res->per = "release";
+	res->per_n = n; /* the gate's release and n-1 waiters' releases each had a waiter */
+	snprintf(res->extra, sizeof res->extra, "clients=%d drain_ms=%.1f fifo=%s mismatches=%d",
+	         n, drain_s * 1e3, mismatches == 0 ? "yes" : "no", mismatches);
+	if (atomic_load(&sh.overlaps))
+		xappend(res->extra, sizeof res->extra, " EXCLUSION_VIOLATED=%d",
+		        atomic_load(&sh.overlaps));
+	res->rss = peak_rss_kib();
+	for (int i = 0; i < n; i++) {
+		zkl_mutex_free(ws[i].m);
+		zkl_client_close(ws[i].c);
+	}
+	zkl_mutex_free(gm);
+	zkl_client_close(gc);
+	report(res);
+	free(queue);
+	free(sh.order);
+	free(ws);
+	free(ts);
+}
+
+/* ---- S7: cold start ----------------------------------------------------------------- */
+
+static char *default_zklock(void)
+{
+	static char path[PATH_MAX + 32];
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n <= 0)
+		return "zklock";
+	self[n] = '\0';
+	char *slash = strrchr(self, '/');
+	if (slash)
+		*slash = '\0';
+	snprintf(path, sizeof path, "%s/../tools/zklock", self);
+	return path;
+}
+
+static void s7(void)
+{
+	set_base("s7");
+	char lockpath[700];
+	snprintf(lockpath, sizeof lockpath, "%s/lock", base_path);
+	char *zk_argv[] = {(char *)(opt.zklock ? opt.zklock : default_zklock()), "-s",
+	                   (char *)opt.servers, "-n", lockpath, "--", "true", NULL};
+	char **argv = opt.command ? opt.command : zk_argv;
+
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+
+	struct result *res = new_result("S7");
+	long max_rss = 0;
+	int runs = 0;
+	double child_cpu_us = 0;
+	int64_t start = now_ns(), end = start + (int64_t)(opt.seconds * 1e9);
+	res->m0 = mntr();
+	for (;;) {
+		int64_t t0 = now_ns();
+		if (opt.count > 0 ? runs >= opt.count : (runs >= 5 && t0 >= end))
+			break;
+		pid_t pid;
+		int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+		if (rc != 0)
+			die("cannot run %s: %s", argv[0], strerror(rc));
+		int status;
+		struct rusage ru;
+		while (wait4(pid, &status, 0, &ru) < 0) {
+			if (errno != EINTR)
+				die("wait4: %s", strerror(errno));
+		}
+		int64_t t1 = now_ns();
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			die("%s exited with status %d", argv[0],
+			    WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+		vec_push(res->lat, t1 - t0);
+		if (ru.ru_maxrss > max_rss)
+			max_rss = ru.ru_maxrss;
+		child_cpu_us += (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
+		                (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+		runs++;
+	}
+	res->m1 = mntr();
+	/* The client CPU of a cold start is the child's, not ours. */
+	res->m0.cpu_self = 0;
+	res->m1.cpu_self = child_cpu_us;
+	posix_spawn_file_actions_destroy(&fa);
+	res->cycles = runs;
+	res->rate = runs / ((double)(now_ns() - start) / 1e9);
+	res->rss = max_rss;
+	snprintf(res->extra, sizeof res->extra, "runs=%d", runs);
+	report(res);
+}
+
+/* ---- memory: one client holding many locks ------------------------------------------ */
+
+struct mem_worker {
+	int index, nthreads;
+	long nlocks;
+	zkl_client *c;
+	zkl_mutex **ms;
+	struct vec lat;
+	pthread_barrier_t *held, *go_release;
+};
+
+static void *mem_thread(void *arg)
+{
+	struct mem_worker *w = arg;
+	char path[700];
+	gate_wait();
+	for (long j = w->index; j < w->nlocks; j += w->nthreads) {
+		snprintf(path, sizeof path, "%s/l%ld", base_path, j);
+		int rc = zkl_mutex_new(&w->ms[j], w->c, path);
+		if (rc != 0)
+			die_zkl(path, rc);
+		int64_t t0 = now_ns();
+		rc = zkl_mutex_acquire(w->ms[j], 60000);
+		if (rc != 0)
+			die_zkl("acquire", rc);
+		vec_push(&w->lat, now_ns() - t0);
+	}
+	pthread_barrier_wait(w->held);
+	pthread_barrier_wait(w->go_release);
+	for (long j = w->index; j < w->nlocks; j += w->nthreads) {
+		int rc = zkl_mutex_release(w->ms[j]);
+		if (rc != 0)
+			die_zkl("release", rc);
+	}
+	return NULL;
+}
+
+static void mem(void)
+{
+	long n = opt.count ? opt.count : 10000;
+	int nt = opt.clients ? opt.clients : 16;
+	set_base("mem");
+	zkl_client *c = open_client();
+	zkl_mutex **ms = xcalloc((size_t)n, sizeof *ms);
+	struct mem_worker *ws = xcalloc((size_t)nt, sizeof *ws);
+	pthread_t *ts = xcalloc((size_t)nt, sizeof *ts);
+	pthread_barrier_t held, go_release;
+	pthread_barrier_init(&held, NULL, (unsigned)nt + 1);
+	pthread_barrier_init(&go_release, NULL, (unsigned)nt + 1);
+	for (int i = 0; i < nt; i++) {
+		ws[i] = (struct mem_worker){.index = i, .nthreads = nt, .nlocks = n, .c = c,
+		                            .ms = ms, .held = &held, .go_release = &go_release};
+		ts[i] = start_thread(mem_thread, &ws[i]);
+	}
+	char name[32] = "MEM";
+	if (n != 10000)
+		snprintf(name, sizeof name, "MEMx%ld", n);
+	struct result *res = new_result(name);
+	long rss_before = peak_rss_kib();
+	res->m0 = mntr();
+	int64_t t0 = now_ns();
+	gate_open_when(nt);
+	pthread_barrier_wait(&held);
+	int64_t t1 = now_ns();
+	res->m1 = mntr();
+	long rss_held = peak_rss_kib();
+	pthread_barrier_wait(&go_release);
+	for (int i = 0; i < nt; i++)
+		pthread_join(ts[i], NULL);
+	int64_t t2 = now_ns();
+	for (int i = 0; i < nt; i++) {
+		vec_append(res->lat, &ws[i].lat);
+		free(ws[i].lat.v);
+	}
+	for (long j = 0; j < n; j++)
+		zkl_mutex_free(ms[j]);
+	zkl_client_close(c);
+	res->cycles = n;
+	res->rate = (double)n / ((double)(t1 - t0) / 1e9);
+	res->per = "lock";
+	res->rss = peak_rss_kib();
+	snprintf(res->extra, sizeof res->extra,
+	         "locks=%ld threads=%d take_ms=%.0f release_ms=%.0f rss_start_kib=%ld "
+	         "rss_held_kib=%ld",
+	         n, nt, (double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6, rss_before, rss_held);
+	report(res);
+	pthread_barrier_destroy(&held);
+	pthread_barrier_destroy(&go_release);
+	free(ms);
+	free(ws);
+	free(ts);
+}
+
+/* ---- main --------------------------------------------------------------------------- */
+
+static void run_scenario(const char *s)
+{
+	int c = opt.clients;
+	if (strcmp(s, "s0a") == 0)
+		s0a();
+	else if (strcmp(s, "s0b") == 0)
+		s0b();
+	else if (strcmp(s, "s1") == 0)
+		timed_loop("S1", LOOP_MUTEX, 1, true, false, false);
+	else if (strcmp(s, "s2") == 0)
+		timed_loop(scenario_name("S2", c ? c : 8, 8), LOOP_MUTEX, c ? c : 8, true, true, true);
+	else if (strcmp(s, "s3") == 0)
+		timed_loop(scenario_name("S3", c ? c : 8, 8), LOOP_MUTEX, c ? c : 8, false, false,
+		           false);
+	else if (strcmp(s, "s4") == 0)
+		s4();
+	else if (strcmp(s, "s5") == 0)
+		timed_loop(scenario_name("S5", c ? c : 8, 8), LOOP_RWLOCK, c ? c : 8, true, true,
+		           false);
+	else if (strcmp(s, "s6") == 0)
+		timed_loop(scenario_name("S6", c ? c : 16, 16), LOOP_SEMAPHORE, c ? c : 16, true,
+		           true, false);
+	else if (strcmp(s, "s7") == 0)
+		s7();
+	else if (strcmp(s, "mem") == 0)
+		mem();
+}
+
+static bool known(const char *s)
+{
+	static const char *names[] = {"s0a", "s0b", "s1", "s2", "s3", "s4",
+	                              "s5",  "s6",  "s7", "mem", "all"};
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		if (strcmp(s, names[i]) == 0)
+			return true;
+	return false;
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+	        "usage: %s [-s servers] [-d seconds] [-W warmup] [-c clients] [-n count]\n"
+	        "          [-w window] [-L label] [-p prefix] [-z zklock] SCENARIO...\n"
+	        "       %s [options] s7 [-- COMMAND [ARG...]]\n"
+	        "scenarios: s0a s0b s1 s2 s3 s4 s5 s6 s7 mem all\n",
+	        prog, prog);
+	exit(2);
+}
+
+static double num_arg(const char *s, double lo, double hi)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
+		usage();
+	return v;
+}
+
+int main(int argc, char **argv)
+{
+	int o;
+	opt.servers = getenv("ZKLOCK_SERVERS");
+	while ((o = getopt(argc, argv, "+s:d:W:c:n:w:L:p:z:h")) != -1) {
+		switch (o) {
+		case 's': opt.servers = optarg; break;
+		case 'd': opt.seconds = num_arg(optarg, 0.01, 86400); break;
+		case 'W': opt.warmup = num_arg(optarg, 0, 86400); break;
+		case 'c': opt.clients = (int)num_arg(optarg, 1, 100000); break;
+		case 'n': opt.count = (long)num_arg(optarg, 1, 1e9); break;
+		case 'w': opt.window = (int)num_arg(optarg, 1, 100000); break;
+		case 'L': opt.label = optarg; break;
+		case 'p': opt.prefix = optarg; break;
+		case 'z': opt.zklock = optarg; break;
+		default: usage();
+		}
+	}
+	if (!opt.servers || !opt.servers[0])
+		opt.servers = "127.0.0.1:2181";
+	if (opt.prefix[0] != '/' || strlen(opt.prefix) < 2)
+		usage();
+
+	/* Scenario names, then an optional "-- COMMAND" for s7. */
+	const char *list[32];
+	int n = 0;
+	for (int i = optind; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0) {
+			if (i + 1 >= argc)
+				usage();
+			opt.command = &argv[i + 1];
+			break;
+		}
+		if (!known(argv[i]))
+			usage();
+		if (strcmp(argv[i], "all") == 0) {
+			static const char *all[] = {"s0a", "s0b", "s1", "s2", "s3",
+			                            "s4",  "s5",  "s6", "s7", "mem"};
+			for (size_t k = 0; k < sizeof all / sizeof *all && n < 32; k++)
+				list[n++] = all[k];
+		} else if (n < 32) {
+			list[n++] = argv[i];
+		}
+	}
+	if (n == 0)
+		usage();
+	setvbuf(stdout, NULL, _IOLBF, 0);
+
+	if (n == 1) {
+		run_scenario(list[0]);
+		return 0;
+	}
+	/* One child per scenario: its peak RSS is that scenario's alone. */
+	int status = 0;
+	for (int i = 0; i < n; i++) {
+		fflush(stdout);
+		pid_t pid = fork();
+		if (pid < 0)
+			die("fork: %s", strerror(errno));
+		if (pid == 0) {
+			run_scenario(list[i]);
+			fflush(stdout);
+			_exit(0);
+		}
+		int st;
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+			fprintf(stderr, "%s: scenario %s failed\n", prog, list[i]);
+			status = 1;
+		}
+	}
+	return status;
+}
