@@ -503,3 +503,36 @@ int f_teardown(void **state)
 	f_heal();
 	return 0;
 }
+
+static void *waiter_thread(void *arg)
+{
+	f_waiter *a = arg;
+	a->started = f_now();
+	a->rc = zkl_mutex_acquire(a->m, a->timeout_ms);
+	a->returned = f_now();
+	a->held = zkl_mutex_is_held(a->m);
+	a->token = zkl_mutex_token(a->m);
+	h_latch_set(a->done);
+	if (a->rc == 0) {
+		h_latch_wait(a->release, 120000);
+		a->release_rc = zkl_mutex_release(a->m);
+	}
+	return NULL;
+}
+
+void f_waiter_start(f_waiter *a, zkl_mutex *m, int timeout_ms)
+{
+	a->m = m;
+	a->timeout_ms = timeout_ms;
+	a->done = h_latch_new();
+	a->release = h_latch_new();
+	pthread_create(&a->th, NULL, waiter_thread, a);
+}
+
+void f_waiter_join(f_waiter *a)
+{
+	h_latch_set(a->release);
+	pthread_join(a->th, NULL);
+	h_latch_free(a->done);
+	h_latch_free(a->release);
+}

@@ -8,6 +8,7 @@
 #ifndef ZKL_TEST_FAULTS_H
 #define ZKL_TEST_FAULTS_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -94,6 +95,26 @@ int64_t f_child_kill(f_child *ch);
 /* Call first in main(): when the process was started as a child, runs it and never
  * returns. */
 void f_child_main(int argc, char **argv);
+
+/* ---- a waiter on a thread of its own ---- */
+
+/* A thread that acquires m with a deadline and notes when it started and returned; if it
+ * got the lock, it holds it (is_held and the token are taken on that thread) until
+ * release is set, then releases. Zero it before f_waiter_start(). */
+typedef struct f_waiter {
+	zkl_mutex *m;
+	int timeout_ms;
+	int rc;
+	int64_t started, returned;
+	bool held;
+	int64_t token;
+	int release_rc;
+	h_latch *done, *release;
+	pthread_t th;
+} f_waiter;
+void f_waiter_start(f_waiter *a, zkl_mutex *m, int timeout_ms);
+/* Lets the thread release (if it holds), joins it and frees its latches. */
+void f_waiter_join(f_waiter *a);
 
 /* ---- cmocka ---- */
 

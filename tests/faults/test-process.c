@@ -12,46 +12,6 @@
 
 enum { T = 4000 };
 
-struct waiter {
-	zkl_mutex *m;
-	int rc;
-	int64_t acquired_at;
-	int64_t token;
-	int release_rc;
-	h_latch *done, *release;
-	pthread_t th;
-};
-
-static void *waiter_thread(void *arg)
-{
-	struct waiter *a = arg;
-	a->rc = zkl_mutex_acquire(a->m, 60000);
-	a->acquired_at = f_now();
-	a->token = zkl_mutex_token(a->m);
-	h_latch_set(a->done);
-	if (a->rc == 0) {
-		h_latch_wait(a->release, 120000);
-		a->release_rc = zkl_mutex_release(a->m);
-	}
-	return NULL;
-}
-
-static void waiter_start(struct waiter *a, zkl_mutex *m)
-{
-	a->m = m;
-	a->done = h_latch_new();
-	a->release = h_latch_new();
-	pthread_create(&a->th, NULL, waiter_thread, a);
-}
-
-static void waiter_join(struct waiter *a)
-{
-	h_latch_set(a->release);
-	pthread_join(a->th, NULL);
-	h_latch_free(a->done);
-	h_latch_free(a->release);
-}
-
 /* ---- the holder process is killed: the waiter gets in after the session timeout ---- */
 
 static void test_holder_killed(void **state)
@@ -71,8 +31,8 @@ static void test_holder_killed(void **state)
 	zkl_client *c = f_client(NULL, T, true);
 	zkl_mutex *m;
 	CHECK_OK(zkl_mutex_new(&m, c, path));
-	struct waiter w = {0};
-	waiter_start(&w, m);
+	f_waiter w = {0};
+	f_waiter_start(&w, m, 60000);
 	assert_true(f_wait_children(NULL, path, 2, 10000));
 
 	/* The child talks to the ensemble every 20 ms until this moment, so the ensemble
@@ -81,8 +41,8 @@ static void test_holder_killed(void **state)
 	assert_true(ch.last_ok > 0);
 	assert_true(h_latch_wait(w.done, T + 20000));
 	CHECK_OK(w.rc);
-	int64_t after = w.acquired_at - killed;
-	int64_t after_heard = w.acquired_at - ch.last_ok;
+	int64_t after = w.returned - killed;
+	int64_t after_heard = w.returned - ch.last_ok;
 	print_message("waiter in %lld ms after the holder process was killed, %lld ms after "
 	              "its last answered request was sent (session %d ms)\n", (long long)after,
 	              (long long)after_heard, T);
@@ -96,7 +56,7 @@ static void test_holder_killed(void **state)
 	assert_true(after <= T + 5000);
 	assert_true(w.token > child_token);
 	assert_int_equal(f_children(NULL, path, NULL), 1);
-	waiter_join(&w);
+	f_waiter_join(&w);
 	CHECK_OK(w.release_rc);
 	assert_true(f_wait_children(NULL, path, 0, 10000));
 	zkl_mutex_free(m);
@@ -120,15 +80,15 @@ static void test_waiter_killed(void **state)
 	f_child ch;
 	f_child_spawn(&ch, h_servers(), path, T);
 	assert_true(f_wait_children(NULL, path, 2, 30000));
-	struct waiter w = {0};
-	waiter_start(&w, wm);
+	f_waiter w = {0};
+	f_waiter_start(&w, wm, 60000);
 	assert_true(f_wait_children(NULL, path, 3, 10000));
 
 	int64_t killed = f_child_kill(&ch);
 	CHECK_OK(zkl_mutex_release(holder));
 	assert_true(h_latch_wait(w.done, T + 20000));
 	CHECK_OK(w.rc);
-	int64_t after = w.acquired_at - killed;
+	int64_t after = w.returned - killed;
 	print_message("waiter in %lld ms after the waiting process was killed\n", (long long)after);
 	/* The dead waiter's node stood in line until its session expired: its client had
 	 * been heard from within a third of the timeout before the kill (heartbeats), so
@@ -138,7 +98,7 @@ static void test_waiter_killed(void **state)
 	assert_true(after <= T + 5000);
 	assert_true(w.token > token);
 	assert_int_equal(f_children(NULL, path, NULL), 1);
-	waiter_join(&w);
+	f_waiter_join(&w);
 	CHECK_OK(w.release_rc);
 	assert_true(f_wait_children(NULL, path, 0, 10000));
 	zkl_mutex_free(holder);

@@ -265,54 +265,6 @@ static void test_tokens_grow(void **state)
 
 /* ---- the whole ensemble down for a while, then back ---- */
 
-/* A thread that acquires with a deadline; if it gets the lock, it holds it (is_held and
- * the token are taken on that thread) until release is set, then releases. */
-struct timed_acq {
-	zkl_mutex *m;
-	int timeout_ms;
-	int rc;
-	int64_t started, returned;
-	bool held;
-	int64_t token;
-	int release_rc;
-	h_latch *done, *release;
-	pthread_t th;
-};
-
-static void *timed_acq_thread(void *arg)
-{
-	struct timed_acq *a = arg;
-	a->started = f_now();
-	a->rc = zkl_mutex_acquire(a->m, a->timeout_ms);
-	a->returned = f_now();
-	a->held = zkl_mutex_is_held(a->m);
-	a->token = zkl_mutex_token(a->m);
-	h_latch_set(a->done);
-	if (a->rc == 0) {
-		h_latch_wait(a->release, 120000);
-		a->release_rc = zkl_mutex_release(a->m);
-	}
-	return NULL;
-}
-
-static void timed_acq_start(struct timed_acq *a, zkl_mutex *m, int timeout_ms)
-{
-	a->m = m;
-	a->timeout_ms = timeout_ms;
-	a->done = h_latch_new();
-	a->release = h_latch_new();
-	pthread_create(&a->th, NULL, timed_acq_thread, a);
-}
-
-/* Lets the thread release (if it holds), joins it and frees its latches. */
-static void timed_acq_join(struct timed_acq *a)
-{
-	h_latch_set(a->release);
-	pthread_join(a->th, NULL);
-	h_latch_free(a->done);
-	h_latch_free(a->release);
-}
-
 static void on_lost(zkl_mutex *m, int reason, void *data)
 {
 	(void)m;
@@ -336,10 +288,10 @@ static void test_ensemble_down(void **state)
 	CHECK_OK(zkl_mutex_acquire(holder, 0));
 	int64_t holder_token = zkl_mutex_token(holder);
 
-	struct timed_acq w1 = {0}, w2 = {0};
-	timed_acq_start(&w1, m1, SHORT);
+	f_waiter w1 = {0}, w2 = {0};
+	f_waiter_start(&w1, m1, SHORT);
 	assert_true(f_wait_children(NULL, path, 2, 10000));
-	timed_acq_start(&w2, m2, LONG);
+	f_waiter_start(&w2, m2, LONG);
 	assert_true(f_wait_children(NULL, path, 3, 10000));
 	char **names;
 	assert_int_equal(f_children(NULL, path, &names), 3);
@@ -354,7 +306,7 @@ static void test_ensemble_down(void **state)
 
 	/* The short waiter times out at its deadline, during the outage. */
 	assert_true(h_latch_wait(w1.done, SHORT + 10000));
-	timed_acq_join(&w1);
+	f_waiter_join(&w1);
 	CHECK_RC(ZKL_ETIMEDOUT, w1.rc);
 	assert_true(w1.returned - w1.started >= SHORT - 50);
 	assert_false(w1.held);
@@ -383,7 +335,7 @@ static void test_ensemble_down(void **state)
 	assert_true(w2.held);
 	assert_true(w2.token > holder_token);
 	assert_int_equal(f_children(NULL, path, NULL), 1);
-	timed_acq_join(&w2);
+	f_waiter_join(&w2);
 	CHECK_OK(w2.release_rc);
 	assert_true(f_wait_children(NULL, path, 0, 15000));
 	/* The old holder's client works again. */

@@ -610,3 +610,85 @@ void zh_free(zh *z)
 	pthread_cond_destroy(&z->cv);
 	free(z);
 }
+
+/* ---- scenarios that both the Curator and the kazoo tests run ---- */
+
+void peer_check_peer_holds(peer *p, const char *path, zkl_naming naming, const char *verb)
+{
+	peer_do(p, "a", "acquired", PEER_SOON, "acquire %s %s -1", verb, path);
+	zh *z = zh_new(ZH_MUTEX, path, naming, 0, NULL);
+	CHECK_RC(ZKL_ETIMEDOUT, zh_acquire(z, PEER_TRY));
+	CHECK_RC(ZKL_ETIMEDOUT, zh_acquire(z, 0));
+	zh_start_acquire(z, 30000);
+	wait_children(path, 2);
+	assert_int_equal(zh_wait(z, 300), ZH_PENDING);
+	peer_do(p, "a", "released", PEER_SOON, "release");
+	CHECK_OK(zh_wait(z, PEER_SOON));
+	peer_do(p, "b", "timeout", PEER_SOON, "acquire %s %s %d", verb, path, PEER_TRY);
+	CHECK_OK(zh_release(z));
+	peer_do(p, "b", "acquired", PEER_SOON, "acquire %s %s %d", verb, path, PEER_SOON);
+	peer_do(p, "b", "released", PEER_SOON, "release");
+	zh_free(z);
+}
+
+void peer_check_fifo_alternating(peer *p, const char *path, zkl_naming naming,
+                                 const char *verb)
+{
+	zh *h = zh_new(ZH_MUTEX, path, naming, 0, NULL);
+	zh *c = zh_new(ZH_MUTEX, path, naming, 0, NULL);
+	zh *e = zh_new(ZH_MUTEX, path, naming, 0, NULL);
+	CHECK_OK(zh_acquire(h, -1));
+	peer_send(p, "b acquire %s %s -1", verb, path);
+	wait_children(path, 2);
+	zh_start_acquire(c, -1);
+	wait_children(path, 3);
+	peer_send(p, "d acquire %s %s -1", verb, path);
+	wait_children(path, 4);
+	zh_start_acquire(e, -1);
+	wait_children(path, 5);
+
+	CHECK_OK(zh_release(h));
+	peer_expect(p, "b", "acquired", PEER_SOON);
+	assert_int_equal(zh_wait(c, 300), ZH_PENDING);
+	assert_true(peer_quiet(p, "d", 0));
+	peer_do(p, "b", "released", PEER_SOON, "release");
+	CHECK_OK(zh_wait(c, PEER_SOON));
+	assert_true(peer_quiet(p, "d", 300));
+	assert_int_equal(zh_wait(e, 0), ZH_PENDING);
+	CHECK_OK(zh_release(c));
+	peer_expect(p, "d", "acquired", PEER_SOON);
+	assert_int_equal(zh_wait(e, 300), ZH_PENDING);
+	peer_do(p, "d", "released", PEER_SOON, "release");
+	CHECK_OK(zh_wait(e, PEER_SOON));
+	CHECK_OK(zh_release(e));
+	wait_children(path, 0);
+	zh_free(h);
+	zh_free(c);
+	zh_free(e);
+}
+
+void peer_check_peer_writer_blocks_readers(peer *p, const char *path, zkl_naming naming)
+{
+	peer_do(p, "w", "acquired", PEER_SOON, "acquire write %s -1", path);
+	zh *r1 = zh_new(ZH_READ, path, naming, 0, NULL);
+	zh *r2 = zh_new(ZH_READ, path, naming, 0, NULL);
+	CHECK_RC(ZKL_ETIMEDOUT, zh_acquire(r1, PEER_TRY));
+	zh_start_acquire(r1, 30000);
+	zh_start_acquire(r2, 30000);
+	wait_children(path, 3);
+	assert_int_equal(zh_wait(r1, 300), ZH_PENDING);
+	assert_int_equal(zh_wait(r2, 0), ZH_PENDING);
+	peer_do(p, "w", "released", PEER_SOON, "release");
+	/* Both readers get in together. */
+	CHECK_OK(zh_wait(r1, PEER_SOON));
+	CHECK_OK(zh_wait(r2, PEER_SOON));
+	/* And they keep the peer's writer out: it sees our read nodes. */
+	peer_do(p, "w", "timeout", PEER_SOON, "acquire write %s %d", path, PEER_TRY);
+	CHECK_OK(zh_release(r1));
+	peer_do(p, "w", "timeout", PEER_SOON, "acquire write %s %d", path, PEER_TRY);
+	CHECK_OK(zh_release(r2));
+	peer_do(p, "w", "acquired", PEER_SOON, "acquire write %s %d", path, PEER_SOON);
+	peer_do(p, "w", "released", PEER_SOON, "release");
+	zh_free(r1);
+	zh_free(r2);
+}

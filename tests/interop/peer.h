@@ -94,4 +94,26 @@ int zh_participants(zh *z, zkl_participant **out, size_t *count);
 /* Cancels a pending acquire, releases a hold, ends the thread, closes the client. */
 void zh_free(zh *z);
 
+/* ---- scenarios that both the Curator and the kazoo tests run ---- */
+
+/* "It happens soon", on a loaded CI machine too, and how long a try that must fail
+ * waits (ms). */
+#define PEER_SOON 15000
+#define PEER_TRY 400
+
+/* In what follows, verb is the peer's name for an exclusive lock ("mutex" for Curator,
+ * "lock" for kazoo) and naming the node names zklocks uses beside that peer. */
+
+/* The peer's slot a holds the lock at path; a zklocks contender's tries fail, it then
+ * waits and gets in when a releases; the peer's slot b then times out until zklocks
+ * releases. */
+void peer_check_peer_holds(peer *p, const char *path, zkl_naming naming, const char *verb);
+/* A queue at path that alternates between the libraries is served in the order it
+ * queued: holder zklocks, then the peer's b, zklocks c, the peer's d, zklocks e. */
+void peer_check_fifo_alternating(peer *p, const char *path, zkl_naming naming,
+                                 const char *verb);
+/* The peer's writer (slot w) keeps two zklocks readers out; they get in together once it
+ * goes, and keep it out until both have released. */
+void peer_check_peer_writer_blocks_readers(peer *p, const char *path, zkl_naming naming);
+
 #endif

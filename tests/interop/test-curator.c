@@ -14,9 +14,9 @@
 static peer *P;
 
 /* A bound on "it happens soon" that a loaded CI machine still meets. */
-#define SOON 15000
+#define SOON PEER_SOON
 /* How long a try that must fail waits. */
-#define TRY 400
+#define TRY PEER_TRY
 
 /* ---- mutex ---- */
 
@@ -47,21 +47,7 @@ static void test_mutex_zklocks_holds(void **state)
 static void test_mutex_curator_holds(void **state)
 {
 	(void)state;
-	const char *path = h_path("c-mutex-c");
-	peer_do(P, "a", "acquired", SOON, "acquire mutex %s -1", path);
-	zh *z = zh_new(ZH_MUTEX, path, ZKL_NAMING_CURATOR, 0, NULL);
-	CHECK_RC(ZKL_ETIMEDOUT, zh_acquire(z, TRY));
-	CHECK_RC(ZKL_ETIMEDOUT, zh_acquire(z, 0));
-	zh_start_acquire(z, 30000);
-	wait_children(path, 2);
-	assert_int_equal(zh_wait(z, 300), ZH_PENDING);
-	peer_do(P, "a", "released", SOON, "release");
-	CHECK_OK(zh_wait(z, SOON));
-	peer_do(P, "b", "timeout", SOON, "acquire mutex %s %d", path, TRY);
-	CHECK_OK(zh_release(z));
-	peer_do(P, "b", "acquired", SOON, "acquire mutex %s %d", path, SOON);
-	peer_do(P, "b", "released", SOON, "release");
-	zh_free(z);
+	peer_check_peer_holds(P, h_path("c-mutex-c"), ZKL_NAMING_CURATOR, "mutex");
 }
 
 /* A queue that alternates between the libraries is served in the order it queued:
@@ -69,38 +55,7 @@ static void test_mutex_curator_holds(void **state)
 static void test_mutex_fifo_alternating(void **state)
 {
 	(void)state;
-	const char *path = h_path("c-mutex-fifo");
-	zh *h = zh_new(ZH_MUTEX, path, ZKL_NAMING_CURATOR, 0, NULL);
-	zh *c = zh_new(ZH_MUTEX, path, ZKL_NAMING_CURATOR, 0, NULL);
-	zh *e = zh_new(ZH_MUTEX, path, ZKL_NAMING_CURATOR, 0, NULL);
-	CHECK_OK(zh_acquire(h, -1));
-	peer_send(P, "b acquire mutex %s -1", path);
-	wait_children(path, 2);
-	zh_start_acquire(c, -1);
-	wait_children(path, 3);
-	peer_send(P, "d acquire mutex %s -1", path);
-	wait_children(path, 4);
-	zh_start_acquire(e, -1);
-	wait_children(path, 5);
-
-	CHECK_OK(zh_release(h));
-	peer_expect(P, "b", "acquired", SOON);
-	assert_int_equal(zh_wait(c, 300), ZH_PENDING);
-	assert_true(peer_quiet(P, "d", 0));
-	peer_do(P, "b", "released", SOON, "release");
-	CHECK_OK(zh_wait(c, SOON));
-	assert_true(peer_quiet(P, "d", 300));
-	assert_int_equal(zh_wait(e, 0), ZH_PENDING);
-	CHECK_OK(zh_release(c));
-	peer_expect(P, "d", "acquired", SOON);
-	assert_int_equal(zh_wait(e, 300), ZH_PENDING);
-	peer_do(P, "d", "released", SOON, "release");
-	CHECK_OK(zh_wait(e, SOON));
-	CHECK_OK(zh_release(e));
-	wait_children(path, 0);
-	zh_free(h);
-	zh_free(c);
-	zh_free(e);
+	peer_check_fifo_alternating(P, h_path("c-mutex-fifo"), ZKL_NAMING_CURATOR, "mutex");
 }
 
 /* ---- read-write lock ---- */
@@ -108,29 +63,7 @@ static void test_mutex_fifo_alternating(void **state)
 static void test_rw_curator_writer_blocks_zklocks_readers(void **state)
 {
 	(void)state;
-	const char *path = h_path("c-rw-cw");
-	peer_do(P, "w", "acquired", SOON, "acquire write %s -1", path);
-	zh *r1 = zh_new(ZH_READ, path, ZKL_NAMING_CURATOR, 0, NULL);
-	zh *r2 = zh_new(ZH_READ, path, ZKL_NAMING_CURATOR, 0, NULL);
-	CHECK_RC(ZKL_ETIMEDOUT, zh_acquire(r1, TRY));
-	zh_start_acquire(r1, 30000);
-	zh_start_acquire(r2, 30000);
-	wait_children(path, 3);
-	assert_int_equal(zh_wait(r1, 300), ZH_PENDING);
-	assert_int_equal(zh_wait(r2, 0), ZH_PENDING);
-	peer_do(P, "w", "released", SOON, "release");
-	/* Both readers get in together. */
-	CHECK_OK(zh_wait(r1, SOON));
-	CHECK_OK(zh_wait(r2, SOON));
-	/* And they keep Curator's writer out. */
-	peer_do(P, "w", "timeout", SOON, "acquire write %s %d", path, TRY);
-	CHECK_OK(zh_release(r1));
-	peer_do(P, "w", "timeout", SOON, "acquire write %s %d", path, TRY);
-	CHECK_OK(zh_release(r2));
-	peer_do(P, "w", "acquired", SOON, "acquire write %s %d", path, SOON);
-	peer_do(P, "w", "released", SOON, "release");
-	zh_free(r1);
-	zh_free(r2);
+	peer_check_peer_writer_blocks_readers(P, h_path("c-rw-cw"), ZKL_NAMING_CURATOR);
 }
 
 static void test_rw_zklocks_writer_blocks_curator_readers(void **state)
