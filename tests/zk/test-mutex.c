@@ -395,7 +395,8 @@ static void on_state(zkl_client *c, zkl_state s, void *data)
 	/* Expiring a session from outside can first bounce the connection (suspended,
 	 * reconnected to the same session, even declared lost if that takes long): wait for
 	 * the reconnect to a new session. Listeners may call into the client. */
-	if (s == ZKL_STATE_RECONNECTED && zkl_client_session_id(c) != st->old_session)
+	int64_t id = zkl_client_session_id(c); /* 0 if the connection bounced again already */
+	if (s == ZKL_STATE_RECONNECTED && id != 0 && id != st->old_session)
 		h_latch_set(st->reconnected);
 }
 
