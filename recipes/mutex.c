@@ -93,13 +93,9 @@ static struct zkl_acq **find_own(zkl_mutex *m)
 
 int zkl_mutex_new(zkl_mutex **out, zkl_client *c, const char *path)
 {
-	zkl_clear_error();
-	if (!out)
-		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
-	*out = NULL;
-	if (!c)
-		return zkl_fail(ZKL_EINVAL, "client is NULL");
-	int rc = zkl_path_check(path, "lock path");
+	if (out)
+		*out = NULL;
+	int rc = zkl_check_new(out, c, path);
 	if (rc != 0)
 		return rc;
 	zkl_mutex *m = calloc(1, sizeof *m);
@@ -402,13 +398,9 @@ int zkl_mutex_participants(zkl_mutex *m, zkl_participant **out, size_t *count)
 
 int zkl_rwlock_new(zkl_rwlock **out, zkl_client *c, const char *path)
 {
-	zkl_clear_error();
-	if (!out)
-		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
-	*out = NULL;
-	if (!c)
-		return zkl_fail(ZKL_EINVAL, "client is NULL");
-	int rc = zkl_path_check(path, "lock path");
+	if (out)
+		*out = NULL;
+	int rc = zkl_check_new(out, c, path);
 	if (rc != 0)
 		return rc;
 	zkl_rwlock *rw = calloc(1, sizeof *rw);

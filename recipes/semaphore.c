@@ -59,13 +59,9 @@ static void lease_lost(struct zkl_hold *h, void *ctx)
 
 static int semaphore_make(zkl_semaphore **out, zkl_client *c, const char *path)
 {
-	zkl_clear_error();
-	if (!out)
-		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
-	*out = NULL;
-	if (!c)
-		return zkl_fail(ZKL_EINVAL, "client is NULL");
-	int rc = zkl_path_check(path, "lock path");
+	if (out)
+		*out = NULL;
+	int rc = zkl_check_new(out, c, path);
 	if (rc != 0)
 		return rc;
 	if (strlen(path) + sizeof "/leases" > ZKL_PATH_MAX)

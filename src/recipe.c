@@ -45,6 +45,16 @@ void zkl_data_free(struct zkl_data *d)
 	d->len = 0;
 }
 
+int zkl_check_new(const void *out, const zkl_client *c, const char *path)
+{
+	zkl_clear_error();
+	if (!out)
+		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
+	if (!c)
+		return zkl_fail(ZKL_EINVAL, "client is NULL");
+	return zkl_path_check(path, "lock path");
+}
+
 int zkl_check_timeout(int timeout_ms)
 {
 	if (timeout_ms < -1)

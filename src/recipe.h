@@ -25,6 +25,10 @@ int zkl_data_init(struct zkl_data *d);
 int zkl_data_set(struct zkl_data *d, const void *data, size_t len);
 void zkl_data_free(struct zkl_data *d);
 
+/* The checks every *_new() makes (clears the thread's error first): an output pointer,
+ * a client, and a valid lock path. Returns 0 or ZKL_EINVAL with the reason. */
+int zkl_check_new(const void *out, const zkl_client *c, const char *path);
+
 /* Checks a timeout argument: -1, 0 or positive. */
 int zkl_check_timeout(int timeout_ms);
 
