@@ -364,34 +364,14 @@ int zkl_revoke(zkl_client *c, const char *node_path)
 	return 0;
 }
 
-/* How many at the head of a sorted participant list hold: one writer, or the readers
- * before the first writer. */
-static size_t holders_of(zkl_mutex *m)
-{
-	if (m->kind == ZKL_KIND_LOCK)
-		return 1;
-	zkl_child *queue;
-	size_t n;
-	char **names;
-	int count;
-	if (zkl_engine_list(m->c, m->path, &queue, &n, &names, &count) != 0)
-		return 1;
-	size_t h = 0;
-	while (h < n && !zkl_kind_is_writer(queue[h].kind))
-		h++;
-	if (h == 0 && n > 0)
-		h = 1;
-	free(queue);
-	zkl_names_free(names, count);
-	return h;
-}
-
 int zkl_mutex_participants(zkl_mutex *m, zkl_participant **out, size_t *count)
 {
 	ZKL_CHECK_HANDLE(m, "mutex");
 	if (!out || !count)
 		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
-	return zkl_engine_participants(m->c, m->path, holders_of(m), out, count);
+	return zkl_engine_participants(m->c, m->path,
+	                               m->kind == ZKL_KIND_LOCK ? 1 : ZKL_HOLDERS_READERS, out,
+	                               count);
 }
 
 /* ---- zkl_rwlock ---- */

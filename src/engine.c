@@ -663,6 +663,13 @@ int zkl_engine_participants(zkl_client *c, const char *path, size_t holders,
 	int rc = zkl_engine_list(c, path, &queue, &n, &names, &nnames);
 	if (rc != 0)
 		return rc;
+	if (holders == ZKL_HOLDERS_READERS) {
+		holders = 0;
+		while (holders < n && !zkl_kind_is_writer(queue[holders].kind))
+			holders++;
+		if (holders == 0)
+			holders = 1;
+	}
 	zkl_participant *p = n ? calloc(n, sizeof *p) : NULL;
 	struct zkl_op **ops = n ? calloc(n, sizeof *ops) : NULL;
 	if (n && (!p || !ops)) {

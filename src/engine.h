@@ -87,7 +87,9 @@ int zkl_engine_list(zkl_client *c, const char *path, zkl_child **queue, size_t *
 void zkl_names_free(char **names, int count);
 
 /* Fills participants for a sorted queue: reads each node's data (pipelined). holders is
- * how many at the head hold. */
+ * how many at the head hold, or ZKL_HOLDERS_READERS for a read-write queue (the readers
+ * ahead of the first writer, else that writer). */
+#define ZKL_HOLDERS_READERS (SIZE_MAX - 1)
 int zkl_engine_participants(zkl_client *c, const char *path, size_t holders,
                             zkl_participant **out, size_t *count);
 
