@@ -52,6 +52,7 @@ struct election {
 	zkl_selector_fn fn;            /* selector only */
 	void *fn_data;
 	bool requeue;
+	bool folder_seen;              /* c->mu: the engine has listed our folder */
 
 	pthread_cond_t cv;             /* on c->mu */
 	bool started;                  /* c->mu */
@@ -370,6 +371,7 @@ static void *election_main(void *arg)
 				.data_len = data.len,
 				.pred = zkl_pred_first,
 				.owner = e,
+				.folder_seen = &e->folder_seen,
 			};
 			rc = zkl_engine_acquire(&q, ZKL_WAIT_FOREVER, &node);
 		}

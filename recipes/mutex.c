@@ -28,6 +28,7 @@ struct zkl_mutex {
 	zkl_revoke_fn revoke_fn;       /* c->mu */
 	void *revoke_data;
 	zkl_naming naming;             /* c->mu */
+	bool folder_seen;              /* c->mu: the engine has listed our folder */
 };
 
 struct zkl_rwlock {
@@ -209,6 +210,7 @@ int zkl_mutex_acquire(zkl_mutex *m, int timeout_ms)
 		.owner = m,
 		.on_revoke = revocable ? mutex_revoked : NULL,
 		.revoke_ctx = m,
+		.folder_seen = &m->folder_seen,
 	};
 	if (downgrade) {
 		/* Curator's downgrade: a non-sequential read node that sorts at the writer's

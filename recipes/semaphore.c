@@ -30,6 +30,7 @@ struct zkl_semaphore {
 	struct zkl_revwatch *count;    /* c->mu */
 	struct zkl_data data;          /* c->mu */
 	struct zkl_lease *leases;      /* c->mu: every lease handle not yet freed */
+	bool locks_seen, leases_seen;  /* c->mu: the engine has listed these folders */
 	zkl_semaphore_lost_fn lost_fn; /* c->mu */
 	void *lost_data;
 };
@@ -218,6 +219,7 @@ static int take_one(zkl_semaphore *s, const struct zkl_data *data, int64_t deadl
 		.data_len = data->len,
 		.pred = zkl_pred_first,
 		.owner = s,
+		.folder_seen = &s->locks_seen,
 	};
 	int rc = zkl_engine_acquire(&q, remaining(deadline, timeout_ms), &gate);
 	if (rc != 0)
@@ -233,6 +235,7 @@ static int take_one(zkl_semaphore *s, const struct zkl_data *data, int64_t deadl
 		.pred_arg = &max,
 		.owner = s,
 		.epoch = s->count ? &s->epoch : NULL,
+		.folder_seen = &s->leases_seen,
 	};
 	rc = zkl_engine_acquire(&lq, remaining(deadline, timeout_ms), lease);
 	/* Let the next taker in, whatever happened. */

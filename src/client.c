@@ -510,6 +510,7 @@ static void node_watcher(zhandle_t *zh, int type, int state, const char *path, v
 	 * node event ends the watch. */
 	if (type != ZOO_SESSION_EVENT) {
 		wt->fired = true;
+		wt->event = type;
 		watch_unregister_locked(wt);
 	}
 	pthread_mutex_unlock(&c->mu);

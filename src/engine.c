@@ -7,7 +7,9 @@
  * children, sort them by sequence number, and ask the recipe's predicate whether we hold.
  * If not, watch the one node it names with a get-with-watch (a get on a vanished node
  * registers nothing, so no stray watch is left) and sleep until that node changes, the
- * session changes, the deadline passes or the owner cancels; then list again.
+ * session changes, the deadline passes or the owner cancels; then list again, unless the
+ * node was the only one that could stand ahead of ours (zkl_pred_heir): a handoff then
+ * costs the server one watch event and no read.
  *
  * The create and the first list are sent together: the session serves requests in order,
  * so the list always sees the node, and an uncontended acquire waits for one round trip.
@@ -395,12 +397,20 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 				break;
 			}
 			int err = 0;
+			const bool make_folder = q->folder_seen && !*q->folder_seen;
 			pthread_mutex_unlock(&c->mu);
+			/* A folder this handle has not seen yet may not exist: create it (as a
+			 * container) ahead of our node, in the same round trip. Its answer does
+			 * not matter; our create's does. */
+			struct zkl_op *folder = make_folder ? zkl_op_create(c, &w, q->path, NULL, 0,
+			                                                    ZOO_CONTAINER, &err)
+			                                    : NULL;
 			struct zkl_op *create = zkl_op_create(c, &w, target, q->data, q->data_len,
 			                                      ZOO_EPHEMERAL_SEQUENTIAL, &err);
 			if (create)
 				list = zkl_op_children(c, &w, q->path, NULL, &err);
 			pthread_mutex_lock(&c->mu);
+			zkl_op_put(c, folder);
 			free(target);
 			if (!create || !list) {
 				if (create) {
@@ -478,6 +488,8 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 			break;
 		}
 		int lrc = list->rc;
+		if (lrc == ZOK && q->folder_seen)
+			*q->folder_seen = true;
 		if (lrc == ZOK)
 			rc = take_queue(c, q->path, list, &queue, &n, &names, &count);
 		zkl_op_put(c, list);
@@ -528,6 +540,8 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 			break;
 		}
 		bool folder = watch == ZKL_WATCH_CHILDREN;
+		/* When the watched node goes, do we hold without listing again? */
+		const bool heir = !folder && zkl_pred_heir(q->pred, queue, self, watch);
 		char *target = folder ? strdup(q->path) : zkl_path_join(q->path, queue[watch].name);
 		free(queue);
 		zkl_names_free(names, count);
@@ -584,6 +598,8 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 				}
 			}
 		}
+		const bool gone = rc == 0 && (grc == ZNONODE ||
+		                              (wt->fired && wt->event == ZOO_DELETED_EVENT));
 		zkl_watch_put(c, wt);
 		if (rc == ZKL_ETIMEDOUT) {
 			zkl_fail(rc, "timed out waiting for %s", q->path);
@@ -591,6 +607,11 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 		}
 		if (rc != 0) {
 			zkl_fail(rc, "acquire of %s was cancelled", q->path);
+			break;
+		}
+		if (heir && gone && !w.canceled && !c->closing && ggen == node->gen &&
+		    c->gen == node->gen) {
+			rc = 0; /* the one node ahead is gone, and nothing can take its place */
 			break;
 		}
 		if (transient(grc) || session_gone(grc)) {

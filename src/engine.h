@@ -17,8 +17,8 @@ typedef bool (*zkl_predicate_fn)(const zkl_child *queue, size_t n, size_t self, 
 /* Mutex, write lock, leader: first in line; otherwise watch the node just before us. */
 bool zkl_pred_first(const zkl_child *queue, size_t n, size_t self, void *arg, size_t *watch);
 
-/* Read lock: no writer ahead of us; otherwise watch the nearest writer ahead (every wake
- * re-lists, so the nearest wakes least often). */
+/* Read lock: no writer ahead of us; otherwise watch the nearest writer ahead (the nearest
+ * wakes least often, and when it was the only writer ahead its going is enough). */
 bool zkl_pred_read(const zkl_child *queue, size_t n, size_t self, void *arg, size_t *watch);
 
 /* A semaphore's leases: hold while the leases number at most the limit, else wait for
@@ -29,6 +29,14 @@ struct zkl_limit {
 	const int32_t *shared;
 };
 bool zkl_pred_count(const zkl_child *queue, size_t n, size_t self, void *arg, size_t *watch);
+
+/* Whether a waiter holds as soon as the node it watches (queue[watch]) is gone, without
+ * listing again. Sequence numbers only grow, so no node created later can sort ahead of
+ * ours; the only node that can appear ahead is the read node a downgrading writer leaves
+ * at its own number. So: for first-in-line, the watched node was the only one ahead and is
+ * not a writer (which could downgrade); for a reader, the watched writer was the only
+ * writer ahead. Other predicates always list again. */
+bool zkl_pred_heir(zkl_predicate_fn pred, const zkl_child *queue, size_t self, size_t watch);
 
 /* One queued node of ours. */
 struct zkl_node {
@@ -56,6 +64,10 @@ struct zkl_queue {
 	/* If set, a change of *epoch (mu) ends a wait as a fired watch does: the predicate's
 	 * inputs changed (a semaphore's shared limit). */
 	const unsigned *epoch;
+	/* If set (mu), whether this handle has seen its folder exist; while false, the
+	 * folder is created ahead of our node in the same round trip, instead of after a
+	 * create that failed for want of it. */
+	bool *folder_seen;
 };
 
 /* Queues a node and waits until the predicate says we hold, the deadline passes, or the

@@ -54,6 +54,7 @@ struct zkl_watch {
 	struct zkl_session *s;
 	struct zkl_waiter *w;           /* mu: NULL once the waiting thread has let go */
 	bool fired;                     /* mu */
+	int event;                      /* mu: the event that fired it (ZOO_DELETED_EVENT...) */
 	bool registered;                /* mu: in s->watches */
 	struct zkl_watch *next, *prev;  /* mu */
 };

@@ -37,3 +37,25 @@ bool zkl_pred_count(const zkl_child *queue, size_t n, size_t self, void *arg, si
 	*watch = ZKL_WATCH_CHILDREN;
 	return false;
 }
+
+/* Nodes that can leave a node at their own place in the queue: a writer that downgrades
+ * creates a read node with its own number before it goes. */
+static bool can_downgrade(enum zkl_kind k)
+{
+	return k == ZKL_KIND_WRITE || k == ZKL_KIND_KLOCK;
+}
+
+bool zkl_pred_heir(zkl_predicate_fn pred, const zkl_child *queue, size_t self, size_t watch)
+{
+	if (watch >= self)
+		return false;
+	if (pred == zkl_pred_first)
+		return self == 1 && !can_downgrade(queue[0].kind);
+	if (pred == zkl_pred_read) {
+		for (size_t i = 0; i < watch; i++)
+			if (zkl_kind_is_writer(queue[i].kind))
+				return false;
+		return true;
+	}
+	return false;
+}

@@ -95,6 +95,50 @@ static void test_downgrade_node_order(void **state)
 	assert_int_equal(watch, 0);
 }
 
+static void test_heir(void **state)
+{
+	(void)state;
+	zkl_child q[4];
+	size_t watch = 99;
+	/* Second of a mutex queue: when the head goes, we hold without listing again. */
+	const char *mutex[] = {"_c_a-lock-0000000001", "_c_b-lock-0000000002",
+	                       "_c_c-lock-0000000003"};
+	size_t n = queue_of(mutex, 3, q);
+	assert_false(zkl_pred_first(q, n, 1, NULL, &watch));
+	assert_true(zkl_pred_heir(zkl_pred_first, q, 1, watch));
+	/* Third: the head may still be there when our predecessor goes. */
+	assert_false(zkl_pred_first(q, n, 2, NULL, &watch));
+	assert_false(zkl_pred_heir(zkl_pred_first, q, 2, watch));
+	/* A writer ahead may downgrade, leaving a read node at its number: list again. */
+	const char *rw[] = {"_c_w-__WRIT__0000000001", "_c_x-__WRIT__0000000002"};
+	n = queue_of(rw, 2, q);
+	assert_false(zkl_pred_first(q, n, 1, NULL, &watch));
+	assert_false(zkl_pred_heir(zkl_pred_first, q, 1, watch));
+	const char *kz[] = {"k__lock__0000000001", "j__lock__0000000002"};
+	n = queue_of(kz, 2, q);
+	assert_false(zkl_pred_heir(zkl_pred_first, q, 1, 0));
+	/* A read node ahead of a writer cannot leave anything behind. */
+	const char *rd[] = {"_c_r-__READ__0000000001", "_c_x-__WRIT__0000000002"};
+	n = queue_of(rd, 2, q);
+	assert_false(zkl_pred_first(q, n, 1, NULL, &watch));
+	assert_true(zkl_pred_heir(zkl_pred_first, q, 1, watch));
+	/* A reader holds once the nearest writer goes if it was the only writer ahead. */
+	const char *rq[] = {"_c_1-__READ__0000000001", "_c_2-__WRIT__0000000002",
+	                    "_c_3-__READ__0000000003", "_c_4-__READ__0000000004"};
+	n = queue_of(rq, 4, q);
+	assert_false(zkl_pred_read(q, n, 3, NULL, &watch));
+	assert_int_equal(watch, 1);
+	assert_true(zkl_pred_heir(zkl_pred_read, q, 3, watch));
+	const char *rq2[] = {"_c_1-__WRIT__0000000001", "_c_2-__WRIT__0000000002",
+	                     "_c_3-__READ__0000000003"};
+	n = queue_of(rq2, 3, q);
+	assert_false(zkl_pred_read(q, n, 2, NULL, &watch));
+	assert_int_equal(watch, 1);
+	assert_false(zkl_pred_heir(zkl_pred_read, q, 2, watch));
+	/* Counting predicates always list again. */
+	assert_false(zkl_pred_heir(zkl_pred_count, q, 2, 1));
+}
+
 static void test_count(void **state)
 {
 	(void)state;
@@ -123,6 +167,7 @@ int main(void)
 		cmocka_unit_test(test_first),
 		cmocka_unit_test(test_read),
 		cmocka_unit_test(test_downgrade_node_order),
+		cmocka_unit_test(test_heir),
 		cmocka_unit_test(test_count),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
