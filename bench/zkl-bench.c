@@ -11,6 +11,10 @@
  *   s0a   raw C client, one session: create ephemeral-sequential + delete, one request at a
  *         time (latency: one create + delete)
  *   s0b   the same keeping -w cycles in flight (default 32): what the server can commit
+ *   s0m   the limit of mem: raw C client, one session, -n paths (default 10000), each a
+ *         new container folder and an ephemeral-sequential node in it (the two writes a
+ *         first lock on a new path needs), -w paths in flight (default 32); latency: one
+ *         path; cycles/s: paths per second
  *   s1    one client, acquire + release of one zkl_mutex (latency: one cycle)
  *   s2    -c clients (default 8), separate sessions, one thread each, on one mutex
  *         (latency: acquire wait; handoff_*: from one holder's release returning to the
@@ -28,9 +32,9 @@
  *         until -d seconds have passed (at least 5 times) or -n times (latency: process
  *         start to exit; rss_kib: the child's peak)
  *   mem   one client takes -n locks (default 10000) on distinct paths with -c threads
- *         (default 16), holds them all, releases them (latency: one acquire; cycles/s:
- *         locks taken per second)
- *   all   s0a s0b s1 s2 s3 s4 s5 s6 s7 mem
+ *         (default 64, the in-flight count of s0b), holds them all, releases them
+ *         (latency: one acquire; cycles/s: locks taken per second)
+ *   all   s0a s0b s0m s1 s2 s3 s4 s5 s6 s7 mem
  *
  * Cycles of the first -W seconds (default: a fifth of -d, at most 1) are a warm-up and
  * not counted. When the (first) server answers the `mntr` four-letter word and
@@ -504,6 +508,10 @@ static void raw_watcher(zhandle_t *zh, int type, int state, const char *path, vo
 	pthread_mutex_unlock(&r->mu);
 }
 
+/* How raw_open creates the run's folder: persistent (raw_close deletes it), or a container
+ * that the server reaps once what is under it has gone. */
+static int raw_base_mode;
+
 static void raw_open(struct raw *r)
 {
 	pthread_mutex_init(&r->mu, NULL);
@@ -531,7 +539,8 @@ static void raw_open(struct raw *r)
 		int rc = zoo_create(r->zh, opt.prefix, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
 		if (rc != ZOK && rc != ZNODEEXISTS)
 			die("creating %s: %s", opt.prefix, zerror(rc));
-		rc = zoo_create(r->zh, base_path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+		rc = zoo_create(r->zh, base_path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, raw_base_mode,
+		                NULL, 0);
 		if (rc == ZOK || rc == ZNODEEXISTS)
 			break;
 		if (rc != ZNONODE || attempt == 5)
@@ -702,6 +711,121 @@ static void s0b(void)
 	vec_append(res->lat, &r.lat);
 	snprintf(res->extra, sizeof res->extra, "in_flight=%d", w);
 	raw_close(&r);
+	free(slots);
+	report(res);
+}
+
+/* s0m: a container folder and a node in it, per path, -w paths in flight. Completions run
+ * one at a time on the C client's completion thread, which starts the next path. */
+struct s0m_state {
+	struct raw *r;
+	long next, total;
+	struct vec *lat;
+};
+
+struct s0m_slot {
+	struct s0m_state *st;
+	long index;
+	int64_t t0;
+	char path[700];
+};
+
+static void s0m_start(struct s0m_slot *s);
+
+static void s0m_fail(struct raw *r, int rc)
+{
+	pthread_mutex_lock(&r->mu);
+	r->error = rc;
+	r->inflight--;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+}
+
+static void s0m_node_done(int rc, const char *value, const void *data)
+{
+	(void)value;
+	struct s0m_slot *s = (struct s0m_slot *)data;
+	struct raw *r = s->st->r;
+	if (rc != ZOK) {
+		s0m_fail(r, rc);
+		return;
+	}
+	vec_push(s->st->lat, now_ns() - s->t0);
+	r->cycles++;
+	s0m_start(s);
+}
+
+static void s0m_folder_done(int rc, const char *value, const void *data)
+{
+	(void)value;
+	struct s0m_slot *s = (struct s0m_slot *)data;
+	if (rc != ZOK)
+		s0m_fail(s->st->r, rc);
+}
+
+static void s0m_start(struct s0m_slot *s)
+{
+	struct s0m_state *st = s->st;
+	struct raw *r = st->r;
+	if (st->next >= st->total) {
+		pthread_mutex_lock(&r->mu);
+		r->inflight--;
+		pthread_cond_broadcast(&r->cv);
+		pthread_mutex_unlock(&r->mu);
+		return;
+	}
+	s->index = st->next++;
+	s->t0 = now_ns();
+	/* Both sent at once, as zklocks sends a first lock's folder and node. */
+	snprintf(s->path, sizeof s->path, "%s/l%ld", base_path, s->index);
+	int rc = zoo_acreate(r->zh, s->path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_CONTAINER,
+	                     s0m_folder_done, s);
+	char node[760];
+	snprintf(node, sizeof node, "%s/n-", s->path);
+	if (rc == ZOK)
+		rc = zoo_acreate(r->zh, node, node_data, node_data_len, &ZOO_OPEN_ACL_UNSAFE,
+		                 ZOO_EPHEMERAL_SEQUENTIAL, s0m_node_done, s);
+	if (rc != ZOK)
+		s0m_fail(r, rc);
+}
+
+static void s0m(void)
+{
+	struct raw r = {0};
+	set_base("s0m");
+	make_node_data();
+	raw_base_mode = ZOO_CONTAINER;
+	raw_open(&r);
+	int w = opt.window;
+	struct s0m_state st = {.r = &r, .total = opt.count ? opt.count : 10000};
+	struct s0m_slot *slots = xcalloc((size_t)w, sizeof *slots);
+	struct result *res = new_result("S0m");
+	st.lat = res->lat;
+	res->m0 = mntr();
+	int64_t t0 = now_ns();
+	pthread_mutex_lock(&r.mu);
+	r.inflight = w;
+	pthread_mutex_unlock(&r.mu);
+	for (int i = 0; i < w; i++) {
+		slots[i].st = &st;
+		s0m_start(&slots[i]);
+	}
+	pthread_mutex_lock(&r.mu);
+	while (r.inflight > 0)
+		pthread_cond_wait(&r.cv, &r.mu);
+	int err = r.error;
+	pthread_mutex_unlock(&r.mu);
+	int64_t t1 = now_ns();
+	if (err != ZOK)
+		die("s0m create: %s", zerror(err));
+	res->m1 = mntr();
+	res->cycles = r.cycles;
+	res->rate = (double)r.cycles / ((double)(t1 - t0) / 1e9);
+	res->per = "path";
+	snprintf(res->extra, sizeof res->extra, "paths=%ld in_flight=%d", st.total, w);
+	/* The session's end takes the nodes; the server then reaps the folders, and the run's
+	 * folder after them. */
+	zookeeper_close(r.zh);
 	free(slots);
 	report(res);
 }
@@ -1172,7 +1296,7 @@ static void *mem_thread(void *arg)
 static void mem(void)
 {
 	long n = opt.count ? opt.count : 10000;
-	int nt = opt.clients ? opt.clients : 16;
+	int nt = opt.clients ? opt.clients : 64;
 	set_base("mem");
 	zkl_client *c = open_client();
 	zkl_mutex **ms = xcalloc((size_t)n, sizeof *ms);
@@ -1234,6 +1358,8 @@ static void run_scenario(const char *s)
 		s0a();
 	else if (strcmp(s, "s0b") == 0)
 		s0b();
+	else if (strcmp(s, "s0m") == 0)
+		s0m();
 	else if (strcmp(s, "s1") == 0)
 		timed_loop("S1", LOOP_MUTEX, 1, true, false, false);
 	else if (strcmp(s, "s2") == 0)
@@ -1257,8 +1383,8 @@ static void run_scenario(const char *s)
 
 static bool known(const char *s)
 {
-	static const char *names[] = {"s0a", "s0b", "s1", "s2", "s3", "s4",
-	                              "s5",  "s6",  "s7", "mem", "all"};
+	static const char *names[] = {"s0a", "s0b", "s0m", "s1", "s2", "s3",
+	                              "s4",  "s5",  "s6",  "s7", "mem", "all"};
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
 		if (strcmp(s, names[i]) == 0)
 			return true;
@@ -1271,7 +1397,7 @@ static void usage(void)
 	        "usage: %s [-s servers] [-d seconds] [-W warmup] [-c clients] [-n count]\n"
 	        "          [-w window] [-L label] [-p prefix] [-z zklock] SCENARIO...\n"
 	        "       %s [options] s7 [-- COMMAND [ARG...]]\n"
-	        "scenarios: s0a s0b s1 s2 s3 s4 s5 s6 s7 mem all\n",
+	        "scenarios: s0a s0b s0m s1 s2 s3 s4 s5 s6 s7 mem all\n",
 	        prog, prog);
 	exit(2);
 }
@@ -1322,8 +1448,8 @@ int main(int argc, char **argv)
 		if (!known(argv[i]))
 			usage();
 		if (strcmp(argv[i], "all") == 0) {
-			static const char *all[] = {"s0a", "s0b", "s1", "s2", "s3",
-			                            "s4",  "s5",  "s6", "s7", "mem"};
+			static const char *all[] = {"s0a", "s0b", "s0m", "s1", "s2", "s3",
+			                            "s4",  "s5",  "s6",  "s7", "mem"};
 			for (size_t k = 0; k < sizeof all / sizeof *all && n < 32; k++)
 				list[n++] = all[k];
 		} else if (n < 32) {

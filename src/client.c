@@ -655,8 +655,9 @@ int zkl_op_wait(zkl_client *c, struct zkl_waiter *w, struct zkl_op *op, int64_t 
 /* ------------------------------------------------------------------------------------ */
 /* Background tasks */
 
+/* Adds a task (mu held); the event thread is woken to send it if `wake`. */
 static void task_add(zkl_client *c, enum task_kind kind, const char *path, const char *uuid,
-                     uint64_t gen)
+                     uint64_t gen, bool wake)
 {
 	struct zkl_task *t = calloc(1, sizeof *t);
 	char *p = strdup(path);
@@ -673,29 +674,32 @@ static void task_add(zkl_client *c, enum task_kind kind, const char *path, const
 	t->gen = gen;
 	t->next = c->tasks;
 	c->tasks = t;
-	pthread_cond_signal(&c->ev_cv);
+	if (wake)
+		pthread_cond_signal(&c->ev_cv);
 }
 
 void zkl_task_delete(zkl_client *c, const char *path, uint64_t gen)
 {
-	task_add(c, TASK_DELETE, path, NULL, gen);
+	task_add(c, TASK_DELETE, path, NULL, gen, true);
 }
 
 void zkl_task_find_delete(zkl_client *c, const char *parent, const char *uuid, uint64_t gen)
 {
-	task_add(c, TASK_FIND_DELETE, parent, uuid, gen);
+	task_add(c, TASK_FIND_DELETE, parent, uuid, gen, true);
 }
 
 static void task_void_done(int rc, const void *data);
 
 bool zkl_task_delete_now(zkl_client *c, const char *path, uint64_t gen)
 {
-	task_add(c, TASK_DELETE, path, NULL, gen);
+	task_add(c, TASK_DELETE, path, NULL, gen, false);
 	struct zkl_task *t = c->tasks;
-	if (!t || strcmp(t->path, path) != 0 || gen != c->gen || !c->sess->connected)
+	if (!t || strcmp(t->path, path) != 0 || gen != c->gen || !c->sess->connected) {
+		pthread_cond_signal(&c->ev_cv); /* the event thread sends it when it can */
 		return false;
+	}
 	/* Send it from here, at once, so that it travels ahead of whatever this thread
-	 * sends next; the event thread only looks at the answer. */
+	 * sends next. The event thread is woken only if it fails. */
 	t->s = c->sess;
 	t->inflight = true;
 	t->s->inflight++;
@@ -736,11 +740,23 @@ static void task_void_done(int rc, const void *data)
 	struct zkl_task *t = (struct zkl_task *)data;
 	zkl_client *c = t->s->c;
 	pthread_mutex_lock(&c->mu);
-	t->rc = rc;
-	t->done = true;
 	if (--t->s->inflight == 0)
 		pthread_cond_broadcast(&c->ev_cv);
-	pthread_cond_signal(&c->ev_cv);
+	if (rc == ZOK || rc == ZNONODE) {
+		/* Done: the usual end of a release, finished here without waking the event
+		 * thread. */
+		for (struct zkl_task **pp = &c->tasks; *pp; pp = &(*pp)->next) {
+			if (*pp == t) {
+				*pp = t->next;
+				break;
+			}
+		}
+		task_free(t);
+	} else {
+		t->rc = rc;
+		t->done = true;
+		pthread_cond_signal(&c->ev_cv);
+	}
 	pthread_mutex_unlock(&c->mu);
 }
 
