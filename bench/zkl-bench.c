@@ -715,6 +715,52 @@ static void s0b(void)
 	report(res);
 }
 
+/* Deletes the (empty) folders under the run's folder, and that folder, many in flight:
+ * left to the server's container reaper (10,000 a minute by default), they would load
+ * the server during the scenarios that follow. */
+struct sweep {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int inflight;
+};
+
+static void sweep_done(int rc, const void *data)
+{
+	(void)rc; /* gone already (the reaper was quicker) is as good */
+	struct sweep *sw = (struct sweep *)data;
+	pthread_mutex_lock(&sw->mu);
+	sw->inflight--;
+	pthread_cond_broadcast(&sw->cv);
+	pthread_mutex_unlock(&sw->mu);
+}
+
+static void sweep_folders(void)
+{
+	struct raw r = {0};
+	raw_open(&r); /* the run's folder exists: that create fails harmlessly */
+	struct String_vector kids = {0};
+	if (zoo_get_children(r.zh, base_path, 0, &kids) == ZOK) {
+		struct sweep sw = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+		char path[1200];
+		for (int i = 0; i < kids.count; i++) {
+			pthread_mutex_lock(&sw.mu);
+			while (sw.inflight >= 256)
+				pthread_cond_wait(&sw.cv, &sw.mu);
+			sw.inflight++;
+			pthread_mutex_unlock(&sw.mu);
+			snprintf(path, sizeof path, "%s/%s", base_path, kids.data[i]);
+			if (zoo_adelete(r.zh, path, -1, sweep_done, &sw) != ZOK)
+				sweep_done(0, &sw);
+		}
+		pthread_mutex_lock(&sw.mu);
+		while (sw.inflight > 0)
+			pthread_cond_wait(&sw.cv, &sw.mu);
+		pthread_mutex_unlock(&sw.mu);
+		deallocate_String_vector(&kids);
+	}
+	raw_close(&r);
+}
+
 /* s0m: a container folder and a node in it, per path, -w paths in flight. Completions run
  * one at a time on the C client's completion thread, which starts the next path. */
 struct s0m_state {
@@ -823,11 +869,11 @@ static void s0m(void)
 	res->rate = (double)r.cycles / ((double)(t1 - t0) / 1e9);
 	res->per = "path";
 	snprintf(res->extra, sizeof res->extra, "paths=%ld in_flight=%d", st.total, w);
-	/* The session's end takes the nodes; the server then reaps the folders, and the run's
-	 * folder after them. */
+	/* The session's end takes the nodes; then the folders go. */
 	zookeeper_close(r.zh);
 	free(slots);
 	report(res);
+	sweep_folders();
 }
 
 /* ---- S1, S2, S3, S5, S6: timed loops ------------------------------------------------ */
@@ -1333,6 +1379,7 @@ static void mem(void)
 	for (long j = 0; j < n; j++)
 		zkl_mutex_free(ms[j]);
 	zkl_client_close(c);
+	sweep_folders();
 	res->cycles = n;
 	res->rate = (double)n / ((double)(t1 - t0) / 1e9);
 	res->per = "lock";

@@ -13,6 +13,12 @@
  *
  * The create and the first list are sent together: the session serves requests in order,
  * so the list always sees the node, and an uncontended acquire waits for one round trip.
+ * A client whose last first acquire found its folder missing bets that the next one is
+ * new too: it sends the folder's (container) create ahead of the node's, without the
+ * list. If that made the folder and our node took number 0, nothing was ever made in the
+ * folder before ours, and the queue is ours alone: a new path costs its two writes and
+ * nothing more. A lost bet costs a second round trip for the list, and ends the betting
+ * until a folder is found missing again.
  *
  * A create that failed with connection loss or a timeout may still have been applied.
  * The uuid in the name finds it again, and it is adopted only if its ephemeral owner is
@@ -397,22 +403,25 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 				break;
 			}
 			int err = 0;
-			const bool make_folder = q->folder_seen && !*q->folder_seen;
+			/* While the client keeps finding new folders, a handle that has not seen
+			 * its folder yet bets that it is new too: it creates the folder (as a
+			 * container) ahead of its node, in the same round trip, and leaves the
+			 * list out, which a new folder does not need (see below). Otherwise it
+			 * bets that the folder exists: node and list. */
+			const bool make_folder = q->folder_seen && !*q->folder_seen && c->folders_new;
+			const bool want_list = !make_folder;
 			pthread_mutex_unlock(&c->mu);
-			/* A folder this handle has not seen yet may not exist: create it (as a
-			 * container) ahead of our node, in the same round trip. Its answer does
-			 * not matter; our create's does. */
 			struct zkl_op *folder = make_folder ? zkl_op_create(c, &w, q->path, NULL, 0,
 			                                                    ZOO_CONTAINER, &err)
 			                                    : NULL;
 			struct zkl_op *create = zkl_op_create(c, &w, target, q->data, q->data_len,
 			                                      ZOO_EPHEMERAL_SEQUENTIAL, &err);
-			if (create)
+			if (create && want_list)
 				list = zkl_op_children(c, &w, q->path, NULL, &err);
 			pthread_mutex_lock(&c->mu);
-			zkl_op_put(c, folder);
 			free(target);
-			if (!create || !list) {
+			if (!create || (want_list && !list)) {
+				zkl_op_put(c, folder);
 				if (create) {
 					create->cleanup_parent = strdup(q->path);
 					memcpy(create->uuid, node->uuid, sizeof node->uuid);
@@ -424,6 +433,7 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 			rc = wait_op(c, &w, create, deadline, try_once);
 			if (rc != 0) {
 				/* Give up with the create still out: its completion cleans up. */
+				zkl_op_put(c, folder);
 				create->cleanup_parent = strdup(q->path);
 				memcpy(create->uuid, node->uuid, sizeof node->uuid);
 				zkl_op_put(c, create);
@@ -434,6 +444,11 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 				break;
 			}
 			int zrc = create->rc;
+			/* The session answers in order: the folder's answer came first. */
+			const bool made = folder && folder->done && folder->rc == ZOK;
+			if (folder && folder->done && (folder->rc == ZOK || folder->rc == ZNODEEXISTS))
+				c->folders_new = made;
+			zkl_op_put(c, folder);
 			if (zrc == ZOK) {
 				node->path = create->value;
 				create->value = NULL;
@@ -443,11 +458,25 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 			}
 			uint64_t cgen = create->s->gen;
 			zkl_op_put(c, create);
+			zkl_child me;
+			if (zrc == ZOK && zkl_child_parse(basename_of(node->path), &me) &&
+			    zkl_queue_alone(made, &me)) {
+				/* No node was ever made in the folder before ours: no list needed. */
+				size_t watch = 0;
+				node->seq = 0;
+				*q->folder_seen = true;
+				if (q->pred(&me, 1, 0, q->pred_arg, &watch)) {
+					rc = 0;
+					break;
+				}
+			}
 			if (zrc != ZOK) {
 				zkl_op_put(c, list);
 				list = NULL;
 				if (zrc == ZNONODE) {
-					/* Making the folder is part of trying once, not waiting. */
+					/* The folder was missing: the next first acquire bets on a new one.
+					 * Making the folder is part of trying once, not waiting. */
+					c->folders_new = true;
 					int64_t d = deadline;
 					if (try_once)
 						d = zkl_now_ms() + (c->timeout_ms > 0 ? c->timeout_ms : 10000);

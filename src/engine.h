@@ -38,6 +38,13 @@ bool zkl_pred_count(const zkl_child *queue, size_t n, size_t self, void *arg, si
  * writer ahead. Other predicates always list again. */
 bool zkl_pred_heir(zkl_predicate_fn pred, const zkl_child *queue, size_t self, size_t watch);
 
+/* Whether our node is alone in its queue without listing it: we made the folder just
+ * before our node (same session, in order), and our node took number 0. A sequential
+ * node's number is its folder's child version, which counts every child made or deleted,
+ * so 0 means no node was ever made in the folder before ours; a folder someone else made
+ * (or one that existed) may hold anything. */
+bool zkl_queue_alone(bool made_folder, const zkl_child *own);
+
 /* One queued node of ours. */
 struct zkl_node {
 	char *path;                    /* full path, NULL while we have none */
@@ -65,8 +72,8 @@ struct zkl_queue {
 	 * inputs changed (a semaphore's shared limit). */
 	const unsigned *epoch;
 	/* If set (mu), whether this handle has seen its folder exist; while false, the
-	 * folder is created ahead of our node in the same round trip, instead of after a
-	 * create that failed for want of it. */
+	 * folder is created ahead of our node in the same round trip (instead of after a
+	 * create that failed for want of it), and the list is sent only if needed. */
 	bool *folder_seen;
 };
 

@@ -129,6 +129,9 @@ struct zkl_client {
 	zkl_log_level log_level;
 	bool quiet_zk_log;
 	bool confirm_release;
+	/* mu: the last folder a handle's first acquire looked for was missing; the next one
+	 * bets on a new folder too (engine.c). */
+	bool folders_new;
 
 	struct zkl_session *sess;   /* mu: current session */
 	struct zkl_session *retired;/* mu: old sessions waiting to be closed */

@@ -38,6 +38,11 @@ bool zkl_pred_count(const zkl_child *queue, size_t n, size_t self, void *arg, si
 	return false;
 }
 
+bool zkl_queue_alone(bool made_folder, const zkl_child *own)
+{
+	return made_folder && own->seq == 0;
+}
+
 /* Nodes that can leave a node at their own place in the queue: a writer that downgrades
  * creates a read node with its own number before it goes. */
 static bool can_downgrade(enum zkl_kind k)

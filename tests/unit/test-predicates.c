@@ -139,6 +139,26 @@ static void test_heir(void **state)
 	assert_false(zkl_pred_heir(zkl_pred_count, q, 2, 1));
 }
 
+static void test_queue_alone(void **state)
+{
+	(void)state;
+	zkl_child own;
+	/* Number 0 in a folder we just made: nothing can be ahead. */
+	assert_true(zkl_child_parse("_c_a-lock-0000000000", &own));
+	assert_true(zkl_queue_alone(true, &own));
+	/* A folder that existed, or someone else made, may hold anything. */
+	assert_false(zkl_queue_alone(false, &own));
+	/* Number 1: a node was made (and maybe deleted) before ours. */
+	assert_true(zkl_child_parse("_c_a-lock-0000000001", &own));
+	assert_false(zkl_queue_alone(true, &own));
+	/* kazoo's names count the same way. */
+	assert_true(zkl_child_parse("x__lock__0000000000", &own));
+	assert_true(zkl_queue_alone(true, &own));
+	/* Past the counter's wrap ("%010d" of -1): not 0, so not alone. */
+	assert_true(zkl_child_parse("x__lock__-000000001", &own));
+	assert_false(zkl_queue_alone(true, &own));
+}
+
 static void test_count(void **state)
 {
 	(void)state;
@@ -168,6 +188,7 @@ int main(void)
 		cmocka_unit_test(test_read),
 		cmocka_unit_test(test_downgrade_node_order),
 		cmocka_unit_test(test_heir),
+		cmocka_unit_test(test_queue_alone),
 		cmocka_unit_test(test_count),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -20,6 +20,63 @@ static void test_mutual_exclusion(void **state)
 	assert_int_equal(h_children(e.path) <= 0, 1);
 }
 
+/* ---- first acquires on new paths, all at once ---- */
+
+/* A handle's first acquire creates the folder ahead of its node and skips the list when
+ * it made the folder and its node took number 0. Several new handles on one new path at
+ * once race for that: exactly one may skip, and the others must queue behind it. */
+#define FRESH_THREADS 6
+#define FRESH_ROUNDS 30
+
+struct fresh {
+	h_excl e;
+	pthread_barrier_t start;
+	char paths[FRESH_ROUNDS][200];
+};
+
+static void *fresh_thread(void *arg)
+{
+	struct fresh *f = arg;
+	zkl_client *c = h_client(0);
+	for (int r = 0; r < FRESH_ROUNDS; r++) {
+		zkl_mutex *m;
+		if (zkl_mutex_new(&m, c, f->paths[r]) != 0) {
+			__atomic_add_fetch(&f->e.errors, 1, __ATOMIC_SEQ_CST);
+			pthread_barrier_wait(&f->start);
+			continue;
+		}
+		pthread_barrier_wait(&f->start);
+		if (zkl_mutex_acquire(m, 30000) == 0) {
+			h_excl_section(&f->e);
+			if (zkl_mutex_release(m) != 0)
+				__atomic_add_fetch(&f->e.errors, 1, __ATOMIC_SEQ_CST);
+		} else {
+			__atomic_add_fetch(&f->e.errors, 1, __ATOMIC_SEQ_CST);
+		}
+		zkl_mutex_free(m);
+	}
+	zkl_client_close(c);
+	return NULL;
+}
+
+static void test_fresh_paths(void **state)
+{
+	(void)state;
+	static struct fresh f;
+	memset(&f, 0, sizeof f);
+	for (int r = 0; r < FRESH_ROUNDS; r++)
+		snprintf(f.paths[r], sizeof f.paths[r], "%s",
+		         h_sub(h_path("fresh"), r % 2 ? "a/b" : "a"));
+	pthread_barrier_init(&f.start, NULL, FRESH_THREADS);
+	h_threads(FRESH_THREADS, fresh_thread, &f);
+	pthread_barrier_destroy(&f.start);
+	assert_int_equal(f.e.errors, 0);
+	assert_int_equal(f.e.max_inside, 1);
+	assert_int_equal(f.e.total, FRESH_THREADS * FRESH_ROUNDS);
+	for (int r = 0; r < FRESH_ROUNDS; r++)
+		assert_true(h_children(f.paths[r]) <= 0);
+}
+
 /* ---- FIFO: waiters are served in the order they queued ---- */
 
 struct fifo_waiter {
@@ -437,6 +494,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_invalid),
+		cmocka_unit_test(test_fresh_paths),
 		cmocka_unit_test(test_reentrant),
 		cmocka_unit_test(test_timeout_and_try_once),
 		cmocka_unit_test(test_release_not_owner),
