@@ -622,7 +622,7 @@ struct sel {
 	int *inside, *max_inside;
 	int64_t *last_token;
 	int *bad_tokens;
-	bool wait_for_end;   /* fn sleeps until leadership ends */
+	bool wait_for_end;   /* atomic: fn sleeps until leadership ends */
 	int wait_rc;
 	bool led;            /* has_leadership inside fn */
 };
@@ -645,7 +645,7 @@ static void sel_fn(zkl_selector *s, void *data)
 			x->order[(*x->norder)++ % 64] = x->index;
 		pthread_mutex_unlock(x->mu);
 	}
-	if (x->wait_for_end)
+	if (__atomic_load_n(&x->wait_for_end, __ATOMIC_SEQ_CST))
 		x->wait_rc = zkl_selector_wait(s, 30000);
 	else
 		usleep(3000);
@@ -686,7 +686,7 @@ static void test_selector_rotates(void **state)
 		CHECK_OK(zkl_selector_start(x[i].s));
 		h_wait_children(path, i + 1);
 	}
-	x[0].wait_for_end = false;
+	__atomic_store_n(&x[0].wait_for_end, false, __ATOMIC_SEQ_CST);
 	zkl_selector_interrupt(x[0].s);
 	for (int i = 0; i < 3; i++)
 		assert_true(h_counter_wait(&x[i].runs, 4, 20000));
