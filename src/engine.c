@@ -411,7 +411,9 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 			const bool make_folder = q->folder_seen && !*q->folder_seen && c->folders_new;
 			const bool want_list = !make_folder;
 			pthread_mutex_unlock(&c->mu);
-			struct zkl_op *folder = make_folder ? zkl_op_create(c, &w, q->path, NULL, 0,
+			/* Nobody waits for the folder's answer alone (it comes before the node's):
+			 * it wakes no one. */
+			struct zkl_op *folder = make_folder ? zkl_op_create(c, NULL, q->path, NULL, 0,
 			                                                    ZOO_CONTAINER, &err)
 			                                    : NULL;
 			struct zkl_op *create = zkl_op_create(c, &w, target, q->data, q->data_len,
