@@ -239,6 +239,40 @@ static void test_revoke_waiter(void **state)
 	h_pair_close(&t);
 }
 
+/* ---- a change of the node ahead is not its going ---- */
+
+/* A waiter next in line takes the lock without listing again when the node ahead is
+ * deleted; a revocation request changes that node's data, which fires the same watch.
+ * The waiter must look again and keep waiting. */
+static void test_request_keeps_waiter_out(void **state)
+{
+	(void)state;
+	h_pair t;
+	h_pair_open(&t, "revoke-ahead");
+	static struct revoked r;
+	revoked_init(&r, t.ma, DO_NOTHING);
+	CHECK_OK(zkl_mutex_make_revocable(t.ma, on_revoke, &r));
+	CHECK_OK(zkl_mutex_acquire(t.ma, 5000));
+	static h_acq w;
+	h_acq_start(&w, t.mb, false);
+	h_wait_children(t.path, 2);
+	char node[512];
+	node_at(t.ma, 0, node, sizeof node, NULL);
+	CHECK_OK(zkl_revoke(t.b, node));
+	assert_true(h_counter_wait(&r.calls, 1, 20000));
+	/* The holder ignored the request: the waiter stays out. */
+	assert_false(h_latch_wait(w.done, 300));
+	assert_true(zkl_mutex_is_held(t.ma));
+	assert_int_equal(h_children(t.path), 2);
+	CHECK_OK(zkl_mutex_release(t.ma));
+	assert_true(h_latch_wait(w.done, 20000));
+	h_acq_join(&w);
+	CHECK_OK(w.rc);
+	assert_true(w.held);
+	assert_int_equal(r.wrong, 0);
+	h_pair_close(&t);
+}
+
 /* ---- the write half of a read-write lock is revocable too ---- */
 
 static void test_rwlock_write_revocable(void **state)
@@ -289,6 +323,7 @@ int main(void)
 		cmocka_unit_test(test_revocable_data_and_off),
 		cmocka_unit_test(test_once_per_request),
 		cmocka_unit_test(test_revoke_waiter),
+		cmocka_unit_test(test_request_keeps_waiter_out),
 		cmocka_unit_test(test_rwlock_write_revocable),
 	};
 	return H_RUN(tests);
