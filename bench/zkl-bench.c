@@ -618,6 +618,17 @@ struct raw_slot {
 	int64_t t0;
 };
 
+/* A slot of a raw run ends: its run is over, or a request failed (rc), which fails it. */
+static void raw_end(struct raw *r, int rc)
+{
+	pthread_mutex_lock(&r->mu);
+	if (rc != ZOK)
+		r->error = rc;
+	r->inflight--;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+}
+
 static void raw_start(struct raw_slot *s);
 
 static void raw_deleted(int rc, const void *data)
@@ -626,11 +637,7 @@ static void raw_deleted(int rc, const void *data)
 	struct raw *r = s->r;
 	int64_t t = now_ns();
 	if (rc != ZOK) {
-		pthread_mutex_lock(&r->mu);
-		r->error = rc;
-		r->inflight--;
-		pthread_cond_broadcast(&r->cv);
-		pthread_mutex_unlock(&r->mu);
+		raw_end(r, rc);
 		return;
 	}
 	/* Completions run one at a time, on the C client's completion thread. */
@@ -643,10 +650,7 @@ static void raw_deleted(int rc, const void *data)
 		raw_start(s);
 		return;
 	}
-	pthread_mutex_lock(&r->mu);
-	r->inflight--;
-	pthread_cond_broadcast(&r->cv);
-	pthread_mutex_unlock(&r->mu);
+	raw_end(r, ZOK);
 }
 
 static void raw_created(int rc, const char *value, const void *data)
@@ -655,13 +659,8 @@ static void raw_created(int rc, const char *value, const void *data)
 	struct raw *r = s->r;
 	if (rc == ZOK)
 		rc = zoo_adelete(r->zh, value, -1, raw_deleted, s);
-	if (rc != ZOK) {
-		pthread_mutex_lock(&r->mu);
-		r->error = rc;
-		r->inflight--;
-		pthread_cond_broadcast(&r->cv);
-		pthread_mutex_unlock(&r->mu);
-	}
+	if (rc != ZOK)
+		raw_end(r, rc);
 }
 
 static void raw_start(struct raw_slot *s)
@@ -670,13 +669,8 @@ static void raw_start(struct raw_slot *s)
 	s->t0 = now_ns();
 	int rc = zoo_acreate(r->zh, r->node, node_data, node_data_len, &ZOO_OPEN_ACL_UNSAFE,
 	                     ZOO_EPHEMERAL_SEQUENTIAL, raw_created, s);
-	if (rc != ZOK) {
-		pthread_mutex_lock(&r->mu);
-		r->error = rc;
-		r->inflight--;
-		pthread_cond_broadcast(&r->cv);
-		pthread_mutex_unlock(&r->mu);
-	}
+	if (rc != ZOK)
+		raw_end(r, rc);
 }
 
 static void s0b(void)
@@ -778,22 +772,13 @@ struct s0m_slot {
 
 static void s0m_start(struct s0m_slot *s);
 
-static void s0m_fail(struct raw *r, int rc)
-{
-	pthread_mutex_lock(&r->mu);
-	r->error = rc;
-	r->inflight--;
-	pthread_cond_broadcast(&r->cv);
-	pthread_mutex_unlock(&r->mu);
-}
-
 static void s0m_node_done(int rc, const char *value, const void *data)
 {
 	(void)value;
 	struct s0m_slot *s = (struct s0m_slot *)data;
 	struct raw *r = s->st->r;
 	if (rc != ZOK) {
-		s0m_fail(r, rc);
+		raw_end(r, rc);
 		return;
 	}
 	vec_push(s->st->lat, now_ns() - s->t0);
@@ -806,7 +791,7 @@ static void s0m_folder_done(int rc, const char *value, const void *data)
 	(void)value;
 	struct s0m_slot *s = (struct s0m_slot *)data;
 	if (rc != ZOK)
-		s0m_fail(s->st->r, rc);
+		raw_end(s->st->r, rc);
 }
 
 static void s0m_start(struct s0m_slot *s)
@@ -814,10 +799,7 @@ static void s0m_start(struct s0m_slot *s)
 	struct s0m_state *st = s->st;
 	struct raw *r = st->r;
 	if (st->next >= st->total) {
-		pthread_mutex_lock(&r->mu);
-		r->inflight--;
-		pthread_cond_broadcast(&r->cv);
-		pthread_mutex_unlock(&r->mu);
+		raw_end(r, ZOK);
 		return;
 	}
 	s->index = st->next++;
@@ -832,7 +814,7 @@ static void s0m_start(struct s0m_slot *s)
 		rc = zoo_acreate(r->zh, node, node_data, node_data_len, &ZOO_OPEN_ACL_UNSAFE,
 		                 ZOO_EPHEMERAL_SEQUENTIAL, s0m_node_done, s);
 	if (rc != ZOK)
-		s0m_fail(r, rc);
+		raw_end(r, rc);
 }
 
 static void s0m(void)
