@@ -629,6 +629,17 @@ static void raw_end(struct raw *r, int rc)
 	pthread_mutex_unlock(&r->mu);
 }
 
+/* Waits until at most `most` slots of a raw run are left; returns the run's error. */
+static int raw_wait(struct raw *r, int most)
+{
+	pthread_mutex_lock(&r->mu);
+	while (r->inflight > most)
+		pthread_cond_wait(&r->cv, &r->mu);
+	int err = r->error;
+	pthread_mutex_unlock(&r->mu);
+	return err;
+}
+
 static void raw_start(struct raw_slot *s);
 
 static void raw_deleted(int rc, const void *data)
@@ -692,11 +703,7 @@ static void s0b(void)
 	}
 	sleep_until(run.warm_end);
 	res->m0 = mntr();
-	pthread_mutex_lock(&r.mu);
-	while (r.inflight > 0)
-		pthread_cond_wait(&r.cv, &r.mu);
-	int err = r.error;
-	pthread_mutex_unlock(&r.mu);
+	int err = raw_wait(&r, 0);
 	if (err != ZOK)
 		die("create/delete: %s", zerror(err));
 	res->m1 = mntr();
@@ -712,20 +719,10 @@ static void s0b(void)
 /* Deletes the (empty) folders under the run's folder, and that folder, many in flight:
  * left to the server's container reaper (10,000 a minute by default), they would load
  * the server during the scenarios that follow. */
-struct sweep {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int inflight;
-};
-
 static void sweep_done(int rc, const void *data)
 {
 	(void)rc; /* gone already (the reaper was quicker) is as good */
-	struct sweep *sw = (struct sweep *)data;
-	pthread_mutex_lock(&sw->mu);
-	sw->inflight--;
-	pthread_cond_broadcast(&sw->cv);
-	pthread_mutex_unlock(&sw->mu);
+	raw_end((struct raw *)data, ZOK);
 }
 
 static void sweep_folders(void)
@@ -734,22 +731,17 @@ static void sweep_folders(void)
 	raw_open(&r); /* the run's folder exists: that create fails harmlessly */
 	struct String_vector kids = {0};
 	if (zoo_get_children(r.zh, base_path, 0, &kids) == ZOK) {
-		struct sweep sw = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 		char path[1200];
 		for (int i = 0; i < kids.count; i++) {
-			pthread_mutex_lock(&sw.mu);
-			while (sw.inflight >= 256)
-				pthread_cond_wait(&sw.cv, &sw.mu);
-			sw.inflight++;
-			pthread_mutex_unlock(&sw.mu);
+			raw_wait(&r, 255);
+			pthread_mutex_lock(&r.mu);
+			r.inflight++;
+			pthread_mutex_unlock(&r.mu);
 			snprintf(path, sizeof path, "%s/%s", base_path, kids.data[i]);
-			if (zoo_adelete(r.zh, path, -1, sweep_done, &sw) != ZOK)
-				sweep_done(0, &sw);
+			if (zoo_adelete(r.zh, path, -1, sweep_done, &r) != ZOK)
+				sweep_done(0, &r);
 		}
-		pthread_mutex_lock(&sw.mu);
-		while (sw.inflight > 0)
-			pthread_cond_wait(&sw.cv, &sw.mu);
-		pthread_mutex_unlock(&sw.mu);
+		raw_wait(&r, 0);
 		deallocate_String_vector(&kids);
 	}
 	raw_close(&r);
@@ -838,11 +830,7 @@ static void s0m(void)
 		slots[i].st = &st;
 		s0m_start(&slots[i]);
 	}
-	pthread_mutex_lock(&r.mu);
-	while (r.inflight > 0)
-		pthread_cond_wait(&r.cv, &r.mu);
-	int err = r.error;
-	pthread_mutex_unlock(&r.mu);
+	int err = raw_wait(&r, 0);
 	int64_t t1 = now_ns();
 	if (err != ZOK)
 		die("s0m create: %s", zerror(err));
