@@ -409,7 +409,6 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 			 * list out, which a new folder does not need (see below). Otherwise it
 			 * bets that the folder exists: node and list. */
 			const bool make_folder = q->folder_seen && !*q->folder_seen && c->folders_new;
-			const bool want_list = !make_folder;
 			pthread_mutex_unlock(&c->mu);
 			/* Nobody waits for the folder's answer alone (it comes before the node's):
 			 * it wakes no one. */
@@ -418,11 +417,11 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 			                                    : NULL;
 			struct zkl_op *create = zkl_op_create(c, &w, target, q->data, q->data_len,
 			                                      ZOO_EPHEMERAL_SEQUENTIAL, &err);
-			if (create && want_list)
+			if (create && !make_folder)
 				list = zkl_op_children(c, &w, q->path, NULL, &err);
 			pthread_mutex_lock(&c->mu);
 			free(target);
-			if (!create || (want_list && !list)) {
+			if (!create || (!make_folder && !list)) {
 				zkl_op_put(c, folder);
 				if (create) {
 					create->cleanup_parent = strdup(q->path);
