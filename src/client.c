@@ -299,8 +299,8 @@ static void op_finish_locked(zkl_client *c, struct zkl_op *op, int rc)
 	/* An answer from the server proves the session alive when the request was sent. */
 	if (s == c->sess && rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT && rc != ZCLOSING &&
 	    rc != ZSESSIONEXPIRED && rc != ZINVALIDSTATE && rc != ZSYSTEMERROR &&
-	    op->sent_at > c->last_ok_sent)
-		c->last_ok_sent = op->sent_at;
+	    op->sent_at > s->last_ok_sent)
+		s->last_ok_sent = op->sent_at;
 	/* The C client registers a watch only when the request succeeded. */
 	if (op->watch && rc != ZOK)
 		watch_unregister_locked(op->watch);
@@ -1113,7 +1113,8 @@ static void set_state(zkl_client *c, zkl_state st)
 	free(copy);
 }
 
-/* Moves to a new session after `old` expired (event thread, mu held). */
+/* Moves to a new session after the current one expired or was given up for lost (event
+ * thread, mu held). */
 static void session_replace(zkl_client *c)
 {
 	struct zkl_session *old = c->sess;
@@ -1144,7 +1145,6 @@ static void handle_event(zkl_client *c, struct zkl_event *e)
 		return; /* from a retired session */
 	struct zkl_session *s = c->sess;
 	if (e->zk_state == ZOO_CONNECTED_STATE) {
-		c->lost_declared = false;
 		c->next_heartbeat = 0; /* prove the session at once */
 		if (c->state == ZKL_STATE_CONNECTING)
 			set_state(c, ZKL_STATE_CONNECTED);
@@ -1168,50 +1168,74 @@ static void handle_event(zkl_client *c, struct zkl_event *e)
 	}
 }
 
-int64_t zkl_lost_at(zkl_client *c)
+static int session_timeout_ms(const zkl_client *c)
 {
-	int t = c->timeout_ms > 0 ? c->timeout_ms : c->session_timeout_req;
-	return c->last_ok_sent + t;
+	return c->timeout_ms > 0 ? c->timeout_ms : c->session_timeout_req;
 }
 
-/* Liveness (event thread, mu held): heartbeats while connected, so that the last answered
- * request is never older than a third of the session timeout; and, while disconnected,
- * the declaration that the holds are lost once the server may have expired the session.
- * Returns when to look again. */
+int64_t zkl_lost_at(zkl_client *c)
+{
+	const struct zkl_session *s = c->sess;
+	if (s->last_ok_sent == 0)
+		return INT64_MAX;
+	return s->last_ok_sent + (int64_t)session_timeout_ms(c) * c->loss_percent / 100;
+}
+
+/* Liveness (event thread, mu held). Returns when to look again.
+ *
+ * The server cannot expire the session before T + t, T being the moment the last request
+ * it answered was sent and t the session timeout; another client can hold our locks only
+ * after that. So the client gives the session up at T + loss_percent of t, on its own
+ * clock, whatever the C client says of the connection: a client that still hears the
+ * server but is no longer heard by it stays "connected" for the C client (a watch event
+ * restarts its clock), and a holder told only at T + t would still be running when the
+ * next one starts. Giving the session up reports every hold lost and moves the client to
+ * a new session, as an expiry does; the old session's nodes go when its close reaches the
+ * server, or with its expiry.
+ *
+ * While connected, a heartbeat every sixth of t keeps T recent, so that a client that
+ * must find another server (the C client notices silence after 2/3 t) still has time to
+ * reconnect before T + loss_percent of t. */
 static int64_t liveness_run(zkl_client *c)
 {
 	int64_t now = zkl_now_ms();
 	struct zkl_session *s = c->sess;
+	int64_t next = INT64_MAX;
 	if (s->connected) {
 		if (now >= c->next_heartbeat) {
-			int t = c->timeout_ms > 0 ? c->timeout_ms : c->session_timeout_req;
-			c->next_heartbeat = now + t / 3;
+			c->next_heartbeat = now + session_timeout_ms(c) / 6;
 			int err = 0;
 			pthread_mutex_unlock(&c->mu);
 			struct zkl_op *op = zkl_op_exists(c, NULL, "/", &err);
 			pthread_mutex_lock(&c->mu);
 			zkl_op_put(c, op);
+			if (c->sess != s)
+				return now; /* replaced meanwhile: look again */
 		}
-		return c->next_heartbeat;
+		next = c->next_heartbeat;
 	}
-	if (s->expired || c->lost_declared || !s->ever_connected)
-		return INT64_MAX;
+	if (s->expired)
+		return next;
 	int64_t at = zkl_lost_at(c);
 	if (now < at)
-		return at;
-	c->lost_declared = true;
+		return at < next ? at : next;
 	bool any = false;
 	for (struct zkl_hold *h = c->holds; h; h = h->next) {
-		if (!h->lost) {
-			h->lost = true;
+		if (h->gen == s->gen && !h->lost) {
+			h->lost = true; /* even if no new session can be opened */
 			any = true;
 		}
 	}
-	zkl_log(c, ZKL_LOG_WARN, "nothing heard from ZooKeeper for the session timeout: %s",
-	        any ? "locks held are lost" : "the session may have expired");
+	zkl_log(c, ZKL_LOG_WARN, "ZooKeeper answered nothing sent in the last %lld ms "
+	        "(%d%% of the session timeout; %s): %s; opening a new session",
+	        (long long)(now - s->last_ok_sent), c->loss_percent,
+	        s->connected ? "connected" : "disconnected",
+	        any ? "locks held are lost" : "the session may expire");
+	session_replace(c);
 	holds_notify(c);
-	set_state(c, ZKL_STATE_LOST);
-	return INT64_MAX;
+	if (c->state != ZKL_STATE_LOST)
+		set_state(c, ZKL_STATE_LOST);
+	return zkl_now_ms();
 }
 
 /* Closes retired sessions whose requests have all completed, or that have waited long
@@ -1281,6 +1305,7 @@ void zkl_client_options_init(zkl_client_options *o)
 	o->log_level = ZKL_LOG_WARN;
 	o->quiet_zk_log = true;
 	o->confirm_release = false;
+	o->loss_percent = 90;
 }
 
 static void client_free(zkl_client *c)
@@ -1327,6 +1352,9 @@ int zkl_client_open(zkl_client **out, const zkl_client_options *o)
 		                o->session_timeout_ms);
 	if (o->connect_timeout_ms < 0)
 		return zkl_fail(ZKL_EINVAL, "connect timeout %d ms is negative", o->connect_timeout_ms);
+	if (o->loss_percent < 50 || o->loss_percent > 100)
+		return zkl_fail(ZKL_EINVAL, "loss_percent %d is out of range (50..100 %% of the "
+		                "session timeout)", o->loss_percent);
 	if (o->digest_auth && !strchr(o->digest_auth, ':'))
 		return zkl_fail(ZKL_EINVAL, "digest credentials must look like \"user:password\"");
 	if (o->acl != ZKL_ACL_OPEN && o->acl != ZKL_ACL_CREATOR_ALL &&
@@ -1351,6 +1379,7 @@ int zkl_client_open(zkl_client **out, const zkl_client_options *o)
 	c->log_level = o->log_level ? o->log_level : ZKL_LOG_WARN;
 	c->quiet_zk_log = o->quiet_zk_log;
 	c->confirm_release = o->confirm_release;
+	c->loss_percent = o->loss_percent;
 	c->state = ZKL_STATE_CONNECTING;
 	if (o->acl == ZKL_ACL_OPEN) {
 		c->acl = &ZOO_OPEN_ACL_UNSAFE;
@@ -1515,6 +1544,30 @@ int64_t zkl_client_session_id(const zkl_client *c)
 	int64_t id = m->sess && m->sess->connected ? m->sess->id : 0;
 	pthread_mutex_unlock(&m->mu);
 	return id;
+}
+
+int zkl_client_deadlines(const zkl_client *c, zkl_deadlines *out)
+{
+	if (!out)
+		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
+	memset(out, 0, sizeof *out);
+	if (!c)
+		return zkl_fail(ZKL_EINVAL, "client is NULL");
+	zkl_client *m = (zkl_client *)c;
+	pthread_mutex_lock(&m->mu);
+	const struct zkl_session *s = m->sess;
+	if (s->last_ok_sent != 0 && !s->expired) {
+		out->session_id = s->id;
+		out->loss_ms = zkl_lost_at(m);
+		out->expiry_ms = s->last_ok_sent + session_timeout_ms(m);
+	}
+	pthread_mutex_unlock(&m->mu);
+	return 0;
+}
+
+int64_t zkl_monotonic_ms(void)
+{
+	return zkl_now_ms();
 }
 
 int zkl_client_session_timeout(const zkl_client *c)

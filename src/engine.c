@@ -256,8 +256,9 @@ static int delete_node(zkl_client *c, struct zkl_waiter *w, struct zkl_node *nod
 			result = ZKL_ELOST; /* gone with its session */
 			break;
 		}
-		if (!c->sess->connected &&
-		    (!patient || c->lost_declared || zkl_now_ms() >= zkl_lost_at(c))) {
+		/* Past the loss deadline the session is being given up: its nodes go with it,
+		 * or with the background task if it turns out to be alive. */
+		if (zkl_now_ms() >= zkl_lost_at(c) || (!patient && !c->sess->connected)) {
 			zkl_task_delete(c, node->path, node->gen);
 			result = patient ? ZKL_ELOST : 0;
 			break;
@@ -272,6 +273,8 @@ static int delete_node(zkl_client *c, struct zkl_waiter *w, struct zkl_node *nod
 			break;
 		}
 		int64_t until = zkl_now_ms() + (c->timeout_ms > 0 ? c->timeout_ms : 10000);
+		if (until > zkl_lost_at(c))
+			until = zkl_lost_at(c);
 		int rc = zkl_op_wait(c, w, op, until);
 		int zrc = rc == 0 ? op->rc : ZOPERATIONTIMEOUT;
 		zkl_op_put(c, op);
@@ -291,7 +294,7 @@ static int delete_node(zkl_client *c, struct zkl_waiter *w, struct zkl_node *nod
 			break;
 		}
 		/* Wait for the connection, but no longer than the session can be alive. */
-		while (!c->sess->connected && !c->lost_declared && node->gen == c->gen &&
+		while (!c->sess->connected && node->gen == c->gen &&
 		       !c->closing && !zkl_waiter_wait(c, w, zkl_lost_at(c)))
 			;
 		if (c->closing) {
@@ -322,6 +325,29 @@ int zkl_engine_release(zkl_client *c, struct zkl_node *node)
 	zkl_waiter_leave(c, &w);
 	pthread_mutex_unlock(&c->mu);
 	return rc;
+}
+
+/* Whether a grant on node's session may stand (mu held): the session is current and
+ * short of its loss deadline. A watch event proves nothing about the server hearing us
+ * (a client cut off one way still hears it), so a waiter that learns its turn has come
+ * after the deadline must not hold: the event thread is about to give the session up. */
+static bool session_sure(zkl_client *c, const struct zkl_node *node)
+{
+	return node->gen == c->gen && zkl_now_ms() < zkl_lost_at(c);
+}
+
+/* Waits (mu held) until the session node was made on is replaced, w is cancelled or the
+ * deadline passes; the caller's loop then queues again on the new session. */
+static int await_replaced(zkl_client *c, struct zkl_waiter *w, const struct zkl_node *node,
+                          int64_t deadline)
+{
+	zkl_log(c, ZKL_LOG_INFO, "turn for %s came past the session's loss deadline; "
+	        "queueing again on a new session", node->path);
+	while (node->gen == c->gen && !w->canceled && !c->closing) {
+		if (zkl_waiter_wait(c, w, deadline))
+			return zkl_fail(ZKL_ETIMEDOUT, "timed out while the session was given up");
+	}
+	return 0;
 }
 
 /* Waits for the connection after a transient failure; the caller's loop then retries. */
@@ -466,7 +492,7 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 				size_t watch = 0;
 				node->seq = 0;
 				*q->folder_seen = true;
-				if (q->pred(&me, 1, 0, q->pred_arg, &watch)) {
+				if (q->pred(&me, 1, 0, q->pred_arg, &watch) && session_sure(c, node)) {
 					rc = 0;
 					break;
 				}
@@ -566,8 +592,13 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 		if (held) {
 			free(queue);
 			zkl_names_free(names, count);
-			rc = 0;
-			break;
+			if (session_sure(c, node)) {
+				rc = 0;
+				break;
+			}
+			if ((rc = await_replaced(c, &w, node, deadline)) != 0)
+				break;
+			continue;
 		}
 		bool folder = watch == ZKL_WATCH_CHILDREN;
 		/* When the watched node goes, do we hold without listing again? */
@@ -641,8 +672,14 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 		}
 		if (heir && gone && !w.canceled && !c->closing && ggen == node->gen &&
 		    c->gen == node->gen) {
-			rc = 0; /* the one node ahead is gone, and nothing can take its place */
-			break;
+			/* The one node ahead is gone, and nothing can take its place. */
+			if (session_sure(c, node)) {
+				rc = 0;
+				break;
+			}
+			if ((rc = await_replaced(c, &w, node, deadline)) != 0)
+				break;
+			continue;
 		}
 		if (transient(grc) || session_gone(grc)) {
 			if ((rc = recover(c, &w, deadline, try_once)) != 0)

@@ -42,6 +42,9 @@ struct zkl_session {
 	bool connected;       /* mu: the C client says CONNECTED right now */
 	bool expired;         /* mu */
 	bool ever_connected;  /* mu */
+	/* mu: when the last request this session's server answered was sent (0: none yet).
+	 * The server cannot expire the session before last_ok_sent + the session timeout. */
+	int64_t last_ok_sent;
 	struct zkl_watch *watches; /* mu: watches the C client may still call */
 	struct zkl_session *next;  /* mu: in client->retired */
 	int64_t retired_at;
@@ -142,12 +145,11 @@ struct zkl_client {
 	const struct ACL_vector *acl; /* of created nodes */
 	struct ACL acl_entries[2];
 	struct ACL_vector acl_custom;
-	/* Liveness: when the last request the server answered on the current session was sent,
-	 * and when to send the next heartbeat. A disconnected client declares its holds lost at
-	 * last_ok_sent + timeout_ms: the server cannot expire the session before then. */
-	int64_t last_ok_sent;       /* mu */
-	int64_t next_heartbeat;     /* mu */
-	bool lost_declared;         /* mu: for the current disconnection */
+	/* Liveness: the current session is given up for lost at sess->last_ok_sent plus
+	 * loss_percent of the session timeout, connected or not (zkl_lost_at), which leaves
+	 * the holder the rest of the timeout to stop before the server can expire it. */
+	int loss_percent;
+	int64_t next_heartbeat;     /* mu: when to send the next heartbeat */
 	bool closing;               /* mu */
 	struct zkl_waiter *waiters; /* mu */
 	struct zkl_hold *holds;     /* mu */
@@ -244,7 +246,8 @@ void zkl_revwatch_remove(zkl_client *c, struct zkl_revwatch *rv);
  * canceled. Returns 0, ZKL_ETIMEDOUT, ZKL_ECANCELED or ZKL_ECLOSED. */
 int zkl_wait_connected(zkl_client *c, struct zkl_waiter *w, int64_t deadline);
 
-/* When a disconnected client declares its holds lost (mu held). */
+/* When the client gives the current session up for lost, unless the server answers a
+ * request sent later (mu held); INT64_MAX while the session has answered nothing. */
 int64_t zkl_lost_at(zkl_client *c);
 
 /* Whether the caller is the client's event thread. */

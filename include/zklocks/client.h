@@ -15,11 +15,12 @@ typedef enum zkl_state {
 	                            * locks are still held, but nothing can be checked */
 	ZKL_STATE_RECONNECTED = 3, /* connected again: to the same session after SUSPENDED,
 	                            * or to a new session after LOST */
-	ZKL_STATE_LOST = 4,        /* the session expired, or nothing was heard from ZooKeeper
-	                            * for a session timeout, counted from the sending of the
-	                            * last request it answered (so no later than the server
-	                            * can expire it): every lock held on it was reported lost.
-	                            * After expiry the client opens a new session by itself. */
+	ZKL_STATE_LOST = 4,        /* the session expired, or was given up for lost: ZooKeeper
+	                            * answered nothing sent in the last loss_percent of the
+	                            * session timeout (connected or not; see
+	                            * zkl_client_deadlines()). Every lock held on it was
+	                            * reported lost, and the client opens a new session by
+	                            * itself. */
 	ZKL_STATE_CLOSED = 5,      /* zkl_client_close() was called (what zkl_client_state()
 	                            * says then; never reported to listeners) */
 } zkl_state;
@@ -77,6 +78,17 @@ typedef struct zkl_client_options {
 	 * session is gone or given up for lost (returns ZKL_ELOST; the node is then deleted
 	 * in the background if the session turns out to be alive). */
 	bool confirm_release;
+	/* When the session is given up for lost: once ZooKeeper has answered nothing sent in
+	 * the last loss_percent % of the negotiated session timeout, whether the C client
+	 * still calls the connection up or not (a client cut off one way still hears the
+	 * server). The server cannot expire the session, and so let another client hold our
+	 * locks, before the whole timeout has passed since that send: the rest of the
+	 * timeout is the holder's time to stop (zkl_client_deadlines()). Default 90 (a 10 s
+	 * session: lost after 9 s of silence, 1 s to stop). Lower values give the holder
+	 * more time to stop but may give a session up while the client moves to another
+	 * server of the ensemble (it notices silence after 2/3 of the timeout); 100 leaves no
+	 * time at all. 50..100; anything else is ZKL_EINVAL. */
+	int loss_percent;
 } zkl_client_options;
 
 /* Fills o with the defaults above. */
@@ -111,6 +123,30 @@ ZKL_API int zkl_client_remove_listener(zkl_client *c, zkl_state_fn fn, void *dat
  * ms. Thread-safe. */
 ZKL_API int64_t zkl_client_session_id(const zkl_client *c);
 ZKL_API int zkl_client_session_timeout(const zkl_client *c);
+
+/* The bounds of the current session's life, as this client knows them. Every time is
+ * on zkl_monotonic_ms()'s clock. */
+typedef struct zkl_deadlines {
+	int64_t session_id; /* the session they are for; 0 (and the rest 0) while the
+	                     * current session has answered nothing yet */
+	int64_t loss_ms;    /* when the client gives the session up and reports its locks
+	                     * lost, unless ZooKeeper answers a request sent later: the
+	                     * send time T of the last answered request + loss_percent of
+	                     * the session timeout */
+	int64_t expiry_ms;  /* the earliest moment the server may expire the session, and
+	                     * so another client hold our locks: T + the session timeout */
+} zkl_deadlines;
+
+/* Fills *out with the current session's deadlines. Heartbeats (every sixth of the
+ * session timeout) push them forward while the session is healthy. A holder doing work
+ * that must not overlap another holder's can read them as it goes and stop by
+ * loss_ms; a lost callback fired by the loss rule runs at loss_ms, and the work must
+ * have stopped by expiry_ms (read the deadlines before the loss: after it they are the
+ * new session's). Thread-safe. Returns 0, or ZKL_EINVAL if c or out is NULL. */
+ZKL_API int zkl_client_deadlines(const zkl_client *c, zkl_deadlines *out);
+
+/* Milliseconds on CLOCK_MONOTONIC, the clock of every zklocks deadline. */
+ZKL_API int64_t zkl_monotonic_ms(void);
 
 /* The library version, "MAJOR.MINOR.PATCH", the same as ZKL_VERSION_STRING at build. */
 ZKL_API const char *zkl_version(void);
