@@ -58,6 +58,8 @@
 #include <zklocks/zklocks.h>
 #include <zookeeper/zookeeper.h>
 
+#include "watchdog.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -69,6 +71,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1725,9 +1728,15 @@ static bool orig_ignored[NSIG];
 
 /* In the child, between fork and exec: async-signal-safe calls only (the parent has
  * threads). Reports an exec error as its errno on err_fd. */
-static void __attribute__((noreturn)) exec_child(char **cmd, char **envp, int tty_fd, int err_fd)
+static void __attribute__((noreturn))
+exec_child(char **cmd, char **envp, int tty_fd, int err_fd, pid_t parent)
 {
 	setpgid(0, 0);
+	/* The command's leader dies with zklock, however zklock dies; the watchdog ends the
+	 * rest of the group. If zklock died before this call, nothing would tell us. */
+	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(EXIT_SOFTWARE);
 	if (tty_fd >= 0) {
 		/* The group is in the background until this call, which would stop us. */
 		sigset_t ttou;
@@ -1809,7 +1818,13 @@ static struct outcome run_command(const struct opts *o, struct lock *lk)
 {
 	struct outcome out = { EXIT_SOFTWARE, false, false, false };
 	char *var = NULL;
-	char **envp = command_env(o->token_env, lock_token(lk), &var);
+	/* The command starts only with a real fencing token, on a session short of its loss
+	 * deadline; the watchdog enforces that deadline from then on. */
+	const int64_t token = lock_token(lk);
+	zkl_deadlines dl;
+	zkl_client_deadlines(lk->c, &dl);
+	const bool alive = token > 0 && dl.session_id != 0 && zkl_monotonic_ms() < dl.loss_ms;
+	char **envp = command_env(o->token_env, token, &var);
 	int errpipe[2];
 	if (!envp) {
 		msg("out of memory");
@@ -1828,6 +1843,8 @@ static struct outcome run_command(const struct opts *o, struct lock *lk)
 	/* Under st.mu from fork until the group exists and the phase says so, so that
 	 * every signal either comes before (and stops us here) or goes to the group. */
 	pthread_mutex_lock(&st.mu);
+	if (!alive)
+		st.lost = true;
 	if (st.lost || st.signal != 0 || st.revoked) {
 		out.lost = st.lost;
 		out.revoked = st.revoked;
@@ -1843,9 +1860,10 @@ static struct outcome run_command(const struct opts *o, struct lock *lk)
 			msg("lock on %s lost", o->path);
 		return out;
 	}
+	const pid_t self = getpid();
 	pid_t pid = fork();
 	if (pid == 0)
-		exec_child(o->cmd, envp, tty_fd, errpipe[1]);
+		exec_child(o->cmd, envp, tty_fd, errpipe[1], self);
 	if (pid < 0) {
 		int e = errno;
 		st.phase = PH_DONE;
@@ -1860,10 +1878,25 @@ static struct outcome run_command(const struct opts *o, struct lock *lk)
 	(void)setpgid(pid, pid); /* the child does it too; whichever comes first */
 	st.child = pid;
 	st.phase = PH_RUNNING;
+	struct watchdog wd;
+	int wd_err = watchdog_start(&wd, pid, o->kill_signal, o->kill_grace_ms, dl.loss_ms,
+	                            dl.expiry_ms);
+	if (wd_err != 0)
+		kill(-pid, SIGKILL); /* no command runs unwatched */
 	pthread_mutex_unlock(&st.mu);
 	free(envp);
 	free(var);
 	out.ran = true;
+	if (wd_err != 0)
+		msg("cannot start the watchdog of %s: %s; %s killed", o->cmd[0], strerror(wd_err),
+		    o->cmd[0]);
+	else if (o->verbose)
+		msg("watchdog %ld: %s's group ends at the loss deadline, in %lld ms unless renewed",
+		    (long)wd.pid, o->cmd[0], (long long)(dl.loss_ms - zkl_monotonic_ms()));
+	/* How often the deadlines are passed on: heartbeats move them every sixth of the
+	 * session timeout. */
+	int renew_ms = zkl_client_session_timeout(lk->c) / 20;
+	renew_ms = renew_ms < 20 ? 20 : renew_ms > 200 ? 200 : renew_ms;
 
 	/* The pipe closes on exec; an errno on it means exec failed (the child then exits
 	 * 126 or 127, as a shell would). */
@@ -1877,9 +1910,13 @@ static struct outcome run_command(const struct opts *o, struct lock *lk)
 	if (r == (ssize_t)sizeof child_errno)
 		msg("cannot run %s: %s", o->cmd[0], strerror(child_errno));
 
-	/* Wait for the command; SIGCHLD (via the signal thread), loss and revocation wake us. */
+	/* Wait for the command; SIGCHLD (via the signal thread), loss and revocation wake us,
+	 * and the deadlines are passed on to the watchdog as they move. On loss the watchdog
+	 * stops the group (kill signal, then SIGKILL before the server can expire the
+	 * session); on revocation (the lock is still ours) zklock does, with the full grace. */
 	int wst = 0;
-	bool exited = false, term_sent = false, kill_sent = false;
+	bool exited = false, term_sent = false, kill_sent = false, loss_told = false;
+	bool wd_dead = wd_err != 0;
 	struct timespec kill_at = { 0, 0 };
 	pthread_mutex_lock(&st.mu);
 	for (;;) {
@@ -1898,11 +1935,33 @@ static struct outcome run_command(const struct opts *o, struct lock *lk)
 			msg("waitpid: %s", strerror(errno));
 			break;
 		}
-		if ((st.lost || st.revoked) && !term_sent) {
-			if (st.lost)
-				msg("lock on %s lost", o->path);
-			else
-				msg("revocation of %s asked: stopping %s", o->path, o->cmd[0]);
+		if (!wd_dead && watchdog_poll(&wd) != 1) {
+			/* Someone killed the watchdog: the group must not run on unwatched. */
+			wd_dead = true;
+			msg("the watchdog of %s died: killing %s", o->path, o->cmd[0]);
+			kill(-pid, SIGKILL);
+			kill_sent = true;
+		}
+		if (st.lost && !loss_told) {
+			msg("lock on %s lost", o->path);
+			loss_told = true;
+			int64_t now = zkl_monotonic_ms();
+			if (o->verbose) {
+				int64_t k = now + o->kill_grace_ms, half = now + (dl.expiry_ms - now) / 2;
+				msg("sending signal %d to process group %ld; SIGKILL in %lld ms, %lld ms "
+				    "before the server may expire the session", o->kill_signal, (long)pid,
+				    (long long)((half < k ? half : k) - now),
+				    (long long)(dl.expiry_ms - (half < k ? half : k)));
+			}
+			if (!wd_dead) {
+				watchdog_renew(&wd, now, dl.expiry_ms);
+			} else if (!kill_sent) {
+				kill(-pid, SIGKILL);
+				kill_sent = true;
+			}
+		}
+		if (st.revoked && !st.lost && !term_sent) {
+			msg("revocation of %s asked: stopping %s", o->path, o->cmd[0]);
 			if (o->verbose)
 				msg("sending signal %d to process group %ld; SIGKILL in %.3g s",
 				    o->kill_signal, (long)pid, o->kill_grace_ms / 1000.0);
@@ -1916,19 +1975,42 @@ static struct outcome run_command(const struct opts *o, struct lock *lk)
 			kill(-pid, SIGKILL);
 			kill_sent = true;
 		}
-		if (term_sent && !kill_sent)
-			pthread_cond_timedwait(&st.cond, &st.mu, &kill_at);
-		else
-			pthread_cond_wait(&st.cond, &st.mu);
+		struct timespec until = after_ms(renew_ms);
+		if (term_sent && !kill_sent && kill_at.tv_sec * 1000000000LL + kill_at.tv_nsec <
+		                                   until.tv_sec * 1000000000LL + until.tv_nsec)
+			until = kill_at;
+		pthread_cond_timedwait(&st.cond, &st.mu, &until);
+		if (!st.lost && !wd_dead) {
+			pthread_mutex_unlock(&st.mu);
+			zkl_deadlines nd;
+			zkl_client_deadlines(lk->c, &nd);
+			if (nd.session_id == dl.session_id && nd.loss_ms > dl.loss_ms) {
+				dl = nd;
+				watchdog_renew(&wd, dl.loss_ms, dl.expiry_ms);
+			}
+			pthread_mutex_lock(&st.mu);
+		}
 	}
+	if (!wd_dead && watchdog_stop(&wd) == WATCHDOG_ENFORCED && !st.lost) {
+		/* The deadline passed while zklock could not act (stopped, or stuck): the
+		 * library will say so too, but the lock is not ours any more. */
+		st.lost = true;
+		msg("lock on %s lost: the watchdog ended %s at the loss deadline", o->path,
+		    o->cmd[0]);
+		loss_told = true;
+	}
+	if (wd_dead && !st.lost)
+		out.status = EXIT_SOFTWARE;
 	out.lost = st.lost;
 	out.revoked = st.revoked && !st.lost;
-	if (out.lost && !term_sent)
+	if (out.lost && !loss_told)
 		msg("lock on %s lost", o->path);
 	st.phase = PH_DONE;
 	pthread_mutex_unlock(&st.mu);
 	reclaim_tty(pid);
 
+	if (wd_dead && !out.lost)
+		return out; /* EXIT_SOFTWARE: the command was killed for want of a watchdog */
 	if (exited && WIFEXITED(wst))
 		out.status = WEXITSTATUS(wst);
 	else if (exited && WIFSIGNALED(wst))
@@ -2330,9 +2412,12 @@ static bool acquire(const struct opts *o, struct lock *lk, int *status)
 		pthread_join(progress, NULL);
 
 	if (rc == 0) {
-		if (o->verbose)
+		/* A lock lost at once has no token (a negative code): say nothing of one;
+		 * run_command() reports the loss. */
+		int64_t token = lock_token(lk);
+		if (o->verbose && token > 0)
 			msg("acquired %s%s (fencing token %lld) after %.3f s", lock_what(lk), o->path,
-			    (long long)lock_token(lk), seconds_since(t0));
+			    (long long)token, seconds_since(t0));
 		return true; /* a signal meanwhile is handled by run_command() */
 	}
 	if (sig != 0) {
