@@ -96,6 +96,7 @@ enum {
 
 enum {
 	OPT_SESSION_TIMEOUT = 256,
+	OPT_LOSS_PERCENT,
 	OPT_CONNECT_TIMEOUT,
 	OPT_VERSION,
 	OPT_READ,
@@ -120,6 +121,7 @@ static const struct option long_opts[] = {
 	{ "nonblock", no_argument, NULL, 'n' },
 	{ "conflict-exit-code", required_argument, NULL, 'E' },
 	{ "session-timeout", required_argument, NULL, OPT_SESSION_TIMEOUT },
+	{ "loss-percent", required_argument, NULL, OPT_LOSS_PERCENT },
 	{ "connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT },
 	{ "read", no_argument, NULL, OPT_READ },
 	{ "write", no_argument, NULL, OPT_WRITE },
@@ -151,6 +153,7 @@ struct opts {
 	double wait_s;          /* as given, for messages */
 	int conflict_code;
 	int session_timeout_ms; /* 0: the library's default */
+	int loss_percent;       /* 0: the library's default */
 	int connect_timeout_ms; /* 0: the library's default */
 	int verbose;
 	bool help, version, json;
@@ -241,10 +244,13 @@ static void print_usage(void)
 	    "                              then gets --kill-signal and zklock exits 71\n"
 	    "      --kill-signal SIG       sent to COMMAND when the lock is lost or revoked\n"
 	    "                              (name or number; default TERM)\n"
-	    "      --kill-grace SECONDS    then SIGKILL this much later (default 10)\n"
+	    "      --kill-grace SECONDS    then SIGKILL this much later (default 10; on loss,\n"
+	    "                              no later than halfway to the session's expiry)\n"
 	    "      --token-env NAME        the environment variable that gives COMMAND the\n"
 	    "                              fencing token (default " DEFAULT_TOKEN_ENV ")\n"
 	    "      --session-timeout MS    ZooKeeper session timeout (default 10000)\n"
+	    "      --loss-percent N        give the lock up for lost after N% of the session\n"
+	    "                              timeout without an answer (50..100, default 90)\n"
 	    "      --connect-timeout MS    how long to try to connect (default 5000)\n"
 	    "      --json                  status, list: print JSON\n"
 	    "  -v, --verbose               report on stderr who holds the lock and our place in\n"
@@ -267,12 +273,16 @@ static void print_usage(void)
 	    "\n"
 	    "Configuration: $ZKLOCK_CONFIG, else " SYSTEM_CONFIG " and then\n"
 	    "~/.config/zklock.conf, lines of \"key = value\" (servers, chroot, session_timeout,\n"
-	    "connect_timeout, auth = user:password); $ZKLOCK_SERVERS beats them, options beat all.\n"
+	    "loss_percent, connect_timeout, auth = user:password); $ZKLOCK_SERVERS beats them,\n"
+	    "options beat all.\n"
 	    "\n"
 	    "SIGINT, SIGTERM or SIGHUP while waiting withdraws from the queue (exit 128+N);\n"
 	    "while COMMAND runs they are passed on to its process group. If the lock is lost\n"
-	    "while COMMAND runs (the ZooKeeper session expired), COMMAND's group gets\n"
-	    "--kill-signal, and SIGKILL --kill-grace seconds later, and zklock exits 70.\n"
+	    "while COMMAND runs (ZooKeeper answered nothing for 90% of the session timeout),\n"
+	    "COMMAND's group gets --kill-signal, and SIGKILL --kill-grace seconds later but\n"
+	    "before the server can expire the session, and zklock exits 70. A watchdog process\n"
+	    "does the same if zklock is stopped or stuck, and kills the group at once if\n"
+	    "zklock dies.\n"
 	    "\n"
 	    "Exit status:\n"
 	    "  COMMAND's status, or 128+N if it was killed by signal N\n"
@@ -511,6 +521,11 @@ static int parse_opts(int argc, char **argv, bool permute, struct opts *o, int *
 				return usage_error("invalid conflict exit code \"%s\": expected "
 				                   "0..255", optarg);
 			break;
+		case OPT_LOSS_PERCENT:
+			if (!parse_int(optarg, 50, 100, &o->loss_percent))
+				return usage_error("invalid loss percent \"%s\": expected 50..100 (%% "
+				                   "of the session timeout)", optarg);
+			break;
 		case OPT_SESSION_TIMEOUT:
 			if (!parse_int(optarg, 1, INT_MAX, &o->session_timeout_ms))
 				return usage_error("invalid session timeout \"%s\": expected "
@@ -666,6 +681,10 @@ static int read_config(const char *file, bool required, struct opts *o)
 			if (!parse_int(value, 1, INT_MAX, &o->session_timeout_ms))
 				rc = usage_error("%s:%d: invalid session timeout \"%s\": expected "
 				                 "milliseconds > 0", file, lineno, value);
+		} else if (strcmp(key, "loss_percent") == 0) {
+			if (!parse_int(value, 50, 100, &o->loss_percent))
+				rc = usage_error("%s:%d: invalid loss percent \"%s\": expected 50..100",
+				                 file, lineno, value);
 		} else if (strcmp(key, "connect_timeout") == 0) {
 			if (!parse_int(value, 1, INT_MAX, &o->connect_timeout_ms))
 				rc = usage_error("%s:%d: invalid connect timeout \"%s\": expected "
@@ -679,7 +698,8 @@ static int read_config(const char *file, bool required, struct opts *o)
 				o->auth = keep_string(value);
 		} else {
 			rc = usage_error("%s:%d: unknown key \"%s\" (known: servers, chroot, "
-			                 "session_timeout, connect_timeout, auth)", file, lineno, key);
+			                 "session_timeout, loss_percent, connect_timeout, auth)", file,
+			                 lineno, key);
 		}
 	}
 	fclose(f);
@@ -933,6 +953,8 @@ static int open_client(const struct opts *o, zkl_client **out)
 	co.servers = o->servers;
 	if (o->session_timeout_ms > 0)
 		co.session_timeout_ms = o->session_timeout_ms;
+	if (o->loss_percent > 0)
+		co.loss_percent = o->loss_percent;
 	if (o->connect_timeout_ms > 0)
 		co.connect_timeout_ms = o->connect_timeout_ms;
 	co.digest_auth = o->auth;
@@ -2382,7 +2404,8 @@ static int run_revoke(const struct opts *o)
 
 /* Acquires the lock. Returns true when held; otherwise false with *status set to
  * zklock's exit status (which may be 0: -E 0), after reporting. */
-static bool acquire(const struct opts *o, struct lock *lk, int *status)
+static bool acquire(const struct opts *o, struct lock *lk, int *status, pthread_t *progress,
+                    bool *progressing)
 {
 	char holder[400];
 	if (o->verbose && o->wait_ms != 0) {
@@ -2393,9 +2416,8 @@ static bool acquire(const struct opts *o, struct lock *lk, int *status)
 	}
 
 	set_phase(PH_WAITING);
-	pthread_t progress;
-	bool progressing = o->verbose && o->wait_ms != 0 &&
-	                   pthread_create(&progress, NULL, progress_thread, lk) == 0;
+	*progressing = o->verbose && o->wait_ms != 0 &&
+	               pthread_create(progress, NULL, progress_thread, lk) == 0;
 
 	struct timespec t0 = now();
 	int rc = lock_acquire(lk, o->wait_ms);
@@ -2408,8 +2430,9 @@ static bool acquire(const struct opts *o, struct lock *lk, int *status)
 	int sig = st.signal;
 	bool revoked = st.revoked;
 	pthread_mutex_unlock(&st.mu);
-	if (progressing)
-		pthread_join(progress, NULL);
+	/* The progress thread ends by itself now that the phase moved on; it is joined
+	 * after the command, since a listing it is waiting for (the server may not hear
+	 * us) must not hold the command back while the lock is ours. */
 
 	if (rc == 0) {
 		/* A lock lost at once has no token (a negative code): say nothing of one;
@@ -2602,8 +2625,12 @@ static int run_lock(const struct opts *o)
 		st.lost = false;
 		pthread_mutex_unlock(&st.mu);
 		again = false;
-		if (acquire(o, &lk, &status))
+		pthread_t progress;
+		bool progressing = false;
+		if (acquire(o, &lk, &status, &progress, &progressing))
 			status = hold_and_run(o, &lk, &raw, &again);
+		if (progressing)
+			pthread_join(progress, NULL);
 		if (again) {
 			/* --requeue: a fresh latch, at the back of the election. */
 			detach_lock();
