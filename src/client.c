@@ -1220,18 +1220,24 @@ static int64_t liveness_run(zkl_client *c)
 	if (now < at)
 		return at < next ? at : next;
 	bool any = false;
-	for (struct zkl_hold *h = c->holds; h; h = h->next) {
-		if (h->gen == s->gen && !h->lost) {
-			h->lost = true; /* even if no new session can be opened */
-			any = true;
-		}
-	}
+	for (struct zkl_hold *h = c->holds; h; h = h->next)
+		any |= h->gen == s->gen && !h->lost;
 	zkl_log(c, ZKL_LOG_WARN, "ZooKeeper answered nothing sent in the last %lld ms "
-	        "(%d%% of the session timeout; %s): %s; opening a new session",
+	        "(more than %d%% of the session timeout; %s): %s; opening a new session",
 	        (long long)(now - s->last_ok_sent), c->loss_percent,
 	        s->connected ? "connected" : "disconnected",
 	        any ? "locks held are lost" : "the session may expire");
+	/* The holds turn lost in holds_notify(), which calls their owners at once: marking
+	 * them here, before session_replace() lets go of mu, would let a release forget a
+	 * hold that is lost but not yet reported. */
+	const uint64_t gen = s->gen;
 	session_replace(c);
+	if (c->gen == gen) {
+		/* No new session could be opened: the holds are lost all the same. */
+		for (struct zkl_hold *h = c->holds; h; h = h->next)
+			if (h->gen == gen)
+				h->lost = true;
+	}
 	holds_notify(c);
 	if (c->state != ZKL_STATE_LOST)
 		set_state(c, ZKL_STATE_LOST);
