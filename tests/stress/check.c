@@ -212,7 +212,7 @@ static void add_window(long pid, const char *client, int64_t t0, int64_t t1)
 }
 
 static const char *fault_kinds[] = {"leader-kill", "pause-short", "pause-long",
-                                    "worker-kill", "worker-stop", "expire"};
+                                    "worker-kill", "worker-stop", "expire", "partition"};
 #define NKINDS (sizeof fault_kinds / sizeof fault_kinds[0])
 static long fault_count[NKINDS];
 
