@@ -72,6 +72,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -263,8 +264,10 @@ static void print_usage(void)
 	    "layout found there (mutex, read-write lock, semaphore leases/ and locks/, leader\n"
 	    "latch, kazoo's locks), one line per node with tab-separated fields: node path,\n"
 	    "data, role (holder, waiting, leader, lease, gate), layout, host, pid, since (node\n"
-	    "creation, UTC), fencing token. A field that does not apply is \"-\". In data a\n"
-	    "backslash is written \\\\ and other bytes than printable ASCII \\xHH. No line: free.\n"
+	    "creation, UTC), fencing token, and for a holder that is a zklock of ours on this\n"
+	    "host the time left to the deadline its watchdog enforces (e.g. 3412ms). A field\n"
+	    "that does not apply is \"-\". In data a backslash is written \\\\ and other bytes\n"
+	    "than printable ASCII \\xHH. No line: free.\n"
 	    "zklock list PREFIX prints one line per lock in use under PREFIX: path, layout,\n"
 	    "holders, waiting, the first holder's data.\n"
 	    "zklock revoke PATH asks the holder of PATH to let go (Curator's revocation); it\n"
@@ -1238,7 +1241,78 @@ static bool host_pid(const zkl_participant *p, char *host, size_t size, long *pi
 	return true;
 }
 
-static void print_view_text(FILE *f, const struct queue_view *v)
+/* ---- the deadline a holder's watchdog enforces, for `status` on the same host ----
+ *
+ * A holder writes "<path>\n<loss_ms> <expiry_ms>\n" (CLOCK_MONOTONIC, the same for every
+ * process of the host) to <dir>/<pid> while its command runs, and rewrites it as the
+ * deadlines move; `status`, run by the same user on the same host, reads it for the
+ * holders whose node data names this host. <dir> is $XDG_RUNTIME_DIR/zklock, else
+ * /tmp/zklock-<uid>: a folder of the user's own, never followed through a link. */
+static bool deadline_dir(char *buf, size_t size, bool create)
+{
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	int n = xdg && *xdg ? snprintf(buf, size, "%s/zklock", xdg)
+	                    : snprintf(buf, size, "/tmp/zklock-%ld", (long)getuid());
+	if (n < 0 || (size_t)n >= size)
+		return false;
+	if (create && mkdir(buf, 0700) != 0 && errno != EEXIST)
+		return false;
+	struct stat sb;
+	return lstat(buf, &sb) == 0 && S_ISDIR(sb.st_mode) && sb.st_uid == getuid();
+}
+
+static void deadline_publish(const char *path, const zkl_deadlines *d)
+{
+	char dir[4096], file[4200], tmpf[4300];
+	if (!deadline_dir(dir, sizeof dir, true))
+		return;
+	snprintf(file, sizeof file, "%s/%ld", dir, (long)getpid());
+	snprintf(tmpf, sizeof tmpf, "%s.tmp", file);
+	FILE *f = fopen(tmpf, "w");
+	if (!f)
+		return;
+	fprintf(f, "%s\n%lld %lld\n", path, (long long)d->loss_ms, (long long)d->expiry_ms);
+	if (fclose(f) != 0 || rename(tmpf, file) != 0)
+		unlink(tmpf);
+}
+
+static void deadline_unpublish(void)
+{
+	char dir[4096], file[4200];
+	if (deadline_dir(dir, sizeof dir, false)) {
+		snprintf(file, sizeof file, "%s/%ld", dir, (long)getpid());
+		unlink(file);
+	}
+}
+
+/* The loss deadline published by our own holder pid of the lock at path on this host,
+ * or 0. */
+static int64_t deadline_of(const char *host, long pid, const char *path)
+{
+	char me[256], dir[4096], file[4200], line[4200];
+	if (gethostname(me, sizeof me) != 0 || strcmp(me, host) != 0 || pid <= 0 ||
+	    kill((pid_t)pid, 0) != 0 || !deadline_dir(dir, sizeof dir, false))
+		return 0;
+	snprintf(file, sizeof file, "%s/%ld", dir, pid);
+	FILE *f = fopen(file, "r");
+	if (!f)
+		return 0;
+	long long loss = 0, expiry = 0;
+	bool ok = fgets(line, sizeof line, f) && (line[strcspn(line, "\n")] = 0, true) &&
+	          strcmp(line, path) == 0 && fscanf(f, "%lld %lld", &loss, &expiry) == 2;
+	fclose(f);
+	return ok ? loss : 0;
+}
+
+/* For our own holder on this host: ms until the deadline its watchdog enforces (which
+ * may be past, as a negative number), else INT64_MIN. */
+static int64_t deadline_left(const char *path, const char *host, long pid)
+{
+	int64_t at = deadline_of(host, pid, path);
+	return at > 0 ? at - zkl_monotonic_ms() : INT64_MIN;
+}
+
+static void print_view_text(FILE *f, const char *path, const struct queue_view *v)
 {
 	for (size_t i = 0; i < v->n; i++) {
 		const struct qnode *q = &v->nodes[i];
@@ -1253,7 +1327,12 @@ static void print_view_text(FILE *f, const struct queue_view *v)
 			fprintf(f, "%s\t%ld", host, pid);
 		else
 			fputs("-\t-", f);
-		fprintf(f, "\t%s\t%lld\n", since, (long long)q->p.czxid);
+		fprintf(f, "\t%s\t%lld", since, (long long)q->p.czxid);
+		int64_t left = hp ? deadline_left(path, host, pid) : INT64_MIN;
+		if (left != INT64_MIN)
+			fprintf(f, "\t%lldms\n", (long long)left);
+		else
+			fputs("\t-\n", f);
 	}
 }
 
@@ -1279,9 +1358,14 @@ static void print_view_json(FILE *f, const char *path, const struct queue_view *
 			fprintf(f, ", \"pid\": %ld", pid);
 		else
 			fputs(", \"pid\": null", f);
-		fprintf(f, ", \"since\": \"%s\", \"ctime_ms\": %lld, \"token\": %lld, \"sequence\": %lld}",
+		fprintf(f, ", \"since\": \"%s\", \"ctime_ms\": %lld, \"token\": %lld, \"sequence\": %lld",
 		        since, (long long)q->p.ctime, (long long)q->p.czxid,
 		        (long long)q->p.sequence);
+		int64_t left = hp ? deadline_left(path, host, pid) : INT64_MIN;
+		if (left != INT64_MIN)
+			fprintf(f, ", \"deadline_ms\": %lld}", (long long)left);
+		else
+			fputs(", \"deadline_ms\": null}", f);
 	}
 	fputs("]}", f);
 }
@@ -1915,6 +1999,8 @@ static struct outcome run_command(const struct opts *o, struct lock *lk)
 	else if (o->verbose)
 		msg("watchdog %ld: %s's group ends at the loss deadline, in %lld ms unless renewed",
 		    (long)wd.pid, o->cmd[0], (long long)(dl.loss_ms - zkl_monotonic_ms()));
+	if (wd_err == 0)
+		deadline_publish(o->path, &dl);
 	/* How often the deadlines are passed on: heartbeats move them every sixth of the
 	 * session timeout. */
 	int renew_ms = zkl_client_session_timeout(lk->c) / 20;
@@ -2009,10 +2095,12 @@ static struct outcome run_command(const struct opts *o, struct lock *lk)
 			if (nd.session_id == dl.session_id && nd.loss_ms > dl.loss_ms) {
 				dl = nd;
 				watchdog_renew(&wd, dl.loss_ms, dl.expiry_ms);
+				deadline_publish(o->path, &dl);
 			}
 			pthread_mutex_lock(&st.mu);
 		}
 	}
+	deadline_unpublish();
 	if (!wd_dead && watchdog_stop(&wd) == WATCHDOG_ENFORCED && !st.lost) {
 		/* The deadline passed while zklock could not act (stopped, or stuck): the
 		 * library will say so too, but the lock is not ours any more. */
@@ -2144,7 +2232,7 @@ static int run_status(const struct opts *o)
 			print_view_json(stdout, o->path, &v);
 			fputc('\n', stdout);
 		} else {
-			print_view_text(stdout, &v);
+			print_view_text(stdout, o->path, &v);
 		}
 		view_free(&v);
 		if (fflush(stdout) != 0) {

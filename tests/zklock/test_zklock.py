@@ -16,6 +16,7 @@ node (data "<host>:<pid>") shows up in `zklock status`, and a holder whose comma
 `cat` releases when the test closes its stdin.
 """
 
+import json
 import os
 import re
 import shlex
@@ -197,12 +198,13 @@ def expect(args, status, timeout=30, stderr_has=None, stdout_has=None, env=None)
     return out, err, secs
 
 
-STATUS_FIELDS = ("node", "data", "role", "layout", "host", "pid", "since", "token")
+STATUS_FIELDS = ("node", "data", "role", "layout", "host", "pid", "since", "token",
+                 "deadline")
 
 
 def status_lines(path):
     """The lock's queue from `zklock status`: a list of dicts of the tab-separated
-    fields (node, data, role, layout, host, pid, since, token)."""
+    fields (node, data, role, layout, host, pid, since, token, deadline)."""
     rc, out, err, _ = run(["status", path])
     check(rc == 0, "zklock status %s: exit %s; stderr %r" % (path, rc, err))
     nodes = []
@@ -855,6 +857,35 @@ def short_stop_costs_nothing():
     check(rc == 7, "exit %s, expected 7; stderr %r" % (rc, a.stderr()))
     check("lost" not in a.stderr(), "stderr %r" % a.stderr())
     check(status(p) == [], "not released: %r" % status(p))
+
+
+@case
+def status_shows_deadline():
+    """`zklock status` shows, for our own holder on this host, the time left until the
+    deadline its watchdog enforces (less than 90% of the 4 s session ahead); for a
+    waiter, "-"; and the same in JSON."""
+    p = lock_path("deadline")
+    a = Proc(WD_OPTS + [p, "--", "bash", "-c", "echo ready; exec cat"],
+             stdin=subprocess.PIPE)
+    a.wait_line("^ready$", stream="out")
+    b = Proc(WD_OPTS + [p, "--", "true"])
+    try:
+        waiter_queued(p, b, 1)
+        nodes = status_lines(p)
+        check([n["pid"] for n in nodes] == [str(a.pid), str(b.pid)], "queue %r" % nodes)
+        m = re.match(r"^(-?\d+)ms$", nodes[0]["deadline"])
+        check(m and 0 < int(m.group(1)) <= 3600,
+              "holder's deadline %r, expected 1..3600ms" % nodes[0]["deadline"])
+        check(nodes[1]["deadline"] == "-", "waiter's deadline %r" % nodes[1]["deadline"])
+        rc, out, err, _ = run(["status", "--json", p])
+        check(rc == 0, "status --json: %s %r" % (rc, err))
+        left = [n["deadline_ms"] for n in json.loads(out)["nodes"]]
+        check(isinstance(left[0], int) and 0 < left[0] <= 3600 and left[1] is None,
+              "deadline_ms %r" % left)
+    finally:
+        a.p.stdin.close()
+    check(a.wait(10) == 0, "holder: %r" % a.stderr())
+    check(b.wait(10) == 0, "waiter: %r" % b.stderr())
 
 
 @case
