@@ -576,6 +576,23 @@ struct zkl_op *zkl_op_set(zkl_client *c, struct zkl_waiter *w, const char *path,
 	return op;
 }
 
+static void string_done(int rc, const char *value, const void *data)
+{
+	(void)value;
+	void_done(rc, data);
+}
+
+struct zkl_op *zkl_op_sync(zkl_client *c, struct zkl_waiter *w, const char *path, int *err)
+{
+	struct zkl_op *op = op_begin(c, w, ZKL_OP_SYNC, err);
+	if (!op)
+		return NULL;
+	int rc = zoo_async(op->s->zh, path, string_done, op);
+	if (rc != ZOK)
+		op_refused(c, op, rc);
+	return op;
+}
+
 void zkl_op_put(zkl_client *c, struct zkl_op *op)
 {
 	(void)c;
@@ -612,6 +629,9 @@ int zkl_request(zkl_client *c, const struct zkl_req *r, int64_t deadline, struct
 		break;
 	case ZKL_OP_SET:
 		op = zkl_op_set(c, &w, r->path, r->data, r->len, r->version, &err);
+		break;
+	case ZKL_OP_SYNC:
+		op = zkl_op_sync(c, &w, r->path, &err);
 		break;
 	}
 	pthread_mutex_lock(&c->mu);
@@ -1195,7 +1215,10 @@ int64_t zkl_lost_at(zkl_client *c)
  *
  * While connected, a heartbeat every sixth of t keeps T recent, so that a client that
  * must find another server (the C client notices silence after 2/3 t) still has time to
- * reconnect before T + loss_percent of t. */
+ * reconnect before T + loss_percent of t. The heartbeat is a sync, which only the
+ * ensemble's leader answers: sessions expire at the leader, and a follower cut off from
+ * it still answers reads (and the C client's pings) until it gives up on the leader
+ * (syncLimit ticks), while the leader, hearing nothing of the session, expires it. */
 static int64_t liveness_run(zkl_client *c)
 {
 	int64_t now = zkl_now_ms();
@@ -1206,7 +1229,7 @@ static int64_t liveness_run(zkl_client *c)
 			c->next_heartbeat = now + session_timeout_ms(c) / 6;
 			int err = 0;
 			pthread_mutex_unlock(&c->mu);
-			struct zkl_op *op = zkl_op_exists(c, NULL, "/", &err);
+			struct zkl_op *op = zkl_op_sync(c, NULL, "/", &err);
 			pthread_mutex_lock(&c->mu);
 			zkl_op_put(c, op);
 			if (c->sess != s)

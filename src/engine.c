@@ -336,18 +336,22 @@ static bool session_sure(zkl_client *c, const struct zkl_node *node)
 	return node->gen == c->gen && zkl_now_ms() < zkl_lost_at(c);
 }
 
-/* Waits (mu held) until the session node was made on is replaced, w is cancelled or the
- * deadline passes; the caller's loop then queues again on the new session. */
-static int await_replaced(zkl_client *c, struct zkl_waiter *w, const struct zkl_node *node,
-                          int64_t deadline)
+/* Our turn has come (mu held). Returns 0 if we hold: the session may still stand. Past
+ * its loss deadline, waits until the session is replaced, w is cancelled or the deadline
+ * passes, and returns 1 (the caller's loop queues again on the new session) or an
+ * error. */
+static int take_turn(zkl_client *c, struct zkl_waiter *w, const struct zkl_node *node,
+                     int64_t deadline)
 {
+	if (session_sure(c, node))
+		return 0;
 	zkl_log(c, ZKL_LOG_INFO, "turn for %s came past the session's loss deadline; "
 	        "queueing again on a new session", node->path);
 	while (node->gen == c->gen && !w->canceled && !c->closing) {
 		if (zkl_waiter_wait(c, w, deadline))
 			return zkl_fail(ZKL_ETIMEDOUT, "timed out while the session was given up");
 	}
-	return 0;
+	return 1;
 }
 
 /* Waits for the connection after a transient failure; the caller's loop then retries. */
@@ -592,12 +596,9 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 		if (held) {
 			free(queue);
 			zkl_names_free(names, count);
-			if (session_sure(c, node)) {
-				rc = 0;
+			if ((rc = take_turn(c, &w, node, deadline)) <= 0)
 				break;
-			}
-			if ((rc = await_replaced(c, &w, node, deadline)) != 0)
-				break;
+			rc = 0;
 			continue;
 		}
 		bool folder = watch == ZKL_WATCH_CHILDREN;
@@ -673,12 +674,9 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 		if (heir && gone && !w.canceled && !c->closing && ggen == node->gen &&
 		    c->gen == node->gen) {
 			/* The one node ahead is gone, and nothing can take its place. */
-			if (session_sure(c, node)) {
-				rc = 0;
+			if ((rc = take_turn(c, &w, node, deadline)) <= 0)
 				break;
-			}
-			if ((rc = await_replaced(c, &w, node, deadline)) != 0)
-				break;
+			rc = 0;
 			continue;
 		}
 		if (transient(grc) || session_gone(grc)) {

@@ -62,7 +62,8 @@ struct zkl_watch {
 	struct zkl_watch *next, *prev;  /* mu */
 };
 
-enum zkl_op_kind { ZKL_OP_CREATE, ZKL_OP_DELETE, ZKL_OP_CHILDREN, ZKL_OP_GET, ZKL_OP_EXISTS, ZKL_OP_SET };
+enum zkl_op_kind { ZKL_OP_CREATE, ZKL_OP_DELETE, ZKL_OP_CHILDREN, ZKL_OP_GET, ZKL_OP_EXISTS, ZKL_OP_SET,
+                   ZKL_OP_SYNC };
 
 /* One asynchronous request. Two references: the waiting thread's and the completion's. */
 struct zkl_op {
@@ -191,6 +192,9 @@ struct zkl_op *zkl_op_get(zkl_client *c, struct zkl_waiter *w, const char *path,
 struct zkl_op *zkl_op_exists(zkl_client *c, struct zkl_waiter *w, const char *path, int *err);
 struct zkl_op *zkl_op_set(zkl_client *c, struct zkl_waiter *w, const char *path,
                           const void *data, int len, int version, int *err);
+/* A sync: answered only once the ensemble's leader has seen it (a read is answered by
+ * the server alone, even one cut off from the leader). */
+struct zkl_op *zkl_op_sync(zkl_client *c, struct zkl_waiter *w, const char *path, int *err);
 /* One request, run to its answer by zkl_request(). */
 struct zkl_req {
 	enum zkl_op_kind kind;

@@ -371,6 +371,157 @@ def next_in_line_cut_off():
     return what
 
 
+def ensemble_nodes():
+    """{n: (pid, client, quorum, election)} of the ensemble's nodes, or {} standalone."""
+    d = os.environ.get("ZKL_TEST_ENSEMBLE_DIR")
+    nodes = {}
+    if d:
+        for n in (1, 2, 3):
+            with open(os.path.join(d, str(n), "pid")) as f:
+                pid = int(f.read())
+            with open(os.path.join(d, str(n), "ports")) as f:
+                ports = [int(x) for x in f.read().split()]
+            nodes[n] = (pid, *ports)
+    return nodes
+
+
+def connections(pid):
+    """[(local_port, peer_port)] of pid's established TCP connections (ss -tnp)."""
+    out = subprocess.run(["ss", "-Htnp", "state", "established"], capture_output=True,
+                         text=True).stdout
+    conns = []
+    for line in out.splitlines():
+        if "pid=%d," % pid not in line:
+            continue
+        f = line.split()
+        # Recv-Q Send-Q Local:Port Peer:Port Process
+        conns.append((int(f[2].rsplit(":", 1)[1]), int(f[3].rsplit(":", 1)[1])))
+    return conns
+
+
+def cgroup2_root():
+    with open("/proc/mounts") as f:
+        for line in f:
+            fs = line.split()
+            if fs[2] == "cgroup2":
+                return fs[1]
+    return None
+
+
+class Skip(Exception):
+    pass
+
+
+class Minority:
+    """Cuts node n off from the other two: its quorum and election traffic, the
+    connections it has with them, and the connections it makes from now on (caught by
+    their cgroup), all but its client port. how is "reject" (TCP resets: it notices at
+    once) or "drop" (silence: it notices after syncLimit ticks, and serves reads
+    meanwhile)."""
+
+    def __init__(self, nodes, n, how):
+        root = cgroup2_root()
+        if not root or not os.access(root, os.W_OK):
+            raise Skip("needs a writable cgroup2 hierarchy to catch a server's new "
+                       "connections")
+        self.root, self.pid = root, nodes[n][0]
+        pid, client, quorum, election = nodes[n]
+        peers = {p for m, v in nodes.items() if m != n for p in v[2:]}
+        self.cg = os.path.join(root, "zkl-minority-%d" % os.getpid())
+        os.makedirs(self.cg, exist_ok=True)
+        with open(os.path.join(self.cg, "cgroup.procs"), "w") as f:
+            f.write(str(pid))  # its sockets made from now on carry this cgroup
+        target = ["REJECT", "--reject-with", "tcp-reset"] if how == "reject" else ["DROP"]
+        rules = []
+        for port in (quorum, election):
+            rules += [["--dport", str(port)], ["--sport", str(port)]]
+        for local, peer in connections(pid):
+            if peer in peers:
+                rules += [["--sport", str(local)], ["--dport", str(local)]]
+        for r in rules:
+            ipt("-A", CHAIN, "-p", "tcp", *r, "-j", *target)
+        ipt("-A", CHAIN, "-m", "cgroup", "--path", os.path.relpath(self.cg, root), "-p",
+            "tcp", "!", "--sport", str(client), "-j", *target)
+
+    def heal(self):
+        fw.heal()
+        with open(os.path.join(self.root, "cgroup.procs"), "w") as f:
+            f.write(str(self.pid))
+        os.rmdir(self.cg)
+
+
+def node_of(nodes, pid):
+    """The node whose client port pid is connected to."""
+    by_client = {v[1]: n for n, v in nodes.items()}
+    at = [by_client[peer] for _, peer in connections(pid) if peer in by_client]
+    check(len(at) == 1, "connections of %d: %r" % (pid, connections(pid)))
+    return at[0]
+
+
+@case
+def client_moves_from_minority():
+    """The server a holder is connected to is cut off from the other two, and notices (TCP
+    resets): it stops serving, the client moves to the majority, and keeps its lock (no
+    loss, the job runs to its end)."""
+    nodes = ensemble_nodes()
+    if not nodes:
+        raise Skip("needs the ensemble")
+    path = ROOT + "/minority"
+    a = Zklock("A", path, job("a-min", exit_after=3 * SESSION_MS / 1000))
+    a.wait_line(r"acquired")
+    n = node_of(nodes, a.p.pid)
+    cut = Minority(nodes, n, "reject")
+    try:
+        t0 = time.monotonic()
+        wait_until(lambda: any(m != n for m in
+                               [dict((v[1], k) for k, v in nodes.items()).get(peer)
+                                for _, peer in connections(a.p.pid)] if m),
+                   "A's client on another server", timeout=15)
+        took = time.monotonic() - t0
+        rc = a.wait(timeout=30)
+        check(rc == 5, "A exited %d, not 5 (its job's status): %s" % (rc, a.stderr()))
+        check("lost" not in a.stderr(), "A lost its lock: " + a.stderr())
+    finally:
+        cut.heal()
+    return "node %d cut off; the client moved in %.1f s and kept its lock" % (n, took)
+
+
+@case
+def holder_on_silent_minority():
+    """The server a holder is connected to is cut off from the other two in silence: it
+    goes on answering reads (for syncLimit ticks) while the leader, hearing nothing of
+    the holder's session, expires it and a waiter on the majority takes the lock. The
+    holder's heartbeats (syncs) go unanswered, so it is stopped before the waiter
+    holds. (A is pinned to a follower, B to the other two.)"""
+    nodes = ensemble_nodes()
+    if not nodes:
+        raise Skip("needs the ensemble")
+    path = ROOT + "/silent-minority"
+    leader = int(subprocess.run([os.environ["ZKL_TEST_ENSEMBLE_SCRIPT"], "leader",
+                                 os.environ["ZKL_TEST_ENSEMBLE_DIR"]], capture_output=True,
+                                text=True, check=True).stdout)
+    # A follower: an isolated leader answers syncs and keeps the session itself, and
+    # nobody else can lead until the followers give up on it.
+    n = min(m for m in nodes if m != leader)
+    a = Zklock("A", path, job("a-silent"), extra=["-s", "127.0.0.1:%d" % nodes[n][1]])
+    a.wait_line(r"acquired")
+    others = ",".join("127.0.0.1:%d" % v[1] for m, v in nodes.items() if m != n)
+    b = Zklock("B", path, job("b-silent", exit_after=0.3), extra=["-s", others])
+    wait_until(lambda: queue_len(path) == 2, "B queued")
+    wait_until(lambda: records("a-silent"), "A's first record")
+    cut = Minority(nodes, n, "drop")
+    try:
+        rc = b.wait(timeout=40)
+        check(rc == 5, "B's job did not run to its end: " + b.stderr())
+        rc = a.wait(timeout=30)
+        check(rc == 70, "A exited %d, not 70: %s" % (rc, a.stderr()))
+        gap = check_order("a-silent", "b-silent")
+    finally:
+        a.kill()
+        cut.heal()
+    return "node %d cut off in silence; A's last record %.0f ms before B's first" % (n, gap)
+
+
 def main():
     names = [c.__name__ for c in CASES]
     for name in ONLY:
@@ -388,6 +539,8 @@ def main():
             what = fn()
             print("ok   %-32s %5.1f s  %s" % (fn.__name__, time.monotonic() - t0, what),
                   flush=True)
+        except Skip as e:
+            print("skip %-32s %s" % (fn.__name__, e), flush=True)
         except Failure as e:
             failed += 1
             print("FAIL %-32s %s" % (fn.__name__, e), flush=True)

@@ -727,6 +727,16 @@ def last_stamp(name):
     return max(stamps(name) + stamps(name + ".child"))
 
 
+def check_handover(first, second):
+    """The second holder's command started after the last record of the first's (and of
+    its child), with a greater fencing token."""
+    last, start = last_stamp(first), min(stamps(second))
+    check(start > last, "%s's command started %.3f s before %s's last record"
+          % (second, (last - start) / 1e9, first))
+    ta, tb = token_of(first), token_of(second)
+    check(tb > ta > 0, "tokens %d then %d" % (ta, tb))
+
+
 def proc_stat(pid):
     """(comm, state, ppid) of pid from /proc, or None if there is no such process."""
     try:
@@ -789,13 +799,10 @@ def kill9_zklock_kills_job():
         check(a.wait() == -signal.SIGKILL, "zklock: exit %s" % a.p.returncode)
         rc = b.wait(30)
         check(rc == 0, "second: exit %s; %r" % (rc, b.stderr()))
-        last, first = last_stamp("kill9-a"), min(stamps("kill9-b"))
+        last = last_stamp("kill9-a")
         check(last < wall_kill + 500000000,
               "the command wrote %.3f s after zklock's SIGKILL" % ((last - wall_kill) / 1e9))
-        check(first > last, "the second's command started %.3f s before the first's "
-              "last record" % ((last - first) / 1e9))
-        ta, tb = token_of("kill9-a"), token_of("kill9-b")
-        check(tb > ta > 0, "tokens %d then %d" % (ta, tb))
+        check_handover("kill9-a", "kill9-b")
     finally:
         kill_leftovers(pids)
     wait_until(lambda: status(p) == [], "the lock is free (%r)" % status(p))
@@ -820,9 +827,7 @@ def stop_zklock_past_session():
         wait_until(lambda: stamps("stopped-b"), "the waiter's command has started",
                    timeout=20)
         check(not any(alive(x) for x in pids), "the command %r runs on" % pids)
-        last, first = last_stamp("stopped-a"), stamps("stopped-b")[0]
-        check(first > last, "the waiter's command started %.3f s before the stopped "
-              "holder's last record" % ((last - first) / 1e9))
+        check_handover("stopped-a", "stopped-b")
         rc = b.wait(10)
         check(rc == 0, "waiter: exit %s; %r" % (rc, b.stderr()))
         a.signal(signal.SIGCONT)
@@ -914,11 +919,7 @@ def watchdog_killed():
         check(not any(alive(x) for x in pids), "the command %r runs on" % pids)
         rc = b.wait(20)
         check(rc == 0, "waiter: exit %s; %r" % (rc, b.stderr()))
-        last, first = last_stamp("wd-a"), stamps("wd-b")[0]
-        check(first > last, "the waiter's command started %.3f s before the first "
-              "holder's last record" % ((last - first) / 1e9))
-        ta, tb = token_of("wd-a"), token_of("wd-b")
-        check(tb > ta > 0, "tokens %d then %d" % (ta, tb))
+        check_handover("wd-a", "wd-b")
     finally:
         kill_leftovers(pids)
     wait_until(lambda: status(p) == [], "the lock is free (%r)" % status(p))
