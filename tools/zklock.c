@@ -2102,12 +2102,11 @@ static struct outcome run_command(const struct opts *o, struct lock *lk)
 	}
 	deadline_unpublish();
 	if (!wd_dead && watchdog_stop(&wd) == WATCHDOG_ENFORCED && !st.lost) {
-		/* The deadline passed while zklock could not act (stopped, or stuck): the
-		 * library will say so too, but the lock is not ours any more. */
+		/* The deadline passed before zklock could act (it was stopped or stuck, or the
+		 * library's report is still on its way): the lock is not ours any more. */
 		st.lost = true;
-		msg("lock on %s lost: the watchdog ended %s at the loss deadline", o->path,
-		    o->cmd[0]);
-		loss_told = true;
+		if (o->verbose)
+			msg("the watchdog ended %s at the loss deadline", o->cmd[0]);
 	}
 	if (wd_dead && !st.lost)
 		out.status = EXIT_SOFTWARE;

@@ -660,8 +660,10 @@ def lock_lost():
         rc = b.wait(20)
         secs = time.monotonic() - t_lost
         check(rc == 70, "exit %s, expected 70; stderr %r" % (rc, b.stderr()))
-        check(secs < 2, "SIGKILL came %.1f s after the loss, not before the session's "
-              "expiry (kill-grace is 10 s)" % secs)
+        # zklock's exit also waits for its session to close (up to 3 s): measured to
+        # the exit, 6 s tells the clamp from the 10 s grace.
+        check(secs < 6, "zklock exited %.1f s after the loss: SIGKILL did not come before "
+              "the session's expiry (kill-grace is 10 s)" % secs)
     finally:
         proxy.close()
     expect(["-w", "10", p1, "--", "true"], 0)
