@@ -36,7 +36,8 @@
 
 #include <zklocks/leader.h>
 
-#include "recipe.h"
+#include "common.h"
+#include "predicates.h"
 
 struct election {
 	zkl_client *c;
@@ -190,11 +191,9 @@ static enum check check_node(struct election *e, struct zkl_waiter *w, struct zk
 		result = ours ? CHECK_OK : CHECK_LOST;
 	} else if (op->rc == ZNONODE) {
 		result = CHECK_GONE;
-	} else if (op->rc == ZCONNECTIONLOSS || op->rc == ZOPERATIONTIMEOUT ||
-	           op->rc == ZCLOSING) {
+	} else if (zkl_zk_transient(op->rc) || zkl_zk_class(op->rc) == ZKL_ZK_CLOSING) {
 		result = CHECK_RETRY;
-	} else if (op->rc == ZSESSIONEXPIRED || op->rc == ZINVALIDSTATE ||
-	           op->rc == ZSESSIONMOVED) {
+	} else if (zkl_zk_session_gone(op->rc)) {
 		result = CHECK_LOST;
 	} else {
 		zkl_log(c, ZKL_LOG_ERROR, "cannot read %s: %s", node->path, zerror(op->rc));
@@ -369,7 +368,7 @@ static void *election_main(void *arg)
 				.kind = e->kind,
 				.data = data.bytes,
 				.data_len = data.len,
-				.pred = zkl_pred_first,
+				.pred = &zkl_pred_first,
 				.owner = e,
 				.folder_seen = &e->folder_seen,
 			};

@@ -29,7 +29,7 @@
 
 #include "clock.h"
 #include "errors_internal.h"
-#include "recipe.h"
+#include "common.h"
 
 enum member_kind { MEMBER_MUTEX, MEMBER_SEMAPHORE_MUTEX };
 

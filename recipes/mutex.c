@@ -14,7 +14,8 @@
 #include <zklocks/mutex.h>
 #include <zklocks/rwlock.h>
 
-#include "recipe.h"
+#include "common.h"
+#include "predicates.h"
 
 struct zkl_mutex {
 	zkl_client *c;
@@ -206,7 +207,7 @@ int zkl_mutex_acquire(zkl_mutex *m, int timeout_ms)
 		.kind = kind,
 		.data = data.bytes,
 		.data_len = data.len,
-		.pred = m->kind == ZKL_KIND_READ ? zkl_pred_read : zkl_pred_first,
+		.pred = m->kind == ZKL_KIND_READ ? &zkl_pred_read : &zkl_pred_first,
 		.owner = m,
 		.on_revoke = revocable ? mutex_revoked : NULL,
 		.revoke_ctx = m,

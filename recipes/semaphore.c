@@ -16,7 +16,8 @@
 
 #include <zklocks/semaphore.h>
 
-#include "recipe.h"
+#include "common.h"
+#include "predicates.h"
 
 struct zkl_semaphore {
 	zkl_client *c;
@@ -217,7 +218,7 @@ static int take_one(zkl_semaphore *s, const struct zkl_data *data, int64_t deadl
 		.kind = ZKL_KIND_LOCK,
 		.data = data->bytes,
 		.data_len = data->len,
-		.pred = zkl_pred_first,
+		.pred = &zkl_pred_first,
 		.owner = s,
 		.folder_seen = &s->locks_seen,
 	};
@@ -231,7 +232,7 @@ static int take_one(zkl_semaphore *s, const struct zkl_data *data, int64_t deadl
 		.kind = ZKL_KIND_LEASE,
 		.data = data->bytes,
 		.data_len = data->len,
-		.pred = zkl_pred_count,
+		.pred = &zkl_pred_count,
 		.pred_arg = &max,
 		.owner = s,
 		.epoch = s->count ? &s->epoch : NULL,

@@ -12,7 +12,7 @@
 #include <zklocks/semaphore.h>
 #include <zklocks/semaphore_mutex.h>
 
-#include "recipe.h"
+#include "common.h"
 
 struct zkl_semaphore_mutex {
 	zkl_client *c;

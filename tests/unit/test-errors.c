@@ -1,4 +1,4 @@
-/* Unit tests of error codes, texts and the per-thread detail (src/errors.c). */
+/* Unit tests of error codes, texts and the per-thread detail (src/base/errors.c). */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -319,6 +319,36 @@ test_participants_free(void **state)
 	zkl_participants_free(p, 3);
 }
 
+/* What each ZooKeeper code says of the request and the session (the one table): the
+ * loss rule counts only answers, the engine retries only unknown outcomes, and gives up a
+ * session only when it cannot be used any more. */
+static void
+test_zk_classes(void **state)
+{
+	(void)state;
+	const int answered[] = { ZOK, ZNONODE, ZNODEEXISTS, ZNOTEMPTY, ZBADVERSION, ZNOAUTH,
+	                         ZINVALIDACL, ZBADARGUMENTS, ZSESSIONMOVED };
+	for (size_t i = 0; i < sizeof answered / sizeof answered[0]; i++) {
+		assert_true(zkl_zk_answered(answered[i]));
+		assert_false(zkl_zk_transient(answered[i]));
+	}
+	const int unanswered[] = { ZCONNECTIONLOSS, ZOPERATIONTIMEOUT, ZSESSIONEXPIRED,
+	                           ZINVALIDSTATE, ZCLOSING, ZSYSTEMERROR };
+	for (size_t i = 0; i < sizeof unanswered / sizeof unanswered[0]; i++)
+		assert_false(zkl_zk_answered(unanswered[i]));
+	assert_true(zkl_zk_transient(ZCONNECTIONLOSS));
+	assert_true(zkl_zk_transient(ZOPERATIONTIMEOUT));
+	assert_false(zkl_zk_transient(ZCLOSING));
+	assert_false(zkl_zk_transient(ZSESSIONEXPIRED));
+	assert_true(zkl_zk_session_gone(ZSESSIONEXPIRED));
+	assert_true(zkl_zk_session_gone(ZINVALIDSTATE));
+	assert_true(zkl_zk_session_gone(ZSESSIONMOVED));
+	assert_false(zkl_zk_session_gone(ZCONNECTIONLOSS));
+	assert_false(zkl_zk_session_gone(ZNONODE));
+	assert_int_equal(zkl_zk_class(ZCLOSING), ZKL_ZK_CLOSING);
+	assert_int_equal(zkl_zk_class(ZSYSTEMERROR), ZKL_ZK_LOCAL);
+}
+
 int
 main(void)
 {
@@ -331,6 +361,7 @@ main(void)
 		cmocka_unit_test(test_fail_keeps_errno),
 		cmocka_unit_test(test_fail_truncates),
 		cmocka_unit_test(test_fail_zk),
+		cmocka_unit_test(test_zk_classes),
 		cmocka_unit_test(test_per_thread),
 		cmocka_unit_test(test_version),
 		cmocka_unit_test(test_participants_free),

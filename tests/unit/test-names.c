@@ -1,4 +1,4 @@
-/* Unit tests of node names and queue order (src/names.c). No server needed. */
+/* Unit tests of node names and queue order (src/base/names.c). No server needed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

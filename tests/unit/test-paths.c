@@ -1,4 +1,4 @@
-/* Unit tests of lock path checks and joins (src/paths.c). No server needed. */
+/* Unit tests of lock path checks and joins (src/base/paths.c). No server needed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

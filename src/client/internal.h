@@ -1,5 +1,5 @@
-/* Internal structures shared by the client (src/client.c), the lock-queue engine
- * (src/engine.c) and the recipes. Never installed.
+/* Internal structures shared by the client (client.c), the lock-queue engine
+ * (src/engine/) and the recipes. Never installed.
  *
  * Locking: every field below marked "mu" is guarded by the owning client's single mutex
  * `zkl_client.mu`. The C client's completion thread takes it briefly to record a result

@@ -68,6 +68,12 @@ zkl_kind_is_writer(enum zkl_kind k)
 	return k != ZKL_KIND_READ && k != ZKL_KIND_KRLOCK;
 }
 
+bool
+zkl_kind_may_downgrade(enum zkl_kind k)
+{
+	return k == ZKL_KIND_WRITE || k == ZKL_KIND_KLOCK;
+}
+
 /* Parses ZooKeeper's "%010d" text of a signed 32-bit number, the whole of s. */
 static bool
 parse_seq(const char *s, int64_t *out)

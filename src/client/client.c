@@ -297,9 +297,7 @@ static void op_finish_locked(zkl_client *c, struct zkl_op *op, int rc)
 	op->done = true;
 	struct zkl_session *s = op->s;
 	/* An answer from the server proves the session alive when the request was sent. */
-	if (s == c->sess && rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT && rc != ZCLOSING &&
-	    rc != ZSESSIONEXPIRED && rc != ZINVALIDSTATE && rc != ZSYSTEMERROR &&
-	    op->sent_at > s->last_ok_sent)
+	if (s == c->sess && zkl_zk_answered(rc) && op->sent_at > s->last_ok_sent)
 		s->last_ok_sent = op->sent_at;
 	/* The C client registers a watch only when the request succeeded. */
 	if (op->watch && rc != ZOK)
@@ -312,7 +310,7 @@ static void op_finish_locked(zkl_client *c, struct zkl_op *op, int rc)
 		 * have been, the node must go. */
 		if (rc == ZOK && op->value)
 			zkl_task_delete(c, op->value, s->gen);
-		else if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT)
+		else if (zkl_zk_transient(rc))
 			zkl_task_find_delete(c, op->cleanup_parent, op->uuid, s->gen);
 	}
 	if (--s->inflight == 0)
@@ -835,8 +833,8 @@ static int64_t tasks_run(zkl_client *c)
 				task_free(t);
 				continue;
 			}
-			if (rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT &&
-			    rc != ZSESSIONEXPIRED && rc != ZINVALIDSTATE && rc != ZCLOSING) {
+			const enum zkl_zk_class k = zkl_zk_class(rc);
+			if (k != ZKL_ZK_UNKNOWN && k != ZKL_ZK_EXPIRED && k != ZKL_ZK_CLOSING) {
 				zkl_log(c, ZKL_LOG_ERROR, "cannot delete %s: %s; it stays until its "
 				        "session ends", t->path, zerror(rc));
 				*pp = t->next;
@@ -976,7 +974,7 @@ static void revwatch_read_done(int rc, const char *value, int len, const struct 
 		rv->registered = false;
 		rv->refs--;
 	}
-	if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT)
+	if (zkl_zk_transient(rc))
 		rv->want_read = true;
 	if (revoke && rv->fn)
 		rv->requests++;

@@ -4,39 +4,22 @@
 
 #include "internal.h"
 
-/* A recipe's rule. Given the queue in order and our position in it, returns true if we
- * hold, else false with *watch set to the index of the one node to wait for, or to
- * ZKL_WATCH_CHILDREN to wait for any change of the folder's children (a semaphore's
- * single lease taker does that). */
+/* A recipe's rule: what the engine asks of the queue, and what it may assume. The
+ * recipes declare theirs (recipes/predicates.h); the engine knows none of them. */
 #define ZKL_WATCH_CHILDREN SIZE_MAX
-typedef bool (*zkl_predicate_fn)(const zkl_child *queue, size_t n, size_t self, void *arg,
-                                 size_t *watch);
-
-/* The predicates (src/predicates.c). */
-
-/* Mutex, write lock, leader: first in line; otherwise watch the node just before us. */
-bool zkl_pred_first(const zkl_child *queue, size_t n, size_t self, void *arg, size_t *watch);
-
-/* Read lock: no writer ahead of us; otherwise watch the nearest writer ahead (the nearest
- * wakes least often, and when it was the only writer ahead its going is enough). */
-bool zkl_pred_read(const zkl_child *queue, size_t n, size_t self, void *arg, size_t *watch);
-
-/* A semaphore's leases: hold while the leases number at most the limit, else wait for
- * any change of the folder. arg is a struct zkl_limit (read with the client mutex held):
- * the fixed limit if positive, else the shared one. */
-struct zkl_limit {
-	const int *fixed;
-	const int32_t *shared;
+struct zkl_predicate {
+	/* Given the queue in order and our position in it, returns true if we hold, else
+	 * false with *watch set to the index of the one node to wait for, or to
+	 * ZKL_WATCH_CHILDREN to wait for any change of the folder's children (a semaphore's
+	 * single lease taker does that). arg is the queue's pred_arg. */
+	bool (*holds)(const zkl_child *queue, size_t n, size_t self, void *arg, size_t *watch);
+	/* Whether a waiter holds as soon as the node it watches (queue[watch], ahead of
+	 * self) is gone, without listing again: the handoff then costs one watch event.
+	 * Sequence numbers only grow, so no node created later can sort ahead of ours; what
+	 * can appear ahead is the read node a downgrading holder leaves at its own number
+	 * (zkl_kind_may_downgrade). NULL: always list again. */
+	bool (*heir)(const zkl_child *queue, size_t self, size_t watch);
 };
-bool zkl_pred_count(const zkl_child *queue, size_t n, size_t self, void *arg, size_t *watch);
-
-/* Whether a waiter holds as soon as the node it watches (queue[watch]) is gone, without
- * listing again. Sequence numbers only grow, so no node created later can sort ahead of
- * ours; the only node that can appear ahead is the read node a downgrading writer leaves
- * at its own number. So: for first-in-line, the watched node was the only one ahead and is
- * not a writer (which could downgrade); for a reader, the watched writer was the only
- * writer ahead. Other predicates always list again. */
-bool zkl_pred_heir(zkl_predicate_fn pred, const zkl_child *queue, size_t self, size_t watch);
 
 /* Whether our node is alone in its queue without listing it: we made the folder just
  * before our node (same session, in order), and our node took number 0. A sequential
@@ -62,7 +45,7 @@ struct zkl_queue {
 	enum zkl_kind kind;         /* marker of the nodes we create */
 	const void *data;           /* node data */
 	int data_len;
-	zkl_predicate_fn pred;
+	const struct zkl_predicate *pred;
 	void *pred_arg;
 	const void *owner;          /* for cancel */
 	/* If set, our node carries a revocation watch that calls this (event thread). */

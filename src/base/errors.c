@@ -194,32 +194,45 @@ zkl_fail(int err, const char *fmt, ...)
 	return err;
 }
 
-/* Maps a ZooKeeper code to ours. Only the codes a caller can act on get their own
- * ZKL_E* code; the rest are "ZooKeeper failed" with the detail in zkl_last_error(). */
+/* The one table of ZooKeeper codes: what each says of the request and the session, and
+ * the ZKL_E* code it becomes when it fails a call. Only the codes a caller can act on
+ * get their own ZKL_E* code; the rest are "ZooKeeper failed" with the detail in
+ * zkl_last_error(). Codes not listed are answers that fail with ZKL_EZK. */
+static const struct {
+	int zrc;
+	enum zkl_zk_class cls;
+	int err;
+} zk_codes[] = {
+	{ ZNOAUTH, ZKL_ZK_ANSWER, ZKL_EACL },
+	{ ZINVALIDACL, ZKL_ZK_ANSWER, ZKL_EACL },
+	{ ZAUTHFAILED, ZKL_ZK_ANSWER, ZKL_EAUTH },
+	{ ZBADARGUMENTS, ZKL_ZK_ANSWER, ZKL_EINVAL },
+	{ ZCONNECTIONLOSS, ZKL_ZK_UNKNOWN, ZKL_ECONNLOSS },
+	{ ZOPERATIONTIMEOUT, ZKL_ZK_UNKNOWN, ZKL_ECONNLOSS },
+	{ ZSESSIONEXPIRED, ZKL_ZK_EXPIRED, ZKL_ELOST },
+	/* What the C client answers once its handle has seen the session expire. */
+	{ ZINVALIDSTATE, ZKL_ZK_EXPIRED, ZKL_ELOST },
+	{ ZSESSIONMOVED, ZKL_ZK_MOVED, ZKL_EZK },
+	{ ZCLOSING, ZKL_ZK_CLOSING, ZKL_ECLOSED },
+	{ ZSYSTEMERROR, ZKL_ZK_LOCAL, ZKL_EZK },
+};
+
+enum zkl_zk_class
+zkl_zk_class(int zrc)
+{
+	for (size_t i = 0; i < sizeof zk_codes / sizeof zk_codes[0]; i++)
+		if (zk_codes[i].zrc == zrc)
+			return zk_codes[i].cls;
+	return ZKL_ZK_ANSWER;
+}
+
 static int
 map_zk(int zrc)
 {
-	switch (zrc) {
-	case ZNOAUTH:
-	case ZINVALIDACL:
-		return ZKL_EACL;
-	case ZAUTHFAILED:
-		return ZKL_EAUTH;
-	case ZCONNECTIONLOSS:
-	case ZOPERATIONTIMEOUT:
-		return ZKL_ECONNLOSS;
-	case ZSESSIONEXPIRED:
-	case ZINVALIDSTATE:
-		/* ZINVALIDSTATE is what the C client answers once its handle has seen the
-		 * session expire, so it means the same thing. */
-		return ZKL_ELOST;
-	case ZCLOSING:
-		return ZKL_ECLOSED;
-	case ZBADARGUMENTS:
-		return ZKL_EINVAL;
-	default:
-		return ZKL_EZK;
-	}
+	for (size_t i = 0; i < sizeof zk_codes / sizeof zk_codes[0]; i++)
+		if (zk_codes[i].zrc == zrc)
+			return zk_codes[i].err;
+	return ZKL_EZK;
 }
 
 int

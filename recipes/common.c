@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "recipe.h"
+#include "common.h"
 
 /* ZooKeeper's default jute.maxbuffer is 1 MiB, and a node's data must fit in it. */
 #define ZKL_DATA_MAX (1024 * 1024 - 1024)

@@ -25,6 +25,10 @@ const char *zkl_kind_marker(enum zkl_kind k);
 /* Whether a kind excludes readers (everything but the two read kinds). */
 bool zkl_kind_is_writer(enum zkl_kind k);
 
+/* Whether a holder of this kind may leave a node at its own place in the queue: a write
+ * lock that downgrades creates a read node with its own number before it goes. */
+bool zkl_kind_may_downgrade(enum zkl_kind k);
+
 /* Length of a uuid in text form, without NUL. */
 #define ZKL_UUID_LEN 36
 /* Curator's protection prefix: "_c_" + uuid + "-". */

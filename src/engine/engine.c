@@ -8,7 +8,7 @@
  * If not, watch the one node it names with a get-with-watch (a get on a vanished node
  * registers nothing, so no stray watch is left) and sleep until that node changes, the
  * session changes, the deadline passes or the owner cancels; then list again, unless the
- * node was the only one that could stand ahead of ours (zkl_pred_heir): a handoff then
+ * node was the only one that could stand ahead of ours (the predicate's heir): a handoff then
  * costs the server one watch event and no read.
  *
  * The create and the first list are sent together: the session serves requests in order,
@@ -35,6 +35,11 @@
 #include <string.h>
 
 #include "engine.h"
+
+bool zkl_queue_alone(bool made_folder, const zkl_child *own)
+{
+	return made_folder && own->seq == 0;
+}
 
 /* Forgets our node (mu held): its revocation watch goes too. */
 static void node_forget(zkl_client *c, struct zkl_node *node)
@@ -68,15 +73,6 @@ void zkl_names_free(char **names, int count)
 	free(names);
 }
 
-static bool transient(int zrc)
-{
-	return zrc == ZCONNECTIONLOSS || zrc == ZOPERATIONTIMEOUT;
-}
-
-static bool session_gone(int zrc)
-{
-	return zrc == ZSESSIONEXPIRED || zrc == ZINVALIDSTATE || zrc == ZSESSIONMOVED;
-}
 
 /* Parses and sorts op's children into a new array (mu held), leaving out our own nodes
  * whose delete is on its way. Takes the names from the op. */
@@ -173,7 +169,7 @@ int zkl_engine_ensure_path(zkl_client *c, struct zkl_waiter *w, const char *path
 			depth = p;
 			continue;
 		}
-		if (transient(zrc) || session_gone(zrc)) {
+		if (zkl_zk_transient(zrc) || zkl_zk_session_gone(zrc)) {
 			rc = ZKL_ECONNLOSS; /* the caller waits for the connection and retries */
 			break;
 		}
@@ -208,7 +204,7 @@ static int find_own(const struct zkl_queue *q, struct zkl_waiter *w, struct zkl_
 			if (zkl_name_has_uuid(op->names[i], node->uuid))
 				found = zkl_path_join(q->path, op->names[i]);
 	} else if (op->rc != ZNONODE) {
-		rc = transient(op->rc) || session_gone(op->rc) ? ZKL_ECONNLOSS
+		rc = zkl_zk_transient(op->rc) || zkl_zk_session_gone(op->rc) ? ZKL_ECONNLOSS
 		                                                : zkl_fail_zk(op->rc, "cannot list", q->path);
 	}
 	uint64_t gen = op->s->gen;
@@ -229,7 +225,7 @@ static int find_own(const struct zkl_queue *q, struct zkl_waiter *w, struct zkl_
 		node->gen = gen;
 		node->czxid = op->stat.czxid;
 		found = NULL;
-	} else if (rc == 0 && transient(op->rc)) {
+	} else if (rc == 0 && zkl_zk_transient(op->rc)) {
 		rc = ZKL_ECONNLOSS;
 	}
 	zkl_op_put(c, op);
@@ -280,11 +276,11 @@ static int delete_node(zkl_client *c, struct zkl_waiter *w, struct zkl_node *nod
 		zkl_op_put(c, op);
 		if (zrc == ZOK || zrc == ZNONODE)
 			break;
-		if (session_gone(zrc)) {
+		if (zkl_zk_session_gone(zrc)) {
 			result = ZKL_ELOST;
 			break;
 		}
-		if (!transient(zrc)) {
+		if (!zkl_zk_transient(zrc)) {
 			zkl_log(c, ZKL_LOG_ERROR, "cannot delete %s: %s", node->path, zerror(zrc));
 			result = zkl_fail_zk(zrc, "cannot delete", node->path);
 			break;
@@ -496,7 +492,7 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 				size_t watch = 0;
 				node->seq = 0;
 				*q->folder_seen = true;
-				if (q->pred(&me, 1, 0, q->pred_arg, &watch) && session_sure(c, node)) {
+				if (q->pred->holds(&me, 1, 0, q->pred_arg, &watch) && session_sure(c, node)) {
 					rc = 0;
 					break;
 				}
@@ -518,8 +514,8 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 						break;
 					continue;
 				}
-				if (transient(zrc) || session_gone(zrc)) {
-					unknown = transient(zrc);
+				if (zkl_zk_transient(zrc) || zkl_zk_session_gone(zrc)) {
+					unknown = zkl_zk_transient(zrc);
 					unknown_gen = cgen;
 					if ((rc = recover(c, &w, deadline, try_once)) != 0)
 						break;
@@ -563,7 +559,7 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 				zkl_uuid(node->uuid);
 				continue;
 			}
-			if (transient(lrc) || session_gone(lrc)) {
+			if (zkl_zk_transient(lrc) || zkl_zk_session_gone(lrc)) {
 				if ((rc = recover(c, &w, deadline, try_once)) != 0)
 					break;
 				continue;
@@ -592,7 +588,7 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 		}
 		node->seq = queue[self].seq;
 		size_t watch = 0;
-		bool held = q->pred(queue, n, self, q->pred_arg, &watch);
+		bool held = q->pred->holds(queue, n, self, q->pred_arg, &watch);
 		if (held) {
 			free(queue);
 			zkl_names_free(names, count);
@@ -603,7 +599,8 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 		}
 		bool folder = watch == ZKL_WATCH_CHILDREN;
 		/* When the watched node goes, do we hold without listing again? */
-		const bool heir = !folder && zkl_pred_heir(q->pred, queue, self, watch);
+		const bool heir = !folder && watch < self && q->pred->heir &&
+		                  q->pred->heir(queue, self, watch);
 		char *target = folder ? strdup(q->path) : zkl_path_join(q->path, queue[watch].name);
 		free(queue);
 		zkl_names_free(names, count);
@@ -679,7 +676,7 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 			rc = 0;
 			continue;
 		}
-		if (transient(grc) || session_gone(grc)) {
+		if (zkl_zk_transient(grc) || zkl_zk_session_gone(grc)) {
 			if ((rc = recover(c, &w, deadline, try_once)) != 0)
 				break;
 		} else if (grc != ZOK && grc != ZNONODE) {
@@ -890,7 +887,7 @@ int zkl_engine_create_fixed(const struct zkl_queue *q, const char *name, int tim
 			zkl_op_put(c, op);
 			break;
 		}
-		if (transient(zrc) || session_gone(zrc)) {
+		if (zkl_zk_transient(zrc) || zkl_zk_session_gone(zrc)) {
 			retried = true;
 			if ((rc = recover(c, &w, deadline, try_once)) != 0)
 				break;
