@@ -2055,11 +2055,14 @@ static struct outcome run_command(const struct opts *o, struct lock *lk)
 			loss_told = true;
 			int64_t now = zkl_monotonic_ms();
 			if (o->verbose) {
+				/* The watchdog's schedule; an expiry already past means at once. */
 				int64_t k = now + o->kill_grace_ms, half = now + (dl.expiry_ms - now) / 2;
+				int64_t at = half < k ? half : k;
+				if (at < now)
+					at = now;
 				msg("sending signal %d to process group %ld; SIGKILL in %lld ms, %lld ms "
 				    "before the server may expire the session", o->kill_signal, (long)pid,
-				    (long long)((half < k ? half : k) - now),
-				    (long long)(dl.expiry_ms - (half < k ? half : k)));
+				    (long long)(at - now), (long long)(dl.expiry_ms - at));
 			}
 			if (!wd_dead) {
 				watchdog_renew(&wd, now, dl.expiry_ms);
