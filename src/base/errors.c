@@ -197,8 +197,8 @@ zkl_fail(int err, const char *fmt, ...)
 /* The one table of ZooKeeper codes: what each says of the request and the session, and
  * the ZKL_E* code it becomes when it fails a call. Only the codes a caller can act on
  * get their own ZKL_E* code; the rest are "ZooKeeper failed" with the detail in
- * zkl_last_error(). Codes not listed are answers that fail with ZKL_EZK. */
-static const struct {
+ * zkl_last_error(). */
+static const struct zk_code {
 	int zrc;
 	enum zkl_zk_class cls;
 	int err;
@@ -217,22 +217,20 @@ static const struct {
 	{ ZSYSTEMERROR, ZKL_ZK_LOCAL, ZKL_EZK },
 };
 
+/* The row of zrc: any code not listed is an answer that fails with ZKL_EZK. */
+static struct zk_code
+zk_code(int zrc)
+{
+	for (size_t i = 0; i < sizeof zk_codes / sizeof zk_codes[0]; i++)
+		if (zk_codes[i].zrc == zrc)
+			return zk_codes[i];
+	return (struct zk_code){ zrc, ZKL_ZK_ANSWER, ZKL_EZK };
+}
+
 enum zkl_zk_class
 zkl_zk_class(int zrc)
 {
-	for (size_t i = 0; i < sizeof zk_codes / sizeof zk_codes[0]; i++)
-		if (zk_codes[i].zrc == zrc)
-			return zk_codes[i].cls;
-	return ZKL_ZK_ANSWER;
-}
-
-static int
-map_zk(int zrc)
-{
-	for (size_t i = 0; i < sizeof zk_codes / sizeof zk_codes[0]; i++)
-		if (zk_codes[i].zrc == zrc)
-			return zk_codes[i].err;
-	return ZKL_EZK;
+	return zk_code(zrc).cls;
 }
 
 int
@@ -241,8 +239,8 @@ zkl_fail_zk(int zrc, const char *what, const char *path)
 	const char *w = what ? what : "request";
 
 	if (path)
-		return zkl_fail(map_zk(zrc), "%s %s: %s", w, path, zerror(zrc));
-	return zkl_fail(map_zk(zrc), "%s: %s", w, zerror(zrc));
+		return zkl_fail(zk_code(zrc).err, "%s %s: %s", w, path, zerror(zrc));
+	return zkl_fail(zk_code(zrc).err, "%s: %s", w, zerror(zrc));
 }
 
 void
