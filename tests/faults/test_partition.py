@@ -339,19 +339,24 @@ def waiter_cut_off_ends_by_itself():
 @case
 def next_in_line_cut_off():
     """The second in line is cut off while it still hears the server; the holder then
-    leaves: the cut-off one may take its turn, but must be gone before the third holds."""
+    leaves: the cut-off one may take its turn (if the news reaches it before its C client
+    gives up on the silent server), but must be gone before the third holds; else it
+    never holds and gives up by itself (-w 8)."""
     path = ROOT + "/next"
     go = os.path.join(TMP, "go")
     a = Zklock("A", path, ["bash", "-c", 'echo "$ZKLOCK_TOKEN" > %s/a-next.token; '
                            'while [ ! -e %s ]; do date +%%s%%N >> %s/a-next.log; '
                            'sleep 0.02; done' % (TMP, go, TMP)])
     a.wait_line(r"acquired")
-    b = Zklock("B", path, job("b-next"), cut=True)
+    b = Zklock("B", path, job("b-next"), cut=True, extra=["-w", "8"])
     wait_until(lambda: queue_len(path) == 2, "B queued")
     c = Zklock("C", path, job("c-next", exit_after=0.3))
     wait_until(lambda: queue_len(path) == 3, "C queued")
     fw.cut("out")
-    time.sleep(SESSION_MS * 0.6 / 1000)  # the scenario: A leaves 60% into B's silence
+    # The scenario: A leaves 40% into B's silence, while B still hears the server (its C
+    # client gives up on a silent server 2/3 of the timeout after it last heard from it,
+    # up to a heartbeat before the cut).
+    time.sleep(SESSION_MS * 0.4 / 1000)
     open(go, "w").close()
     check(a.wait() == 0, "A: " + a.stderr())
     check(c.wait(timeout=30) == 5, "C's job did not run to its end: " + c.stderr())
@@ -364,6 +369,7 @@ def next_in_line_cut_off():
         gap = check_order("b-next", "c-next")
         what = "B held and was gone %.0f ms before C's first record" % gap
     else:
+        check(rc == 1, "B never held, then exited %d, not 1 (gave up): %s" % (rc, b.stderr()))
         check_order("a-next", "c-next")
         what = "B never held"
     fw.heal()
