@@ -409,7 +409,13 @@ int zkl_semaphore_participants(zkl_semaphore *s, zkl_participant **out, size_t *
 	ZKL_CHECK_HANDLE(s, "semaphore");
 	if (!out || !count)
 		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
-	return zkl_engine_participants(s->c, s->leases_path, SIZE_MAX, out, count);
+	/* The leases hold in order up to the limit; a lease beyond it is the gate holder's,
+	 * waiting for one to go (it is always the newest). */
+	pthread_mutex_lock(&s->c->mu);
+	int max = s->fixed_max > 0 ? s->fixed_max : s->shared_max;
+	pthread_mutex_unlock(&s->c->mu);
+	return zkl_engine_participants(s->c, s->leases_path, max > 0 ? (size_t)max : 0, out,
+	                               count);
 }
 
 int zkl_shared_count_get(zkl_client *c, const char *path, int32_t *value)

@@ -73,8 +73,9 @@ ZKL_API int zkl_semaphore_set_data(zkl_semaphore *s, const void *data, size_t le
 /* Sets the lost callback (NULL to clear). */
 ZKL_API int zkl_semaphore_on_lost(zkl_semaphore *s, zkl_semaphore_lost_fn fn, void *data);
 
-/* Lists the lease holders ("<path>/leases/" children), oldest first; every entry is a
- * holder. As zkl_mutex_participants(). */
+/* Lists the leases ("<path>/leases/" children), oldest first: the first ones up to the
+ * limit hold; one beyond it is waiting at the gate (holder false). As
+ * zkl_mutex_participants(). */
 ZKL_API int zkl_semaphore_participants(zkl_semaphore *s, zkl_participant **out,
                                        size_t *count);
 

@@ -657,10 +657,27 @@ static void test_participants(void **state)
 	assert_int_equal(ps[2].data_len, 8);
 	assert_string_equal(ps[0].data, h_default_data());
 	zkl_participants_free(ps, n);
-	CHECK_OK(zkl_lease_release(la[1]));
-	CHECK_OK(zkl_semaphore_participants(t.sb, &ps, &n));
-	assert_int_equal(n, 2);
+	/* A fourth lease waits at the gate: its node is under leases/, but it does not hold
+	 * until one of the three goes. */
+	struct taker w;
+	taker_start(&w, t.sb);
+	h_wait_children(h_sub(t.path, "leases"), 4);
+	CHECK_OK(zkl_semaphore_participants(t.sa, &ps, &n));
+	assert_int_equal(n, 4);
+	for (size_t i = 0; i < 3; i++)
+		assert_true(ps[i].holder);
+	assert_false(ps[3].holder);
 	zkl_participants_free(ps, n);
+	CHECK_OK(zkl_lease_release(la[1]));
+	taker_join(&w);
+	CHECK_OK(w.rc);
+	CHECK_OK(zkl_semaphore_participants(t.sb, &ps, &n));
+	assert_int_equal(n, 3);
+	for (size_t i = 0; i < n; i++)
+		assert_true(ps[i].holder);
+	zkl_participants_free(ps, n);
+	CHECK_OK(zkl_lease_release(w.lease));
+	zkl_lease_free(w.lease);
 	zkl_lease_free(la[0]);
 	zkl_lease_free(la[1]);
 	zkl_lease_free(lb);
