@@ -2044,8 +2044,10 @@ static struct outcome run_command(const struct opts *o, struct lock *lk)
 			break;
 		}
 		if (!wd_dead && watchdog_poll(&wd) != 1) {
-			/* Someone killed the watchdog: the group must not run on unwatched. */
+			/* Someone killed the watchdog: the group must not run on unwatched. Its
+			 * socket goes too (a --requeue loop would gather them). */
 			wd_dead = true;
+			watchdog_stop(&wd);
 			msg("the watchdog of %s died: killing %s", o->path, o->cmd[0]);
 			kill(-pid, SIGKILL);
 			kill_sent = true;

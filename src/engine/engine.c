@@ -73,7 +73,6 @@ void zkl_names_free(char **names, int count)
 	free(names);
 }
 
-
 /* Parses and sorts op's children into a new array (mu held), leaving out our own nodes
  * whose delete is on its way. Takes the names from the op. */
 static int take_queue(zkl_client *c, const char *path, struct zkl_op *op, zkl_child **queue,

@@ -72,6 +72,10 @@ class Failure(Exception):
     pass
 
 
+class Skip(Exception):
+    pass
+
+
 def check(cond, what):
     if not cond:
         raise Failure(what)
@@ -414,10 +418,6 @@ def cgroup2_root():
     return None
 
 
-class Skip(Exception):
-    pass
-
-
 class Minority:
     """Cuts node n off from the other two: its quorum and election traffic, the
     connections it has with them, and the connections it makes from now on (caught by
@@ -456,10 +456,15 @@ class Minority:
         os.rmdir(self.cg)
 
 
-def node_of(nodes, pid):
-    """The node whose client port pid is connected to."""
+def nodes_of(nodes, pid):
+    """The nodes whose client ports pid is connected to."""
     by_client = {v[1]: n for n, v in nodes.items()}
-    at = [by_client[peer] for _, peer in connections(pid) if peer in by_client]
+    return [by_client[peer] for _, peer in connections(pid) if peer in by_client]
+
+
+def node_of(nodes, pid):
+    """The one node whose client port pid is connected to."""
+    at = nodes_of(nodes, pid)
     check(len(at) == 1, "connections of %d: %r" % (pid, connections(pid)))
     return at[0]
 
@@ -479,9 +484,7 @@ def client_moves_from_minority():
     cut = Minority(nodes, n, "reject")
     try:
         t0 = time.monotonic()
-        wait_until(lambda: any(m != n for m in
-                               [dict((v[1], k) for k, v in nodes.items()).get(peer)
-                                for _, peer in connections(a.p.pid)] if m),
+        wait_until(lambda: any(m != n for m in nodes_of(nodes, a.p.pid)),
                    "A's client on another server", timeout=15)
         took = time.monotonic() - t0
         rc = a.wait(timeout=30)

@@ -88,7 +88,7 @@ st_fw_setup() {
 }
 
 st_fw_cut() {
-	local run=$1 w=$2 dir=$3 chain d
+	local run=$1 w=$2 dir=$3 chain d x
 	read -r _ chain <"$run/uids"
 	case "$dir" in
 		out) d=(ORIGINAL) ;;
