@@ -15,6 +15,10 @@
  * and closing retired sessions once every request sent on them has completed (the C
  * client drops completions still queued when a handle is closed).
  *
+ * Requests go out through the request layer's table (zk.h), never to the C client
+ * directly: zk.c fills it with the C client's calls, and the unit suite puts an
+ * in-memory ZooKeeper in their place, with the same threading contract.
+ *
  * Sessions. `sess` is the current session; `gen` numbers them. A node created on session
  * g is gone once the client moves to g+1, so the engine compares generations instead of
  * asking the server.
@@ -75,11 +79,6 @@ void zkl_log(zkl_client *c, zkl_log_level level, const char *fmt, ...)
 	vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
 	c->log(level, buf, c->log_data);
-}
-
-static void zk_log_discard(const char *message)
-{
-	(void)message;
 }
 
 int zkl_default_data(char *buf, size_t size)
@@ -176,8 +175,8 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
 	if (state == ZOO_CONNECTED_STATE) {
 		s->connected = true;
 		s->ever_connected = true;
-		s->id = zoo_client_id(zh)->client_id;
-		c->timeout_ms = zoo_recv_timeout(zh);
+		s->id = c->zk->session_id(zh);
+		c->timeout_ms = c->zk->timeout(zh);
 	} else {
 		s->connected = false;
 		if (state == ZOO_EXPIRED_SESSION_STATE)
@@ -205,22 +204,12 @@ static struct zkl_session *session_new(zkl_client *c, uint64_t gen)
 		return NULL;
 	s->c = c;
 	s->gen = gen;
-	int flags = ZOO_NO_LOG_CLIENTENV;
-	if (c->quiet_zk_log)
-		s->zh = zookeeper_init2(c->servers, session_watcher, c->session_timeout_req, NULL, s,
-		                        flags, zk_log_discard);
-	else
-		s->zh = zookeeper_init(c->servers, session_watcher, c->session_timeout_req, NULL, s,
-		                       flags);
+	s->zh = c->zk->open(c->zk_self, c->servers, c->session_timeout_req, session_watcher, s,
+	                    c->quiet_zk_log, c->digest);
 	if (!s->zh) {
 		free(s);
 		return NULL;
 	}
-	/* The C client re-resolves host names on nearly every pass of its I/O loop unless
-	 * told otherwise; that halves lock throughput under contention. */
-	zoo_set_servers_resolution_delay(s->zh, -1);
-	if (c->digest)
-		zoo_add_auth(s->zh, "digest", c->digest, (int)strlen(c->digest), NULL, NULL);
 	return s;
 }
 
@@ -228,7 +217,7 @@ static struct zkl_session *session_new(zkl_client *c, uint64_t gen)
  * once zookeeper_close() returns, it never calls them again. */
 static void session_free(zkl_client *c, struct zkl_session *s)
 {
-	zookeeper_close(s->zh);
+	c->zk->close(s->zh);
 	pthread_mutex_lock(&c->mu);
 	while (s->watches) {
 		struct zkl_watch *wt = s->watches;
@@ -419,8 +408,7 @@ struct zkl_op *zkl_op_create(zkl_client *c, struct zkl_waiter *w, const char *pa
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_CREATE, err);
 	if (!op)
 		return NULL;
-	int rc = zoo_acreate2(op->s->zh, path, data, data ? len : -1, c->acl, mode,
-	                      string_stat_done, op);
+	int rc = c->zk->create(op->s->zh, path, data, len, c->acl, mode, string_stat_done, op);
 	if (rc != ZOK)
 		op_refused(c, op, rc);
 	return op;
@@ -431,7 +419,7 @@ struct zkl_op *zkl_op_delete(zkl_client *c, struct zkl_waiter *w, const char *pa
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_DELETE, err);
 	if (!op)
 		return NULL;
-	int rc = zoo_adelete(op->s->zh, path, -1, void_done, op);
+	int rc = c->zk->remove(op->s->zh, path, -1, void_done, op);
 	if (rc != ZOK)
 		op_refused(c, op, rc);
 	return op;
@@ -443,13 +431,9 @@ struct zkl_op *zkl_op_children(zkl_client *c, struct zkl_waiter *w, const char *
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_CHILDREN, err);
 	if (!op)
 		return NULL;
-	int rc;
-	if (wt) {
+	if (wt)
 		watch_register(c, op, wt);
-		rc = zoo_awget_children(op->s->zh, path, node_watcher, wt, strings_done, op);
-	} else {
-		rc = zoo_aget_children(op->s->zh, path, 0, strings_done, op);
-	}
+	int rc = c->zk->children(op->s->zh, path, wt ? node_watcher : NULL, wt, strings_done, op);
 	if (rc != ZOK)
 		op_refused(c, op, rc);
 	return op;
@@ -539,13 +523,9 @@ struct zkl_op *zkl_op_get(zkl_client *c, struct zkl_waiter *w, const char *path,
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_GET, err);
 	if (!op)
 		return NULL;
-	int rc;
-	if (wt) {
+	if (wt)
 		watch_register(c, op, wt);
-		rc = zoo_awget(op->s->zh, path, node_watcher, wt, data_done, op);
-	} else {
-		rc = zoo_aget(op->s->zh, path, 0, data_done, op);
-	}
+	int rc = c->zk->get(op->s->zh, path, wt ? node_watcher : NULL, wt, data_done, op);
 	if (rc != ZOK)
 		op_refused(c, op, rc);
 	return op;
@@ -556,7 +536,7 @@ struct zkl_op *zkl_op_exists(zkl_client *c, struct zkl_waiter *w, const char *pa
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_EXISTS, err);
 	if (!op)
 		return NULL;
-	int rc = zoo_aexists(op->s->zh, path, 0, stat_done, op);
+	int rc = c->zk->exists(op->s->zh, path, stat_done, op);
 	if (rc != ZOK)
 		op_refused(c, op, rc);
 	return op;
@@ -568,7 +548,7 @@ struct zkl_op *zkl_op_set(zkl_client *c, struct zkl_waiter *w, const char *path,
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_SET, err);
 	if (!op)
 		return NULL;
-	int rc = zoo_aset(op->s->zh, path, data, len, version, stat_done, op);
+	int rc = c->zk->set(op->s->zh, path, data, len, version, stat_done, op);
 	if (rc != ZOK)
 		op_refused(c, op, rc);
 	return op;
@@ -585,7 +565,7 @@ struct zkl_op *zkl_op_sync(zkl_client *c, struct zkl_waiter *w, const char *path
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_SYNC, err);
 	if (!op)
 		return NULL;
-	int rc = zoo_async(op->s->zh, path, string_done, op);
+	int rc = c->zk->sync(op->s->zh, path, string_done, op);
 	if (rc != ZOK)
 		op_refused(c, op, rc);
 	return op;
@@ -724,7 +704,7 @@ bool zkl_task_delete_now(zkl_client *c, const char *path, uint64_t gen)
 	zhandle_t *zh = t->s->zh;
 	char *copy = strdup(path);
 	pthread_mutex_unlock(&c->mu);
-	int rc = copy ? zoo_adelete(zh, copy, -1, task_void_done, t) : ZSYSTEMERROR;
+	int rc = copy ? c->zk->remove(zh, copy, -1, task_void_done, t) : ZSYSTEMERROR;
 	free(copy);
 	pthread_mutex_lock(&c->mu);
 	if (rc != ZOK) {
@@ -864,9 +844,9 @@ static int64_t tasks_run(zkl_client *c)
 		int rc = ZSYSTEMERROR;
 		if (path) {
 			if (t->kind == TASK_DELETE)
-				rc = zoo_adelete(zh, path, -1, task_void_done, t);
+				rc = c->zk->remove(zh, path, -1, task_void_done, t);
 			else
-				rc = zoo_aget_children(zh, path, 0, task_strings_done, t);
+				rc = c->zk->children(zh, path, NULL, NULL, task_strings_done, t);
 		}
 		free(path);
 		pthread_mutex_lock(&c->mu);
@@ -1025,7 +1005,7 @@ static void revwatches_run(zkl_client *c)
 			zhandle_t *zh = rv->s->zh;
 			char *path = strdup(rv->path);
 			pthread_mutex_unlock(&c->mu);
-			int rc = path ? zoo_awget(zh, path, revwatch_watcher, rv, revwatch_read_done, rv)
+			int rc = path ? c->zk->get(zh, path, revwatch_watcher, rv, revwatch_read_done, rv)
 			              : ZSYSTEMERROR;
 			free(path);
 			if (rc != ZOK)
@@ -1138,7 +1118,7 @@ static void session_replace(zkl_client *c)
 	struct zkl_session *old = c->sess;
 	struct zkl_session *s = NULL;
 	pthread_mutex_unlock(&c->mu);
-	/* zookeeper_init only allocates and starts threads; retry if it could not. */
+	/* Opening a session only allocates and starts threads; retry if it could not. */
 	for (int i = 0; i < 50 && !s; i++) {
 		s = session_new(c, old->gen + 1);
 		if (!s)
@@ -1358,6 +1338,12 @@ static void client_free(zkl_client *c)
 
 int zkl_client_open(zkl_client **out, const zkl_client_options *o)
 {
+	return zkl_client_open_on(out, o, &zkl_zk_client, NULL);
+}
+
+int zkl_client_open_on(zkl_client **out, const zkl_client_options *o,
+                       const struct zkl_zk_ops *zk, void *zk_self)
+{
 	zkl_clear_error();
 	zkl_client_options defaults;
 	if (!out)
@@ -1394,6 +1380,8 @@ int zkl_client_open(zkl_client **out, const zkl_client_options *o)
 	zkl_client *c = calloc(1, sizeof *c);
 	if (!c)
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	c->zk = zk;
+	c->zk_self = zk_self;
 	pthread_mutex_init(&c->mu, NULL);
 	zkl_cond_init(&c->cv);
 	zkl_cond_init(&c->ev_cv);

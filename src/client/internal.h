@@ -20,6 +20,7 @@
 #include "errors_internal.h"
 #include "names.h"
 #include "paths.h"
+#include "zk.h"
 
 /* A thread blocked in the library. It lives on that thread's stack and is linked into
  * the client's list while the thread is inside a call, so that completions, watches,
@@ -122,6 +123,8 @@ struct zkl_revwatch {
 };
 
 struct zkl_client {
+	const struct zkl_zk_ops *zk; /* the request layer's door to ZooKeeper (zk.h) */
+	void *zk_self;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;          /* state changes: open, hold removal, drains */
 	char *servers;
@@ -166,6 +169,11 @@ struct zkl_client {
 	size_t nlisteners;
 	bool listener_running;                  /* mu */
 };
+
+/* Opens a client whose sessions go through zk (zkl_client_open uses the C client; the
+ * unit suite an in-memory ZooKeeper). */
+int zkl_client_open_on(zkl_client **out, const zkl_client_options *o,
+                       const struct zkl_zk_ops *zk, void *zk_self);
 
 /* Logging. */
 void zkl_log(zkl_client *c, zkl_log_level level, const char *fmt, ...)

@@ -360,6 +360,31 @@ static int recover(zkl_client *c, struct zkl_waiter *w, int64_t deadline, bool t
 	return rc;
 }
 
+/* A cancel came while our create was out (mu held). A cancelled acquire returns with
+ * nothing of its own left in the queue, so it waits for the create's answer, which the
+ * C client gives within the session timeout, unless cancelled again. Returns true if
+ * the answer came: *node then holds the node it made, if any, for the withdrawal to
+ * delete. False leaves the cleanup to the create's completion. */
+static bool settle_create(zkl_client *c, struct zkl_waiter *w, const char *parent,
+                          struct zkl_op *create, struct zkl_node *node)
+{
+	w->canceled = false;
+	int64_t until = zkl_now_ms() + (c->timeout_ms > 0 ? c->timeout_ms : 10000);
+	if (zkl_op_wait(c, w, create, until) != 0)
+		return false;
+	if (create->rc == ZOK && create->value) {
+		node->path = create->value;
+		create->value = NULL;
+		node->gen = create->s->gen;
+		return true;
+	}
+	/* Not made, or not known to be: the completion has run, so carry the search by
+	 * uuid to the background, as a create given up on would. */
+	if (zkl_zk_transient(create->rc))
+		zkl_task_find_delete(c, parent, node->uuid, create->s->gen);
+	return true;
+}
+
 int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node)
 {
 	zkl_client *c = q->c;
@@ -457,6 +482,14 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 				break;
 			}
 			rc = wait_op(c, &w, create, deadline, try_once);
+			if (rc == ZKL_ECANCELED && settle_create(c, &w, q->path, create, node)) {
+				/* Cancelled with the create out: it was answered since, and the
+				 * withdrawal below deletes what it made before we return. */
+				zkl_op_put(c, folder);
+				zkl_op_put(c, create);
+				rc = zkl_fail(ZKL_ECANCELED, "acquire of %s was cancelled", q->path);
+				break;
+			}
 			if (rc != 0) {
 				/* Give up with the create still out: its completion cleans up. */
 				zkl_op_put(c, folder);

@@ -1,0 +1,692 @@
+/* The engine and the recipes on the in-memory ZooKeeper (fakezk.h): the queue protocol,
+ * its races and its faults, with real clients and no server. Each test names the rule
+ * it guards; breaking that rule in the code makes the test fail. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "fzh.h"
+
+#define CHECK_OK(x) assert_int_equal((x), 0)
+
+/* Three clients, each with a mutex on one path. */
+struct pair {
+	struct fz *z;
+	zkl_client *a, *b, *c;
+	zkl_mutex *ma, *mb, *mc;
+	const char *path;
+};
+
+static void pair_open(struct pair *p, const char *path)
+{
+	p->z = fz_new();
+	p->path = path;
+	CHECK_OK(fz_client_open(p->z, &p->a, NULL));
+	CHECK_OK(fz_client_open(p->z, &p->b, NULL));
+	CHECK_OK(fz_client_open(p->z, &p->c, NULL));
+	CHECK_OK(zkl_mutex_new(&p->ma, p->a, path));
+	CHECK_OK(zkl_mutex_new(&p->mb, p->b, path));
+	CHECK_OK(zkl_mutex_new(&p->mc, p->c, path));
+}
+
+/* Makes the lock's folder (under /locks) before any client does. */
+static void pair_folder(struct pair *p)
+{
+	CHECK_OK(fz_create(p->z, "/locks", NULL, ZOO_CONTAINER, 0, NULL, 0));
+	CHECK_OK(fz_create(p->z, p->path, NULL, ZOO_CONTAINER, 0, NULL, 0));
+}
+
+static void pair_close(struct pair *p)
+{
+	zkl_mutex_free(p->ma);
+	zkl_mutex_free(p->mb);
+	zkl_mutex_free(p->mc);
+	zkl_client_close(p->a);
+	zkl_client_close(p->b);
+	zkl_client_close(p->c);
+	fz_free(p->z);
+}
+
+static int children(struct fz *z, const char *path)
+{
+	char buf[8192];
+	return fz_children(z, path, buf, sizeof buf);
+}
+
+/* ---- the queue: first come, first served, one watcher per node ---- */
+
+static void test_fifo_handoff(void **state)
+{
+	(void)state;
+	struct fz *z = fz_new();
+	enum { N = 4 };
+	zkl_client *c[N];
+	zkl_mutex *m[N];
+	for (int i = 0; i < N; i++) {
+		CHECK_OK(fz_client_open(z, &c[i], NULL));
+		CHECK_OK(zkl_mutex_new(&m[i], c[i], "/locks/fifo"));
+	}
+	CHECK_OK(zkl_mutex_acquire(m[0], -1));
+	struct fzh_acq w[N];
+	for (int i = 1; i < N; i++) {
+		fzh_acq_start(&w[i], z, m[i], -1, 0);
+		fzh_wait_children(z, "/locks/fifo", i + 1);
+		/* Each waiter watches the one node ahead of its own: no herd. */
+		char ahead[256];
+		fzh_queue_node(z, "/locks/fifo", i - 1, ahead, sizeof ahead);
+		fzh_wait_watched(z, ahead, 1);
+		assert_int_equal(fz_watches(z, ahead), 1);
+	}
+	int64_t token = zkl_mutex_token(m[0]);
+	CHECK_OK(zkl_mutex_release(m[0]));
+	for (int i = 1; i < N; i++) {
+		CHECK_OK(fzh_acq_wait(&w[i]));
+		assert_true(w[i].held);
+		for (int j = i + 1; j < N; j++)
+			assert_false(atomic_load(&w[j].done));
+		assert_true(w[i].token > token);
+		token = w[i].token;
+		CHECK_OK(fzh_acq_finish(&w[i]));
+	}
+	for (int i = 0; i < N; i++) {
+		zkl_mutex_free(m[i]);
+		zkl_client_close(c[i]);
+	}
+	/* Nothing of ours is left: only the (container) folder. */
+	assert_int_equal(children(z, "/locks/fifo"), 0);
+	fz_free(z);
+}
+
+/* ---- a create applied whose answer is lost: found again by its uuid ---- */
+
+struct lose_first {
+	atomic_int creates;
+	int64_t session;
+};
+
+static enum fz_action lose_first_create(void *arg, const struct fz_request *r, int *rc)
+{
+	(void)rc;
+	struct lose_first *l = arg;
+	if (r->op == FZ_CREATE && (r->mode & ZOO_SEQUENCE) && r->session == l->session &&
+	    atomic_fetch_add(&l->creates, 1) == 0)
+		return FZ_LOSE;
+	return FZ_APPLY;
+}
+
+static void test_create_answer_lost(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_open(&p, "/locks/lost-answer");
+	CHECK_OK(fz_create(p.z, "/locks", NULL, ZOO_CONTAINER, 0, NULL, 0));
+	CHECK_OK(fz_create(p.z, "/locks/lost-answer", NULL, ZOO_CONTAINER, 0, NULL, 0));
+	struct lose_first l = { .session = zkl_client_session_id(p.a) };
+	fz_set_hook(p.z, lose_first_create, &l);
+	CHECK_OK(zkl_mutex_acquire(p.ma, 5000));
+	fz_set_hook(p.z, NULL, NULL);
+	assert_int_equal(atomic_load(&l.creates), 1);
+	/* The node the lost answer made is ours, and the only one: adopted, not doubled. */
+	assert_int_equal(fz_ephemerals(p.z, zkl_client_session_id(p.a)), 1);
+	assert_int_equal(children(p.z, p.path), 1);
+	char own[256];
+	fzh_queue_node(p.z, p.path, 0, own, sizeof own);
+	struct Stat st;
+	assert_true(fz_stat(p.z, own, &st));
+	assert_int_equal(zkl_mutex_token(p.ma), st.czxid);
+	/* And it excludes: the other client cannot take it. */
+	assert_int_equal(zkl_mutex_acquire(p.mb, 0), ZKL_ETIMEDOUT);
+	CHECK_OK(zkl_mutex_release(p.ma));
+	/* A release sends its delete and returns: wait for it to land. */
+	fzh_wait_children(p.z, p.path, 0);
+	CHECK_OK(zkl_mutex_acquire(p.mb, 0));
+	CHECK_OK(zkl_mutex_release(p.mb));
+	pair_close(&p);
+}
+
+/* ---- a node that carries our uuid but belongs to another session is not ours ---- */
+
+struct impostor {
+	struct fz *z;
+	int64_t session, peer;
+	atomic_int creates;
+	atomic_bool planted;
+	char made[256];     /* the impostor's path, once planted */
+};
+
+static enum fz_action plant_impostor(void *arg, const struct fz_request *r, int *rc)
+{
+	struct impostor *im = arg;
+	if (r->op != FZ_CREATE || !(r->mode & ZOO_SEQUENCE) || r->session != im->session ||
+	    atomic_fetch_add(&im->creates, 1) != 0)
+		return FZ_APPLY;
+	/* Another session's node with our uuid; our own create is lost on the way. */
+	CHECK_OK(fz_create(im->z, r->path, "peer", ZOO_EPHEMERAL_SEQUENTIAL, im->peer, im->made,
+	                   sizeof im->made));
+	atomic_store(&im->planted, true);
+	fz_poke(im->z);
+	*rc = ZCONNECTIONLOSS;
+	return FZ_REFUSE;
+}
+
+static bool planted(void *arg)
+{
+	return atomic_load(&((struct impostor *)arg)->planted);
+}
+
+static void test_adopt_only_own_session(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_open(&p, "/locks/impostor");
+	CHECK_OK(fz_create(p.z, "/locks", NULL, ZOO_CONTAINER, 0, NULL, 0));
+	CHECK_OK(fz_create(p.z, "/locks/impostor", NULL, ZOO_CONTAINER, 0, NULL, 0));
+	struct impostor im = { .z = p.z, .session = zkl_client_session_id(p.a),
+	                       .peer = fz_peer(p.z) };
+	fz_set_hook(p.z, plant_impostor, &im);
+	struct fzh_acq w;
+	fzh_acq_start(&w, p.z, p.ma, 5000, 0);
+	/* The impostor sorts first and holds; we queue behind it on a node of our own. */
+	fz_wait(p.z, planted, &im, "the impostor");
+	fzh_wait_watched(p.z, im.made, 1);
+	assert_false(atomic_load(&w.done));
+	assert_int_equal(fz_ephemerals(p.z, im.session), 1);
+	CHECK_OK(fz_delete(p.z, im.made));
+	CHECK_OK(fzh_acq_wait(&w));
+	fz_set_hook(p.z, NULL, NULL);
+	char own[256];
+	fzh_queue_node(p.z, p.path, 0, own, sizeof own);
+	struct Stat st;
+	assert_true(fz_stat(p.z, own, &st));
+	assert_int_equal(st.ephemeralOwner, im.session);
+	assert_int_equal(w.token, st.czxid);
+	CHECK_OK(fzh_acq_finish(&w));
+	fzh_wait_children(p.z, p.path, 0);
+	pair_close(&p);
+}
+
+/* ---- a predecessor that withdrew is not one that released ---- */
+
+static void test_withdrew_is_not_released(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_open(&p, "/locks/withdrew");
+	CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+	char holder[256], second[256];
+	fzh_queue_node(p.z, p.path, 0, holder, sizeof holder);
+	struct fzh_acq wb, wc;
+	fzh_acq_start(&wb, p.z, p.mb, -1, 0);
+	fzh_wait_children(p.z, p.path, 2);
+	fzh_wait_watched(p.z, holder, 1);
+	fzh_queue_node(p.z, p.path, 1, second, sizeof second);
+	fzh_acq_start(&wc, p.z, p.mc, -1, 0);
+	fzh_wait_watched(p.z, second, 1);
+	/* The one ahead of the third withdraws: the third must look again, not hold. */
+	zkl_mutex_cancel(p.mb);
+	assert_int_equal(fzh_acq_wait(&wb), ZKL_ECANCELED);
+	CHECK_OK(fzh_acq_finish(&wb));
+	fzh_wait_done_or_watched(p.z, &wc, holder);
+	assert_false(atomic_load(&wc.done));
+	assert_true(zkl_mutex_is_held(p.ma));
+	CHECK_OK(zkl_mutex_release(p.ma));
+	CHECK_OK(fzh_acq_wait(&wc));
+	assert_true(wc.held);
+	CHECK_OK(fzh_acq_finish(&wc));
+	pair_close(&p);
+}
+
+/* ---- the next in line holds when its predecessor goes, unless that one may have
+ * downgraded: a write holder's read node then sorts ahead ---- */
+
+static void test_downgrade_blocks_shortcut(void **state)
+{
+	(void)state;
+	struct fz *z = fz_new();
+	zkl_client *a, *b;
+	zkl_rwlock *ra, *rb;
+	CHECK_OK(fz_client_open(z, &a, NULL));
+	CHECK_OK(fz_client_open(z, &b, NULL));
+	CHECK_OK(zkl_rwlock_new(&ra, a, "/locks/rw"));
+	CHECK_OK(zkl_rwlock_new(&rb, b, "/locks/rw"));
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(ra), -1));
+	char writer[256];
+	fzh_queue_node(z, "/locks/rw", 0, writer, sizeof writer);
+	struct fzh_acq w;
+	fzh_acq_start(&w, z, zkl_rwlock_write(rb), -1, 0);
+	fzh_wait_watched(z, writer, 1);
+	/* Downgrade: read while writing, then let the write go. */
+	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(ra), -1));
+	/* Its read node sorts right after its write node, ahead of the waiting writer. */
+	char reader[256];
+	fzh_queue_node(z, "/locks/rw", 1, reader, sizeof reader);
+	assert_non_null(strstr(reader, "__READ__"));
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(ra)));
+	/* The waiting writer sees the read node ahead and waits for it. */
+	fzh_wait_done_or_watched(z, &w, reader);
+	assert_false(atomic_load(&w.done));
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(ra)));
+	CHECK_OK(fzh_acq_wait(&w));
+	assert_true(w.held);
+	CHECK_OK(fzh_acq_finish(&w));
+	zkl_rwlock_free(ra);
+	zkl_rwlock_free(rb);
+	zkl_client_close(a);
+	zkl_client_close(b);
+	fz_free(z);
+}
+
+/* ---- and where nothing can stand ahead, the handoff is one watch event: no list ---- */
+
+struct count_lists {
+	int64_t session;
+	atomic_int lists;
+};
+
+static enum fz_action count_list(void *arg, const struct fz_request *r, int *rc)
+{
+	(void)rc;
+	struct count_lists *k = arg;
+	if (r->op == FZ_CHILDREN && r->session == k->session)
+		atomic_fetch_add(&k->lists, 1);
+	return FZ_APPLY;
+}
+
+static void test_next_in_line_shortcut(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_open(&p, "/locks/shortcut");
+	CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+	char holder[256];
+	fzh_queue_node(p.z, p.path, 0, holder, sizeof holder);
+	struct count_lists k = { .session = zkl_client_session_id(p.b) };
+	fz_set_hook(p.z, count_list, &k);
+	struct fzh_acq w;
+	fzh_acq_start(&w, p.z, p.mb, -1, 0);
+	fzh_wait_watched(p.z, holder, 1);
+	const int before = atomic_load(&k.lists);
+	CHECK_OK(zkl_mutex_release(p.ma));
+	CHECK_OK(fzh_acq_wait(&w));
+	assert_int_equal(atomic_load(&k.lists), before);
+	fz_set_hook(p.z, NULL, NULL);
+	CHECK_OK(fzh_acq_finish(&w));
+	pair_close(&p);
+}
+
+/* ---- a timeout that races the grant: the waiter gives up and leaves nothing ---- */
+
+struct queued_op {
+	struct fz *z;
+	int64_t session;
+	int op;
+};
+
+static bool has_queued(void *arg)
+{
+	struct queued_op *q = arg;
+	return fz_queued(q->z, q->session, q->op) > 0;
+}
+
+static void test_timeout_races_grant(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_open(&p, "/locks/timeout-race");
+	CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+	char holder[256];
+	fzh_queue_node(p.z, p.path, 0, holder, sizeof holder);
+	const int64_t sb = zkl_client_session_id(p.b);
+	struct fzh_acq w;
+	fzh_acq_start(&w, p.z, p.mb, 300, sb);
+	fzh_wait_watched(p.z, holder, 1);
+	/* The grant is on its way to the waiter when its deadline passes. */
+	fz_pause(p.z, sb, true);
+	CHECK_OK(zkl_mutex_release(p.ma));
+	fzh_wait_children(p.z, p.path, 1);
+	struct queued_op q = { p.z, sb, FZ_DELETE };
+	fz_wait(p.z, has_queued, &q, "the waiter's withdrawal");
+	fz_pause(p.z, sb, false);
+	assert_int_equal(fzh_acq_wait(&w), ZKL_ETIMEDOUT);
+	assert_false(w.held);
+	assert_int_equal(w.nodes, 0);
+	CHECK_OK(fzh_acq_finish(&w));
+	CHECK_OK(zkl_mutex_acquire(p.ma, 0));
+	CHECK_OK(zkl_mutex_release(p.ma));
+	pair_close(&p);
+}
+
+/* ---- a cancel that races the grant, or the create: either it holds, or it returns
+ * ECANCELED with nothing of its own left on the server ---- */
+
+struct cancel_on {
+	struct fz *z;
+	bool pause;         /* the request waits until the test resumes the session */
+	zkl_mutex *m;
+	int64_t session;
+	int op;
+	atomic_int fired;
+};
+
+static enum fz_action cancel_on_request(void *arg, const struct fz_request *r, int *rc)
+{
+	(void)rc;
+	struct cancel_on *k = arg;
+	if (r->session == k->session && (int)r->op == k->op &&
+	    (r->op != FZ_CREATE || (r->mode & ZOO_SEQUENCE)) && atomic_fetch_add(&k->fired, 1) == 0) {
+		zkl_mutex_cancel(k->m);
+		fz_poke(k->z);
+		return k->pause ? FZ_PAUSE : FZ_APPLY;
+	}
+	return FZ_APPLY;
+}
+
+/* The cancel has come, and the request it came with waits, paused. */
+static bool cancel_fired(void *arg)
+{
+	struct cancel_on *k = arg;
+	return atomic_load(&k->fired) > 0 && fz_queued(k->z, k->session, k->op) > 0;
+}
+
+static void test_cancel_races_grant(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_open(&p, "/locks/cancel-race");
+	const int64_t sb = zkl_client_session_id(p.b);
+	int held = 0, canceled = 0;
+	for (int i = 0; i < 40; i++) {
+		CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+		char holder[256];
+		fzh_queue_node(p.z, p.path, 0, holder, sizeof holder);
+		struct fzh_acq w;
+		fzh_acq_start(&w, p.z, p.mb, -1, sb);
+		fzh_wait_watched(p.z, holder, 1);
+		/* The cancel comes just as the holder's delete reaches the server. */
+		struct cancel_on k = { .z = p.z, .m = p.mb, .session = zkl_client_session_id(p.a),
+		                       .op = FZ_DELETE };
+		fz_set_hook(p.z, cancel_on_request, &k);
+		CHECK_OK(zkl_mutex_release(p.ma));
+		int rc = fzh_acq_wait(&w);
+		fz_set_hook(p.z, NULL, NULL);
+		if (rc == 0) {
+			held++;
+			assert_true(w.held);
+			assert_int_equal(w.nodes, 1);
+		} else {
+			canceled++;
+			assert_int_equal(rc, ZKL_ECANCELED);
+			assert_int_equal(w.nodes, 0);
+		}
+		CHECK_OK(fzh_acq_finish(&w));
+		fzh_wait_children(p.z, p.path, 0);
+	}
+	assert_int_equal(held + canceled, 40);
+	pair_close(&p);
+}
+
+static void test_cancel_races_create(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_open(&p, "/locks/cancel-create");
+	const int64_t sb = zkl_client_session_id(p.b);
+	CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+	for (int i = 0; i < 40; i++) {
+		/* The cancel comes while the waiter's create is on its way to the server,
+		 * which applies it a moment later. */
+		struct cancel_on k = { .z = p.z, .pause = true, .m = p.mb, .session = sb,
+		                       .op = FZ_CREATE };
+		fz_set_hook(p.z, cancel_on_request, &k);
+		struct fzh_acq w;
+		fzh_acq_start(&w, p.z, p.mb, -1, sb);
+		fz_wait(p.z, cancel_fired, &k, "the cancel");
+		fz_pause(p.z, sb, false);
+		assert_int_equal(fzh_acq_wait(&w), ZKL_ECANCELED);
+		fz_set_hook(p.z, NULL, NULL);
+		assert_int_equal(atomic_load(&k.fired), 1);
+		/* It returns with nothing of its own on the server, or on its way there. */
+		assert_int_equal(w.nodes, 0);
+		assert_int_equal(w.creates, 0);
+		CHECK_OK(fzh_acq_finish(&w));
+	}
+	CHECK_OK(zkl_mutex_release(p.ma));
+	pair_close(&p);
+}
+
+/* ---- expiry while waiting: queue again on the new session, keep waiting ---- */
+
+static void test_expiry_while_waiting(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_open(&p, "/locks/expire-waiting");
+	CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+	char holder[256];
+	fzh_queue_node(p.z, p.path, 0, holder, sizeof holder);
+	const int64_t old = zkl_client_session_id(p.b);
+	struct fzh_acq w;
+	fzh_acq_start(&w, p.z, p.mb, -1, 0);
+	fzh_wait_watched(p.z, holder, 1);
+	fz_expire(p.z, old);
+	/* Its node went with the session; a new one on the new session waits behind. */
+	fzh_wait_children(p.z, p.path, 2);
+	fzh_wait_done_or_watched(p.z, &w, holder);
+	assert_false(atomic_load(&w.done));
+	const int64_t now = zkl_client_session_id(p.b);
+	assert_true(now != old);
+	assert_int_equal(fz_ephemerals(p.z, now), 1);
+	int64_t token = zkl_mutex_token(p.ma);
+	CHECK_OK(zkl_mutex_release(p.ma));
+	CHECK_OK(fzh_acq_wait(&w));
+	assert_true(w.held);
+	assert_true(w.token > token);
+	CHECK_OK(fzh_acq_finish(&w));
+	pair_close(&p);
+}
+
+/* ---- expiry while holding: the holder is told once, and the lock is free ---- */
+
+static void test_expiry_while_holding(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_open(&p, "/locks/expire-holding");
+	struct fzh_count lost = { .z = p.z };
+	CHECK_OK(zkl_mutex_on_lost(p.ma, fzh_on_lost, &lost));
+	CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+	fz_expire(p.z, zkl_client_session_id(p.a));
+	fzh_wait_count(&lost, 1);
+	assert_false(zkl_mutex_is_held(p.ma));
+	assert_int_equal(zkl_mutex_release(p.ma), ZKL_ELOST);
+	assert_int_equal(children(p.z, p.path), 0);
+	CHECK_OK(zkl_mutex_acquire(p.mb, 0));
+	CHECK_OK(zkl_mutex_release(p.mb));
+	/* The client works on its new session. */
+	fzh_wait_children(p.z, p.path, 0);
+	CHECK_OK(zkl_mutex_acquire(p.ma, 0));
+	CHECK_OK(zkl_mutex_release(p.ma));
+	assert_int_equal(atomic_load(&lost.n), 1);
+	pair_close(&p);
+}
+
+/* ---- the session given up on the client's own clock, before the server expires it:
+ * a client that is no longer heard is told while its node still stands ---- */
+
+static void test_lost_before_expiry(void **state)
+{
+	(void)state;
+	struct fz *z = fz_new();
+	zkl_client_options o;
+	zkl_client_options_init(&o);
+	o.session_timeout_ms = 1000;
+	zkl_client *a, *b;
+	CHECK_OK(fz_client_open(z, &a, &o));
+	CHECK_OK(fz_client_open(z, &b, NULL));
+	zkl_mutex *ma, *mb;
+	CHECK_OK(zkl_mutex_new(&ma, a, "/locks/own-clock"));
+	CHECK_OK(zkl_mutex_new(&mb, b, "/locks/own-clock"));
+	const int64_t sa = zkl_client_session_id(a);
+	struct fzh_count lost = { .z = z, .session = sa };
+	CHECK_OK(zkl_mutex_on_lost(ma, fzh_on_lost, &lost));
+	CHECK_OK(zkl_mutex_acquire(ma, -1));
+	/* Nothing it sends is answered from now on; the server has not expired it. */
+	fz_pause(z, sa, true);
+	fzh_wait_count(&lost, 1);
+	assert_int_equal(lost.nodes, 1);
+	assert_false(zkl_mutex_is_held(ma));
+	assert_int_equal(zkl_mutex_release(ma), ZKL_ELOST);
+	/* Only then may the server expire it, and the lock pass on. */
+	fz_expire(z, sa);
+	fz_pause(z, sa, false);
+	fzh_wait_children(z, "/locks/own-clock", 0);
+	CHECK_OK(zkl_mutex_acquire(mb, 0));
+	CHECK_OK(zkl_mutex_release(mb));
+	assert_int_equal(atomic_load(&lost.n), 1);
+	zkl_mutex_free(ma);
+	zkl_mutex_free(mb);
+	zkl_client_close(a);
+	zkl_client_close(b);
+	fz_free(z);
+}
+
+/* ---- stray children are not contenders ---- */
+
+static void test_stray_children(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_open(&p, "/locks/stray");
+	pair_folder(&p);
+	CHECK_OK(fz_create(p.z, "/locks/stray/config", "x", 0, 0, NULL, 0));
+	/* Lock names with a number no server writes ("%010d"), made before ours. */
+	CHECK_OK(fz_create(p.z, "/locks/stray/lock-12", "x", 0, 0, NULL, 0));
+	CHECK_OK(fz_create(p.z, "/locks/stray/_c_x-lock-000000001x", "x", 0, 0, NULL, 0));
+	CHECK_OK(zkl_mutex_acquire(p.ma, 0));
+	char holder[256];
+	fzh_queue_node(p.z, p.path, 0, holder, sizeof holder);
+	assert_true(strstr(holder, "/_c_") != NULL);
+	struct fzh_acq w;
+	fzh_acq_start(&w, p.z, p.mb, -1, 0);
+	fzh_wait_watched(p.z, holder, 1);
+	CHECK_OK(zkl_mutex_release(p.ma));
+	CHECK_OK(fzh_acq_wait(&w));
+	CHECK_OK(fzh_acq_finish(&w));
+	fzh_wait_children(p.z, p.path, 3);
+	pair_close(&p);
+}
+
+/* ---- sequence numbers wrap: the server's counter is a signed int printed "%010d", so
+ * 2147483647 is followed by -2147483648, and -1 by 0; the queue order holds across
+ * both ---- */
+
+static void sequence_wrap(int32_t start, const char *seq[3])
+{
+	struct pair p;
+	pair_open(&p, "/locks/wrap");
+	pair_folder(&p);
+	CHECK_OK(fz_set_cversion(p.z, p.path, start));
+	CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+	char first[256], second[256];
+	fzh_queue_node(p.z, p.path, 0, first, sizeof first);
+	assert_non_null(strstr(first, seq[0]));
+	struct fzh_acq wb, wc;
+	fzh_acq_start(&wb, p.z, p.mb, -1, 0);
+	fzh_wait_watched(p.z, first, 1);
+	fzh_queue_node(p.z, p.path, 1, second, sizeof second);
+	assert_non_null(strstr(second, seq[1]));
+	fzh_acq_start(&wc, p.z, p.mc, -1, 0);
+	/* The third took the number after the wrap: it queues last, behind the second. */
+	fzh_wait_done_or_watched(p.z, &wc, second);
+	assert_false(atomic_load(&wc.done));
+	CHECK_OK(zkl_mutex_release(p.ma));
+	CHECK_OK(fzh_acq_wait(&wb));
+	assert_false(atomic_load(&wc.done));
+	CHECK_OK(fzh_acq_finish(&wb));
+	CHECK_OK(fzh_acq_wait(&wc));
+	assert_true(wc.token > wb.token);
+	char third[256];
+	fzh_queue_node(p.z, p.path, 0, third, sizeof third);
+	assert_non_null(strstr(third, seq[2]));
+	CHECK_OK(fzh_acq_finish(&wc));
+	pair_close(&p);
+}
+
+static void test_sequence_wrap_sign(void **state)
+{
+	(void)state;
+	const char *seq[3] = { "2147483646", "2147483647", "-2147483648" };
+	sequence_wrap(INT32_MAX - 1, seq);
+}
+
+static void test_sequence_wrap_zero(void **state)
+{
+	(void)state;
+	const char *seq[3] = { "-000000002", "-000000001", "0000000000" };
+	sequence_wrap(-2, seq);
+}
+
+/* ---- the node to watch is gone before the watch is armed: look again, do not wait
+ * for an event that cannot come ---- */
+
+struct vanish {
+	struct fz *z;
+	const char *target;
+	atomic_int fired;
+};
+
+static enum fz_action vanish_before_watch(void *arg, const struct fz_request *r, int *rc)
+{
+	(void)rc;
+	struct vanish *v = arg;
+	if (r->op == FZ_GET && r->watch && strcmp(r->path, v->target) == 0 &&
+	    atomic_fetch_add(&v->fired, 1) == 0)
+		CHECK_OK(fz_delete(v->z, v->target));
+	return FZ_APPLY;
+}
+
+static void test_watch_target_vanishes(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_open(&p, "/locks/vanish");
+	pair_folder(&p);
+	char peer[256];
+	CHECK_OK(fz_create(p.z, "/locks/vanish/_c_00000000-0000-0000-0000-000000000000-lock-",
+	                   "peer", ZOO_EPHEMERAL_SEQUENTIAL, fz_peer(p.z), peer, sizeof peer));
+	struct vanish v = { .z = p.z, .target = peer };
+	fz_set_hook(p.z, vanish_before_watch, &v);
+	CHECK_OK(zkl_mutex_acquire(p.mb, 10000));
+	fz_set_hook(p.z, NULL, NULL);
+	assert_int_equal(atomic_load(&v.fired), 1);
+	assert_int_equal(fz_watches(p.z, peer), 0);
+	CHECK_OK(zkl_mutex_release(p.mb));
+	pair_close(&p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fifo_handoff),
+		cmocka_unit_test(test_create_answer_lost),
+		cmocka_unit_test(test_adopt_only_own_session),
+		cmocka_unit_test(test_withdrew_is_not_released),
+		cmocka_unit_test(test_downgrade_blocks_shortcut),
+		cmocka_unit_test(test_next_in_line_shortcut),
+		cmocka_unit_test(test_timeout_races_grant),
+		cmocka_unit_test(test_cancel_races_grant),
+		cmocka_unit_test(test_cancel_races_create),
+		cmocka_unit_test(test_expiry_while_waiting),
+		cmocka_unit_test(test_expiry_while_holding),
+		cmocka_unit_test(test_lost_before_expiry),
+		cmocka_unit_test(test_stray_children),
+		cmocka_unit_test(test_sequence_wrap_sign),
+		cmocka_unit_test(test_sequence_wrap_zero),
+		cmocka_unit_test(test_watch_target_vanishes),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
