@@ -38,7 +38,10 @@ typedef enum zkl_log_level {
 typedef void (*zkl_log_fn)(zkl_log_level level, const char *message, void *data);
 
 /* Called on the client's event thread, with no zklocks lock held, once per state change,
- * in order. It may call any zklocks function except zkl_client_close() on this client. */
+ * in order. It may call any zklocks function except zkl_client_close() on this client;
+ * an acquire that would wait on this client fails at once with ZKL_EDEADLK (the event
+ * thread runs every acquisition, so it cannot also wait for one). The same holds for
+ * every callback zklocks calls on the event thread. */
 typedef void (*zkl_state_fn)(zkl_client *c, zkl_state state, void *data);
 
 /* Who may touch the nodes a client creates (its lock nodes and the folders it makes). */

@@ -36,8 +36,9 @@ ZKL_API void zkl_mutex_free(zkl_mutex *m);
 /* Acquires the lock, waiting at most timeout_ms (ZKL_WAIT_FOREVER or 0 to try once).
  * Returns 0 when held; ZKL_ETIMEDOUT (the queued node has been withdrawn), ZKL_ECANCELED,
  * ZKL_EINVAL, ZKL_ELOST (re-entry into a lock that was lost), ZKL_EDEADLK (the write half
- * of a rwlock while holding only its read half), ZKL_EACL, ZKL_ECLOSED, ZKL_ENOMEM,
- * ZKL_EZK. */
+ * of a rwlock while holding only its read half; or called on the client's event thread,
+ * from a callback, where the acquisition could never run), ZKL_EACL, ZKL_ECLOSED,
+ * ZKL_ENOMEM, ZKL_EZK. */
 ZKL_API int zkl_mutex_acquire(zkl_mutex *m, int timeout_ms);
 
 /* Releases one level of the calling thread's hold; the last level deletes the node (see

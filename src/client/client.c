@@ -99,6 +99,9 @@ void zkl_waiter_enter(zkl_client *c, struct zkl_waiter *w, const void *owner)
 	zkl_cond_init(&w->cv);
 	w->owner = owner;
 	w->canceled = false;
+	w->run = NULL;
+	w->queued = false;
+	w->wake_at = INT64_MAX;
 	w->prev = NULL;
 	w->next = c->waiters;
 	if (c->waiters)
@@ -106,8 +109,51 @@ void zkl_waiter_enter(zkl_client *c, struct zkl_waiter *w, const void *owner)
 	c->waiters = w;
 }
 
+void zkl_waiter_enter_loop(zkl_client *c, struct zkl_waiter *w, const void *owner,
+                           void (*run)(zkl_client *c, struct zkl_waiter *w))
+{
+	zkl_waiter_enter(c, w, owner);
+	w->run = run;
+	w->wake_at = INT64_MAX;
+	w->queued = false;
+	zkl_waiter_wake(c, w);
+}
+
+void zkl_waiter_wake(zkl_client *c, struct zkl_waiter *w)
+{
+	if (!w->run) {
+		pthread_cond_signal(&w->cv);
+		return;
+	}
+	if (w->queued)
+		return;
+	w->queued = true;
+	w->ready_next = NULL;
+	if (c->ready_tail)
+		c->ready_tail->ready_next = w;
+	else
+		c->ready = w;
+	c->ready_tail = w;
+	pthread_cond_signal(&c->ev_cv);
+}
+
 void zkl_waiter_leave(zkl_client *c, struct zkl_waiter *w)
 {
+	if (w->queued) {
+		struct zkl_waiter *prev = NULL;
+		for (struct zkl_waiter *r = c->ready; r; prev = r, r = r->ready_next) {
+			if (r != w)
+				continue;
+			if (prev)
+				prev->ready_next = r->ready_next;
+			else
+				c->ready = r->ready_next;
+			if (c->ready_tail == r)
+				c->ready_tail = prev;
+			break;
+		}
+		w->queued = false;
+	}
 	if (w->prev)
 		w->prev->next = w->next;
 	else
@@ -125,7 +171,7 @@ bool zkl_waiter_wait(zkl_client *c, struct zkl_waiter *w, int64_t deadline)
 static void wake_all(zkl_client *c)
 {
 	for (struct zkl_waiter *w = c->waiters; w; w = w->next)
-		pthread_cond_signal(&w->cv);
+		zkl_waiter_wake(c, w);
 	pthread_cond_broadcast(&c->cv);
 }
 
@@ -135,7 +181,7 @@ void zkl_client_cancel_owner(zkl_client *c, const void *owner)
 	for (struct zkl_waiter *w = c->waiters; w; w = w->next) {
 		if (w->owner == owner) {
 			w->canceled = true;
-			pthread_cond_signal(&w->cv);
+			zkl_waiter_wake(c, w);
 		}
 	}
 	pthread_mutex_unlock(&c->mu);
@@ -293,7 +339,7 @@ static void op_finish_locked(zkl_client *c, struct zkl_op *op, int rc)
 		watch_unregister_locked(op->watch);
 	op->watch = NULL;
 	if (op->w)
-		pthread_cond_signal(&op->w->cv);
+		zkl_waiter_wake(c, op->w);
 	if (op->kind == ZKL_OP_CREATE && op->cleanup_parent && !op->w) {
 		/* The waiter gave up while the create was out. If it was applied, or may
 		 * have been, the node must go. */
@@ -487,7 +533,7 @@ static void node_watcher(zhandle_t *zh, int type, int state, const char *path, v
 	zkl_client *c = wt->s->c;
 	pthread_mutex_lock(&c->mu);
 	if (wt->w)
-		pthread_cond_signal(&wt->w->cv);
+		zkl_waiter_wake(c, wt->w);
 	/* Session events reach every registered watcher and leave it registered; only a
 	 * node event ends the watch. */
 	if (type != ZOO_SESSION_EVENT) {
@@ -1268,6 +1314,34 @@ static int64_t retired_reap(zkl_client *c, bool all)
 	return next;
 }
 
+/* Runs the loop waiters that were woken or whose time has come (event thread, mu
+ * held). Returns when the next one wants to run. */
+static int64_t loop_waiters_run(zkl_client *c)
+{
+	for (;;) {
+		while (c->ready) {
+			struct zkl_waiter *w = c->ready;
+			c->ready = w->ready_next;
+			if (!c->ready)
+				c->ready_tail = NULL;
+			w->queued = false;
+			w->wake_at = INT64_MAX;
+			w->run(c, w); /* may free w */
+		}
+		int64_t now = zkl_now_ms(), next = INT64_MAX;
+		for (struct zkl_waiter *w = c->waiters; w; w = w->next) {
+			if (!w->run || w->queued)
+				continue;
+			if (w->wake_at <= now)
+				zkl_waiter_wake(c, w);
+			else if (w->wake_at < next)
+				next = w->wake_at;
+		}
+		if (!c->ready)
+			return next;
+	}
+}
+
 static void *event_main(void *arg)
 {
 	zkl_client *c = arg;
@@ -1283,17 +1357,22 @@ static void *event_main(void *arg)
 		}
 		holds_notify(c);
 		revwatches_run(c);
-		int64_t next = tasks_run(c);
+		int64_t next = loop_waiters_run(c);
+		int64_t t = tasks_run(c);
+		if (t < next)
+			next = t;
 		int64_t l = liveness_run(c);
 		if (l < next)
 			next = l;
 		int64_t r = retired_reap(c, false);
 		if (r < next)
 			next = r;
-		if (c->closing || c->events)
+		if (c->closing || c->events || c->ready)
 			continue;
 		zkl_cond_wait_until(&c->ev_cv, &c->mu, next);
 	}
+	/* Acquisitions still under way see the client closing and end. */
+	loop_waiters_run(c);
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
 }

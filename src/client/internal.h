@@ -30,6 +30,13 @@ struct zkl_waiter {
 	struct zkl_waiter *next, *prev; /* mu: in client->waiters */
 	const void *owner;              /* recipe handle, for *_cancel() */
 	bool canceled;                  /* mu */
+	/* A waiter the event thread runs instead of a blocked thread (an acquisition):
+	 * waking it queues it, and the event thread calls run() with mu held. NULL for a
+	 * thread blocked in a call, which waking signals. */
+	void (*run)(zkl_client *c, struct zkl_waiter *w);
+	int64_t wake_at;                /* mu: run it then even if nothing wakes it */
+	bool queued;                    /* mu: in client->ready */
+	struct zkl_waiter *ready_next;  /* mu */
 };
 
 /* One ZooKeeper session: one zhandle_t. A new one replaces it after expiry; the old one
@@ -156,6 +163,7 @@ struct zkl_client {
 	int64_t next_heartbeat;     /* mu: when to send the next heartbeat */
 	bool closing;               /* mu */
 	struct zkl_waiter *waiters; /* mu */
+	struct zkl_waiter *ready, *ready_tail; /* mu: loop waiters woken, to run in order */
 	struct zkl_hold *holds;     /* mu */
 	struct zkl_revwatch *revwatches; /* mu */
 
@@ -181,7 +189,12 @@ void zkl_log(zkl_client *c, zkl_log_level level, const char *fmt, ...)
 
 /* Waiters: register with mu held, unregister with mu held. */
 void zkl_waiter_enter(zkl_client *c, struct zkl_waiter *w, const void *owner);
+/* Registers a waiter the event thread runs (run != NULL), and queues it to run. */
+void zkl_waiter_enter_loop(zkl_client *c, struct zkl_waiter *w, const void *owner,
+                           void (*run)(zkl_client *c, struct zkl_waiter *w));
 void zkl_waiter_leave(zkl_client *c, struct zkl_waiter *w);
+/* Wakes w (mu held): signals its thread, or queues it for the event thread. */
+void zkl_waiter_wake(zkl_client *c, struct zkl_waiter *w);
 /* Waits with mu held until signalled or deadline; true if the deadline passed. */
 bool zkl_waiter_wait(zkl_client *c, struct zkl_waiter *w, int64_t deadline);
 /* Wakes the waiters of owner with canceled set. */

@@ -28,13 +28,16 @@
  * client's background task, retried until it succeeds or its session is gone. A create
  * still in flight when we give up carries the cleanup to its completion.
  *
- * All waiting happens on the calling thread with the client mutex held around state
- * checks; requests are sent without it.
+ * The acquisition itself is a state machine the client's event thread runs (acquire.c).
+ * This file holds what it shares, and the blocking helpers: release, the queue's listing
+ * and participants, the downgrade's fixed node. They wait on the calling thread with
+ * the client mutex held around state checks, and send without it.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
+#include "engine_internal.h"
 
 bool zkl_queue_alone(bool made_folder, const zkl_child *own)
 {
@@ -42,7 +45,7 @@ bool zkl_queue_alone(bool made_folder, const zkl_child *own)
 }
 
 /* Forgets our node (mu held): its revocation watch goes too. */
-static void node_forget(zkl_client *c, struct zkl_node *node)
+void zkl_node_forget(zkl_client *c, struct zkl_node *node)
 {
 	zkl_revwatch_remove(c, node->rev);
 	node->rev = NULL;
@@ -51,7 +54,7 @@ static void node_forget(zkl_client *c, struct zkl_node *node)
 }
 
 /* Our node is known (mu held): arm its revocation watch if the recipe asks for one. */
-static void node_known(const struct zkl_queue *q, struct zkl_node *node)
+void zkl_node_known(const struct zkl_queue *q, struct zkl_node *node)
 {
 	if (q->on_revoke && !node->rev)
 		node->rev = zkl_revwatch_add(q->c, node->path, node->gen, q->on_revoke,
@@ -75,8 +78,8 @@ void zkl_names_free(char **names, int count)
 
 /* Parses and sorts op's children into a new array (mu held), leaving out our own nodes
  * whose delete is on its way. Takes the names from the op. */
-static int take_queue(zkl_client *c, const char *path, struct zkl_op *op, zkl_child **queue,
-                      size_t *n, char ***names, int *count)
+int zkl_take_queue(zkl_client *c, const char *path, struct zkl_op *op, zkl_child **queue,
+                   size_t *n, char ***names, int *count)
 {
 	size_t plen = strlen(path);
 	*names = op->names;
@@ -104,7 +107,7 @@ static int take_queue(zkl_client *c, const char *path, struct zkl_op *op, zkl_ch
 	return 0;
 }
 
-static const char *basename_of(const char *path)
+const char *zkl_basename(const char *path)
 {
 	const char *s = strrchr(path, '/');
 	return s ? s + 1 : path;
@@ -121,115 +124,6 @@ static int wait_op(zkl_client *c, struct zkl_waiter *w, struct zkl_op *op, int64
 			deadline = t;
 	}
 	return zkl_op_wait(c, w, op, deadline);
-}
-
-int zkl_engine_ensure_path(zkl_client *c, struct zkl_waiter *w, const char *path,
-                           int64_t deadline)
-{
-	/* Walk down from the first missing ancestor: try the path, and on NONODE its
-	 * parent, and so on up, then create back down. */
-	size_t len = strlen(path);
-	char *buf = strdup(path);
-	if (!buf)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
-	size_t depth = len; /* create buf[0..depth) */
-	int rc = 0;
-	for (;;) {
-		buf[depth] = 0;
-		int err = 0;
-		pthread_mutex_unlock(&c->mu);
-		struct zkl_op *op = zkl_op_create(c, w, buf, NULL, 0, ZOO_CONTAINER, &err);
-		pthread_mutex_lock(&c->mu);
-		if (!op) {
-			rc = err;
-			break;
-		}
-		rc = zkl_op_wait(c, w, op, deadline);
-		int zrc = op->rc;
-		zkl_op_put(c, op);
-		if (rc != 0) {
-			zkl_fail(rc, "gave up creating %s", buf);
-			break;
-		}
-		if (zrc == ZOK || zrc == ZNODEEXISTS) {
-			if (depth == len)
-				break;
-			buf[depth] = '/';
-			depth += strcspn(buf + depth + 1, "/") + 1;
-			continue;
-		}
-		if (zrc == ZNONODE) {
-			size_t p = zkl_path_parent_len(buf);
-			if (p == 0) {
-				rc = zkl_fail(ZKL_EZK, "cannot create %s: the root of the client's "
-				              "chroot does not exist", path);
-				break;
-			}
-			depth = p;
-			continue;
-		}
-		if (zkl_zk_transient(zrc) || zkl_zk_session_gone(zrc)) {
-			rc = ZKL_ECONNLOSS; /* the caller waits for the connection and retries */
-			break;
-		}
-		rc = zkl_fail_zk(zrc, "cannot create", buf);
-		break;
-	}
-	free(buf);
-	return rc;
-}
-
-/* Looks for our node by uuid after a create whose outcome is unknown (mu held). Adopts
- * it into *node when its ephemeral owner is our current session. Returns 0 (found or
- * not), or a ZKL_E* code. */
-static int find_own(const struct zkl_queue *q, struct zkl_waiter *w, struct zkl_node *node,
-                    int64_t deadline, bool try_once)
-{
-	zkl_client *c = q->c;
-	int err = 0;
-	pthread_mutex_unlock(&c->mu);
-	struct zkl_op *op = zkl_op_children(c, w, q->path, NULL, &err);
-	pthread_mutex_lock(&c->mu);
-	if (!op)
-		return err;
-	int rc = wait_op(c, w, op, deadline, try_once);
-	if (rc != 0) {
-		zkl_op_put(c, op);
-		return rc;
-	}
-	char *found = NULL;
-	if (op->rc == ZOK) {
-		for (int i = 0; i < op->count && !found; i++)
-			if (zkl_name_has_uuid(op->names[i], node->uuid))
-				found = zkl_path_join(q->path, op->names[i]);
-	} else if (op->rc != ZNONODE) {
-		rc = zkl_zk_transient(op->rc) || zkl_zk_session_gone(op->rc) ? ZKL_ECONNLOSS
-		                                                : zkl_fail_zk(op->rc, "cannot list", q->path);
-	}
-	uint64_t gen = op->s->gen;
-	zkl_op_put(c, op);
-	if (!found)
-		return rc;
-	pthread_mutex_unlock(&c->mu);
-	op = zkl_op_exists(c, w, found, &err);
-	pthread_mutex_lock(&c->mu);
-	if (!op) {
-		free(found);
-		return err;
-	}
-	rc = wait_op(c, w, op, deadline, try_once);
-	if (rc == 0 && op->rc == ZOK && gen == c->gen && op->s->gen == gen &&
-	    op->stat.ephemeralOwner == c->sess->id) {
-		node->path = found;
-		node->gen = gen;
-		node->czxid = op->stat.czxid;
-		found = NULL;
-	} else if (rc == 0 && zkl_zk_transient(op->rc)) {
-		rc = ZKL_ECONNLOSS;
-	}
-	zkl_op_put(c, op);
-	free(found);
-	return rc;
 }
 
 /* Deletes *node (mu held). A patient delete (a release) retries through connection loss
@@ -322,420 +216,6 @@ int zkl_engine_release(zkl_client *c, struct zkl_node *node)
 	return rc;
 }
 
-/* Whether a grant on node's session may stand (mu held): the session is current and
- * short of its loss deadline. A watch event proves nothing about the server hearing us
- * (a client cut off one way still hears it), so a waiter that learns its turn has come
- * after the deadline must not hold: the event thread is about to give the session up. */
-static bool session_sure(zkl_client *c, const struct zkl_node *node)
-{
-	return node->gen == c->gen && zkl_now_ms() < zkl_lost_at(c);
-}
-
-/* Our turn has come (mu held). Returns 0 if we hold: the session may still stand. Past
- * its loss deadline, waits until the session is replaced, w is cancelled or the deadline
- * passes, and returns 1 (the caller's loop queues again on the new session) or an
- * error. */
-static int take_turn(zkl_client *c, struct zkl_waiter *w, const struct zkl_node *node,
-                     int64_t deadline)
-{
-	if (session_sure(c, node))
-		return 0;
-	zkl_log(c, ZKL_LOG_INFO, "turn for %s came past the session's loss deadline; "
-	        "queueing again on a new session", node->path);
-	while (node->gen == c->gen && !w->canceled && !c->closing) {
-		if (zkl_waiter_wait(c, w, deadline))
-			return zkl_fail(ZKL_ETIMEDOUT, "timed out while the session was given up");
-	}
-	return 1;
-}
-
-/* Waits for the connection after a transient failure; the caller's loop then retries. */
-static int recover(zkl_client *c, struct zkl_waiter *w, int64_t deadline, bool try_once)
-{
-	if (try_once)
-		return zkl_fail(ZKL_ETIMEDOUT, "the connection to ZooKeeper was lost");
-	int rc = zkl_wait_connected(c, w, deadline);
-	if (rc == ZKL_ETIMEDOUT)
-		return zkl_fail(ZKL_ETIMEDOUT, "timed out while disconnected from ZooKeeper");
-	return rc;
-}
-
-/* A cancel came while our create was out (mu held). A cancelled acquire returns with
- * nothing of its own left in the queue, so it waits for the create's answer, which the
- * C client gives within the session timeout, unless cancelled again. Returns true if
- * the answer came: *node then holds the node it made, if any, for the withdrawal to
- * delete. False leaves the cleanup to the create's completion. */
-static bool settle_create(zkl_client *c, struct zkl_waiter *w, const char *parent,
-                          struct zkl_op *create, struct zkl_node *node)
-{
-	w->canceled = false;
-	int64_t until = zkl_now_ms() + (c->timeout_ms > 0 ? c->timeout_ms : 10000);
-	if (zkl_op_wait(c, w, create, until) != 0)
-		return false;
-	if (create->rc == ZOK && create->value) {
-		node->path = create->value;
-		create->value = NULL;
-		node->gen = create->s->gen;
-		return true;
-	}
-	/* Not made, or not known to be: the completion has run, so carry the search by
-	 * uuid to the background, as a create given up on would. */
-	if (zkl_zk_transient(create->rc))
-		zkl_task_find_delete(c, parent, node->uuid, create->s->gen);
-	return true;
-}
-
-int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node)
-{
-	zkl_client *c = q->c;
-	const bool try_once = timeout_ms == 0;
-	const int64_t deadline = zkl_deadline(timeout_ms);
-	struct zkl_waiter w;
-	struct zkl_op *list = NULL;
-	bool unknown = false;      /* a create of ours may exist: look for it by uuid */
-	uint64_t unknown_gen = 0;
-	int rc = 0;
-
-	memset(node, 0, sizeof *node);
-	zkl_uuid(node->uuid);
-	pthread_mutex_lock(&c->mu);
-	zkl_waiter_enter(c, &w, q->owner);
-
-	for (;;) {
-		zkl_child *queue = NULL;
-		size_t n = 0;
-		char **names = NULL;
-		int count = 0;
-		const unsigned epoch = q->epoch ? *q->epoch : 0;
-
-		if (c->closing) {
-			rc = zkl_fail(ZKL_ECLOSED, "the client is closing");
-			break;
-		}
-		if (w.canceled) {
-			rc = zkl_fail(ZKL_ECANCELED, "acquire of %s was cancelled", q->path);
-			break;
-		}
-		if (node->path && node->gen != c->gen) {
-			/* Our session expired while we queued: the node went with it. Queue
-			 * again on the new session. */
-			zkl_log(c, ZKL_LOG_INFO, "session changed while waiting for %s; queueing again",
-			        q->path);
-			node_forget(c, node);
-			zkl_uuid(node->uuid);
-		}
-		if (!node->path && unknown) {
-			unknown = false;
-			if (unknown_gen == c->gen) {
-				rc = find_own(q, &w, node, deadline, try_once);
-				if (rc == ZKL_ECONNLOSS) {
-					unknown = true;
-					if ((rc = recover(c, &w, deadline, try_once)) != 0)
-						break;
-					continue;
-				}
-				if (rc != 0)
-					break;
-			}
-			if (node->path)
-				node_known(q, node);
-			else
-				zkl_uuid(node->uuid);
-		}
-		if (!node->path) {
-			/* Create our node, and list the queue in the same round trip. */
-			char *target = NULL;
-			char prefix[ZKL_PROTECT_PREFIX_LEN + 32];
-			zkl_node_prefix(prefix, sizeof prefix, node->uuid, q->kind);
-			target = zkl_path_join(q->path, prefix);
-			if (!target) {
-				rc = zkl_fail(ZKL_ENOMEM, "out of memory");
-				break;
-			}
-			int err = 0;
-			/* While the client keeps finding new folders, a handle that has not seen
-			 * its folder yet bets that it is new too: it creates the folder (as a
-			 * container) ahead of its node, in the same round trip, and leaves the
-			 * list out, which a new folder does not need (see below). Otherwise it
-			 * bets that the folder exists: node and list. */
-			const bool make_folder = q->folder_seen && !*q->folder_seen && c->folders_new;
-			pthread_mutex_unlock(&c->mu);
-			/* Nobody waits for the folder's answer alone (it comes before the node's):
-			 * it wakes no one. */
-			struct zkl_op *folder = make_folder ? zkl_op_create(c, NULL, q->path, NULL, 0,
-			                                                    ZOO_CONTAINER, &err)
-			                                    : NULL;
-			struct zkl_op *create = zkl_op_create(c, &w, target, q->data, q->data_len,
-			                                      ZOO_EPHEMERAL_SEQUENTIAL, &err);
-			if (create && !make_folder)
-				list = zkl_op_children(c, &w, q->path, NULL, &err);
-			pthread_mutex_lock(&c->mu);
-			free(target);
-			if (!create || (!make_folder && !list)) {
-				zkl_op_put(c, folder);
-				if (create) {
-					create->cleanup_parent = strdup(q->path);
-					memcpy(create->uuid, node->uuid, sizeof node->uuid);
-					zkl_op_put(c, create);
-				}
-				rc = err;
-				break;
-			}
-			rc = wait_op(c, &w, create, deadline, try_once);
-			if (rc == ZKL_ECANCELED && settle_create(c, &w, q->path, create, node)) {
-				/* Cancelled with the create out: it was answered since, and the
-				 * withdrawal below deletes what it made before we return. */
-				zkl_op_put(c, folder);
-				zkl_op_put(c, create);
-				rc = zkl_fail(ZKL_ECANCELED, "acquire of %s was cancelled", q->path);
-				break;
-			}
-			if (rc != 0) {
-				/* Give up with the create still out: its completion cleans up. */
-				zkl_op_put(c, folder);
-				create->cleanup_parent = strdup(q->path);
-				memcpy(create->uuid, node->uuid, sizeof node->uuid);
-				zkl_op_put(c, create);
-				if (rc == ZKL_ETIMEDOUT)
-					zkl_fail(rc, "timed out waiting for %s", q->path);
-				else
-					zkl_fail(rc, "acquire of %s was cancelled", q->path);
-				break;
-			}
-			int zrc = create->rc;
-			/* The session answers in order: the folder's answer came first. */
-			const bool made = folder && folder->done && folder->rc == ZOK;
-			if (folder && folder->done && (folder->rc == ZOK || folder->rc == ZNODEEXISTS))
-				c->folders_new = made;
-			zkl_op_put(c, folder);
-			if (zrc == ZOK) {
-				node->path = create->value;
-				create->value = NULL;
-				node->gen = create->s->gen;
-				node->czxid = create->stat.czxid;
-				node_known(q, node);
-			}
-			uint64_t cgen = create->s->gen;
-			zkl_op_put(c, create);
-			zkl_child me;
-			if (zrc == ZOK && zkl_child_parse(basename_of(node->path), &me) &&
-			    zkl_queue_alone(made, &me)) {
-				/* No node was ever made in the folder before ours: no list needed. */
-				size_t watch = 0;
-				node->seq = 0;
-				*q->folder_seen = true;
-				if (q->pred->holds(&me, 1, 0, q->pred_arg, &watch) && session_sure(c, node)) {
-					rc = 0;
-					break;
-				}
-			}
-			if (zrc != ZOK) {
-				zkl_op_put(c, list);
-				list = NULL;
-				if (zrc == ZNONODE) {
-					/* The folder was missing: the next first acquire bets on a new one.
-					 * Making the folder is part of trying once, not waiting. */
-					c->folders_new = true;
-					int64_t d = deadline;
-					if (try_once)
-						d = zkl_now_ms() + (c->timeout_ms > 0 ? c->timeout_ms : 10000);
-					rc = zkl_engine_ensure_path(c, &w, q->path, d);
-					if (rc == ZKL_ECONNLOSS)
-						rc = recover(c, &w, deadline, try_once);
-					if (rc != 0)
-						break;
-					continue;
-				}
-				if (zkl_zk_transient(zrc) || zkl_zk_session_gone(zrc)) {
-					unknown = zkl_zk_transient(zrc);
-					unknown_gen = cgen;
-					if ((rc = recover(c, &w, deadline, try_once)) != 0)
-						break;
-					continue;
-				}
-				rc = zkl_fail_zk(zrc, "cannot create a node under", q->path);
-				break;
-			}
-		}
-
-		/* List the queue, unless the pipelined list is on its way. */
-		if (!list) {
-			int err = 0;
-			pthread_mutex_unlock(&c->mu);
-			list = zkl_op_children(c, &w, q->path, NULL, &err);
-			pthread_mutex_lock(&c->mu);
-			if (!list) {
-				rc = err;
-				break;
-			}
-		}
-		rc = wait_op(c, &w, list, deadline, try_once);
-		if (rc != 0) {
-			zkl_op_put(c, list);
-			list = NULL;
-			break;
-		}
-		int lrc = list->rc;
-		if (lrc == ZOK && q->folder_seen)
-			*q->folder_seen = true;
-		if (lrc == ZOK)
-			rc = take_queue(c, q->path, list, &queue, &n, &names, &count);
-		zkl_op_put(c, list);
-		list = NULL;
-		if (rc != 0)
-			break;
-		if (lrc != ZOK) {
-			if (lrc == ZNONODE) {
-				/* The folder is gone, and our node with it. */
-				node_forget(c, node);
-				zkl_uuid(node->uuid);
-				continue;
-			}
-			if (zkl_zk_transient(lrc) || zkl_zk_session_gone(lrc)) {
-				if ((rc = recover(c, &w, deadline, try_once)) != 0)
-					break;
-				continue;
-			}
-			rc = zkl_fail_zk(lrc, "cannot list", q->path);
-			break;
-		}
-
-		const char *own = basename_of(node->path);
-		size_t self = n;
-		for (size_t i = 0; i < n; i++) {
-			if (strcmp(queue[i].name, own) == 0) {
-				self = i;
-				break;
-			}
-		}
-		if (self == n) {
-			/* Our node is not there: deleted from outside. Queue again. */
-			zkl_log(c, ZKL_LOG_WARN, "node %s vanished while queued; queueing again",
-			        node->path);
-			node_forget(c, node);
-			zkl_uuid(node->uuid);
-			free(queue);
-			zkl_names_free(names, count);
-			continue;
-		}
-		node->seq = queue[self].seq;
-		size_t watch = 0;
-		bool held = q->pred->holds(queue, n, self, q->pred_arg, &watch);
-		if (held) {
-			free(queue);
-			zkl_names_free(names, count);
-			if ((rc = take_turn(c, &w, node, deadline)) <= 0)
-				break;
-			rc = 0;
-			continue;
-		}
-		bool folder = watch == ZKL_WATCH_CHILDREN;
-		/* When the watched node goes, do we hold without listing again? */
-		const bool heir = !folder && watch < self && q->pred->heir &&
-		                  q->pred->heir(queue, self, watch);
-		char *target = folder ? strdup(q->path) : zkl_path_join(q->path, queue[watch].name);
-		free(queue);
-		zkl_names_free(names, count);
-		if (try_once) {
-			free(target);
-			rc = zkl_fail(ZKL_ETIMEDOUT, "%s is held", q->path);
-			break;
-		}
-		if (!target) {
-			rc = zkl_fail(ZKL_ENOMEM, "out of memory");
-			break;
-		}
-
-		/* Watch the one node before us, and sleep until it changes. */
-		struct zkl_watch *wt = zkl_watch_new(c, &w);
-		if (!wt) {
-			free(target);
-			rc = zkl_fail(ZKL_ENOMEM, "out of memory");
-			break;
-		}
-		int err = 0;
-		pthread_mutex_unlock(&c->mu);
-		struct zkl_op *get = folder ? zkl_op_children(c, &w, target, wt, &err)
-		                            : zkl_op_get(c, &w, target, wt, &err);
-		pthread_mutex_lock(&c->mu);
-		free(target);
-		if (!get) {
-			zkl_watch_put(c, wt);
-			rc = err;
-			break;
-		}
-		rc = zkl_op_wait(c, &w, get, deadline);
-		int grc = get->done ? get->rc : ZOK;
-		uint64_t ggen = get->s->gen;
-		/* A folder watch is armed by a fresh listing. If the queue changed between
-		 * our first listing and this one, that change will fire no watch: look again
-		 * at once. (Folder predicates depend on the number of nodes only.) */
-		bool changed = false;
-		if (folder && rc == 0 && grc == ZOK) {
-			size_t parsed = 0;
-			zkl_child tmp;
-			for (int i = 0; i < get->count; i++)
-				parsed += zkl_child_parse(get->names[i], &tmp);
-			changed = parsed != n;
-		}
-		zkl_op_put(c, get);
-		if (rc == 0 && grc == ZOK && !changed) {
-			while (!wt->fired && !w.canceled && !c->closing && c->gen == ggen &&
-			       (!q->epoch || *q->epoch == epoch)) {
-				if (zkl_waiter_wait(c, &w, deadline)) {
-					if (!wt->fired && (!q->epoch || *q->epoch == epoch))
-						rc = ZKL_ETIMEDOUT;
-					break;
-				}
-			}
-		}
-		const bool gone = rc == 0 && (grc == ZNONODE ||
-		                              (wt->fired && wt->event == ZOO_DELETED_EVENT));
-		zkl_watch_put(c, wt);
-		if (rc == ZKL_ETIMEDOUT) {
-			zkl_fail(rc, "timed out waiting for %s", q->path);
-			break;
-		}
-		if (rc != 0) {
-			zkl_fail(rc, "acquire of %s was cancelled", q->path);
-			break;
-		}
-		if (heir && gone && !w.canceled && !c->closing && ggen == node->gen &&
-		    c->gen == node->gen) {
-			/* The one node ahead is gone, and nothing can take its place. */
-			if ((rc = take_turn(c, &w, node, deadline)) <= 0)
-				break;
-			rc = 0;
-			continue;
-		}
-		if (zkl_zk_transient(grc) || zkl_zk_session_gone(grc)) {
-			if ((rc = recover(c, &w, deadline, try_once)) != 0)
-				break;
-		} else if (grc != ZOK && grc != ZNONODE) {
-			rc = zkl_fail_zk(grc, "cannot watch a node under", q->path);
-			break;
-		}
-	}
-
-	if (list)
-		zkl_op_put(c, list);
-	if (rc != 0) {
-		/* Withdraw: nothing of ours may stay in the queue. */
-		char saved[256];
-		snprintf(saved, sizeof saved, "%s", zkl_last_error());
-		if (node->path)
-			delete_node(c, &w, node, false);
-		else if (unknown && unknown_gen == c->gen)
-			zkl_task_find_delete(c, q->path, node->uuid, unknown_gen);
-		node_forget(c, node);
-		zkl_node_clear(node);
-		zkl_fail(rc, "%s", saved);
-	}
-	zkl_waiter_leave(c, &w);
-	pthread_mutex_unlock(&c->mu);
-	return rc;
-}
-
 int zkl_engine_list(zkl_client *c, const char *path, zkl_child **queue, size_t *n,
                     char ***names, int *count)
 {
@@ -755,7 +235,7 @@ int zkl_engine_list(zkl_client *c, const char *path, zkl_child **queue, size_t *
 		rc = zkl_op_wait(c, &w, op, INT64_MAX);
 		if (rc == 0) {
 			if (op->rc == ZOK)
-				rc = take_queue(c, path, op, queue, n, names, count);
+				rc = zkl_take_queue(c, path, op, queue, n, names, count);
 			else if (op->rc != ZNONODE)
 				rc = zkl_fail_zk(op->rc, "cannot list", path);
 		}
@@ -851,6 +331,17 @@ int zkl_engine_participants(zkl_client *c, const char *path, size_t holders,
 	return 0;
 }
 
+/* Waits for the connection after a transient failure; the caller's loop then retries. */
+static int recover(zkl_client *c, struct zkl_waiter *w, int64_t deadline, bool try_once)
+{
+	if (try_once)
+		return zkl_fail(ZKL_ETIMEDOUT, "the connection to ZooKeeper was lost");
+	int rc = zkl_wait_connected(c, w, deadline);
+	if (rc == ZKL_ETIMEDOUT)
+		return zkl_fail(ZKL_ETIMEDOUT, "timed out while disconnected from ZooKeeper");
+	return rc;
+}
+
 int zkl_engine_create_fixed(const struct zkl_queue *q, const char *name, int timeout_ms,
                             struct zkl_node *node)
 {
@@ -893,7 +384,7 @@ int zkl_engine_create_fixed(const struct zkl_queue *q, const char *name, int tim
 			target = NULL;
 			node->gen = gen;
 			node->czxid = czxid;
-			node_known(q, node);
+			zkl_node_known(q, node);
 			break;
 		}
 		if (zrc == ZNODEEXISTS && retried) {
@@ -911,7 +402,7 @@ int zkl_engine_create_fixed(const struct zkl_queue *q, const char *name, int tim
 				target = NULL;
 				node->gen = op->s->gen;
 				node->czxid = op->stat.czxid;
-				node_known(q, node);
+				zkl_node_known(q, node);
 			} else if (rc == 0) {
 				rc = zkl_fail(ZKL_EZK, "%s exists and belongs to another session",
 				              target);

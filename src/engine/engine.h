@@ -63,7 +63,9 @@ struct zkl_queue {
 /* Queues a node and waits until the predicate says we hold, the deadline passes, or the
  * owner is canceled. timeout_ms as in the API (0: one round trip, then give up). On
  * success *node holds the node (free its path with zkl_node_clear after release). On
- * failure our node is gone (or queued for a background delete) and *node is cleared. */
+ * failure our node is gone (or queued for a background delete) and *node is cleared.
+ * The acquisition runs on the client's event thread (acquire.c); called there (from a
+ * callback), it fails at once with ZKL_EDEADLK. q must live until it returns. */
 int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node);
 
 /* Deletes a node we hold. Waits for the answer; if the connection is down, the delete is
@@ -77,10 +79,6 @@ void zkl_node_clear(struct zkl_node *node);
  * and fills *node. Returns 0, or a ZKL_E* code with nothing left behind. */
 int zkl_engine_create_fixed(const struct zkl_queue *q, const char *name, int timeout_ms,
                             struct zkl_node *node);
-
-/* Creates path and its missing ancestors as CONTAINER nodes. */
-int zkl_engine_ensure_path(zkl_client *c, struct zkl_waiter *w, const char *path,
-                           int64_t deadline);
 
 /* Lists and parses the queue under path (sorted). *names owns the strings the children
  * point at: free with zkl_names_free(names, count). An absent path is an empty queue. */

@@ -668,6 +668,58 @@ static void test_watch_target_vanishes(void **state)
 	pair_close(&p);
 }
 
+/* ---- a blocking acquire from a callback on the client's event thread would wait for
+ * that very thread: it fails at once ---- */
+
+struct reacquire {
+	struct fz *z;
+	zkl_mutex *m;
+	atomic_int rc;
+	atomic_bool called;
+};
+
+static void lost_then_acquire(zkl_mutex *m, int reason, void *data)
+{
+	(void)m;
+	(void)reason;
+	struct reacquire *r = data;
+	int rc = zkl_mutex_acquire(r->m, -1);
+	if (rc == 0)
+		rc = zkl_mutex_release(r->m);
+	atomic_store(&r->rc, rc);
+	atomic_store(&r->called, true);
+	fz_poke(r->z);
+}
+
+static bool reacquired(void *arg)
+{
+	return atomic_load(&((struct reacquire *)arg)->called);
+}
+
+static void test_blocking_from_callback(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_open(&p, "/locks/from-callback");
+	struct reacquire r = { .z = p.z, .m = p.mb };
+	CHECK_OK(zkl_mutex_on_lost(p.ma, lost_then_acquire, &r));
+	CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+	/* The callback runs on a's event thread and acquires on client b: fine. */
+	fz_expire(p.z, zkl_client_session_id(p.a));
+	fz_wait(p.z, reacquired, &r, "the lost callback");
+	CHECK_OK(atomic_load(&r.rc));
+	assert_int_equal(zkl_mutex_release(p.ma), ZKL_ELOST);
+	/* On a's own client, the same call cannot be served: it says so at once. */
+	atomic_store(&r.called, false);
+	r.m = p.ma;
+	CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+	fz_expire(p.z, zkl_client_session_id(p.a));
+	fz_wait(p.z, reacquired, &r, "the lost callback");
+	assert_int_equal(atomic_load(&r.rc), ZKL_EDEADLK);
+	assert_int_equal(zkl_mutex_release(p.ma), ZKL_ELOST);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -687,6 +739,7 @@ int main(void)
 		cmocka_unit_test(test_sequence_wrap_sign),
 		cmocka_unit_test(test_sequence_wrap_zero),
 		cmocka_unit_test(test_watch_target_vanishes),
+		cmocka_unit_test(test_blocking_from_callback),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

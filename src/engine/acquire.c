@@ -1,0 +1,809 @@
+/* The acquisition: one contender's way through a lock queue, as a state machine that
+ * the client's event thread runs (DESIGN.md, "The core is event-driven").
+ *
+ * Design notes.
+ *
+ * The protocol (engine.c has the whole of it): create our ephemeral-sequential node and
+ * list the queue in one round trip, ask the recipe's predicate whether we hold, and if
+ * not, watch the one node it names and wait until that node goes (then we hold without
+ * listing again when the predicate says nothing can take its place), or list again.
+ * A create whose answer was lost is found again by the uuid in its name; everything we
+ * leave on failure is deleted before we report it.
+ *
+ * Nothing here blocks. An acquisition is a loop waiter (zkl_waiter_enter_loop): each
+ * request it sends and each watch it arms names its waiter, so the answer, the watch
+ * event, every session change, a cancel, a change of a shared count, and its own
+ * deadline wake it, and the event thread calls step(), with the client mutex held.
+ * step() looks at the current state, at what has arrived, and moves on: it sends the
+ * next request (letting go of the mutex while it does, as every sender must), or
+ * returns to wait. A state that waits says until when (w.wake_at).
+ *
+ *   TOP ──▶ CREATE ──▶ LIST ──▶ WATCH ──▶ WAIT ──▶ TOP (list again) or held
+ *    │        │ └▶ ENSURE (folder missing) ──▶ TOP
+ *    │        └▶ SETTLE (cancelled with the create out) ──▶ withdraw
+ *    └▶ FIND ──▶ FIND_EXISTS (after a create with no answer) ──▶ LIST or CREATE
+ *   RECOVER (wait for the connection) and TURN (our turn came past the loss deadline:
+ *   wait for the new session) lead back to TOP; any failure ends in WITHDRAW.
+ *
+ * The thread that asked waits on the acquisition's own condition variable
+ * (zkl_engine_acquire). A thread that is the event thread itself must not: nothing
+ * would ever run the acquisition. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "engine_internal.h"
+
+enum acq_state {
+	A_TOP,         /* decide what comes next */
+	A_FIND,        /* listing the folder for our uuid */
+	A_FIND_EXISTS, /* found a node with our uuid: whose session owns it? */
+	A_CREATE,      /* our create is out (with the folder's create, or the list) */
+	A_SETTLE,      /* cancelled with the create out: waiting for its answer */
+	A_ENSURE,      /* making the folder and its missing ancestors */
+	A_LIST,        /* the queue's list is out */
+	A_WATCH,       /* the request that arms our watch is out */
+	A_WAIT,        /* waiting for the watch to fire */
+	A_RECOVER,     /* waiting for the connection after a transient failure */
+	A_TURN,        /* our turn came past the loss deadline: waiting for a new session */
+	A_WITHDRAW,    /* deleting our node before reporting the failure */
+};
+
+/* What a state's function tells step() (or ZKL_E*: it failed); ANSWERED is await()'s. */
+enum { GO_ON = 0, WAIT = 1, HELD = 2, ANSWERED = 3 };
+
+struct zkl_acquisition {
+	struct zkl_waiter w;           /* first: step() gets it back from the loop */
+	const struct zkl_queue *q;
+	struct zkl_node *node;         /* the caller's */
+	enum acq_state st;
+	int64_t deadline;
+	bool try_once;                 /* timeout 0: one round trip, then give up */
+	unsigned epoch;                /* *q->epoch when the queue was last looked at */
+	bool unknown;                  /* a create of ours may exist: look for it by uuid */
+	uint64_t unknown_gen;
+	struct zkl_op *folder, *create, *list, *op;
+	struct zkl_watch *wt;
+	bool watch_folder;             /* the watch is on the folder's children */
+	bool heir;                     /* the watched node going means we hold */
+	size_t listed;                 /* the queue's length when the watch was armed */
+	uint64_t ggen;                 /* the session the watch was armed on */
+	int64_t until;                 /* SETTLE, ENSURE, WITHDRAW: their own deadline */
+	char *ensure;                  /* ENSURE: the folder's path; the create out (or next) */
+	size_t ensure_len, ensure_full;/* is of its first ensure_len bytes */
+	char *found;                   /* FIND_EXISTS */
+	uint64_t found_gen;
+	int rc;                        /* once done: the result, and its message */
+	char error[256];
+	bool done;
+	pthread_cond_t cv;             /* the waiting thread's */
+};
+
+static int session_timeout(const zkl_client *c)
+{
+	return c->timeout_ms > 0 ? c->timeout_ms : 10000;
+}
+
+/* Whether op has its answer (ANSWERED) or is still out (WAIT: the loop runs us again at
+ * `deadline` at the latest), or the wait is over: ZKL_ECANCELED or ZKL_ETIMEDOUT. */
+static int await(struct zkl_acquisition *a, const struct zkl_op *op, int64_t deadline)
+{
+	if (op->done)
+		return ANSWERED;
+	if (a->w.canceled)
+		return ZKL_ECANCELED;
+	if (zkl_now_ms() >= deadline)
+		return ZKL_ETIMEDOUT;
+	a->w.wake_at = deadline;
+	return WAIT;
+}
+
+/* The deadline of a wait for an answer. Trying once means one round trip, which the C
+ * client ends within the session timeout: it waits for answers past the deadline. */
+static int64_t answer_deadline(const zkl_client *c, const struct zkl_acquisition *a,
+                               const struct zkl_op *op)
+{
+	if (!a->try_once)
+		return a->deadline;
+	int64_t t = op->sent_at + session_timeout(c);
+	return t > a->deadline ? t : a->deadline;
+}
+
+static int gave_up(const struct zkl_acquisition *a, int rc)
+{
+	if (rc == ZKL_ETIMEDOUT)
+		return zkl_fail(rc, "timed out waiting for %s", a->q->path);
+	return zkl_fail(rc, "acquire of %s was cancelled", a->q->path);
+}
+
+static void put_op(zkl_client *c, struct zkl_op **op)
+{
+	zkl_op_put(c, *op);
+	*op = NULL;
+}
+
+/* Drops every request still out. A create whose answer has not come carries the
+ * cleanup of what it may make to its completion. */
+static void drop_requests(zkl_client *c, struct zkl_acquisition *a)
+{
+	put_op(c, &a->folder);
+	if (a->create && !a->create->done) {
+		a->create->cleanup_parent = strdup(a->q->path);
+		memcpy(a->create->uuid, a->node->uuid, sizeof a->node->uuid);
+	}
+	put_op(c, &a->create);
+	put_op(c, &a->list);
+	put_op(c, &a->op);
+	if (a->wt) {
+		zkl_watch_put(c, a->wt);
+		a->wt = NULL;
+	}
+	free(a->found);
+	a->found = NULL;
+	free(a->ensure);
+	a->ensure = NULL;
+}
+
+/* The end: the waiting thread (or the callback) learns a->rc. */
+static void finish(zkl_client *c, struct zkl_acquisition *a)
+{
+	drop_requests(c, a);
+	zkl_waiter_leave(c, &a->w);
+	a->done = true;
+	pthread_cond_signal(&a->cv);
+}
+
+/* ---- the way in ---------------------------------------------------------------- */
+
+static int start_create(zkl_client *c, struct zkl_acquisition *a);
+static int start_list(zkl_client *c, struct zkl_acquisition *a);
+
+/* After a transient failure: wait for the connection, unless trying once. */
+static int start_recover(struct zkl_acquisition *a)
+{
+	if (a->try_once)
+		return zkl_fail(ZKL_ETIMEDOUT, "the connection to ZooKeeper was lost");
+	a->st = A_RECOVER;
+	return GO_ON;
+}
+
+static int on_recover(zkl_client *c, struct zkl_acquisition *a)
+{
+	if (a->w.canceled)
+		return gave_up(a, ZKL_ECANCELED);
+	if (c->sess->connected) {
+		a->st = A_TOP;
+		return GO_ON;
+	}
+	if (zkl_now_ms() >= a->deadline)
+		return zkl_fail(ZKL_ETIMEDOUT, "timed out while disconnected from ZooKeeper");
+	a->w.wake_at = a->deadline;
+	return WAIT;
+}
+
+/* Our turn has come. The grant stands if its session is current and short of its loss
+ * deadline: a watch event proves nothing about the server hearing us (a client cut off
+ * one way still hears it), so a turn learned past the deadline waits for the new
+ * session the event thread is about to open, and queues again there. */
+static int take_turn(zkl_client *c, struct zkl_acquisition *a)
+{
+	const struct zkl_node *node = a->node;
+	if (node->gen == c->gen && zkl_now_ms() < zkl_lost_at(c))
+		return HELD;
+	zkl_log(c, ZKL_LOG_INFO, "turn for %s came past the session's loss deadline; "
+	        "queueing again on a new session", node->path);
+	a->st = A_TURN;
+	return GO_ON;
+}
+
+static int on_turn(zkl_client *c, struct zkl_acquisition *a)
+{
+	if (a->node->gen == c->gen && !a->w.canceled) {
+		if (zkl_now_ms() >= a->deadline)
+			return zkl_fail(ZKL_ETIMEDOUT, "timed out while the session was given up");
+		a->w.wake_at = a->deadline;
+		return WAIT;
+	}
+	a->st = A_TOP;
+	return GO_ON;
+}
+
+static int on_top(zkl_client *c, struct zkl_acquisition *a)
+{
+	const struct zkl_queue *q = a->q;
+	struct zkl_node *node = a->node;
+	if (a->w.canceled)
+		return gave_up(a, ZKL_ECANCELED);
+	a->epoch = q->epoch ? *q->epoch : 0;
+	if (node->path && node->gen != c->gen) {
+		/* Our session ended while we queued: the node went with it. Queue again on
+		 * the new session. */
+		zkl_log(c, ZKL_LOG_INFO, "session changed while waiting for %s; queueing again",
+		        q->path);
+		zkl_node_forget(c, node);
+		zkl_uuid(node->uuid);
+	}
+	if (!node->path && a->unknown) {
+		a->unknown = false;
+		if (a->unknown_gen == c->gen) {
+			int err = 0;
+			pthread_mutex_unlock(&c->mu);
+			struct zkl_op *op = zkl_op_children(c, &a->w, q->path, NULL, &err);
+			pthread_mutex_lock(&c->mu);
+			if (!op)
+				return err;
+			a->op = op;
+			a->st = A_FIND;
+			return GO_ON;
+		}
+		zkl_uuid(node->uuid);
+	}
+	return node->path ? start_list(c, a) : start_create(c, a);
+}
+
+/* Looking for our node by uuid after a create whose outcome is unknown. It is adopted
+ * only if its ephemeral owner is our current session: a node of an older session dies
+ * with that session. */
+static int on_find(zkl_client *c, struct zkl_acquisition *a)
+{
+	const struct zkl_queue *q = a->q;
+	int rc = await(a, a->op, answer_deadline(c, a, a->op));
+	if (rc == WAIT)
+		return WAIT;
+	if (rc < 0) {
+		a->unknown = true; /* the withdrawal looks for it in the background */
+		return gave_up(a, rc);
+	}
+	struct zkl_op *op = a->op;
+	char *found = NULL;
+	rc = 0;
+	if (op->rc == ZOK) {
+		for (int i = 0; i < op->count && !found; i++)
+			if (zkl_name_has_uuid(op->names[i], a->node->uuid))
+				found = zkl_path_join(q->path, op->names[i]);
+	} else if (op->rc != ZNONODE) {
+		rc = zkl_zk_transient(op->rc) || zkl_zk_session_gone(op->rc)
+		             ? ZKL_ECONNLOSS
+		             : zkl_fail_zk(op->rc, "cannot list", q->path);
+	}
+	const uint64_t gen = op->s->gen;
+	put_op(c, &a->op);
+	if (!found) {
+		if (rc == ZKL_ECONNLOSS) {
+			a->unknown = true;
+			return start_recover(a);
+		}
+		if (rc != 0)
+			return rc;
+		zkl_uuid(a->node->uuid);
+		return start_create(c, a);
+	}
+	int err = 0;
+	pthread_mutex_unlock(&c->mu);
+	op = zkl_op_exists(c, &a->w, found, &err);
+	pthread_mutex_lock(&c->mu);
+	if (!op) {
+		free(found);
+		return err;
+	}
+	a->op = op;
+	a->found = found;
+	a->found_gen = gen;
+	a->st = A_FIND_EXISTS;
+	return GO_ON;
+}
+
+static int on_find_exists(zkl_client *c, struct zkl_acquisition *a)
+{
+	struct zkl_node *node = a->node;
+	struct zkl_op *op = a->op;
+	int rc = await(a, op, answer_deadline(c, a, op));
+	if (rc == WAIT)
+		return WAIT;
+	if (rc < 0) {
+		a->unknown = true;
+		return gave_up(a, rc);
+	}
+	const uint64_t gen = a->found_gen;
+	if (op->rc == ZOK && gen == c->gen && op->s->gen == gen &&
+	    op->stat.ephemeralOwner == c->sess->id) {
+		node->path = a->found;
+		a->found = NULL;
+		node->gen = gen;
+		node->czxid = op->stat.czxid;
+		put_op(c, &a->op);
+		zkl_node_known(a->q, node);
+		return start_list(c, a);
+	}
+	const bool transient = zkl_zk_transient(op->rc);
+	put_op(c, &a->op);
+	free(a->found);
+	a->found = NULL;
+	if (transient) {
+		a->unknown = true;
+		return start_recover(a);
+	}
+	zkl_uuid(node->uuid);
+	return start_create(c, a);
+}
+
+/* Creates our node and lists the queue in the same round trip. While the client keeps
+ * finding new folders, a handle that has not seen its folder yet bets that it is new
+ * too: it creates the folder (as a container) ahead of its node, and leaves the list
+ * out, which a new folder does not need. */
+static int start_create(zkl_client *c, struct zkl_acquisition *a)
+{
+	const struct zkl_queue *q = a->q;
+	char prefix[ZKL_PROTECT_PREFIX_LEN + 32];
+	zkl_node_prefix(prefix, sizeof prefix, a->node->uuid, q->kind);
+	char *target = zkl_path_join(q->path, prefix);
+	if (!target)
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	int err = 0;
+	const bool make_folder = q->folder_seen && !*q->folder_seen && c->folders_new;
+	pthread_mutex_unlock(&c->mu);
+	/* Nobody waits for the folder's answer alone (it comes before the node's). */
+	struct zkl_op *folder = make_folder ? zkl_op_create(c, NULL, q->path, NULL, 0,
+	                                                    ZOO_CONTAINER, &err)
+	                                    : NULL;
+	struct zkl_op *create = zkl_op_create(c, &a->w, target, q->data, q->data_len,
+	                                      ZOO_EPHEMERAL_SEQUENTIAL, &err);
+	struct zkl_op *list = NULL;
+	if (create && !make_folder)
+		list = zkl_op_children(c, &a->w, q->path, NULL, &err);
+	pthread_mutex_lock(&c->mu);
+	free(target);
+	a->folder = folder;
+	a->create = create;
+	a->list = list;
+	if (!create || (!make_folder && !list))
+		return err;
+	a->st = A_CREATE;
+	return GO_ON;
+}
+
+static int on_create(zkl_client *c, struct zkl_acquisition *a)
+{
+	const struct zkl_queue *q = a->q;
+	struct zkl_node *node = a->node;
+	struct zkl_op *create = a->create;
+	int rc = await(a, create, answer_deadline(c, a, create));
+	if (rc == WAIT)
+		return WAIT;
+	if (rc == ZKL_ECANCELED) {
+		/* A cancelled acquire returns with nothing of its own left in the queue: wait
+		 * for the create's answer (unless cancelled again), then withdraw. */
+		a->w.canceled = false;
+		a->until = zkl_now_ms() + session_timeout(c);
+		a->st = A_SETTLE;
+		return GO_ON;
+	}
+	if (rc < 0)
+		return gave_up(a, rc); /* the create's completion cleans up */
+	const int zrc = create->rc;
+	/* The session answers in order: the folder's answer came first. */
+	struct zkl_op *folder = a->folder;
+	const bool made = folder && folder->done && folder->rc == ZOK;
+	if (folder && folder->done && (folder->rc == ZOK || folder->rc == ZNODEEXISTS))
+		c->folders_new = made;
+	put_op(c, &a->folder);
+	if (zrc == ZOK) {
+		node->path = create->value;
+		create->value = NULL;
+		node->gen = create->s->gen;
+		node->czxid = create->stat.czxid;
+		zkl_node_known(q, node);
+	}
+	const uint64_t cgen = create->s->gen;
+	put_op(c, &a->create);
+	zkl_child me;
+	if (zrc == ZOK && zkl_child_parse(zkl_basename(node->path), &me) &&
+	    zkl_queue_alone(made, &me)) {
+		/* No node was ever made in the folder before ours: no list needed. */
+		size_t watch = 0;
+		node->seq = 0;
+		*q->folder_seen = true;
+		if (q->pred->holds(&me, 1, 0, q->pred_arg, &watch) && node->gen == c->gen &&
+		    zkl_now_ms() < zkl_lost_at(c))
+			return HELD;
+	}
+	if (zrc == ZOK)
+		return start_list(c, a);
+	put_op(c, &a->list);
+	if (zrc == ZNONODE) {
+		/* The folder was missing: the next first acquire bets on a new one. Making
+		 * the folder is part of trying once, not waiting. */
+		c->folders_new = true;
+		a->ensure = strdup(q->path);
+		if (!a->ensure)
+			return zkl_fail(ZKL_ENOMEM, "out of memory");
+		a->ensure_full = a->ensure_len = strlen(a->ensure);
+		a->until = a->try_once ? zkl_now_ms() + session_timeout(c) : a->deadline;
+		a->st = A_ENSURE;
+		return GO_ON;
+	}
+	if (zkl_zk_transient(zrc) || zkl_zk_session_gone(zrc)) {
+		a->unknown = zkl_zk_transient(zrc);
+		a->unknown_gen = cgen;
+		return start_recover(a);
+	}
+	return zkl_fail_zk(zrc, "cannot create a node under", q->path);
+}
+
+static int on_settle(struct zkl_acquisition *a)
+{
+	struct zkl_op *create = a->create;
+	if (!create->done) {
+		if (a->w.canceled || zkl_now_ms() >= a->until)
+			return gave_up(a, ZKL_ECANCELED); /* the completion cleans up */
+		a->w.wake_at = a->until;
+		return WAIT;
+	}
+	if (create->rc == ZOK && create->value) {
+		a->node->path = create->value;
+		create->value = NULL;
+		a->node->gen = create->s->gen;
+	} else if (zkl_zk_transient(create->rc)) {
+		/* Made or not, nobody knows: look for it by uuid in the background. */
+		a->unknown = true;
+		a->unknown_gen = create->s->gen;
+	}
+	return gave_up(a, ZKL_ECANCELED);
+}
+
+/* Creates the folder and its missing ancestors as containers: try the path, on NONODE
+ * its parent, and so on up, then create back down. a->op is the create out. */
+static int on_ensure(zkl_client *c, struct zkl_acquisition *a)
+{
+	char *buf = a->ensure;
+	if (!a->op) {
+		buf[a->ensure_len] = 0;
+		int err = 0;
+		pthread_mutex_unlock(&c->mu);
+		struct zkl_op *op = zkl_op_create(c, &a->w, buf, NULL, 0, ZOO_CONTAINER, &err);
+		pthread_mutex_lock(&c->mu);
+		if (!op)
+			return err;
+		a->op = op;
+	}
+	int rc = await(a, a->op, a->until);
+	if (rc == WAIT)
+		return WAIT;
+	if (rc < 0)
+		return zkl_fail(rc, "gave up creating %s", buf);
+	const int zrc = a->op->rc;
+	put_op(c, &a->op);
+	if (zrc == ZOK || zrc == ZNODEEXISTS) {
+		if (a->ensure_len == a->ensure_full) {
+			free(a->ensure);
+			a->ensure = NULL;
+			a->st = A_TOP;
+			return GO_ON;
+		}
+		buf[a->ensure_len] = '/';
+		a->ensure_len += strcspn(buf + a->ensure_len + 1, "/") + 1;
+		return GO_ON;
+	}
+	if (zrc == ZNONODE) {
+		size_t p = zkl_path_parent_len(buf);
+		if (p == 0)
+			return zkl_fail(ZKL_EZK, "cannot create %s: the root of the client's chroot "
+			                "does not exist", a->q->path);
+		a->ensure_len = p;
+		return GO_ON;
+	}
+	if (zkl_zk_transient(zrc) || zkl_zk_session_gone(zrc)) {
+		free(a->ensure);
+		a->ensure = NULL;
+		return start_recover(a);
+	}
+	return zkl_fail_zk(zrc, "cannot create", buf);
+}
+
+/* ---- the queue ------------------------------------------------------------------ */
+
+static int start_list(zkl_client *c, struct zkl_acquisition *a)
+{
+	if (!a->list) {
+		int err = 0;
+		pthread_mutex_unlock(&c->mu);
+		struct zkl_op *list = zkl_op_children(c, &a->w, a->q->path, NULL, &err);
+		pthread_mutex_lock(&c->mu);
+		if (!list)
+			return err;
+		a->list = list;
+	}
+	a->st = A_LIST;
+	return GO_ON;
+}
+
+static int on_list(zkl_client *c, struct zkl_acquisition *a)
+{
+	const struct zkl_queue *q = a->q;
+	struct zkl_node *node = a->node;
+	int rc = await(a, a->list, answer_deadline(c, a, a->list));
+	if (rc == WAIT)
+		return WAIT;
+	if (rc < 0)
+		return gave_up(a, rc);
+	zkl_child *queue = NULL;
+	size_t n = 0;
+	char **names = NULL;
+	int count = 0;
+	const int lrc = a->list->rc;
+	if (lrc == ZOK && q->folder_seen)
+		*q->folder_seen = true;
+	if (lrc == ZOK)
+		rc = zkl_take_queue(c, q->path, a->list, &queue, &n, &names, &count);
+	put_op(c, &a->list);
+	if (rc != 0)
+		return rc;
+	if (lrc != ZOK) {
+		if (lrc == ZNONODE) {
+			/* The folder is gone, and our node with it. */
+			zkl_node_forget(c, node);
+			zkl_uuid(node->uuid);
+			a->st = A_TOP;
+			return GO_ON;
+		}
+		if (zkl_zk_transient(lrc) || zkl_zk_session_gone(lrc))
+			return start_recover(a);
+		return zkl_fail_zk(lrc, "cannot list", q->path);
+	}
+	const char *own = zkl_basename(node->path);
+	size_t self = n;
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(queue[i].name, own) == 0) {
+			self = i;
+			break;
+		}
+	}
+	if (self == n) {
+		/* Our node is not there: deleted from outside. Queue again. */
+		zkl_log(c, ZKL_LOG_WARN, "node %s vanished while queued; queueing again",
+		        node->path);
+		zkl_node_forget(c, node);
+		zkl_uuid(node->uuid);
+		free(queue);
+		zkl_names_free(names, count);
+		a->st = A_TOP;
+		return GO_ON;
+	}
+	node->seq = queue[self].seq;
+	size_t watch = 0;
+	if (q->pred->holds(queue, n, self, q->pred_arg, &watch)) {
+		free(queue);
+		zkl_names_free(names, count);
+		return take_turn(c, a);
+	}
+	const bool folder = watch == ZKL_WATCH_CHILDREN;
+	/* When the watched node goes, do we hold without listing again? */
+	a->heir = !folder && watch < self && q->pred->heir && q->pred->heir(queue, self, watch);
+	a->watch_folder = folder;
+	a->listed = n;
+	char *target = folder ? strdup(q->path) : zkl_path_join(q->path, queue[watch].name);
+	free(queue);
+	zkl_names_free(names, count);
+	if (a->try_once) {
+		free(target);
+		return zkl_fail(ZKL_ETIMEDOUT, "%s is held", q->path);
+	}
+	if (!target)
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	/* Watch the one node before us (a get on a vanished node registers nothing, so no
+	 * stray watch is left), or the folder's children. */
+	struct zkl_watch *wt = zkl_watch_new(c, &a->w);
+	if (!wt) {
+		free(target);
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	}
+	int err = 0;
+	pthread_mutex_unlock(&c->mu);
+	struct zkl_op *get = folder ? zkl_op_children(c, &a->w, target, wt, &err)
+	                            : zkl_op_get(c, &a->w, target, wt, &err);
+	pthread_mutex_lock(&c->mu);
+	free(target);
+	a->wt = wt;
+	if (!get)
+		return err;
+	a->op = get;
+	a->st = A_WATCH;
+	return GO_ON;
+}
+
+/* The watch is armed (grc ZOK), or its target was gone already (ZNONODE), or the
+ * request failed: what now? */
+static int after_watch(zkl_client *c, struct zkl_acquisition *a, int grc)
+{
+	const struct zkl_node *node = a->node;
+	const bool gone = grc == ZNONODE || (a->wt->fired && a->wt->event == ZOO_DELETED_EVENT);
+	zkl_watch_put(c, a->wt);
+	a->wt = NULL;
+	if (a->heir && gone && !a->w.canceled && a->ggen == node->gen && c->gen == node->gen)
+		return take_turn(c, a); /* the one node ahead is gone, and nothing can take its place */
+	if (zkl_zk_transient(grc) || zkl_zk_session_gone(grc))
+		return start_recover(a);
+	if (grc != ZOK && grc != ZNONODE)
+		return zkl_fail_zk(grc, "cannot watch a node under", a->q->path);
+	a->st = A_TOP;
+	return GO_ON;
+}
+
+static int on_watch(zkl_client *c, struct zkl_acquisition *a)
+{
+	struct zkl_op *get = a->op;
+	int rc = await(a, get, a->deadline);
+	if (rc == WAIT)
+		return WAIT;
+	if (rc < 0)
+		return gave_up(a, rc);
+	const int grc = get->rc;
+	a->ggen = get->s->gen;
+	/* A folder watch is armed by a fresh listing. If the queue changed between our
+	 * first listing and this one, that change will fire no watch: look again at once.
+	 * (Folder predicates depend on the number of nodes only.) */
+	bool changed = false;
+	if (a->watch_folder && grc == ZOK) {
+		size_t parsed = 0;
+		zkl_child tmp;
+		for (int i = 0; i < get->count; i++)
+			parsed += zkl_child_parse(get->names[i], &tmp);
+		changed = parsed != a->listed;
+	}
+	put_op(c, &a->op);
+	if (grc == ZOK && !changed) {
+		a->st = A_WAIT;
+		return GO_ON;
+	}
+	return after_watch(c, a, grc);
+}
+
+static int on_wait(zkl_client *c, struct zkl_acquisition *a)
+{
+	const struct zkl_queue *q = a->q;
+	const bool same = !q->epoch || *q->epoch == a->epoch;
+	if (!a->wt->fired && !a->w.canceled && c->gen == a->ggen && same) {
+		if (zkl_now_ms() >= a->deadline)
+			return gave_up(a, ZKL_ETIMEDOUT);
+		a->w.wake_at = a->deadline;
+		return WAIT;
+	}
+	return after_watch(c, a, ZOK);
+}
+
+/* ---- the way out ---------------------------------------------------------------- */
+
+/* Withdraws after a failure: nothing of ours may stay in the queue. Our node's delete is
+ * tried once and waited for; if it cannot be confirmed while its session may live, the
+ * client's background task retries it until it succeeds or the session is gone.
+ * Returns WAIT while the delete is out. */
+static int withdraw(zkl_client *c, struct zkl_acquisition *a)
+{
+	struct zkl_node *node = a->node;
+	if (a->st != A_WITHDRAW) {
+		a->st = A_WITHDRAW;
+		drop_requests(c, a);
+		if (!node->path) {
+			if (a->unknown && a->unknown_gen == c->gen)
+				zkl_task_find_delete(c, a->q->path, node->uuid, a->unknown_gen);
+			return GO_ON;
+		}
+		zkl_revwatch_remove(c, node->rev);
+		node->rev = NULL;
+		if (node->gen != c->gen)
+			return GO_ON; /* gone with its session */
+		if (c->closing || !c->sess->connected || zkl_now_ms() >= zkl_lost_at(c)) {
+			zkl_task_delete(c, node->path, node->gen);
+			return GO_ON;
+		}
+		int err = 0;
+		pthread_mutex_unlock(&c->mu);
+		struct zkl_op *op = zkl_op_delete(c, &a->w, node->path, &err);
+		pthread_mutex_lock(&c->mu);
+		if (!op) {
+			zkl_task_delete(c, node->path, node->gen);
+			return GO_ON;
+		}
+		a->op = op;
+		a->until = zkl_now_ms() + session_timeout(c);
+		if (a->until > zkl_lost_at(c))
+			a->until = zkl_lost_at(c);
+	}
+	struct zkl_op *op = a->op;
+	if (!op)
+		return GO_ON;
+	if (!op->done && !c->closing && zkl_now_ms() < a->until) {
+		a->w.wake_at = a->until;
+		return WAIT;
+	}
+	const int zrc = op->done ? op->rc : ZOPERATIONTIMEOUT;
+	put_op(c, &a->op);
+	if (zrc == ZOK || zrc == ZNONODE || zkl_zk_session_gone(zrc))
+		return GO_ON;
+	if (!zkl_zk_transient(zrc)) {
+		zkl_log(c, ZKL_LOG_ERROR, "cannot delete %s: %s", node->path, zerror(zrc));
+		return GO_ON;
+	}
+	zkl_task_delete(c, node->path, node->gen);
+	return GO_ON;
+}
+
+static void step(zkl_client *c, struct zkl_waiter *w)
+{
+	struct zkl_acquisition *a = (struct zkl_acquisition *)w;
+	int rc = GO_ON;
+	while (rc == GO_ON && a->st != A_WITHDRAW) {
+		if (c->closing) {
+			rc = zkl_fail(ZKL_ECLOSED, "the client is closing");
+			break;
+		}
+		switch (a->st) {
+		case A_TOP: rc = on_top(c, a); break;
+		case A_FIND: rc = on_find(c, a); break;
+		case A_FIND_EXISTS: rc = on_find_exists(c, a); break;
+		case A_CREATE: rc = on_create(c, a); break;
+		case A_SETTLE: rc = on_settle(a); break;
+		case A_ENSURE: rc = on_ensure(c, a); break;
+		case A_LIST: rc = on_list(c, a); break;
+		case A_WATCH: rc = on_watch(c, a); break;
+		case A_WAIT: rc = on_wait(c, a); break;
+		case A_RECOVER: rc = on_recover(c, a); break;
+		case A_TURN: rc = on_turn(c, a); break;
+		case A_WITHDRAW: break;
+		}
+	}
+	if (rc == WAIT)
+		return;
+	if (rc == HELD) {
+		a->rc = 0;
+		finish(c, a);
+		return;
+	}
+	if (a->st != A_WITHDRAW) {
+		/* A failure: keep its message for the waiting thread, then withdraw. */
+		a->rc = rc;
+		snprintf(a->error, sizeof a->error, "%s", zkl_last_error());
+	}
+	if (withdraw(c, a) == WAIT)
+		return;
+	zkl_node_forget(c, a->node);
+	zkl_node_clear(a->node);
+	finish(c, a);
+}
+
+int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node)
+{
+	zkl_client *c = q->c;
+	memset(node, 0, sizeof *node);
+	if (zkl_on_event_thread(c))
+		return zkl_fail(ZKL_EDEADLK, "cannot wait for %s on the client's event thread "
+		                "(in a callback): nothing would run the acquisition", q->path);
+	struct zkl_acquisition *a = calloc(1, sizeof *a);
+	if (!a)
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	zkl_uuid(node->uuid);
+	a->q = q;
+	a->node = node;
+	a->st = A_TOP;
+	a->try_once = timeout_ms == 0;
+	a->deadline = zkl_deadline(timeout_ms);
+	zkl_cond_init(&a->cv);
+	pthread_mutex_lock(&c->mu);
+	if (c->closing) {
+		pthread_mutex_unlock(&c->mu);
+		pthread_cond_destroy(&a->cv);
+		free(a);
+		return zkl_fail(ZKL_ECLOSED, "the client is closing");
+	}
+	zkl_waiter_enter_loop(c, &a->w, q->owner, step);
+	while (!a->done)
+		pthread_cond_wait(&a->cv, &c->mu);
+	pthread_mutex_unlock(&c->mu);
+	int rc = a->rc;
+	if (rc != 0)
+		zkl_fail(rc, "%s", a->error);
+	pthread_cond_destroy(&a->cv);
+	free(a);
+	return rc;
+}

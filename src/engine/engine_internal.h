@@ -1,0 +1,21 @@
+/* What the engine's files share (engine.c, acquire.c). Never used outside src/engine. */
+#ifndef ZKL_ENGINE_INTERNAL_H
+#define ZKL_ENGINE_INTERNAL_H
+
+#include "engine.h"
+
+/* Our node is known (mu held): arm its revocation watch if the recipe asks for one. */
+void zkl_node_known(const struct zkl_queue *q, struct zkl_node *node);
+/* Forgets our node (mu held): its revocation watch goes too. */
+void zkl_node_forget(zkl_client *c, struct zkl_node *node);
+
+/* Parses and sorts op's children into a new array (mu held), leaving out our own nodes
+ * whose delete is on its way. Takes the names from the op: free them with
+ * zkl_names_free(*names, *count). */
+int zkl_take_queue(zkl_client *c, const char *path, struct zkl_op *op, zkl_child **queue,
+                   size_t *n, char ***names, int *count);
+
+/* The last component of a path. */
+const char *zkl_basename(const char *path);
+
+#endif
