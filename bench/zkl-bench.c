@@ -34,6 +34,9 @@
  *   mem   one client takes -n locks (default 10000) on distinct paths with -c threads
  *         (default 64, the in-flight count of s0b), holds them all, releases them
  *         (latency: one acquire; cycles/s: locks taken per second)
+ *   s8    one thread starts -n asynchronous acquires (default 10000) at once on -c locks
+ *         (default 100), one client; each callback releases at once (latency: start to
+ *         grant; prints drain_ms; fails if a lock was granted out of queue order)
  *   all   s0a s0b s0m s1 s2 s3 s4 s5 s6 s7 mem
  *
  * Cycles of the first -W seconds (default: a fifth of -d, at most 1) are a warm-up and
@@ -1366,6 +1369,109 @@ static void mem(void)
 	free(ts);
 }
 
+/* ---- S8: one thread, many asynchronous acquires ---------------------------------------- */
+
+/* 10,000 acquires (-n) started at once from one thread on one client, 100 per lock
+ * (-c locks): each callback checks that its lock's fencing token grew (the queue is
+ * served in order), and releases at once, which hands the lock to the next in line. */
+struct s8 {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	long done, out_of_order, failed;
+	int64_t *last_token;   /* per lock */
+	int64_t t0;
+	struct vec lat;        /* start to grant, per acquire */
+};
+
+struct s8_acq {
+	struct s8 *st;
+	int lock;
+};
+
+static void s8_granted(zkl_mutex *m, int rc, void *data)
+{
+	struct s8_acq *a = data;
+	struct s8 *st = a->st;
+	int64_t token = rc == 0 ? zkl_mutex_token(m) : 0;
+	if (rc == 0)
+		rc = zkl_mutex_release(m);
+	pthread_mutex_lock(&st->mu);
+	if (rc != 0) {
+		st->failed++;
+	} else {
+		if (token <= st->last_token[a->lock])
+			st->out_of_order++;
+		st->last_token[a->lock] = token;
+	}
+	vec_push(&st->lat, now_ns() - st->t0);
+	if (++st->done == opt.count)
+		pthread_cond_signal(&st->cv);
+	pthread_mutex_unlock(&st->mu);
+}
+
+static void s8(void)
+{
+	if (!opt.count)
+		opt.count = 10000;
+	long n = opt.count;
+	int nlocks = opt.clients ? opt.clients : 100;
+	set_base("s8");
+	zkl_client *c = open_client();
+	struct s8 st = {.last_token = xcalloc((size_t)nlocks, sizeof(int64_t))};
+	pthread_mutex_init(&st.mu, NULL);
+	pthread_cond_init(&st.cv, NULL);
+	zkl_mutex **ms = xcalloc((size_t)n, sizeof *ms);
+	struct s8_acq *as = xcalloc((size_t)n, sizeof *as);
+	char path[700];
+	for (long i = 0; i < n; i++) {
+		as[i] = (struct s8_acq){.st = &st, .lock = (int)(i % nlocks)};
+		snprintf(path, sizeof path, "%s/l%d", base_path, as[i].lock);
+		int rc = zkl_mutex_new(&ms[i], c, path);
+		if (rc != 0)
+			die_zkl(path, rc);
+	}
+	char name[32] = "S8";
+	if (n != 10000 || nlocks != 100)
+		snprintf(name, sizeof name, "S8x%ldx%d", n, nlocks);
+	struct result *res = new_result(name);
+	long rss_before = peak_rss_kib();
+	res->m0 = mntr();
+	st.t0 = now_ns();
+	for (long i = 0; i < n; i++) {
+		int rc = zkl_mutex_acquire_async(ms[i], -1, s8_granted, &as[i]);
+		if (rc != 0)
+			die_zkl("acquire_async", rc);
+	}
+	int64_t started = now_ns();
+	pthread_mutex_lock(&st.mu);
+	while (st.done < n)
+		pthread_cond_wait(&st.cv, &st.mu);
+	pthread_mutex_unlock(&st.mu);
+	int64_t t1 = now_ns();
+	res->m1 = mntr();
+	if (st.failed || st.out_of_order)
+		die("S8: %ld acquires failed, %ld granted out of queue order", st.failed,
+		    st.out_of_order);
+	for (long i = 0; i < n; i++)
+		zkl_mutex_free(ms[i]);
+	zkl_client_close(c);
+	sweep_folders();
+	vec_append(res->lat, &st.lat);
+	free(st.lat.v);
+	res->cycles = n;
+	res->rate = (double)n / ((double)(t1 - st.t0) / 1e9);
+	res->per = "acq";
+	res->rss = peak_rss_kib();
+	snprintf(res->extra, sizeof res->extra,
+	         "acquires=%ld locks=%d threads=1 start_ms=%.0f drain_ms=%.0f rss_start_kib=%ld",
+	         n, nlocks, (double)(started - st.t0) / 1e6, (double)(t1 - st.t0) / 1e6,
+	         rss_before);
+	report(res);
+	free(ms);
+	free(as);
+	free(st.last_token);
+}
+
 /* ---- main --------------------------------------------------------------------------- */
 
 static void run_scenario(const char *s)
@@ -1396,12 +1502,14 @@ static void run_scenario(const char *s)
 		s7();
 	else if (strcmp(s, "mem") == 0)
 		mem();
+	else if (strcmp(s, "s8") == 0)
+		s8();
 }
 
 static bool known(const char *s)
 {
 	static const char *names[] = {"s0a", "s0b", "s0m", "s1", "s2", "s3",
-	                              "s4",  "s5",  "s6",  "s7", "mem", "all"};
+	                              "s4",  "s5",  "s6",  "s7", "s8",  "mem", "all"};
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
 		if (strcmp(s, names[i]) == 0)
 			return true;
@@ -1414,7 +1522,7 @@ static void usage(void)
 	        "usage: %s [-s servers] [-d seconds] [-W warmup] [-c clients] [-n count]\n"
 	        "          [-w window] [-L label] [-p prefix] [-z zklock] SCENARIO...\n"
 	        "       %s [options] s7 [-- COMMAND [ARG...]]\n"
-	        "scenarios: s0a s0b s0m s1 s2 s3 s4 s5 s6 s7 mem all\n",
+	        "scenarios: s0a s0b s0m s1 s2 s3 s4 s5 s6 s7 s8 mem all\n",
 	        prog, prog);
 	exit(2);
 }

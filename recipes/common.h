@@ -9,6 +9,7 @@
 struct zkl_acq {
 	struct zkl_acq *next;
 	pthread_t owner;
+	bool async;                /* taken by an asynchronous acquire: the handle's, not a thread's */
 	int count;
 	struct zkl_node node;
 	struct zkl_hold hold;

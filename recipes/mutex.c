@@ -30,6 +30,22 @@ struct zkl_mutex {
 	void *revoke_data;
 	zkl_naming naming;             /* c->mu */
 	bool folder_seen;              /* c->mu: the engine has listed our folder */
+	struct mutex_async *pending;   /* c->mu: the asynchronous acquire under way */
+	bool calling;                  /* c->mu: its callback is running */
+};
+
+/* An asynchronous acquire under way: what the engine reads until it ends, owned here
+ * so that the handle may be freed meanwhile (the acquisition is then orphaned). */
+struct mutex_async {
+	zkl_mutex *m;
+	char *path;
+	struct zkl_queue q;
+	struct zkl_data data;
+	bool folder_seen;
+	struct zkl_acq *l;
+	zkl_mutex_acquired_fn fn;
+	void *fn_data;
+	bool orphaned;                 /* c->mu: the handle is gone; end quietly */
 };
 
 struct zkl_rwlock {
@@ -46,6 +62,13 @@ bool zkl_mutex_is_read_half(const zkl_mutex *m)
  * revoked acquisition, whichever thread took it. */
 static _Thread_local const zkl_mutex *revoking;
 static _Thread_local pthread_t revoking_owner;
+
+/* The handle whose acquire callback the event thread is running, and whether that
+ * callback freed it (then nothing may touch it afterwards). Callbacks do not nest. */
+static _Thread_local struct {
+	zkl_mutex *m;
+	bool freed;
+} in_callback;
 
 static void mutex_revoked(void *ctx, const char *node)
 {
@@ -88,7 +111,16 @@ static struct zkl_acq **find_own(zkl_mutex *m)
 {
 	pthread_t self = revoking == m ? revoking_owner : pthread_self();
 	for (struct zkl_acq **pp = &m->leases; *pp; pp = &(*pp)->next)
-		if (pthread_equal((*pp)->owner, self))
+		if (!(*pp)->async && pthread_equal((*pp)->owner, self))
+			return pp;
+	return NULL;
+}
+
+/* The handle's asynchronous acquisition (c->mu held). */
+static struct zkl_acq **find_async(zkl_mutex *m)
+{
+	for (struct zkl_acq **pp = &m->leases; *pp; pp = &(*pp)->next)
+		if ((*pp)->async)
 			return pp;
 	return NULL;
 }
@@ -126,6 +158,23 @@ void zkl_mutex_free(zkl_mutex *m)
 
 static void mutex_dispose(zkl_mutex *m)
 {
+	/* An asynchronous acquire under way ends with ZKL_ECANCELED: wait until its callback
+	 * has run. On the event thread, which runs callbacks, that cannot be waited for: the
+	 * acquire is orphaned (it ends without calling anyone), and if this is the handle's
+	 * own callback, it is told that the handle is gone. */
+	zkl_client_cancel_owner(m->c, m);
+	pthread_mutex_lock(&m->c->mu);
+	if (zkl_on_event_thread(m->c)) {
+		if (m->pending)
+			m->pending->orphaned = true;
+		if (in_callback.m == m)
+			in_callback.freed = true;
+	} else {
+		while (m->pending || m->calling)
+			pthread_cond_wait(&m->c->cv, &m->c->mu);
+	}
+	m->pending = NULL;
+	pthread_mutex_unlock(&m->c->mu);
 	/* The calling thread's hold, however deep, ends here. */
 	pthread_mutex_lock(&m->c->mu);
 	struct zkl_acq **pp = find_own(m);
@@ -242,12 +291,135 @@ int zkl_mutex_acquire(zkl_mutex *m, int timeout_ms)
 	return 0;
 }
 
+/* The end of an asynchronous acquire (event thread, no lock held). */
+static void mutex_async_done(void *arg, int rc)
+{
+	struct mutex_async *pa = arg;
+	zkl_mutex *m = pa->m;
+	zkl_client *c = pa->q.c;
+	struct zkl_acq *l = pa->l;
+	char saved[256];
+	snprintf(saved, sizeof saved, "%s", zkl_last_error());
+	pthread_mutex_lock(&c->mu);
+	const bool orphaned = pa->orphaned;
+	if (!orphaned) {
+		m->pending = NULL;
+		m->calling = true;
+		m->folder_seen |= pa->folder_seen;
+		if (rc == 0) {
+			l->async = true;
+			l->owner = pthread_self();
+			l->count = 1;
+			l->hold.on_lost = mutex_lost;
+			l->hold.ctx = m;
+			l->next = m->leases;
+			m->leases = l;
+			zkl_hold_add(c, &l->hold, l->node.gen);
+			if (m->revoke_fn)
+				l->node.rev = zkl_revwatch_add(c, l->node.path, l->node.gen, mutex_revoked,
+				                               m);
+			l = NULL;
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (l && rc == 0)
+		zkl_engine_release(c, &l->node); /* won for a handle that is gone */
+	free(l);
+	zkl_data_free(&pa->data);
+	free(pa->path);
+	zkl_mutex_acquired_fn fn = pa->fn;
+	void *data = pa->fn_data;
+	free(pa);
+	if (orphaned)
+		return;
+	if (rc != 0)
+		zkl_fail(rc, "%s", saved);
+	in_callback.m = m;
+	in_callback.freed = false;
+	fn(m, rc, data);
+	in_callback.m = NULL;
+	if (in_callback.freed)
+		return;
+	pthread_mutex_lock(&c->mu);
+	m->calling = false;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+int zkl_mutex_acquire_async(zkl_mutex *m, int timeout_ms, zkl_mutex_acquired_fn fn,
+                            void *data)
+{
+	ZKL_CHECK_HANDLE(m, "mutex");
+	int rc = zkl_check_timeout(timeout_ms);
+	if (rc != 0)
+		return rc;
+	if (!fn)
+		return zkl_fail(ZKL_EINVAL, "callback is NULL");
+	zkl_client *c = m->c;
+	struct mutex_async *pa = calloc(1, sizeof *pa);
+	if (!pa || !(pa->l = calloc(1, sizeof *pa->l)) || !(pa->path = strdup(m->path))) {
+		if (pa)
+			free(pa->l);
+		free(pa);
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	}
+	pthread_mutex_lock(&c->mu);
+	if (m->pending || find_async(m)) {
+		pthread_mutex_unlock(&c->mu);
+		free(pa->path);
+		free(pa->l);
+		free(pa);
+		return zkl_fail(ZKL_EBUSY, "an asynchronous acquire of %s is under way or holds "
+		                "it: release it first", m->path);
+	}
+	/* Nodes of revocable handles carry no data, as Curator's do. */
+	if (m->revoke_fn)
+		rc = zkl_data_set(&pa->data, NULL, 0);
+	else
+		rc = zkl_data_set(&pa->data, m->data.bytes, (size_t)m->data.len);
+	enum zkl_kind kind = m->kind;
+	if (m->naming == ZKL_NAMING_KAZOO)
+		kind = m->kind == ZKL_KIND_READ ? ZKL_KIND_KRLOCK : ZKL_KIND_KLOCK;
+	pa->m = m;
+	pa->fn = fn;
+	pa->fn_data = data;
+	pa->folder_seen = m->folder_seen;
+	pa->q = (struct zkl_queue){
+		.c = c,
+		.path = pa->path,
+		.kind = kind,
+		.data = pa->data.bytes,
+		.data_len = pa->data.len,
+		.pred = m->kind == ZKL_KIND_READ ? &zkl_pred_read : &zkl_pred_first,
+		.owner = m,
+		.folder_seen = &pa->folder_seen,
+	};
+	if (rc == 0)
+		m->pending = pa;
+	pthread_mutex_unlock(&c->mu);
+	if (rc == 0)
+		rc = zkl_engine_start(&pa->q, timeout_ms, &pa->l->node, mutex_async_done, pa);
+	if (rc != 0) {
+		pthread_mutex_lock(&c->mu);
+		if (m->pending == pa)
+			m->pending = NULL;
+		pthread_mutex_unlock(&c->mu);
+		zkl_data_free(&pa->data);
+		free(pa->path);
+		free(pa->l);
+		free(pa);
+	}
+	return rc;
+}
+
 int zkl_mutex_release(zkl_mutex *m)
 {
 	ZKL_CHECK_HANDLE(m, "mutex");
 	zkl_client *c = m->c;
 	pthread_mutex_lock(&c->mu);
 	struct zkl_acq **pp = find_own(m);
+	if (!pp)
+		pp = find_async(m); /* the handle's: any thread may release it */
 	if (!pp) {
 		pthread_mutex_unlock(&c->mu);
 		return zkl_fail(ZKL_ENOTOWNER, "the calling thread does not hold %s", m->path);
@@ -277,6 +449,8 @@ bool zkl_mutex_is_held(zkl_mutex *m)
 		return false;
 	pthread_mutex_lock(&m->c->mu);
 	struct zkl_acq **pp = find_own(m);
+	if (!pp)
+		pp = find_async(m);
 	bool held = pp && !(*pp)->hold.lost;
 	pthread_mutex_unlock(&m->c->mu);
 	return held;

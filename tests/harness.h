@@ -53,7 +53,8 @@ void h_pair_close(h_pair *p);
 /* Number of children of path on a raw handle (-1 if the path does not exist). */
 int h_children(const char *path);
 /* Waits until path has n children (polling: the count is the event), or fails the test
- * after about ten seconds. */
+ * after about ten seconds. For n == 0, a path that is gone (a reaped container) will
+ * do. */
 void h_wait_children(const char *path, int n);
 /* Copies into buf the full path of a child of path whose name is not except; fails the
  * test if there is none. */

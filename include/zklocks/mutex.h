@@ -41,24 +41,46 @@ ZKL_API void zkl_mutex_free(zkl_mutex *m);
  * ZKL_ENOMEM, ZKL_EZK. */
 ZKL_API int zkl_mutex_acquire(zkl_mutex *m, int timeout_ms);
 
-/* Releases one level of the calling thread's hold; the last level deletes the node (see
- * confirm_release in zkl_client_options for when it waits). Returns 0; ZKL_ENOTOWNER if
- * the calling thread does not hold m (nothing changes); ZKL_ELOST if the lock had been
+/* Called once when an asynchronous acquire ends, on the client's event thread, with no
+ * zklocks lock held: rc is 0 (m is held, by the handle rather than a thread) or what
+ * zkl_mutex_acquire() would have returned, with zkl_last_error() set. It may release m,
+ * start another acquire, or free m; a blocking acquire on the same client fails there
+ * with ZKL_EDEADLK. */
+typedef void (*zkl_mutex_acquired_fn)(zkl_mutex *m, int rc, void *data);
+
+/* Starts an acquire that waits at most timeout_ms (ZKL_WAIT_FOREVER or 0 to try once)
+ * and returns at once: 0, then fn runs exactly once; or ZKL_EINVAL (bad timeout, NULL
+ * fn), ZKL_EBUSY (an asynchronous acquire of m is under way or holds it: one at a time
+ * per handle), ZKL_ECLOSED, ZKL_ENOMEM, and fn never runs. The queue is the one blocking
+ * acquires join, in the same order. zkl_mutex_cancel() ends it with ZKL_ECANCELED and
+ * nothing of it left on the server; zkl_mutex_free() cancels it too, and waits for fn
+ * unless called on the event thread (fn then never runs). The hold it takes is the
+ * handle's, not reentrant, and never a downgrade: any thread (or fn itself) releases it
+ * with zkl_mutex_release(), once; zkl_mutex_is_held() and zkl_mutex_token() see it. */
+ZKL_API int zkl_mutex_acquire_async(zkl_mutex *m, int timeout_ms, zkl_mutex_acquired_fn fn,
+                                    void *data);
+
+/* Releases one level of the calling thread's hold (if it has none: the hold of an
+ * asynchronous acquire); the last level deletes the node (see confirm_release in
+ * zkl_client_options for when it waits). Returns 0; ZKL_ENOTOWNER if neither the
+ * calling thread nor an asynchronous acquire holds m (nothing changes); ZKL_ELOST if the lock had been
  * lost meanwhile (the hold is ended all the same); ZKL_EACL or ZKL_EZK if ZooKeeper
  * refused the delete for good (the node then stays until its session ends). */
 ZKL_API int zkl_mutex_release(zkl_mutex *m);
 
-/* Whether the calling thread holds m and it has not been lost. (Holding is per thread;
- * zkl_mutex_token() below answers for the handle, whichever of its threads holds.) */
+/* Whether the calling thread (or an asynchronous acquire) holds m and it has not been
+ * lost. (Holding is per thread; zkl_mutex_token() below answers for the handle,
+ * whichever of its threads holds.) */
 ZKL_API bool zkl_mutex_is_held(zkl_mutex *m);
 
 /* The fencing token of the current hold (the czxid of its node: it only grows from one
  * holder to the next), or ZKL_ENOTHELD if no thread of this handle holds it. */
 ZKL_API int64_t zkl_mutex_token(zkl_mutex *m);
 
-/* Wakes every thread of this handle waiting in zkl_mutex_acquire(); they withdraw
- * their nodes and return ZKL_ECANCELED. Safe from any thread (not from a signal
- * handler). Does not affect a hold. */
+/* Wakes every thread of this handle waiting in zkl_mutex_acquire(), and ends its
+ * asynchronous acquire if one is under way; they withdraw their nodes and end with
+ * ZKL_ECANCELED. Safe from any thread (not from a signal handler). Does not affect a
+ * hold. */
 ZKL_API void zkl_mutex_cancel(zkl_mutex *m);
 
 /* Sets the data stored in the nodes this handle creates from now on (copied; len bytes,

@@ -137,6 +137,13 @@ void zkl_waiter_wake(zkl_client *c, struct zkl_waiter *w)
 	pthread_cond_signal(&c->ev_cv);
 }
 
+void zkl_waiter_wake_at(zkl_client *c, struct zkl_waiter *w, int64_t t)
+{
+	w->wake_at = t;
+	if (t < c->loop_next)
+		c->loop_next = t;
+}
+
 void zkl_waiter_leave(zkl_client *c, struct zkl_waiter *w)
 {
 	if (w->queued) {
@@ -1328,7 +1335,12 @@ static int64_t loop_waiters_run(zkl_client *c)
 			w->wake_at = INT64_MAX;
 			w->run(c, w); /* may free w */
 		}
-		int64_t now = zkl_now_ms(), next = INT64_MAX;
+		/* Timers: look through the waiters only when one of them is due (loop_next
+		 * may be early, when its waiter has moved on; never late). */
+		int64_t now = zkl_now_ms();
+		if (now < c->loop_next)
+			return c->loop_next;
+		int64_t next = INT64_MAX;
 		for (struct zkl_waiter *w = c->waiters; w; w = w->next) {
 			if (!w->run || w->queued)
 				continue;
@@ -1337,6 +1349,7 @@ static int64_t loop_waiters_run(zkl_client *c)
 			else if (w->wake_at < next)
 				next = w->wake_at;
 		}
+		c->loop_next = next;
 		if (!c->ready)
 			return next;
 	}

@@ -164,6 +164,7 @@ struct zkl_client {
 	bool closing;               /* mu */
 	struct zkl_waiter *waiters; /* mu */
 	struct zkl_waiter *ready, *ready_tail; /* mu: loop waiters woken, to run in order */
+	int64_t loop_next;          /* mu: no loop waiter wants to run before this */
 	struct zkl_hold *holds;     /* mu */
 	struct zkl_revwatch *revwatches; /* mu */
 
@@ -195,6 +196,8 @@ void zkl_waiter_enter_loop(zkl_client *c, struct zkl_waiter *w, const void *owne
 void zkl_waiter_leave(zkl_client *c, struct zkl_waiter *w);
 /* Wakes w (mu held): signals its thread, or queues it for the event thread. */
 void zkl_waiter_wake(zkl_client *c, struct zkl_waiter *w);
+/* A loop waiter that returns to wait asks to be run at t at the latest (mu held). */
+void zkl_waiter_wake_at(zkl_client *c, struct zkl_waiter *w, int64_t t);
 /* Waits with mu held until signalled or deadline; true if the deadline passed. */
 bool zkl_waiter_wait(zkl_client *c, struct zkl_waiter *w, int64_t deadline);
 /* Wakes the waiters of owner with canceled set. */

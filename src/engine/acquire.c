@@ -16,7 +16,7 @@
  * deadline wake it, and the event thread calls step(), with the client mutex held.
  * step() looks at the current state, at what has arrived, and moves on: it sends the
  * next request (letting go of the mutex while it does, as every sender must), or
- * returns to wait. A state that waits says until when (w.wake_at).
+ * returns to wait. A state that waits says until when (zkl_waiter_wake_at).
  *
  *   TOP ──▶ CREATE ──▶ LIST ──▶ WATCH ──▶ WAIT ──▶ TOP (list again) or held
  *    │        │ └▶ ENSURE (folder missing) ──▶ TOP
@@ -78,6 +78,8 @@ struct zkl_acquisition {
 	char error[256];
 	bool done;
 	pthread_cond_t cv;             /* the waiting thread's */
+	void (*done_fn)(void *arg, int rc); /* or, started by zkl_engine_start: its end */
+	void *done_arg;
 };
 
 static int session_timeout(const zkl_client *c)
@@ -95,7 +97,7 @@ static int await(struct zkl_acquisition *a, const struct zkl_op *op, int64_t dea
 		return ZKL_ECANCELED;
 	if (zkl_now_ms() >= deadline)
 		return ZKL_ETIMEDOUT;
-	a->w.wake_at = deadline;
+	zkl_waiter_wake_at(a->q->c, &a->w, deadline);
 	return WAIT;
 }
 
@@ -145,13 +147,26 @@ static void drop_requests(zkl_client *c, struct zkl_acquisition *a)
 	a->ensure = NULL;
 }
 
-/* The end: the waiting thread (or the callback) learns a->rc. */
+/* The end: the waiting thread, or the done function, learns a->rc. The done function
+ * runs here, on the event thread, with no lock held; a is freed after it. */
 static void finish(zkl_client *c, struct zkl_acquisition *a)
 {
 	drop_requests(c, a);
 	zkl_waiter_leave(c, &a->w);
 	a->done = true;
-	pthread_cond_signal(&a->cv);
+	if (!a->done_fn) {
+		pthread_cond_signal(&a->cv);
+		return;
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (a->rc != 0)
+		zkl_fail(a->rc, "%s", a->error);
+	else
+		zkl_clear_error();
+	a->done_fn(a->done_arg, a->rc);
+	pthread_cond_destroy(&a->cv);
+	free(a);
+	pthread_mutex_lock(&c->mu);
 }
 
 /* ---- the way in ---------------------------------------------------------------- */
@@ -178,7 +193,7 @@ static int on_recover(zkl_client *c, struct zkl_acquisition *a)
 	}
 	if (zkl_now_ms() >= a->deadline)
 		return zkl_fail(ZKL_ETIMEDOUT, "timed out while disconnected from ZooKeeper");
-	a->w.wake_at = a->deadline;
+	zkl_waiter_wake_at(a->q->c, &a->w, a->deadline);
 	return WAIT;
 }
 
@@ -202,7 +217,7 @@ static int on_turn(zkl_client *c, struct zkl_acquisition *a)
 	if (a->node->gen == c->gen && !a->w.canceled) {
 		if (zkl_now_ms() >= a->deadline)
 			return zkl_fail(ZKL_ETIMEDOUT, "timed out while the session was given up");
-		a->w.wake_at = a->deadline;
+		zkl_waiter_wake_at(a->q->c, &a->w, a->deadline);
 		return WAIT;
 	}
 	a->st = A_TOP;
@@ -437,7 +452,7 @@ static int on_settle(struct zkl_acquisition *a)
 	if (!create->done) {
 		if (a->w.canceled || zkl_now_ms() >= a->until)
 			return gave_up(a, ZKL_ECANCELED); /* the completion cleans up */
-		a->w.wake_at = a->until;
+		zkl_waiter_wake_at(a->q->c, &a->w, a->until);
 		return WAIT;
 	}
 	if (create->rc == ZOK && create->value) {
@@ -532,6 +547,7 @@ static int on_list(zkl_client *c, struct zkl_acquisition *a)
 	char **names = NULL;
 	int count = 0;
 	const int lrc = a->list->rc;
+	rc = 0;
 	if (lrc == ZOK && q->folder_seen)
 		*q->folder_seen = true;
 	if (lrc == ZOK)
@@ -666,7 +682,7 @@ static int on_wait(zkl_client *c, struct zkl_acquisition *a)
 	if (!a->wt->fired && !a->w.canceled && c->gen == a->ggen && same) {
 		if (zkl_now_ms() >= a->deadline)
 			return gave_up(a, ZKL_ETIMEDOUT);
-		a->w.wake_at = a->deadline;
+		zkl_waiter_wake_at(a->q->c, &a->w, a->deadline);
 		return WAIT;
 	}
 	return after_watch(c, a, ZOK);
@@ -714,7 +730,7 @@ static int withdraw(zkl_client *c, struct zkl_acquisition *a)
 	if (!op)
 		return GO_ON;
 	if (!op->done && !c->closing && zkl_now_ms() < a->until) {
-		a->w.wake_at = a->until;
+		zkl_waiter_wake_at(a->q->c, &a->w, a->until);
 		return WAIT;
 	}
 	const int zrc = op->done ? op->rc : ZOPERATIONTIMEOUT;
@@ -772,16 +788,22 @@ static void step(zkl_client *c, struct zkl_waiter *w)
 	finish(c, a);
 }
 
-int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node)
+/* Makes an acquisition and hands it to the event thread (mu held). */
+static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
+                                     struct zkl_node *node, int *err)
 {
 	zkl_client *c = q->c;
 	memset(node, 0, sizeof *node);
-	if (zkl_on_event_thread(c))
-		return zkl_fail(ZKL_EDEADLK, "cannot wait for %s on the client's event thread "
-		                "(in a callback): nothing would run the acquisition", q->path);
 	struct zkl_acquisition *a = calloc(1, sizeof *a);
-	if (!a)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	if (!a) {
+		*err = zkl_fail(ZKL_ENOMEM, "out of memory");
+		return NULL;
+	}
+	if (c->closing) {
+		free(a);
+		*err = zkl_fail(ZKL_ECLOSED, "the client is closing");
+		return NULL;
+	}
 	zkl_uuid(node->uuid);
 	a->q = q;
 	a->node = node;
@@ -789,14 +811,40 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 	a->try_once = timeout_ms == 0;
 	a->deadline = zkl_deadline(timeout_ms);
 	zkl_cond_init(&a->cv);
-	pthread_mutex_lock(&c->mu);
-	if (c->closing) {
-		pthread_mutex_unlock(&c->mu);
-		pthread_cond_destroy(&a->cv);
-		free(a);
-		return zkl_fail(ZKL_ECLOSED, "the client is closing");
-	}
 	zkl_waiter_enter_loop(c, &a->w, q->owner, step);
+	return a;
+}
+
+int zkl_engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
+                     void (*done)(void *arg, int rc), void *arg)
+{
+	zkl_client *c = q->c;
+	int err = 0;
+	pthread_mutex_lock(&c->mu);
+	struct zkl_acquisition *a = start(q, timeout_ms, node, &err);
+	if (a) {
+		a->done_fn = done;
+		a->done_arg = arg;
+	}
+	pthread_mutex_unlock(&c->mu);
+	return a ? 0 : err;
+}
+
+int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node)
+{
+	zkl_client *c = q->c;
+	if (zkl_on_event_thread(c)) {
+		memset(node, 0, sizeof *node);
+		return zkl_fail(ZKL_EDEADLK, "cannot wait for %s on the client's event thread "
+		                "(in a callback): nothing would run the acquisition", q->path);
+	}
+	int err = 0;
+	pthread_mutex_lock(&c->mu);
+	struct zkl_acquisition *a = start(q, timeout_ms, node, &err);
+	if (!a) {
+		pthread_mutex_unlock(&c->mu);
+		return err;
+	}
 	while (!a->done)
 		pthread_cond_wait(&a->cv, &c->mu);
 	pthread_mutex_unlock(&c->mu);

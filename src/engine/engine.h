@@ -68,6 +68,13 @@ struct zkl_queue {
  * callback), it fails at once with ZKL_EDEADLK. q must live until it returns. */
 int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node);
 
+/* Starts the same acquisition and returns: 0, or a ZKL_E* code (then done never runs).
+ * done(arg, rc) runs exactly once, on the client's event thread, with no lock held and
+ * zkl_last_error() set, when the acquisition ends as zkl_engine_acquire would return.
+ * q and node must live until then. A cancel of q->owner ends it with ZKL_ECANCELED. */
+int zkl_engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
+                     void (*done)(void *arg, int rc), void *arg);
+
 /* Deletes a node we hold. Waits for the answer; if the connection is down, the delete is
  * left to the background and retried until it succeeds or the session is gone. Returns 0
  * or ZKL_ELOST if the node's session was already gone. Clears *node. */

@@ -720,6 +720,219 @@ static void test_blocking_from_callback(void **state)
 	pair_close(&p);
 }
 
+/* ---- asynchronous acquires: the callback runs once, on the event thread ---- */
+
+struct arec {
+	struct fz *z;
+	atomic_int calls;
+	int rc;
+	int order;              /* when it was granted, among the others */
+	atomic_int *granted;    /* shared counter of grants */
+	atomic_int *inside;     /* shared: holders inside right now */
+	int64_t session;        /* if not 0: count its nodes at the callback */
+	int nodes;
+	bool release;           /* release in the callback */
+	int release_rc;
+	bool crowded;           /* someone else was inside the critical section */
+	bool free_it;           /* free the handle in the callback */
+	zkl_mutex *blocking;    /* acquire this one (blocking) in the callback */
+	int blocking_rc;
+};
+
+static void arec_cb(zkl_mutex *m, int rc, void *data)
+{
+	struct arec *r = data;
+	r->rc = rc;
+	if (r->session)
+		r->nodes = fz_ephemerals(r->z, r->session);
+	if (rc == 0 && r->granted)
+		r->order = atomic_fetch_add(r->granted, 1);
+	if (rc == 0 && r->inside) {
+		/* The critical section: nobody else in it. (Checked by the test: cmocka's
+		 * asserts belong to the test's thread.) */
+		r->crowded = atomic_fetch_add(r->inside, 1) != 0;
+		atomic_fetch_sub(r->inside, 1);
+	}
+	if (r->blocking)
+		r->blocking_rc = zkl_mutex_acquire(r->blocking, -1);
+	if (rc == 0 && r->release)
+		r->release_rc = zkl_mutex_release(m);
+	if (r->free_it)
+		zkl_mutex_free(m);
+	atomic_fetch_add(&r->calls, 1);
+	fz_poke(r->z);
+}
+
+static bool arec_called(void *arg)
+{
+	return atomic_load(&((struct arec *)arg)->calls) > 0;
+}
+
+static void arec_wait(struct arec *r)
+{
+	fz_wait(r->z, arec_called, r, "an acquire callback");
+}
+
+static void test_async_fifo(void **state)
+{
+	(void)state;
+	struct fz *z = fz_new();
+	zkl_client *c;
+	CHECK_OK(fz_client_open(z, &c, NULL));
+	enum { N = 6 };
+	zkl_mutex *m[N];
+	struct arec r[N];
+	atomic_int granted = 0, inside = 0;
+	for (int i = 0; i < N; i++) {
+		CHECK_OK(zkl_mutex_new(&m[i], c, "/locks/async"));
+		r[i] = (struct arec){ .z = z, .granted = &granted, .inside = &inside, .release = true };
+	}
+	/* All from one thread, at once; each granted in turn, in the order they queued
+	 * (which is the order they started, once the folder exists). */
+	CHECK_OK(fz_create(z, "/locks", NULL, ZOO_CONTAINER, 0, NULL, 0));
+	CHECK_OK(fz_create(z, "/locks/async", NULL, ZOO_CONTAINER, 0, NULL, 0));
+	for (int i = 0; i < N; i++)
+		CHECK_OK(zkl_mutex_acquire_async(m[i], -1, arec_cb, &r[i]));
+	for (int i = 0; i < N; i++)
+		arec_wait(&r[i]);
+	for (int i = 0; i < N; i++) {
+		CHECK_OK(r[i].rc);
+		CHECK_OK(r[i].release_rc);
+		assert_false(r[i].crowded);
+		assert_int_equal(r[i].order, i);
+		assert_int_equal(atomic_load(&r[i].calls), 1);
+	}
+	fzh_wait_children(z, "/locks/async", 0);
+	for (int i = 0; i < N; i++)
+		zkl_mutex_free(m[i]);
+	zkl_client_close(c);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(atomic_load(&r[i].calls), 1);
+	fz_free(z);
+}
+
+static void test_async_cancel_timeout_busy(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_open(&p, "/locks/async-cancel");
+	CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+	char holder[256];
+	fzh_queue_node(p.z, p.path, 0, holder, sizeof holder);
+	const int64_t sb = zkl_client_session_id(p.b);
+	/* Cancel: ECANCELED, with its node gone before the callback runs. */
+	struct arec r = { .z = p.z, .session = sb };
+	CHECK_OK(zkl_mutex_acquire_async(p.mb, -1, arec_cb, &r));
+	assert_int_equal(zkl_mutex_acquire_async(p.mb, -1, arec_cb, &r), ZKL_EBUSY);
+	fzh_wait_watched(p.z, holder, 1);
+	zkl_mutex_cancel(p.mb);
+	arec_wait(&r);
+	assert_int_equal(r.rc, ZKL_ECANCELED);
+	assert_int_equal(r.nodes, 0);
+	/* Timeout: ETIMEDOUT, the same. */
+	struct arec t = { .z = p.z, .session = sb };
+	CHECK_OK(zkl_mutex_acquire_async(p.mb, 50, arec_cb, &t));
+	arec_wait(&t);
+	assert_int_equal(t.rc, ZKL_ETIMEDOUT);
+	assert_int_equal(t.nodes, 0);
+	/* Held: busy until released, from any thread. */
+	struct arec h = { .z = p.z };
+	CHECK_OK(zkl_mutex_acquire_async(p.mb, -1, arec_cb, &h));
+	fzh_wait_watched(p.z, holder, 1);
+	CHECK_OK(zkl_mutex_release(p.ma));
+	arec_wait(&h);
+	CHECK_OK(h.rc);
+	assert_true(zkl_mutex_is_held(p.mb));
+	assert_true(zkl_mutex_token(p.mb) > 0);
+	assert_int_equal(zkl_mutex_acquire_async(p.mb, -1, arec_cb, &h), ZKL_EBUSY);
+	CHECK_OK(zkl_mutex_release(p.mb));
+	assert_false(zkl_mutex_is_held(p.mb));
+	assert_int_equal(zkl_mutex_release(p.mb), ZKL_ENOTOWNER);
+	assert_int_equal(atomic_load(&r.calls) + atomic_load(&t.calls) + atomic_load(&h.calls), 3);
+	pair_close(&p);
+}
+
+static void test_async_callback_calls(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_open(&p, "/locks/async-calls");
+	/* A blocking acquire in the callback cannot be served on that thread: EDEADLK. */
+	struct arec r = { .z = p.z, .release = true };
+	zkl_mutex *other;
+	CHECK_OK(zkl_mutex_new(&other, p.a, "/locks/other"));
+	r.blocking = other;
+	CHECK_OK(zkl_mutex_acquire_async(p.ma, -1, arec_cb, &r));
+	arec_wait(&r);
+	CHECK_OK(r.rc);
+	CHECK_OK(r.release_rc);
+	assert_int_equal(r.blocking_rc, ZKL_EDEADLK);
+	zkl_mutex_free(other);
+	/* Freeing the handle in its own callback ends its hold. */
+	zkl_mutex *m;
+	CHECK_OK(zkl_mutex_new(&m, p.b, p.path));
+	struct arec f = { .z = p.z, .free_it = true };
+	CHECK_OK(zkl_mutex_acquire_async(m, -1, arec_cb, &f));
+	arec_wait(&f);
+	CHECK_OK(f.rc);
+	fzh_wait_children(p.z, p.path, 0);
+	/* Freeing a handle with an acquire under way cancels it, and waits for its
+	 * callback. */
+	CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+	char holder[256];
+	fzh_queue_node(p.z, p.path, 0, holder, sizeof holder);
+	CHECK_OK(zkl_mutex_new(&m, p.b, p.path));
+	struct arec g = { .z = p.z, .session = zkl_client_session_id(p.b) };
+	CHECK_OK(zkl_mutex_acquire_async(m, -1, arec_cb, &g));
+	fzh_wait_watched(p.z, holder, 1);
+	zkl_mutex_free(m);
+	assert_int_equal(atomic_load(&g.calls), 1);
+	assert_int_equal(g.rc, ZKL_ECANCELED);
+	assert_int_equal(g.nodes, 0);
+	CHECK_OK(zkl_mutex_release(p.ma));
+	pair_close(&p);
+}
+
+/* ---- a list whose answer is lost: recover and list again ---- */
+
+struct lose_list {
+	int64_t session;
+	atomic_int lists;
+};
+
+static enum fz_action lose_first_list(void *arg, const struct fz_request *r, int *rc)
+{
+	(void)rc;
+	struct lose_list *l = arg;
+	if (r->op == FZ_CHILDREN && r->session == l->session &&
+	    atomic_fetch_add(&l->lists, 1) == 0)
+		return FZ_LOSE;
+	return FZ_APPLY;
+}
+
+static void test_list_answer_lost(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_open(&p, "/locks/lost-list");
+	pair_folder(&p);
+	CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+	struct lose_list l = { .session = zkl_client_session_id(p.b) };
+	fz_set_hook(p.z, lose_first_list, &l);
+	struct fzh_acq w;
+	fzh_acq_start(&w, p.z, p.mb, 10000, 0);
+	char holder[256];
+	fzh_queue_node(p.z, p.path, 0, holder, sizeof holder);
+	fzh_wait_done_or_watched(p.z, &w, holder);
+	assert_false(atomic_load(&w.done));
+	CHECK_OK(zkl_mutex_release(p.ma));
+	CHECK_OK(fzh_acq_wait(&w));
+	fz_set_hook(p.z, NULL, NULL);
+	assert_true(atomic_load(&l.lists) >= 2);
+	CHECK_OK(fzh_acq_finish(&w));
+	pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -740,6 +953,10 @@ int main(void)
 		cmocka_unit_test(test_sequence_wrap_zero),
 		cmocka_unit_test(test_watch_target_vanishes),
 		cmocka_unit_test(test_blocking_from_callback),
+		cmocka_unit_test(test_list_answer_lost),
+		cmocka_unit_test(test_async_fifo),
+		cmocka_unit_test(test_async_cancel_timeout_busy),
+		cmocka_unit_test(test_async_callback_calls),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
