@@ -594,13 +594,15 @@ static void test_stray_children(void **state)
 	(void)state;
 	struct rws t;
 	rws_open(&t, "rw-stray", true);
+	/* The junk goes in while the lock is held: an empty folder is a container the
+	 * server may reap at any moment. */
 	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(t.ra), 5000));
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(t.ra)));
 	const char *junk[] = {"stray", "__READ__", "__WRIT__", "x-__WRIT__12",
 	                      "x-__WRIT__00000000ab", "readme.txt", "__WRIT__99999999999"};
 	enum { NJ = sizeof junk / sizeof *junk };
 	for (size_t i = 0; i < NJ; i++)
 		h_create(h_sub(t.path, junk[i]), "junk");
+	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(t.ra)));
 	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(t.ra), 5000));
 	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_read(t.rb), 200));
 	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(t.ra)));
