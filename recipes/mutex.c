@@ -14,25 +14,8 @@
 #include <zklocks/mutex.h>
 #include <zklocks/rwlock.h>
 
-#include "common.h"
+#include "mutex_internal.h"
 #include "predicates.h"
-
-struct zkl_mutex {
-	zkl_client *c;
-	char *path;
-	enum zkl_kind kind;            /* LOCK, or READ / WRITE for a rwlock half */
-	zkl_mutex *other;              /* the other half of a rwlock, or NULL */
-	struct zkl_data data;          /* c->mu */
-	struct zkl_acq *leases;      /* c->mu: acquisitions held, one per thread */
-	zkl_mutex_lost_fn lost_fn;     /* c->mu */
-	void *lost_data;
-	zkl_revoke_fn revoke_fn;       /* c->mu */
-	void *revoke_data;
-	zkl_naming naming;             /* c->mu */
-	bool folder_seen;              /* c->mu: the engine has listed our folder */
-	struct mutex_async *pending;   /* c->mu: the asynchronous acquire under way */
-	bool calling;                  /* c->mu: its callback is running */
-};
 
 /* An asynchronous acquire under way: what the engine reads until it ends, owned here
  * so that the handle may be freed meanwhile (the acquisition is then orphaned). */
@@ -46,11 +29,6 @@ struct mutex_async {
 	zkl_mutex_acquired_fn fn;
 	void *fn_data;
 	bool orphaned;                 /* c->mu: the handle is gone; end quietly */
-};
-
-struct zkl_rwlock {
-	zkl_mutex read;
-	zkl_mutex write;
 };
 
 bool zkl_mutex_is_read_half(const zkl_mutex *m)
@@ -145,18 +123,16 @@ int zkl_mutex_new(zkl_mutex **out, zkl_client *c, const char *path)
 	return 0;
 }
 
-/* Ends every hold of m and frees what m owns, not m itself. */
-static void mutex_dispose(zkl_mutex *m);
 
 void zkl_mutex_free(zkl_mutex *m)
 {
 	if (!m || m->other)
 		return; /* a rwlock half goes with its rwlock */
-	mutex_dispose(m);
+	zkl_mutex_dispose(m);
 	free(m);
 }
 
-static void mutex_dispose(zkl_mutex *m)
+void zkl_mutex_dispose(zkl_mutex *m)
 {
 	/* An asynchronous acquire under way ends with ZKL_ECANCELED: wait until its callback
 	 * has run. On the event thread, which runs callbacks, that cannot be waited for: the
@@ -516,31 +492,6 @@ int zkl_mutex_make_revocable(zkl_mutex *m, zkl_revoke_fn fn, void *data)
 	return 0;
 }
 
-int zkl_revoke(zkl_client *c, const char *node_path)
-{
-	zkl_clear_error();
-	if (!c)
-		return zkl_fail(ZKL_EINVAL, "client is NULL");
-	int rc = zkl_path_check(node_path, "node path");
-	if (rc != 0)
-		return rc;
-	struct zkl_req r = {
-		.kind = ZKL_OP_SET,
-		.path = node_path,
-		.data = ZKL_REVOKE_DATA,
-		.len = (int)strlen(ZKL_REVOKE_DATA),
-		.version = -1,
-	};
-	int zrc = zkl_request(c, &r, zkl_deadline(-1), NULL);
-	if (zrc == ZNONODE)
-		return zkl_fail(ZKL_ENOTHELD, "%s does not exist: nothing to revoke", node_path);
-	if (zrc < -1000)
-		return zrc;
-	if (zrc != ZOK)
-		return zkl_fail_zk(zrc, "cannot ask for revocation of", node_path);
-	return 0;
-}
-
 int zkl_mutex_participants(zkl_mutex *m, zkl_participant **out, size_t *count)
 {
 	ZKL_CHECK_HANDLE(m, "mutex");
@@ -549,63 +500,6 @@ int zkl_mutex_participants(zkl_mutex *m, zkl_participant **out, size_t *count)
 	return zkl_engine_participants(m->c, m->path,
 	                               m->kind == ZKL_KIND_LOCK ? 1 : ZKL_HOLDERS_READERS, out,
 	                               count);
-}
-
-/* ---- zkl_rwlock ---- */
-
-int zkl_rwlock_new(zkl_rwlock **out, zkl_client *c, const char *path)
-{
-	if (out)
-		*out = NULL;
-	int rc = zkl_check_new(out, c, path);
-	if (rc != 0)
-		return rc;
-	zkl_rwlock *rw = calloc(1, sizeof *rw);
-	if (!rw)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
-	zkl_mutex *halves[2] = {&rw->read, &rw->write};
-	for (int i = 0; i < 2; i++) {
-		zkl_mutex *h = halves[i];
-		h->c = c;
-		h->kind = i == 0 ? ZKL_KIND_READ : ZKL_KIND_WRITE;
-		h->other = halves[1 - i];
-		if (!(h->path = strdup(path)) || zkl_data_init(&h->data) != 0) {
-			free(rw->read.path);
-			free(rw->write.path);
-			zkl_data_free(&rw->read.data);
-			free(rw);
-			return zkl_fail(ZKL_ENOMEM, "out of memory");
-		}
-	}
-	*out = rw;
-	return 0;
-}
-
-void zkl_rwlock_free(zkl_rwlock *rw)
-{
-	if (!rw)
-		return;
-	/* Read first: a downgraded thread holds both, and its read node sorts after. */
-	mutex_dispose(&rw->read);
-	mutex_dispose(&rw->write);
-	free(rw);
-}
-
-int zkl_rwlock_set_naming(zkl_rwlock *rw, zkl_naming naming)
-{
-	ZKL_CHECK_HANDLE(rw, "rwlock");
-	int rc = zkl_mutex_set_naming(&rw->read, naming);
-	return rc ? rc : zkl_mutex_set_naming(&rw->write, naming);
-}
-
-zkl_mutex *zkl_rwlock_read(zkl_rwlock *rw)
-{
-	return rw ? &rw->read : NULL;
-}
-
-zkl_mutex *zkl_rwlock_write(zkl_rwlock *rw)
-{
-	return rw ? &rw->write : NULL;
 }
 
 const char *zkl_mutex_path(const zkl_mutex *m)

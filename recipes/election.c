@@ -36,58 +36,12 @@
 
 #include <zklocks/leader.h>
 
-#include "common.h"
+#include "election.h"
 #include "predicates.h"
-
-struct election {
-	zkl_client *c;
-	char *path;
-	enum zkl_kind kind;            /* LATCH, or LOCK for a selector */
-	void *self;                    /* the public handle, passed to user code */
-	struct zkl_data id;            /* c->mu */
-	bool lose_on_suspend;
-	bool notify_on_close;
-	zkl_leader_gained_fn on_gained;
-	zkl_leader_lost_fn on_lost;
-	void *data;
-	zkl_selector_fn fn;            /* selector only */
-	void *fn_data;
-	bool requeue;
-	bool folder_seen;              /* c->mu: the engine has listed our folder */
-
-	pthread_cond_t cv;             /* on c->mu */
-	bool started;                  /* c->mu */
-	bool closing;                  /* c->mu */
-	bool exited;                   /* c->mu: the election thread has ended */
-	bool joined;
-	bool listening;
-	pthread_t thread;
-	pthread_t worker;              /* selector: runs fn */
-	bool worker_running;           /* c->mu */
-	bool idle;                     /* c->mu: selector waiting for requeue */
-	bool in_lead;                  /* c->mu: lead() runs: leading, or ending a leadership */
-	bool again;                    /* c->mu: requeue asked while in lead() */
-	bool leading;                  /* c->mu: has_leadership */
-	int64_t token;                 /* c->mu: czxid of our node while leading */
-	bool suspended;                /* c->mu: the client is SUSPENDED */
-	unsigned suspensions;          /* c->mu: SUSPENDED states seen */
-	bool interrupt;                /* c->mu: end this leadership (selector) */
-	bool fn_done;                  /* c->mu: fn has returned */
-	struct zkl_hold hold;
-	struct zkl_waiter *wake;       /* c->mu: the election thread's waiter while it leads */
-};
-
-struct zkl_leader {
-	struct election e;
-};
-
-struct zkl_selector {
-	struct election e;
-};
 
 /* ---- notifications from other threads (c->mu held by the callers below) ---- */
 
-static void wake_thread(struct election *e)
+void election_wake(struct election *e)
 {
 	if (e->wake)
 		pthread_cond_signal(&e->wake->cv);
@@ -101,7 +55,7 @@ static void hold_lost(struct zkl_hold *h, void *ctx)
 	struct election *e = ctx;
 	pthread_mutex_lock(&e->c->mu);
 	e->leading = false;
-	wake_thread(e);
+	election_wake(e);
 	pthread_mutex_unlock(&e->c->mu);
 	zkl_log(e->c, ZKL_LOG_WARN, "leadership of %s lost with the session", e->path);
 }
@@ -119,7 +73,7 @@ static void state_changed(zkl_client *c, zkl_state st, void *data)
 	} else if (st == ZKL_STATE_CONNECTED || st == ZKL_STATE_RECONNECTED) {
 		e->suspended = false;
 	}
-	wake_thread(e);
+	election_wake(e);
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -150,7 +104,7 @@ static void *worker_main(void *arg)
 	pthread_mutex_lock(&e->c->mu);
 	e->fn_done = true;
 	e->leading = false; /* given up, though the node goes a moment later */
-	wake_thread(e);
+	election_wake(e);
 	pthread_mutex_unlock(&e->c->mu);
 	return NULL;
 }
@@ -421,7 +375,7 @@ static void *election_main(void *arg)
 
 /* ---- the core's functions ---- */
 
-static int election_init(struct election *e, zkl_client *c, const char *path, const char *id,
+int election_init(struct election *e, zkl_client *c, const char *path, const char *id,
                          enum zkl_kind kind, void *self)
 {
 	if (!c)
@@ -443,7 +397,7 @@ static int election_init(struct election *e, zkl_client *c, const char *path, co
 	return 0;
 }
 
-static int election_start(struct election *e)
+int election_start(struct election *e)
 {
 	zkl_client *c = e->c;
 	pthread_mutex_lock(&c->mu);
@@ -486,14 +440,14 @@ static bool on_own_thread(struct election *e)
 	return pthread_equal(self, e->thread) || (e->worker_running && pthread_equal(self, e->worker));
 }
 
-static int election_close(struct election *e)
+int election_close(struct election *e)
 {
 	zkl_client *c = e->c;
 	pthread_mutex_lock(&c->mu);
 	bool started = e->started;
 	e->closing = true;
 	e->leading = false;
-	wake_thread(e);
+	election_wake(e);
 	bool own = started && on_own_thread(e);
 	pthread_mutex_unlock(&c->mu);
 	if (!started || own)
@@ -520,7 +474,7 @@ static int election_close(struct election *e)
 	return 0;
 }
 
-static void election_free(struct election *e)
+void election_free(struct election *e)
 {
 	election_close(e);
 	pthread_mutex_lock(&e->c->mu);
@@ -530,7 +484,7 @@ static void election_free(struct election *e)
 	free(e->path);
 }
 
-static bool election_leading(struct election *e)
+bool election_leading(struct election *e)
 {
 	pthread_mutex_lock(&e->c->mu);
 	bool l = e->leading;
@@ -538,7 +492,7 @@ static bool election_leading(struct election *e)
 	return l;
 }
 
-static int64_t election_token(struct election *e)
+int64_t election_token(struct election *e)
 {
 	pthread_mutex_lock(&e->c->mu);
 	int64_t t = e->leading ? e->token : ZKL_ENOTHELD;
@@ -546,14 +500,14 @@ static int64_t election_token(struct election *e)
 	return t;
 }
 
-static int election_participants(struct election *e, zkl_participant **out, size_t *count)
+int election_participants(struct election *e, zkl_participant **out, size_t *count)
 {
 	if (!out || !count)
 		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
 	return zkl_engine_participants(e->c, e->path, 1, out, count);
 }
 
-static int election_leader_id(struct election *e, char **id)
+int election_leader_id(struct election *e, char **id)
 {
 	if (!id)
 		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
@@ -571,257 +525,4 @@ static int election_leader_id(struct election *e, char **id)
 	if (!*id)
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	return 0;
-}
-
-/* ---- zkl_leader ---- */
-
-void zkl_leader_options_init(zkl_leader_options *o)
-{
-	if (!o)
-		return;
-	memset(o, 0, sizeof *o);
-	o->lose_on_suspend = true;
-}
-
-int zkl_leader_new(zkl_leader **out, zkl_client *c, const char *path,
-                   const zkl_leader_options *o)
-{
-	zkl_clear_error();
-	if (!out)
-		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
-	*out = NULL;
-	zkl_leader_options defaults;
-	if (!o) {
-		zkl_leader_options_init(&defaults);
-		o = &defaults;
-	}
-	zkl_leader *l = calloc(1, sizeof *l);
-	if (!l)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
-	int rc = election_init(&l->e, c, path, o->id, ZKL_KIND_LATCH, l);
-	if (rc != 0) {
-		free(l);
-		return rc;
-	}
-	l->e.on_gained = o->on_gained;
-	l->e.on_lost = o->on_lost;
-	l->e.data = o->data;
-	l->e.lose_on_suspend = o->lose_on_suspend;
-	l->e.notify_on_close = o->notify_on_close;
-	*out = l;
-	return 0;
-}
-
-int zkl_leader_start(zkl_leader *l)
-{
-	ZKL_CHECK_HANDLE(l, "leader");
-	return election_start(&l->e);
-}
-
-bool zkl_leader_has_leadership(zkl_leader *l)
-{
-	return l && election_leading(&l->e);
-}
-
-int zkl_leader_await(zkl_leader *l, int timeout_ms)
-{
-	ZKL_CHECK_HANDLE(l, "leader");
-	int rc = zkl_check_timeout(timeout_ms);
-	if (rc != 0)
-		return rc;
-	struct election *e = &l->e;
-	int64_t deadline = zkl_deadline(timeout_ms);
-	pthread_mutex_lock(&e->c->mu);
-	if (!e->started && !e->closing) {
-		pthread_mutex_unlock(&e->c->mu);
-		return zkl_fail(ZKL_EINVAL, "the latch of %s was not started", e->path);
-	}
-	for (;;) {
-		if (e->closing) {
-			rc = zkl_fail(ZKL_ECLOSED, "the latch of %s is closed", e->path);
-			break;
-		}
-		if (e->leading) {
-			rc = 0;
-			break;
-		}
-		if (zkl_cond_wait_until(&e->cv, &e->c->mu, deadline) && !e->leading) {
-			rc = e->closing ? zkl_fail(ZKL_ECLOSED, "the latch of %s is closed", e->path)
-			                : zkl_fail(ZKL_ETIMEDOUT, "not the leader of %s", e->path);
-			break;
-		}
-	}
-	pthread_mutex_unlock(&e->c->mu);
-	return rc;
-}
-
-int64_t zkl_leader_token(zkl_leader *l)
-{
-	return l ? election_token(&l->e) : ZKL_EINVAL;
-}
-
-int zkl_leader_close(zkl_leader *l)
-{
-	ZKL_CHECK_HANDLE(l, "leader");
-	return election_close(&l->e);
-}
-
-void zkl_leader_free(zkl_leader *l)
-{
-	if (!l)
-		return;
-	election_free(&l->e);
-	free(l);
-}
-
-int zkl_leader_participants(zkl_leader *l, zkl_participant **out, size_t *count)
-{
-	ZKL_CHECK_HANDLE(l, "leader");
-	return election_participants(&l->e, out, count);
-}
-
-int zkl_leader_leader_id(zkl_leader *l, char **id)
-{
-	ZKL_CHECK_HANDLE(l, "leader");
-	return election_leader_id(&l->e, id);
-}
-
-const char *zkl_leader_path(const zkl_leader *l)
-{
-	return l ? l->e.path : NULL;
-}
-
-/* ---- zkl_selector ---- */
-
-void zkl_selector_options_init(zkl_selector_options *o)
-{
-	if (!o)
-		return;
-	memset(o, 0, sizeof *o);
-	o->lose_on_suspend = true;
-}
-
-int zkl_selector_new(zkl_selector **out, zkl_client *c, const char *path, zkl_selector_fn fn,
-                     void *data, const zkl_selector_options *o)
-{
-	zkl_clear_error();
-	if (!out)
-		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
-	*out = NULL;
-	if (!fn)
-		return zkl_fail(ZKL_EINVAL, "leader function is NULL");
-	zkl_selector_options defaults;
-	if (!o) {
-		zkl_selector_options_init(&defaults);
-		o = &defaults;
-	}
-	zkl_selector *s = calloc(1, sizeof *s);
-	if (!s)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
-	int rc = election_init(&s->e, c, path, o->id, ZKL_KIND_LOCK, s);
-	if (rc != 0) {
-		free(s);
-		return rc;
-	}
-	s->e.fn = fn;
-	s->e.fn_data = data;
-	s->e.requeue = o->requeue;
-	s->e.lose_on_suspend = o->lose_on_suspend;
-	*out = s;
-	return 0;
-}
-
-int zkl_selector_start(zkl_selector *s)
-{
-	ZKL_CHECK_HANDLE(s, "selector");
-	return election_start(&s->e);
-}
-
-int zkl_selector_requeue(zkl_selector *s)
-{
-	ZKL_CHECK_HANDLE(s, "selector");
-	struct election *e = &s->e;
-	int rc = 0;
-	pthread_mutex_lock(&e->c->mu);
-	if (e->closing)
-		rc = zkl_fail(ZKL_ECLOSED, "the selector of %s is closed", e->path);
-	else if (!e->started)
-		rc = zkl_fail(ZKL_EINVAL, "the selector of %s was not started", e->path);
-	else if (e->idle) {
-		e->idle = false;
-		pthread_cond_broadcast(&e->cv);
-	} else if (e->in_lead) {
-		e->again = true;
-	}
-	pthread_mutex_unlock(&e->c->mu);
-	return rc;
-}
-
-bool zkl_selector_has_leadership(zkl_selector *s)
-{
-	return s && election_leading(&s->e);
-}
-
-int zkl_selector_wait(zkl_selector *s, int timeout_ms)
-{
-	ZKL_CHECK_HANDLE(s, "selector");
-	int rc = zkl_check_timeout(timeout_ms);
-	if (rc != 0)
-		return rc;
-	struct election *e = &s->e;
-	int64_t deadline = zkl_deadline(timeout_ms);
-	pthread_mutex_lock(&e->c->mu);
-	while (e->leading) {
-		if (zkl_cond_wait_until(&e->cv, &e->c->mu, deadline) && e->leading) {
-			rc = ZKL_ETIMEDOUT;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&e->c->mu);
-	return rc;
-}
-
-void zkl_selector_interrupt(zkl_selector *s)
-{
-	if (!s)
-		return;
-	struct election *e = &s->e;
-	pthread_mutex_lock(&e->c->mu);
-	if (e->leading) {
-		e->interrupt = true;
-		e->leading = false;
-		wake_thread(e);
-	}
-	pthread_mutex_unlock(&e->c->mu);
-}
-
-int64_t zkl_selector_token(zkl_selector *s)
-{
-	return s ? election_token(&s->e) : ZKL_EINVAL;
-}
-
-int zkl_selector_close(zkl_selector *s)
-{
-	ZKL_CHECK_HANDLE(s, "selector");
-	return election_close(&s->e);
-}
-
-void zkl_selector_free(zkl_selector *s)
-{
-	if (!s)
-		return;
-	election_free(&s->e);
-	free(s);
-}
-
-int zkl_selector_participants(zkl_selector *s, zkl_participant **out, size_t *count)
-{
-	ZKL_CHECK_HANDLE(s, "selector");
-	return election_participants(&s->e, out, count);
-}
-
-int zkl_selector_leader_id(zkl_selector *s, char **id)
-{
-	ZKL_CHECK_HANDLE(s, "selector");
-	return election_leader_id(&s->e, id);
 }

@@ -1,0 +1,128 @@
+/* zkl_leader: Curator's LeaderLatch layout ("latch-" nodes), over the election that it
+ * shares with zkl_selector (election.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "election.h"
+
+struct zkl_leader {
+	struct election e;
+};
+
+/* ---- zkl_leader ---- */
+
+void zkl_leader_options_init(zkl_leader_options *o)
+{
+	if (!o)
+		return;
+	memset(o, 0, sizeof *o);
+	o->lose_on_suspend = true;
+}
+
+int zkl_leader_new(zkl_leader **out, zkl_client *c, const char *path,
+                   const zkl_leader_options *o)
+{
+	zkl_clear_error();
+	if (!out)
+		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
+	*out = NULL;
+	zkl_leader_options defaults;
+	if (!o) {
+		zkl_leader_options_init(&defaults);
+		o = &defaults;
+	}
+	zkl_leader *l = calloc(1, sizeof *l);
+	if (!l)
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	int rc = election_init(&l->e, c, path, o->id, ZKL_KIND_LATCH, l);
+	if (rc != 0) {
+		free(l);
+		return rc;
+	}
+	l->e.on_gained = o->on_gained;
+	l->e.on_lost = o->on_lost;
+	l->e.data = o->data;
+	l->e.lose_on_suspend = o->lose_on_suspend;
+	l->e.notify_on_close = o->notify_on_close;
+	*out = l;
+	return 0;
+}
+
+int zkl_leader_start(zkl_leader *l)
+{
+	ZKL_CHECK_HANDLE(l, "leader");
+	return election_start(&l->e);
+}
+
+bool zkl_leader_has_leadership(zkl_leader *l)
+{
+	return l && election_leading(&l->e);
+}
+
+int zkl_leader_await(zkl_leader *l, int timeout_ms)
+{
+	ZKL_CHECK_HANDLE(l, "leader");
+	int rc = zkl_check_timeout(timeout_ms);
+	if (rc != 0)
+		return rc;
+	struct election *e = &l->e;
+	int64_t deadline = zkl_deadline(timeout_ms);
+	pthread_mutex_lock(&e->c->mu);
+	if (!e->started && !e->closing) {
+		pthread_mutex_unlock(&e->c->mu);
+		return zkl_fail(ZKL_EINVAL, "the latch of %s was not started", e->path);
+	}
+	for (;;) {
+		if (e->closing) {
+			rc = zkl_fail(ZKL_ECLOSED, "the latch of %s is closed", e->path);
+			break;
+		}
+		if (e->leading) {
+			rc = 0;
+			break;
+		}
+		if (zkl_cond_wait_until(&e->cv, &e->c->mu, deadline) && !e->leading) {
+			rc = e->closing ? zkl_fail(ZKL_ECLOSED, "the latch of %s is closed", e->path)
+			                : zkl_fail(ZKL_ETIMEDOUT, "not the leader of %s", e->path);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&e->c->mu);
+	return rc;
+}
+
+int64_t zkl_leader_token(zkl_leader *l)
+{
+	return l ? election_token(&l->e) : ZKL_EINVAL;
+}
+
+int zkl_leader_close(zkl_leader *l)
+{
+	ZKL_CHECK_HANDLE(l, "leader");
+	return election_close(&l->e);
+}
+
+void zkl_leader_free(zkl_leader *l)
+{
+	if (!l)
+		return;
+	election_free(&l->e);
+	free(l);
+}
+
+int zkl_leader_participants(zkl_leader *l, zkl_participant **out, size_t *count)
+{
+	ZKL_CHECK_HANDLE(l, "leader");
+	return election_participants(&l->e, out, count);
+}
+
+int zkl_leader_leader_id(zkl_leader *l, char **id)
+{
+	ZKL_CHECK_HANDLE(l, "leader");
+	return election_leader_id(&l->e, id);
+}
+
+const char *zkl_leader_path(const zkl_leader *l)
+{
+	return l ? l->e.path : NULL;
+}

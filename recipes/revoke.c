@@ -1,0 +1,33 @@
+/* Revocation, Curator's cooperative protocol: a revoker writes "__REVOKE__" into a
+ * holder's node; the holder's revocation watch (src/client) calls its recipe, which asks
+ * the application to release. This file is the revoker's side. */
+#include <string.h>
+
+#include <zklocks/mutex.h>
+
+#include "common.h"
+
+int zkl_revoke(zkl_client *c, const char *node_path)
+{
+	zkl_clear_error();
+	if (!c)
+		return zkl_fail(ZKL_EINVAL, "client is NULL");
+	int rc = zkl_path_check(node_path, "node path");
+	if (rc != 0)
+		return rc;
+	struct zkl_req r = {
+		.kind = ZKL_OP_SET,
+		.path = node_path,
+		.data = ZKL_REVOKE_DATA,
+		.len = (int)strlen(ZKL_REVOKE_DATA),
+		.version = -1,
+	};
+	int zrc = zkl_request(c, &r, zkl_deadline(-1), NULL);
+	if (zrc == ZNONODE)
+		return zkl_fail(ZKL_ENOTHELD, "%s does not exist: nothing to revoke", node_path);
+	if (zrc < -1000)
+		return zrc;
+	if (zrc != ZOK)
+		return zkl_fail_zk(zrc, "cannot ask for revocation of", node_path);
+	return 0;
+}

@@ -1,0 +1,69 @@
+/* zkl_rwlock: Curator's InterProcessReadWriteLock layout. Its two halves are mutexes
+ * (mutex.c) with their own markers and predicates; a thread that holds the write half
+ * may take the read half (a downgrade), never the other way round. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <zklocks/rwlock.h>
+
+#include "mutex_internal.h"
+
+struct zkl_rwlock {
+	zkl_mutex read;
+	zkl_mutex write;
+};
+
+int zkl_rwlock_new(zkl_rwlock **out, zkl_client *c, const char *path)
+{
+	if (out)
+		*out = NULL;
+	int rc = zkl_check_new(out, c, path);
+	if (rc != 0)
+		return rc;
+	zkl_rwlock *rw = calloc(1, sizeof *rw);
+	if (!rw)
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	zkl_mutex *halves[2] = {&rw->read, &rw->write};
+	for (int i = 0; i < 2; i++) {
+		zkl_mutex *h = halves[i];
+		h->c = c;
+		h->kind = i == 0 ? ZKL_KIND_READ : ZKL_KIND_WRITE;
+		h->other = halves[1 - i];
+		if (!(h->path = strdup(path)) || zkl_data_init(&h->data) != 0) {
+			free(rw->read.path);
+			free(rw->write.path);
+			zkl_data_free(&rw->read.data);
+			free(rw);
+			return zkl_fail(ZKL_ENOMEM, "out of memory");
+		}
+	}
+	*out = rw;
+	return 0;
+}
+
+void zkl_rwlock_free(zkl_rwlock *rw)
+{
+	if (!rw)
+		return;
+	/* Read first: a downgraded thread holds both, and its read node sorts after. */
+	zkl_mutex_dispose(&rw->read);
+	zkl_mutex_dispose(&rw->write);
+	free(rw);
+}
+
+int zkl_rwlock_set_naming(zkl_rwlock *rw, zkl_naming naming)
+{
+	ZKL_CHECK_HANDLE(rw, "rwlock");
+	int rc = zkl_mutex_set_naming(&rw->read, naming);
+	return rc ? rc : zkl_mutex_set_naming(&rw->write, naming);
+}
+
+zkl_mutex *zkl_rwlock_read(zkl_rwlock *rw)
+{
+	return rw ? &rw->read : NULL;
+}
+
+zkl_mutex *zkl_rwlock_write(zkl_rwlock *rw)
+{
+	return rw ? &rw->write : NULL;
+}

@@ -1,0 +1,146 @@
+/* zkl_selector: Curator's LeaderSelector (a mutex, "lock-" nodes) that runs the
+ * application's function while it leads, over the election it shares with zkl_leader
+ * (election.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "election.h"
+
+struct zkl_selector {
+	struct election e;
+};
+
+/* ---- zkl_selector ---- */
+
+void zkl_selector_options_init(zkl_selector_options *o)
+{
+	if (!o)
+		return;
+	memset(o, 0, sizeof *o);
+	o->lose_on_suspend = true;
+}
+
+int zkl_selector_new(zkl_selector **out, zkl_client *c, const char *path, zkl_selector_fn fn,
+                     void *data, const zkl_selector_options *o)
+{
+	zkl_clear_error();
+	if (!out)
+		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
+	*out = NULL;
+	if (!fn)
+		return zkl_fail(ZKL_EINVAL, "leader function is NULL");
+	zkl_selector_options defaults;
+	if (!o) {
+		zkl_selector_options_init(&defaults);
+		o = &defaults;
+	}
+	zkl_selector *s = calloc(1, sizeof *s);
+	if (!s)
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	int rc = election_init(&s->e, c, path, o->id, ZKL_KIND_LOCK, s);
+	if (rc != 0) {
+		free(s);
+		return rc;
+	}
+	s->e.fn = fn;
+	s->e.fn_data = data;
+	s->e.requeue = o->requeue;
+	s->e.lose_on_suspend = o->lose_on_suspend;
+	*out = s;
+	return 0;
+}
+
+int zkl_selector_start(zkl_selector *s)
+{
+	ZKL_CHECK_HANDLE(s, "selector");
+	return election_start(&s->e);
+}
+
+int zkl_selector_requeue(zkl_selector *s)
+{
+	ZKL_CHECK_HANDLE(s, "selector");
+	struct election *e = &s->e;
+	int rc = 0;
+	pthread_mutex_lock(&e->c->mu);
+	if (e->closing)
+		rc = zkl_fail(ZKL_ECLOSED, "the selector of %s is closed", e->path);
+	else if (!e->started)
+		rc = zkl_fail(ZKL_EINVAL, "the selector of %s was not started", e->path);
+	else if (e->idle) {
+		e->idle = false;
+		pthread_cond_broadcast(&e->cv);
+	} else if (e->in_lead) {
+		e->again = true;
+	}
+	pthread_mutex_unlock(&e->c->mu);
+	return rc;
+}
+
+bool zkl_selector_has_leadership(zkl_selector *s)
+{
+	return s && election_leading(&s->e);
+}
+
+int zkl_selector_wait(zkl_selector *s, int timeout_ms)
+{
+	ZKL_CHECK_HANDLE(s, "selector");
+	int rc = zkl_check_timeout(timeout_ms);
+	if (rc != 0)
+		return rc;
+	struct election *e = &s->e;
+	int64_t deadline = zkl_deadline(timeout_ms);
+	pthread_mutex_lock(&e->c->mu);
+	while (e->leading) {
+		if (zkl_cond_wait_until(&e->cv, &e->c->mu, deadline) && e->leading) {
+			rc = ZKL_ETIMEDOUT;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&e->c->mu);
+	return rc;
+}
+
+void zkl_selector_interrupt(zkl_selector *s)
+{
+	if (!s)
+		return;
+	struct election *e = &s->e;
+	pthread_mutex_lock(&e->c->mu);
+	if (e->leading) {
+		e->interrupt = true;
+		e->leading = false;
+		election_wake(e);
+	}
+	pthread_mutex_unlock(&e->c->mu);
+}
+
+int64_t zkl_selector_token(zkl_selector *s)
+{
+	return s ? election_token(&s->e) : ZKL_EINVAL;
+}
+
+int zkl_selector_close(zkl_selector *s)
+{
+	ZKL_CHECK_HANDLE(s, "selector");
+	return election_close(&s->e);
+}
+
+void zkl_selector_free(zkl_selector *s)
+{
+	if (!s)
+		return;
+	election_free(&s->e);
+	free(s);
+}
+
+int zkl_selector_participants(zkl_selector *s, zkl_participant **out, size_t *count)
+{
+	ZKL_CHECK_HANDLE(s, "selector");
+	return election_participants(&s->e, out, count);
+}
+
+int zkl_selector_leader_id(zkl_selector *s, char **id)
+{
+	ZKL_CHECK_HANDLE(s, "selector");
+	return election_leader_id(&s->e, id);
+}
