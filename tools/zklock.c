@@ -114,7 +114,7 @@ enum {
 	OPT_NAMING,
 };
 
-static const char short_opts[] = "+:s:w:nE:vh";
+static const char short_opts[] = "+:s:w:nE:c:qvh";
 static const struct option long_opts[] = {
 	{ "servers", required_argument, NULL, 's' },
 	{ "wait", required_argument, NULL, 'w' },
@@ -125,7 +125,11 @@ static const struct option long_opts[] = {
 	{ "loss-percent", required_argument, NULL, OPT_LOSS_PERCENT },
 	{ "connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT },
 	{ "read", no_argument, NULL, OPT_READ },
+	{ "shared", no_argument, NULL, OPT_READ },      /* flock(1)'s name for --read */
 	{ "write", no_argument, NULL, OPT_WRITE },
+	{ "exclusive", no_argument, NULL, OPT_WRITE },  /* flock(1)'s name for --write */
+	{ "command", required_argument, NULL, 'c' },
+	{ "quiet", no_argument, NULL, 'q' },
 	{ "semaphore", required_argument, NULL, OPT_SEMAPHORE },
 	{ "leader", no_argument, NULL, OPT_LEADER },
 	{ "requeue", no_argument, NULL, OPT_REQUEUE },
@@ -157,6 +161,9 @@ struct opts {
 	int loss_percent;       /* 0: the library's default */
 	int connect_timeout_ms; /* 0: the library's default */
 	int verbose;
+	bool quiet;             /* -q: nothing on a busy lock or a run already done */
+	const char *shell_cmd;  /* -c: the command, for /bin/sh -c */
+	char *sh_argv[4];
 	bool help, version, json;
 	enum command command;
 	enum mode mode;
@@ -209,6 +216,7 @@ static void print_usage(void)
 {
 	fputs(
 	    "Usage: zklock [options] PATH -- COMMAND [ARG...]\n"
+	    "       zklock [options] PATH -c STRING\n"
 	    "       zklock status [options] PATH\n"
 	    "       zklock list [options] PREFIX\n"
 	    "       zklock revoke [options] PATH\n"
@@ -218,8 +226,8 @@ static void print_usage(void)
 	    "and exits with COMMAND's status.\n"
 	    "\n"
 	    "What to hold (one of; default: a mutex):\n"
-	    "      --read                  the read half of a read-write lock (shared)\n"
-	    "      --write                 the write half of a read-write lock (exclusive)\n"
+	    "      --read, --shared        the read half of a read-write lock (shared)\n"
+	    "      --write, --exclusive    the write half of a read-write lock (exclusive)\n"
 	    "      --semaphore N           one lease of a semaphore of N leases\n"
 	    "      --leader                leadership of an election (Curator's LeaderLatch)\n"
 	    "      --requeue               with --leader: join the election again each time\n"
@@ -234,6 +242,10 @@ static void print_usage(void)
 	    "                              (decimals allowed; 0 tries once); default: wait\n"
 	    "                              as long as it takes\n"
 	    "  -n, --nonblock              do not wait if the lock is held; the same as -w 0\n"
+	    "  -c, --command STRING        run STRING with /bin/sh -c (instead of -- COMMAND)\n"
+	    "  -q, --quiet                 say nothing when the lock is busy or --once-per finds\n"
+	    "                              the job done (the exit status still says it); errors\n"
+	    "                              are still reported\n"
 	    "  -E, --conflict-exit-code N  exit status when the lock was not acquired in time\n"
 	    "                              (0..255, default 1)\n"
 	    "      --once-per INTERVAL     run COMMAND at most once per INTERVAL (seconds, or\n"
@@ -597,6 +609,12 @@ static int parse_opts(int argc, char **argv, bool permute, struct opts *o, int *
 		case 'v':
 			o->verbose++;
 			break;
+		case 'q':
+			o->quiet = true;
+			break;
+		case 'c':
+			o->shell_cmd = optarg;
+			break;
 		case 'h':
 			o->help = true;
 			break;
@@ -801,6 +819,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return usage_error("missing lock path");
 	o->path = argv[next++];
 
+	/* flock(1)'s form: "zklock PATH -c STRING". */
+	if (next + 2 == argc &&
+	    (strcmp(argv[next], "-c") == 0 || strcmp(argv[next], "--command") == 0)) {
+		o->shell_cmd = argv[next + 1];
+		next = argc;
+	}
 	/* Options between PATH and "--" ("zklock /locks/x -w 5 -- cmd") are taken too. */
 	if (next < argc && argv[next][0] == '-' && strcmp(argv[next], "--") != 0) {
 		int dash = -1;
@@ -827,13 +851,25 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	}
 	if (next < argc && strcmp(argv[next], "--") == 0) {
 		next++;
-		if (next >= argc)
+		if (next >= argc && !o->shell_cmd)
 			return usage_error("missing command to run after \"--\"");
 	}
-	if (next >= argc)
-		return usage_error("missing command to run after the lock path (zklock PATH -- "
-		                   "COMMAND)");
-	o->cmd = argv + next;
+	if (o->shell_cmd) {
+		/* As flock(1): -c STRING runs STRING with the shell. */
+		if (next < argc)
+			return usage_error("-c gives the command already: unexpected \"%s\" after the "
+			                   "lock path", argv[next]);
+		o->sh_argv[0] = "/bin/sh";
+		o->sh_argv[1] = "-c";
+		o->sh_argv[2] = (char *)o->shell_cmd;
+		o->sh_argv[3] = NULL;
+		o->cmd = o->sh_argv;
+	} else {
+		if (next >= argc)
+			return usage_error("missing command to run after the lock path (zklock PATH -- "
+			                   "COMMAND, or zklock PATH -c STRING)");
+		o->cmd = argv + next;
+	}
 
 	/* The library checks paths fully, but only once connected: catch the most likely
 	 * slip ("zklock cmd ...") without a round trip. */
@@ -2548,6 +2584,9 @@ static bool acquire(const struct opts *o, struct lock *lk, int *status, pthread_
 	}
 	switch (rc) {
 	case ZKL_ETIMEDOUT:
+		*status = o->conflict_code;
+		if (o->quiet)
+			break; /* as flock(1): silent on conflict */
 		if (o->verbose && *detail)
 			msg("%s", detail);
 		if (describe_holder(lk, holder, sizeof holder, NULL))
@@ -2555,7 +2594,6 @@ static bool acquire(const struct opts *o, struct lock *lk, int *status, pthread_
 			    o->wait_s);
 		else
 			msg("%s%s is busy; gave up after %g s", lock_what(lk), o->path, o->wait_s);
-		*status = o->conflict_code;
 		break;
 	case ZKL_EINVAL:
 		*status = usage_error("invalid lock path \"%s\": %s", o->path,
@@ -2604,8 +2642,9 @@ static int hold_and_run(const struct opts *o, struct lock *lk, struct raw *raw, 
 			char ago[32], at[40];
 			format_age(ago, sizeof ago, arrival - last);
 			format_utc(at, sizeof at, last);
-			msg("%s already ran %s ago (at %s, by %s): not again within %ld s", o->path,
-			    ago, at, *by ? by : "unknown", o->once_per_s);
+			if (!o->quiet)
+				msg("%s already ran %s ago (at %s, by %s): not again within %ld s",
+				    o->path, ago, at, *by ? by : "unknown", o->once_per_s);
 			set_phase(PH_DONE);
 			lock_release(lk);
 			free(rec);

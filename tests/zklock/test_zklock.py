@@ -1324,6 +1324,63 @@ def once_per_runs_once():
     check(os.path.exists(marker), "the run after a failure was skipped")
 
 
+# ---- cron: quiet, shell strings, flock's names ----
+
+@case
+def quiet_conflict():
+    # As flock(1): -q says nothing when the lock is busy (the exit status says it), nor
+    # when --once-per finds the job done; errors still print.
+    p = lock_path("quiet")
+    h = holder(p)
+    try:
+        out, err, _ = expect(["-q", "-n", p, "--", "true"], 1)
+        check(out == "" and err == "", "-q printed: %r %r" % (out, err))
+        expect(["-n", p, "--", "true"], 1, stderr_has="is held by ")
+        out, err, _ = expect(["--quiet", "-E", "3", "-w", "0.2", p, "--", "true"], 3)
+        check(out == "" and err == "", "--quiet printed: %r %r" % (out, err))
+    finally:
+        h.release()
+    check(h.wait() == 0, "holder: exit %s" % h.p.returncode)
+    p1 = lock_path("quiet-once")
+    expect(["--once-per", "1h", p1, "--", "true"], 0)
+    out, err, _ = expect(["-q", "--once-per", "1h", p1, "--", "true"], 0)
+    check(out == "" and err == "", "-q --once-per printed: %r %r" % (out, err))
+    expect(["-q", "-s", "127.0.0.1:1", "--connect-timeout", "300", p, "--", "true"], 69,
+           stderr_has="zklock: ")
+
+
+@case
+def shell_command():
+    # -c STRING runs STRING with /bin/sh -c, before PATH or after it as flock(1) has it.
+    p = lock_path("shell")
+    marker = os.path.join(TMP, "shell-marker")
+    expect(["-c", "echo one > %s; echo two >> %s" % (marker, marker), p], 0)
+    with open(marker) as f:
+        check(f.read() == "one\ntwo\n", "the shell string did not run whole")
+    expect([p, "-c", "exit 7"], 7)
+    expect(["--command", "test -n \"$ZKLOCK_TOKEN\"", p], 0)
+    expect(["-c", "true", p, "--", "true"], 64, stderr_has="-c gives the command already")
+    expect(["-c", "true", p, "extra"], 64, stderr_has="-c gives the command already")
+    check(status(p) == [], "not released: %r" % status(p))
+
+
+@case
+def flock_mode_names():
+    # --shared and --exclusive are flock(1)'s names for --read and --write.
+    p = lock_path("flock-names")
+    r = holder(p, ["--shared"])
+    try:
+        expect(["--shared", "-n", p, "--", "true"], 0)
+        expect(["--exclusive", "-n", p, "--", "true"], 1, stderr_has="is held by ")
+        check([n["layout"] for n in status_lines(p)] == ["read"], "status: %r" %
+              status_lines(p))
+    finally:
+        r.release()
+    check(r.wait() == 0, "reader failed")
+    expect(["--exclusive", "-n", p, "--", "true"], 0)
+    expect(["--shared", "--exclusive", p, "--", "true"], 64, stderr_has="exclude each other")
+
+
 # ---- configuration ----
 
 @case
