@@ -779,6 +779,21 @@ bool zkl_task_pending(zkl_client *c, const char *parent, size_t parent_len, cons
 	return false;
 }
 
+size_t zkl_tasks_pending(zkl_client *c, const char *parent, size_t parent_len,
+                         const char **names, size_t max)
+{
+	size_t n = 0;
+	for (struct zkl_task *t = c->tasks; t; t = t->next) {
+		if (t->kind == TASK_DELETE && strncmp(t->path, parent, parent_len) == 0 &&
+		    t->path[parent_len] == '/' && !strchr(t->path + parent_len + 1, '/')) {
+			if (n < max)
+				names[n] = t->path + parent_len + 1;
+			n++;
+		}
+	}
+	return n;
+}
+
 static void task_free(struct zkl_task *t)
 {
 	free(t->path);

@@ -253,6 +253,12 @@ bool zkl_task_delete_now(zkl_client *c, const char *path, uint64_t gen);
 /* Whether parent/name is one of our nodes on its way out (mu held): a queue we list must
  * not count it as a contender. */
 bool zkl_task_pending(zkl_client *c, const char *parent, size_t parent_len, const char *name);
+/* The same for a whole listing: our nodes directly under parent whose delete is on its
+ * way (mu held): a queue we list
+ * must not count them as contenders. Puts up to max of their names (valid while mu is
+ * held) in names; returns how many there are. */
+size_t zkl_tasks_pending(zkl_client *c, const char *parent, size_t parent_len,
+                         const char **names, size_t max);
 
 /* Holds (mu held for add/remove). Removing waits while on_lost runs on another thread. */
 void zkl_hold_add(zkl_client *c, struct zkl_hold *h, uint64_t gen);

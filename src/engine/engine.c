@@ -93,10 +93,21 @@ int zkl_take_queue(zkl_client *c, const char *path, struct zkl_op *op, zkl_child
 	zkl_child *q = malloc((size_t)*count * sizeof *q);
 	if (!q)
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	/* Our own nodes on their way out, looked up once for the whole listing. */
+	const char *leaving[16];
+	size_t nleaving = zkl_tasks_pending(c, path, plen, leaving, 16);
 	size_t k = 0;
 	for (int i = 0; i < *count; i++) {
-		if (zkl_child_parse((*names)[i], &q[k]) &&
-		    !(c->tasks && zkl_task_pending(c, path, plen, (*names)[i]))) {
+		if (!zkl_child_parse((*names)[i], &q[k]))
+			continue;
+		bool gone = false;
+		if (nleaving > 16) {
+			gone = zkl_task_pending(c, path, plen, (*names)[i]); /* too many to keep */
+		} else {
+			for (size_t j = 0; j < nleaving && !gone; j++)
+				gone = strcmp(leaving[j], (*names)[i]) == 0;
+		}
+		if (!gone) {
 			q[k].index = (size_t)i;
 			k++;
 		}
