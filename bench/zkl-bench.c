@@ -912,10 +912,11 @@ static void *loop_thread(void *arg)
 			is_write = rnd_next(&w->rnd) % 10 == 0;
 			m = is_write ? zkl_rwlock_write(w->rw) : zkl_rwlock_read(w->rw);
 		}
+		zkl_lock *l = zkl_mutex_lock(m); /* NULL for a semaphore: its leases instead */
 		if (w->kind == LOOP_SEMAPHORE)
 			rc = zkl_semaphore_acquire(w->sem, 1, ZKL_WAIT_FOREVER, &lease);
 		else
-			rc = zkl_mutex_acquire(m, ZKL_WAIT_FOREVER);
+			rc = zkl_lock_acquire(l, ZKL_WAIT_FOREVER);
 		if (rc != 0)
 			die_zkl("acquire", rc);
 		int64_t t1 = now_ns();
@@ -937,7 +938,7 @@ static void *loop_thread(void *arg)
 			rc = zkl_lease_release(lease);
 			zkl_lease_free(lease);
 		} else {
-			rc = zkl_mutex_release(m);
+			rc = zkl_lock_release(l);
 		}
 		if (rc != 0)
 			die_zkl("release", rc);
@@ -1085,7 +1086,8 @@ struct s4_shared {
 static void *s4_thread(void *arg)
 {
 	struct s4_waiter *w = arg;
-	int rc = zkl_mutex_acquire(w->m, 120000);
+	zkl_lock *l = zkl_mutex_lock(w->m);
+	int rc = zkl_lock_acquire(l, 120000);
 	if (rc != 0)
 		die_zkl("acquire", rc);
 	w->acquired = now_ns();
@@ -1094,7 +1096,7 @@ static void *s4_thread(void *arg)
 	long k = atomic_fetch_add(&w->sh->next, 1);
 	w->sh->order[k] = w->index;
 	atomic_fetch_sub(&w->sh->holders, 1);
-	rc = zkl_mutex_release(w->m);
+	rc = zkl_lock_release(l);
 	if (rc != 0)
 		die_zkl("release", rc);
 	w->released = now_ns();
@@ -1117,8 +1119,9 @@ static void s4(void)
 	int rc = zkl_mutex_new(&gm, gc, path);
 	if (rc != 0)
 		die_zkl(path, rc);
-	zkl_mutex_set_data(gm, "gate", 4);
-	rc = zkl_mutex_acquire(gm, 20000);
+	zkl_lock *gate = zkl_mutex_lock(gm);
+	zkl_lock_set_data(gate, "gate", 4);
+	rc = zkl_lock_acquire(gate, 20000);
 	if (rc != 0)
 		die_zkl("gate acquire", rc);
 
@@ -1131,7 +1134,7 @@ static void s4(void)
 			die_zkl(path, rc);
 		char data[32];
 		int len = snprintf(data, sizeof data, "w%d", i);
-		zkl_mutex_set_data(ws[i].m, data, (size_t)len);
+		zkl_lock_set_data(zkl_mutex_lock(ws[i].m), data, (size_t)len);
 	}
 	for (int i = 0; i < n; i++)
 		ts[i] = start_thread(s4_thread, &ws[i]);
@@ -1141,7 +1144,7 @@ static void s4(void)
 	size_t np = 0;
 	int64_t deadline = now_ns() + 120 * (int64_t)1000000000;
 	for (;;) {
-		rc = zkl_mutex_participants(gm, &ps, &np);
+		rc = zkl_lock_participants(gate, &ps, &np);
 		if (rc != 0)
 			die_zkl("participants", rc);
 		if (np >= (size_t)n + 1)
@@ -1162,7 +1165,7 @@ static void s4(void)
 	struct result *res = new_result(name);
 	res->m0 = mntr();
 	int64_t t0 = now_ns();
-	rc = zkl_mutex_release(gm);
+	rc = zkl_lock_release(gate);
 	if (rc != 0)
 		die_zkl("gate release", rc);
 	for (int i = 0; i < n; i++)
@@ -1297,7 +1300,7 @@ static void *mem_thread(void *arg)
 		if (rc != 0)
 			die_zkl(path, rc);
 		int64_t t0 = now_ns();
-		rc = zkl_mutex_acquire(w->ms[j], 60000);
+		rc = zkl_lock_acquire(zkl_mutex_lock(w->ms[j]), 60000);
 		if (rc != 0)
 			die_zkl("acquire", rc);
 		vec_push(&w->lat, now_ns() - t0);
@@ -1305,7 +1308,7 @@ static void *mem_thread(void *arg)
 	pthread_barrier_wait(w->held);
 	pthread_barrier_wait(w->go_release);
 	for (long j = w->index; j < w->nlocks; j += w->nthreads) {
-		int rc = zkl_mutex_release(w->ms[j]);
+		int rc = zkl_lock_release(zkl_mutex_lock(w->ms[j]));
 		if (rc != 0)
 			die_zkl("release", rc);
 	}
@@ -1388,13 +1391,13 @@ struct s8_acq {
 	int lock;
 };
 
-static void s8_granted(zkl_mutex *m, int rc, void *data)
+static void s8_granted(zkl_lock *l, int rc, void *data)
 {
 	struct s8_acq *a = data;
 	struct s8 *st = a->st;
-	int64_t token = rc == 0 ? zkl_mutex_token(m) : 0;
+	int64_t token = rc == 0 ? zkl_lock_token(l) : 0;
 	if (rc == 0)
-		rc = zkl_mutex_release(m);
+		rc = zkl_lock_release(l);
 	pthread_mutex_lock(&st->mu);
 	if (rc != 0) {
 		st->failed++;
@@ -1438,7 +1441,7 @@ static void s8(void)
 	res->m0 = mntr();
 	st.t0 = now_ns();
 	for (long i = 0; i < n; i++) {
-		int rc = zkl_mutex_acquire_async(ms[i], -1, s8_granted, &as[i]);
+		int rc = zkl_lock_acquire_async(zkl_mutex_lock(ms[i]), -1, s8_granted, &as[i]);
 		if (rc != 0)
 			die_zkl("acquire_async", rc);
 	}

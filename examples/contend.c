@@ -39,10 +39,11 @@ int main(int argc, char **argv)
 		zkl_client_close(c);
 		return 1;
 	}
+	zkl_lock *l = zkl_mutex_lock(m);
 
 	int status = 0;
 	for (int i = 0; i < opt.rounds; i++) {
-		rc = zkl_mutex_acquire(m, ZKL_WAIT_FOREVER);
+		rc = zkl_lock_acquire(l, ZKL_WAIT_FOREVER);
 		if (rc != 0) {
 			fail("acquiring the lock", rc);
 			status = 1;
@@ -50,7 +51,7 @@ int main(int argc, char **argv)
 		}
 		char when[32];
 		now_string(when, sizeof when);
-		printf("%s holds %s (token %" PRId64 ") at %s\n", name, path, zkl_mutex_token(m),
+		printf("%s holds %s (token %" PRId64 ") at %s\n", name, path, zkl_lock_token(l),
 		       when);
 
 		sleep_ms(opt.hold_ms);
@@ -58,7 +59,7 @@ int main(int argc, char **argv)
 		/* Said before the release: once it is released, the next holder may print
 		 * before this process gets to. */
 		printf("%s releasing\n", name);
-		rc = zkl_mutex_release(m);
+		rc = zkl_lock_release(l);
 		if (rc != 0) {
 			/* ZKL_ELOST: the session ended while we held it. */
 			fail("releasing the lock", rc);

@@ -87,6 +87,7 @@ int main(int argc, char **argv)
 		zkl_client_close(c);
 		return 1;
 	}
+	zkl_lock *l = zkl_mutex_lock(m);
 
 	size_t n = 0, cap = 4096;
 	int64_t *lat = malloc(cap * sizeof *lat);
@@ -102,13 +103,13 @@ int main(int argc, char **argv)
 	int64_t t = start;
 	while (t < end) {
 		int64_t t0 = t;
-		rc = zkl_mutex_acquire(m, ZKL_WAIT_FOREVER);
+		rc = zkl_lock_acquire(l, ZKL_WAIT_FOREVER);
 		if (rc != 0) {
 			fail("acquiring the lock", rc);
 			status = 1;
 			break;
 		}
-		rc = zkl_mutex_release(m);
+		rc = zkl_lock_release(l);
 		if (rc != 0) {
 			fail("releasing the lock", rc);
 			status = 1;

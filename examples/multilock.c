@@ -52,8 +52,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if ((rc = zkl_multilock_new(&both, ZKL_MULTILOCK_CANONICAL)) != 0 ||
-	    (rc = zkl_multilock_add_mutex(both, a)) != 0 ||
-	    (rc = zkl_multilock_add_mutex(both, b)) != 0) {
+	    (rc = zkl_multilock_add(both, zkl_mutex_lock(a))) != 0 ||
+	    (rc = zkl_multilock_add(both, zkl_mutex_lock(b))) != 0) {
 		fail("making the multi-lock", rc);
 		goto out;
 	}
@@ -70,7 +70,8 @@ int main(int argc, char **argv)
 		char when[32];
 		now_string(when, sizeof when);
 		printf("%s moves 10 from %s to %s (tokens %" PRId64 ", %" PRId64 ") at %s\n", name,
-		       from, to, zkl_mutex_token(a), zkl_mutex_token(b), when);
+		       from, to, zkl_lock_token(zkl_mutex_lock(a)), zkl_lock_token(zkl_mutex_lock(b)),
+		       when);
 
 		sleep_ms(opt.hold_ms);
 

@@ -40,14 +40,14 @@ int main(int argc, char **argv)
 		zkl_client_close(c);
 		return 1;
 	}
-	/* The two halves are ordinary zkl_mutex handles that belong to rw: use them with
-	 * the zkl_mutex_* functions, never free them. */
-	zkl_mutex *m = writer ? zkl_rwlock_write(rw) : zkl_rwlock_read(rw);
+	/* The two halves are ordinary zkl_mutex handles that belong to rw: use them through
+	 * their view with the zkl_lock_* functions, never free them. */
+	zkl_lock *l = zkl_mutex_lock(writer ? zkl_rwlock_write(rw) : zkl_rwlock_read(rw));
 	const char *verb = writer ? "writes" : "reads";
 
 	int status = 0;
 	for (int i = 0; i < opt.rounds; i++) {
-		rc = zkl_mutex_acquire(m, ZKL_WAIT_FOREVER);
+		rc = zkl_lock_acquire(l, ZKL_WAIT_FOREVER);
 		if (rc != 0) {
 			fail("acquiring the lock", rc);
 			status = 1;
@@ -55,7 +55,7 @@ int main(int argc, char **argv)
 		}
 		char when[32];
 		now_string(when, sizeof when);
-		printf("%s %s %s (token %" PRId64 ") at %s\n", name, verb, path, zkl_mutex_token(m),
+		printf("%s %s %s (token %" PRId64 ") at %s\n", name, verb, path, zkl_lock_token(l),
 		       when);
 
 		sleep_ms(opt.hold_ms);
@@ -63,7 +63,7 @@ int main(int argc, char **argv)
 		/* Said before the release: once it is released, the next holder may print
 		 * before this process gets to. */
 		printf("%s done\n", name);
-		rc = zkl_mutex_release(m);
+		rc = zkl_lock_release(l);
 		if (rc != 0) {
 			/* ZKL_ELOST: the session ended while we held it. */
 			fail("releasing the lock", rc);

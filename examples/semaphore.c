@@ -61,7 +61,7 @@ static void *worker(void *arg)
 		/* How many leases are taken right now, by every process (one round trip). */
 		zkl_participant *holders;
 		size_t taken = 0;
-		if (zkl_semaphore_participants(p->sem, &holders, &taken) == 0)
+		if (zkl_lock_participants(zkl_semaphore_lock(p->sem), &holders, &taken) == 0)
 			zkl_participants_free(holders, taken);
 		char when[32];
 		now_string(when, sizeof when);

@@ -1,9 +1,9 @@
 /* zkl_multilock: several locks held as one, all or nothing.
  *
  * Design notes
- * - Pure composition over the public API of the members (zkl_mutex_*,
- *   zkl_semaphore_mutex_*): the multi-lock never touches ZooKeeper itself, so every
- *   member keeps its own queue, watch, lost reports and fencing token.
+ * - Pure composition over the shared verbs of its members (zkl_lock_*): the multi-lock
+ *   never touches ZooKeeper itself, so every member keeps its own queue, watch, lost
+ *   reports and fencing token.
  * - Order. Members are kept in the order they will be taken. In canonical order an add
  *   inserts the member after every member that sorts before or equal to it (an insertion
  *   sort, hence stable): by path with strcmp, and for equal paths the read half of a
@@ -15,8 +15,8 @@
  *   or 0 to try once); a member reached after the deadline is not tried. On any failure
  *   the members already taken are released in reverse order, so nothing stays held.
  * - Holds nest like Curator's InterProcessMultiLock: acquiring again re-enters the mutex
- *   members (a semaphore-mutex member is not reentrant, so such a multi-lock times out
- *   instead), and each release undoes one acquire. The thread of the first level is the
+ *   members (a semaphore member is not reentrant: it takes one more lease, so a
+ *   multi-lock with a semaphore-mutex times out instead), and each release undoes one acquire. The thread of the first level is the
  *   owner; only it may release, since its mutex members refuse anyone else.
  * - No internal lock: a multi-lock is used by one thread at a time (see the header). The
  *   members themselves are thread-safe. */
@@ -31,14 +31,8 @@
 #include "errors_internal.h"
 #include "common.h"
 
-enum member_kind { MEMBER_MUTEX, MEMBER_SEMAPHORE_MUTEX };
-
 struct member {
-	enum member_kind kind;
-	union {
-		zkl_mutex *mutex;
-		zkl_semaphore_mutex *sem;
-	} h;
+	zkl_lock *l;
 	int rank;        /* 1 for the read half of a read-write lock, else 0 */
 };
 
@@ -57,31 +51,7 @@ struct zkl_multilock {
 
 static const char *member_path(const struct member *m)
 {
-	return m->kind == MEMBER_MUTEX ? zkl_mutex_path(m->h.mutex)
-	                               : zkl_semaphore_mutex_path(m->h.sem);
-}
-
-static const void *member_handle(const struct member *m)
-{
-	return m->kind == MEMBER_MUTEX ? (const void *)m->h.mutex : (const void *)m->h.sem;
-}
-
-static int member_acquire(struct member *m, int timeout_ms)
-{
-	return m->kind == MEMBER_MUTEX ? zkl_mutex_acquire(m->h.mutex, timeout_ms)
-	                               : zkl_semaphore_mutex_acquire(m->h.sem, timeout_ms);
-}
-
-static int member_release(struct member *m)
-{
-	return m->kind == MEMBER_MUTEX ? zkl_mutex_release(m->h.mutex)
-	                               : zkl_semaphore_mutex_release(m->h.sem);
-}
-
-static bool member_is_held(struct member *m)
-{
-	return m->kind == MEMBER_MUTEX ? zkl_mutex_is_held(m->h.mutex)
-	                               : zkl_semaphore_mutex_is_held(m->h.sem);
+	return zkl_lock_path(m->l);
 }
 
 /* Canonical comparison: path, then write (or anything else) before read. */
@@ -117,7 +87,7 @@ static int release_all(zkl_multilock *ml)
 	char detail[DETAIL_MAX] = "";
 	for (size_t i = ml->n; i-- > 0;) {
 		struct member *m = &ml->members[i];
-		int rc = member_release(m);
+		int rc = zkl_lock_release(m->l);
 		if (rc && !first) {
 			first = rc;
 			snprintf(detail, sizeof detail, "releasing multilock member %zu of %zu (%s): %s",
@@ -148,7 +118,7 @@ static int add_member(zkl_multilock *ml, struct member m)
 		return zkl_fail(ZKL_EBUSY, "cannot add %s to a multilock that is held",
 		                member_path(&m));
 	for (size_t i = 0; i < ml->n; i++)
-		if (member_handle(&ml->members[i]) == member_handle(&m))
+		if (ml->members[i].l == m.l)
 			return zkl_fail(ZKL_EINVAL, "%s is already a member of this multilock",
 			                member_path(&m));
 	if (ml->n == ml->cap) {
@@ -170,22 +140,12 @@ static int add_member(zkl_multilock *ml, struct member m)
 	return 0;
 }
 
-int zkl_multilock_add_mutex(zkl_multilock *ml, zkl_mutex *m)
+int zkl_multilock_add(zkl_multilock *ml, zkl_lock *l)
 {
 	ZKL_CHECK_HANDLE(ml, "multilock");
-	if (!m)
-		return zkl_fail(ZKL_EINVAL, "mutex handle is NULL");
-	struct member mb = { .kind = MEMBER_MUTEX, .h.mutex = m,
-	                     .rank = zkl_mutex_is_read_half(m) ? 1 : 0 };
-	return add_member(ml, mb);
-}
-
-int zkl_multilock_add_semaphore_mutex(zkl_multilock *ml, zkl_semaphore_mutex *m)
-{
-	ZKL_CHECK_HANDLE(ml, "multilock");
-	if (!m)
-		return zkl_fail(ZKL_EINVAL, "semaphore-mutex handle is NULL");
-	struct member mb = { .kind = MEMBER_SEMAPHORE_MUTEX, .h.sem = m, .rank = 0 };
+	if (!l)
+		return zkl_fail(ZKL_EINVAL, "lock is NULL");
+	struct member mb = { .l = l, .rank = strcmp(zkl_lock_kind(l), "read") == 0 ? 1 : 0 };
 	return add_member(ml, mb);
 }
 
@@ -214,7 +174,7 @@ int zkl_multilock_acquire(zkl_multilock *ml, int timeout_ms)
 			}
 			t = (int)left;
 		}
-		rc = member_acquire(m, t);
+		rc = zkl_lock_acquire(m->l, t);
 		if (rc) {
 			snprintf(detail, sizeof detail, "acquiring multilock member %zu of %zu (%s): %s",
 			         taken + 1, ml->n, member_path(m), zkl_last_error());
@@ -224,7 +184,7 @@ int zkl_multilock_acquire(zkl_multilock *ml, int timeout_ms)
 	if (taken < ml->n) {
 		/* All or nothing: give back what was taken, newest first. */
 		while (taken-- > 0)
-			(void)member_release(&ml->members[taken]);
+			(void)zkl_lock_release(ml->members[taken].l);
 		return zkl_fail(rc, "%s", detail);
 	}
 	if (ml->depth++ == 0)
@@ -248,7 +208,7 @@ bool zkl_multilock_is_held(zkl_multilock *ml)
 	if (!ml || ml->depth == 0 || ml->n == 0)
 		return false;
 	for (size_t i = 0; i < ml->n; i++)
-		if (!member_is_held(&ml->members[i]))
+		if (!zkl_lock_is_held(ml->members[i].l))
 			return false;
 	return true;
 }

@@ -20,16 +20,16 @@
 /* An asynchronous acquire under way: what the engine reads until it ends, owned here
  * so that the handle may be freed meanwhile (the acquisition is then orphaned). */
 struct mutex_async {
+	struct zkl_lock_async a;
 	zkl_mutex *m;
 	char *path;
 	struct zkl_queue q;
 	struct zkl_data data;
 	bool folder_seen;
 	struct zkl_acq *l;
-	zkl_mutex_acquired_fn fn;
-	void *fn_data;
-	bool orphaned;                 /* c->mu: the handle is gone; end quietly */
 };
+
+#define MUTEX(l) ((zkl_mutex *)(void *)(l))
 
 bool zkl_mutex_is_read_half(const zkl_mutex *m)
 {
@@ -41,17 +41,10 @@ bool zkl_mutex_is_read_half(const zkl_mutex *m)
 static _Thread_local const zkl_mutex *revoking;
 static _Thread_local pthread_t revoking_owner;
 
-/* The handle whose acquire callback the event thread is running, and whether that
- * callback freed it (then nothing may touch it afterwards). Callbacks do not nest. */
-static _Thread_local struct {
-	zkl_mutex *m;
-	bool freed;
-} in_callback;
-
 static void mutex_revoked(void *ctx, const char *node)
 {
 	zkl_mutex *m = ctx;
-	pthread_mutex_lock(&m->c->mu);
+	pthread_mutex_lock(&m->lock.c->mu);
 	zkl_revoke_fn fn = m->revoke_fn;
 	void *data = m->revoke_data;
 	bool found = false;
@@ -61,8 +54,8 @@ static void mutex_revoked(void *ctx, const char *node)
 			found = true;
 		}
 	}
-	pthread_mutex_unlock(&m->c->mu);
-	zkl_log(m->c, ZKL_LOG_INFO, "revocation of %s requested", node);
+	pthread_mutex_unlock(&m->lock.c->mu);
+	zkl_log(m->lock.c, ZKL_LOG_INFO, "revocation of %s requested", node);
 	if (!fn)
 		return;
 	const zkl_mutex *outer = revoking;
@@ -75,13 +68,8 @@ static void mutex_lost(struct zkl_hold *h, void *ctx)
 {
 	(void)h;
 	zkl_mutex *m = ctx;
-	pthread_mutex_lock(&m->c->mu);
-	zkl_mutex_lost_fn fn = m->lost_fn;
-	void *data = m->lost_data;
-	pthread_mutex_unlock(&m->c->mu);
-	zkl_log(m->c, ZKL_LOG_WARN, "lock %s lost with its session", m->path);
-	if (fn)
-		fn(m, ZKL_ELOST, data);
+	zkl_log(m->lock.c, ZKL_LOG_WARN, "lock %s lost with its session", m->lock.path);
+	zkl_lock_report_lost(&m->lock, ZKL_ELOST);
 }
 
 /* The calling thread's acquisition (c->mu held). */
@@ -103,6 +91,20 @@ static struct zkl_acq **find_async(zkl_mutex *m)
 	return NULL;
 }
 
+static const struct zkl_lock_ops mutex_ops;
+
+static const char *kind_name(enum zkl_kind kind)
+{
+	return kind == ZKL_KIND_READ ? "read" : kind == ZKL_KIND_WRITE ? "write" : "mutex";
+}
+
+int zkl_mutex_init(zkl_mutex *m, zkl_client *c, const char *path, enum zkl_kind kind)
+{
+	memset(m, 0, sizeof *m);
+	m->kind = kind;
+	return zkl_lock_init(&m->lock, &mutex_ops, kind_name(kind), c, path);
+}
+
 int zkl_mutex_new(zkl_mutex **out, zkl_client *c, const char *path)
 {
 	if (out)
@@ -110,19 +112,21 @@ int zkl_mutex_new(zkl_mutex **out, zkl_client *c, const char *path)
 	int rc = zkl_check_new(out, c, path);
 	if (rc != 0)
 		return rc;
-	zkl_mutex *m = calloc(1, sizeof *m);
-	if (!m || !(m->path = strdup(path)) || zkl_data_init(&m->data) != 0) {
-		if (m)
-			free(m->path);
-		free(m);
+	zkl_mutex *m = malloc(sizeof *m);
+	if (!m)
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	if ((rc = zkl_mutex_init(m, c, path, ZKL_KIND_LOCK)) != 0) {
+		free(m);
+		return rc;
 	}
-	m->c = c;
-	m->kind = ZKL_KIND_LOCK;
 	*out = m;
 	return 0;
 }
 
+zkl_lock *zkl_mutex_lock(zkl_mutex *m)
+{
+	return m ? &m->lock : NULL;
+}
 
 void zkl_mutex_free(zkl_mutex *m)
 {
@@ -132,57 +136,53 @@ void zkl_mutex_free(zkl_mutex *m)
 	free(m);
 }
 
+static int mutex_release(zkl_lock *lk);
+
 void zkl_mutex_dispose(zkl_mutex *m)
 {
-	/* An asynchronous acquire under way ends with ZKL_ECANCELED: wait until its callback
-	 * has run. On the event thread, which runs callbacks, that cannot be waited for: the
-	 * acquire is orphaned (it ends without calling anyone), and if this is the handle's
-	 * own callback, it is told that the handle is gone. */
-	zkl_client_cancel_owner(m->c, m);
-	pthread_mutex_lock(&m->c->mu);
-	if (zkl_on_event_thread(m->c)) {
-		if (m->pending)
-			m->pending->orphaned = true;
-		if (in_callback.m == m)
-			in_callback.freed = true;
-	} else {
-		while (m->pending || m->calling)
-			pthread_cond_wait(&m->c->cv, &m->c->mu);
-	}
-	m->pending = NULL;
-	pthread_mutex_unlock(&m->c->mu);
+	zkl_client *c = m->lock.c;
+	/* An asynchronous acquire under way ends with ZKL_ECANCELED. */
+	zkl_client_cancel_owner(c, m);
+	zkl_lock_async_drain(&m->lock);
 	/* The calling thread's hold, however deep, ends here. */
-	pthread_mutex_lock(&m->c->mu);
+	pthread_mutex_lock(&c->mu);
 	struct zkl_acq **pp = find_own(m);
 	if (pp)
 		(*pp)->count = 1;
-	pthread_mutex_unlock(&m->c->mu);
+	pthread_mutex_unlock(&c->mu);
 	if (pp)
-		zkl_mutex_release(m);
+		mutex_release(&m->lock);
 	/* Holds of other threads: the contract says none, but never leave a node or a
 	 * registration behind. */
-	pthread_mutex_lock(&m->c->mu);
+	pthread_mutex_lock(&c->mu);
 	while (m->leases) {
 		struct zkl_acq *l = m->leases;
 		m->leases = l->next;
-		zkl_hold_remove(m->c, &l->hold);
-		pthread_mutex_unlock(&m->c->mu);
-		zkl_engine_release(m->c, &l->node);
+		zkl_hold_remove(c, &l->hold);
+		pthread_mutex_unlock(&c->mu);
+		zkl_engine_release(c, &l->node);
 		free(l);
-		pthread_mutex_lock(&m->c->mu);
+		pthread_mutex_lock(&c->mu);
 	}
-	zkl_data_free(&m->data);
-	pthread_mutex_unlock(&m->c->mu);
-	free(m->path);
+	pthread_mutex_unlock(&c->mu);
+	zkl_lock_dispose(&m->lock);
 }
 
-int zkl_mutex_acquire(zkl_mutex *m, int timeout_ms)
+/* Node data and kind of a new acquisition (c->mu held). Nodes of revocable handles carry
+ * no data, as Curator's do. */
+static int node_data(zkl_mutex *m, struct zkl_data *data, enum zkl_kind *kind)
 {
-	ZKL_CHECK_HANDLE(m, "mutex");
-	int rc = zkl_check_timeout(timeout_ms);
-	if (rc != 0)
-		return rc;
-	zkl_client *c = m->c;
+	int rc = m->revoke_fn ? zkl_data_set(data, NULL, 0) : zkl_lock_data_copy(&m->lock, data);
+	*kind = m->kind;
+	if (m->naming == ZKL_NAMING_KAZOO)
+		*kind = m->kind == ZKL_KIND_READ ? ZKL_KIND_KRLOCK : ZKL_KIND_KLOCK;
+	return rc;
+}
+
+static int mutex_acquire(zkl_lock *lk, int timeout_ms)
+{
+	zkl_mutex *m = MUTEX(lk);
+	zkl_client *c = lk->c;
 
 	pthread_mutex_lock(&c->mu);
 	struct zkl_acq **pp = find_own(m);
@@ -192,7 +192,7 @@ int zkl_mutex_acquire(zkl_mutex *m, int timeout_ms)
 		if (l->hold.lost) {
 			pthread_mutex_unlock(&c->mu);
 			return zkl_fail(ZKL_ELOST, "lock %s was lost; release it before acquiring "
-			                "again", m->path);
+			                "again", lk->path);
 		}
 		l->count++;
 		pthread_mutex_unlock(&c->mu);
@@ -205,18 +205,12 @@ int zkl_mutex_acquire(zkl_mutex *m, int timeout_ms)
 	if (op && m->kind == ZKL_KIND_WRITE) {
 		pthread_mutex_unlock(&c->mu);
 		return zkl_fail(ZKL_EDEADLK, "the calling thread holds the read lock of %s: "
-		                "upgrading to the write lock can never succeed", m->path);
+		                "upgrading to the write lock can never succeed", lk->path);
 	}
-	/* Nodes of revocable handles carry no data, as Curator's do. */
 	struct zkl_data data = {0};
-	if (m->revoke_fn)
-		rc = zkl_data_set(&data, NULL, 0);
-	else
-		rc = zkl_data_set(&data, m->data.bytes, (size_t)m->data.len);
+	enum zkl_kind kind;
+	int rc = node_data(m, &data, &kind);
 	bool revocable = m->revoke_fn != NULL;
-	enum zkl_kind kind = m->kind;
-	if (m->naming == ZKL_NAMING_KAZOO)
-		kind = m->kind == ZKL_KIND_READ ? ZKL_KIND_KRLOCK : ZKL_KIND_KLOCK;
 	pthread_mutex_unlock(&c->mu);
 	if (rc != 0)
 		return rc;
@@ -228,7 +222,7 @@ int zkl_mutex_acquire(zkl_mutex *m, int timeout_ms)
 	}
 	struct zkl_queue q = {
 		.c = c,
-		.path = m->path,
+		.path = lk->path,
 		.kind = kind,
 		.data = data.bytes,
 		.data_len = data.len,
@@ -277,10 +271,8 @@ static void mutex_async_done(void *arg, int rc)
 	char saved[256];
 	snprintf(saved, sizeof saved, "%s", zkl_last_error());
 	pthread_mutex_lock(&c->mu);
-	const bool orphaned = pa->orphaned;
-	if (!orphaned) {
-		m->pending = NULL;
-		m->calling = true;
+	const bool call = zkl_lock_async_ending(&pa->a);
+	if (call) {
 		m->folder_seen |= pa->folder_seen;
 		if (rc == 0) {
 			l->async = true;
@@ -299,87 +291,57 @@ static void mutex_async_done(void *arg, int rc)
 	}
 	pthread_mutex_unlock(&c->mu);
 	if (l && rc == 0)
-		zkl_engine_release(c, &l->node); /* won for a handle that is gone */
+		zkl_engine_release_later(c, &l->node); /* won for a handle that is gone */
 	free(l);
 	zkl_data_free(&pa->data);
 	free(pa->path);
-	zkl_mutex_acquired_fn fn = pa->fn;
-	void *data = pa->fn_data;
+	zkl_lock_acquired_fn fn = pa->a.fn;
+	void *data = pa->a.fn_data;
 	free(pa);
-	if (orphaned)
-		return;
-	if (rc != 0)
-		zkl_fail(rc, "%s", saved);
-	in_callback.m = m;
-	in_callback.freed = false;
-	fn(m, rc, data);
-	in_callback.m = NULL;
-	if (in_callback.freed)
-		return;
-	pthread_mutex_lock(&c->mu);
-	m->calling = false;
-	pthread_cond_broadcast(&c->cv);
-	pthread_mutex_unlock(&c->mu);
+	if (call)
+		zkl_lock_async_call(&m->lock, fn, data, rc, saved);
 }
 
-int zkl_mutex_acquire_async(zkl_mutex *m, int timeout_ms, zkl_mutex_acquired_fn fn,
-                            void *data)
+static int mutex_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, void *data)
 {
-	ZKL_CHECK_HANDLE(m, "mutex");
-	int rc = zkl_check_timeout(timeout_ms);
-	if (rc != 0)
-		return rc;
-	if (!fn)
-		return zkl_fail(ZKL_EINVAL, "callback is NULL");
-	zkl_client *c = m->c;
+	zkl_mutex *m = MUTEX(lk);
+	zkl_client *c = lk->c;
 	struct mutex_async *pa = calloc(1, sizeof *pa);
-	if (!pa || !(pa->l = calloc(1, sizeof *pa->l)) || !(pa->path = strdup(m->path))) {
+	if (!pa || !(pa->l = calloc(1, sizeof *pa->l)) || !(pa->path = strdup(lk->path))) {
 		if (pa)
 			free(pa->l);
 		free(pa);
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	}
 	pthread_mutex_lock(&c->mu);
-	if (m->pending || find_async(m)) {
-		pthread_mutex_unlock(&c->mu);
-		free(pa->path);
-		free(pa->l);
-		free(pa);
-		return zkl_fail(ZKL_EBUSY, "an asynchronous acquire of %s is under way or holds "
-		                "it: release it first", m->path);
+	enum zkl_kind kind;
+	int rc = zkl_lock_async_claim(lk, &pa->a, fn, data);
+	if (rc == 0 && (rc = node_data(m, &pa->data, &kind)) != 0)
+		zkl_lock_async_unclaim(lk, &pa->a);
+	if (rc == 0) {
+		pa->m = m;
+		pa->folder_seen = m->folder_seen;
+		pa->q = (struct zkl_queue){
+			.c = c,
+			.path = pa->path,
+			.kind = kind,
+			.data = pa->data.bytes,
+			.data_len = pa->data.len,
+			.pred = m->kind == ZKL_KIND_READ ? &zkl_pred_read : &zkl_pred_first,
+			.owner = m,
+			.folder_seen = &pa->folder_seen,
+		};
 	}
-	/* Nodes of revocable handles carry no data, as Curator's do. */
-	if (m->revoke_fn)
-		rc = zkl_data_set(&pa->data, NULL, 0);
-	else
-		rc = zkl_data_set(&pa->data, m->data.bytes, (size_t)m->data.len);
-	enum zkl_kind kind = m->kind;
-	if (m->naming == ZKL_NAMING_KAZOO)
-		kind = m->kind == ZKL_KIND_READ ? ZKL_KIND_KRLOCK : ZKL_KIND_KLOCK;
-	pa->m = m;
-	pa->fn = fn;
-	pa->fn_data = data;
-	pa->folder_seen = m->folder_seen;
-	pa->q = (struct zkl_queue){
-		.c = c,
-		.path = pa->path,
-		.kind = kind,
-		.data = pa->data.bytes,
-		.data_len = pa->data.len,
-		.pred = m->kind == ZKL_KIND_READ ? &zkl_pred_read : &zkl_pred_first,
-		.owner = m,
-		.folder_seen = &pa->folder_seen,
-	};
-	if (rc == 0)
-		m->pending = pa;
 	pthread_mutex_unlock(&c->mu);
-	if (rc == 0)
+	if (rc == 0) {
 		rc = zkl_engine_start(&pa->q, timeout_ms, &pa->l->node, mutex_async_done, pa);
+		if (rc != 0) {
+			pthread_mutex_lock(&c->mu);
+			zkl_lock_async_unclaim(lk, &pa->a);
+			pthread_mutex_unlock(&c->mu);
+		}
+	}
 	if (rc != 0) {
-		pthread_mutex_lock(&c->mu);
-		if (m->pending == pa)
-			m->pending = NULL;
-		pthread_mutex_unlock(&c->mu);
 		zkl_data_free(&pa->data);
 		free(pa->path);
 		free(pa->l);
@@ -388,23 +350,23 @@ int zkl_mutex_acquire_async(zkl_mutex *m, int timeout_ms, zkl_mutex_acquired_fn 
 	return rc;
 }
 
-int zkl_mutex_release(zkl_mutex *m)
+static int mutex_release(zkl_lock *lk)
 {
-	ZKL_CHECK_HANDLE(m, "mutex");
-	zkl_client *c = m->c;
+	zkl_mutex *m = MUTEX(lk);
+	zkl_client *c = lk->c;
 	pthread_mutex_lock(&c->mu);
 	struct zkl_acq **pp = find_own(m);
 	if (!pp)
 		pp = find_async(m); /* the handle's: any thread may release it */
 	if (!pp) {
 		pthread_mutex_unlock(&c->mu);
-		return zkl_fail(ZKL_ENOTOWNER, "the calling thread does not hold %s", m->path);
+		return zkl_fail(ZKL_ENOTOWNER, "the calling thread does not hold %s", lk->path);
 	}
 	struct zkl_acq *l = *pp;
 	if (--l->count > 0) {
 		bool lost = l->hold.lost;
 		pthread_mutex_unlock(&c->mu);
-		return lost ? zkl_fail(ZKL_ELOST, "lock %s was lost", m->path) : 0;
+		return lost ? zkl_fail(ZKL_ELOST, "lock %s was lost", lk->path) : 0;
 	}
 	/* Forget the hold before deleting the node, so that the next holder on this handle
 	 * never sees it. */
@@ -415,60 +377,78 @@ int zkl_mutex_release(zkl_mutex *m)
 	int rc = zkl_engine_release(c, &l->node);
 	free(l);
 	if (lost || rc == ZKL_ELOST)
-		return zkl_fail(ZKL_ELOST, "lock %s was lost before it was released", m->path);
+		return zkl_fail(ZKL_ELOST, "lock %s was lost before it was released", lk->path);
 	return rc;
 }
 
-bool zkl_mutex_is_held(zkl_mutex *m)
+/* The hold the verbs see (c->mu held): the calling thread's, else the asynchronous one. */
+static struct zkl_acq *current(zkl_mutex *m)
 {
-	if (!m)
-		return false;
-	pthread_mutex_lock(&m->c->mu);
 	struct zkl_acq **pp = find_own(m);
 	if (!pp)
 		pp = find_async(m);
-	bool held = pp && !(*pp)->hold.lost;
-	pthread_mutex_unlock(&m->c->mu);
+	return pp ? *pp : NULL;
+}
+
+static bool mutex_is_held(zkl_lock *lk)
+{
+	pthread_mutex_lock(&lk->c->mu);
+	struct zkl_acq *l = current(MUTEX(lk));
+	bool held = l && !l->hold.lost;
+	pthread_mutex_unlock(&lk->c->mu);
 	return held;
 }
 
-int64_t zkl_mutex_token(zkl_mutex *m)
+/* The calling thread's (or the asynchronous) hold, else that of any thread of the
+ * handle: the token answers for the handle. */
+static int64_t mutex_token(zkl_lock *lk)
 {
-	if (!m)
-		return ZKL_EINVAL;
 	int64_t token = ZKL_ENOTHELD;
-	pthread_mutex_lock(&m->c->mu);
-	for (struct zkl_acq *l = m->leases; l; l = l->next)
+	pthread_mutex_lock(&lk->c->mu);
+	struct zkl_acq *own = current(MUTEX(lk));
+	if (own && !own->hold.lost)
+		token = own->node.czxid;
+	for (struct zkl_acq *l = MUTEX(lk)->leases; l && token < 0; l = l->next)
 		if (!l->hold.lost)
 			token = l->node.czxid;
-	pthread_mutex_unlock(&m->c->mu);
+	pthread_mutex_unlock(&lk->c->mu);
 	return token;
 }
 
-void zkl_mutex_cancel(zkl_mutex *m)
+static const char *mutex_node(zkl_lock *lk)
 {
-	if (m)
-		zkl_client_cancel_owner(m->c, m);
+	struct zkl_acq *l = current(MUTEX(lk));
+	return l && !l->hold.lost ? l->node.path : NULL;
 }
 
-int zkl_mutex_set_data(zkl_mutex *m, const void *data, size_t len)
+static bool mutex_holds_async(zkl_lock *lk)
 {
-	ZKL_CHECK_HANDLE(m, "mutex");
-	pthread_mutex_lock(&m->c->mu);
-	int rc = zkl_data_set(&m->data, data, len);
-	pthread_mutex_unlock(&m->c->mu);
-	return rc;
+	return find_async(MUTEX(lk)) != NULL;
 }
 
-int zkl_mutex_on_lost(zkl_mutex *m, zkl_mutex_lost_fn fn, void *data)
+static void mutex_cancel(zkl_lock *lk)
 {
-	ZKL_CHECK_HANDLE(m, "mutex");
-	pthread_mutex_lock(&m->c->mu);
-	m->lost_fn = fn;
-	m->lost_data = data;
-	pthread_mutex_unlock(&m->c->mu);
-	return 0;
+	zkl_client_cancel_owner(lk->c, MUTEX(lk));
 }
+
+static int mutex_participants(zkl_lock *lk, zkl_participant **out, size_t *count)
+{
+	return zkl_engine_participants(lk->c, lk->path,
+	                               MUTEX(lk)->kind == ZKL_KIND_LOCK ? 1 : ZKL_HOLDERS_READERS,
+	                               out, count);
+}
+
+static const struct zkl_lock_ops mutex_ops = {
+	.acquire = mutex_acquire,
+	.start = mutex_start,
+	.release = mutex_release,
+	.cancel = mutex_cancel,
+	.is_held = mutex_is_held,
+	.token = mutex_token,
+	.node = mutex_node,
+	.holds_async = mutex_holds_async,
+	.participants = mutex_participants,
+};
 
 int zkl_mutex_set_naming(zkl_mutex *m, zkl_naming naming)
 {
@@ -476,33 +456,18 @@ int zkl_mutex_set_naming(zkl_mutex *m, zkl_naming naming)
 	if (naming != ZKL_NAMING_CURATOR && naming != ZKL_NAMING_KAZOO)
 		return zkl_fail(ZKL_EINVAL, "naming %d is neither ZKL_NAMING_CURATOR nor "
 		                "ZKL_NAMING_KAZOO", (int)naming);
-	pthread_mutex_lock(&m->c->mu);
+	pthread_mutex_lock(&m->lock.c->mu);
 	m->naming = naming;
-	pthread_mutex_unlock(&m->c->mu);
+	pthread_mutex_unlock(&m->lock.c->mu);
 	return 0;
 }
 
 int zkl_mutex_make_revocable(zkl_mutex *m, zkl_revoke_fn fn, void *data)
 {
 	ZKL_CHECK_HANDLE(m, "mutex");
-	pthread_mutex_lock(&m->c->mu);
+	pthread_mutex_lock(&m->lock.c->mu);
 	m->revoke_fn = fn;
 	m->revoke_data = data;
-	pthread_mutex_unlock(&m->c->mu);
+	pthread_mutex_unlock(&m->lock.c->mu);
 	return 0;
-}
-
-int zkl_mutex_participants(zkl_mutex *m, zkl_participant **out, size_t *count)
-{
-	ZKL_CHECK_HANDLE(m, "mutex");
-	if (!out || !count)
-		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
-	return zkl_engine_participants(m->c, m->path,
-	                               m->kind == ZKL_KIND_LOCK ? 1 : ZKL_HOLDERS_READERS, out,
-	                               count);
-}
-
-const char *zkl_mutex_path(const zkl_mutex *m)
-{
-	return m ? m->path : NULL;
 }

@@ -23,20 +23,15 @@ int zkl_rwlock_new(zkl_rwlock **out, zkl_client *c, const char *path)
 	zkl_rwlock *rw = calloc(1, sizeof *rw);
 	if (!rw)
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
-	zkl_mutex *halves[2] = {&rw->read, &rw->write};
-	for (int i = 0; i < 2; i++) {
-		zkl_mutex *h = halves[i];
-		h->c = c;
-		h->kind = i == 0 ? ZKL_KIND_READ : ZKL_KIND_WRITE;
-		h->other = halves[1 - i];
-		if (!(h->path = strdup(path)) || zkl_data_init(&h->data) != 0) {
-			free(rw->read.path);
-			free(rw->write.path);
-			zkl_data_free(&rw->read.data);
-			free(rw);
-			return zkl_fail(ZKL_ENOMEM, "out of memory");
-		}
+	rc = zkl_mutex_init(&rw->read, c, path, ZKL_KIND_READ);
+	if (rc == 0 && (rc = zkl_mutex_init(&rw->write, c, path, ZKL_KIND_WRITE)) != 0)
+		zkl_lock_dispose(&rw->read.lock);
+	if (rc != 0) {
+		free(rw);
+		return rc;
 	}
+	rw->read.other = &rw->write;
+	rw->write.other = &rw->read;
 	*out = rw;
 	return 0;
 }

@@ -16,12 +16,13 @@
 
 #include <zklocks/semaphore.h>
 
-#include "common.h"
+#include "lock_internal.h"
 #include "predicates.h"
 
 struct zkl_semaphore {
+	zkl_lock lock;                 /* the view: one lease per acquire; path, data, lost */
 	zkl_client *c;
-	char *path;
+	char *path;                    /* lock.path */
 	char *locks_path;
 	char *leases_path;
 	int fixed_max;                 /* > 0, or 0 with a shared count */
@@ -29,11 +30,10 @@ struct zkl_semaphore {
 	int32_t shared_max;            /* c->mu, kept by the count watch */
 	unsigned epoch;                /* c->mu, bumped on every count change */
 	struct zkl_revwatch *count;    /* c->mu */
-	struct zkl_data data;          /* c->mu */
 	struct zkl_lease *leases;      /* c->mu: every lease handle not yet freed */
+	struct zkl_lease *view;        /* c->mu: the view's leases, the last taken first */
 	bool locks_seen, leases_seen;  /* c->mu: the engine has listed these folders */
-	zkl_semaphore_lost_fn lost_fn; /* c->mu */
-	void *lost_data;
+	unsigned cancels;              /* c->mu: bumped by every cancel */
 };
 
 struct zkl_lease {
@@ -43,21 +43,23 @@ struct zkl_lease {
 	struct zkl_hold hold;
 	bool held;                     /* c->mu */
 	char *path;                    /* the node's path, kept after release */
+	struct zkl_lease *below;       /* c->mu: the view's lease taken before this one */
+	bool async;                    /* taken by the view's asynchronous acquire */
 };
+
+#define SEM(l) ((zkl_semaphore *)(void *)(l))
 
 static void lease_lost(struct zkl_hold *h, void *ctx)
 {
 	(void)h;
 	zkl_lease *l = ctx;
 	zkl_semaphore *s = l->s;
-	pthread_mutex_lock(&s->c->mu);
-	zkl_semaphore_lost_fn fn = s->lost_fn;
-	void *data = s->lost_data;
-	pthread_mutex_unlock(&s->c->mu);
 	zkl_log(s->c, ZKL_LOG_WARN, "lease %s lost with its session", l->path);
-	if (fn)
-		fn(s, l, ZKL_ELOST, data);
+	zkl_lock_report_lost(&s->lock, ZKL_ELOST);
 }
+
+static const struct zkl_lock_ops semaphore_ops;
+static void semaphore_view_cancel(zkl_lock *lk);
 
 static int semaphore_make(zkl_semaphore **out, zkl_client *c, const char *path)
 {
@@ -70,13 +72,15 @@ static int semaphore_make(zkl_semaphore **out, zkl_client *c, const char *path)
 		return zkl_fail(ZKL_EINVAL, "lock path \"%.40s...\" is too long for its "
 		                "\"/leases\" folder", path);
 	zkl_semaphore *s = calloc(1, sizeof *s);
-	if (!s)
+	if (!s || zkl_lock_init(&s->lock, &semaphore_ops, "semaphore", c, path) != 0) {
+		free(s);
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	}
 	s->c = c;
-	s->path = strdup(path);
+	s->path = s->lock.path;
 	s->locks_path = zkl_path_join(path, "locks");
 	s->leases_path = zkl_path_join(path, "leases");
-	if (!s->path || !s->locks_path || !s->leases_path || zkl_data_init(&s->data) != 0) {
+	if (!s->locks_path || !s->leases_path) {
 		zkl_semaphore_free(s);
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	}
@@ -180,7 +184,10 @@ void zkl_semaphore_free(zkl_semaphore *s)
 	if (!s)
 		return;
 	zkl_client *c = s->c;
+	semaphore_view_cancel(&s->lock); /* between its two queues too */
+	zkl_lock_async_drain(&s->lock);
 	pthread_mutex_lock(&c->mu);
+	s->view = NULL;
 	while (s->leases) {
 		zkl_lease *l = s->leases;
 		if (l->held)
@@ -190,9 +197,8 @@ void zkl_semaphore_free(zkl_semaphore *s)
 		free(l);
 	}
 	zkl_revwatch_remove(c, s->count);
-	zkl_data_free(&s->data);
 	pthread_mutex_unlock(&c->mu);
-	free(s->path);
+	zkl_lock_dispose(&s->lock);
 	free(s->locks_path);
 	free(s->leases_path);
 	free(s->count_path);
@@ -207,12 +213,25 @@ static int remaining(int64_t deadline, int timeout_ms)
 	return left > 0 ? (int)left : 0;
 }
 
-/* Takes one lease through the gate. */
-static int take_one(zkl_semaphore *s, const struct zkl_data *data, int64_t deadline,
-                    int timeout_ms, struct zkl_node *lease)
+/* Registers a lease just taken (c->mu held). */
+static void lease_install(zkl_semaphore *s, zkl_lease *l)
 {
-	struct zkl_node gate;
-	struct zkl_queue q = {
+	l->s = s;
+	l->held = true;
+	l->hold.on_lost = lease_lost;
+	l->hold.ctx = l;
+	l->next = s->leases;
+	if (s->leases)
+		s->leases->prev = l;
+	s->leases = l;
+	zkl_hold_add(s->c, &l->hold, l->node.gen);
+}
+
+/* The queue of takers at the gate, and the queue of leases behind it. */
+static struct zkl_queue gate_queue(zkl_semaphore *s, const struct zkl_data *data,
+                                   bool *seen)
+{
+	return (struct zkl_queue){
 		.c = s->c,
 		.path = s->locks_path,
 		.kind = ZKL_KIND_LOCK,
@@ -220,24 +239,49 @@ static int take_one(zkl_semaphore *s, const struct zkl_data *data, int64_t deadl
 		.data_len = data->len,
 		.pred = &zkl_pred_first,
 		.owner = s,
-		.folder_seen = &s->locks_seen,
+		.folder_seen = seen,
 	};
-	int rc = zkl_engine_acquire(&q, remaining(deadline, timeout_ms), &gate);
-	if (rc != 0)
-		return rc;
-	struct zkl_limit max = {&s->fixed_max, &s->shared_max};
-	struct zkl_queue lq = {
+}
+
+static struct zkl_queue lease_queue(zkl_semaphore *s, const struct zkl_data *data,
+                                    struct zkl_limit *max, bool *seen)
+{
+	return (struct zkl_queue){
 		.c = s->c,
 		.path = s->leases_path,
 		.kind = ZKL_KIND_LEASE,
 		.data = data->bytes,
 		.data_len = data->len,
 		.pred = &zkl_pred_count,
-		.pred_arg = &max,
+		.pred_arg = max,
 		.owner = s,
 		.epoch = s->count ? &s->epoch : NULL,
-		.folder_seen = &s->leases_seen,
+		.folder_seen = seen,
 	};
+}
+
+/* Takes one lease through the gate. */
+static int take_one(zkl_semaphore *s, const struct zkl_data *data, int64_t deadline,
+                    int timeout_ms, struct zkl_node *lease)
+{
+	struct zkl_node gate;
+	struct zkl_queue q = gate_queue(s, data, &s->locks_seen);
+	pthread_mutex_lock(&s->c->mu);
+	unsigned cancels = s->cancels;
+	pthread_mutex_unlock(&s->c->mu);
+	int rc = zkl_engine_acquire(&q, remaining(deadline, timeout_ms), &gate);
+	if (rc != 0)
+		return rc;
+	/* A cancel between the two queues would find no wait to end. */
+	pthread_mutex_lock(&s->c->mu);
+	bool canceled = cancels != s->cancels;
+	pthread_mutex_unlock(&s->c->mu);
+	if (canceled) {
+		zkl_engine_release(s->c, &gate);
+		return zkl_fail(ZKL_ECANCELED, "the acquire of %s was canceled", s->path);
+	}
+	struct zkl_limit max = {&s->fixed_max, &s->shared_max};
+	struct zkl_queue lq = lease_queue(s, data, &max, &s->leases_seen);
 	rc = zkl_engine_acquire(&lq, remaining(deadline, timeout_ms), lease);
 	/* Let the next taker in, whatever happened. */
 	char saved[256];
@@ -265,7 +309,7 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 	int64_t deadline = zkl_deadline(timeout_ms);
 	pthread_mutex_lock(&c->mu);
 	struct zkl_data data = {0};
-	rc = zkl_data_set(&data, s->data.bytes, (size_t)s->data.len);
+	rc = zkl_lock_data_copy(&s->lock, &data);
 	pthread_mutex_unlock(&c->mu);
 	if (rc != 0)
 		return rc;
@@ -290,16 +334,8 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 			free(l);
 			break;
 		}
-		l->s = s;
-		l->held = true;
-		l->hold.on_lost = lease_lost;
-		l->hold.ctx = l;
 		pthread_mutex_lock(&c->mu);
-		l->next = s->leases;
-		if (s->leases)
-			s->leases->prev = l;
-		s->leases = l;
-		zkl_hold_add(c, &l->hold, l->node.gen);
+		lease_install(s, l);
 		pthread_mutex_unlock(&c->mu);
 		got[k] = l;
 	}
@@ -379,36 +415,9 @@ int zkl_semaphore_max(zkl_semaphore *s)
 	return v < 0 ? 0 : v;
 }
 
-void zkl_semaphore_cancel(zkl_semaphore *s)
+static int semaphore_participants(zkl_lock *lk, zkl_participant **out, size_t *count)
 {
-	if (s)
-		zkl_client_cancel_owner(s->c, s);
-}
-
-int zkl_semaphore_set_data(zkl_semaphore *s, const void *data, size_t len)
-{
-	ZKL_CHECK_HANDLE(s, "semaphore");
-	pthread_mutex_lock(&s->c->mu);
-	int rc = zkl_data_set(&s->data, data, len);
-	pthread_mutex_unlock(&s->c->mu);
-	return rc;
-}
-
-int zkl_semaphore_on_lost(zkl_semaphore *s, zkl_semaphore_lost_fn fn, void *data)
-{
-	ZKL_CHECK_HANDLE(s, "semaphore");
-	pthread_mutex_lock(&s->c->mu);
-	s->lost_fn = fn;
-	s->lost_data = data;
-	pthread_mutex_unlock(&s->c->mu);
-	return 0;
-}
-
-int zkl_semaphore_participants(zkl_semaphore *s, zkl_participant **out, size_t *count)
-{
-	ZKL_CHECK_HANDLE(s, "semaphore");
-	if (!out || !count)
-		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
+	zkl_semaphore *s = SEM(lk);
 	/* The leases hold in order up to the limit; a lease beyond it is the gate holder's,
 	 * waiting for one to go (it is always the newest). */
 	pthread_mutex_lock(&s->c->mu);
@@ -416,4 +425,286 @@ int zkl_semaphore_participants(zkl_semaphore *s, zkl_participant **out, size_t *
 	pthread_mutex_unlock(&s->c->mu);
 	return zkl_engine_participants(s->c, s->leases_path, max > 0 ? (size_t)max : 0, out,
 	                               count);
+}
+
+/* The view: each acquire takes one lease, pushed on the view's stack; each release gives
+ * back the top one. A lease lost with its session stays until released, or until an
+ * acquire succeeds again (which drops the lost ones, as a semaphore-mutex replaces its
+ * lost lease). */
+
+/* Pushes a lease the view took, dropping lost ones (c->mu held); returns the lost leases,
+ * unlinked from the view, for the caller to free once no lock is held. */
+static zkl_lease *view_push(zkl_semaphore *s, zkl_lease *l)
+{
+	zkl_lease *lost = NULL, *keep = NULL, **tail = &keep;
+	for (zkl_lease *v = s->view, *next; v; v = next) {
+		next = v->below;
+		if (v->hold.lost) {
+			v->below = lost;
+			lost = v;
+		} else {
+			*tail = v;
+			tail = &v->below;
+		}
+	}
+	*tail = NULL;
+	l->below = keep;
+	s->view = l;
+	return lost;
+}
+
+static void free_leases(zkl_lease *l)
+{
+	while (l) {
+		zkl_lease *below = l->below;
+		zkl_lease_free(l);
+		l = below;
+	}
+}
+
+static int semaphore_view_acquire(zkl_lock *lk, int timeout_ms)
+{
+	zkl_semaphore *s = SEM(lk);
+	zkl_lease *l;
+	int rc = zkl_semaphore_acquire(s, 1, timeout_ms, &l);
+	if (rc != 0)
+		return rc;
+	pthread_mutex_lock(&s->c->mu);
+	zkl_lease *lost = view_push(s, l);
+	pthread_mutex_unlock(&s->c->mu);
+	free_leases(lost);
+	return 0;
+}
+
+static int semaphore_view_release(zkl_lock *lk)
+{
+	zkl_semaphore *s = SEM(lk);
+	pthread_mutex_lock(&s->c->mu);
+	zkl_lease *l = s->view;
+	if (l)
+		s->view = l->below;
+	pthread_mutex_unlock(&s->c->mu);
+	if (!l)
+		return zkl_fail(ZKL_ENOTHELD, "%s %s is not held by this handle", lk->kind,
+		                lk->path);
+	int rc = zkl_lease_release(l);
+	char saved[256];
+	snprintf(saved, sizeof saved, "%s", zkl_last_error());
+	zkl_lease_free(l);
+	return rc ? zkl_fail(rc, "%s", saved) : 0;
+}
+
+static bool semaphore_view_is_held(zkl_lock *lk)
+{
+	zkl_semaphore *s = SEM(lk);
+	pthread_mutex_lock(&s->c->mu);
+	bool held = false;
+	for (zkl_lease *l = s->view; l && !held; l = l->below)
+		held = l->held && !l->hold.lost;
+	pthread_mutex_unlock(&s->c->mu);
+	return held;
+}
+
+static int64_t semaphore_view_token(zkl_lock *lk)
+{
+	zkl_semaphore *s = SEM(lk);
+	pthread_mutex_lock(&s->c->mu);
+	zkl_lease *l = s->view;
+	int64_t t = l && l->held && !l->hold.lost ? l->node.czxid : ZKL_ENOTHELD;
+	pthread_mutex_unlock(&s->c->mu);
+	return t;
+}
+
+static const char *semaphore_view_node(zkl_lock *lk)
+{
+	zkl_lease *l = SEM(lk)->view;
+	return l && l->held && !l->hold.lost ? l->path : NULL;
+}
+
+static bool semaphore_view_holds_async(zkl_lock *lk)
+{
+	for (zkl_lease *l = SEM(lk)->view; l; l = l->below)
+		if (l->async)
+			return true;
+	return false;
+}
+
+static void semaphore_view_cancel(zkl_lock *lk)
+{
+	zkl_semaphore *s = SEM(lk);
+	pthread_mutex_lock(&s->c->mu);
+	s->cancels++;
+	pthread_mutex_unlock(&s->c->mu);
+	zkl_client_cancel_owner(s->c, s);
+}
+
+/* An asynchronous acquire of one lease: the gate's queue, then the leases' queue, each
+ * an acquisition on the event thread; the gate is let go in the background. Owned here,
+ * so that the semaphore may be freed meanwhile. */
+struct sem_async {
+	struct zkl_lock_async a;
+	zkl_semaphore *s;
+	zkl_client *c;
+	struct zkl_data data;
+	char *locks_path, *leases_path; /* copies: what the engine reads outlives s */
+	struct zkl_queue q;
+	struct zkl_limit max;
+	int fixed_max;
+	struct zkl_node gate;
+	zkl_lease *lease;
+	int64_t deadline;
+	int timeout_ms;
+	unsigned cancels;
+	bool locks_seen, leases_seen;
+};
+
+static void sem_async_end(struct sem_async *pa, int rc)
+{
+	zkl_client *c = pa->c;
+	zkl_semaphore *s = pa->s;
+	zkl_lease *l = pa->lease, *lost = NULL;
+	char saved[256];
+	snprintf(saved, sizeof saved, "%s", zkl_last_error());
+	if (rc == 0 && !(l->path = strdup(l->node.path)))
+		rc = ZKL_ENOMEM;
+	pthread_mutex_lock(&c->mu);
+	const bool call = zkl_lock_async_ending(&pa->a);
+	if (call) {
+		s->locks_seen |= pa->locks_seen;
+		s->leases_seen |= pa->leases_seen;
+		if (rc == 0) {
+			lease_install(s, l);
+			l->async = true;
+			lost = view_push(s, l);
+			l = NULL;
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (l && l->node.path)
+		zkl_engine_release_later(c, &l->node); /* won for a handle that is gone */
+	if (l)
+		free(l->path);
+	free(l);
+	zkl_data_free(&pa->data);
+	free(pa->locks_path);
+	free(pa->leases_path);
+	zkl_lock_acquired_fn fn = pa->a.fn;
+	void *data = pa->a.fn_data;
+	free(pa);
+	if (!call)
+		return;
+	free_leases(lost);
+	if (rc == ZKL_ENOMEM)
+		snprintf(saved, sizeof saved, "out of memory");
+	zkl_lock_async_call(&s->lock, fn, data, rc, saved);
+}
+
+static void sem_async_leased(void *arg, int rc)
+{
+	struct sem_async *pa = arg;
+	char saved[256];
+	snprintf(saved, sizeof saved, "%s", zkl_last_error());
+	zkl_engine_release_later(pa->c, &pa->gate); /* let the next taker in */
+	if (rc != 0)
+		zkl_fail(rc, "%s", saved);
+	sem_async_end(pa, rc);
+}
+
+static void sem_async_gated(void *arg, int rc)
+{
+	struct sem_async *pa = arg;
+	if (rc != 0) {
+		sem_async_end(pa, rc);
+		return;
+	}
+	pthread_mutex_lock(&pa->c->mu);
+	bool canceled = pa->a.orphaned || pa->cancels != pa->s->cancels;
+	pthread_mutex_unlock(&pa->c->mu);
+	if (canceled) {
+		zkl_engine_release_later(pa->c, &pa->gate);
+		zkl_fail(ZKL_ECANCELED, "the acquire of %s was canceled", pa->q.path);
+		sem_async_end(pa, ZKL_ECANCELED);
+		return;
+	}
+	/* The queue reads the limit through pa, which outlives the semaphore if it goes. */
+	pa->q = lease_queue(pa->s, &pa->data, &pa->max, &pa->leases_seen);
+	pa->q.path = pa->leases_path;
+	rc = zkl_engine_start(&pa->q, remaining(pa->deadline, pa->timeout_ms), &pa->lease->node,
+	                      sem_async_leased, pa);
+	if (rc != 0)
+		sem_async_leased(pa, rc);
+}
+
+static int semaphore_view_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn,
+                                void *data)
+{
+	zkl_semaphore *s = SEM(lk);
+	zkl_client *c = s->c;
+	struct sem_async *pa = calloc(1, sizeof *pa);
+	if (!pa || !(pa->lease = calloc(1, sizeof *pa->lease)) ||
+	    !(pa->locks_path = strdup(s->locks_path)) ||
+	    !(pa->leases_path = strdup(s->leases_path))) {
+		if (pa) {
+			free(pa->lease);
+			free(pa->locks_path);
+		}
+		free(pa);
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	}
+	pthread_mutex_lock(&c->mu);
+	int rc = zkl_lock_async_claim(lk, &pa->a, fn, data);
+	if (rc == 0 && (rc = zkl_lock_data_copy(lk, &pa->data)) != 0)
+		zkl_lock_async_unclaim(lk, &pa->a);
+	if (rc == 0) {
+		pa->s = s;
+		pa->c = c;
+		pa->deadline = zkl_deadline(timeout_ms);
+		pa->timeout_ms = timeout_ms;
+		pa->cancels = s->cancels;
+		pa->locks_seen = s->locks_seen;
+		pa->leases_seen = s->leases_seen;
+		pa->fixed_max = s->fixed_max;
+		pa->max = (struct zkl_limit){&pa->fixed_max, &s->shared_max};
+		pa->q = gate_queue(s, &pa->data, &pa->locks_seen);
+		pa->q.path = pa->locks_path;
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (rc == 0) {
+		rc = zkl_engine_start(&pa->q, timeout_ms, &pa->gate, sem_async_gated, pa);
+		if (rc != 0) {
+			pthread_mutex_lock(&c->mu);
+			zkl_lock_async_unclaim(lk, &pa->a);
+			pthread_mutex_unlock(&c->mu);
+		}
+	}
+	if (rc != 0) {
+		zkl_data_free(&pa->data);
+		free(pa->locks_path);
+		free(pa->leases_path);
+		free(pa->lease);
+		free(pa);
+	}
+	return rc;
+}
+
+static const struct zkl_lock_ops semaphore_ops = {
+	.acquire = semaphore_view_acquire,
+	.start = semaphore_view_start,
+	.release = semaphore_view_release,
+	.cancel = semaphore_view_cancel,
+	.is_held = semaphore_view_is_held,
+	.token = semaphore_view_token,
+	.node = semaphore_view_node,
+	.holds_async = semaphore_view_holds_async,
+	.participants = semaphore_participants,
+};
+
+zkl_lock *zkl_semaphore_lock(zkl_semaphore *s)
+{
+	return s ? &s->lock : NULL;
+}
+
+void zkl_semaphore_set_kind(zkl_semaphore *s, const char *kind)
+{
+	s->lock.kind = kind;
 }

@@ -75,6 +75,8 @@ void h_pair_open(h_pair *p, const char *test)
 	p->b = h_client(0);
 	CHECK_OK(zkl_mutex_new(&p->ma, p->a, p->path));
 	CHECK_OK(zkl_mutex_new(&p->mb, p->b, p->path));
+	p->la = zkl_mutex_lock(p->ma);
+	p->lb = zkl_mutex_lock(p->mb);
 }
 
 void h_pair_close(h_pair *p)
@@ -359,20 +361,20 @@ void h_threads(int n, void *(*fn)(void *), void *arg)
 static void *acquire_thread(void *arg)
 {
 	h_acq *a = arg;
-	a->rc = zkl_mutex_acquire(a->m, 30000);
-	a->held = zkl_mutex_is_held(a->m);
+	a->rc = zkl_lock_acquire(a->l, 30000);
+	a->held = zkl_lock_is_held(a->l);
 	h_latch_set(a->done);
 	if (a->rc == 0) {
 		if (a->release)
 			h_latch_wait(a->release, 60000);
-		a->release_rc = zkl_mutex_release(a->m);
+		a->release_rc = zkl_lock_release(a->l);
 	}
 	return NULL;
 }
 
-void h_acq_start(h_acq *a, zkl_mutex *m, bool hold)
+void h_acq_start(h_acq *a, zkl_lock *l, bool hold)
 {
-	*a = (h_acq){ .m = m, .done = h_latch_new(), .release = hold ? h_latch_new() : NULL };
+	*a = (h_acq){ .l = l, .done = h_latch_new(), .release = hold ? h_latch_new() : NULL };
 	pthread_create(&a->th, NULL, acquire_thread, a);
 }
 
@@ -387,9 +389,9 @@ void h_acq_join(h_acq *a)
 	a->done = a->release = NULL;
 }
 
-void h_on_lost(zkl_mutex *m, int reason, void *latch)
+void h_on_lost(zkl_lock *l, int reason, void *latch)
 {
-	(void)m;
+	(void)l;
 	if (reason == ZKL_ELOST)
 		h_latch_set(latch);
 }
@@ -424,14 +426,15 @@ void *h_excl_thread(void *arg)
 		zkl_client_close(c);
 		return NULL;
 	}
+	zkl_lock *l = s ? zkl_semaphore_mutex_lock(s) : zkl_mutex_lock(m);
 	for (int i = 0; i < e->cycles; i++) {
-		rc = s ? zkl_semaphore_mutex_acquire(s, 30000) : zkl_mutex_acquire(m, 30000);
+		rc = zkl_lock_acquire(l, 30000);
 		if (rc != 0) {
 			excl_error(e);
 			continue;
 		}
 		h_excl_section(e);
-		rc = s ? zkl_semaphore_mutex_release(s) : zkl_mutex_release(m);
+		rc = zkl_lock_release(l);
 		if (rc != 0)
 			excl_error(e);
 	}

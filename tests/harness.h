@@ -38,12 +38,14 @@ const char *h_sub(const char *path, const char *leaf);
 /* The data a handle gives its nodes unless told otherwise: "<host>:<pid>". */
 const char *h_default_data(void);
 
-/* Two clients a and b, each with its own zkl_mutex on one fresh path: where most tests of
- * two contenders start. h_pair_close frees both mutexes and closes both clients. */
+/* Two clients a and b, each with its own zkl_mutex on one fresh path, and their views:
+ * where most tests of two contenders start. h_pair_close frees both mutexes and closes
+ * both clients. */
 typedef struct h_pair {
 	const char *path;
 	zkl_client *a, *b;
 	zkl_mutex *ma, *mb;
+	zkl_lock *la, *lb; /* zkl_mutex_lock(ma), zkl_mutex_lock(mb) */
 } h_pair;
 void h_pair_open(h_pair *p, const char *test);
 void h_pair_close(h_pair *p);
@@ -108,23 +110,23 @@ int h_in_thread(void *(*fn)(void *), void *arg);
 /* Runs n threads of fn(arg) and waits for them all. */
 void h_threads(int n, void *(*fn)(void *), void *arg);
 
-/* A thread that acquires m (30 s at most), notes the outcome, sets done, and if it got the
+/* A thread that acquires l (30 s at most), notes the outcome, sets done, and if it got the
  * lock releases it, after release is set when it was started to hold. */
 typedef struct h_acq {
-	zkl_mutex *m;
+	zkl_lock *l;
 	int rc;           /* of the acquire */
-	bool held;        /* zkl_mutex_is_held right after it */
+	bool held;        /* zkl_lock_is_held right after it */
 	int release_rc;   /* of the release, if it got the lock */
 	h_latch *done;    /* set once the acquire has returned */
 	h_latch *release; /* with hold: keeps the lock until this is set (by h_acq_join) */
 	pthread_t th;
 } h_acq;
-void h_acq_start(h_acq *a, zkl_mutex *m, bool hold);
+void h_acq_start(h_acq *a, zkl_lock *l, bool hold);
 /* Lets a holding thread release, waits for the thread and frees its latches. */
 void h_acq_join(h_acq *a);
 
-/* A lost-hold callback for zkl_mutex_on_lost: sets the latch in data on ZKL_ELOST. */
-void h_on_lost(zkl_mutex *m, int reason, void *latch);
+/* A lost-hold callback for zkl_lock_on_lost: sets the latch in data on ZKL_ELOST. */
+void h_on_lost(zkl_lock *l, int reason, void *latch);
 
 /* ---- mutual exclusion under contention ---- */
 

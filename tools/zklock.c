@@ -9,8 +9,9 @@
  *
  * Modes. The lock is a zkl_mutex (default), one half of a zkl_rwlock (--read, --write),
  * one lease of a zkl_semaphore (--semaphore N) or leadership of a zkl_leader (--leader,
- * Curator's LeaderLatch layout). `struct lock` hides which: acquire, cancel, release,
- * token, and a lost callback that sets st.lost.
+ * Curator's LeaderLatch layout). `struct lock` hides which: the first three are used
+ * through their zkl_lock view (acquire, cancel, release, token, participants, and a lost
+ * callback that sets st.lost), the leader through zkl_leader_*.
  *
  * Threads. Before any other thread exists, main blocks SIGINT, SIGTERM, SIGHUP and
  * SIGCHLD (and SIGTTOU, see run_lock) and starts the signal thread, so every thread the
@@ -48,8 +49,8 @@
  * internal signals ignored in the command.)
  *
  * Looking at the tree. `status` and `revoke` read queues through the library's
- * *_participants(). `list` walks a folder, and `--once-per` keeps its record node, with a
- * plain ZooKeeper handle of their own (the library has no API for arbitrary nodes).
+ * zkl_lock_participants(). `list` walks a folder, and `--once-per` keeps its record node,
+ * with a plain ZooKeeper handle of their own (the library has no API for arbitrary nodes).
  *
  * --once-per compares server times only: the creation time (ctime) of our lock node, which
  * is when our cron line fired as far as ZooKeeper is concerned, with the one recorded by
@@ -1168,7 +1169,7 @@ static int view_add(zkl_client *c, const char *folder, int part, struct queue_vi
 		return rc;
 	zkl_participant *list;
 	size_t n;
-	rc = zkl_mutex_participants(m, &list, &n);
+	rc = zkl_lock_participants(zkl_mutex_lock(m), &list, &n);
 	zkl_mutex_free(m);
 	if (rc != 0)
 		return rc;
@@ -1412,10 +1413,10 @@ struct lock {
 	enum mode mode;
 	zkl_client *c;
 	const char *path;
+	zkl_lock *l;           /* the view of m or sem; NULL for a leader */
 	zkl_mutex *m;          /* mutex, or the half of rw */
 	zkl_rwlock *rw;
-	zkl_semaphore *sem;
-	zkl_lease *lease;
+	zkl_semaphore *sem;    /* one lease per acquire of its view */
 	zkl_leader *leader;
 	char id[300];          /* our node data: "<host>:<pid>" */
 };
@@ -1453,17 +1454,8 @@ static void note_lost(void)
 	pthread_mutex_unlock(&st.mu);
 }
 
-static void on_mutex_lost(zkl_mutex *m, int reason, void *data)
+static void on_lock_lost(zkl_lock *l, int reason, void *data)
 {
-	(void)m;
-	(void)reason;
-	(void)data;
-	note_lost();
-}
-
-static void on_lease_lost(zkl_semaphore *s, zkl_lease *l, int reason, void *data)
-{
-	(void)s;
 	(void)l;
 	(void)reason;
 	(void)data;
@@ -1486,8 +1478,9 @@ static void on_revoke(zkl_mutex *m, void *data)
 	bool cancel = st.phase == PH_WAITING;
 	pthread_cond_broadcast(&st.cond);
 	pthread_mutex_unlock(&st.mu);
+	/* On the event thread: m outlives the callbacks. */
 	if (cancel)
-		zkl_mutex_cancel(m); /* on the event thread: m outlives the callbacks */
+		zkl_lock_cancel(zkl_mutex_lock(m));
 }
 
 /* Makes a new latch for lk (the old one, if any, is freed). */
@@ -1531,7 +1524,7 @@ static int lock_new(const struct opts *o, zkl_client *c, struct lock *lk)
 	case MODE_SEMAPHORE:
 		rc = zkl_semaphore_new(&lk->sem, c, o->path, o->sem_max);
 		if (rc == 0)
-			rc = zkl_semaphore_on_lost(lk->sem, on_lease_lost, NULL);
+			lk->l = zkl_semaphore_lock(lk->sem);
 		break;
 	case MODE_LEADER:
 	default:
@@ -1539,12 +1532,13 @@ static int lock_new(const struct opts *o, zkl_client *c, struct lock *lk)
 		break;
 	}
 	if (rc == 0 && lk->m) {
+		lk->l = zkl_mutex_lock(lk->m);
 		rc = zkl_mutex_set_naming(lk->m, o->naming);
-		if (rc == 0)
-			rc = zkl_mutex_on_lost(lk->m, on_mutex_lost, NULL);
 		if (rc == 0 && o->revocable)
 			rc = zkl_mutex_make_revocable(lk->m, on_revoke, NULL);
 	}
+	if (rc == 0 && lk->l)
+		rc = zkl_lock_on_lost(lk->l, on_lock_lost, NULL);
 	if (rc == 0)
 		return 0;
 	const char *detail = zkl_last_error();
@@ -1557,9 +1551,7 @@ static int lock_new(const struct opts *o, zkl_client *c, struct lock *lk)
 
 static void lock_free(struct lock *lk)
 {
-	if (lk->lease)
-		zkl_lease_free(lk->lease);
-	zkl_semaphore_free(lk->sem);
+	zkl_semaphore_free(lk->sem); /* and the lease its view holds */
 	zkl_leader_free(lk->leader);
 	if (lk->rw)
 		zkl_rwlock_free(lk->rw);
@@ -1571,10 +1563,8 @@ static void lock_free(struct lock *lk)
 /* From the signal thread: ends a wait in lock_acquire. */
 static void lock_cancel(struct lock *lk)
 {
-	if (lk->m)
-		zkl_mutex_cancel(lk->m);
-	else if (lk->sem)
-		zkl_semaphore_cancel(lk->sem);
+	if (lk->l)
+		zkl_lock_cancel(lk->l);
 	else if (lk->leader)
 		zkl_leader_close(lk->leader);
 }
@@ -1582,11 +1572,9 @@ static void lock_cancel(struct lock *lk)
 /* The participants of our queue (the folder our node lives in). */
 static int lock_participants(struct lock *lk, zkl_participant **list, size_t *n)
 {
-	if (lk->m)
-		return zkl_mutex_participants(lk->m, list, n);
-	if (lk->leader)
-		return zkl_leader_participants(lk->leader, list, n);
-	return zkl_semaphore_participants(lk->sem, list, n);
+	if (lk->l)
+		return zkl_lock_participants(lk->l, list, n);
+	return zkl_leader_participants(lk->leader, list, n);
 }
 
 /* Leadership, tried once: queue, look where our node landed, and lead only if first. */
@@ -1622,45 +1610,31 @@ static int leader_try_once(struct lock *lk)
 
 static int lock_acquire(struct lock *lk, int wait_ms)
 {
-	switch (lk->mode) {
-	case MODE_SEMAPHORE:
-		return zkl_semaphore_acquire(lk->sem, 1, wait_ms, &lk->lease);
-	case MODE_LEADER: {
-		if (wait_ms == 0)
-			return leader_try_once(lk);
-		int rc = zkl_leader_start(lk->leader);
-		if (rc == 0)
-			rc = zkl_leader_await(lk->leader, wait_ms);
-		return rc;
-	}
-	default:
-		return zkl_mutex_acquire(lk->m, wait_ms);
-	}
+	if (lk->l)
+		return zkl_lock_acquire(lk->l, wait_ms);
+	if (wait_ms == 0)
+		return leader_try_once(lk);
+	int rc = zkl_leader_start(lk->leader);
+	if (rc == 0)
+		rc = zkl_leader_await(lk->leader, wait_ms);
+	return rc;
 }
 
 static int64_t lock_token(struct lock *lk)
 {
-	if (lk->lease)
-		return zkl_lease_token(lk->lease);
-	if (lk->leader)
-		return zkl_leader_token(lk->leader);
-	return zkl_mutex_token(lk->m);
+	if (lk->l)
+		return zkl_lock_token(lk->l);
+	return zkl_leader_token(lk->leader);
 }
 
-/* Releases (a leader: leaves the election). Returns 0, ZKL_ELOST or another code. */
+/* Releases (a semaphore: gives its lease back; a leader: leaves the election). Returns
+ * 0, ZKL_ELOST or another code. */
 static int lock_release(struct lock *lk)
 {
-	int rc = 0;
-	if (lk->lease) {
-		rc = zkl_lease_release(lk->lease);
-		zkl_lease_free(lk->lease);
-		lk->lease = NULL;
-	} else if (lk->leader) {
-		zkl_leader_close(lk->leader);
-	} else {
-		rc = zkl_mutex_release(lk->m);
-	}
-	return rc;
+	if (lk->l)
+		return zkl_lock_release(lk->l);
+	zkl_leader_close(lk->leader);
+	return 0;
 }
 
 static const char *lock_what(const struct lock *lk)

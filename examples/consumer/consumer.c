@@ -38,11 +38,12 @@ int main(int argc, char **argv)
 	}
 	zkl_mutex *m = NULL;
 	rc = zkl_mutex_new(&m, c, argv[2]);
+	zkl_lock *l = zkl_mutex_lock(m);
 	if (rc == 0)
-		rc = zkl_mutex_acquire(m, 10000);
+		rc = zkl_lock_acquire(l, 10000);
 	if (rc == 0) {
-		printf("holding %s, fencing token %lld\n", argv[2], (long long)zkl_mutex_token(m));
-		rc = zkl_mutex_release(m);
+		printf("holding %s, fencing token %lld\n", argv[2], (long long)zkl_lock_token(l));
+		rc = zkl_lock_release(l);
 	}
 	if (rc != 0)
 		fprintf(stderr, "consumer: %s: %s\n", zkl_strerror(rc), zkl_last_error());

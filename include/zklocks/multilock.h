@@ -1,8 +1,8 @@
 /* zkl_multilock: several locks held as one, all or nothing (Curator's
  * InterProcessMultiLock).
  *
- * Members are mutexes (including either half of a read-write lock) and semaphore-mutexes,
- * added before the first acquire. By default they are taken in a canonical order (sorted
+ * Members are locks of any kind (the views of <zklocks/lock.h>: mutexes, either half of
+ * a read-write lock, semaphores, semaphore-mutexes), added before the first acquire. By default they are taken in a canonical order (sorted
  * by path, then write before read) so that two multi-locks over the same locks, built in
  * different orders, cannot deadlock; ZKL_MULTILOCK_AS_ADDED keeps the order of addition.
  * Members stay the caller's: free them after the multi-lock.
@@ -12,8 +12,7 @@
 #ifndef ZKLOCKS_MULTILOCK_H
 #define ZKLOCKS_MULTILOCK_H
 
-#include <zklocks/mutex.h>
-#include <zklocks/semaphore_mutex.h>
+#include <zklocks/lock.h>
 
 ZKL_BEGIN_DECLS
 
@@ -31,10 +30,9 @@ ZKL_API int zkl_multilock_new(zkl_multilock **out, enum zkl_multilock_order orde
 /* Frees the multi-lock (not its members). If it is held, it is released first. */
 ZKL_API void zkl_multilock_free(zkl_multilock *ml);
 
-/* Adds a member (borrowed). ZKL_EBUSY while the multi-lock is held; ZKL_EINVAL if the
- * same handle is added twice. */
-ZKL_API int zkl_multilock_add_mutex(zkl_multilock *ml, zkl_mutex *m);
-ZKL_API int zkl_multilock_add_semaphore_mutex(zkl_multilock *ml, zkl_semaphore_mutex *m);
+/* Adds a member (borrowed: a view such as zkl_mutex_lock(m)). ZKL_EBUSY while the
+ * multi-lock is held; ZKL_EINVAL if the same lock is added twice. */
+ZKL_API int zkl_multilock_add(zkl_multilock *ml, zkl_lock *l);
 
 /* Acquires every member within one deadline of timeout_ms. On any failure the members
  * already taken are released in reverse order and the error is returned: ZKL_EINVAL (no

@@ -2,11 +2,12 @@
  * Curator's InterProcessReadWriteLock: read nodes "_c_<uuid>-__READ__<seq>" and write
  * nodes "_c_<uuid>-__WRIT__<seq>" queue together under the lock path.
  *
- * The two halves are zkl_mutex handles, so everything in <zklocks/mutex.h> works on them
- * (acquire, release, is_held, token, participants, lost callbacks, cancel, revocation):
+ * The two halves are zkl_mutex handles: zkl_mutex_lock() gives each one's view for the
+ * shared verbs of <zklocks/lock.h>, and revocation works on them as on any mutex:
  *
  *   zkl_rwlock *rw;  zkl_rwlock_new(&rw, c, "/locks/table");
- *   zkl_mutex_acquire(zkl_rwlock_read(rw), 5000);  ...  zkl_mutex_release(zkl_rwlock_read(rw));
+ *   zkl_lock *rd = zkl_mutex_lock(zkl_rwlock_read(rw));
+ *   zkl_lock_acquire(rd, 5000);  ...  zkl_lock_release(rd);
  *
  * - A writer holds when it is first in the queue; a reader holds when no writer is ahead
  *   of it, so readers overlap and a waiting writer keeps later readers out (no writer

@@ -5,23 +5,22 @@
  * The limit is fixed per handle (all users of a path must agree on it), or read from a
  * shared count node, a persistent node holding a 4-byte big-endian integer (the format of
  * Curator's SharedCount), which operators may change at run time: waiters wake when it
- * rises. All functions are thread-safe. */
+ * rises.
+ *
+ * The view zkl_semaphore_lock() gives takes one lease per acquire with the shared verbs
+ * of <zklocks/lock.h> (and its node data, lost callback, participants and cancel are the
+ * semaphore's); zkl_semaphore_acquire() takes several at once, as lease handles. All
+ * functions are thread-safe. */
 #ifndef ZKLOCKS_SEMAPHORE_H
 #define ZKLOCKS_SEMAPHORE_H
 
 #include <zklocks/common.h>
+#include <zklocks/lock.h>
 
 ZKL_BEGIN_DECLS
 
 typedef struct zkl_semaphore zkl_semaphore;
 typedef struct zkl_lease zkl_lease;
-
-/* Called once per lease lost with its session, on the client's event thread, with no
- * zklocks lock held. It may call zkl_lease_release() (which returns ZKL_ELOST) but not
- * free the lease or the semaphore. A loss first found by zkl_lease_release() itself is
- * reported by its ZKL_ELOST instead. */
-typedef void (*zkl_semaphore_lost_fn)(zkl_semaphore *s, zkl_lease *lease, int reason,
-                                      void *data);
 
 /* A semaphore at path with a fixed limit of max_leases (>= 1). On success *out is the
  * caller's, freed with zkl_semaphore_free(). */
@@ -33,9 +32,17 @@ ZKL_API int zkl_semaphore_new(zkl_semaphore **out, zkl_client *c, const char *pa
 ZKL_API int zkl_semaphore_new_shared(zkl_semaphore **out, zkl_client *c, const char *path,
                                      const char *count_path, int initial_count);
 
-/* Frees the semaphore. Leases still held are released first and their handles freed; the
- * caller must not use them afterwards. NULL is a no-op. */
+/* Frees the semaphore and its view. Leases still held are released first and their
+ * handles freed; the caller must not use them afterwards. An asynchronous acquire under
+ * way is canceled. NULL is a no-op. */
 ZKL_API void zkl_semaphore_free(zkl_semaphore *s);
+
+/* The view of s that the shared verbs take: each zkl_lock_acquire() takes one lease,
+ * each zkl_lock_release() gives back the lease it took last. It lives as long as s. Its
+ * lost callback is called once for every lease of s lost with its session (those of
+ * zkl_semaphore_acquire() too), its node data goes into every lease node, and
+ * zkl_lock_cancel() also ends the waits of zkl_semaphore_acquire(). NULL for NULL. */
+ZKL_API zkl_lock *zkl_semaphore_lock(zkl_semaphore *s);
 
 /* Takes n leases (1 <= n <= the limit), waiting at most timeout_ms for all of them
  * together. On success out[0..n-1] are lease handles, the caller's, each freed with
@@ -62,22 +69,6 @@ ZKL_API const char *zkl_lease_path(const zkl_lease *lease);
 /* The current limit: the fixed one, or the shared count as last read (one round trip).
  * Returns the limit (>= 0) or a ZKL_E* code. */
 ZKL_API int zkl_semaphore_max(zkl_semaphore *s);
-
-/* Wakes the threads of this handle waiting in zkl_semaphore_acquire(); they return
- * ZKL_ECANCELED and leave nothing behind. */
-ZKL_API void zkl_semaphore_cancel(zkl_semaphore *s);
-
-/* As zkl_mutex_set_data(), for the lease nodes created from now on. */
-ZKL_API int zkl_semaphore_set_data(zkl_semaphore *s, const void *data, size_t len);
-
-/* Sets the lost callback (NULL to clear). */
-ZKL_API int zkl_semaphore_on_lost(zkl_semaphore *s, zkl_semaphore_lost_fn fn, void *data);
-
-/* Lists the leases ("<path>/leases/" children), oldest first: the first ones up to the
- * limit hold; one beyond it is waiting at the gate (holder false). As
- * zkl_mutex_participants(). */
-ZKL_API int zkl_semaphore_participants(zkl_semaphore *s, zkl_participant **out,
-                                       size_t *count);
 
 /* Reads the shared count at path into *value. ZKL_EZK if the node's data is not 4 bytes. */
 ZKL_API int zkl_shared_count_get(zkl_client *c, const char *path, int32_t *value);

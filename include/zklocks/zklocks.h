@@ -6,6 +6,7 @@
 #include <zklocks/common.h>
 #include <zklocks/errors.h>
 #include <zklocks/client.h>
+#include <zklocks/lock.h>
 #include <zklocks/mutex.h>
 #include <zklocks/semaphore_mutex.h>
 #include <zklocks/rwlock.h>

@@ -413,7 +413,7 @@ static int on_create(zkl_client *c, struct zkl_acquisition *a)
 	const uint64_t cgen = create->s->gen;
 	put_op(c, &a->create);
 	zkl_child me;
-	if (zrc == ZOK && zkl_child_parse(zkl_basename(node->path), &me) &&
+	if (zrc == ZOK && !a->w.canceled && zkl_child_parse(zkl_basename(node->path), &me) &&
 	    zkl_queue_alone(made, &me)) {
 		/* No node was ever made in the folder before ours: no list needed. */
 		size_t watch = 0;
@@ -587,6 +587,12 @@ static int on_list(zkl_client *c, struct zkl_acquisition *a)
 		return GO_ON;
 	}
 	node->seq = queue[self].seq;
+	if (a->w.canceled) {
+		/* Its owner may be gone, and the predicate's argument with it. */
+		free(queue);
+		zkl_names_free(names, count);
+		return gave_up(a, ZKL_ECANCELED);
+	}
 	size_t watch = 0;
 	if (q->pred->holds(queue, n, self, q->pred_arg, &watch)) {
 		free(queue);
@@ -678,8 +684,9 @@ static int on_watch(zkl_client *c, struct zkl_acquisition *a)
 static int on_wait(zkl_client *c, struct zkl_acquisition *a)
 {
 	const struct zkl_queue *q = a->q;
-	const bool same = !q->epoch || *q->epoch == a->epoch;
-	if (!a->wt->fired && !a->w.canceled && c->gen == a->ggen && same) {
+	/* A canceled acquisition reads nothing of its queue's owner, which may be gone. */
+	if (!a->w.canceled && !a->wt->fired && c->gen == a->ggen &&
+	    (!q->epoch || *q->epoch == a->epoch)) {
 		if (zkl_now_ms() >= a->deadline)
 			return gave_up(a, ZKL_ETIMEDOUT);
 		zkl_waiter_wake_at(a->q->c, &a->w, a->deadline);

@@ -227,6 +227,19 @@ int zkl_engine_release(zkl_client *c, struct zkl_node *node)
 	return rc;
 }
 
+void zkl_engine_release_later(zkl_client *c, struct zkl_node *node)
+{
+	pthread_mutex_lock(&c->mu);
+	if (node->path) {
+		zkl_revwatch_remove(c, node->rev);
+		node->rev = NULL;
+		if (node->gen == c->gen) /* else its session, and so the node, is gone */
+			zkl_task_delete_now(c, node->path, node->gen);
+		zkl_node_clear(node);
+	}
+	pthread_mutex_unlock(&c->mu);
+}
+
 int zkl_engine_list(zkl_client *c, const char *path, zkl_child **queue, size_t *n,
                     char ***names, int *count)
 {

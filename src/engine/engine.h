@@ -80,6 +80,10 @@ int zkl_engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node 
  * or ZKL_ELOST if the node's session was already gone. Clears *node. */
 int zkl_engine_release(zkl_client *c, struct zkl_node *node);
 
+/* Deletes a node we hold in the background, without waiting (so also on the event
+ * thread): sent at once if connected, else when the session reconnects. Clears *node. */
+void zkl_engine_release_later(zkl_client *c, struct zkl_node *node);
+
 void zkl_node_clear(struct zkl_node *node);
 
 /* Creates the non-sequential ephemeral node "<q->path>/<name>" (a downgrade read node)

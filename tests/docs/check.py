@@ -466,11 +466,11 @@ def check_install(srcroot, version):
                 fail("man page %s is not installed" % inst)
             elif "@VERSION@" in open(inst, encoding="utf-8").read():
                 fail("%s still says @VERSION@" % inst)
-        alias = os.path.join(mandir, "man3", "zkl_mutex_acquire.3")
+        alias = os.path.join(mandir, "man3", "zkl_lock_acquire.3")
         if not os.path.islink(alias) or \
                 os.path.realpath(alias) != os.path.join(os.path.realpath(mandir), "man3",
-                                                        "zkl_mutex.3"):
-            fail("%s is not a link to zkl_mutex.3" % alias)
+                                                        "zkl_lock.3"):
+            fail("%s is not a link to zkl_lock.3" % alias)
         if os.path.isfile(os.path.join(srcroot, "docs", "zklock.1")) and \
                 not os.path.isfile(os.path.join(mandir, "man1", "zklock.1")):
             fail("zklock.1 is not installed")

@@ -458,17 +458,20 @@ void f_child_main(int argc, char **argv)
 	o.connect_timeout_ms = 20000;
 	zkl_client *c;
 	zkl_mutex *m;
+	zkl_lock *l = NULL;
 	int rc = zkl_client_open(&c, &o);
 	if (rc == 0)
 		rc = zkl_mutex_new(&m, c, argv[3]);
-	if (rc == 0)
-		rc = zkl_mutex_acquire(m, ZKL_WAIT_FOREVER);
+	if (rc == 0) {
+		l = zkl_mutex_lock(m);
+		rc = zkl_lock_acquire(l, ZKL_WAIT_FOREVER);
+	}
 	if (rc != 0) {
 		printf("error %s %s\n", zkl_errname(rc), zkl_last_error());
 		fflush(stdout);
 		exit(1);
 	}
-	printf("held %lld %d\n", (long long)zkl_mutex_token(m), zkl_client_session_timeout(c));
+	printf("held %lld %d\n", (long long)zkl_lock_token(l), zkl_client_session_timeout(c));
 	fflush(stdout);
 	/* Keep the session busy until killed, so that the server last heard from it at the
 	 * moment of the kill. */
@@ -476,7 +479,7 @@ void f_child_main(int argc, char **argv)
 		zkl_participant *ps;
 		size_t n;
 		int64_t sent = f_now();
-		if (zkl_mutex_participants(m, &ps, &n) == 0) {
+		if (zkl_lock_participants(l, &ps, &n) == 0) {
 			zkl_participants_free(ps, n);
 			printf("ok %lld\n", (long long)sent);
 			fflush(stdout);
@@ -507,15 +510,16 @@ int f_teardown(void **state)
 static void *waiter_thread(void *arg)
 {
 	f_waiter *a = arg;
+	zkl_lock *l = zkl_mutex_lock(a->m);
 	a->started = f_now();
-	a->rc = zkl_mutex_acquire(a->m, a->timeout_ms);
+	a->rc = zkl_lock_acquire(l, a->timeout_ms);
 	a->returned = f_now();
-	a->held = zkl_mutex_is_held(a->m);
-	a->token = zkl_mutex_token(a->m);
+	a->held = zkl_lock_is_held(l);
+	a->token = zkl_lock_token(l);
 	h_latch_set(a->done);
 	if (a->rc == 0) {
 		h_latch_wait(a->release, 120000);
-		a->release_rc = zkl_mutex_release(a->m);
+		a->release_rc = zkl_lock_release(l);
 	}
 	return NULL;
 }

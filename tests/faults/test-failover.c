@@ -53,9 +53,9 @@ static void *sample(void *arg)
 
 static atomic_int lost_calls;
 
-static void on_lost(zkl_mutex *m, int reason, void *data)
+static void on_lost(zkl_lock *l, int reason, void *data)
 {
-	(void)m;
+	(void)l;
 	(void)reason;
 	(void)data;
 	atomic_fetch_add(&lost_calls, 1);
@@ -70,10 +70,11 @@ static void ride_out(const char *name, void (*fault)(void))
 	snprintf(path, sizeof path, "/faults-failover/%s-%lld", name, (long long)f_now());
 	zkl_mutex *m;
 	CHECK_OK(zkl_mutex_new(&m, c, path));
+	zkl_lock *l = zkl_mutex_lock(m);
 	atomic_store(&lost_calls, 0);
-	CHECK_OK(zkl_mutex_on_lost(m, on_lost, NULL));
-	CHECK_OK(zkl_mutex_acquire(m, 10000));
-	int64_t token = zkl_mutex_token(m);
+	CHECK_OK(zkl_lock_on_lost(l, on_lost, NULL));
+	CHECK_OK(zkl_lock_acquire(l, 10000));
+	int64_t token = zkl_lock_token(l);
 
 	struct sampler s = { .c = c };
 	pthread_mutex_init(&s.mu, NULL);
@@ -83,14 +84,14 @@ static void ride_out(const char *name, void (*fault)(void))
 	pthread_join(s.th, NULL);
 
 	assert_int_equal(0, atomic_load(&lost_calls));
-	assert_true(zkl_mutex_is_held(m));
-	assert_int_equal(token, zkl_mutex_token(m));
+	assert_true(zkl_lock_is_held(l));
+	assert_int_equal(token, zkl_lock_token(l));
 	assert_true(!s.changed);
 	printf("# %s: the last answered request was at most %lld ms old (%lld%% of the %d ms "
 	       "session; the loss comes at 90%%)\n", name, (long long)s.peak_ms,
 	       (long long)(s.peak_ms * 100 / SESSION_MS), SESSION_MS);
 	assert_true(s.peak_ms * 100 < (int64_t)SESSION_MS * 90);
-	CHECK_OK(zkl_mutex_release(m));
+	CHECK_OK(zkl_lock_release(l));
 	zkl_mutex_free(m);
 	zkl_client_close(c);
 	pthread_mutex_destroy(&s.mu);

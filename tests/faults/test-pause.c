@@ -35,9 +35,9 @@ static void watch_destroy(struct watch *w)
 	pthread_mutex_destroy(&w->mu);
 }
 
-static void on_lost(zkl_mutex *m, int reason, void *data)
+static void on_lost(zkl_lock *l, int reason, void *data)
 {
-	(void)m;
+	(void)l;
 	struct watch *w = data;
 	int64_t now = f_now();
 	pthread_mutex_lock(&w->mu);
@@ -96,9 +96,10 @@ static void test_pause_past_timeout(void **state)
 	zkl_mutex *holder, *wm;
 	CHECK_OK(zkl_mutex_new(&holder, hc, path));
 	CHECK_OK(zkl_mutex_new(&wm, wc, path));
-	CHECK_OK(zkl_mutex_on_lost(holder, on_lost, &hw));
-	CHECK_OK(zkl_mutex_acquire(holder, 10000));
-	int64_t old_token = zkl_mutex_token(holder);
+	zkl_lock *hl = zkl_mutex_lock(holder);
+	CHECK_OK(zkl_lock_on_lost(hl, on_lost, &hw));
+	CHECK_OK(zkl_lock_acquire(hl, 10000));
+	int64_t old_token = zkl_lock_token(hl);
 	f_waiter w = {0};
 	f_waiter_start(&w, wm, 60000);
 	assert_true(f_wait_children(others, path, 2, 10000));
@@ -110,7 +111,7 @@ static void test_pause_past_timeout(void **state)
 	int64_t paused = f_now();
 	f_ctl("pause", f);
 	assert_true(h_latch_wait(hw.lost, T + 5000));
-	assert_false(zkl_mutex_is_held(holder));
+	assert_false(zkl_lock_is_held(hl));
 	assert_true(h_latch_wait(w.done, T + 20000));
 	CHECK_OK(w.rc);
 	int64_t deleted = f_deletion_time(gone, 10000);
@@ -130,14 +131,14 @@ static void test_pause_past_timeout(void **state)
 	assert_true(w.token > old_token);
 
 	f_ctl("resume", f);
-	CHECK_RC(ZKL_ELOST, zkl_mutex_release(holder));
+	CHECK_RC(ZKL_ELOST, zkl_lock_release(hl));
 	assert_int_equal(hw.lost_calls, 1);
 	assert_int_equal(f_children(others, path, NULL), 1);
 	f_waiter_join(&w);
 	CHECK_OK(w.release_rc);
 	/* The old holder's client comes back on a new session and can lock again. */
-	CHECK_OK(zkl_mutex_acquire(holder, 20000));
-	CHECK_OK(zkl_mutex_release(holder));
+	CHECK_OK(zkl_lock_acquire(hl, 20000));
+	CHECK_OK(zkl_lock_release(hl));
 	assert_true(f_wait_children(others, path, 0, 10000));
 	f_deletion_free(gone);
 	zkl_mutex_free(holder);
@@ -166,25 +167,26 @@ static void test_pause_short(void **state)
 	zkl_mutex *holder, *wm;
 	CHECK_OK(zkl_mutex_new(&holder, hc, path));
 	CHECK_OK(zkl_mutex_new(&wm, wc, path));
-	CHECK_OK(zkl_mutex_on_lost(holder, on_lost, &hw));
-	CHECK_OK(zkl_mutex_acquire(holder, 10000));
-	int64_t token = zkl_mutex_token(holder);
+	zkl_lock *hl = zkl_mutex_lock(holder), *wl = zkl_mutex_lock(wm);
+	CHECK_OK(zkl_lock_on_lost(hl, on_lost, &hw));
+	CHECK_OK(zkl_lock_acquire(hl, 10000));
+	int64_t token = zkl_lock_token(hl);
 	int64_t sid = zkl_client_session_id(hc);
 
 	f_ctl("pause", f);
 	/* The waiter tries for the whole pause (the pause's length is the waiter's
 	 * deadline) and does not get in. */
 	int64_t t0 = f_now();
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(wm, P));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(wl, P));
 	assert_true(f_now() - t0 >= P - 50);
 	f_ctl("resume", f);
 
 	/* Still held, same session, nothing reported. */
-	assert_true(zkl_mutex_is_held(holder));
-	assert_int_equal(zkl_mutex_token(holder), token);
+	assert_true(zkl_lock_is_held(hl));
+	assert_int_equal(zkl_lock_token(hl), token);
 	zkl_participant *ps;
 	size_t n;
-	CHECK_OK(zkl_mutex_participants(holder, &ps, &n)); /* answered after the resume */
+	CHECK_OK(zkl_lock_participants(hl, &ps, &n)); /* answered after the resume */
 	assert_int_equal(n, 1);
 	assert_true(ps[0].holder);
 	assert_int_equal(ps[0].czxid, token);
@@ -193,11 +195,11 @@ static void test_pause_short(void **state)
 	assert_int_equal(h_latch_count(hw.lost), 0);
 	assert_int_equal(state_at(&hw, ZKL_STATE_LOST), 0);
 	/* Nobody else gets in after the resume either. */
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(wm, 500));
-	CHECK_OK(zkl_mutex_release(holder));
-	CHECK_OK(zkl_mutex_acquire(wm, 10000));
-	assert_true(zkl_mutex_token(wm) > token);
-	CHECK_OK(zkl_mutex_release(wm));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(wl, 500));
+	CHECK_OK(zkl_lock_release(hl));
+	CHECK_OK(zkl_lock_acquire(wl, 10000));
+	assert_true(zkl_lock_token(wl) > token);
+	CHECK_OK(zkl_lock_release(wl));
 	assert_true(f_wait_children(others, path, 0, 10000));
 	assert_int_equal(h_latch_count(hw.lost), 0);
 	zkl_mutex_free(holder);
@@ -250,13 +252,14 @@ static void release_during_loss(bool confirm)
 	CHECK_OK(zkl_client_add_listener(hc, on_state, &hw));
 	zkl_mutex *holder;
 	CHECK_OK(zkl_mutex_new(&holder, hc, path));
-	CHECK_OK(zkl_mutex_on_lost(holder, on_lost, &hw));
-	CHECK_OK(zkl_mutex_acquire(holder, 10000));
+	zkl_lock *hl = zkl_mutex_lock(holder);
+	CHECK_OK(zkl_lock_on_lost(hl, on_lost, &hw));
+	CHECK_OK(zkl_lock_acquire(hl, 10000));
 	char node[512];
 	first_node(others, path, node, sizeof node);
 	zkl_participant *ps;
 	size_t n;
-	CHECK_OK(zkl_mutex_participants(holder, &ps, &n)); /* heard from just now */
+	CHECK_OK(zkl_lock_participants(hl, &ps, &n)); /* heard from just now */
 	zkl_participants_free(ps, n);
 
 	struct resumer r = { .node = f, .suspended = h_latch_new() };
@@ -264,12 +267,12 @@ static void release_during_loss(bool confirm)
 	f_ctl("pause", f);
 	pthread_create(&r.th, NULL, resumer_thread, &r);
 	int64_t t0 = f_now();
-	int rc = zkl_mutex_release(holder);
+	int rc = zkl_lock_release(hl);
 	int64_t returned = f_now();
 	pthread_join(r.th, NULL);
 	assert_true(r.noticed);
 	CHECK_OK(rc);
-	assert_false(zkl_mutex_is_held(holder));
+	assert_false(zkl_lock_is_held(hl));
 	print_message("release %s returned after %lld ms (resume at %lld ms)\n",
 	              confirm ? "(confirmed)" : "(background)", (long long)(returned - t0),
 	              (long long)(r.resumed_at - t0));
@@ -293,8 +296,8 @@ static void release_during_loss(bool confirm)
 	assert_int_equal(h_latch_count(hw.lost), 0);
 	assert_true(f_wait_children(others, path, 0, 10000));
 	/* The client goes on as before. */
-	CHECK_OK(zkl_mutex_acquire(holder, 10000));
-	CHECK_OK(zkl_mutex_release(holder));
+	CHECK_OK(zkl_lock_acquire(hl, 10000));
+	CHECK_OK(zkl_lock_release(hl));
 	zkl_mutex_free(holder);
 	zkl_client_close(hc);
 	h_latch_free(r.suspended);

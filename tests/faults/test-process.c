@@ -73,8 +73,9 @@ static void test_waiter_killed(void **state)
 	zkl_mutex *holder, *wm;
 	CHECK_OK(zkl_mutex_new(&holder, hc, path));
 	CHECK_OK(zkl_mutex_new(&wm, wc, path));
-	CHECK_OK(zkl_mutex_acquire(holder, 10000));
-	int64_t token = zkl_mutex_token(holder);
+	zkl_lock *hl = zkl_mutex_lock(holder);
+	CHECK_OK(zkl_lock_acquire(hl, 10000));
+	int64_t token = zkl_lock_token(hl);
 
 	/* Queue: holder, the child, then our waiter (which watches the child's node). */
 	f_child ch;
@@ -85,7 +86,7 @@ static void test_waiter_killed(void **state)
 	assert_true(f_wait_children(NULL, path, 3, 10000));
 
 	int64_t killed = f_child_kill(&ch);
-	CHECK_OK(zkl_mutex_release(holder));
+	CHECK_OK(zkl_lock_release(hl));
 	assert_true(h_latch_wait(w.done, T + 20000));
 	CHECK_OK(w.rc);
 	int64_t after = w.returned - killed;

@@ -62,15 +62,16 @@ static void *contend_thread(void *arg)
 		zkl_client_close(c);
 		return NULL;
 	}
+	zkl_lock *l = zkl_mutex_lock(m);
 	for (int i = 0; i < k->min_cycles || !__atomic_load_n(&k->stop, __ATOMIC_SEQ_CST); i++) {
-		if ((rc = zkl_mutex_acquire(m, 30000)) != 0) {
+		if ((rc = zkl_lock_acquire(l, 30000)) != 0) {
 			contend_error(k, "acquire", rc);
 			continue;
 		}
 		int now = __atomic_add_fetch(&k->inside, 1, __ATOMIC_SEQ_CST);
 		if (now > __atomic_load_n(&k->max_inside, __ATOMIC_SEQ_CST))
 			__atomic_store_n(&k->max_inside, now, __ATOMIC_SEQ_CST);
-		int64_t token = zkl_mutex_token(m);
+		int64_t token = zkl_lock_token(l);
 		pthread_mutex_lock(&k->mu);
 		if (k->ntokens < MAX_TOKENS)
 			k->tokens[k->ntokens++] = token;
@@ -79,7 +80,7 @@ static void *contend_thread(void *arg)
 		sched_yield();
 		k->total = t + 1;
 		__atomic_sub_fetch(&k->inside, 1, __ATOMIC_SEQ_CST);
-		if ((rc = zkl_mutex_release(m)) != 0)
+		if ((rc = zkl_lock_release(l)) != 0)
 			contend_error(k, "release", rc);
 		h_counter_add(&k->cycles, 1);
 	}
@@ -201,17 +202,17 @@ struct tokens {
  * zxid epoch too (a new leader has been elected since the last hold). */
 static void take(struct tokens *t, int i, bool new_epoch, const char *when)
 {
-	zkl_mutex *m = t->m[i];
-	CHECK_OK(zkl_mutex_acquire(m, 30000));
-	int64_t tok = zkl_mutex_token(m);
+	zkl_lock *l = zkl_mutex_lock(t->m[i]);
+	CHECK_OK(zkl_lock_acquire(l, 30000));
+	int64_t tok = zkl_lock_token(l);
 	zkl_participant *ps;
 	size_t n;
-	CHECK_OK(zkl_mutex_participants(m, &ps, &n));
+	CHECK_OK(zkl_lock_participants(l, &ps, &n));
 	assert_int_equal(n, 1);
 	assert_true(ps[0].holder);
 	assert_int_equal(ps[0].czxid, tok);
 	zkl_participants_free(ps, n);
-	CHECK_OK(zkl_mutex_release(m));
+	CHECK_OK(zkl_lock_release(l));
 	if (tok <= t->last)
 		fail_msg("%s: token 0x%llx does not grow from 0x%llx", when,
 		         (unsigned long long)tok, (unsigned long long)t->last);
@@ -265,9 +266,9 @@ static void test_tokens_grow(void **state)
 
 /* ---- the whole ensemble down for a while, then back ---- */
 
-static void on_lost(zkl_mutex *m, int reason, void *data)
+static void on_lost(zkl_lock *l, int reason, void *data)
 {
-	(void)m;
+	(void)l;
 	if (reason == ZKL_ELOST)
 		h_latch_set(data);
 }
@@ -283,10 +284,11 @@ static void test_ensemble_down(void **state)
 	CHECK_OK(zkl_mutex_new(&holder, ch, path));
 	CHECK_OK(zkl_mutex_new(&m1, c1, path));
 	CHECK_OK(zkl_mutex_new(&m2, c2, path));
+	zkl_lock *hl = zkl_mutex_lock(holder);
 	h_latch *lost = h_latch_new();
-	CHECK_OK(zkl_mutex_on_lost(holder, on_lost, lost));
-	CHECK_OK(zkl_mutex_acquire(holder, 0));
-	int64_t holder_token = zkl_mutex_token(holder);
+	CHECK_OK(zkl_lock_on_lost(hl, on_lost, lost));
+	CHECK_OK(zkl_lock_acquire(hl, 0));
+	int64_t holder_token = zkl_lock_token(hl);
 
 	f_waiter w1 = {0}, w2 = {0};
 	f_waiter_start(&w1, m1, SHORT);
@@ -313,7 +315,7 @@ static void test_ensemble_down(void **state)
 	/* Nothing heard for a session timeout: the holder is told its lock is lost. */
 	assert_true(h_latch_wait(lost, T + 5000));
 	int64_t lost_after = f_now() - down;
-	assert_false(zkl_mutex_is_held(holder));
+	assert_false(zkl_lock_is_held(hl));
 	assert_false(h_latch_count(w2.done));
 
 	f_ctl("start", 0);
@@ -327,7 +329,7 @@ static void test_ensemble_down(void **state)
 	assert_false(f_exists(NULL, w1_node));
 
 	/* The old holder: its release says the lock was lost, and ends what is left of it. */
-	CHECK_RC(ZKL_ELOST, zkl_mutex_release(holder));
+	CHECK_RC(ZKL_ELOST, zkl_lock_release(hl));
 	assert_int_equal(h_latch_count(lost), 1);
 	/* The patient waiter gets the lock. */
 	assert_true(h_latch_wait(w2.done, 30000));
@@ -339,8 +341,8 @@ static void test_ensemble_down(void **state)
 	CHECK_OK(w2.release_rc);
 	assert_true(f_wait_children(NULL, path, 0, 15000));
 	/* The old holder's client works again. */
-	CHECK_OK(zkl_mutex_acquire(holder, 10000));
-	CHECK_OK(zkl_mutex_release(holder));
+	CHECK_OK(zkl_lock_acquire(hl, 10000));
+	CHECK_OK(zkl_lock_release(hl));
 	h_latch_free(lost);
 	zkl_mutex_free(holder);
 	zkl_mutex_free(m1);

@@ -419,8 +419,8 @@ struct zh {
 	zkl_mutex *m;             /* ZH_MUTEX */
 	zkl_rwlock *rw;           /* ZH_READ, ZH_WRITE */
 	zkl_semaphore_mutex *sm;  /* ZH_SEMMUTEX */
-	zkl_semaphore *s;         /* ZH_SEM */
-	zkl_lease *lease;         /* ZH_SEM, while held (worker thread only) */
+	zkl_semaphore *s;         /* ZH_SEM: one lease per acquire of its view */
+	zkl_lock *l;              /* the view of whichever it is */
 	pthread_t th;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -429,35 +429,9 @@ struct zh {
 	int rc;          /* under mu: the result of the last command */
 };
 
-static zkl_mutex *zh_half(zh *z)
-{
-	if (z->kind == ZH_MUTEX)
-		return z->m;
-	return z->kind == ZH_READ ? zkl_rwlock_read(z->rw) : zkl_rwlock_write(z->rw);
-}
-
 static int zh_run(zh *z, enum zh_cmd cmd, int arg)
 {
-	switch (z->kind) {
-	case ZH_MUTEX:
-	case ZH_READ:
-	case ZH_WRITE:
-		return cmd == ZH_ACQUIRE ? zkl_mutex_acquire(zh_half(z), arg)
-		                         : zkl_mutex_release(zh_half(z));
-	case ZH_SEMMUTEX:
-		return cmd == ZH_ACQUIRE ? zkl_semaphore_mutex_acquire(z->sm, arg)
-		                         : zkl_semaphore_mutex_release(z->sm);
-	case ZH_SEM:
-		if (cmd == ZH_ACQUIRE)
-			return zkl_semaphore_acquire(z->s, 1, arg, &z->lease);
-		if (!z->lease)
-			return ZKL_ENOTHELD;
-		int rc = zkl_lease_release(z->lease);
-		zkl_lease_free(z->lease);
-		z->lease = NULL;
-		return rc;
-	}
-	return ZKL_EINVAL;
+	return cmd == ZH_ACQUIRE ? zkl_lock_acquire(z->l, arg) : zkl_lock_release(z->l);
 }
 
 static void *zh_main(void *arg)
@@ -480,9 +454,7 @@ static void *zh_main(void *arg)
 	}
 	/* Leave nothing held: a mutex hold can only be released by this thread. */
 	pthread_mutex_unlock(&z->mu);
-	if (z->kind == ZH_SEM ? z->lease != NULL
-	    : z->kind == ZH_SEMMUTEX ? zkl_semaphore_mutex_is_held(z->sm)
-	                             : zkl_mutex_is_held(zh_half(z)))
+	if (zkl_lock_is_held(z->l))
 		zh_run(z, ZH_RELEASE, 0);
 	return NULL;
 }
@@ -498,27 +470,26 @@ zh *zh_new(enum zh_kind kind, const char *path, zkl_naming naming, int max_lease
 	case ZH_MUTEX:
 		CHECK_OK(zkl_mutex_new(&z->m, z->c, path));
 		CHECK_OK(zkl_mutex_set_naming(z->m, naming));
-		if (data)
-			CHECK_OK(zkl_mutex_set_data(z->m, data, len));
+		z->l = zkl_mutex_lock(z->m);
 		break;
 	case ZH_READ:
 	case ZH_WRITE:
 		CHECK_OK(zkl_rwlock_new(&z->rw, z->c, path));
 		CHECK_OK(zkl_rwlock_set_naming(z->rw, naming));
-		if (data)
-			CHECK_OK(zkl_mutex_set_data(zh_half(z), data, len));
+		z->l = zkl_mutex_lock(kind == ZH_READ ? zkl_rwlock_read(z->rw)
+		                                      : zkl_rwlock_write(z->rw));
 		break;
 	case ZH_SEMMUTEX:
 		CHECK_OK(zkl_semaphore_mutex_new(&z->sm, z->c, path));
-		if (data)
-			CHECK_OK(zkl_semaphore_mutex_set_data(z->sm, data, len));
+		z->l = zkl_semaphore_mutex_lock(z->sm);
 		break;
 	case ZH_SEM:
 		CHECK_OK(zkl_semaphore_new(&z->s, z->c, path, max_leases));
-		if (data)
-			CHECK_OK(zkl_semaphore_set_data(z->s, data, len));
+		z->l = zkl_semaphore_lock(z->s);
 		break;
 	}
+	if (data)
+		CHECK_OK(zkl_lock_set_data(z->l, data, len));
 	pthread_mutex_init(&z->mu, NULL);
 	pthread_cond_init(&z->cv, NULL);
 	pthread_create(&z->th, NULL, zh_main, z);
@@ -575,14 +546,7 @@ int zh_release(zh *z)
 
 int zh_participants(zh *z, zkl_participant **out, size_t *count)
 {
-	switch (z->kind) {
-	case ZH_SEMMUTEX:
-		return zkl_semaphore_mutex_participants(z->sm, out, count);
-	case ZH_SEM:
-		return zkl_semaphore_participants(z->s, out, count);
-	default:
-		return zkl_mutex_participants(zh_half(z), out, count);
-	}
+	return zkl_lock_participants(z->l, out, count);
 }
 
 void zh_free(zh *z)
@@ -590,11 +554,7 @@ void zh_free(zh *z)
 	if (!z)
 		return;
 	for (int i = 0; i < 100 && zh_wait(z, 0) == ZH_PENDING; i++) {
-		switch (z->kind) {
-		case ZH_SEMMUTEX: zkl_semaphore_mutex_cancel(z->sm); break;
-		case ZH_SEM: zkl_semaphore_cancel(z->s); break;
-		default: zkl_mutex_cancel(zh_half(z)); break;
-		}
+		zkl_lock_cancel(z->l);
 		zh_wait(z, 100);
 	}
 	if (zh_wait(z, 10000) == ZH_PENDING)

@@ -17,7 +17,7 @@
  * A critical section is three writes to the resource: E (enter, stamped with the time
  * acquire returned), M (middle) and L (leave, stamped just before release), a few
  * milliseconds apart. Before each write the thread checks that the lock is still held
- * (zkl_mutex_is_held turns false when the library reports the hold lost, at the same
+ * (zkl_lock_is_held turns false when the library reports the hold lost, at the same
  * time as it queues the lost callback) and that no lost callback came for this hold; if
  * either says lost, it stops writing: that is "honouring" a lost report.
  *
@@ -176,9 +176,9 @@ struct wthread {
 	char path[MAX_PATHS][256];
 	uint64_t rng;
 	bool confirm; /* its client's confirm_release */
-	/* The mutex being held right now (NULL outside a critical section), so that a lost
-	 * callback is counted against the hold it is about. */
-	_Atomic(zkl_mutex *) holding;
+	/* The view of the mutex being held right now (NULL outside a critical section), so
+	 * that a lost callback is counted against the hold it is about. */
+	_Atomic(zkl_lock *) holding;
 	atomic_bool lost_flag;  /* a lost callback came for the current hold */
 	atomic_int callbacks;   /* lost callbacks received, all holds */
 	/* Counters, for the final note. */
@@ -261,12 +261,12 @@ static void note_on(int fd, const char *fmt, ...)
 
 /* ---- Worker threads ---- */
 
-static void on_lost(zkl_mutex *m, int reason, void *data)
+static void on_lost(zkl_lock *l, int reason, void *data)
 {
 	(void)reason;
 	struct wthread *t = data;
 	atomic_fetch_add(&t->callbacks, 1);
-	if (atomic_load(&t->holding) == m)
+	if (atomic_load(&t->holding) == l)
 		atomic_store(&t->lost_flag, true);
 }
 
@@ -276,9 +276,9 @@ static int64_t remaining_ms(void)
 	return left > 0 ? left : 0;
 }
 
-static bool still_held(struct wthread *t, zkl_mutex *m)
+static bool still_held(struct wthread *t, zkl_lock *l)
 {
-	return !atomic_load(&t->lost_flag) && zkl_mutex_is_held(m);
+	return !atomic_load(&t->lost_flag) && zkl_lock_is_held(l);
 }
 
 /* Waits until the lost callbacks received reach want, at most ms. */
@@ -313,7 +313,7 @@ static void open_client(struct wthread *t)
 		snprintf(t->path[p], sizeof t->path[p], "%s/p%d", opt.prefix, p);
 		int rc = zkl_mutex_new(&t->m[p], t->c, t->path[p]);
 		if (rc == 0)
-			rc = zkl_mutex_on_lost(t->m[p], on_lost, t);
+			rc = zkl_lock_on_lost(zkl_mutex_lock(t->m[p]), on_lost, t);
 		if (rc != 0)
 			st_die(PROG, "zkl_mutex_new: %s: %s", zkl_strerror(rc), zkl_last_error());
 	}
@@ -323,7 +323,7 @@ static void open_client(struct wthread *t)
 static void cycle(struct wthread *t, long *sec)
 {
 	int p = (int)(st_rand(&t->rng) % (uint64_t)opt.paths);
-	zkl_mutex *m = t->m[p];
+	zkl_lock *l = zkl_mutex_lock(t->m[p]);
 	int64_t wait = remaining_ms();
 	if (wait > opt.acquire_timeout_ms)
 		wait = opt.acquire_timeout_ms;
@@ -331,7 +331,7 @@ static void cycle(struct wthread *t, long *sec)
 		return;
 	/* Counted before acquiring, so that a callback that comes at once is not missed. */
 	int callbacks_before = atomic_load(&t->callbacks);
-	int rc = zkl_mutex_acquire(m, (int)wait);
+	int rc = zkl_lock_acquire(l, (int)wait);
 	if (rc != 0) {
 		if (rc == ZKL_ETIMEDOUT) {
 			if (remaining_ms() > 0)
@@ -346,15 +346,15 @@ static void cycle(struct wthread *t, long *sec)
 	}
 	int64_t enter = st_now_ns();
 	atomic_store(&t->lost_flag, false);
-	atomic_store(&t->holding, m);
-	int64_t token = zkl_mutex_token(m);
+	atomic_store(&t->holding, l);
+	int64_t token = zkl_lock_token(l);
 	long s = ++*sec;
 
 	/* E, M, L, each only while the hold is still ours. */
 	static const char kinds[] = "EML";
 	bool told_lost = false, fenced = false;
 	for (int k = 0; k < 3; k++) {
-		if (token < 0 || !still_held(t, m)) {
+		if (token < 0 || !still_held(t, l)) {
 			told_lost = true;
 			break;
 		}
@@ -372,12 +372,12 @@ static void cycle(struct wthread *t, long *sec)
 		/* Someone with a newer token has written: our hold must be reported lost. */
 		int64_t fenced_at = st_now_ns();
 		int64_t bound = 2 * (int64_t)opt.session_timeout_ms + 5000;
-		while (still_held(t, m) && (st_now_ns() - fenced_at) / 1000000 < bound)
+		while (still_held(t, l) && (st_now_ns() - fenced_at) / 1000000 < bound)
 			st_sleep_ms(5);
 		wait_ms = (st_now_ns() - fenced_at) / 1000000;
 	}
-	bool held_after = zkl_mutex_is_held(m);
-	rc = zkl_mutex_release(m);
+	bool held_after = zkl_lock_is_held(l);
+	rc = zkl_lock_release(l);
 	atomic_store(&t->holding, NULL);
 	if (fenced) {
 		t->fenced++;

@@ -18,30 +18,30 @@ static bool release_asked(void *arg)
 static void *acq_main(void *arg)
 {
 	struct fzh_acq *a = arg;
-	int rc = zkl_mutex_acquire(a->m, a->timeout_ms);
+	int rc = zkl_lock_acquire(a->l, a->timeout_ms);
 	if (a->session) {
 		a->nodes = fz_ephemerals(a->z, a->session);
 		a->creates = fz_queued(a->z, a->session, FZ_CREATE);
 	}
-	a->held = zkl_mutex_is_held(a->m);
-	a->token = zkl_mutex_token(a->m);
+	a->held = zkl_lock_is_held(a->l);
+	a->token = zkl_lock_token(a->l);
 	a->rc = rc;
 	atomic_store(&a->done, true);
 	fz_poke(a->z);
 	if (rc == 0) {
 		fz_wait(a->z, release_asked, a, "the test to ask for a release");
-		a->release_rc = zkl_mutex_release(a->m);
+		a->release_rc = zkl_lock_release(a->l);
 	}
 	return NULL;
 }
 
-void fzh_acq_start(struct fzh_acq *a, struct fz *z, zkl_mutex *m, int timeout_ms,
+void fzh_acq_start(struct fzh_acq *a, struct fz *z, zkl_lock *l, int timeout_ms,
                    int64_t session)
 {
 	memset(a, 0, sizeof *a);
 	a->session = session;
 	a->z = z;
-	a->m = m;
+	a->l = l;
 	a->timeout_ms = timeout_ms;
 	atomic_init(&a->done, false);
 	atomic_init(&a->release, false);
@@ -140,9 +140,9 @@ void fzh_queue_node(struct fz *z, const char *path, int i, char *buf, size_t siz
 	snprintf(buf, size, "%s/%s", path, q[i].name);
 }
 
-void fzh_on_lost(zkl_mutex *m, int reason, void *data)
+void fzh_on_lost(zkl_lock *l, int reason, void *data)
 {
-	(void)m;
+	(void)l;
 	(void)reason;
 	struct fzh_count *k = data;
 	if (k->session && atomic_load(&k->n) == 0)

@@ -11,12 +11,12 @@
 
 #include "fakezk.h"
 
-/* A blocking acquire of a mutex (or a rwlock half) on its own thread, which holds it
- * (mutexes are held by a thread) until told to release. */
+/* A blocking acquire of a lock (the view of a mutex or a rwlock half) on its own thread,
+ * which holds it (mutexes are held by a thread) until told to release. */
 struct fzh_acq {
 	struct fz *z;
 	pthread_t thread;
-	zkl_mutex *m;
+	zkl_lock *l;
 	int timeout_ms;
 	int rc;
 	atomic_bool done;
@@ -30,7 +30,7 @@ struct fzh_acq {
 };
 
 /* session: the client's session, to count its nodes as the acquire returns (or 0). */
-void fzh_acq_start(struct fzh_acq *a, struct fz *z, zkl_mutex *m, int timeout_ms,
+void fzh_acq_start(struct fzh_acq *a, struct fz *z, zkl_lock *l, int timeout_ms,
                    int64_t session);
 /* Waits until the acquire returned; its rc. */
 int fzh_acq_wait(struct fzh_acq *a);
@@ -56,7 +56,7 @@ struct fzh_count {
 	int64_t session;    /* if not 0: */
 	int nodes;          /* how many nodes it owned on the server at the first call */
 };
-void fzh_on_lost(zkl_mutex *m, int reason, void *data);
+void fzh_on_lost(zkl_lock *l, int reason, void *data);
 void fzh_wait_count(struct fzh_count *k, int n);
 
 #endif

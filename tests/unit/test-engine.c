@@ -13,11 +13,12 @@
 
 #define CHECK_OK(x) assert_int_equal((x), 0)
 
-/* Three clients, each with a mutex on one path. */
+/* Three clients, each with a mutex on one path, and the mutexes' views. */
 struct pair {
 	struct fz *z;
 	zkl_client *a, *b, *c;
 	zkl_mutex *ma, *mb, *mc;
+	zkl_lock *la, *lb, *lc;
 	const char *path;
 };
 
@@ -31,6 +32,9 @@ static void pair_open(struct pair *p, const char *path)
 	CHECK_OK(zkl_mutex_new(&p->ma, p->a, path));
 	CHECK_OK(zkl_mutex_new(&p->mb, p->b, path));
 	CHECK_OK(zkl_mutex_new(&p->mc, p->c, path));
+	p->la = zkl_mutex_lock(p->ma);
+	p->lb = zkl_mutex_lock(p->mb);
+	p->lc = zkl_mutex_lock(p->mc);
 }
 
 /* Makes the lock's folder (under /locks) before any client does. */
@@ -66,14 +70,16 @@ static void test_fifo_handoff(void **state)
 	enum { N = 4 };
 	zkl_client *c[N];
 	zkl_mutex *m[N];
+	zkl_lock *l[N];
 	for (int i = 0; i < N; i++) {
 		CHECK_OK(fz_client_open(z, &c[i], NULL));
 		CHECK_OK(zkl_mutex_new(&m[i], c[i], "/locks/fifo"));
+		l[i] = zkl_mutex_lock(m[i]);
 	}
-	CHECK_OK(zkl_mutex_acquire(m[0], -1));
+	CHECK_OK(zkl_lock_acquire(l[0], -1));
 	struct fzh_acq w[N];
 	for (int i = 1; i < N; i++) {
-		fzh_acq_start(&w[i], z, m[i], -1, 0);
+		fzh_acq_start(&w[i], z, l[i], -1, 0);
 		fzh_wait_children(z, "/locks/fifo", i + 1);
 		/* Each waiter watches the one node ahead of its own: no herd. */
 		char ahead[256];
@@ -81,8 +87,8 @@ static void test_fifo_handoff(void **state)
 		fzh_wait_watched(z, ahead, 1);
 		assert_int_equal(fz_watches(z, ahead), 1);
 	}
-	int64_t token = zkl_mutex_token(m[0]);
-	CHECK_OK(zkl_mutex_release(m[0]));
+	int64_t token = zkl_lock_token(l[0]);
+	CHECK_OK(zkl_lock_release(l[0]));
 	for (int i = 1; i < N; i++) {
 		CHECK_OK(fzh_acq_wait(&w[i]));
 		assert_true(w[i].held);
@@ -127,7 +133,7 @@ static void test_create_answer_lost(void **state)
 	CHECK_OK(fz_create(p.z, "/locks/lost-answer", NULL, ZOO_CONTAINER, 0, NULL, 0));
 	struct lose_first l = { .session = zkl_client_session_id(p.a) };
 	fz_set_hook(p.z, lose_first_create, &l);
-	CHECK_OK(zkl_mutex_acquire(p.ma, 5000));
+	CHECK_OK(zkl_lock_acquire(p.la, 5000));
 	fz_set_hook(p.z, NULL, NULL);
 	assert_int_equal(atomic_load(&l.creates), 1);
 	/* The node the lost answer made is ours, and the only one: adopted, not doubled. */
@@ -137,14 +143,14 @@ static void test_create_answer_lost(void **state)
 	fzh_queue_node(p.z, p.path, 0, own, sizeof own);
 	struct Stat st;
 	assert_true(fz_stat(p.z, own, &st));
-	assert_int_equal(zkl_mutex_token(p.ma), st.czxid);
+	assert_int_equal(zkl_lock_token(p.la), st.czxid);
 	/* And it excludes: the other client cannot take it. */
-	assert_int_equal(zkl_mutex_acquire(p.mb, 0), ZKL_ETIMEDOUT);
-	CHECK_OK(zkl_mutex_release(p.ma));
+	assert_int_equal(zkl_lock_acquire(p.lb, 0), ZKL_ETIMEDOUT);
+	CHECK_OK(zkl_lock_release(p.la));
 	/* A release sends its delete and returns: wait for it to land. */
 	fzh_wait_children(p.z, p.path, 0);
-	CHECK_OK(zkl_mutex_acquire(p.mb, 0));
-	CHECK_OK(zkl_mutex_release(p.mb));
+	CHECK_OK(zkl_lock_acquire(p.lb, 0));
+	CHECK_OK(zkl_lock_release(p.lb));
 	pair_close(&p);
 }
 
@@ -189,7 +195,7 @@ static void test_adopt_only_own_session(void **state)
 	                       .peer = fz_peer(p.z) };
 	fz_set_hook(p.z, plant_impostor, &im);
 	struct fzh_acq w;
-	fzh_acq_start(&w, p.z, p.ma, 5000, 0);
+	fzh_acq_start(&w, p.z, p.la, 5000, 0);
 	/* The impostor sorts first and holds; we queue behind it on a node of our own. */
 	fz_wait(p.z, planted, &im, "the impostor");
 	fzh_wait_watched(p.z, im.made, 1);
@@ -216,24 +222,24 @@ static void test_withdrew_is_not_released(void **state)
 	(void)state;
 	struct pair p;
 	pair_open(&p, "/locks/withdrew");
-	CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+	CHECK_OK(zkl_lock_acquire(p.la, -1));
 	char holder[256], second[256];
 	fzh_queue_node(p.z, p.path, 0, holder, sizeof holder);
 	struct fzh_acq wb, wc;
-	fzh_acq_start(&wb, p.z, p.mb, -1, 0);
+	fzh_acq_start(&wb, p.z, p.lb, -1, 0);
 	fzh_wait_children(p.z, p.path, 2);
 	fzh_wait_watched(p.z, holder, 1);
 	fzh_queue_node(p.z, p.path, 1, second, sizeof second);
-	fzh_acq_start(&wc, p.z, p.mc, -1, 0);
+	fzh_acq_start(&wc, p.z, p.lc, -1, 0);
 	fzh_wait_watched(p.z, second, 1);
 	/* The one ahead of the third withdraws: the third must look again, not hold. */
-	zkl_mutex_cancel(p.mb);
+	zkl_lock_cancel(p.lb);
 	assert_int_equal(fzh_acq_wait(&wb), ZKL_ECANCELED);
 	CHECK_OK(fzh_acq_finish(&wb));
 	fzh_wait_done_or_watched(p.z, &wc, holder);
 	assert_false(atomic_load(&wc.done));
-	assert_true(zkl_mutex_is_held(p.ma));
-	CHECK_OK(zkl_mutex_release(p.ma));
+	assert_true(zkl_lock_is_held(p.la));
+	CHECK_OK(zkl_lock_release(p.la));
 	CHECK_OK(fzh_acq_wait(&wc));
 	assert_true(wc.held);
 	CHECK_OK(fzh_acq_finish(&wc));
@@ -253,23 +259,25 @@ static void test_downgrade_blocks_shortcut(void **state)
 	CHECK_OK(fz_client_open(z, &b, NULL));
 	CHECK_OK(zkl_rwlock_new(&ra, a, "/locks/rw"));
 	CHECK_OK(zkl_rwlock_new(&rb, b, "/locks/rw"));
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(ra), -1));
+	zkl_lock *write_a = zkl_mutex_lock(zkl_rwlock_write(ra));
+	zkl_lock *read_a = zkl_mutex_lock(zkl_rwlock_read(ra));
+	CHECK_OK(zkl_lock_acquire(write_a, -1));
 	char writer[256];
 	fzh_queue_node(z, "/locks/rw", 0, writer, sizeof writer);
 	struct fzh_acq w;
-	fzh_acq_start(&w, z, zkl_rwlock_write(rb), -1, 0);
+	fzh_acq_start(&w, z, zkl_mutex_lock(zkl_rwlock_write(rb)), -1, 0);
 	fzh_wait_watched(z, writer, 1);
 	/* Downgrade: read while writing, then let the write go. */
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(ra), -1));
+	CHECK_OK(zkl_lock_acquire(read_a, -1));
 	/* Its read node sorts right after its write node, ahead of the waiting writer. */
 	char reader[256];
 	fzh_queue_node(z, "/locks/rw", 1, reader, sizeof reader);
 	assert_non_null(strstr(reader, "__READ__"));
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(ra)));
+	CHECK_OK(zkl_lock_release(write_a));
 	/* The waiting writer sees the read node ahead and waits for it. */
 	fzh_wait_done_or_watched(z, &w, reader);
 	assert_false(atomic_load(&w.done));
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(ra)));
+	CHECK_OK(zkl_lock_release(read_a));
 	CHECK_OK(fzh_acq_wait(&w));
 	assert_true(w.held);
 	CHECK_OK(fzh_acq_finish(&w));
@@ -301,16 +309,16 @@ static void test_next_in_line_shortcut(void **state)
 	(void)state;
 	struct pair p;
 	pair_open(&p, "/locks/shortcut");
-	CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+	CHECK_OK(zkl_lock_acquire(p.la, -1));
 	char holder[256];
 	fzh_queue_node(p.z, p.path, 0, holder, sizeof holder);
 	struct count_lists k = { .session = zkl_client_session_id(p.b) };
 	fz_set_hook(p.z, count_list, &k);
 	struct fzh_acq w;
-	fzh_acq_start(&w, p.z, p.mb, -1, 0);
+	fzh_acq_start(&w, p.z, p.lb, -1, 0);
 	fzh_wait_watched(p.z, holder, 1);
 	const int before = atomic_load(&k.lists);
-	CHECK_OK(zkl_mutex_release(p.ma));
+	CHECK_OK(zkl_lock_release(p.la));
 	CHECK_OK(fzh_acq_wait(&w));
 	assert_int_equal(atomic_load(&k.lists), before);
 	fz_set_hook(p.z, NULL, NULL);
@@ -337,16 +345,16 @@ static void test_timeout_races_grant(void **state)
 	(void)state;
 	struct pair p;
 	pair_open(&p, "/locks/timeout-race");
-	CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+	CHECK_OK(zkl_lock_acquire(p.la, -1));
 	char holder[256];
 	fzh_queue_node(p.z, p.path, 0, holder, sizeof holder);
 	const int64_t sb = zkl_client_session_id(p.b);
 	struct fzh_acq w;
-	fzh_acq_start(&w, p.z, p.mb, 300, sb);
+	fzh_acq_start(&w, p.z, p.lb, 300, sb);
 	fzh_wait_watched(p.z, holder, 1);
 	/* The grant is on its way to the waiter when its deadline passes. */
 	fz_pause(p.z, sb, true);
-	CHECK_OK(zkl_mutex_release(p.ma));
+	CHECK_OK(zkl_lock_release(p.la));
 	fzh_wait_children(p.z, p.path, 1);
 	struct queued_op q = { p.z, sb, FZ_DELETE };
 	fz_wait(p.z, has_queued, &q, "the waiter's withdrawal");
@@ -355,8 +363,8 @@ static void test_timeout_races_grant(void **state)
 	assert_false(w.held);
 	assert_int_equal(w.nodes, 0);
 	CHECK_OK(fzh_acq_finish(&w));
-	CHECK_OK(zkl_mutex_acquire(p.ma, 0));
-	CHECK_OK(zkl_mutex_release(p.ma));
+	CHECK_OK(zkl_lock_acquire(p.la, 0));
+	CHECK_OK(zkl_lock_release(p.la));
 	pair_close(&p);
 }
 
@@ -366,7 +374,7 @@ static void test_timeout_races_grant(void **state)
 struct cancel_on {
 	struct fz *z;
 	bool pause;         /* the request waits until the test resumes the session */
-	zkl_mutex *m;
+	zkl_lock *l;
 	int64_t session;
 	int op;
 	atomic_int fired;
@@ -378,7 +386,7 @@ static enum fz_action cancel_on_request(void *arg, const struct fz_request *r, i
 	struct cancel_on *k = arg;
 	if (r->session == k->session && (int)r->op == k->op &&
 	    (r->op != FZ_CREATE || (r->mode & ZOO_SEQUENCE)) && atomic_fetch_add(&k->fired, 1) == 0) {
-		zkl_mutex_cancel(k->m);
+		zkl_lock_cancel(k->l);
 		fz_poke(k->z);
 		return k->pause ? FZ_PAUSE : FZ_APPLY;
 	}
@@ -400,17 +408,17 @@ static void test_cancel_races_grant(void **state)
 	const int64_t sb = zkl_client_session_id(p.b);
 	int held = 0, canceled = 0;
 	for (int i = 0; i < 40; i++) {
-		CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+		CHECK_OK(zkl_lock_acquire(p.la, -1));
 		char holder[256];
 		fzh_queue_node(p.z, p.path, 0, holder, sizeof holder);
 		struct fzh_acq w;
-		fzh_acq_start(&w, p.z, p.mb, -1, sb);
+		fzh_acq_start(&w, p.z, p.lb, -1, sb);
 		fzh_wait_watched(p.z, holder, 1);
 		/* The cancel comes just as the holder's delete reaches the server. */
-		struct cancel_on k = { .z = p.z, .m = p.mb, .session = zkl_client_session_id(p.a),
+		struct cancel_on k = { .z = p.z, .l = p.lb, .session = zkl_client_session_id(p.a),
 		                       .op = FZ_DELETE };
 		fz_set_hook(p.z, cancel_on_request, &k);
-		CHECK_OK(zkl_mutex_release(p.ma));
+		CHECK_OK(zkl_lock_release(p.la));
 		int rc = fzh_acq_wait(&w);
 		fz_set_hook(p.z, NULL, NULL);
 		if (rc == 0) {
@@ -435,15 +443,15 @@ static void test_cancel_races_create(void **state)
 	struct pair p;
 	pair_open(&p, "/locks/cancel-create");
 	const int64_t sb = zkl_client_session_id(p.b);
-	CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+	CHECK_OK(zkl_lock_acquire(p.la, -1));
 	for (int i = 0; i < 40; i++) {
 		/* The cancel comes while the waiter's create is on its way to the server,
 		 * which applies it a moment later. */
-		struct cancel_on k = { .z = p.z, .pause = true, .m = p.mb, .session = sb,
+		struct cancel_on k = { .z = p.z, .pause = true, .l = p.lb, .session = sb,
 		                       .op = FZ_CREATE };
 		fz_set_hook(p.z, cancel_on_request, &k);
 		struct fzh_acq w;
-		fzh_acq_start(&w, p.z, p.mb, -1, sb);
+		fzh_acq_start(&w, p.z, p.lb, -1, sb);
 		fz_wait(p.z, cancel_fired, &k, "the cancel");
 		fz_pause(p.z, sb, false);
 		assert_int_equal(fzh_acq_wait(&w), ZKL_ECANCELED);
@@ -454,7 +462,7 @@ static void test_cancel_races_create(void **state)
 		assert_int_equal(w.creates, 0);
 		CHECK_OK(fzh_acq_finish(&w));
 	}
-	CHECK_OK(zkl_mutex_release(p.ma));
+	CHECK_OK(zkl_lock_release(p.la));
 	pair_close(&p);
 }
 
@@ -465,12 +473,12 @@ static void test_expiry_while_waiting(void **state)
 	(void)state;
 	struct pair p;
 	pair_open(&p, "/locks/expire-waiting");
-	CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+	CHECK_OK(zkl_lock_acquire(p.la, -1));
 	char holder[256];
 	fzh_queue_node(p.z, p.path, 0, holder, sizeof holder);
 	const int64_t old = zkl_client_session_id(p.b);
 	struct fzh_acq w;
-	fzh_acq_start(&w, p.z, p.mb, -1, 0);
+	fzh_acq_start(&w, p.z, p.lb, -1, 0);
 	fzh_wait_watched(p.z, holder, 1);
 	fz_expire(p.z, old);
 	/* Its node went with the session; a new one on the new session waits behind. */
@@ -480,8 +488,8 @@ static void test_expiry_while_waiting(void **state)
 	const int64_t now = zkl_client_session_id(p.b);
 	assert_true(now != old);
 	assert_int_equal(fz_ephemerals(p.z, now), 1);
-	int64_t token = zkl_mutex_token(p.ma);
-	CHECK_OK(zkl_mutex_release(p.ma));
+	int64_t token = zkl_lock_token(p.la);
+	CHECK_OK(zkl_lock_release(p.la));
 	CHECK_OK(fzh_acq_wait(&w));
 	assert_true(w.held);
 	assert_true(w.token > token);
@@ -497,19 +505,19 @@ static void test_expiry_while_holding(void **state)
 	struct pair p;
 	pair_open(&p, "/locks/expire-holding");
 	struct fzh_count lost = { .z = p.z };
-	CHECK_OK(zkl_mutex_on_lost(p.ma, fzh_on_lost, &lost));
-	CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+	CHECK_OK(zkl_lock_on_lost(p.la, fzh_on_lost, &lost));
+	CHECK_OK(zkl_lock_acquire(p.la, -1));
 	fz_expire(p.z, zkl_client_session_id(p.a));
 	fzh_wait_count(&lost, 1);
-	assert_false(zkl_mutex_is_held(p.ma));
-	assert_int_equal(zkl_mutex_release(p.ma), ZKL_ELOST);
+	assert_false(zkl_lock_is_held(p.la));
+	assert_int_equal(zkl_lock_release(p.la), ZKL_ELOST);
 	assert_int_equal(children(p.z, p.path), 0);
-	CHECK_OK(zkl_mutex_acquire(p.mb, 0));
-	CHECK_OK(zkl_mutex_release(p.mb));
+	CHECK_OK(zkl_lock_acquire(p.lb, 0));
+	CHECK_OK(zkl_lock_release(p.lb));
 	/* The client works on its new session. */
 	fzh_wait_children(p.z, p.path, 0);
-	CHECK_OK(zkl_mutex_acquire(p.ma, 0));
-	CHECK_OK(zkl_mutex_release(p.ma));
+	CHECK_OK(zkl_lock_acquire(p.la, 0));
+	CHECK_OK(zkl_lock_release(p.la));
 	assert_int_equal(atomic_load(&lost.n), 1);
 	pair_close(&p);
 }
@@ -530,22 +538,23 @@ static void test_lost_before_expiry(void **state)
 	zkl_mutex *ma, *mb;
 	CHECK_OK(zkl_mutex_new(&ma, a, "/locks/own-clock"));
 	CHECK_OK(zkl_mutex_new(&mb, b, "/locks/own-clock"));
+	zkl_lock *la = zkl_mutex_lock(ma), *lb = zkl_mutex_lock(mb);
 	const int64_t sa = zkl_client_session_id(a);
 	struct fzh_count lost = { .z = z, .session = sa };
-	CHECK_OK(zkl_mutex_on_lost(ma, fzh_on_lost, &lost));
-	CHECK_OK(zkl_mutex_acquire(ma, -1));
+	CHECK_OK(zkl_lock_on_lost(la, fzh_on_lost, &lost));
+	CHECK_OK(zkl_lock_acquire(la, -1));
 	/* Nothing it sends is answered from now on; the server has not expired it. */
 	fz_pause(z, sa, true);
 	fzh_wait_count(&lost, 1);
 	assert_int_equal(lost.nodes, 1);
-	assert_false(zkl_mutex_is_held(ma));
-	assert_int_equal(zkl_mutex_release(ma), ZKL_ELOST);
+	assert_false(zkl_lock_is_held(la));
+	assert_int_equal(zkl_lock_release(la), ZKL_ELOST);
 	/* Only then may the server expire it, and the lock pass on. */
 	fz_expire(z, sa);
 	fz_pause(z, sa, false);
 	fzh_wait_children(z, "/locks/own-clock", 0);
-	CHECK_OK(zkl_mutex_acquire(mb, 0));
-	CHECK_OK(zkl_mutex_release(mb));
+	CHECK_OK(zkl_lock_acquire(lb, 0));
+	CHECK_OK(zkl_lock_release(lb));
 	assert_int_equal(atomic_load(&lost.n), 1);
 	zkl_mutex_free(ma);
 	zkl_mutex_free(mb);
@@ -566,14 +575,14 @@ static void test_stray_children(void **state)
 	/* Lock names with a number no server writes ("%010d"), made before ours. */
 	CHECK_OK(fz_create(p.z, "/locks/stray/lock-12", "x", 0, 0, NULL, 0));
 	CHECK_OK(fz_create(p.z, "/locks/stray/_c_x-lock-000000001x", "x", 0, 0, NULL, 0));
-	CHECK_OK(zkl_mutex_acquire(p.ma, 0));
+	CHECK_OK(zkl_lock_acquire(p.la, 0));
 	char holder[256];
 	fzh_queue_node(p.z, p.path, 0, holder, sizeof holder);
 	assert_true(strstr(holder, "/_c_") != NULL);
 	struct fzh_acq w;
-	fzh_acq_start(&w, p.z, p.mb, -1, 0);
+	fzh_acq_start(&w, p.z, p.lb, -1, 0);
 	fzh_wait_watched(p.z, holder, 1);
-	CHECK_OK(zkl_mutex_release(p.ma));
+	CHECK_OK(zkl_lock_release(p.la));
 	CHECK_OK(fzh_acq_wait(&w));
 	CHECK_OK(fzh_acq_finish(&w));
 	fzh_wait_children(p.z, p.path, 3);
@@ -590,20 +599,20 @@ static void sequence_wrap(int32_t start, const char *seq[3])
 	pair_open(&p, "/locks/wrap");
 	pair_folder(&p);
 	CHECK_OK(fz_set_cversion(p.z, p.path, start));
-	CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+	CHECK_OK(zkl_lock_acquire(p.la, -1));
 	char first[256], second[256];
 	fzh_queue_node(p.z, p.path, 0, first, sizeof first);
 	assert_non_null(strstr(first, seq[0]));
 	struct fzh_acq wb, wc;
-	fzh_acq_start(&wb, p.z, p.mb, -1, 0);
+	fzh_acq_start(&wb, p.z, p.lb, -1, 0);
 	fzh_wait_watched(p.z, first, 1);
 	fzh_queue_node(p.z, p.path, 1, second, sizeof second);
 	assert_non_null(strstr(second, seq[1]));
-	fzh_acq_start(&wc, p.z, p.mc, -1, 0);
+	fzh_acq_start(&wc, p.z, p.lc, -1, 0);
 	/* The third took the number after the wrap: it queues last, behind the second. */
 	fzh_wait_done_or_watched(p.z, &wc, second);
 	assert_false(atomic_load(&wc.done));
-	CHECK_OK(zkl_mutex_release(p.ma));
+	CHECK_OK(zkl_lock_release(p.la));
 	CHECK_OK(fzh_acq_wait(&wb));
 	assert_false(atomic_load(&wc.done));
 	CHECK_OK(fzh_acq_finish(&wb));
@@ -660,11 +669,11 @@ static void test_watch_target_vanishes(void **state)
 	                   "peer", ZOO_EPHEMERAL_SEQUENTIAL, fz_peer(p.z), peer, sizeof peer));
 	struct vanish v = { .z = p.z, .target = peer };
 	fz_set_hook(p.z, vanish_before_watch, &v);
-	CHECK_OK(zkl_mutex_acquire(p.mb, 10000));
+	CHECK_OK(zkl_lock_acquire(p.lb, 10000));
 	fz_set_hook(p.z, NULL, NULL);
 	assert_int_equal(atomic_load(&v.fired), 1);
 	assert_int_equal(fz_watches(p.z, peer), 0);
-	CHECK_OK(zkl_mutex_release(p.mb));
+	CHECK_OK(zkl_lock_release(p.lb));
 	pair_close(&p);
 }
 
@@ -673,19 +682,19 @@ static void test_watch_target_vanishes(void **state)
 
 struct reacquire {
 	struct fz *z;
-	zkl_mutex *m;
+	zkl_lock *l;
 	atomic_int rc;
 	atomic_bool called;
 };
 
-static void lost_then_acquire(zkl_mutex *m, int reason, void *data)
+static void lost_then_acquire(zkl_lock *l, int reason, void *data)
 {
-	(void)m;
+	(void)l;
 	(void)reason;
 	struct reacquire *r = data;
-	int rc = zkl_mutex_acquire(r->m, -1);
+	int rc = zkl_lock_acquire(r->l, -1);
 	if (rc == 0)
-		rc = zkl_mutex_release(r->m);
+		rc = zkl_lock_release(r->l);
 	atomic_store(&r->rc, rc);
 	atomic_store(&r->called, true);
 	fz_poke(r->z);
@@ -701,22 +710,22 @@ static void test_blocking_from_callback(void **state)
 	(void)state;
 	struct pair p;
 	pair_open(&p, "/locks/from-callback");
-	struct reacquire r = { .z = p.z, .m = p.mb };
-	CHECK_OK(zkl_mutex_on_lost(p.ma, lost_then_acquire, &r));
-	CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+	struct reacquire r = { .z = p.z, .l = p.lb };
+	CHECK_OK(zkl_lock_on_lost(p.la, lost_then_acquire, &r));
+	CHECK_OK(zkl_lock_acquire(p.la, -1));
 	/* The callback runs on a's event thread and acquires on client b: fine. */
 	fz_expire(p.z, zkl_client_session_id(p.a));
 	fz_wait(p.z, reacquired, &r, "the lost callback");
 	CHECK_OK(atomic_load(&r.rc));
-	assert_int_equal(zkl_mutex_release(p.ma), ZKL_ELOST);
+	assert_int_equal(zkl_lock_release(p.la), ZKL_ELOST);
 	/* On a's own client, the same call cannot be served: it says so at once. */
 	atomic_store(&r.called, false);
-	r.m = p.ma;
-	CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+	r.l = p.la;
+	CHECK_OK(zkl_lock_acquire(p.la, -1));
 	fz_expire(p.z, zkl_client_session_id(p.a));
 	fz_wait(p.z, reacquired, &r, "the lost callback");
 	assert_int_equal(atomic_load(&r.rc), ZKL_EDEADLK);
-	assert_int_equal(zkl_mutex_release(p.ma), ZKL_ELOST);
+	assert_int_equal(zkl_lock_release(p.la), ZKL_ELOST);
 	pair_close(&p);
 }
 
@@ -734,12 +743,12 @@ struct arec {
 	bool release;           /* release in the callback */
 	int release_rc;
 	bool crowded;           /* someone else was inside the critical section */
-	bool free_it;           /* free the handle in the callback */
-	zkl_mutex *blocking;    /* acquire this one (blocking) in the callback */
+	zkl_mutex *free_it;     /* free this handle (the one acquiring) in the callback */
+	zkl_lock *blocking;     /* acquire this one (blocking) in the callback */
 	int blocking_rc;
 };
 
-static void arec_cb(zkl_mutex *m, int rc, void *data)
+static void arec_cb(zkl_lock *l, int rc, void *data)
 {
 	struct arec *r = data;
 	r->rc = rc;
@@ -754,11 +763,11 @@ static void arec_cb(zkl_mutex *m, int rc, void *data)
 		atomic_fetch_sub(r->inside, 1);
 	}
 	if (r->blocking)
-		r->blocking_rc = zkl_mutex_acquire(r->blocking, -1);
+		r->blocking_rc = zkl_lock_acquire(r->blocking, -1);
 	if (rc == 0 && r->release)
-		r->release_rc = zkl_mutex_release(m);
+		r->release_rc = zkl_lock_release(l);
 	if (r->free_it)
-		zkl_mutex_free(m);
+		zkl_mutex_free(r->free_it);
 	atomic_fetch_add(&r->calls, 1);
 	fz_poke(r->z);
 }
@@ -792,7 +801,7 @@ static void test_async_fifo(void **state)
 	CHECK_OK(fz_create(z, "/locks", NULL, ZOO_CONTAINER, 0, NULL, 0));
 	CHECK_OK(fz_create(z, "/locks/async", NULL, ZOO_CONTAINER, 0, NULL, 0));
 	for (int i = 0; i < N; i++)
-		CHECK_OK(zkl_mutex_acquire_async(m[i], -1, arec_cb, &r[i]));
+		CHECK_OK(zkl_lock_acquire_async(zkl_mutex_lock(m[i]), -1, arec_cb, &r[i]));
 	for (int i = 0; i < N; i++)
 		arec_wait(&r[i]);
 	for (int i = 0; i < N; i++) {
@@ -816,38 +825,38 @@ static void test_async_cancel_timeout_busy(void **state)
 	(void)state;
 	struct pair p;
 	pair_open(&p, "/locks/async-cancel");
-	CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+	CHECK_OK(zkl_lock_acquire(p.la, -1));
 	char holder[256];
 	fzh_queue_node(p.z, p.path, 0, holder, sizeof holder);
 	const int64_t sb = zkl_client_session_id(p.b);
 	/* Cancel: ECANCELED, with its node gone before the callback runs. */
 	struct arec r = { .z = p.z, .session = sb };
-	CHECK_OK(zkl_mutex_acquire_async(p.mb, -1, arec_cb, &r));
-	assert_int_equal(zkl_mutex_acquire_async(p.mb, -1, arec_cb, &r), ZKL_EBUSY);
+	CHECK_OK(zkl_lock_acquire_async(p.lb, -1, arec_cb, &r));
+	assert_int_equal(zkl_lock_acquire_async(p.lb, -1, arec_cb, &r), ZKL_EBUSY);
 	fzh_wait_watched(p.z, holder, 1);
-	zkl_mutex_cancel(p.mb);
+	zkl_lock_cancel(p.lb);
 	arec_wait(&r);
 	assert_int_equal(r.rc, ZKL_ECANCELED);
 	assert_int_equal(r.nodes, 0);
 	/* Timeout: ETIMEDOUT, the same. */
 	struct arec t = { .z = p.z, .session = sb };
-	CHECK_OK(zkl_mutex_acquire_async(p.mb, 50, arec_cb, &t));
+	CHECK_OK(zkl_lock_acquire_async(p.lb, 50, arec_cb, &t));
 	arec_wait(&t);
 	assert_int_equal(t.rc, ZKL_ETIMEDOUT);
 	assert_int_equal(t.nodes, 0);
 	/* Held: busy until released, from any thread. */
 	struct arec h = { .z = p.z };
-	CHECK_OK(zkl_mutex_acquire_async(p.mb, -1, arec_cb, &h));
+	CHECK_OK(zkl_lock_acquire_async(p.lb, -1, arec_cb, &h));
 	fzh_wait_watched(p.z, holder, 1);
-	CHECK_OK(zkl_mutex_release(p.ma));
+	CHECK_OK(zkl_lock_release(p.la));
 	arec_wait(&h);
 	CHECK_OK(h.rc);
-	assert_true(zkl_mutex_is_held(p.mb));
-	assert_true(zkl_mutex_token(p.mb) > 0);
-	assert_int_equal(zkl_mutex_acquire_async(p.mb, -1, arec_cb, &h), ZKL_EBUSY);
-	CHECK_OK(zkl_mutex_release(p.mb));
-	assert_false(zkl_mutex_is_held(p.mb));
-	assert_int_equal(zkl_mutex_release(p.mb), ZKL_ENOTOWNER);
+	assert_true(zkl_lock_is_held(p.lb));
+	assert_true(zkl_lock_token(p.lb) > 0);
+	assert_int_equal(zkl_lock_acquire_async(p.lb, -1, arec_cb, &h), ZKL_EBUSY);
+	CHECK_OK(zkl_lock_release(p.lb));
+	assert_false(zkl_lock_is_held(p.lb));
+	assert_int_equal(zkl_lock_release(p.lb), ZKL_ENOTOWNER);
 	assert_int_equal(atomic_load(&r.calls) + atomic_load(&t.calls) + atomic_load(&h.calls), 3);
 	pair_close(&p);
 }
@@ -861,8 +870,8 @@ static void test_async_callback_calls(void **state)
 	struct arec r = { .z = p.z, .release = true };
 	zkl_mutex *other;
 	CHECK_OK(zkl_mutex_new(&other, p.a, "/locks/other"));
-	r.blocking = other;
-	CHECK_OK(zkl_mutex_acquire_async(p.ma, -1, arec_cb, &r));
+	r.blocking = zkl_mutex_lock(other);
+	CHECK_OK(zkl_lock_acquire_async(p.la, -1, arec_cb, &r));
 	arec_wait(&r);
 	CHECK_OK(r.rc);
 	CHECK_OK(r.release_rc);
@@ -871,25 +880,25 @@ static void test_async_callback_calls(void **state)
 	/* Freeing the handle in its own callback ends its hold. */
 	zkl_mutex *m;
 	CHECK_OK(zkl_mutex_new(&m, p.b, p.path));
-	struct arec f = { .z = p.z, .free_it = true };
-	CHECK_OK(zkl_mutex_acquire_async(m, -1, arec_cb, &f));
+	struct arec f = { .z = p.z, .free_it = m };
+	CHECK_OK(zkl_lock_acquire_async(zkl_mutex_lock(m), -1, arec_cb, &f));
 	arec_wait(&f);
 	CHECK_OK(f.rc);
 	fzh_wait_children(p.z, p.path, 0);
 	/* Freeing a handle with an acquire under way cancels it, and waits for its
 	 * callback. */
-	CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+	CHECK_OK(zkl_lock_acquire(p.la, -1));
 	char holder[256];
 	fzh_queue_node(p.z, p.path, 0, holder, sizeof holder);
 	CHECK_OK(zkl_mutex_new(&m, p.b, p.path));
 	struct arec g = { .z = p.z, .session = zkl_client_session_id(p.b) };
-	CHECK_OK(zkl_mutex_acquire_async(m, -1, arec_cb, &g));
+	CHECK_OK(zkl_lock_acquire_async(zkl_mutex_lock(m), -1, arec_cb, &g));
 	fzh_wait_watched(p.z, holder, 1);
 	zkl_mutex_free(m);
 	assert_int_equal(atomic_load(&g.calls), 1);
 	assert_int_equal(g.rc, ZKL_ECANCELED);
 	assert_int_equal(g.nodes, 0);
-	CHECK_OK(zkl_mutex_release(p.ma));
+	CHECK_OK(zkl_lock_release(p.la));
 	pair_close(&p);
 }
 
@@ -916,16 +925,16 @@ static void test_list_answer_lost(void **state)
 	struct pair p;
 	pair_open(&p, "/locks/lost-list");
 	pair_folder(&p);
-	CHECK_OK(zkl_mutex_acquire(p.ma, -1));
+	CHECK_OK(zkl_lock_acquire(p.la, -1));
 	struct lose_list l = { .session = zkl_client_session_id(p.b) };
 	fz_set_hook(p.z, lose_first_list, &l);
 	struct fzh_acq w;
-	fzh_acq_start(&w, p.z, p.mb, 10000, 0);
+	fzh_acq_start(&w, p.z, p.lb, 10000, 0);
 	char holder[256];
 	fzh_queue_node(p.z, p.path, 0, holder, sizeof holder);
 	fzh_wait_done_or_watched(p.z, &w, holder);
 	assert_false(atomic_load(&w.done));
-	CHECK_OK(zkl_mutex_release(p.ma));
+	CHECK_OK(zkl_lock_release(p.la));
 	CHECK_OK(fzh_acq_wait(&w));
 	fz_set_hook(p.z, NULL, NULL);
 	assert_true(atomic_load(&l.lists) >= 2);

@@ -109,8 +109,9 @@ static void test_creator_all_read(void **state)
 	zkl_client *alice = client("alice:secret", ZKL_ACL_CREATOR_ALL_READ);
 	zkl_mutex *ma;
 	CHECK_OK(zkl_mutex_new(&ma, alice, path));
-	CHECK_OK(zkl_mutex_set_data(ma, "alice", 5));
-	CHECK_OK(zkl_mutex_acquire(ma, 10000));
+	zkl_lock *la = zkl_mutex_lock(ma);
+	CHECK_OK(zkl_lock_set_data(la, "alice", 5));
+	CHECK_OK(zkl_lock_acquire(la, 10000));
 	char node[512];
 	only_child(NULL, path, node, sizeof node);
 
@@ -147,18 +148,19 @@ static void test_creator_all_read(void **state)
 		                          : client(NULL, ZKL_ACL_OPEN);
 		zkl_mutex *m;
 		CHECK_OK(zkl_mutex_new(&m, c, path));
-		CHECK_RC(ZKL_EACL, zkl_mutex_acquire(m, 2000));
-		CHECK_RC(ZKL_EACL, zkl_mutex_acquire(m, 0));
-		assert_false(zkl_mutex_is_held(m));
+		zkl_lock *l = zkl_mutex_lock(m);
+		CHECK_RC(ZKL_EACL, zkl_lock_acquire(l, 2000));
+		CHECK_RC(ZKL_EACL, zkl_lock_acquire(l, 0));
+		assert_false(zkl_lock_is_held(l));
 		assert_int_equal(h_children(path), 1);
 		/* Listing works: anyone may read. */
 		zkl_participant *ps;
 		size_t n;
-		CHECK_OK(zkl_mutex_participants(m, &ps, &n));
+		CHECK_OK(zkl_lock_participants(l, &ps, &n));
 		assert_int_equal(n, 1);
 		assert_true(ps[0].holder);
 		assert_string_equal(ps[0].data, "alice");
-		assert_int_equal(ps[0].czxid, zkl_mutex_token(ma));
+		assert_int_equal(ps[0].czxid, zkl_lock_token(la));
 		zkl_participants_free(ps, n);
 		zkl_mutex_free(m);
 		zkl_client_close(c);
@@ -169,12 +171,13 @@ static void test_creator_all_read(void **state)
 	zkl_client *alice2 = client("alice:secret", ZKL_ACL_CREATOR_ALL_READ);
 	zkl_mutex *ma2;
 	CHECK_OK(zkl_mutex_new(&ma2, alice2, path));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(ma2, 300));
+	zkl_lock *la2 = zkl_mutex_lock(ma2);
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(la2, 300));
 	assert_int_equal(h_children(path), 1);
-	CHECK_OK(zkl_mutex_release(ma));
+	CHECK_OK(zkl_lock_release(la));
 	assert_false(h_exists(node));
-	CHECK_OK(zkl_mutex_acquire(ma2, 5000));
-	CHECK_OK(zkl_mutex_release(ma2));
+	CHECK_OK(zkl_lock_acquire(la2, 5000));
+	CHECK_OK(zkl_lock_release(la2));
 	assert_int_equal(h_children(path) <= 0, 1);
 	zookeeper_close(anon);
 	zkl_mutex_free(ma);
@@ -193,7 +196,8 @@ static void test_creator_all(void **state)
 	zkl_client *alice = client("alice:secret", ZKL_ACL_CREATOR_ALL);
 	zkl_mutex *ma;
 	CHECK_OK(zkl_mutex_new(&ma, alice, path));
-	CHECK_OK(zkl_mutex_acquire(ma, 10000));
+	zkl_lock *la = zkl_mutex_lock(ma);
+	CHECK_OK(zkl_lock_acquire(la, 10000));
 	char node[512];
 	only_child("alice:secret", path, node, sizeof node);
 	zhandle_t *anon = raw_open(NULL);
@@ -206,15 +210,16 @@ static void test_creator_all(void **state)
 	zkl_client *bob = client("bob:x", ZKL_ACL_CREATOR_ALL);
 	zkl_mutex *mb;
 	CHECK_OK(zkl_mutex_new(&mb, bob, path));
-	CHECK_RC(ZKL_EACL, zkl_mutex_acquire(mb, 2000));
+	zkl_lock *lb = zkl_mutex_lock(mb);
+	CHECK_RC(ZKL_EACL, zkl_lock_acquire(lb, 2000));
 	zkl_participant *ps;
 	size_t n;
-	CHECK_RC(ZKL_EACL, zkl_mutex_participants(mb, &ps, &n));
+	CHECK_RC(ZKL_EACL, zkl_lock_participants(lb, &ps, &n));
 	/* Alice's own listing works, and shows that bob left nothing. */
-	CHECK_OK(zkl_mutex_participants(ma, &ps, &n));
+	CHECK_OK(zkl_lock_participants(la, &ps, &n));
 	assert_int_equal(n, 1);
 	zkl_participants_free(ps, n);
-	CHECK_OK(zkl_mutex_release(ma));
+	CHECK_OK(zkl_lock_release(la));
 	assert_false(h_exists(node));
 	zkl_mutex_free(mb);
 	zkl_mutex_free(ma);

@@ -24,7 +24,7 @@ struct world {
 
 static struct world *world;
 
-static void granted(zkl_mutex *m, int rc, void *data)
+static void granted(zkl_lock *l, int rc, void *data)
 {
 	struct contender *k = data;
 	k->rc = rc;
@@ -32,7 +32,7 @@ static void granted(zkl_mutex *m, int rc, void *data)
 		if (atomic_fetch_add(&world->inside[k->path], 1) != 0)
 			atomic_fetch_add(&world->crowded, 1);
 		atomic_fetch_sub(&world->inside[k->path], 1);
-		k->release_rc = zkl_mutex_release(m);
+		k->release_rc = zkl_lock_release(l);
 	}
 	atomic_fetch_add(&k->calls, 1);
 	h_counter_add(&world->done, 1);
@@ -56,7 +56,7 @@ static void test_thousand_from_one_thread(void **state)
 		CHECK_OK(zkl_mutex_new(&k[i].m, c, paths[k[i].path]));
 	}
 	for (int i = 0; i < PATHS * PER_PATH; i++)
-		CHECK_OK(zkl_mutex_acquire_async(k[i].m, -1, granted, &k[i]));
+		CHECK_OK(zkl_lock_acquire_async(zkl_mutex_lock(k[i].m), -1, granted, &k[i]));
 	assert_true(h_counter_wait(&w.done, PATHS * PER_PATH, 120000));
 	for (int i = 0; i < PATHS * PER_PATH; i++) {
 		CHECK_OK(k[i].rc);
@@ -89,13 +89,13 @@ static void test_cancel_races_grant(void **state)
 	world = &w;
 	int held = 0, canceled = 0;
 	for (int i = 0; i < 300; i++) {
-		CHECK_OK(zkl_mutex_acquire(t.ma, -1));
+		CHECK_OK(zkl_lock_acquire(t.la, -1));
 		struct contender k = { .m = t.mb, .path = 0 };
-		CHECK_OK(zkl_mutex_acquire_async(t.mb, -1, granted, &k));
+		CHECK_OK(zkl_lock_acquire_async(t.lb, -1, granted, &k));
 		if (i % 2)
 			h_wait_children(t.path, 2);
-		CHECK_OK(zkl_mutex_release(t.ma));
-		zkl_mutex_cancel(t.mb);
+		CHECK_OK(zkl_lock_release(t.la));
+		zkl_lock_cancel(t.lb);
 		assert_true(h_counter_wait(&w.done, i + 1, 20000));
 		assert_int_equal(atomic_load(&k.calls), 1);
 		if (k.rc == 0) {

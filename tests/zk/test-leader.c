@@ -743,10 +743,11 @@ static void test_selector_once_and_requeue(void **state)
 	assert_true(zkl_selector_has_leadership(x.s));
 	zkl_mutex *m;
 	CHECK_OK(zkl_mutex_new(&m, c, path));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(m, 0));
+	zkl_lock *l = zkl_mutex_lock(m);
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(l, 0));
 	zkl_participant *ps;
 	size_t n;
-	CHECK_OK(zkl_mutex_participants(m, &ps, &n));
+	CHECK_OK(zkl_lock_participants(l, &ps, &n));
 	assert_int_equal(n, 1);
 	assert_string_equal(ps[0].data, "the-worker");
 	assert_non_null(strstr(ps[0].path, "-lock-"));
@@ -760,8 +761,8 @@ static void test_selector_once_and_requeue(void **state)
 	CHECK_OK(zkl_selector_close(x.s));
 	assert_int_equal(h_counter_get(&x.runs), 3);
 	assert_int_equal(x.wait_rc, 0);
-	CHECK_OK(zkl_mutex_acquire(m, 5000));
-	CHECK_OK(zkl_mutex_release(m));
+	CHECK_OK(zkl_lock_acquire(l, 5000));
+	CHECK_OK(zkl_lock_release(l));
 	zkl_mutex_free(m);
 	CHECK_RC(ZKL_ECLOSED, zkl_selector_requeue(x.s));
 	zkl_selector_free(x.s);

@@ -22,9 +22,10 @@ static bool other_can_take(zkl_client *c, const char *path)
 	zkl_mutex *m;
 	if (zkl_mutex_new(&m, c, path) != 0)
 		return false;
-	bool ok = zkl_mutex_acquire(m, 0) == 0;
+	zkl_lock *l = zkl_mutex_lock(m);
+	bool ok = zkl_lock_acquire(l, 0) == 0;
 	if (ok)
-		ok = zkl_mutex_release(m) == 0;
+		ok = zkl_lock_release(l) == 0;
 	zkl_mutex_free(m);
 	return ok;
 }
@@ -37,6 +38,7 @@ struct three {
 	const char *p[3];
 	zkl_client *a, *b;
 	zkl_mutex *m[3];
+	zkl_lock *l[3]; /* their views */
 	zkl_multilock *ml;
 };
 
@@ -50,7 +52,8 @@ static void three_open(struct three *t, const char *test)
 	for (int i = 0; i < 3; i++) {
 		t->p[i] = h_sub(t->base, leaves[i]);
 		CHECK_OK(zkl_mutex_new(&t->m[i], t->a, t->p[i]));
-		CHECK_OK(zkl_multilock_add_mutex(t->ml, t->m[i]));
+		t->l[i] = zkl_mutex_lock(t->m[i]);
+		CHECK_OK(zkl_multilock_add(t->ml, t->l[i]));
 	}
 }
 
@@ -72,7 +75,8 @@ static void test_all_or_nothing(void **state)
 	three_open(&t, "aon");
 	zkl_mutex *other;
 	CHECK_OK(zkl_mutex_new(&other, t.b, t.p[1]));
-	CHECK_OK(zkl_mutex_acquire(other, -1));
+	zkl_lock *ol = zkl_mutex_lock(other);
+	CHECK_OK(zkl_lock_acquire(ol, -1));
 
 	int64_t t0 = now_ms();
 	CHECK_RC(ZKL_ETIMEDOUT, zkl_multilock_acquire(t.ml, 300));
@@ -82,7 +86,7 @@ static void test_all_or_nothing(void **state)
 	assert_non_null(strstr(zkl_last_error(), t.p[1]));
 	assert_false(zkl_multilock_is_held(t.ml));
 	for (int i = 0; i < 3; i++)
-		assert_false(zkl_mutex_is_held(t.m[i]));
+		assert_false(zkl_lock_is_held(t.l[i]));
 	/* Member 1 was taken and given back; member 2 withdrew its node; 3 was not tried. */
 	assert_true(h_children(t.p[0]) <= 0);
 	assert_int_equal(h_children(t.p[1]), 1);
@@ -100,7 +104,7 @@ static void test_all_or_nothing(void **state)
 	CHECK_RC(ZKL_ENOTHELD, zkl_multilock_release(t.ml));
 
 	/* Once member 2 is free, the whole set can be taken. */
-	CHECK_OK(zkl_mutex_release(other));
+	CHECK_OK(zkl_lock_release(ol));
 	CHECK_OK(zkl_multilock_acquire(t.ml, 5000));
 	assert_true(zkl_multilock_is_held(t.ml));
 	for (int i = 0; i < 3; i++)
@@ -131,13 +135,14 @@ static void *staggered_thread(void *arg)
 	zkl_mutex *m2, *m3;
 	s->rc = zkl_mutex_new(&m2, s->c, s->p2);
 	s->rc |= zkl_mutex_new(&m3, s->c, s->p3);
-	s->rc |= zkl_mutex_acquire(m2, -1);
-	s->rc |= zkl_mutex_acquire(m3, -1);
+	zkl_lock *l2 = zkl_mutex_lock(m2), *l3 = zkl_mutex_lock(m3);
+	s->rc |= zkl_lock_acquire(l2, -1);
+	s->rc |= zkl_lock_acquire(l3, -1);
 	h_latch_set(s->ready);
 	usleep(500 * 1000);
-	s->rc |= zkl_mutex_release(m2);
+	s->rc |= zkl_lock_release(l2);
 	h_latch_wait(s->done, 60000);
-	s->rc |= zkl_mutex_release(m3);
+	s->rc |= zkl_lock_release(l3);
 	zkl_mutex_free(m2);
 	zkl_mutex_free(m3);
 	return NULL;
@@ -194,58 +199,64 @@ static void test_mixed_members(void **state)
 	CHECK_OK(zkl_mutex_new(&om, b, pm));
 	CHECK_OK(zkl_semaphore_mutex_new(&os, b, ps));
 	CHECK_OK(zkl_rwlock_new(&orw, b, pr));
+	zkl_lock *lm = zkl_mutex_lock(m), *ls = zkl_semaphore_mutex_lock(s);
+	zkl_lock *lr = zkl_mutex_lock(zkl_rwlock_read(rw));
+	zkl_lock *lw = zkl_mutex_lock(zkl_rwlock_write(rw));
+	zkl_lock *olm = zkl_mutex_lock(om), *ols = zkl_semaphore_mutex_lock(os);
+	zkl_lock *olr = zkl_mutex_lock(zkl_rwlock_read(orw));
+	zkl_lock *olw = zkl_mutex_lock(zkl_rwlock_write(orw));
 
 	/* Added in the reverse of the canonical order; the read half before the write half
 	 * of the same lock (taken as written: an upgrade, ZKL_EDEADLK). Canonical order takes
 	 * the write half first, then the read half as a downgrade. */
 	zkl_multilock *ml;
 	CHECK_OK(zkl_multilock_new(&ml, ZKL_MULTILOCK_CANONICAL));
-	CHECK_OK(zkl_multilock_add_mutex(ml, zkl_rwlock_read(rw)));
-	CHECK_OK(zkl_multilock_add_mutex(ml, zkl_rwlock_write(rw)));
-	CHECK_OK(zkl_multilock_add_semaphore_mutex(ml, s));
-	CHECK_OK(zkl_multilock_add_mutex(ml, m));
+	CHECK_OK(zkl_multilock_add(ml, lr));
+	CHECK_OK(zkl_multilock_add(ml, lw));
+	CHECK_OK(zkl_multilock_add(ml, ls));
+	CHECK_OK(zkl_multilock_add(ml, lm));
 	CHECK_OK(zkl_multilock_acquire(ml, 5000));
 	assert_true(zkl_multilock_is_held(ml));
-	assert_true(zkl_mutex_is_held(m));
-	assert_true(zkl_semaphore_mutex_is_held(s));
-	assert_true(zkl_mutex_is_held(zkl_rwlock_write(rw)));
-	assert_true(zkl_mutex_is_held(zkl_rwlock_read(rw)));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(om, 0));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_mutex_acquire(os, 0));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_read(orw), 0));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_write(orw), 0));
+	assert_true(zkl_lock_is_held(lm));
+	assert_true(zkl_lock_is_held(ls));
+	assert_true(zkl_lock_is_held(lw));
+	assert_true(zkl_lock_is_held(lr));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(olm, 0));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(ols, 0));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(olr, 0));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(olw, 0));
 
 	/* A member whose hold ends behind the multi-lock's back makes it not held. */
-	CHECK_OK(zkl_semaphore_mutex_release(s));
+	CHECK_OK(zkl_lock_release(ls));
 	assert_false(zkl_multilock_is_held(ml));
-	CHECK_OK(zkl_semaphore_mutex_acquire(s, 5000));
+	CHECK_OK(zkl_lock_acquire(ls, 5000));
 	assert_true(zkl_multilock_is_held(ml));
 
 	CHECK_OK(zkl_multilock_release(ml));
 	assert_false(zkl_multilock_is_held(ml));
-	assert_false(zkl_mutex_is_held(m));
-	assert_false(zkl_semaphore_mutex_is_held(s));
-	assert_false(zkl_mutex_is_held(zkl_rwlock_write(rw)));
-	assert_false(zkl_mutex_is_held(zkl_rwlock_read(rw)));
+	assert_false(zkl_lock_is_held(lm));
+	assert_false(zkl_lock_is_held(ls));
+	assert_false(zkl_lock_is_held(lw));
+	assert_false(zkl_lock_is_held(lr));
 	assert_true(h_children(pm) <= 0);
 	assert_true(h_children(pr) <= 0);
-	CHECK_OK(zkl_mutex_acquire(om, 0));
-	CHECK_OK(zkl_semaphore_mutex_acquire(os, 0));
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(orw), 0));
-	CHECK_OK(zkl_mutex_release(om));
-	CHECK_OK(zkl_semaphore_mutex_release(os));
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(orw)));
+	CHECK_OK(zkl_lock_acquire(olm, 0));
+	CHECK_OK(zkl_lock_acquire(ols, 0));
+	CHECK_OK(zkl_lock_acquire(olw, 0));
+	CHECK_OK(zkl_lock_release(olm));
+	CHECK_OK(zkl_lock_release(ols));
+	CHECK_OK(zkl_lock_release(olw));
 
 	/* The same members in the order added: read, then write of one lock is an upgrade. */
 	zkl_multilock *as;
 	CHECK_OK(zkl_multilock_new(&as, ZKL_MULTILOCK_AS_ADDED));
-	CHECK_OK(zkl_multilock_add_mutex(as, m));
-	CHECK_OK(zkl_multilock_add_mutex(as, zkl_rwlock_read(rw)));
-	CHECK_OK(zkl_multilock_add_mutex(as, zkl_rwlock_write(rw)));
+	CHECK_OK(zkl_multilock_add(as, lm));
+	CHECK_OK(zkl_multilock_add(as, lr));
+	CHECK_OK(zkl_multilock_add(as, lw));
 	CHECK_RC(ZKL_EDEADLK, zkl_multilock_acquire(as, 1000));
 	assert_non_null(strstr(zkl_last_error(), "member 3 of 3"));
-	assert_false(zkl_mutex_is_held(m));
-	assert_false(zkl_mutex_is_held(zkl_rwlock_read(rw)));
+	assert_false(zkl_lock_is_held(lm));
+	assert_false(zkl_lock_is_held(lr));
 	assert_true(h_children(pm) <= 0);
 	assert_true(h_children(pr) <= 0);
 	zkl_multilock_free(as);
@@ -271,12 +282,12 @@ static void test_release_continues_past_errors(void **state)
 	CHECK_OK(zkl_multilock_acquire(t.ml, 5000));
 	/* Member 2 released behind the multi-lock's back: its release by the multi-lock
 	 * fails (the thread no longer holds it), and the others are released all the same. */
-	CHECK_OK(zkl_mutex_release(t.m[1]));
+	CHECK_OK(zkl_lock_release(t.l[1]));
 	assert_false(zkl_multilock_is_held(t.ml));
 	CHECK_RC(ZKL_ENOTOWNER, zkl_multilock_release(t.ml));
 	assert_non_null(strstr(zkl_last_error(), t.p[1]));
 	for (int i = 0; i < 3; i++) {
-		assert_false(zkl_mutex_is_held(t.m[i]));
+		assert_false(zkl_lock_is_held(t.l[i]));
 		assert_true(h_children(t.p[i]) <= 0);
 		assert_true(other_can_take(t.b, t.p[i]));
 	}
@@ -287,10 +298,11 @@ static void test_release_continues_past_errors(void **state)
 	zkl_semaphore_mutex *s;
 	const char *ps = h_sub(t.base, "4");
 	CHECK_OK(zkl_semaphore_mutex_new(&s, t.a, ps));
-	CHECK_OK(zkl_multilock_add_semaphore_mutex(t.ml, s));
+	zkl_lock *ls = zkl_semaphore_mutex_lock(s);
+	CHECK_OK(zkl_multilock_add(t.ml, ls));
 	CHECK_OK(zkl_multilock_acquire(t.ml, 5000));
-	CHECK_OK(zkl_semaphore_mutex_release(s));
-	CHECK_OK(zkl_mutex_release(t.m[0]));
+	CHECK_OK(zkl_lock_release(ls));
+	CHECK_OK(zkl_lock_release(t.l[0]));
 	CHECK_RC(ZKL_ENOTHELD, zkl_multilock_release(t.ml));
 	assert_non_null(strstr(zkl_last_error(), ps));
 	for (int i = 0; i < 3; i++)
@@ -320,7 +332,8 @@ static void *crossed_thread(void *arg)
 	zkl_multilock *ml;
 	if (zkl_mutex_new(&m1, c, x->first) || zkl_mutex_new(&m2, c, x->second) ||
 	    zkl_multilock_new(&ml, ZKL_MULTILOCK_CANONICAL) ||
-	    zkl_multilock_add_mutex(ml, m1) || zkl_multilock_add_mutex(ml, m2)) {
+	    zkl_multilock_add(ml, zkl_mutex_lock(m1)) ||
+	    zkl_multilock_add(ml, zkl_mutex_lock(m2))) {
 		x->errors++;
 		h_latch_set(x->done);
 		return NULL;
@@ -382,29 +395,30 @@ static void test_as_added_order(void **state)
 	CHECK_OK(zkl_mutex_new(&ma, a, pa));
 	CHECK_OK(zkl_mutex_new(&mb, a, pb));
 	CHECK_OK(zkl_mutex_new(&other, b, pb));
-	CHECK_OK(zkl_mutex_acquire(other, -1));
+	zkl_lock *la = zkl_mutex_lock(ma), *lb = zkl_mutex_lock(mb), *ol = zkl_mutex_lock(other);
+	CHECK_OK(zkl_lock_acquire(ol, -1));
 
 	/* In the order added, A is taken (then given back) and B fails second. */
 	zkl_multilock *as, *canon;
 	CHECK_OK(zkl_multilock_new(&as, ZKL_MULTILOCK_AS_ADDED));
-	CHECK_OK(zkl_multilock_add_mutex(as, ma));
-	CHECK_OK(zkl_multilock_add_mutex(as, mb));
+	CHECK_OK(zkl_multilock_add(as, la));
+	CHECK_OK(zkl_multilock_add(as, lb));
 	CHECK_RC(ZKL_ETIMEDOUT, zkl_multilock_acquire(as, 0));
 	assert_non_null(strstr(zkl_last_error(), "member 2 of 2"));
 	assert_non_null(strstr(zkl_last_error(), pb));
-	assert_false(zkl_mutex_is_held(ma));
+	assert_false(zkl_lock_is_held(la));
 	assert_true(h_children(pa) <= 0);
 
 	/* In canonical order, B is first and fails before A is tried. */
 	CHECK_OK(zkl_multilock_new(&canon, ZKL_MULTILOCK_CANONICAL));
-	CHECK_OK(zkl_multilock_add_mutex(canon, ma));
-	CHECK_OK(zkl_multilock_add_mutex(canon, mb));
+	CHECK_OK(zkl_multilock_add(canon, la));
+	CHECK_OK(zkl_multilock_add(canon, lb));
 	CHECK_RC(ZKL_ETIMEDOUT, zkl_multilock_acquire(canon, 0));
 	assert_non_null(strstr(zkl_last_error(), "member 1 of 2"));
 	assert_non_null(strstr(zkl_last_error(), pb));
-	assert_false(zkl_mutex_is_held(ma));
+	assert_false(zkl_lock_is_held(la));
 
-	CHECK_OK(zkl_mutex_release(other));
+	CHECK_OK(zkl_lock_release(ol));
 	CHECK_OK(zkl_multilock_acquire(as, 0));
 	CHECK_OK(zkl_multilock_release(as));
 	zkl_multilock_free(as);
@@ -432,10 +446,11 @@ static void test_nesting_and_free(void **state)
 	zkl_mutex *m1, *m2;
 	CHECK_OK(zkl_mutex_new(&m1, a, p1));
 	CHECK_OK(zkl_mutex_new(&m2, a, p2));
+	zkl_lock *l1 = zkl_mutex_lock(m1), *l2 = zkl_mutex_lock(m2);
 	zkl_multilock *ml;
 	CHECK_OK(zkl_multilock_new(&ml, ZKL_MULTILOCK_CANONICAL));
-	CHECK_OK(zkl_multilock_add_mutex(ml, m1));
-	CHECK_OK(zkl_multilock_add_mutex(ml, m2));
+	CHECK_OK(zkl_multilock_add(ml, l1));
+	CHECK_OK(zkl_multilock_add(ml, l2));
 	CHECK_OK(zkl_multilock_acquire(ml, -1));
 	/* Mutex members are reentrant, so is the multi-lock; one release per acquire. */
 	CHECK_OK(zkl_multilock_acquire(ml, 0));
@@ -456,8 +471,8 @@ static void test_nesting_and_free(void **state)
 	CHECK_OK(zkl_multilock_acquire(ml, -1));
 	CHECK_OK(zkl_multilock_acquire(ml, -1));
 	zkl_multilock_free(ml);
-	assert_false(zkl_mutex_is_held(m1));
-	assert_false(zkl_mutex_is_held(m2));
+	assert_false(zkl_lock_is_held(l1));
+	assert_false(zkl_lock_is_held(l2));
 	assert_true(other_can_take(b, p1));
 	assert_true(other_can_take(b, p2));
 
@@ -491,31 +506,33 @@ static void test_invalid(void **state)
 	CHECK_OK(zkl_mutex_new(&m, c, h_sub(base, "m")));
 	CHECK_OK(zkl_mutex_new(&m2, c, h_sub(base, "m2")));
 	CHECK_OK(zkl_semaphore_mutex_new(&s, c, h_sub(base, "s")));
-	CHECK_OK(zkl_multilock_add_mutex(ml, m));
-	CHECK_RC(ZKL_EINVAL, zkl_multilock_add_mutex(ml, m));
+	zkl_lock *lm = zkl_mutex_lock(m), *lm2 = zkl_mutex_lock(m2);
+	zkl_lock *ls = zkl_semaphore_mutex_lock(s);
+	CHECK_OK(zkl_multilock_add(ml, lm));
+	CHECK_RC(ZKL_EINVAL, zkl_multilock_add(ml, lm));
 	assert_true(strlen(zkl_last_error()) > 0);
-	CHECK_OK(zkl_multilock_add_semaphore_mutex(ml, s));
-	CHECK_RC(ZKL_EINVAL, zkl_multilock_add_semaphore_mutex(ml, s));
-	CHECK_RC(ZKL_EINVAL, zkl_multilock_add_mutex(ml, NULL));
-	CHECK_RC(ZKL_EINVAL, zkl_multilock_add_semaphore_mutex(ml, NULL));
+	CHECK_OK(zkl_multilock_add(ml, ls));
+	CHECK_RC(ZKL_EINVAL, zkl_multilock_add(ml, ls));
+	CHECK_RC(ZKL_EINVAL, zkl_multilock_add(ml, zkl_mutex_lock(NULL)));
+	CHECK_RC(ZKL_EINVAL, zkl_multilock_add(ml, zkl_semaphore_mutex_lock(NULL)));
 	CHECK_RC(ZKL_EINVAL, zkl_multilock_acquire(ml, -2));
 	assert_non_null(strstr(zkl_last_error(), "-2"));
 	CHECK_RC(ZKL_ENOTHELD, zkl_multilock_release(ml));
 
 	CHECK_RC(ZKL_EINVAL, zkl_multilock_acquire(NULL, 0));
 	CHECK_RC(ZKL_EINVAL, zkl_multilock_release(NULL));
-	CHECK_RC(ZKL_EINVAL, zkl_multilock_add_mutex(NULL, m));
-	CHECK_RC(ZKL_EINVAL, zkl_multilock_add_semaphore_mutex(NULL, s));
+	CHECK_RC(ZKL_EINVAL, zkl_multilock_add(NULL, lm));
+	CHECK_RC(ZKL_EINVAL, zkl_multilock_add(NULL, ls));
 	assert_false(zkl_multilock_is_held(NULL));
 	zkl_multilock_free(NULL);
 
 	/* No adding while held. */
 	CHECK_OK(zkl_multilock_acquire(ml, 5000));
-	CHECK_RC(ZKL_EBUSY, zkl_multilock_add_mutex(ml, m2));
+	CHECK_RC(ZKL_EBUSY, zkl_multilock_add(ml, lm2));
 	CHECK_OK(zkl_multilock_release(ml));
-	CHECK_OK(zkl_multilock_add_mutex(ml, m2));
+	CHECK_OK(zkl_multilock_add(ml, lm2));
 	CHECK_OK(zkl_multilock_acquire(ml, 5000));
-	assert_true(zkl_mutex_is_held(m2));
+	assert_true(zkl_lock_is_held(lm2));
 	CHECK_OK(zkl_multilock_release(ml));
 
 	zkl_multilock_free(ml);

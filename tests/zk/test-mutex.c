@@ -46,9 +46,10 @@ static void *fresh_thread(void *arg)
 			continue;
 		}
 		pthread_barrier_wait(&f->start);
-		if (zkl_mutex_acquire(m, 30000) == 0) {
+		zkl_lock *l = zkl_mutex_lock(m);
+		if (zkl_lock_acquire(l, 30000) == 0) {
 			h_excl_section(&f->e);
-			if (zkl_mutex_release(m) != 0)
+			if (zkl_lock_release(l) != 0)
 				__atomic_add_fetch(&f->e.errors, 1, __ATOMIC_SEQ_CST);
 		} else {
 			__atomic_add_fetch(&f->e.errors, 1, __ATOMIC_SEQ_CST);
@@ -93,11 +94,12 @@ static void *fifo_thread(void *arg)
 	struct fifo_waiter *w = arg;
 	zkl_mutex *m;
 	zkl_mutex_new(&m, w->c, w->path);
-	if (zkl_mutex_acquire(m, 30000) == 0) {
+	zkl_lock *l = zkl_mutex_lock(m);
+	if (zkl_lock_acquire(l, 30000) == 0) {
 		pthread_mutex_lock(w->mu);
 		w->order[(*w->next)++] = w->id;
 		pthread_mutex_unlock(w->mu);
-		zkl_mutex_release(m);
+		zkl_lock_release(l);
 	}
 	zkl_mutex_free(m);
 	return NULL;
@@ -110,7 +112,8 @@ static void test_fifo(void **state)
 	zkl_client *hc = h_client(0);
 	zkl_mutex *holder;
 	CHECK_OK(zkl_mutex_new(&holder, hc, path));
-	CHECK_OK(zkl_mutex_acquire(holder, -1));
+	zkl_lock *hl = zkl_mutex_lock(holder);
+	CHECK_OK(zkl_lock_acquire(hl, -1));
 	enum { N = 5 };
 	zkl_client *cs[N];
 	struct fifo_waiter ws[N];
@@ -123,7 +126,7 @@ static void test_fifo(void **state)
 		pthread_create(&th[i], NULL, fifo_thread, &ws[i]);
 		h_wait_children(path, i + 2);
 	}
-	CHECK_OK(zkl_mutex_release(holder));
+	CHECK_OK(zkl_lock_release(hl));
 	for (int i = 0; i < N; i++)
 		pthread_join(th[i], NULL);
 	assert_int_equal(next, N);
@@ -138,7 +141,7 @@ static void test_fifo(void **state)
 /* ---- reentrancy ---- */
 
 struct other {
-	zkl_mutex *m;
+	zkl_lock *l;
 	int rc_try;
 	int rc_wait;
 	h_latch *tried;
@@ -147,11 +150,11 @@ struct other {
 static void *other_thread(void *arg)
 {
 	struct other *o = arg;
-	o->rc_try = zkl_mutex_acquire(o->m, 200);
+	o->rc_try = zkl_lock_acquire(o->l, 200);
 	h_latch_set(o->tried);
-	o->rc_wait = zkl_mutex_acquire(o->m, 20000);
+	o->rc_wait = zkl_lock_acquire(o->l, 20000);
 	if (o->rc_wait == 0)
-		zkl_mutex_release(o->m);
+		zkl_lock_release(o->l);
 	return NULL;
 }
 
@@ -162,28 +165,29 @@ static void test_reentrant(void **state)
 	zkl_client *c = h_client(0);
 	zkl_mutex *m;
 	CHECK_OK(zkl_mutex_new(&m, c, path));
-	CHECK_OK(zkl_mutex_acquire(m, -1));
-	int64_t token = zkl_mutex_token(m);
+	zkl_lock *l = zkl_mutex_lock(m);
+	CHECK_OK(zkl_lock_acquire(l, -1));
+	int64_t token = zkl_lock_token(l);
 	assert_true(token > 0);
-	CHECK_OK(zkl_mutex_acquire(m, 0));
-	CHECK_OK(zkl_mutex_acquire(m, 1000));
-	assert_int_equal(zkl_mutex_token(m), token);
+	CHECK_OK(zkl_lock_acquire(l, 0));
+	CHECK_OK(zkl_lock_acquire(l, 1000));
+	assert_int_equal(zkl_lock_token(l), token);
 	assert_int_equal(h_children(path), 1); /* re-entry made no node */
 
-	struct other o = { .m = m, .tried = h_latch_new() };
+	struct other o = { .l = l, .tried = h_latch_new() };
 	pthread_t th;
 	pthread_create(&th, NULL, other_thread, &o);
 	assert_true(h_latch_wait(o.tried, 20000));
 	CHECK_RC(ZKL_ETIMEDOUT, o.rc_try);
-	assert_false(zkl_mutex_is_held(m) == false);
-	CHECK_OK(zkl_mutex_release(m));
-	CHECK_OK(zkl_mutex_release(m));
-	assert_true(zkl_mutex_is_held(m));
-	CHECK_OK(zkl_mutex_release(m));
-	assert_false(zkl_mutex_is_held(m));
+	assert_false(zkl_lock_is_held(l) == false);
+	CHECK_OK(zkl_lock_release(l));
+	CHECK_OK(zkl_lock_release(l));
+	assert_true(zkl_lock_is_held(l));
+	CHECK_OK(zkl_lock_release(l));
+	assert_false(zkl_lock_is_held(l));
 	pthread_join(th, NULL);
 	CHECK_OK(o.rc_wait);
-	CHECK_RC(ZKL_ENOTOWNER, zkl_mutex_release(m));
+	CHECK_RC(ZKL_ENOTOWNER, zkl_lock_release(l));
 	h_latch_free(o.tried);
 	zkl_mutex_free(m);
 	zkl_client_close(c);
@@ -196,22 +200,23 @@ static void test_timeout_and_try_once(void **state)
 	(void)state;
 	h_pair t;
 	h_pair_open(&t, "timeout");
-	CHECK_OK(zkl_mutex_acquire(t.ma, -1));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(t.mb, 300));
+	CHECK_OK(zkl_lock_acquire(t.la, -1));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(t.lb, 300));
 	assert_int_equal(h_children(t.path), 1);
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(t.mb, 0));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(t.lb, 0));
 	assert_int_equal(h_children(t.path), 1);
-	assert_false(zkl_mutex_is_held(t.mb));
-	assert_int_equal(zkl_mutex_token(t.mb), ZKL_ENOTHELD);
-	CHECK_OK(zkl_mutex_release(t.ma));
-	CHECK_OK(zkl_mutex_acquire(t.mb, 0));
-	assert_true(zkl_mutex_is_held(t.mb));
-	CHECK_OK(zkl_mutex_release(t.mb));
+	assert_false(zkl_lock_is_held(t.lb));
+	assert_int_equal(zkl_lock_token(t.lb), ZKL_ENOTHELD);
+	CHECK_OK(zkl_lock_release(t.la));
+	CHECK_OK(zkl_lock_acquire(t.lb, 0));
+	assert_true(zkl_lock_is_held(t.lb));
+	CHECK_OK(zkl_lock_release(t.lb));
 	/* Trying once on a path whose folder does not exist yet creates it and succeeds. */
 	zkl_mutex *fresh;
 	CHECK_OK(zkl_mutex_new(&fresh, t.a, h_sub(h_path("tryonce"), "fresh/deeper")));
-	CHECK_OK(zkl_mutex_acquire(fresh, 0));
-	CHECK_OK(zkl_mutex_release(fresh));
+	zkl_lock *fl = zkl_mutex_lock(fresh);
+	CHECK_OK(zkl_lock_acquire(fl, 0));
+	CHECK_OK(zkl_lock_release(fl));
 	zkl_mutex_free(fresh);
 	h_pair_close(&t);
 }
@@ -220,7 +225,7 @@ static void test_timeout_and_try_once(void **state)
 
 static void *release_other(void *arg)
 {
-	return (void *)(intptr_t)zkl_mutex_release(arg);
+	return (void *)(intptr_t)zkl_lock_release(arg);
 }
 
 static void test_release_not_owner(void **state)
@@ -230,12 +235,13 @@ static void test_release_not_owner(void **state)
 	zkl_mutex *m;
 	const char *path = h_path("notowner");
 	CHECK_OK(zkl_mutex_new(&m, c, path));
-	CHECK_RC(ZKL_ENOTOWNER, zkl_mutex_release(m));
-	CHECK_OK(zkl_mutex_acquire(m, -1));
-	CHECK_RC(ZKL_ENOTOWNER, h_in_thread(release_other, m));
-	assert_true(zkl_mutex_is_held(m));
+	zkl_lock *l = zkl_mutex_lock(m);
+	CHECK_RC(ZKL_ENOTOWNER, zkl_lock_release(l));
+	CHECK_OK(zkl_lock_acquire(l, -1));
+	CHECK_RC(ZKL_ENOTOWNER, h_in_thread(release_other, l));
+	assert_true(zkl_lock_is_held(l));
 	assert_int_equal(h_children(path), 1);
-	CHECK_OK(zkl_mutex_release(m));
+	CHECK_OK(zkl_lock_release(l));
 	zkl_mutex_free(m);
 	zkl_client_close(c);
 }
@@ -249,24 +255,24 @@ static void test_stray_children(void **state)
 	h_pair_open(&t, "stray");
 	/* Holding the lock makes the folder (a container, which the server removes once
 	 * empty) and keeps it; put junk in it meanwhile. */
-	CHECK_OK(zkl_mutex_acquire(t.ma, -1));
+	CHECK_OK(zkl_lock_acquire(t.la, -1));
 	const char *junk[] = {"stray", "lock-", "lock-12", "x-lock-00000000ab", "readme.txt",
 	                      "lock-99999999999"};
 	for (size_t i = 0; i < sizeof junk / sizeof *junk; i++)
 		h_create(h_sub(t.path, junk[i]), "junk");
-	CHECK_OK(zkl_mutex_release(t.ma));
-	CHECK_OK(zkl_mutex_acquire(t.ma, 5000));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(t.mb, 200));
+	CHECK_OK(zkl_lock_release(t.la));
+	CHECK_OK(zkl_lock_acquire(t.la, 5000));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(t.lb, 200));
 	zkl_participant *ps;
 	size_t n;
-	CHECK_OK(zkl_mutex_participants(t.ma, &ps, &n));
+	CHECK_OK(zkl_lock_participants(t.la, &ps, &n));
 	assert_int_equal(n, 1);
 	assert_true(ps[0].holder);
-	assert_int_equal(ps[0].czxid, zkl_mutex_token(t.ma));
+	assert_int_equal(ps[0].czxid, zkl_lock_token(t.la));
 	zkl_participants_free(ps, n);
-	CHECK_OK(zkl_mutex_release(t.ma));
-	CHECK_OK(zkl_mutex_acquire(t.mb, 5000));
-	CHECK_OK(zkl_mutex_release(t.mb));
+	CHECK_OK(zkl_lock_release(t.la));
+	CHECK_OK(zkl_lock_acquire(t.lb, 5000));
+	CHECK_OK(zkl_lock_release(t.lb));
 	assert_int_equal(h_children(t.path), 6);
 	h_pair_close(&t);
 }
@@ -280,9 +286,10 @@ static void test_container_removed(void **state)
 	zkl_client *c = h_client(0);
 	zkl_mutex *m;
 	CHECK_OK(zkl_mutex_new(&m, c, path));
-	CHECK_OK(zkl_mutex_acquire(m, -1));
+	zkl_lock *l = zkl_mutex_lock(m);
+	CHECK_OK(zkl_lock_acquire(l, -1));
 	assert_int_equal(h_children(path), 1);
-	CHECK_OK(zkl_mutex_release(m));
+	CHECK_OK(zkl_lock_release(l));
 	/* The server reaps empty containers every 100 ms in the test configuration. */
 	assert_true(h_wait_deleted(path, 20000));
 	assert_false(h_exists(path));
@@ -297,12 +304,12 @@ static void test_participants(void **state)
 	(void)state;
 	h_pair t;
 	h_pair_open(&t, "participants");
-	CHECK_OK(zkl_mutex_set_data(t.mb, "worker-b", 8));
-	CHECK_OK(zkl_mutex_acquire(t.ma, -1));
+	CHECK_OK(zkl_lock_set_data(t.lb, "worker-b", 8));
+	CHECK_OK(zkl_lock_acquire(t.la, -1));
 	zkl_participant *ps;
 	size_t n;
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(t.mb, 0));
-	CHECK_OK(zkl_mutex_participants(t.mb, &ps, &n));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(t.lb, 0));
+	CHECK_OK(zkl_lock_participants(t.lb, &ps, &n));
 	assert_int_equal(n, 1);
 	assert_string_equal(ps[0].data, h_default_data());
 	assert_non_null(strstr(ps[0].path, "/_c_"));
@@ -310,11 +317,11 @@ static void test_participants(void **state)
 	zkl_participants_free(ps, n);
 
 	/* A queued waiter shows up second, with its data. */
-	struct other o = { .m = t.mb, .tried = h_latch_new() };
+	struct other o = { .l = t.lb, .tried = h_latch_new() };
 	(void)o;
-	CHECK_OK(zkl_mutex_release(t.ma));
-	CHECK_OK(zkl_mutex_acquire(t.mb, 1000));
-	CHECK_OK(zkl_mutex_participants(t.ma, &ps, &n));
+	CHECK_OK(zkl_lock_release(t.la));
+	CHECK_OK(zkl_lock_acquire(t.lb, 1000));
+	CHECK_OK(zkl_lock_participants(t.la, &ps, &n));
 	assert_int_equal(n, 1);
 	assert_string_equal(ps[0].data, "worker-b");
 	assert_int_equal(ps[0].data_len, 8);
@@ -322,11 +329,11 @@ static void test_participants(void **state)
 	zkl_participants_free(ps, n);
 	h_latch_free(o.tried);
 	/* Tokens grow from holder to holder. */
-	int64_t t1 = zkl_mutex_token(t.mb);
-	CHECK_OK(zkl_mutex_release(t.mb));
-	CHECK_OK(zkl_mutex_acquire(t.ma, 1000));
-	assert_true(zkl_mutex_token(t.ma) > t1);
-	CHECK_OK(zkl_mutex_release(t.ma));
+	int64_t t1 = zkl_lock_token(t.lb);
+	CHECK_OK(zkl_lock_release(t.lb));
+	CHECK_OK(zkl_lock_acquire(t.la, 1000));
+	assert_true(zkl_lock_token(t.la) > t1);
+	CHECK_OK(zkl_lock_release(t.la));
 	h_pair_close(&t);
 }
 
@@ -338,11 +345,11 @@ static void test_session_expiry(void **state)
 	h_pair t;
 	h_pair_open(&t, "expiry");
 	h_latch *lost = h_latch_new();
-	CHECK_OK(zkl_mutex_on_lost(t.ma, h_on_lost, lost));
-	CHECK_OK(zkl_mutex_acquire(t.ma, -1));
-	int64_t old_token = zkl_mutex_token(t.ma);
+	CHECK_OK(zkl_lock_on_lost(t.la, h_on_lost, lost));
+	CHECK_OK(zkl_lock_acquire(t.la, -1));
+	int64_t old_token = zkl_lock_token(t.la);
 	h_acq w;
-	h_acq_start(&w, t.mb, true);
+	h_acq_start(&w, t.lb, true);
 	h_wait_children(t.path, 2);
 
 	h_expire(t.a);
@@ -350,17 +357,17 @@ static void test_session_expiry(void **state)
 	assert_true(h_latch_wait(w.done, 20000));
 	CHECK_OK(w.rc);
 	assert_true(w.held);
-	assert_true(zkl_mutex_token(t.mb) > old_token);
-	assert_false(zkl_mutex_is_held(t.ma));
-	assert_int_equal(zkl_mutex_token(t.ma), ZKL_ENOTHELD);
-	CHECK_RC(ZKL_ELOST, zkl_mutex_release(t.ma));
+	assert_true(zkl_lock_token(t.lb) > old_token);
+	assert_false(zkl_lock_is_held(t.la));
+	assert_int_equal(zkl_lock_token(t.la), ZKL_ENOTHELD);
+	CHECK_RC(ZKL_ELOST, zkl_lock_release(t.la));
 	assert_int_equal(h_latch_count(lost), 1);
 	/* The old client works again on its new session. */
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(t.ma, 0));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(t.la, 0));
 	h_acq_join(&w);
 	CHECK_OK(w.release_rc);
-	CHECK_OK(zkl_mutex_acquire(t.ma, 5000));
-	CHECK_OK(zkl_mutex_release(t.ma));
+	CHECK_OK(zkl_lock_acquire(t.la, 5000));
+	CHECK_OK(zkl_lock_release(t.la));
 	h_latch_free(lost);
 	h_pair_close(&t);
 }
@@ -372,16 +379,16 @@ static void test_cancel(void **state)
 	(void)state;
 	h_pair t;
 	h_pair_open(&t, "cancel");
-	CHECK_OK(zkl_mutex_acquire(t.ma, -1));
+	CHECK_OK(zkl_lock_acquire(t.la, -1));
 	h_acq w;
-	h_acq_start(&w, t.mb, false);
+	h_acq_start(&w, t.lb, false);
 	h_wait_children(t.path, 2);
-	zkl_mutex_cancel(t.mb);
+	zkl_lock_cancel(t.lb);
 	assert_true(h_latch_wait(w.done, 20000));
 	h_acq_join(&w);
 	CHECK_RC(ZKL_ECANCELED, w.rc);
 	assert_int_equal(h_children(t.path), 1);
-	CHECK_OK(zkl_mutex_release(t.ma));
+	CHECK_OK(zkl_lock_release(t.la));
 	h_pair_close(&t);
 }
 
@@ -406,12 +413,13 @@ static void test_invalid(void **state)
 	longp[0] = '/';
 	longp[sizeof longp - 1] = 0;
 	CHECK_RC(ZKL_EINVAL, zkl_mutex_new(&m, c, longp));
-	CHECK_RC(ZKL_EINVAL, zkl_mutex_acquire(NULL, 0));
-	CHECK_RC(ZKL_EINVAL, zkl_mutex_release(NULL));
+	CHECK_RC(ZKL_EINVAL, zkl_lock_acquire(NULL, 0));
+	CHECK_RC(ZKL_EINVAL, zkl_lock_release(NULL));
 	CHECK_OK(zkl_mutex_new(&m, c, h_path("invalid")));
-	CHECK_RC(ZKL_EINVAL, zkl_mutex_acquire(m, -2));
+	zkl_lock *l = zkl_mutex_lock(m);
+	CHECK_RC(ZKL_EINVAL, zkl_lock_acquire(l, -2));
 	assert_non_null(strstr(zkl_last_error(), "-2"));
-	CHECK_RC(ZKL_EINVAL, zkl_mutex_set_data(m, NULL, 5));
+	CHECK_RC(ZKL_EINVAL, zkl_lock_set_data(l, NULL, 5));
 	zkl_mutex_free(m);
 	zkl_mutex_free(NULL);
 

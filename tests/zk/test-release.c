@@ -25,18 +25,19 @@ static void test_reacquire_at_once(void **state)
 	zkl_client *c = fast_client();
 	zkl_mutex *m;
 	CHECK_OK(zkl_mutex_new(&m, c, path));
+	zkl_lock *l = zkl_mutex_lock(m);
 	for (int i = 0; i < 200; i++) {
 		/* Try-once right after a release: our previous node, whose delete may still
 		 * be on its way, must not be taken for a contender. */
-		CHECK_OK(zkl_mutex_acquire(m, 0));
-		int64_t t = zkl_mutex_token(m);
+		CHECK_OK(zkl_lock_acquire(l, 0));
+		int64_t t = zkl_lock_token(l);
 		assert_true(t > 0);
-		CHECK_OK(zkl_mutex_release(m));
-		assert_false(zkl_mutex_is_held(m));
+		CHECK_OK(zkl_lock_release(l));
+		assert_false(zkl_lock_is_held(l));
 	}
 	zkl_participant *ps;
 	size_t n;
-	CHECK_OK(zkl_mutex_participants(m, &ps, &n));
+	CHECK_OK(zkl_lock_participants(l, &ps, &n));
 	assert_int_equal(n, 0);
 	zkl_participants_free(ps, n);
 	zkl_mutex_free(m);
@@ -58,8 +59,9 @@ static void *worker(void *arg)
 	zkl_client *c = fast_client();
 	zkl_mutex *m;
 	zkl_mutex_new(&m, c, w->path);
+	zkl_lock *l = zkl_mutex_lock(m);
 	for (int i = 0; i < w->cycles; i++) {
-		if (zkl_mutex_acquire(m, 20000) != 0) {
+		if (zkl_lock_acquire(l, 20000) != 0) {
 			w->errors++;
 			continue;
 		}
@@ -68,7 +70,7 @@ static void *worker(void *arg)
 			__atomic_store_n(w->max_inside, now, __ATOMIC_SEQ_CST);
 		sched_yield();
 		__atomic_sub_fetch(w->inside, 1, __ATOMIC_SEQ_CST);
-		if (zkl_mutex_release(m) != 0)
+		if (zkl_lock_release(l) != 0)
 			w->errors++;
 	}
 	zkl_mutex_free(m);

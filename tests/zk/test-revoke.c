@@ -11,12 +11,12 @@
 
 /* ---- helpers ---- */
 
-/* The full path of the i-th contender in m's queue, copied into buf. */
-static void node_at(zkl_mutex *m, size_t i, char *buf, size_t size, int *data_len)
+/* The full path of the i-th contender in l's queue, copied into buf. */
+static void node_at(zkl_lock *l, size_t i, char *buf, size_t size, int *data_len)
 {
 	zkl_participant *ps;
 	size_t n;
-	CHECK_OK(zkl_mutex_participants(m, &ps, &n));
+	CHECK_OK(zkl_lock_participants(l, &ps, &n));
 	if (i >= n)
 		fail_msg("queue has %zu contenders, wanted #%zu", n, i);
 	snprintf(buf, size, "%s", ps[i].path);
@@ -49,9 +49,9 @@ static void on_revoke(zkl_mutex *m, void *data)
 	if (m != r->expect)
 		__atomic_add_fetch(&r->wrong, 1, __ATOMIC_SEQ_CST);
 	if (r->action == DO_RELEASE)
-		r->release_rc = zkl_mutex_release(m);
+		r->release_rc = zkl_lock_release(zkl_mutex_lock(m));
 	else if (r->action == DO_CANCEL)
-		zkl_mutex_cancel(m);
+		zkl_lock_cancel(zkl_mutex_lock(m));
 	h_counter_add(&r->calls, 1);
 }
 
@@ -66,14 +66,14 @@ static void test_revocable_holder(void **state)
 	static struct revoked r;
 	revoked_init(&r, t.ma, DO_RELEASE);
 	CHECK_OK(zkl_mutex_make_revocable(t.ma, on_revoke, &r));
-	CHECK_OK(zkl_mutex_acquire(t.ma, 5000));
+	CHECK_OK(zkl_lock_acquire(t.la, 5000));
 	char node[512];
 	int data_len = -1;
-	node_at(t.mb, 0, node, sizeof node, &data_len);
+	node_at(t.lb, 0, node, sizeof node, &data_len);
 	assert_int_equal(data_len, 0); /* revocable nodes carry no data */
 
 	static h_acq w;
-	h_acq_start(&w, t.mb, true);
+	h_acq_start(&w, t.lb, true);
 	h_wait_children(t.path, 2);
 	assert_int_equal(h_counter_get(&r.calls), 0);
 
@@ -83,7 +83,7 @@ static void test_revocable_holder(void **state)
 	assert_true(h_latch_wait(w.done, 20000));
 	CHECK_OK(w.rc);
 	assert_int_equal(r.wrong, 0);
-	assert_false(zkl_mutex_is_held(t.ma));
+	assert_false(zkl_lock_is_held(t.la));
 	assert_false(h_exists(node));
 	h_acq_join(&w);
 	CHECK_OK(w.release_rc);
@@ -91,8 +91,8 @@ static void test_revocable_holder(void **state)
 	/* Once per request. */
 	assert_int_equal(h_counter_get(&r.calls), 1);
 	/* The revoked handle takes the lock again. */
-	CHECK_OK(zkl_mutex_acquire(t.ma, 5000));
-	CHECK_OK(zkl_mutex_release(t.ma));
+	CHECK_OK(zkl_lock_acquire(t.la, 5000));
+	CHECK_OK(zkl_lock_release(t.la));
 	assert_int_equal(h_counter_get(&r.calls), 1);
 	h_pair_close(&t);
 }
@@ -104,25 +104,25 @@ static void test_not_revocable_ignores(void **state)
 	(void)state;
 	h_pair t;
 	h_pair_open(&t, "revoke-ignored");
-	CHECK_OK(zkl_mutex_acquire(t.ma, 5000));
+	CHECK_OK(zkl_lock_acquire(t.la, 5000));
 	char node[512];
 	int data_len = -1;
-	node_at(t.mb, 0, node, sizeof node, &data_len);
+	node_at(t.lb, 0, node, sizeof node, &data_len);
 	assert_true(data_len > 0); /* the default "<host>:<pid>" */
 	CHECK_OK(zkl_revoke(t.b, node));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(t.mb, 500));
-	assert_true(zkl_mutex_is_held(t.ma));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(t.lb, 500));
+	assert_true(zkl_lock_is_held(t.la));
 	assert_true(h_exists(node));
 	/* The request was written all the same. */
 	zkl_participant *ps;
 	size_t n;
-	CHECK_OK(zkl_mutex_participants(t.mb, &ps, &n));
+	CHECK_OK(zkl_lock_participants(t.lb, &ps, &n));
 	assert_int_equal(n, 1);
 	assert_string_equal(ps[0].data, "__REVOKE__");
 	zkl_participants_free(ps, n);
-	CHECK_OK(zkl_mutex_release(t.ma));
-	CHECK_OK(zkl_mutex_acquire(t.mb, 5000));
-	CHECK_OK(zkl_mutex_release(t.mb));
+	CHECK_OK(zkl_lock_release(t.la));
+	CHECK_OK(zkl_lock_acquire(t.lb, 5000));
+	CHECK_OK(zkl_lock_release(t.lb));
 	h_pair_close(&t);
 }
 
@@ -135,25 +135,25 @@ static void test_revocable_data_and_off(void **state)
 	h_pair_open(&t, "revoke-data");
 	static struct revoked r;
 	revoked_init(&r, t.ma, DO_RELEASE);
-	CHECK_OK(zkl_mutex_set_data(t.ma, "payload", 7));
+	CHECK_OK(zkl_lock_set_data(t.la, "payload", 7));
 	CHECK_OK(zkl_mutex_make_revocable(t.ma, on_revoke, &r));
-	CHECK_OK(zkl_mutex_acquire(t.ma, 5000));
+	CHECK_OK(zkl_lock_acquire(t.la, 5000));
 	char node[512];
 	int data_len = -1;
-	node_at(t.mb, 0, node, sizeof node, &data_len);
+	node_at(t.lb, 0, node, sizeof node, &data_len);
 	assert_int_equal(data_len, 0);
-	CHECK_OK(zkl_mutex_release(t.ma));
+	CHECK_OK(zkl_lock_release(t.la));
 	assert_int_equal(h_counter_get(&r.calls), 0);
 
 	/* Not revocable any more: a request is ignored. */
 	CHECK_OK(zkl_mutex_make_revocable(t.ma, NULL, NULL));
-	CHECK_OK(zkl_mutex_acquire(t.ma, 5000));
-	node_at(t.mb, 0, node, sizeof node, NULL);
+	CHECK_OK(zkl_lock_acquire(t.la, 5000));
+	node_at(t.lb, 0, node, sizeof node, NULL);
 	CHECK_OK(zkl_revoke(t.b, node));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(t.mb, 500));
-	assert_true(zkl_mutex_is_held(t.ma));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(t.lb, 500));
+	assert_true(zkl_lock_is_held(t.la));
 	assert_int_equal(h_counter_get(&r.calls), 0);
-	CHECK_OK(zkl_mutex_release(t.ma));
+	CHECK_OK(zkl_lock_release(t.la));
 	h_pair_close(&t);
 }
 
@@ -166,13 +166,14 @@ static void test_revoke_missing(void **state)
 	zkl_client *a = h_client(0);
 	zkl_mutex *ma;
 	CHECK_OK(zkl_mutex_new(&ma, a, path));
+	zkl_lock *la = zkl_mutex_lock(ma);
 	char node[600];
 	snprintf(node, sizeof node, "%s/_c_00000000-0000-4000-8000-000000000000-lock-0000000001",
 	         path);
 	CHECK_RC(ZKL_ENOTHELD, zkl_revoke(a, node));
-	CHECK_OK(zkl_mutex_acquire(ma, 5000));
-	node_at(ma, 0, node, sizeof node, NULL);
-	CHECK_OK(zkl_mutex_release(ma));
+	CHECK_OK(zkl_lock_acquire(la, 5000));
+	node_at(la, 0, node, sizeof node, NULL);
+	CHECK_OK(zkl_lock_release(la));
 	CHECK_RC(ZKL_ENOTHELD, zkl_revoke(a, node)); /* released: gone */
 	assert_false(h_exists(node));                 /* and not created by the attempt */
 	CHECK_RC(ZKL_EINVAL, zkl_revoke(a, NULL));
@@ -190,19 +191,20 @@ static void test_once_per_request(void **state)
 	zkl_client *a = h_client(0), *b = h_client(0);
 	zkl_mutex *ma;
 	CHECK_OK(zkl_mutex_new(&ma, a, path));
+	zkl_lock *la = zkl_mutex_lock(ma);
 	static struct revoked r;
 	revoked_init(&r, ma, DO_NOTHING);
 	CHECK_OK(zkl_mutex_make_revocable(ma, on_revoke, &r));
-	CHECK_OK(zkl_mutex_acquire(ma, 5000));
+	CHECK_OK(zkl_lock_acquire(la, 5000));
 	char node[512];
-	node_at(ma, 0, node, sizeof node, NULL);
+	node_at(la, 0, node, sizeof node, NULL);
 	CHECK_OK(zkl_revoke(b, node));
 	assert_true(h_counter_wait(&r.calls, 1, 20000));
-	assert_true(zkl_mutex_is_held(ma)); /* the callback kept it */
+	assert_true(zkl_lock_is_held(la)); /* the callback kept it */
 	CHECK_OK(zkl_revoke(b, node));
 	assert_true(h_counter_wait(&r.calls, 2, 20000));
-	assert_true(zkl_mutex_is_held(ma));
-	CHECK_OK(zkl_mutex_release(ma));
+	assert_true(zkl_lock_is_held(la));
+	CHECK_OK(zkl_lock_release(la));
 	assert_false(h_exists(node));
 	assert_int_equal(h_counter_get(&r.calls), 2);
 	assert_int_equal(r.wrong, 0);
@@ -221,20 +223,20 @@ static void test_revoke_waiter(void **state)
 	static struct revoked r;
 	revoked_init(&r, t.mb, DO_CANCEL);
 	CHECK_OK(zkl_mutex_make_revocable(t.mb, on_revoke, &r));
-	CHECK_OK(zkl_mutex_acquire(t.ma, 5000));
+	CHECK_OK(zkl_lock_acquire(t.la, 5000));
 	static h_acq w;
-	h_acq_start(&w, t.mb, false);
+	h_acq_start(&w, t.lb, false);
 	h_wait_children(t.path, 2);
 	char node[512];
-	node_at(t.ma, 1, node, sizeof node, NULL);
+	node_at(t.la, 1, node, sizeof node, NULL);
 	CHECK_OK(zkl_revoke(t.a, node));
 	assert_true(h_counter_wait(&r.calls, 1, 20000));
 	assert_true(h_latch_wait(w.done, 20000));
 	h_acq_join(&w);
 	CHECK_RC(ZKL_ECANCELED, w.rc);
 	assert_int_equal(h_children(t.path), 1);
-	assert_true(zkl_mutex_is_held(t.ma));
-	CHECK_OK(zkl_mutex_release(t.ma));
+	assert_true(zkl_lock_is_held(t.la));
+	CHECK_OK(zkl_lock_release(t.la));
 	assert_int_equal(h_counter_get(&r.calls), 1);
 	h_pair_close(&t);
 }
@@ -252,19 +254,19 @@ static void test_request_keeps_waiter_out(void **state)
 	static struct revoked r;
 	revoked_init(&r, t.ma, DO_NOTHING);
 	CHECK_OK(zkl_mutex_make_revocable(t.ma, on_revoke, &r));
-	CHECK_OK(zkl_mutex_acquire(t.ma, 5000));
+	CHECK_OK(zkl_lock_acquire(t.la, 5000));
 	static h_acq w;
-	h_acq_start(&w, t.mb, false);
+	h_acq_start(&w, t.lb, false);
 	h_wait_children(t.path, 2);
 	char node[512];
-	node_at(t.ma, 0, node, sizeof node, NULL);
+	node_at(t.la, 0, node, sizeof node, NULL);
 	CHECK_OK(zkl_revoke(t.b, node));
 	assert_true(h_counter_wait(&r.calls, 1, 20000));
 	/* The holder ignored the request: the waiter stays out. */
 	assert_false(h_latch_wait(w.done, 300));
-	assert_true(zkl_mutex_is_held(t.ma));
+	assert_true(zkl_lock_is_held(t.la));
 	assert_int_equal(h_children(t.path), 2);
-	CHECK_OK(zkl_mutex_release(t.ma));
+	CHECK_OK(zkl_lock_release(t.la));
 	assert_true(h_latch_wait(w.done, 20000));
 	h_acq_join(&w);
 	CHECK_OK(w.rc);
@@ -284,18 +286,20 @@ static void test_rwlock_write_revocable(void **state)
 	CHECK_OK(zkl_rwlock_new(&ra, a, path));
 	CHECK_OK(zkl_rwlock_new(&rb, b, path));
 	zkl_mutex *wa = zkl_rwlock_write(ra);
+	zkl_lock *wl = zkl_mutex_lock(wa);
+	zkl_lock *rdb = zkl_mutex_lock(zkl_rwlock_read(rb));
 	static struct revoked r;
 	revoked_init(&r, wa, DO_RELEASE);
 	CHECK_OK(zkl_mutex_make_revocable(wa, on_revoke, &r));
-	CHECK_OK(zkl_mutex_acquire(wa, 5000));
+	CHECK_OK(zkl_lock_acquire(wl, 5000));
 	char node[512];
 	int data_len = -1;
-	node_at(zkl_rwlock_read(rb), 0, node, sizeof node, &data_len);
+	node_at(rdb, 0, node, sizeof node, &data_len);
 	assert_non_null(strstr(node, "__WRIT__"));
 	assert_int_equal(data_len, 0);
 
 	static h_acq rd;
-	h_acq_start(&rd, zkl_rwlock_read(rb), true);
+	h_acq_start(&rd, rdb, true);
 	h_wait_children(path, 2);
 	CHECK_OK(zkl_revoke(b, node));
 	assert_true(h_counter_wait(&r.calls, 1, 20000));
@@ -303,7 +307,7 @@ static void test_rwlock_write_revocable(void **state)
 	assert_true(h_latch_wait(rd.done, 20000));
 	CHECK_OK(rd.rc);
 	assert_int_equal(r.wrong, 0);
-	assert_false(zkl_mutex_is_held(wa));
+	assert_false(zkl_lock_is_held(wl));
 	assert_false(h_exists(node));
 	h_acq_join(&rd);
 	CHECK_OK(rd.release_rc);

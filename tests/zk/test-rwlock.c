@@ -33,13 +33,20 @@ static int curator_name(const char *name, const char *marker)
 	return 1;
 }
 
-/* Clients a and b (and x, with three) with a handle each on one read-write lock: where
- * most tests start. */
+/* Clients a and b (and x, with three) with a handle each on one read-write lock, and the
+ * views of its halves: where most tests start. */
 struct rws {
 	const char *path;
 	zkl_client *a, *b, *x;
 	zkl_rwlock *ra, *rb, *rx;
+	struct { zkl_lock *read, *write; } la, lb, lx; /* of ra, rb, rx */
 };
+
+static void rws_views(zkl_rwlock *rw, zkl_lock **read, zkl_lock **write)
+{
+	*read = zkl_mutex_lock(zkl_rwlock_read(rw));
+	*write = zkl_mutex_lock(zkl_rwlock_write(rw));
+}
 
 static void rws_open(struct rws *t, const char *test, bool three)
 {
@@ -52,6 +59,10 @@ static void rws_open(struct rws *t, const char *test, bool three)
 	CHECK_OK(zkl_rwlock_new(&t->rb, t->b, t->path));
 	if (three)
 		CHECK_OK(zkl_rwlock_new(&t->rx, t->x, t->path));
+	rws_views(t->ra, &t->la.read, &t->la.write);
+	rws_views(t->rb, &t->lb.read, &t->lb.write);
+	if (three)
+		rws_views(t->rx, &t->lx.read, &t->lx.write);
 }
 
 static void rws_close(struct rws *t)
@@ -88,8 +99,8 @@ static void *basic_thread(void *arg)
 	}
 	for (int i = 0; i < 100; i++) {
 		bool write = rand_r(&seed) % 10 == 0;
-		zkl_mutex *m = write ? zkl_rwlock_write(rw) : zkl_rwlock_read(rw);
-		if (zkl_mutex_acquire(m, 30000) != 0) {
+		zkl_lock *l = zkl_mutex_lock(write ? zkl_rwlock_write(rw) : zkl_rwlock_read(rw));
+		if (zkl_lock_acquire(l, 30000) != 0) {
 			__atomic_add_fetch(&b->errors, 1, __ATOMIC_SEQ_CST);
 			continue;
 		}
@@ -117,7 +128,7 @@ static void *basic_thread(void *arg)
 				__atomic_add_fetch(&b->violations, 1, __ATOMIC_SEQ_CST);
 			__atomic_sub_fetch(&b->readers, 1, __ATOMIC_SEQ_CST);
 		}
-		if (zkl_mutex_release(m) != 0)
+		if (zkl_lock_release(l) != 0)
 			__atomic_add_fetch(&b->errors, 1, __ATOMIC_SEQ_CST);
 	}
 	zkl_rwlock_free(rw);
@@ -156,13 +167,13 @@ static void *party_thread(void *arg)
 	p->rc = zkl_rwlock_new(&rw, p->c, p->path);
 	if (p->rc != 0)
 		return NULL;
-	zkl_mutex *m = p->write ? zkl_rwlock_write(rw) : zkl_rwlock_read(rw);
-	p->rc = zkl_mutex_acquire(m, 30000);
+	zkl_lock *l = zkl_mutex_lock(p->write ? zkl_rwlock_write(rw) : zkl_rwlock_read(rw));
+	p->rc = zkl_lock_acquire(l, 30000);
 	if (p->rc == 0) {
 		h_counter_add(p->held, 1);
 		if (p->release)
 			h_latch_wait(p->release, 60000);
-		p->rc = zkl_mutex_release(m);
+		p->rc = zkl_lock_release(l);
 	}
 	zkl_rwlock_free(rw);
 	return NULL;
@@ -199,10 +210,10 @@ static void test_participants(void **state)
 	zkl_rwlock *rw;
 	CHECK_OK(zkl_rwlock_new(&rw, q, path));
 	for (int half = 0; half < 2; half++) {
-		zkl_mutex *m = half ? zkl_rwlock_write(rw) : zkl_rwlock_read(rw);
+		zkl_lock *l = zkl_mutex_lock(half ? zkl_rwlock_write(rw) : zkl_rwlock_read(rw));
 		zkl_participant *pl;
 		size_t n;
-		CHECK_OK(zkl_mutex_participants(m, &pl, &n));
+		CHECK_OK(zkl_lock_participants(l, &pl, &n));
 		assert_int_equal(n, R + W);
 		int reads = 0, writes = 0, holders = 0;
 		for (size_t i = 0; i < n; i++) {
@@ -254,16 +265,19 @@ static void test_downgrade(void **state)
 	zkl_rwlock *rw, *other;
 	CHECK_OK(zkl_rwlock_new(&rw, c, path));
 	CHECK_OK(zkl_rwlock_new(&other, o, path));
-	zkl_mutex *r = zkl_rwlock_read(rw), *w = zkl_rwlock_write(rw);
-	CHECK_OK(zkl_mutex_acquire(w, 5000));
-	CHECK_OK(zkl_mutex_acquire(r, 5000));
-	assert_true(zkl_mutex_is_held(w));
-	assert_true(zkl_mutex_is_held(r));
+	zkl_lock *other_r = zkl_mutex_lock(zkl_rwlock_read(other));
+	zkl_lock *other_w = zkl_mutex_lock(zkl_rwlock_write(other));
+	zkl_lock *r = zkl_mutex_lock(zkl_rwlock_read(rw));
+	zkl_lock *w = zkl_mutex_lock(zkl_rwlock_write(rw));
+	CHECK_OK(zkl_lock_acquire(w, 5000));
+	CHECK_OK(zkl_lock_acquire(r, 5000));
+	assert_true(zkl_lock_is_held(w));
+	assert_true(zkl_lock_is_held(r));
 	assert_int_equal(h_children(path), 2);
 
 	zkl_participant *pl;
 	size_t n;
-	CHECK_OK(zkl_mutex_participants(r, &pl, &n));
+	CHECK_OK(zkl_lock_participants(r, &pl, &n));
 	assert_int_equal(n, 2);
 	const char *wname = NULL, *rname = NULL;
 	for (size_t i = 0; i < n; i++) {
@@ -282,19 +296,19 @@ static void test_downgrade(void **state)
 	assert_int_equal(pl[0].sequence, pl[1].sequence);
 	zkl_participants_free(pl, n);
 
-	CHECK_OK(zkl_mutex_release(w));
-	assert_false(zkl_mutex_is_held(w));
-	assert_true(zkl_mutex_is_held(r));
+	CHECK_OK(zkl_lock_release(w));
+	assert_false(zkl_lock_is_held(w));
+	assert_true(zkl_lock_is_held(r));
 	assert_int_equal(h_children(path), 1);
 	/* Still a reader: others may read, nobody may write. */
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_write(other), 200));
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(other), 5000));
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(other)));
-	CHECK_OK(zkl_mutex_release(r));
-	assert_false(zkl_mutex_is_held(r));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(other_w, 200));
+	CHECK_OK(zkl_lock_acquire(other_r, 5000));
+	CHECK_OK(zkl_lock_release(other_r));
+	CHECK_OK(zkl_lock_release(r));
+	assert_false(zkl_lock_is_held(r));
 	assert_true(h_children(path) <= 0);
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(other), 5000));
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(other)));
+	CHECK_OK(zkl_lock_acquire(other_w, 5000));
+	CHECK_OK(zkl_lock_release(other_w));
 	zkl_rwlock_free(rw);
 	zkl_rwlock_free(other);
 	zkl_client_close(c);
@@ -308,22 +322,22 @@ static void test_contended_downgrade(void **state)
 	(void)state;
 	struct rws t;
 	rws_open(&t, "rw-contended", true);
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(t.ra), 5000));
+	CHECK_OK(zkl_lock_acquire(t.la.write, 5000));
 	static h_acq wb;
-	h_acq_start(&wb, zkl_rwlock_write(t.rb), false);
+	h_acq_start(&wb, t.lb.write, false);
 	h_wait_children(t.path, 2);
 
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(t.ra), 5000));
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(t.ra)));
-	assert_true(zkl_mutex_is_held(zkl_rwlock_read(t.ra)));
+	CHECK_OK(zkl_lock_acquire(t.la.read, 5000));
+	CHECK_OK(zkl_lock_release(t.la.write));
+	assert_true(zkl_lock_is_held(t.la.read));
 	/* B's writer is still queued behind A's read node; other writers and later readers
 	 * are kept out too (the waiting writer comes first). */
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_write(t.rx), 300));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_read(t.rx), 300));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(t.lx.write, 300));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(t.lx.read, 300));
 	assert_int_equal(h_latch_count(wb.done), 0);
 	zkl_participant *pl;
 	size_t n;
-	CHECK_OK(zkl_mutex_participants(zkl_rwlock_read(t.rx), &pl, &n));
+	CHECK_OK(zkl_lock_participants(t.lx.read, &pl, &n));
 	assert_int_equal(n, 2);
 	assert_non_null(strstr(pl[0].path, "__READ__"));
 	assert_true(pl[0].holder);
@@ -331,7 +345,7 @@ static void test_contended_downgrade(void **state)
 	assert_false(pl[1].holder);
 	zkl_participants_free(pl, n);
 
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(t.ra)));
+	CHECK_OK(zkl_lock_release(t.la.read));
 	assert_true(h_latch_wait(wb.done, 20000));
 	h_acq_join(&wb);
 	CHECK_OK(wb.rc);
@@ -350,12 +364,14 @@ struct tries {
 static void *try_thread(void *arg)
 {
 	struct tries *t = arg;
-	t->rc_read = zkl_mutex_acquire(zkl_rwlock_read(t->rw), 300);
+	zkl_lock *r = zkl_mutex_lock(zkl_rwlock_read(t->rw));
+	zkl_lock *w = zkl_mutex_lock(zkl_rwlock_write(t->rw));
+	t->rc_read = zkl_lock_acquire(r, 300);
 	if (t->rc_read == 0)
-		zkl_mutex_release(zkl_rwlock_read(t->rw));
-	t->rc_write = zkl_mutex_acquire(zkl_rwlock_write(t->rw), 300);
+		zkl_lock_release(r);
+	t->rc_write = zkl_lock_acquire(w, 300);
 	if (t->rc_write == 0)
-		zkl_mutex_release(zkl_rwlock_write(t->rw));
+		zkl_lock_release(w);
 	return NULL;
 }
 
@@ -366,14 +382,15 @@ static void test_downgrade_respects_threads(void **state)
 	zkl_client *c = h_client(0);
 	zkl_rwlock *rw;
 	CHECK_OK(zkl_rwlock_new(&rw, c, path));
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(rw), 5000));
+	zkl_lock *w = zkl_mutex_lock(zkl_rwlock_write(rw));
+	CHECK_OK(zkl_lock_acquire(w, 5000));
 	struct tries t = { .rw = rw, .rc_read = 1, .rc_write = 1 };
 	h_in_thread(try_thread, &t);
 	CHECK_RC(ZKL_ETIMEDOUT, t.rc_read);
 	CHECK_RC(ZKL_ETIMEDOUT, t.rc_write);
 	assert_int_equal(h_children(path), 1);
-	assert_true(zkl_mutex_is_held(zkl_rwlock_write(rw)));
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(rw)));
+	assert_true(zkl_lock_is_held(w));
+	CHECK_OK(zkl_lock_release(w));
 	/* Once free, the other thread gets both. */
 	h_in_thread(try_thread, &t);
 	CHECK_OK(t.rc_read);
@@ -393,13 +410,15 @@ struct upgrade {
 static void *upgrade_thread(void *arg)
 {
 	struct upgrade *u = arg;
+	zkl_lock *r = zkl_mutex_lock(zkl_rwlock_read(u->rw));
+	zkl_lock *w = zkl_mutex_lock(zkl_rwlock_write(u->rw));
 	/* Holds the read half only, then asks for the write half without a limit. */
-	u->rc = zkl_mutex_acquire(zkl_rwlock_read(u->rw), 5000);
+	u->rc = zkl_lock_acquire(r, 5000);
 	if (u->rc == 0) {
-		u->rc = zkl_mutex_acquire(zkl_rwlock_write(u->rw), ZKL_WAIT_FOREVER);
+		u->rc = zkl_lock_acquire(w, ZKL_WAIT_FOREVER);
 		if (u->rc == 0)
-			zkl_mutex_release(zkl_rwlock_write(u->rw));
-		zkl_mutex_release(zkl_rwlock_read(u->rw));
+			zkl_lock_release(w);
+		zkl_lock_release(r);
 	}
 	h_latch_set(u->done);
 	return NULL;
@@ -412,17 +431,18 @@ static void test_upgrade_refused(void **state)
 	zkl_client *c = h_client(0);
 	zkl_rwlock *rw;
 	CHECK_OK(zkl_rwlock_new(&rw, c, path));
-	zkl_mutex *r = zkl_rwlock_read(rw), *w = zkl_rwlock_write(rw);
-	CHECK_OK(zkl_mutex_acquire(r, 5000));
-	CHECK_RC(ZKL_EDEADLK, zkl_mutex_acquire(w, 0));
-	CHECK_RC(ZKL_EDEADLK, zkl_mutex_acquire(w, 5000));
-	CHECK_OK(zkl_mutex_acquire(r, 0)); /* reentrant read: still refused */
-	CHECK_RC(ZKL_EDEADLK, zkl_mutex_acquire(w, 5000));
+	zkl_lock *r = zkl_mutex_lock(zkl_rwlock_read(rw));
+	zkl_lock *w = zkl_mutex_lock(zkl_rwlock_write(rw));
+	CHECK_OK(zkl_lock_acquire(r, 5000));
+	CHECK_RC(ZKL_EDEADLK, zkl_lock_acquire(w, 0));
+	CHECK_RC(ZKL_EDEADLK, zkl_lock_acquire(w, 5000));
+	CHECK_OK(zkl_lock_acquire(r, 0)); /* reentrant read: still refused */
+	CHECK_RC(ZKL_EDEADLK, zkl_lock_acquire(w, 5000));
 	assert_int_equal(h_children(path), 1);
-	assert_false(zkl_mutex_is_held(w));
-	assert_true(zkl_mutex_is_held(r));
-	CHECK_OK(zkl_mutex_release(r));
-	CHECK_OK(zkl_mutex_release(r));
+	assert_false(zkl_lock_is_held(w));
+	assert_true(zkl_lock_is_held(r));
+	CHECK_OK(zkl_lock_release(r));
+	CHECK_OK(zkl_lock_release(r));
 
 	/* Without a limit, in a thread so that a hang fails the test instead of blocking. */
 	static struct upgrade u;
@@ -436,8 +456,8 @@ static void test_upgrade_refused(void **state)
 	h_latch_free(u.done);
 	assert_true(h_children(path) <= 0);
 	/* Nothing was left broken: the write half works. */
-	CHECK_OK(zkl_mutex_acquire(w, 5000));
-	CHECK_OK(zkl_mutex_release(w));
+	CHECK_OK(zkl_lock_acquire(w, 5000));
+	CHECK_OK(zkl_lock_release(w));
 	zkl_rwlock_free(rw);
 	zkl_client_close(c);
 }
@@ -450,18 +470,18 @@ static void test_holder_session_killed(void **state)
 	struct rws t;
 	rws_open(&t, "rw-killed", false);
 	h_latch *lost = h_latch_new();
-	CHECK_OK(zkl_mutex_on_lost(zkl_rwlock_write(t.ra), h_on_lost, lost));
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(t.ra), 5000));
+	CHECK_OK(zkl_lock_on_lost(t.la.write, h_on_lost, lost));
+	CHECK_OK(zkl_lock_acquire(t.la.write, 5000));
 	zkl_participant *pl;
 	size_t n;
-	CHECK_OK(zkl_mutex_participants(zkl_rwlock_write(t.ra), &pl, &n));
+	CHECK_OK(zkl_lock_participants(t.la.write, &pl, &n));
 	assert_int_equal(n, 1);
 	char wpath[512];
 	snprintf(wpath, sizeof wpath, "%s", pl[0].path);
 	zkl_participants_free(pl, n);
 
 	static h_acq rd;
-	h_acq_start(&rd, zkl_rwlock_read(t.rb), true);
+	h_acq_start(&rd, t.lb.read, true);
 	h_wait_children(t.path, 2);
 	assert_int_equal(h_latch_count(rd.done), 0);
 
@@ -470,9 +490,9 @@ static void test_holder_session_killed(void **state)
 	assert_true(h_latch_wait(rd.done, 20000));
 	CHECK_OK(rd.rc);
 	assert_false(h_exists(wpath));
-	assert_false(zkl_mutex_is_held(zkl_rwlock_write(t.ra)));
-	CHECK_RC(ZKL_ELOST, zkl_mutex_release(zkl_rwlock_write(t.ra)));
-	CHECK_OK(zkl_mutex_participants(zkl_rwlock_read(t.rb), &pl, &n));
+	assert_false(zkl_lock_is_held(t.la.write));
+	CHECK_RC(ZKL_ELOST, zkl_lock_release(t.la.write));
+	CHECK_OK(zkl_lock_participants(t.lb.read, &pl, &n));
 	assert_int_equal(n, 1);
 	assert_non_null(strstr(pl[0].path, "__READ__"));
 	assert_true(pl[0].holder);
@@ -481,8 +501,8 @@ static void test_holder_session_killed(void **state)
 	CHECK_OK(rd.release_rc);
 	assert_int_equal(h_latch_count(lost), 1);
 	/* The old client works on its new session. */
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(t.ra), 5000));
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(t.ra)));
+	CHECK_OK(zkl_lock_acquire(t.la.write, 5000));
+	CHECK_OK(zkl_lock_release(t.la.write));
 	assert_int_equal(h_latch_count(lost), 1);
 	h_latch_free(lost);
 	rws_close(&t);
@@ -500,10 +520,11 @@ struct reader2 {
 static void *second_reader(void *arg)
 {
 	struct reader2 *r = arg;
-	r->rc = zkl_mutex_acquire(zkl_rwlock_read(r->rw), 5000);
+	zkl_lock *l = zkl_mutex_lock(zkl_rwlock_read(r->rw));
+	r->rc = zkl_lock_acquire(l, 5000);
 	if (r->rc == 0) {
 		r->children = h_children(r->path);
-		r->rc = zkl_mutex_release(zkl_rwlock_read(r->rw));
+		r->rc = zkl_lock_release(l);
 	}
 	return NULL;
 }
@@ -515,42 +536,43 @@ static void test_reentrant(void **state)
 	zkl_client *c = h_client(0);
 	zkl_rwlock *rw;
 	CHECK_OK(zkl_rwlock_new(&rw, c, path));
-	zkl_mutex *r = zkl_rwlock_read(rw), *w = zkl_rwlock_write(rw);
+	zkl_lock *r = zkl_mutex_lock(zkl_rwlock_read(rw));
+	zkl_lock *w = zkl_mutex_lock(zkl_rwlock_write(rw));
 
-	CHECK_OK(zkl_mutex_acquire(w, 5000));
-	int64_t t = zkl_mutex_token(w);
+	CHECK_OK(zkl_lock_acquire(w, 5000));
+	int64_t t = zkl_lock_token(w);
 	assert_true(t > 0);
-	CHECK_OK(zkl_mutex_acquire(w, 0));
-	CHECK_OK(zkl_mutex_acquire(w, 1000));
-	assert_int_equal(zkl_mutex_token(w), t);
+	CHECK_OK(zkl_lock_acquire(w, 0));
+	CHECK_OK(zkl_lock_acquire(w, 1000));
+	assert_int_equal(zkl_lock_token(w), t);
 	assert_int_equal(h_children(path), 1);
-	CHECK_OK(zkl_mutex_release(w));
-	CHECK_OK(zkl_mutex_release(w));
-	assert_true(zkl_mutex_is_held(w));
+	CHECK_OK(zkl_lock_release(w));
+	CHECK_OK(zkl_lock_release(w));
+	assert_true(zkl_lock_is_held(w));
 	assert_int_equal(h_children(path), 1);
-	CHECK_OK(zkl_mutex_release(w));
-	assert_false(zkl_mutex_is_held(w));
-	CHECK_RC(ZKL_ENOTOWNER, zkl_mutex_release(w));
+	CHECK_OK(zkl_lock_release(w));
+	assert_false(zkl_lock_is_held(w));
+	CHECK_RC(ZKL_ENOTOWNER, zkl_lock_release(w));
 	assert_true(h_children(path) <= 0);
 
-	CHECK_OK(zkl_mutex_acquire(r, 5000));
-	t = zkl_mutex_token(r);
+	CHECK_OK(zkl_lock_acquire(r, 5000));
+	t = zkl_lock_token(r);
 	assert_true(t > 0);
-	CHECK_OK(zkl_mutex_acquire(r, 0));
-	CHECK_OK(zkl_mutex_acquire(r, 1000));
-	assert_int_equal(zkl_mutex_token(r), t);
+	CHECK_OK(zkl_lock_acquire(r, 0));
+	CHECK_OK(zkl_lock_acquire(r, 1000));
+	assert_int_equal(zkl_lock_token(r), t);
 	assert_int_equal(h_children(path), 1);
 	/* Another thread of the same handle reads alongside, with a node of its own. */
 	struct reader2 r2 = { .rw = rw, .rc = 1, .path = path };
 	h_in_thread(second_reader, &r2);
 	CHECK_OK(r2.rc);
 	assert_int_equal(r2.children, 2);
-	CHECK_OK(zkl_mutex_release(r));
-	CHECK_OK(zkl_mutex_release(r));
-	assert_true(zkl_mutex_is_held(r));
-	CHECK_OK(zkl_mutex_release(r));
-	assert_false(zkl_mutex_is_held(r));
-	CHECK_RC(ZKL_ENOTOWNER, zkl_mutex_release(r));
+	CHECK_OK(zkl_lock_release(r));
+	CHECK_OK(zkl_lock_release(r));
+	assert_true(zkl_lock_is_held(r));
+	CHECK_OK(zkl_lock_release(r));
+	assert_false(zkl_lock_is_held(r));
+	CHECK_RC(ZKL_ENOTOWNER, zkl_lock_release(r));
 	assert_true(h_children(path) <= 0);
 	zkl_rwlock_free(rw);
 	zkl_client_close(c);
@@ -563,26 +585,26 @@ static void test_timeout_leaves_nothing(void **state)
 	(void)state;
 	struct rws t;
 	rws_open(&t, "rw-timeout", false);
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(t.ra), 5000));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_write(t.rb), 300));
+	CHECK_OK(zkl_lock_acquire(t.la.write, 5000));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(t.lb.write, 300));
 	assert_int_equal(h_children(t.path), 1);
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_read(t.rb), 300));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(t.lb.read, 300));
 	assert_int_equal(h_children(t.path), 1);
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_read(t.rb), 0));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_write(t.rb), 0));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(t.lb.read, 0));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(t.lb.write, 0));
 	assert_int_equal(h_children(t.path), 1);
-	assert_false(zkl_mutex_is_held(zkl_rwlock_read(t.rb)));
-	assert_int_equal(zkl_mutex_token(zkl_rwlock_read(t.rb)), ZKL_ENOTHELD);
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(t.ra)));
+	assert_false(zkl_lock_is_held(t.lb.read));
+	assert_int_equal(zkl_lock_token(t.lb.read), ZKL_ENOTHELD);
+	CHECK_OK(zkl_lock_release(t.la.write));
 
 	/* A reader holds: a writer times out, a reader does not. */
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(t.ra), 5000));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_write(t.rb), 300));
+	CHECK_OK(zkl_lock_acquire(t.la.read, 5000));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(t.lb.write, 300));
 	assert_int_equal(h_children(t.path), 1);
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(t.rb), 0));
+	CHECK_OK(zkl_lock_acquire(t.lb.read, 0));
 	assert_int_equal(h_children(t.path), 2);
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(t.rb)));
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(t.ra)));
+	CHECK_OK(zkl_lock_release(t.lb.read));
+	CHECK_OK(zkl_lock_release(t.la.read));
 	assert_true(h_children(t.path) <= 0);
 	rws_close(&t);
 }
@@ -596,30 +618,30 @@ static void test_stray_children(void **state)
 	rws_open(&t, "rw-stray", true);
 	/* The junk goes in while the lock is held: an empty folder is a container the
 	 * server may reap at any moment. */
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(t.ra), 5000));
+	CHECK_OK(zkl_lock_acquire(t.la.write, 5000));
 	const char *junk[] = {"stray", "__READ__", "__WRIT__", "x-__WRIT__12",
 	                      "x-__WRIT__00000000ab", "readme.txt", "__WRIT__99999999999"};
 	enum { NJ = sizeof junk / sizeof *junk };
 	for (size_t i = 0; i < NJ; i++)
 		h_create(h_sub(t.path, junk[i]), "junk");
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(t.ra)));
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(t.ra), 5000));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_read(t.rb), 200));
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(t.ra)));
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(t.rb), 5000));
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(t.rx), 5000));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_mutex_acquire(zkl_rwlock_write(t.ra), 200));
+	CHECK_OK(zkl_lock_release(t.la.write));
+	CHECK_OK(zkl_lock_acquire(t.la.write, 5000));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(t.lb.read, 200));
+	CHECK_OK(zkl_lock_release(t.la.write));
+	CHECK_OK(zkl_lock_acquire(t.lb.read, 5000));
+	CHECK_OK(zkl_lock_acquire(t.lx.read, 5000));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(t.la.write, 200));
 	zkl_participant *pl;
 	size_t n;
-	CHECK_OK(zkl_mutex_participants(zkl_rwlock_read(t.ra), &pl, &n));
+	CHECK_OK(zkl_lock_participants(t.la.read, &pl, &n));
 	assert_int_equal(n, 2);
 	assert_true(pl[0].holder);
 	assert_true(pl[1].holder);
 	zkl_participants_free(pl, n);
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(t.rb)));
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(t.rx)));
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(t.ra), 5000));
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(t.ra)));
+	CHECK_OK(zkl_lock_release(t.lb.read));
+	CHECK_OK(zkl_lock_release(t.lx.read));
+	CHECK_OK(zkl_lock_acquire(t.la.write, 5000));
+	CHECK_OK(zkl_lock_release(t.la.write));
 	assert_int_equal(h_children(t.path), NJ);
 	rws_close(&t);
 }
@@ -631,30 +653,30 @@ static void test_tokens_grow(void **state)
 	(void)state;
 	struct rws t;
 	rws_open(&t, "rw-tokens", false);
-	assert_int_equal(zkl_mutex_token(zkl_rwlock_write(t.ra)), ZKL_ENOTHELD);
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(t.ra), 5000));
-	int64_t t1 = zkl_mutex_token(zkl_rwlock_write(t.ra));
+	assert_int_equal(zkl_lock_token(t.la.write), ZKL_ENOTHELD);
+	CHECK_OK(zkl_lock_acquire(t.la.write, 5000));
+	int64_t t1 = zkl_lock_token(t.la.write);
 	assert_true(t1 > 0);
 	zkl_participant *pl;
 	size_t n;
-	CHECK_OK(zkl_mutex_participants(zkl_rwlock_write(t.rb), &pl, &n));
+	CHECK_OK(zkl_lock_participants(t.lb.write, &pl, &n));
 	assert_int_equal(n, 1);
 	assert_int_equal(pl[0].czxid, t1);
 	zkl_participants_free(pl, n);
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(t.ra)));
-	assert_int_equal(zkl_mutex_token(zkl_rwlock_write(t.ra)), ZKL_ENOTHELD);
+	CHECK_OK(zkl_lock_release(t.la.write));
+	assert_int_equal(zkl_lock_token(t.la.write), ZKL_ENOTHELD);
 
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(t.rb), 5000));
-	int64_t t2 = zkl_mutex_token(zkl_rwlock_read(t.rb));
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_read(t.ra), 5000));
-	int64_t t3 = zkl_mutex_token(zkl_rwlock_read(t.ra));
+	CHECK_OK(zkl_lock_acquire(t.lb.read, 5000));
+	int64_t t2 = zkl_lock_token(t.lb.read);
+	CHECK_OK(zkl_lock_acquire(t.la.read, 5000));
+	int64_t t3 = zkl_lock_token(t.la.read);
 	assert_true(t2 > t1);
 	assert_true(t3 > t2);
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(t.rb)));
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_read(t.ra)));
-	CHECK_OK(zkl_mutex_acquire(zkl_rwlock_write(t.rb), 5000));
-	assert_true(zkl_mutex_token(zkl_rwlock_write(t.rb)) > t3);
-	CHECK_OK(zkl_mutex_release(zkl_rwlock_write(t.rb)));
+	CHECK_OK(zkl_lock_release(t.lb.read));
+	CHECK_OK(zkl_lock_release(t.la.read));
+	CHECK_OK(zkl_lock_acquire(t.lb.write, 5000));
+	assert_true(zkl_lock_token(t.lb.write) > t3);
+	CHECK_OK(zkl_lock_release(t.lb.write));
 	rws_close(&t);
 }
 
@@ -674,10 +696,13 @@ static void test_invalid(void **state)
 	assert_non_null(zkl_rwlock_read(rw));
 	assert_non_null(zkl_rwlock_write(rw));
 	assert_true(zkl_rwlock_read(rw) != zkl_rwlock_write(rw));
-	assert_string_equal(zkl_mutex_path(zkl_rwlock_read(rw)), zkl_mutex_path(zkl_rwlock_write(rw)));
-	CHECK_RC(ZKL_EINVAL, zkl_mutex_acquire(zkl_rwlock_read(rw), -2));
-	CHECK_RC(ZKL_ENOTOWNER, zkl_mutex_release(zkl_rwlock_read(rw)));
-	CHECK_RC(ZKL_ENOTOWNER, zkl_mutex_release(zkl_rwlock_write(rw)));
+	zkl_lock *r = zkl_mutex_lock(zkl_rwlock_read(rw));
+	zkl_lock *w = zkl_mutex_lock(zkl_rwlock_write(rw));
+	assert_true(r != w);
+	assert_string_equal(zkl_lock_path(r), zkl_lock_path(w));
+	CHECK_RC(ZKL_EINVAL, zkl_lock_acquire(r, -2));
+	CHECK_RC(ZKL_ENOTOWNER, zkl_lock_release(r));
+	CHECK_RC(ZKL_ENOTOWNER, zkl_lock_release(w));
 	zkl_rwlock_free(rw);
 	zkl_rwlock_free(NULL);
 	zkl_client_close(c);

@@ -13,39 +13,40 @@ static void test_layout_and_not_reentrant(void **state)
 	zkl_client *c = h_client(0);
 	zkl_semaphore_mutex *m;
 	CHECK_OK(zkl_semaphore_mutex_new(&m, c, path));
-	CHECK_RC(ZKL_ENOTHELD, zkl_semaphore_mutex_release(m));
-	CHECK_OK(zkl_semaphore_mutex_acquire(m, -1));
-	assert_true(zkl_semaphore_mutex_is_held(m));
-	assert_true(zkl_semaphore_mutex_token(m) > 0);
+	zkl_lock *l = zkl_semaphore_mutex_lock(m);
+	CHECK_RC(ZKL_ENOTHELD, zkl_lock_release(l));
+	CHECK_OK(zkl_lock_acquire(l, -1));
+	assert_true(zkl_lock_is_held(l));
+	assert_true(zkl_lock_token(l) > 0);
 	/* Curator's layout: one lease, and the takers' queue empty again. */
 	assert_int_equal(h_children(h_sub(path, "leases")), 1);
 	assert_true(h_children(h_sub(path, "locks")) <= 0);
 	zkl_participant *ps;
 	size_t n;
-	CHECK_OK(zkl_semaphore_mutex_participants(m, &ps, &n));
+	CHECK_OK(zkl_lock_participants(l, &ps, &n));
 	assert_int_equal(n, 1);
 	assert_non_null(strstr(ps[0].path, "/leases/_c_"));
 	assert_non_null(strstr(ps[0].path, "-lease-"));
-	assert_int_equal(ps[0].czxid, zkl_semaphore_mutex_token(m));
+	assert_int_equal(ps[0].czxid, zkl_lock_token(l));
 	zkl_participants_free(ps, n);
 
 	/* Not reentrant: the same thread waits, and gives up at its deadline. */
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_mutex_acquire(m, 300));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_mutex_acquire(m, 0));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(l, 300));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(l, 0));
 	assert_int_equal(h_children(h_sub(path, "leases")), 1);
 	assert_true(h_children(h_sub(path, "locks")) <= 0);
-	assert_true(zkl_semaphore_mutex_is_held(m));
-	CHECK_OK(zkl_semaphore_mutex_release(m));
-	assert_false(zkl_semaphore_mutex_is_held(m));
-	CHECK_RC(ZKL_ENOTHELD, zkl_semaphore_mutex_release(m));
-	assert_int_equal(zkl_semaphore_mutex_token(m), ZKL_ENOTHELD);
+	assert_true(zkl_lock_is_held(l));
+	CHECK_OK(zkl_lock_release(l));
+	assert_false(zkl_lock_is_held(l));
+	CHECK_RC(ZKL_ENOTHELD, zkl_lock_release(l));
+	assert_int_equal(zkl_lock_token(l), ZKL_ENOTHELD);
 	zkl_semaphore_mutex_free(m);
 	zkl_client_close(c);
 }
 
 static void *release_thread(void *arg)
 {
-	return (void *)(intptr_t)zkl_semaphore_mutex_release(arg);
+	return (void *)(intptr_t)zkl_lock_release(arg);
 }
 
 static void test_release_from_other_thread(void **state)
@@ -56,12 +57,13 @@ static void test_release_from_other_thread(void **state)
 	zkl_semaphore_mutex *ma, *mb;
 	CHECK_OK(zkl_semaphore_mutex_new(&ma, a, path));
 	CHECK_OK(zkl_semaphore_mutex_new(&mb, b, path));
-	CHECK_OK(zkl_semaphore_mutex_acquire(ma, -1));
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_mutex_acquire(mb, 200));
+	zkl_lock *la = zkl_semaphore_mutex_lock(ma), *lb = zkl_semaphore_mutex_lock(mb);
+	CHECK_OK(zkl_lock_acquire(la, -1));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(lb, 200));
 	assert_int_equal(h_children(h_sub(path, "leases")), 1);
-	CHECK_OK(h_in_thread(release_thread, ma));
-	CHECK_OK(zkl_semaphore_mutex_acquire(mb, 5000));
-	CHECK_OK(zkl_semaphore_mutex_release(mb));
+	CHECK_OK(h_in_thread(release_thread, la));
+	CHECK_OK(zkl_lock_acquire(lb, 5000));
+	CHECK_OK(zkl_lock_release(lb));
 	zkl_semaphore_mutex_free(ma);
 	zkl_semaphore_mutex_free(mb);
 	zkl_client_close(a);
@@ -80,9 +82,9 @@ static void test_mutual_exclusion(void **state)
 	assert_true(h_children(h_sub(e.path, "locks")) <= 0);
 }
 
-static void on_lost(zkl_semaphore_mutex *m, int reason, void *data)
+static void on_lost(zkl_lock *l, int reason, void *data)
 {
-	(void)m;
+	(void)l;
 	if (reason == ZKL_ELOST)
 		h_latch_set(data);
 }
@@ -95,16 +97,17 @@ static void test_session_expiry(void **state)
 	zkl_semaphore_mutex *ma, *mb;
 	CHECK_OK(zkl_semaphore_mutex_new(&ma, a, path));
 	CHECK_OK(zkl_semaphore_mutex_new(&mb, b, path));
+	zkl_lock *la = zkl_semaphore_mutex_lock(ma), *lb = zkl_semaphore_mutex_lock(mb);
 	h_latch *lost = h_latch_new();
-	CHECK_OK(zkl_semaphore_mutex_on_lost(ma, on_lost, lost));
-	CHECK_OK(zkl_semaphore_mutex_acquire(ma, -1));
+	CHECK_OK(zkl_lock_on_lost(la, on_lost, lost));
+	CHECK_OK(zkl_lock_acquire(la, -1));
 	h_expire(a);
 	assert_true(h_latch_wait(lost, 20000));
-	assert_false(zkl_semaphore_mutex_is_held(ma));
-	CHECK_OK(zkl_semaphore_mutex_acquire(mb, 10000));
-	CHECK_RC(ZKL_ELOST, zkl_semaphore_mutex_release(ma));
-	CHECK_RC(ZKL_ENOTHELD, zkl_semaphore_mutex_release(ma));
-	CHECK_OK(zkl_semaphore_mutex_release(mb));
+	assert_false(zkl_lock_is_held(la));
+	CHECK_OK(zkl_lock_acquire(lb, 10000));
+	CHECK_RC(ZKL_ELOST, zkl_lock_release(la));
+	CHECK_RC(ZKL_ENOTHELD, zkl_lock_release(la));
+	CHECK_OK(zkl_lock_release(lb));
 	assert_int_equal(h_latch_count(lost), 1);
 	h_latch_free(lost);
 	zkl_semaphore_mutex_free(ma);
@@ -120,10 +123,10 @@ static void test_invalid(void **state)
 	zkl_semaphore_mutex *m = NULL;
 	CHECK_RC(ZKL_EINVAL, zkl_semaphore_mutex_new(&m, c, "relative"));
 	CHECK_RC(ZKL_EINVAL, zkl_semaphore_mutex_new(&m, c, "/a//b"));
-	CHECK_RC(ZKL_EINVAL, zkl_semaphore_mutex_acquire(NULL, 0));
-	CHECK_RC(ZKL_EINVAL, zkl_semaphore_mutex_release(NULL));
+	CHECK_RC(ZKL_EINVAL, zkl_lock_acquire(NULL, 0));
+	CHECK_RC(ZKL_EINVAL, zkl_lock_release(NULL));
 	CHECK_OK(zkl_semaphore_mutex_new(&m, c, "/a/b"));
-	CHECK_RC(ZKL_EINVAL, zkl_semaphore_mutex_acquire(m, -7));
+	CHECK_RC(ZKL_EINVAL, zkl_lock_acquire(zkl_semaphore_mutex_lock(m), -7));
 	zkl_semaphore_mutex_free(m);
 	zkl_client_close(c);
 }

@@ -464,7 +464,7 @@ static void test_cancel(void **state)
 		taker_start(&w[i], t.sb);
 	h_wait_children(h_sub(path, "leases"), 2);
 	h_wait_children(h_sub(path, "locks"), 2);
-	zkl_semaphore_cancel(t.sb);
+	zkl_lock_cancel(zkl_semaphore_lock(t.sb));
 	for (int i = 0; i < 2; i++) {
 		taker_join(&w[i]);
 		CHECK_RC(ZKL_ECANCELED, w[i].rc);
@@ -566,14 +566,16 @@ static void test_client_close(void **state)
 struct lost {
 	h_counter n;
 	int bad;
-	zkl_semaphore *s;
+	zkl_lock *view; /* of the semaphore whose leases are lost */
 	zkl_lease *l[2];
 };
 
-static void on_lost(zkl_semaphore *s, zkl_lease *lease, int reason, void *data)
+/* Called once per lease lost; the lease is one of ours, and no longer held. */
+static void on_lost(zkl_lock *l, int reason, void *data)
 {
 	struct lost *lo = data;
-	if (s != lo->s || reason != ZKL_ELOST || (lease != lo->l[0] && lease != lo->l[1]))
+	if (l != lo->view || reason != ZKL_ELOST ||
+	    (zkl_lease_is_held(lo->l[0]) && zkl_lease_is_held(lo->l[1])))
 		__atomic_add_fetch(&lo->bad, 1, __ATOMIC_SEQ_CST);
 	h_counter_add(&lo->n, 1);
 }
@@ -586,8 +588,8 @@ static void test_lost_on_expiry(void **state)
 	static struct lost lo;
 	memset(&lo, 0, sizeof lo);
 	h_counter_init(&lo.n);
-	lo.s = t.sa;
-	CHECK_OK(zkl_semaphore_on_lost(t.sa, on_lost, &lo));
+	lo.view = zkl_semaphore_lock(t.sa);
+	CHECK_OK(zkl_lock_on_lost(lo.view, on_lost, &lo));
 	CHECK_OK(zkl_semaphore_acquire(t.sa, 2, 5000, lo.l));
 	zkl_lease *lb[2] = {0};
 	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_acquire(t.sb, 1, 0, lb));
@@ -624,16 +626,17 @@ static void test_participants(void **state)
 	(void)state;
 	struct two t;
 	two_open(&t, "sem-participants", 3);
+	zkl_lock *va = zkl_semaphore_lock(t.sa), *vb = zkl_semaphore_lock(t.sb);
 	zkl_participant *ps;
 	size_t n = 99;
-	CHECK_OK(zkl_semaphore_participants(t.sa, &ps, &n));
+	CHECK_OK(zkl_lock_participants(va, &ps, &n));
 	assert_int_equal(n, 0);
 	zkl_participants_free(ps, n);
-	CHECK_OK(zkl_semaphore_set_data(t.sb, "worker-b", 8));
+	CHECK_OK(zkl_lock_set_data(vb, "worker-b", 8));
 	zkl_lease *la[2], *lb;
 	CHECK_OK(zkl_semaphore_acquire(t.sa, 2, 5000, la));
 	CHECK_OK(zkl_semaphore_acquire(t.sb, 1, 5000, &lb));
-	CHECK_OK(zkl_semaphore_participants(t.sa, &ps, &n));
+	CHECK_OK(zkl_lock_participants(va, &ps, &n));
 	assert_int_equal(n, 3);
 	for (size_t i = 0; i < n; i++) {
 		assert_true(ps[i].holder);
@@ -662,7 +665,7 @@ static void test_participants(void **state)
 	struct taker w;
 	taker_start(&w, t.sb);
 	h_wait_children(h_sub(t.path, "leases"), 4);
-	CHECK_OK(zkl_semaphore_participants(t.sa, &ps, &n));
+	CHECK_OK(zkl_lock_participants(va, &ps, &n));
 	assert_int_equal(n, 4);
 	for (size_t i = 0; i < 3; i++)
 		assert_true(ps[i].holder);
@@ -671,7 +674,7 @@ static void test_participants(void **state)
 	CHECK_OK(zkl_lease_release(la[1]));
 	taker_join(&w);
 	CHECK_OK(w.rc);
-	CHECK_OK(zkl_semaphore_participants(t.sb, &ps, &n));
+	CHECK_OK(zkl_lock_participants(vb, &ps, &n));
 	assert_int_equal(n, 3);
 	for (size_t i = 0; i < n; i++)
 		assert_true(ps[i].holder);

@@ -1,0 +1,131 @@
+/* zkl_lock: the verbs every kind of lock shares, written once.
+ *
+ * Each kind gives a view of itself: zkl_mutex_lock() (a mutex, or either half of a
+ * read-write lock), zkl_semaphore_lock() (one lease of a semaphore per acquire) and
+ * zkl_semaphore_mutex_lock(). The view lives as long as its handle and is freed with it;
+ * it is never freed by itself. What is specific to a kind stays with the kind: making a
+ * mutex revocable, its naming, several leases at once, the semaphore's limit.
+ *
+ *     zkl_mutex *m;
+ *     zkl_mutex_new(&m, c, "/locks/nightly-backup");
+ *     zkl_lock *l = zkl_mutex_lock(m);
+ *     if (zkl_lock_acquire(l, 5000) == 0) {
+ *             int64_t token = zkl_lock_token(l);
+ *             ... work, fenced by token ...
+ *             zkl_lock_release(l);
+ *     }
+ *
+ * How the kinds differ under the same verbs:
+ * - mutex, write half: reentrant per thread (each acquire by the holding thread counts
+ *   one level, each release undoes one); a thread holding the write half may take the
+ *   read half (a downgrade); the reverse, an upgrade, is ZKL_EDEADLK.
+ * - read half: shared with other readers, reentrant per thread.
+ * - semaphore, semaphore-mutex: not reentrant; each acquire takes one more lease (a
+ *   second acquire of a semaphore-mutex by its holder therefore waits, and times out),
+ *   and each release gives back the lease taken last. Several leases in one call, all
+ *   or none: zkl_semaphore_acquire().
+ *
+ * All functions are thread-safe. Callbacks run on the client's event thread with no
+ * zklocks lock held; a blocking call made there fails at once with ZKL_EDEADLK. */
+#ifndef ZKLOCKS_LOCK_H
+#define ZKLOCKS_LOCK_H
+
+#include <zklocks/common.h>
+
+ZKL_BEGIN_DECLS
+
+typedef struct zkl_lock zkl_lock;
+
+/* Acquires l, waiting at most timeout_ms (ZKL_WAIT_FOREVER, or 0 to try once). Returns 0
+ * when held; ZKL_ETIMEDOUT (the queued node has been withdrawn), ZKL_ECANCELED
+ * (zkl_lock_cancel()), ZKL_ELOST (re-entry into a hold that was lost: release it first),
+ * ZKL_EDEADLK (an upgrade from the read half to the write half; or called on the
+ * client's event thread, where the acquisition could never run), ZKL_EINVAL, ZKL_EACL,
+ * ZKL_ECLOSED, ZKL_ENOMEM, ZKL_EZK. */
+ZKL_API int zkl_lock_acquire(zkl_lock *l, int timeout_ms);
+
+/* Called once when an asynchronous acquire ends, on the client's event thread, with no
+ * zklocks lock held: rc is 0 (l is held, by the handle rather than by a thread) or what
+ * zkl_lock_acquire() would have returned, with zkl_last_error() set. It may release l,
+ * start another acquire, or free l's handle. */
+typedef void (*zkl_lock_acquired_fn)(zkl_lock *l, int rc, void *data);
+
+/* Starts an acquire that waits at most timeout_ms and returns at once: 0, and then fn
+ * runs exactly once; or ZKL_EINVAL (bad timeout, NULL fn), ZKL_EBUSY (an asynchronous
+ * acquire of l is under way or holds it: one at a time per handle), ZKL_ECLOSED,
+ * ZKL_ENOMEM, and fn never runs. The queue is the one blocking acquires join, in the same
+ * order. zkl_lock_cancel() ends it with ZKL_ECANCELED, leaving nothing on the server;
+ * freeing the handle cancels it too and waits for fn, unless called on the event thread
+ * (fn then never runs). The hold it takes is the handle's, not reentrant, and never a
+ * downgrade: any thread (or fn itself) releases it with zkl_lock_release(), once. */
+ZKL_API int zkl_lock_acquire_async(zkl_lock *l, int timeout_ms, zkl_lock_acquired_fn fn,
+                                   void *data);
+
+/* Releases one level of the calling thread's hold (if it has none: the hold of an
+ * asynchronous acquire; for a semaphore, the lease taken last); the last level deletes
+ * the node (see confirm_release in zkl_client_options for when it waits). Returns 0;
+ * ZKL_ENOTOWNER (a mutex or a half, that neither the calling thread nor an asynchronous
+ * acquire holds) or ZKL_ENOTHELD (a semaphore without a lease): nothing changes;
+ * ZKL_ELOST if the hold had been lost meanwhile (it ends all the same); ZKL_EACL or
+ * ZKL_EZK if ZooKeeper refused the delete for good (the node then stays until its
+ * session ends). */
+ZKL_API int zkl_lock_release(zkl_lock *l);
+
+/* Wakes every thread waiting to acquire l and ends its asynchronous acquire if one is
+ * under way: they withdraw their nodes and end with ZKL_ECANCELED. Does not affect a
+ * hold. Safe from any thread (not from a signal handler). NULL is a no-op. */
+ZKL_API void zkl_lock_cancel(zkl_lock *l);
+
+/* Whether l is held and not lost: for a mutex or a half, by the calling thread or an
+ * asynchronous acquire; for a semaphore, by any lease the view took (leases taken with
+ * zkl_semaphore_acquire() are lease handles of their own, not the view's). */
+ZKL_API bool zkl_lock_is_held(zkl_lock *l);
+
+/* The fencing token of the current hold (the czxid of its node: it only grows from one
+ * holder to the next), or ZKL_ENOTHELD if there is none or it was lost. For a mutex or a
+ * half it answers for the handle: the calling thread's hold (or the asynchronous one),
+ * else that of another thread of the handle; for a semaphore, the lease taken last. */
+ZKL_API int64_t zkl_lock_token(zkl_lock *l);
+
+/* Copies the full path of the node l holds (for a mutex or a half: the calling thread's,
+ * else the asynchronous acquire's; for a semaphore: the lease taken last) into buf, with
+ * a terminating NUL. Returns its length, ZKL_ENOTHELD if there is no such hold or it was
+ * lost (its node is gone with its session), or ZKL_EINVAL
+ * (buf NULL, or too small: ZKL_NODE_MAX bytes are always enough). */
+ZKL_API int zkl_lock_node(zkl_lock *l, char *buf, size_t size);
+
+/* The longest node path zkl_lock_node() writes, NUL included. */
+#define ZKL_NODE_MAX (ZKL_PATH_MAX + 128)
+
+/* Called once when a hold of l is lost (its session expired, or could no longer be
+ * proven alive in time), on the client's event thread, with no zklocks lock held; reason
+ * is ZKL_ELOST. It may call zkl_lock_release() (which returns ZKL_ELOST) but not free
+ * l's handle. If zkl_lock_release() is the first to find the loss, its ZKL_ELOST is the
+ * report and fn is not called. */
+typedef void (*zkl_lock_lost_fn)(zkl_lock *l, int reason, void *data);
+
+/* Sets the lost callback (NULL to clear). Returns 0 or ZKL_EINVAL. */
+ZKL_API int zkl_lock_on_lost(zkl_lock *l, zkl_lock_lost_fn fn, void *data);
+
+/* Sets the data stored in the nodes l creates from now on (copied; len bytes, at most
+ * 1 MiB). The default is "<hostname>:<pid>", so that an operator can see who holds a
+ * lock. data may be NULL with len 0 for empty nodes. Returns 0, ZKL_EINVAL, ZKL_ENOMEM. */
+ZKL_API int zkl_lock_set_data(zkl_lock *l, const void *data, size_t len);
+
+/* Lists the contenders found at l's path, in queue order, with the data of each; holder
+ * is set for those that hold now. For a semaphore these are its leases, oldest first: the
+ * first ones up to the limit hold, one beyond it waits at the gate. On success *out is
+ * the caller's: free it with zkl_participants_free(*out, *count). An absent path gives
+ * an empty list. */
+ZKL_API int zkl_lock_participants(zkl_lock *l, zkl_participant **out, size_t *count);
+
+/* The lock path (borrowed, valid as long as the handle). NULL for NULL. */
+ZKL_API const char *zkl_lock_path(const zkl_lock *l);
+
+/* What kind of lock l is: "mutex", "read", "write", "semaphore" or "semaphore-mutex"
+ * (static). NULL for NULL. */
+ZKL_API const char *zkl_lock_kind(const zkl_lock *l);
+
+ZKL_END_DECLS
+
+#endif

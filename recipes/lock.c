@@ -1,0 +1,229 @@
+/* zkl_lock: the verbs every kind shares, and the bookkeeping of asynchronous acquires.
+ *
+ * Each handle embeds a zkl_lock whose table says what its kind does itself; the verbs
+ * check their arguments once here and dispatch. Node data and the lost callback live in
+ * the view itself, so they are set in one place for every kind. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lock_internal.h"
+
+/* The view whose acquire callback the event thread is running, and whether that callback
+ * freed its handle (then nothing may touch the view afterwards). Callbacks do not nest. */
+static _Thread_local struct {
+	zkl_lock *l;
+	bool freed;
+} in_callback;
+
+#define CHECK_LOCK(l)                                                                    \
+	do {                                                                             \
+		zkl_clear_error();                                                       \
+		if (!(l))                                                                \
+			return zkl_fail(ZKL_EINVAL, "lock is NULL");                      \
+	} while (0)
+
+int zkl_lock_init(zkl_lock *l, const struct zkl_lock_ops *ops, const char *kind,
+                  zkl_client *c, const char *path)
+{
+	memset(l, 0, sizeof *l);
+	if (!(l->path = strdup(path)))
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	if (zkl_data_init(&l->data) != 0) {
+		free(l->path);
+		l->path = NULL;
+		return ZKL_ENOMEM;
+	}
+	l->ops = ops;
+	l->kind = kind;
+	l->c = c;
+	return 0;
+}
+
+void zkl_lock_dispose(zkl_lock *l)
+{
+	zkl_data_free(&l->data);
+	free(l->path);
+	l->path = NULL;
+}
+
+void zkl_lock_async_drain(zkl_lock *l)
+{
+	zkl_client *c = l->c;
+	pthread_mutex_lock(&c->mu);
+	if (zkl_on_event_thread(c)) {
+		if (l->pending)
+			l->pending->orphaned = true;
+		if (in_callback.l == l)
+			in_callback.freed = true;
+	} else {
+		while (l->pending || l->calling)
+			pthread_cond_wait(&c->cv, &c->mu);
+	}
+	l->pending = NULL;
+	pthread_mutex_unlock(&c->mu);
+}
+
+int zkl_lock_async_claim(zkl_lock *l, struct zkl_lock_async *a, zkl_lock_acquired_fn fn,
+                         void *data)
+{
+	if (l->pending || l->ops->holds_async(l))
+		return zkl_fail(ZKL_EBUSY, "an asynchronous acquire of %s is under way or holds "
+		                "it: release it first", l->path);
+	a->l = l;
+	a->fn = fn;
+	a->fn_data = data;
+	a->orphaned = false;
+	l->pending = a;
+	return 0;
+}
+
+void zkl_lock_async_unclaim(zkl_lock *l, struct zkl_lock_async *a)
+{
+	if (l->pending == a)
+		l->pending = NULL;
+}
+
+bool zkl_lock_async_ending(struct zkl_lock_async *a)
+{
+	if (a->orphaned)
+		return false;
+	a->l->pending = NULL;
+	a->l->calling = true;
+	return true;
+}
+
+void zkl_lock_async_call(zkl_lock *l, zkl_lock_acquired_fn fn, void *data, int rc,
+                         const char *saved)
+{
+	if (rc != 0)
+		zkl_fail(rc, "%s", saved);
+	in_callback.l = l;
+	in_callback.freed = false;
+	fn(l, rc, data);
+	in_callback.l = NULL;
+	if (in_callback.freed)
+		return;
+	pthread_mutex_lock(&l->c->mu);
+	l->calling = false;
+	pthread_cond_broadcast(&l->c->cv);
+	pthread_mutex_unlock(&l->c->mu);
+}
+
+void zkl_lock_report_lost(zkl_lock *l, int reason)
+{
+	pthread_mutex_lock(&l->c->mu);
+	zkl_lock_lost_fn fn = l->lost_fn;
+	void *data = l->lost_data;
+	pthread_mutex_unlock(&l->c->mu);
+	if (fn)
+		fn(l, reason, data);
+}
+
+int zkl_lock_data_copy(zkl_lock *l, struct zkl_data *out)
+{
+	return zkl_data_set(out, l->data.bytes, (size_t)l->data.len);
+}
+
+int zkl_lock_acquire(zkl_lock *l, int timeout_ms)
+{
+	CHECK_LOCK(l);
+	int rc = zkl_check_timeout(timeout_ms);
+	return rc ? rc : l->ops->acquire(l, timeout_ms);
+}
+
+int zkl_lock_acquire_async(zkl_lock *l, int timeout_ms, zkl_lock_acquired_fn fn, void *data)
+{
+	CHECK_LOCK(l);
+	int rc = zkl_check_timeout(timeout_ms);
+	if (rc != 0)
+		return rc;
+	if (!fn)
+		return zkl_fail(ZKL_EINVAL, "callback is NULL");
+	return l->ops->start(l, timeout_ms, fn, data);
+}
+
+int zkl_lock_release(zkl_lock *l)
+{
+	CHECK_LOCK(l);
+	return l->ops->release(l);
+}
+
+void zkl_lock_cancel(zkl_lock *l)
+{
+	if (l)
+		l->ops->cancel(l);
+}
+
+bool zkl_lock_is_held(zkl_lock *l)
+{
+	return l && l->ops->is_held(l);
+}
+
+int64_t zkl_lock_token(zkl_lock *l)
+{
+	if (!l)
+		return zkl_fail(ZKL_EINVAL, "lock is NULL");
+	return l->ops->token(l);
+}
+
+int zkl_lock_node(zkl_lock *l, char *buf, size_t size)
+{
+	CHECK_LOCK(l);
+	if (!buf)
+		return zkl_fail(ZKL_EINVAL, "buffer is NULL");
+	pthread_mutex_lock(&l->c->mu);
+	const char *node = l->ops->node(l);
+	size_t n = node ? strlen(node) : 0;
+	int rc = (int)n;
+	if (!node)
+		rc = ZKL_ENOTHELD;
+	else if (n >= size)
+		rc = ZKL_EINVAL;
+	else
+		memcpy(buf, node, n + 1);
+	pthread_mutex_unlock(&l->c->mu);
+	if (rc == ZKL_ENOTHELD)
+		return zkl_fail(rc, "%s %s is not held here", l->kind, l->path);
+	if (rc == ZKL_EINVAL)
+		return zkl_fail(rc, "a buffer of %zu bytes is too small for the node path of "
+		                "%zu bytes", size, n);
+	return rc;
+}
+
+int zkl_lock_on_lost(zkl_lock *l, zkl_lock_lost_fn fn, void *data)
+{
+	CHECK_LOCK(l);
+	pthread_mutex_lock(&l->c->mu);
+	l->lost_fn = fn;
+	l->lost_data = data;
+	pthread_mutex_unlock(&l->c->mu);
+	return 0;
+}
+
+int zkl_lock_set_data(zkl_lock *l, const void *data, size_t len)
+{
+	CHECK_LOCK(l);
+	pthread_mutex_lock(&l->c->mu);
+	int rc = zkl_data_set(&l->data, data, len);
+	pthread_mutex_unlock(&l->c->mu);
+	return rc;
+}
+
+int zkl_lock_participants(zkl_lock *l, zkl_participant **out, size_t *count)
+{
+	CHECK_LOCK(l);
+	if (!out || !count)
+		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
+	return l->ops->participants(l, out, count);
+}
+
+const char *zkl_lock_path(const zkl_lock *l)
+{
+	return l ? l->path : NULL;
+}
+
+const char *zkl_lock_kind(const zkl_lock *l)
+{
+	return l ? l->kind : NULL;
+}

@@ -1,0 +1,89 @@
+/* The shared verbs' side of every kind: the view each handle embeds, the table of what a
+ * kind does itself, and the bookkeeping of asynchronous acquires that all kinds share.
+ * Never installed. */
+#ifndef ZKL_LOCK_INTERNAL_H
+#define ZKL_LOCK_INTERNAL_H
+
+#include <zklocks/lock.h>
+
+#include "common.h"
+
+struct zkl_lock_async;
+
+/* What a kind does itself. Every function gets the view its handle embeds. */
+struct zkl_lock_ops {
+	int (*acquire)(zkl_lock *l, int timeout_ms);
+	/* Starts an asynchronous acquire (arguments checked): allocates what it needs, with
+	 * a zkl_lock_async inside that it claims with zkl_lock_async_claim(). */
+	int (*start)(zkl_lock *l, int timeout_ms, zkl_lock_acquired_fn fn, void *data);
+	int (*release)(zkl_lock *l);
+	void (*cancel)(zkl_lock *l);
+	bool (*is_held)(zkl_lock *l);
+	int64_t (*token)(zkl_lock *l);
+	/* The node l holds, as zkl_lock_node() describes it (c->mu held), or NULL. */
+	const char *(*node)(zkl_lock *l);
+	/* Whether an asynchronous acquire holds l (c->mu held). */
+	bool (*holds_async)(zkl_lock *l);
+	int (*participants)(zkl_lock *l, zkl_participant **out, size_t *count);
+};
+
+struct zkl_lock {
+	const struct zkl_lock_ops *ops;
+	const char *kind;               /* "mutex", ... (static) */
+	zkl_client *c;
+	char *path;                     /* the handle's lock path, owned here */
+	struct zkl_data data;           /* c->mu: data of the nodes created from now on */
+	zkl_lock_lost_fn lost_fn;       /* c->mu */
+	void *lost_data;
+	struct zkl_lock_async *pending; /* c->mu: the asynchronous acquire under way */
+	bool calling;                   /* c->mu: its callback is running */
+};
+
+/* An asynchronous acquire under way. A kind embeds it in what it allocates for one, so
+ * that the handle may be freed meanwhile: the acquire is then orphaned and ends quietly. */
+struct zkl_lock_async {
+	zkl_lock *l;
+	zkl_lock_acquired_fn fn;
+	void *fn_data;
+	bool orphaned;                  /* c->mu: the handle is gone */
+};
+
+/* Fills the view of a new handle: copies path, sets the default node data. Returns 0,
+ * or ZKL_ENOMEM with nothing to free. */
+int zkl_lock_init(zkl_lock *l, const struct zkl_lock_ops *ops, const char *kind,
+                  zkl_client *c, const char *path);
+
+/* Frees what zkl_lock_init() made. zkl_lock_async_drain() comes first. */
+void zkl_lock_dispose(zkl_lock *l);
+
+/* Ends the asynchronous acquire of l before its handle goes, after the kind has
+ * canceled it: waits for its callback, or on the event thread (which runs callbacks)
+ * orphans it, and tells a callback of this handle that is running that the handle is
+ * gone. No lock held. */
+void zkl_lock_async_drain(zkl_lock *l);
+
+/* Claims l for a (c->mu held): ZKL_EBUSY if an asynchronous acquire is under way or holds
+ * l. */
+int zkl_lock_async_claim(zkl_lock *l, struct zkl_lock_async *a, zkl_lock_acquired_fn fn,
+                         void *data);
+
+/* Gives the claim back after a start that failed (c->mu held). */
+void zkl_lock_async_unclaim(zkl_lock *l, struct zkl_lock_async *a);
+
+/* The acquire of a has ended (c->mu held, event thread): false if a was orphaned (the
+ * kind undoes a success quietly and calls nobody); true otherwise, and the kind installs
+ * a success, then calls zkl_lock_async_call() once no lock is held. */
+bool zkl_lock_async_ending(struct zkl_lock_async *a);
+
+/* Runs the callback of an acquire that zkl_lock_async_ending() let through (no lock
+ * held; a may be freed already: its fields are passed). saved is the error detail. */
+void zkl_lock_async_call(zkl_lock *l, zkl_lock_acquired_fn fn, void *data, int rc,
+                         const char *saved);
+
+/* Reports a lost hold of l to its lost callback (no lock held). */
+void zkl_lock_report_lost(zkl_lock *l, int reason);
+
+/* Copies l's node data (c->mu held) for an acquisition to send. */
+int zkl_lock_data_copy(zkl_lock *l, struct zkl_data *out);
+
+#endif
