@@ -58,7 +58,8 @@ void zkl_lock_async_drain(zkl_lock *l)
 			in_callback.freed = true;
 	} else {
 		while (l->pending || l->calling)
-			pthread_cond_wait(&c->cv, &c->mu);
+			if (!zkl_loop_step(c))
+				pthread_cond_wait(&c->cv, &c->mu);
 	}
 	l->pending = NULL;
 	pthread_mutex_unlock(&c->mu);

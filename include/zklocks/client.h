@@ -92,6 +92,12 @@ typedef struct zkl_client_options {
 	 * server of the ensemble (it notices silence after 2/3 of the timeout); 100 leaves no
 	 * time at all. 50..100; anything else is ZKL_EINVAL. */
 	int loss_percent;
+	/* false (default): the client runs its loop on a thread of its own, the event thread,
+	 * where every callback runs. true: no thread is started; the application runs the
+	 * loop in its own event loop (epoll, libuv, libevent...) with zkl_client_loop_fd(),
+	 * zkl_client_loop_timeout() and zkl_client_process(), and every callback runs inside
+	 * zkl_client_process(), on the application's thread. */
+	bool external_loop;
 } zkl_client_options;
 
 /* Fills o with the defaults above. */
@@ -106,6 +112,39 @@ ZKL_API int zkl_client_open(zkl_client **out, const zkl_client_options *o);
 /* Ends the session (its ephemeral nodes go at once) and frees the client. Every recipe
  * handle made on it must be freed first. NULL is a no-op. */
 ZKL_API void zkl_client_close(zkl_client *c);
+
+/* The application's loop (external_loop). The contract, as in libcurl's multi interface:
+ *
+ *   - Poll zkl_client_loop_fd() for reading, with the timeout zkl_client_loop_timeout()
+ *     gives, and call zkl_client_process() when the descriptor is readable or the
+ *     timeout has passed. Ask for the timeout again after every call: it changes.
+ *   - zkl_client_process() runs what is due (session events, acquisitions, timers,
+ *     background deletes) and every callback: acquire, lost, state, revocation. It never
+ *     blocks on the network. Call it from one thread at a time (the loop's).
+ *   - The timers include the loss rule (see loss_percent): a holder is told its lock is
+ *     lost at zkl_client_deadlines()'s loss_ms only if zkl_client_process() is called
+ *     then. A loop that stalls delays the news; it cannot let two holders in, since the
+ *     session ends on the server's clock, but the holder may learn late.
+ *   - Blocking calls (zkl_lock_acquire(), ...) work from other threads while the loop
+ *     runs; from the loop's own thread they would wait for themselves, and fail at once
+ *     with ZKL_EDEADLK, as they do in any callback.
+ *   - zkl_client_open() runs the loop itself until the session is up. zkl_client_close(),
+ *     called on the loop's thread outside zkl_client_process(), ends what is under way
+ *     and runs the last callbacks (ZKL_ECANCELED, ZKL_ECLOSED) before it returns; stop
+ *     polling the descriptor before, since close closes it. */
+
+/* The descriptor to poll for reading: readable when zkl_client_process() has work. Owned
+ * by the client. Returns it, or ZKL_EINVAL (c NULL, or c runs its own loop thread). */
+ZKL_API int zkl_client_loop_fd(zkl_client *c);
+
+/* Milliseconds until zkl_client_process() must run even if the descriptor stays quiet:
+ * 0 at once, -1 no timer (wait for the descriptor alone). ZKL_EINVAL as above. */
+ZKL_API int zkl_client_loop_timeout(zkl_client *c);
+
+/* Runs the loop once: what is due, and every callback it leads to. Returns 0,
+ * ZKL_EINVAL as above, ZKL_EDEADLK when called from a callback of c, ZKL_EBUSY when
+ * another thread is inside it, ZKL_ECLOSED once c is closing. */
+ZKL_API int zkl_client_process(zkl_client *c);
 
 /* The current state. Thread-safe. */
 ZKL_API zkl_state zkl_client_state(const zkl_client *c);

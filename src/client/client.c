@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -60,6 +61,22 @@ struct zkl_listener {
 };
 
 static void *event_main(void *arg);
+
+/* The client whose loop the calling thread is running (its event thread, or an
+ * application's thread inside zkl_client_process()), or NULL. */
+static _Thread_local zkl_client *running_loop;
+
+/* Tells the loop there is work: wakes the event thread, or makes the application's loop
+ * descriptor readable (once until the next zkl_client_process()). */
+static void loop_wake(zkl_client *c)
+{
+	pthread_cond_broadcast(&c->ev_cv);
+	if (c->efd >= 0 && !atomic_exchange(&c->efd_armed, true)) {
+		uint64_t one = 1;
+		ssize_t n = write(c->efd, &one, sizeof one);
+		(void)n; /* EAGAIN: the counter is far from empty, so it is readable anyway */
+	}
+}
 static void wake_all(zkl_client *c);
 static void revwatch_put(zkl_client *c, struct zkl_revwatch *rv);
 static bool watch_unregister_locked(struct zkl_watch *wt);
@@ -134,7 +151,7 @@ void zkl_waiter_wake(zkl_client *c, struct zkl_waiter *w)
 	else
 		c->ready = w;
 	c->ready_tail = w;
-	pthread_cond_signal(&c->ev_cv);
+	loop_wake(c);
 }
 
 void zkl_waiter_wake_at(zkl_client *c, struct zkl_waiter *w, int64_t t)
@@ -196,7 +213,13 @@ void zkl_client_cancel_owner(zkl_client *c, const void *owner)
 
 bool zkl_on_event_thread(zkl_client *c)
 {
-	return c->ev_running && pthread_equal(pthread_self(), c->ev_thread);
+	return running_loop == c;
+}
+
+bool zkl_runs_loop(zkl_client *c)
+{
+	return running_loop == c ||
+	       (c->loop_known && pthread_equal(c->loop_thread, pthread_self()));
 }
 
 int zkl_wait_connected(zkl_client *c, struct zkl_waiter *w, int64_t deadline)
@@ -245,7 +268,7 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
 			c->events = e;
 		c->events_tail = e;
 	}
-	pthread_cond_signal(&c->ev_cv);
+	loop_wake(c);
 	wake_all(c);
 	pthread_mutex_unlock(&c->mu);
 }
@@ -356,7 +379,7 @@ static void op_finish_locked(zkl_client *c, struct zkl_op *op, int rc)
 			zkl_task_find_delete(c, op->cleanup_parent, op->uuid, s->gen);
 	}
 	if (--s->inflight == 0)
-		pthread_cond_broadcast(&c->ev_cv);
+		loop_wake(c);
 	if (--op->refs == 0)
 		op_free(op);
 }
@@ -726,7 +749,7 @@ static void task_add(zkl_client *c, enum task_kind kind, const char *path, const
 	t->next = c->tasks;
 	c->tasks = t;
 	if (wake)
-		pthread_cond_signal(&c->ev_cv);
+		loop_wake(c);
 }
 
 void zkl_task_delete(zkl_client *c, const char *path, uint64_t gen)
@@ -746,7 +769,7 @@ bool zkl_task_delete_now(zkl_client *c, const char *path, uint64_t gen)
 	task_add(c, TASK_DELETE, path, NULL, gen, false);
 	struct zkl_task *t = c->tasks;
 	if (!t || strcmp(t->path, path) != 0 || gen != c->gen || !c->sess->connected) {
-		pthread_cond_signal(&c->ev_cv); /* the event thread sends it when it can */
+		loop_wake(c); /* the event thread sends it when it can */
 		return false;
 	}
 	/* Send it from here, at once, so that it travels ahead of whatever this thread
@@ -764,7 +787,7 @@ bool zkl_task_delete_now(zkl_client *c, const char *path, uint64_t gen)
 		t->rc = rc;
 		t->done = true;
 		t->s->inflight--;
-		pthread_cond_signal(&c->ev_cv);
+		loop_wake(c);
 	}
 	return true;
 }
@@ -807,7 +830,7 @@ static void task_void_done(int rc, const void *data)
 	zkl_client *c = t->s->c;
 	pthread_mutex_lock(&c->mu);
 	if (--t->s->inflight == 0)
-		pthread_cond_broadcast(&c->ev_cv);
+		loop_wake(c);
 	if (rc == ZOK || rc == ZNONODE) {
 		/* Done: the usual end of a release, finished here without waking the event
 		 * thread. */
@@ -821,7 +844,7 @@ static void task_void_done(int rc, const void *data)
 	} else {
 		t->rc = rc;
 		t->done = true;
-		pthread_cond_signal(&c->ev_cv);
+		loop_wake(c);
 	}
 	pthread_mutex_unlock(&c->mu);
 }
@@ -844,8 +867,8 @@ static void task_strings_done(int rc, const struct String_vector *sv, const void
 	t->found = found;
 	t->done = true;
 	if (--t->s->inflight == 0)
-		pthread_cond_broadcast(&c->ev_cv);
-	pthread_cond_signal(&c->ev_cv);
+		loop_wake(c);
+	loop_wake(c);
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -964,7 +987,7 @@ struct zkl_revwatch *zkl_revwatch_add(zkl_client *c, const char *path, uint64_t 
 	if (c->revwatches)
 		c->revwatches->prev = rv;
 	c->revwatches = rv;
-	pthread_cond_signal(&c->ev_cv);
+	loop_wake(c);
 	return rv;
 }
 
@@ -1002,7 +1025,7 @@ static void revwatch_watcher(zhandle_t *zh, int type, int state, const char *pat
 	rv->registered = false;
 	if (type == ZOO_CHANGED_EVENT)
 		rv->want_read = true;
-	pthread_cond_signal(&c->ev_cv);
+	loop_wake(c);
 	revwatch_put(c, rv);
 	pthread_mutex_unlock(&c->mu);
 }
@@ -1034,8 +1057,8 @@ static void revwatch_read_done(int rc, const char *value, int len, const struct 
 		wake_all(c);
 	}
 	if (--rv->s->inflight == 0)
-		pthread_cond_broadcast(&c->ev_cv);
-	pthread_cond_signal(&c->ev_cv);
+		loop_wake(c);
+	loop_wake(c);
 	revwatch_put(c, rv);
 	pthread_mutex_unlock(&c->mu);
 }
@@ -1102,7 +1125,7 @@ void zkl_hold_add(zkl_client *c, struct zkl_hold *h, uint64_t gen)
 		c->holds->prev = h;
 	c->holds = h;
 	if (h->lost)
-		pthread_cond_signal(&c->ev_cv);
+		loop_wake(c);
 }
 
 void zkl_hold_remove(zkl_client *c, struct zkl_hold *h)
@@ -1370,11 +1393,12 @@ static int64_t loop_waiters_run(zkl_client *c)
 	}
 }
 
-static void *event_main(void *arg)
+/* One turn of the loop (mu held): session events, lost holds, revocation watches,
+ * acquisitions, background deletes, liveness, old sessions; until nothing is ready.
+ * Returns when it next has something to do. */
+static int64_t loop_once(zkl_client *c)
 {
-	zkl_client *c = arg;
-	pthread_mutex_lock(&c->mu);
-	while (!c->closing) {
+	for (;;) {
 		while (c->events) {
 			struct zkl_event *e = c->events;
 			c->events = e->next;
@@ -1395,6 +1419,18 @@ static void *event_main(void *arg)
 		int64_t r = retired_reap(c, false);
 		if (r < next)
 			next = r;
+		if (c->closing || (!c->events && !c->ready))
+			return next;
+	}
+}
+
+static void *event_main(void *arg)
+{
+	zkl_client *c = arg;
+	running_loop = c;
+	pthread_mutex_lock(&c->mu);
+	while (!c->closing) {
+		int64_t next = loop_once(c);
 		if (c->closing || c->events || c->ready)
 			continue;
 		zkl_cond_wait_until(&c->ev_cv, &c->mu, next);
@@ -1440,6 +1476,8 @@ static void client_free(zkl_client *c)
 	pthread_cond_destroy(&c->ev_cv);
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mu);
+	if (c->efd >= 0)
+		close(c->efd);
 	free(c);
 }
 
@@ -1492,6 +1530,14 @@ int zkl_client_open_on(zkl_client **out, const zkl_client_options *o,
 	pthread_mutex_init(&c->mu, NULL);
 	zkl_cond_init(&c->cv);
 	zkl_cond_init(&c->ev_cv);
+	c->efd = -1;
+	c->external = o->external_loop;
+	c->loop_due = INT64_MAX;
+	if (c->external && (c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
+		int e = errno;
+		client_free(c);
+		return zkl_fail(ZKL_ENOMEM, "cannot make the loop's descriptor: %s", strerror(e));
+	}
 	c->servers = strdup(o->servers);
 	c->digest = o->digest_auth ? strdup(o->digest_auth) : NULL;
 	c->session_timeout_req = o->session_timeout_ms;
@@ -1531,17 +1577,30 @@ int zkl_client_open_on(zkl_client **out, const zkl_client_options *o,
 		                o->servers, strerror(e));
 	}
 	c->gen = 1;
-	if (pthread_create(&c->ev_thread, NULL, event_main, c) != 0) {
+	if (!c->external && pthread_create(&c->ev_thread, NULL, event_main, c) != 0) {
 		session_free(c, c->sess);
 		client_free(c);
 		return zkl_fail(ZKL_ENOMEM, "cannot start the event thread");
 	}
-	c->ev_running = true;
+	c->ev_running = !c->external;
 
 	int64_t deadline = zkl_deadline(c->connect_timeout);
 	pthread_mutex_lock(&c->mu);
 	while (c->state == ZKL_STATE_CONNECTING && !c->auth_failed) {
-		if (zkl_cond_wait_until(&c->cv, &c->mu, deadline))
+		if (!c->external) {
+			if (zkl_cond_wait_until(&c->cv, &c->mu, deadline))
+				break;
+			continue;
+		}
+		/* No loop thread: run the loop here until the session is up (no callback of
+		 * the application can be registered yet). */
+		running_loop = c;
+		int64_t next = c->loop_due = loop_once(c);
+		running_loop = NULL;
+		if (c->state != ZKL_STATE_CONNECTING || c->auth_failed)
+			break;
+		if (zkl_cond_wait_until(&c->ev_cv, &c->mu, next < deadline ? next : deadline) &&
+		    zkl_now_ms() >= deadline)
 			break;
 	}
 	bool ok = c->state != ZKL_STATE_CONNECTING && !c->auth_failed;
@@ -1570,7 +1629,17 @@ void zkl_client_close(zkl_client *c)
 		;
 	c->closing = true;
 	wake_all(c);
-	pthread_cond_broadcast(&c->ev_cv);
+	loop_wake(c);
+	if (c->external) {
+		/* The application's loop: wait until no zkl_client_process() runs, then end
+		 * what is under way here, as the event thread would. */
+		while (c->processing)
+			pthread_cond_wait(&c->ev_cv, &c->mu);
+		zkl_client *outer = running_loop;
+		running_loop = c;
+		loop_waiters_run(c);
+		running_loop = outer;
+	}
 	pthread_mutex_unlock(&c->mu);
 	if (c->ev_running)
 		pthread_join(c->ev_thread, NULL);
@@ -1582,6 +1651,83 @@ void zkl_client_close(zkl_client *c)
 	pthread_mutex_unlock(&c->mu);
 	session_free(c, s);
 	client_free(c);
+}
+
+bool zkl_loop_step(zkl_client *c)
+{
+	if (!c->external || running_loop == c || c->processing || !zkl_runs_loop(c))
+		return false;
+	running_loop = c;
+	int64_t next = c->loop_due = loop_once(c);
+	running_loop = NULL;
+	zkl_cond_wait_until(&c->ev_cv, &c->mu, next);
+	return true;
+}
+
+int zkl_client_loop_fd(zkl_client *c)
+{
+	zkl_clear_error();
+	if (!c)
+		return zkl_fail(ZKL_EINVAL, "client is NULL");
+	if (!c->external)
+		return zkl_fail(ZKL_EINVAL, "the client runs its own loop thread (external_loop "
+		                "was not set)");
+	return c->efd;
+}
+
+int zkl_client_loop_timeout(zkl_client *c)
+{
+	zkl_clear_error();
+	if (!c)
+		return zkl_fail(ZKL_EINVAL, "client is NULL");
+	if (!c->external)
+		return zkl_fail(ZKL_EINVAL, "the client runs its own loop thread (external_loop "
+		                "was not set)");
+	pthread_mutex_lock(&c->mu);
+	int64_t due = c->events || c->ready ? 0 : c->loop_due;
+	pthread_mutex_unlock(&c->mu);
+	if (due == INT64_MAX)
+		return -1;
+	int64_t left = due - zkl_now_ms();
+	return left <= 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int)left;
+}
+
+int zkl_client_process(zkl_client *c)
+{
+	zkl_clear_error();
+	if (!c)
+		return zkl_fail(ZKL_EINVAL, "client is NULL");
+	if (!c->external)
+		return zkl_fail(ZKL_EINVAL, "the client runs its own loop thread (external_loop "
+		                "was not set)");
+	if (running_loop == c)
+		return zkl_fail(ZKL_EDEADLK, "zkl_client_process() called from a zklocks "
+		                "callback of the same client");
+	/* Empty the descriptor first: a wake after this makes it readable again. */
+	uint64_t n;
+	while (read(c->efd, &n, sizeof n) > 0)
+		;
+	atomic_store(&c->efd_armed, false);
+	pthread_mutex_lock(&c->mu);
+	if (c->processing) {
+		pthread_mutex_unlock(&c->mu);
+		return zkl_fail(ZKL_EBUSY, "another thread is inside zkl_client_process()");
+	}
+	if (c->closing) {
+		pthread_mutex_unlock(&c->mu);
+		return zkl_fail(ZKL_ECLOSED, "the client is closing");
+	}
+	c->processing = true;
+	c->loop_thread = pthread_self();
+	c->loop_known = true;
+	zkl_client *outer = running_loop;
+	running_loop = c;
+	c->loop_due = loop_once(c);
+	running_loop = outer;
+	c->processing = false;
+	pthread_cond_broadcast(&c->ev_cv);
+	pthread_mutex_unlock(&c->mu);
+	return 0;
 }
 
 zkl_state zkl_client_state(const zkl_client *c)

@@ -8,6 +8,7 @@
 #define ZKL_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -170,8 +171,16 @@ struct zkl_client {
 
 	/* The event thread: session events, user callbacks, background deletes. */
 	pthread_t ev_thread;
-	pthread_cond_t ev_cv;
+	pthread_cond_t ev_cv;       /* broadcast by loop_wake(): there is work */
 	bool ev_running;
+	/* With external_loop, the application runs the loop in zkl_client_process(): */
+	bool external;
+	int efd;                    /* the eventfd it polls, or -1 */
+	atomic_bool efd_armed;      /* efd is readable: loop_wake() wrote to it */
+	bool processing;            /* mu: a thread is inside zkl_client_process() */
+	bool loop_known;            /* mu: loop_thread is the last caller of process */
+	pthread_t loop_thread;
+	int64_t loop_due;           /* mu: when the loop next has something to do */
 	struct zkl_event *events, *events_tail; /* mu */
 	struct zkl_task *tasks;                 /* mu */
 	struct zkl_listener *listeners;         /* mu */
@@ -286,6 +295,15 @@ int64_t zkl_lost_at(zkl_client *c);
 
 /* Whether the caller is the client's event thread. */
 bool zkl_on_event_thread(zkl_client *c);
+/* Whether the calling thread runs c's loop (mu held): its event thread, a callback, or
+ * the application's thread that calls zkl_client_process(). Such a thread cannot wait
+ * for an acquisition. */
+bool zkl_runs_loop(zkl_client *c);
+/* On the application's loop thread outside zkl_client_process() (mu held): runs the loop
+ * once and waits for more work or its next timer; returns true. Elsewhere returns false
+ * at once: then the loop runs elsewhere, and the caller waits as usual. For waits that
+ * the loop must end (an asynchronous acquire canceled by a free). */
+bool zkl_loop_step(zkl_client *c);
 
 /* Default node data: "<hostname>:<pid>" in buf. Returns its length. */
 int zkl_default_data(char *buf, size_t size);

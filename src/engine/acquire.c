@@ -840,13 +840,15 @@ int zkl_engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node 
 int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node)
 {
 	zkl_client *c = q->c;
-	if (zkl_on_event_thread(c)) {
-		memset(node, 0, sizeof *node);
-		return zkl_fail(ZKL_EDEADLK, "cannot wait for %s on the client's event thread "
-		                "(in a callback): nothing would run the acquisition", q->path);
-	}
 	int err = 0;
 	pthread_mutex_lock(&c->mu);
+	if (zkl_runs_loop(c)) {
+		pthread_mutex_unlock(&c->mu);
+		memset(node, 0, sizeof *node);
+		return zkl_fail(ZKL_EDEADLK, "cannot wait for %s on the thread that runs the "
+		                "client's loop (in a callback, or the application's loop thread): "
+		                "nothing would run the acquisition", q->path);
+	}
 	struct zkl_acquisition *a = start(q, timeout_ms, node, &err);
 	if (!a) {
 		pthread_mutex_unlock(&c->mu);

@@ -10,7 +10,9 @@
                                   <zklocks/zklocks.h> compiles alone as C11 and C++11
                                   with -pedantic -Werror (and links and runs as C++),
                                   every header compiles alone, and every header is
-                                  included by zklocks.h and installed
+                                  included by zklocks.h and installed; the C++ API
+                                  <zklocks/zklocks.hpp> compiles alone as C++17 and
+                                  C++20 (and links and runs), and is installed
     man-coverage MANDIR INCDIR DOCS_MESON
                                   every public function, constant and struct field is
                                   in a page's synopsis or text, the error table of
@@ -94,6 +96,11 @@ def squash(text):
 
 def public_headers(incdir):
     return sorted(glob.glob(os.path.join(incdir, "*.h")))
+
+
+def cxx_headers(incdir):
+    """The C++ API's headers (zklocks.hpp): C++17, header-only, no ZKL_API of their own."""
+    return sorted(glob.glob(os.path.join(incdir, "*.hpp")))
 
 
 def api_functions(incdir):
@@ -386,16 +393,53 @@ def check_headers(cc, cxx, incdir, buildinc, lib):
         # Every header alone, included by the umbrella, and installed.
         umbrella_text = open(os.path.join(incdir, "zklocks.h"), encoding="utf-8").read()
         installed = open(os.path.join(incdir, "meson.build"), encoding="utf-8").read()
-        for h in public_headers(incdir):
+        for h in public_headers(incdir) + cxx_headers(incdir):
             name = os.path.basename(h)
-            src = os.path.join(tmp, "alone.c")
-            with open(src, "w") as f:
-                f.write("#include <zklocks/%s>\n" % name)
-            run(shlex.split(cc) + ["-std=c11"] + strict + inc + ["-fsyntax-only", src])
-            if name != "zklocks.h" and "<zklocks/%s>" % name not in umbrella_text:
-                fail("zklocks.h does not include <zklocks/%s>" % name)
+            if name.endswith(".hpp"):
+                # The C++ API needs C++17: it is compiled alone as C++17 and C++20, and is
+                # exempt from "included by zklocks.h" on purpose: the umbrella is C (and
+                # C++11) and cannot include it; the .hpp includes the umbrella instead.
+                src = os.path.join(tmp, "alone.cpp")
+                with open(src, "w") as f:
+                    f.write("#include <zklocks/%s>\n" % name)
+                for std in ("c++17", "c++20"):
+                    run(shlex.split(cxx) + ["-std=" + std] + strict + inc +
+                        ["-fsyntax-only", src])
+                if "#include <zklocks/zklocks.h>" not in open(h, encoding="utf-8").read():
+                    fail("%s does not include <zklocks/zklocks.h>" % name)
+            else:
+                src = os.path.join(tmp, "alone.c")
+                with open(src, "w") as f:
+                    f.write("#include <zklocks/%s>\n" % name)
+                run(shlex.split(cc) + ["-std=c11"] + strict + inc + ["-fsyntax-only", src])
+                if name != "zklocks.h" and "<zklocks/%s>" % name not in umbrella_text:
+                    fail("zklocks.h does not include <zklocks/%s>" % name)
             if "'%s'" % name not in installed:
                 fail("%s is not in install_headers (include/zklocks/meson.build)" % name)
+
+        # A C++17 program of the C++ API links with the library and runs (no server:
+        # only what needs none, the error type over zkl_errname and zkl_strerror).
+        if os.path.isfile(os.path.join(incdir, "zklocks.hpp")):
+            prog = os.path.join(tmp, "hpp.cpp")
+            with open(prog, "w") as f:
+                f.write("#include <zklocks/zklocks.hpp>\n"
+                        "#include <cstdio>\n"
+                        "int main() {\n"
+                        "    try {\n"
+                        "        zkl::check(ZKL_ELOST);\n"
+                        "    } catch (const zkl::error &e) {\n"
+                        "        std::printf(\"%s\\n\", e.what());\n"
+                        "        return e.code() != ZKL_ELOST;\n"
+                        "    }\n"
+                        "    return 1;\n"
+                        "}\n")
+            status, _ = run(shlex.split(cxx) + ["-std=c++17"] + strict + inc +
+                            [prog, lib, "-o", prog[:-4]] + EXTRA_FLAGS)
+            if status == 0:
+                env = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(lib))
+                status, out = run([prog[:-4]], env=env)
+                if status == 0 and not out.startswith("ZKL_ELOST: "):
+                    fail("the C++17 program printed %r" % out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -458,6 +502,13 @@ def check_install(srcroot, version):
         if inst_headers != src_headers | {"version.h"}:
             fail("installed headers %s differ from the source's %s + version.h" %
                  (sorted(inst_headers), sorted(src_headers)))
+        src_hpp = {os.path.basename(h) for h in
+                   cxx_headers(os.path.join(srcroot, "include", "zklocks"))}
+        inst_hpp = {os.path.basename(h) for h in
+                    cxx_headers(os.path.join(prefix, "include", "zklocks"))}
+        if inst_hpp != src_hpp:
+            fail("installed C++ headers %s differ from the source's %s" %
+                 (sorted(inst_hpp), sorted(src_hpp)))
         mandir = os.path.join(prefix, "share", "man")
         for page in man_pages(os.path.join(srcroot, "docs", "man")):
             name = os.path.basename(page)

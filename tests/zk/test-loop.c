@@ -1,0 +1,326 @@
+/* The application's own loop (external_loop) on a real ZooKeeper server: an epoll loop on
+ * the test's thread runs every callback; blocking calls work from other threads. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* An application: a client without a loop thread, and an epoll set with its descriptor. */
+struct app {
+	zkl_client *c;
+	int ep;
+	pthread_t self;
+	atomic_int foreign;   /* callbacks that ran on another thread than the loop's */
+};
+
+static void app_open(struct app *a, int session_timeout_ms)
+{
+	zkl_client_options o;
+	zkl_client_options_init(&o);
+	o.servers = h_servers();
+	o.session_timeout_ms = session_timeout_ms > 0 ? session_timeout_ms : 4000;
+	o.external_loop = true;
+	CHECK_OK(zkl_client_open(&a->c, &o));
+	a->self = pthread_self();
+	atomic_init(&a->foreign, 0);
+	a->ep = epoll_create1(EPOLL_CLOEXEC);
+	assert_true(a->ep >= 0);
+	int fd = zkl_client_loop_fd(a->c);
+	assert_true(fd >= 0);
+	struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+	assert_int_equal(epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev), 0);
+}
+
+static void app_close(struct app *a)
+{
+	assert_int_equal(epoll_ctl(a->ep, EPOLL_CTL_DEL, zkl_client_loop_fd(a->c), NULL), 0);
+	close(a->ep);
+	zkl_client_close(a->c);
+	assert_int_equal(atomic_load(&a->foreign), 0);
+}
+
+static void app_note_thread(struct app *a)
+{
+	if (!pthread_equal(pthread_self(), a->self))
+		atomic_fetch_add(&a->foreign, 1);
+}
+
+/* Runs the loop until *count reaches want; fails the test after ms. */
+static void app_run(struct app *a, atomic_int *count, int want, int ms)
+{
+	int64_t deadline = zkl_monotonic_ms() + ms;
+	while (atomic_load(count) < want) {
+		int64_t left = deadline - zkl_monotonic_ms();
+		assert_true(left > 0);
+		int t = zkl_client_loop_timeout(a->c);
+		assert_true(t >= -1);
+		if (t < 0 || t > left)
+			t = (int)left;
+		struct epoll_event ev;
+		int n = epoll_wait(a->ep, &ev, 1, t);
+		assert_true(n >= 0);
+		CHECK_OK(zkl_client_process(a->c));
+	}
+}
+
+/* Runs the loop until path has n children (polling the server: the count is the event),
+ * at most about ten seconds. */
+static void app_run_until_children(struct app *a, const char *path, int n)
+{
+	for (int i = 0; h_children(path) < n; i++) {
+		assert_true(i < 1000);
+		int t = zkl_client_loop_timeout(a->c);
+		struct epoll_event ev;
+		assert_true(epoll_wait(a->ep, &ev, 1, t < 0 || t > 10 ? 10 : t) >= 0);
+		CHECK_OK(zkl_client_process(a->c));
+	}
+}
+
+static void test_contract(void **state)
+{
+	(void)state;
+	zkl_client *threaded = h_client(0);
+	CHECK_RC(ZKL_EINVAL, zkl_client_loop_fd(threaded));
+	CHECK_RC(ZKL_EINVAL, zkl_client_loop_timeout(threaded));
+	CHECK_RC(ZKL_EINVAL, zkl_client_process(threaded));
+	assert_non_null(strstr(zkl_last_error(), "external_loop"));
+	zkl_client_close(threaded);
+	CHECK_RC(ZKL_EINVAL, zkl_client_loop_fd(NULL));
+	CHECK_RC(ZKL_EINVAL, zkl_client_process(NULL));
+
+	struct app a;
+	app_open(&a, 0);
+	/* Heartbeats and liveness are timers: there is always a next one. */
+	int t = zkl_client_loop_timeout(a.c);
+	assert_true(t >= 0 && t <= 10000);
+	CHECK_OK(zkl_client_process(a.c));
+	assert_int_equal(zkl_client_state(a.c), ZKL_STATE_CONNECTED);
+	app_close(&a);
+}
+
+enum { PATHS = 10, PER_PATH = 10 };
+
+struct contender {
+	struct app *app;
+	zkl_mutex *m;
+	int path;
+	atomic_int calls;
+	int rc, release_rc, process_rc, blocking_rc;
+};
+
+static atomic_int inside[PATHS], crowded, done;
+
+static void granted(zkl_lock *l, int rc, void *data)
+{
+	struct contender *k = data;
+	app_note_thread(k->app);
+	k->rc = rc;
+	k->process_rc = zkl_client_process(k->app->c); /* not from a callback */
+	k->blocking_rc = zkl_lock_acquire(l, 1000);     /* would wait for itself */
+	if (rc == 0) {
+		if (atomic_fetch_add(&inside[k->path], 1) != 0)
+			atomic_fetch_add(&crowded, 1);
+		atomic_fetch_sub(&inside[k->path], 1);
+		k->release_rc = zkl_lock_release(l);
+	}
+	atomic_fetch_add(&k->calls, 1);
+	atomic_fetch_add(&done, 1);
+}
+
+/* 100 acquisitions pending at once on 10 paths, every callback on the loop's thread. */
+static void test_hundred_on_the_application_loop(void **state)
+{
+	(void)state;
+	struct app a;
+	app_open(&a, 0);
+	atomic_store(&crowded, 0);
+	atomic_store(&done, 0);
+	const char *paths[PATHS];
+	for (int p = 0; p < PATHS; p++)
+		paths[p] = strdup(h_path("app-loop"));
+	struct contender *k = calloc(PATHS * PER_PATH, sizeof *k);
+	assert_non_null(k);
+	for (int i = 0; i < PATHS * PER_PATH; i++) {
+		k[i].app = &a;
+		k[i].path = i % PATHS;
+		CHECK_OK(zkl_mutex_new(&k[i].m, a.c, paths[k[i].path]));
+		CHECK_OK(zkl_lock_acquire_async(zkl_mutex_lock(k[i].m), -1, granted, &k[i]));
+	}
+	/* Nothing runs until the application runs the loop. */
+	assert_int_equal(atomic_load(&done), 0);
+	app_run(&a, &done, PATHS * PER_PATH, 60000);
+	for (int i = 0; i < PATHS * PER_PATH; i++) {
+		CHECK_OK(k[i].rc);
+		CHECK_OK(k[i].release_rc);
+		CHECK_RC(ZKL_EDEADLK, k[i].process_rc);
+		CHECK_RC(ZKL_EDEADLK, k[i].blocking_rc);
+		assert_int_equal(atomic_load(&k[i].calls), 1);
+	}
+	assert_int_equal(atomic_load(&crowded), 0);
+	for (int p = 0; p < PATHS; p++)
+		h_wait_children(paths[p], 0);
+	for (int i = 0; i < PATHS * PER_PATH; i++)
+		zkl_mutex_free(k[i].m);
+	for (int p = 0; p < PATHS; p++)
+		free((char *)paths[p]);
+	free(k);
+	app_close(&a);
+}
+
+struct blocker {
+	zkl_lock *l;
+	int rc, release_rc;
+	atomic_int finished;
+};
+
+static void *block_and_release(void *arg)
+{
+	struct blocker *b = arg;
+	b->rc = zkl_lock_acquire(b->l, 20000);
+	if (b->rc == 0)
+		b->release_rc = zkl_lock_release(b->l);
+	atomic_store(&b->finished, 1);
+	return NULL;
+}
+
+/* A blocking acquire from another thread is run by the application's loop; on the loop's
+ * own thread it is refused at once. */
+static void test_blocking_from_other_threads(void **state)
+{
+	(void)state;
+	struct app a;
+	app_open(&a, 0);
+	zkl_mutex *m;
+	CHECK_OK(zkl_mutex_new(&m, a.c, h_path("app-block")));
+	struct blocker b = {.l = zkl_mutex_lock(m)};
+	CHECK_OK(zkl_client_process(a.c)); /* this thread is now the loop's */
+	CHECK_RC(ZKL_EDEADLK, zkl_lock_acquire(b.l, 1000));
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, block_and_release, &b), 0);
+	app_run(&a, &b.finished, 1, 30000);
+	pthread_join(th, NULL);
+	CHECK_OK(b.rc);
+	CHECK_OK(b.release_rc);
+	zkl_mutex_free(m);
+	app_close(&a);
+}
+
+struct lost {
+	struct app *app;
+	atomic_int acquired, calls, lost_state;
+	int acquire_rc, reason;
+};
+
+static void keep(zkl_lock *l, int rc, void *data)
+{
+	(void)l;
+	struct lost *k = data;
+	app_note_thread(k->app);
+	k->acquire_rc = rc;
+	atomic_fetch_add(&k->acquired, 1);
+}
+
+static void on_lost(zkl_lock *l, int reason, void *data)
+{
+	(void)l;
+	struct lost *k = data;
+	app_note_thread(k->app);
+	k->reason = reason;
+	atomic_fetch_add(&k->calls, 1);
+}
+
+static void on_state(zkl_client *c, zkl_state st, void *data)
+{
+	(void)c;
+	struct lost *k = data;
+	app_note_thread(k->app);
+	if (st == ZKL_STATE_LOST)
+		atomic_fetch_add(&k->lost_state, 1);
+}
+
+struct expirer {
+	zkl_client *c;
+	atomic_int finished;
+};
+
+static void *expire_thread(void *arg)
+{
+	struct expirer *e = arg;
+	h_expire(e->c); /* returns once the client has seen it: the loop must run */
+	atomic_store(&e->finished, 1);
+	return NULL;
+}
+
+/* The session expires: the lost callback and the state listener run on the loop. */
+static void test_lost_on_the_application_loop(void **state)
+{
+	(void)state;
+	struct app a;
+	app_open(&a, 4000);
+	zkl_mutex *m;
+	CHECK_OK(zkl_mutex_new(&m, a.c, h_path("app-lost")));
+	zkl_lock *l = zkl_mutex_lock(m);
+	struct lost k = {.app = &a};
+	CHECK_OK(zkl_lock_on_lost(l, on_lost, &k));
+	CHECK_OK(zkl_client_add_listener(a.c, on_state, &k));
+	CHECK_OK(zkl_lock_acquire_async(l, 5000, keep, &k));
+	app_run(&a, &k.acquired, 1, 10000);
+	CHECK_OK(k.acquire_rc);
+	assert_true(zkl_lock_is_held(l));
+	struct expirer e = {.c = a.c};
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, expire_thread, &e), 0);
+	app_run(&a, &e.finished, 1, 30000);
+	pthread_join(th, NULL);
+	app_run(&a, &k.calls, 1, 20000);
+	CHECK_RC(ZKL_ELOST, k.reason);
+	app_run(&a, &k.lost_state, 1, 20000);
+	assert_false(zkl_lock_is_held(l));
+	CHECK_RC(ZKL_ELOST, zkl_lock_release(l));
+	assert_int_equal(atomic_load(&k.calls), 1);
+	CHECK_OK(zkl_client_remove_listener(a.c, on_state, &k));
+	zkl_mutex_free(m);
+	app_close(&a);
+}
+
+/* Freeing a handle whose asynchronous acquire waits, on the loop's thread outside
+ * zkl_client_process(): the free runs the loop until the callback has said
+ * ZKL_ECANCELED, and nothing is left on the server. */
+static void test_free_while_waiting(void **state)
+{
+	(void)state;
+	struct app a;
+	app_open(&a, 0);
+	const char *path = h_path("app-free");
+	zkl_client *other = h_client(0);
+	zkl_mutex *holder, *m;
+	CHECK_OK(zkl_mutex_new(&holder, other, path));
+	CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(holder), 5000));
+	CHECK_OK(zkl_mutex_new(&m, a.c, path));
+	struct lost k = {.app = &a};
+	CHECK_OK(zkl_lock_acquire_async(zkl_mutex_lock(m), -1, keep, &k));
+	app_run_until_children(&a, path, 2);
+	zkl_mutex_free(m);
+	assert_int_equal(atomic_load(&k.acquired), 1);
+	CHECK_RC(ZKL_ECANCELED, k.acquire_rc);
+	h_wait_children(path, 1);
+	zkl_mutex_free(holder);
+	zkl_client_close(other);
+	app_close(&a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_contract),
+		cmocka_unit_test(test_hundred_on_the_application_loop),
+		cmocka_unit_test(test_blocking_from_other_threads),
+		cmocka_unit_test(test_lost_on_the_application_loop),
+		cmocka_unit_test(test_free_while_waiting),
+	};
+	return H_RUN(tests);
+}
