@@ -9,6 +9,9 @@
  * hold_ms (another timerfd), releases it and exits 0; 1 on failure, 2 on bad usage. The
  * servers come from -s, else $ZKLOCK_SERVERS, else 127.0.0.1:2181. Build it with
  * common.c. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* timerfd, epoll, clocks and pthread types under -std=c11 */
+#endif
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

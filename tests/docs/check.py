@@ -22,7 +22,8 @@
                                   the EXAMPLE program of every page compiles and links
     install SRCROOT VERSION       scripts/build-release into a temporary prefix; then
                                   examples/consumer builds against it with make (shared
-                                  and static), with CMake, and as a meson subproject
+                                  and static), with CMake, and as a meson subproject; the
+                                  epoll, libuv and C++ examples build against it
     docker SRCROOT                docker/compose.yaml passes `docker-compose config`,
                                   and the Dockerfile builds with scripts/build-release,
                                   as the README says, on Debian 12
@@ -551,6 +552,34 @@ def check_install(srcroot, version):
             check_consumer_output("make static", static, pcenv, version)
             if libzklocks_path(static, pcenv):
                 fail("make: consumer-static needs libzklocks.so")
+
+        # The examples of an event loop (epoll, libuv through the installed adapter) and of
+        # C++, built from the install alone; they run against a server in the zk suite.
+        if not os.path.isfile(os.path.join(prefix, "include", "zklocks", "adapters",
+                                           "libuv.h")):
+            fail("the libuv adapter <zklocks/adapters/libuv.h> is not installed")
+        ex = os.path.join(srcroot, "examples")
+        strict = ["-Wall", "-Wextra", "-Werror"]
+        zk_flags = shlex.split(run(["pkg-config", "--cflags", "--libs", "zklocks"],
+                                   env=pcenv)[1])
+        programs = [("epoll", os.environ.get("CC", "cc"), ["-std=c11"],
+                     ["epoll.c", "common.c"], []),
+                    ("cpp_lock", os.environ.get("CXX", "c++"), ["-std=c++17"],
+                     ["cpp_lock.cc"], [])]
+        uv_status, uv_flags = run(["pkg-config", "--cflags", "--libs", "libuv"], env=pcenv,
+                                  check=False)
+        if uv_status == 0:
+            programs.append(("uv_lock", os.environ.get("CC", "cc"), ["-std=c11"],
+                             ["uv_lock.c", "common.c"], shlex.split(uv_flags)))
+        for name, compiler, std, sources, extra in programs:
+            out = os.path.join(tmp, name)
+            status, _ = run(shlex.split(compiler) + std + strict +
+                            [os.path.join(ex, f) for f in sources] + zk_flags + extra +
+                            ["-o", out], env=pcenv)
+            if status == 0:
+                found = libzklocks_path(out, dict(pcenv, LD_LIBRARY_PATH=libdir))
+                if found != os.path.realpath(lib):
+                    fail("%s loads %s, not the installed %s" % (name, found, lib))
 
         # CMake (its build tree has an rpath: no LD_LIBRARY_PATH)
         cm = os.path.join(tmp, "cmake")
