@@ -220,6 +220,11 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 		zkl_data_free(&data);
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	}
+	l->owner = pthread_self();
+	pthread_mutex_lock(&c->mu);
+	l->next = m->waiting;
+	m->waiting = l;
+	pthread_mutex_unlock(&c->mu);
 	struct zkl_queue q = {
 		.c = c,
 		.path = lk->path,
@@ -245,11 +250,18 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 		rc = zkl_engine_acquire(&q, timeout_ms, &l->node);
 	}
 	zkl_data_free(&data);
+	pthread_mutex_lock(&c->mu);
+	for (struct zkl_acq **pp = &m->waiting; *pp; pp = &(*pp)->next) {
+		if (*pp == l) {
+			*pp = l->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
 	if (rc != 0) {
 		free(l);
 		return rc;
 	}
-	l->owner = pthread_self();
 	l->count = 1;
 	l->hold.on_lost = mutex_lost;
 	l->hold.ctx = m;
@@ -415,10 +427,27 @@ static int64_t mutex_token(zkl_lock *lk)
 	return token;
 }
 
+/* The hold's node; else the node an acquire under way has queued: the asynchronous one,
+ * the calling thread's, another thread's. */
 static const char *mutex_node(zkl_lock *lk)
 {
-	struct zkl_acq *l = current(MUTEX(lk));
-	return l && !l->hold.lost ? l->node.path : NULL;
+	zkl_mutex *m = MUTEX(lk);
+	struct zkl_acq *l = current(m);
+	if (l)
+		return l->hold.lost ? NULL : l->node.path;
+	if (lk->pending) {
+		const struct mutex_async *pa = (const struct mutex_async *)(void *)lk->pending;
+		if (pa->l->node.path)
+			return pa->l->node.path;
+	}
+	const char *other = NULL;
+	for (l = m->waiting; l; l = l->next) {
+		if (l->node.path && pthread_equal(l->owner, pthread_self()))
+			return l->node.path;
+		if (l->node.path && !other)
+			other = l->node.path;
+	}
+	return other;
 }
 
 static bool mutex_holds_async(zkl_lock *lk)

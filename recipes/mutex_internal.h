@@ -12,6 +12,7 @@ struct zkl_mutex {
 	enum zkl_kind kind;            /* LOCK, or READ / WRITE for a rwlock half */
 	zkl_mutex *other;              /* the other half of a rwlock, or NULL */
 	struct zkl_acq *leases;        /* c->mu: acquisitions held, one per thread */
+	struct zkl_acq *waiting;       /* c->mu: blocking acquisitions under way */
 	zkl_revoke_fn revoke_fn;       /* c->mu */
 	void *revoke_data;
 	zkl_naming naming;             /* c->mu */

@@ -32,6 +32,7 @@ struct zkl_semaphore {
 	struct zkl_revwatch *count;    /* c->mu */
 	struct zkl_lease *leases;      /* c->mu: every lease handle not yet freed */
 	struct zkl_lease *view;        /* c->mu: the view's leases, the last taken first */
+	struct zkl_lease *waiting;     /* c->mu: leases a blocking acquire is taking */
 	bool locks_seen, leases_seen;  /* c->mu: the engine has listed these folders */
 	unsigned cancels;              /* c->mu: bumped by every cancel */
 };
@@ -43,7 +44,9 @@ struct zkl_lease {
 	struct zkl_hold hold;
 	bool held;                     /* c->mu */
 	char *path;                    /* the node's path, kept after release */
-	struct zkl_lease *below;       /* c->mu: the view's lease taken before this one */
+	struct zkl_lease *below;       /* c->mu: the view's lease taken before this one, or the
+	                                * next in s->waiting while it is being taken */
+	pthread_t taker;               /* the thread taking it, while in s->waiting */
 	bool async;                    /* taken by the view's asynchronous acquire */
 };
 
@@ -325,7 +328,21 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 			rc = zkl_fail(ZKL_ENOMEM, "out of memory");
 			break;
 		}
+		l->taker = pthread_self();
+		pthread_mutex_lock(&c->mu);
+		l->below = s->waiting;
+		s->waiting = l;
+		pthread_mutex_unlock(&c->mu);
 		rc = take_one(s, &data, deadline, timeout_ms, &l->node);
+		pthread_mutex_lock(&c->mu);
+		for (zkl_lease **pp = &s->waiting; *pp; pp = &(*pp)->below) {
+			if (*pp == l) {
+				*pp = l->below;
+				break;
+			}
+		}
+		l->below = NULL;
+		pthread_mutex_unlock(&c->mu);
 		if (rc == 0 && !(l->path = strdup(l->node.path))) {
 			zkl_engine_release(c, &l->node);
 			rc = zkl_fail(ZKL_ENOMEM, "out of memory");
@@ -515,10 +532,28 @@ static int64_t semaphore_view_token(zkl_lock *lk)
 	return t;
 }
 
+struct sem_async;
+static const char *sem_async_node(const struct sem_async *pa);
+
+/* The lease taken last; else the lease node an acquire under way has made (past the
+ * gate): the asynchronous one, the calling thread's, another thread's. */
 static const char *semaphore_view_node(zkl_lock *lk)
 {
-	zkl_lease *l = SEM(lk)->view;
-	return l && l->held && !l->hold.lost ? l->path : NULL;
+	zkl_semaphore *s = SEM(lk);
+	zkl_lease *l = s->view;
+	if (l)
+		return l->held && !l->hold.lost ? l->path : NULL;
+	const char *node = lk->pending ? sem_async_node((const void *)lk->pending) : NULL;
+	if (node)
+		return node;
+	const char *other = NULL;
+	for (l = s->waiting; l; l = l->below) {
+		if (l->node.path && pthread_equal(l->taker, pthread_self()))
+			return l->node.path;
+		if (l->node.path && !other)
+			other = l->node.path;
+	}
+	return other;
 }
 
 static bool semaphore_view_holds_async(zkl_lock *lk)
@@ -557,6 +592,11 @@ struct sem_async {
 	unsigned cancels;
 	bool locks_seen, leases_seen;
 };
+
+static const char *sem_async_node(const struct sem_async *pa)
+{
+	return pa->lease->node.path;
+}
 
 static void sem_async_end(struct sem_async *pa, int rc)
 {

@@ -113,6 +113,7 @@ enum {
 	OPT_ONCE_PER,
 	OPT_JSON,
 	OPT_NAMING,
+	OPT_DATA,
 };
 
 static const char short_opts[] = "+:s:w:nE:c:qvh";
@@ -141,6 +142,7 @@ static const struct option long_opts[] = {
 	{ "once-per", required_argument, NULL, OPT_ONCE_PER },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "naming", required_argument, NULL, OPT_NAMING },
+	{ "data", required_argument, NULL, OPT_DATA },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -172,6 +174,7 @@ struct opts {
 	int sem_max;
 	bool requeue, revocable;
 	zkl_naming naming;      /* node names: curator (default) or kazoo */
+	const char *data;       /* --data: what our node says, or NULL ("<host>:<pid>") */
 	int kill_signal;
 	int kill_grace_ms;
 	const char *token_env;
@@ -254,6 +257,8 @@ static void print_usage(void)
 	    "                              runs this line; the others exit 0\n"
 	    "      --naming curator|kazoo  name our nodes as Curator (default) or kazoo does, to\n"
 	    "                              join a path that kazoo's Lock / ReadLock use\n"
+	    "      --data TEXT             what our node says, shown by `zklock status` (default\n"
+	    "                              <host>:<pid>; not with --leader or --revocable)\n"
 	    "      --revocable             let `zklock revoke PATH` ask for the lock: COMMAND\n"
 	    "                              then gets --kill-signal and zklock exits 71\n"
 	    "      --kill-signal SIG       sent to COMMAND when the lock is lost or revoked\n"
@@ -607,6 +612,11 @@ static int parse_opts(int argc, char **argv, bool permute, struct opts *o, int *
 				return usage_error("invalid --naming \"%s\": expected curator or kazoo",
 				                   optarg);
 			break;
+		case OPT_DATA:
+			if (strlen(optarg) > 4096)
+				return usage_error("--data is %zu bytes long: at most 4096", strlen(optarg));
+			o->data = optarg;
+			break;
 		case 'v':
 			o->verbose++;
 			break;
@@ -884,6 +894,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (o->revocable && (o->mode == MODE_SEMAPHORE || o->mode == MODE_LEADER))
 		return usage_error("--revocable works with a mutex, --read or --write only "
 		                   "(Curator's revocation)");
+	if (o->data && o->mode == MODE_LEADER)
+		return usage_error("--data does not work with --leader: a participant's node "
+		                   "says who it is (\"<host>:<pid>\")");
+	if (o->data && o->revocable)
+		return usage_error("--data does not work with --revocable: revocable nodes carry "
+		                   "no data, as Curator's do");
 	if (o->naming == ZKL_NAMING_KAZOO && (o->mode == MODE_SEMAPHORE || o->mode == MODE_LEADER))
 		return usage_error("--naming kazoo works with a mutex, --read or --write only "
 		                   "(kazoo's semaphore and election use other layouts)");
@@ -1539,6 +1555,8 @@ static int lock_new(const struct opts *o, zkl_client *c, struct lock *lk)
 	}
 	if (rc == 0 && lk->l)
 		rc = zkl_lock_on_lost(lk->l, on_lock_lost, NULL);
+	if (rc == 0 && lk->l && o->data)
+		rc = zkl_lock_set_data(lk->l, o->data, strlen(o->data));
 	if (rc == 0)
 		return 0;
 	const char *detail = zkl_last_error();
@@ -1654,9 +1672,14 @@ static bool describe_holder(struct lock *lk, char *buf, size_t bufsz, size_t *ah
 		return false;
 	size_t len = 0, holders = 0, mine = v.n, queued = 0;
 	buf[0] = '\0';
+	/* Our node, as the library knows it (queued or held); a leader's, by its id. */
+	char own[ZKL_NODE_MAX];
+	bool have_own = lk->l && zkl_lock_node(lk->l, own, sizeof own) > 0;
 	for (size_t i = 0; i < v.n; i++) {
 		const struct qnode *q = &v.nodes[i];
-		bool ours = (size_t)q->p.data_len == strlen(lk->id) && strcmp(q->p.data, lk->id) == 0;
+		bool ours = lk->l ? have_own && strcmp(q->p.path, own) == 0
+		                  : (size_t)q->p.data_len == strlen(lk->id) &&
+		                            strcmp(q->p.data, lk->id) == 0;
 		if (ours && mine == v.n)
 			mine = queued;
 		if (!q->p.holder) {

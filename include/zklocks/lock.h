@@ -87,11 +87,14 @@ ZKL_API bool zkl_lock_is_held(zkl_lock *l);
  * else that of another thread of the handle; for a semaphore, the lease taken last. */
 ZKL_API int64_t zkl_lock_token(zkl_lock *l);
 
-/* Copies the full path of the node l holds (for a mutex or a half: the calling thread's,
- * else the asynchronous acquire's; for a semaphore: the lease taken last) into buf, with
- * a terminating NUL. Returns its length, ZKL_ENOTHELD if there is no such hold or it was
- * lost (its node is gone with its session), or ZKL_EINVAL
- * (buf NULL, or too small: ZKL_NODE_MAX bytes are always enough). */
+/* Copies the full path of our own node into buf, with a terminating NUL: the node l holds
+ * (for a mutex or a half: the calling thread's, else the asynchronous acquire's; for a
+ * semaphore: the lease taken last); or, while nothing is held, the node an acquire under
+ * way has queued (the asynchronous one, else the calling thread's, else another thread's
+ * of the handle; for a semaphore, its lease node, made once it has passed the gate).
+ * Returns its length, ZKL_ENOTHELD if there is no such node or the hold was lost (its
+ * node is gone with its session), or ZKL_EINVAL (buf NULL, or too small: ZKL_NODE_MAX
+ * bytes are always enough). */
 ZKL_API int zkl_lock_node(zkl_lock *l, char *buf, size_t size);
 
 /* The longest node path zkl_lock_node() writes, NUL included. */

@@ -1,5 +1,6 @@
 /* The shared verbs (zkl_lock) on a real ZooKeeper server: each kind's view, the node it
  * names, and asynchronous acquires of semaphores and semaphore-mutexes. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,6 +106,102 @@ static void test_node_is_our_own(void **state)
 	CHECK_RC(ZKL_ENOTHELD, zkl_lock_release(l));
 	zkl_semaphore_free(s);
 	zkl_client_close(c);
+}
+
+/* The one participant of path that waits, or fails the test. */
+static void waiter_of(zkl_lock *l, const char *except, char *buf, size_t size)
+{
+	zkl_participant *p;
+	size_t n;
+	CHECK_OK(zkl_lock_participants(l, &p, &n));
+	int found = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!p[i].holder && (!except || strcmp(p[i].path, except) != 0)) {
+			snprintf(buf, size, "%s", p[i].path);
+			found++;
+		}
+	}
+	zkl_participants_free(p, n);
+	assert_int_equal(found, 1);
+}
+
+struct blocked {
+	zkl_lock *l;
+	int rc;
+};
+
+static void *acquire_blocking(void *arg)
+{
+	struct blocked *b = arg;
+	b->rc = zkl_lock_acquire(b->l, 20000);
+	return NULL;
+}
+
+static void ignore(zkl_lock *l, int rc, void *data)
+{
+	(void)l;
+	*(int *)data = rc;
+}
+
+/* While an acquire waits, zkl_lock_node names the node it queued: the asynchronous one's,
+ * a blocking one's from another thread, a semaphore's lease node past the gate. */
+static void test_node_while_queued(void **state)
+{
+	(void)state;
+	zkl_client *a = h_client(0), *b = h_client(0);
+	const char *path = h_path("node-queued");
+	zkl_mutex *ma, *mb, *mc;
+	CHECK_OK(zkl_mutex_new(&ma, a, path));
+	CHECK_OK(zkl_mutex_new(&mb, b, path));
+	CHECK_OK(zkl_mutex_new(&mc, b, path));
+	zkl_lock *la = zkl_mutex_lock(ma), *lb = zkl_mutex_lock(mb), *lc = zkl_mutex_lock(mc);
+	CHECK_OK(zkl_lock_acquire(la, 5000));
+	char got[ZKL_NODE_MAX], want[ZKL_NODE_MAX];
+	int async_rc = 1;
+	CHECK_OK(zkl_lock_acquire_async(lb, -1, ignore, &async_rc));
+	h_wait_children(path, 2);
+	waiter_of(la, NULL, want, sizeof want);
+	assert_true(zkl_lock_node(lb, got, sizeof got) > 0);
+	assert_string_equal(got, want);
+	/* A blocking acquire on another thread: its node, seen from this one. */
+	struct blocked bl = {lc, 1};
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, acquire_blocking, &bl), 0);
+	h_wait_children(path, 3);
+	char mine[ZKL_NODE_MAX];
+	waiter_of(la, want, mine, sizeof mine);
+	assert_true(zkl_lock_node(lc, got, sizeof got) > 0);
+	assert_string_equal(got, mine);
+	zkl_lock_cancel(lc);
+	pthread_join(th, NULL);
+	CHECK_RC(ZKL_ECANCELED, bl.rc);
+	CHECK_RC(ZKL_ENOTHELD, zkl_lock_node(lc, got, sizeof got));
+	zkl_lock_cancel(lb);
+	h_wait_children(path, 1);
+	zkl_mutex_free(mb); /* waits for the callback */
+	CHECK_RC(ZKL_ECANCELED, async_rc);
+
+	/* A semaphore: the lease node of the acquire waiting at the gate. */
+	const char *spath = h_path("node-queued-sem");
+	zkl_semaphore *sa, *sb;
+	CHECK_OK(zkl_semaphore_new(&sa, a, spath, 1));
+	CHECK_OK(zkl_semaphore_new(&sb, b, spath, 1));
+	zkl_lock *va = zkl_semaphore_lock(sa), *vb = zkl_semaphore_lock(sb);
+	CHECK_OK(zkl_lock_acquire(va, 5000));
+	async_rc = 1;
+	CHECK_OK(zkl_lock_acquire_async(vb, -1, ignore, &async_rc));
+	h_wait_children(h_sub(spath, "leases"), 2);
+	waiter_of(va, NULL, want, sizeof want);
+	assert_true(zkl_lock_node(vb, got, sizeof got) > 0);
+	assert_string_equal(got, want);
+	zkl_semaphore_free(sb);
+	CHECK_RC(ZKL_ECANCELED, async_rc);
+	h_wait_children(h_sub(spath, "leases"), 1);
+	zkl_semaphore_free(sa);
+	zkl_mutex_free(mc);
+	zkl_mutex_free(ma);
+	zkl_client_close(b);
+	zkl_client_close(a);
 }
 
 /* A semaphore's view takes one lease per acquire and gives back the last one first. */
@@ -389,6 +486,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kinds),
 		cmocka_unit_test(test_node_is_our_own),
+		cmocka_unit_test(test_node_while_queued),
 		cmocka_unit_test(test_semaphore_view_stacks_leases),
 		cmocka_unit_test(test_semaphore_async),
 		cmocka_unit_test(test_semaphore_async_free_while_waiting),

@@ -950,6 +950,9 @@ def usage_errors_name_the_problem():
             (["--once-per", "0", p, "--", "true"], ["interval \"0\""]),
             (["--once-per", "1w", p, "--", "true"], ["interval \"1w\""]),
             (["--token-env", "1X", p, "--", "true"], ["\"1X\""]),
+            (["--data", "x", "--leader", p, "--", "true"], ["--data does not work with --leader"]),
+            (["--data", "x", "--revocable", p, "--", "true"],
+             ["--data does not work with --revocable"]),
             (["list"], ["missing prefix"]),
             (["list", "rel"], ["prefix \"rel\" is not absolute"]),
             (["revoke"], ["missing lock path"])):
@@ -1347,6 +1350,36 @@ def quiet_conflict():
     check(out == "" and err == "", "-q --once-per printed: %r %r" % (out, err))
     expect(["-q", "-s", "127.0.0.1:1", "--connect-timeout", "300", p, "--", "true"], 69,
            stderr_has="zklock: ")
+
+
+@case
+def data_option():
+    # --data TEXT is what our node says, and `zklock status` shows it. A waiter with the
+    # same text still knows its own node from the holder's (the library names it): one
+    # ahead of it, never two.
+    p = lock_path("data")
+    h = holder(p, ["--data", "nightly backup"])
+    try:
+        check([d for _, d in status(p)] == ["nightly backup"], "status: %r" % status(p))
+        _, err, _ = expect(["-v", "--data", "nightly backup", "-w", "1.3", p, "--", "true"],
+                           1, stderr_has=["held by nightly backup, 1 ahead",
+                                          "is held by nightly backup; gave up after 1.3 s"])
+        check("2 ahead" not in err, "the waiter counted its own node: %r" % err)
+        check([d for _, d in status(p)] == ["nightly backup"],
+              "after the waiter: %r" % status(p))
+    finally:
+        h.release()
+    check(h.wait() == 0, "holder: exit %s" % h.p.returncode)
+    # Each mode that takes it: the node of a read half and of a semaphore lease too.
+    for mode in (["--read"], ["--semaphore", "2"]):
+        q = lock_path("data-" + mode[0].strip("-"))
+        h = holder(q, mode + ["--data", "shared job"])
+        try:
+            check(any(d == "shared job" for _, d in status(q)), "status %s: %r" %
+                  (mode, status(q)))
+        finally:
+            h.release()
+        check(h.wait() == 0, "holder %s: exit %s" % (mode, h.p.returncode))
 
 
 @case
