@@ -1,12 +1,13 @@
 /* zklocks on a libuv loop (include/zklocks/adapters/libuv.h), on a real ZooKeeper server:
  * one loop serves a 5 ms timer and a TCP echo while 100 acquisitions queue behind locks
- * another client holds, then get them. Every zklocks callback runs on the loop's thread;
+ * another client holds (on a thread of its own, as another process would), then get them. Every zklocks callback runs on the loop's thread;
  * the echo never stops; the longest gap between timer ticks is printed (the loop-stall
  * figure of docs/BENCHMARKS.md). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,11 @@ struct world {
 	int port;
 	uv_timer_t letgo;
 	zkl_mutex *holders[PATHS];      /* on another client: hold every path at first */
+	pthread_t holder_thread;        /* another process, as it were: takes them all, and
+	                                 * lets go when the loop says (never on the loop) */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool holding, let_go;           /* mu */
 	int pending;                    /* acquisitions not yet granted */
 	int granted, foreign, failed;
 	atomic_int echoed;              /* round trips the echo client completed */
@@ -162,12 +168,30 @@ static void granted(zkl_lock *l, int rc, void *data)
 	W.pending--;
 }
 
+static void *hold_every_path(void *arg)
+{
+	(void)arg;
+	int failed = 0;
+	for (int p = 0; p < PATHS; p++)
+		failed += zkl_lock_acquire(zkl_mutex_lock(W.holders[p]), 5000) != 0;
+	pthread_mutex_lock(&W.mu);
+	W.holding = true;
+	pthread_cond_broadcast(&W.cv);
+	while (!W.let_go)
+		pthread_cond_wait(&W.cv, &W.mu);
+	pthread_mutex_unlock(&W.mu);
+	for (int p = 0; p < PATHS; p++)
+		failed += zkl_lock_release(zkl_mutex_lock(W.holders[p])) != 0;
+	return (void *)(intptr_t)failed;
+}
+
 static void on_letgo(uv_timer_t *t)
 {
 	(void)t;
-	for (int p = 0; p < PATHS; p++)
-		if (zkl_lock_release(zkl_mutex_lock(W.holders[p])) != 0)
-			W.failed++;
+	pthread_mutex_lock(&W.mu);
+	W.let_go = true;
+	pthread_cond_broadcast(&W.cv);
+	pthread_mutex_unlock(&W.mu);
 	uv_close((uv_handle_t *)&W.letgo, NULL);
 }
 
@@ -198,12 +222,21 @@ static void test_libuv_loop_never_stalls(void **state)
 
 	/* Another client holds every path; 100 acquisitions queue behind. */
 	zkl_mutex *m[PATHS * PER_PATH];
+	char *paths[PATHS];
 	for (int p = 0; p < PATHS; p++) {
-		const char *path = h_path("uv");
-		CHECK_OK(zkl_mutex_new(&W.holders[p], other, path));
-		CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(W.holders[p]), 5000));
+		paths[p] = strdup(h_path("uv"));
+		CHECK_OK(zkl_mutex_new(&W.holders[p], other, paths[p]));
+	}
+	pthread_mutex_init(&W.mu, NULL);
+	pthread_cond_init(&W.cv, NULL);
+	assert_int_equal(pthread_create(&W.holder_thread, NULL, hold_every_path, NULL), 0);
+	pthread_mutex_lock(&W.mu);
+	while (!W.holding)
+		pthread_cond_wait(&W.cv, &W.mu);
+	pthread_mutex_unlock(&W.mu);
+	for (int p = 0; p < PATHS; p++) {
 		for (int k = 0; k < PER_PATH; k++) {
-			CHECK_OK(zkl_mutex_new(&m[p * PER_PATH + k], W.c, path));
+			CHECK_OK(zkl_mutex_new(&m[p * PER_PATH + k], W.c, paths[p]));
 			CHECK_OK(zkl_lock_acquire_async(zkl_mutex_lock(m[p * PER_PATH + k]), 60000,
 			                                granted, NULL));
 		}
@@ -232,6 +265,9 @@ static void test_libuv_loop_never_stalls(void **state)
 
 	assert_int_equal(uv_run(W.loop, UV_RUN_DEFAULT), 0);
 	pthread_join(echo, NULL);
+	void *holder_failed;
+	pthread_join(W.holder_thread, &holder_failed);
+	assert_int_equal((int)(intptr_t)holder_failed, 0);
 
 	assert_true(W.detached);
 	assert_int_equal(W.granted, PATHS * PER_PATH);
@@ -245,8 +281,12 @@ static void test_libuv_loop_never_stalls(void **state)
 	       W.gap_pending_ns / 1e6, W.max_gap_ns / 1e6, W.ticks);
 	for (int i = 0; i < PATHS * PER_PATH; i++)
 		zkl_mutex_free(m[i]);
-	for (int p = 0; p < PATHS; p++)
+	for (int p = 0; p < PATHS; p++) {
 		zkl_mutex_free(W.holders[p]);
+		free(paths[p]);
+	}
+	pthread_cond_destroy(&W.cv);
+	pthread_mutex_destroy(&W.mu);
 	zkl_client_close(W.c);
 	zkl_client_close(other);
 	assert_int_equal(uv_loop_close(W.loop), 0);
