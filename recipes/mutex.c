@@ -265,6 +265,7 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 	l->count = 1;
 	l->hold.on_lost = mutex_lost;
 	l->hold.ctx = m;
+	l->hold.path = l->node.path;
 	pthread_mutex_lock(&c->mu);
 	l->next = m->leases;
 	m->leases = l;
@@ -292,6 +293,7 @@ static void mutex_async_done(void *arg, int rc)
 			l->count = 1;
 			l->hold.on_lost = mutex_lost;
 			l->hold.ctx = m;
+			l->hold.path = l->node.path;
 			l->next = m->leases;
 			m->leases = l;
 			zkl_hold_add(c, &l->hold, l->node.gen);

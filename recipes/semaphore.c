@@ -223,6 +223,7 @@ static void lease_install(zkl_semaphore *s, zkl_lease *l)
 	l->held = true;
 	l->hold.on_lost = lease_lost;
 	l->hold.ctx = l;
+	l->hold.path = l->node.path;
 	l->next = s->leases;
 	if (s->leases)
 		s->leases->prev = l;

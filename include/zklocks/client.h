@@ -6,6 +6,9 @@
 
 ZKL_BEGIN_DECLS
 
+/* The C client's handle (<zookeeper/zookeeper.h>), for zkl_client_adopt(). */
+typedef struct _zhandle zhandle_t;
+
 /* Connection states, as reported to state listeners and by zkl_client_state(). */
 typedef enum zkl_state {
 	ZKL_STATE_CONNECTING = 0,  /* not yet connected (only before open returns) */
@@ -109,7 +112,38 @@ ZKL_API void zkl_client_options_init(zkl_client_options *o);
  * servers and the time waited), ZKL_EAUTH or ZKL_ENOMEM. o may be NULL for defaults. */
 ZKL_API int zkl_client_open(zkl_client **out, const zkl_client_options *o);
 
-/* Ends the session (its ephemeral nodes go at once) and frees the client. Every recipe
+/* The application's own session. A service that has a ZooKeeper handle of its own (its
+ * registration, its leadership) puts its locks on that session, so that they live and die
+ * with it:
+ *
+ *   - zkl_client_adopt() makes a client on zh, a handle the application opened with
+ *     zookeeper_init() (connected, or connecting). Of o only the ACL, logging,
+ *     confirm_release, loss_percent, connect_timeout_ms and external_loop count: the
+ *     handle has its servers, timeout and credentials already (add digest credentials to
+ *     it yourself if you ask for a creator-only ACL). The client never closes zh.
+ *   - zklocks' watcher goes in front of the application's (zoo_set_watcher()), which
+ *     still gets every event it got before, with its own context; zkl_client_close()
+ *     puts it back and takes zklocks' node watches off the handle. Do not call
+ *     zoo_set_watcher() on zh while the client uses it.
+ *   - When the session expires, every lock is reported lost as with a client's own
+ *     session, and the client waits for the next handle: the application opens one and
+ *     passes it to zkl_client_handover() (say, when its state listener hears
+ *     ZKL_STATE_LOST); acquisitions meanwhile wait, as if disconnected. The expired
+ *     handle is the application's to close, after the handover.
+ *   - When the loss rule (loss_percent) gives the session up while the server may still
+ *     keep it, the locks are reported lost and their nodes deleted in the background; the
+ *     session counts again once ZooKeeper answers.
+ * zkl_client_adopt() returns as zkl_client_open() does (ZKL_EINVAL for a NULL zh). */
+ZKL_API int zkl_client_adopt(zkl_client **out, zhandle_t *zh, const zkl_client_options *o);
+
+/* Hands the application's next handle to a client of zkl_client_adopt() whose session
+ * expired. Returns 0; ZKL_EBUSY if the current session has not expired; ZKL_EINVAL (NULL
+ * arguments, a client with sessions of its own, the handle it has already); ZKL_ECLOSED. */
+ZKL_API int zkl_client_handover(zkl_client *c, zhandle_t *zh);
+
+/* Ends the session (its ephemeral nodes go at once) and frees the client; an adopted
+ * session goes on: close first waits, at most the session timeout, for the deletes of
+ * zklocks' nodes still under way, and leaves the handle to the application. Every recipe
  * handle made on it must be freed first. NULL is a no-op. */
 ZKL_API void zkl_client_close(zkl_client *c);
 

@@ -80,8 +80,16 @@ static void loop_wake(zkl_client *c)
 static void wake_all(zkl_client *c);
 static void revwatch_put(zkl_client *c, struct zkl_revwatch *rv);
 static bool watch_unregister_locked(struct zkl_watch *wt);
-static void watch_register(zkl_client *c, struct zkl_op *op, struct zkl_watch *wt);
+static void watch_register(zkl_client *c, struct zkl_op *op, struct zkl_watch *wt,
+                           const char *path);
+
+static void watch_free(struct zkl_watch *wt)
+{
+	free(wt->path);
+	free(wt);
+}
 static void node_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
+static void revwatch_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
 
 /* ------------------------------------------------------------------------------------ */
 /* Logging */
@@ -239,15 +247,10 @@ int zkl_wait_connected(zkl_client *c, struct zkl_waiter *w, int64_t deadline)
 /* ------------------------------------------------------------------------------------ */
 /* Sessions */
 
-static void session_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+/* A session event of s's handle (mu held): noted, and queued for the loop. */
+static void session_event_locked(zkl_client *c, struct zkl_session *s, zhandle_t *zh,
+                                 int state, struct zkl_event *e)
 {
-	(void)path;
-	struct zkl_session *s = ctx;
-	if (type != ZOO_SESSION_EVENT)
-		return;
-	zkl_client *c = s->c;
-	struct zkl_event *e = malloc(sizeof *e);
-	pthread_mutex_lock(&c->mu);
 	if (state == ZOO_CONNECTED_STATE) {
 		s->connected = true;
 		s->ever_connected = true;
@@ -270,7 +273,97 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
 	}
 	loop_wake(c);
 	wake_all(c);
+}
+
+static void session_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+	(void)path;
+	struct zkl_session *s = ctx;
+	if (type != ZOO_SESSION_EVENT)
+		return;
+	zkl_client *c = s->c;
+	struct zkl_event *e = malloc(sizeof *e);
+	pthread_mutex_lock(&c->mu);
+	session_event_locked(c, s, zh, state, e);
 	pthread_mutex_unlock(&c->mu);
+}
+
+/* Adopted handles (zkl_client_adopt): the application's global watcher is chained behind
+ * ours. Its context stays the application's (zoo_get_context), so ours finds the client
+ * through this list, newest first. An entry stays after its client lets go (detached),
+ * since a dispatch may be under way; then only the application's watcher is called. */
+struct adoption {
+	zhandle_t *zh;
+	zkl_client *c;             /* adoptions_mu; NULL once detached */
+	watcher_fn app;            /* adoptions_mu: the application's watcher */
+	bool chained;              /* adoptions_mu: app is known */
+	struct adoption *next;
+};
+static pthread_mutex_t adoptions_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t adoptions_cv = PTHREAD_COND_INITIALIZER;
+static struct adoption *adoptions;
+
+static void adopted_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+	pthread_mutex_lock(&adoptions_mu);
+	struct adoption *a = adoptions;
+	while (a && a->zh != zh)
+		a = a->next;
+	while (a && !a->chained) /* the adopter is between its two steps */
+		pthread_cond_wait(&adoptions_cv, &adoptions_mu);
+	watcher_fn app = a ? a->app : NULL;
+	if (a && a->c && type == ZOO_SESSION_EVENT) {
+		/* Under adoptions_mu, so that the client cannot go meanwhile; it never takes
+		 * adoptions_mu while holding its own mu. */
+		zkl_client *c = a->c;
+		struct zkl_event *e = malloc(sizeof *e);
+		pthread_mutex_lock(&c->mu);
+		if (c->sess->zh == zh && !c->closing)
+			session_event_locked(c, c->sess, zh, state, e);
+		else
+			free(e);
+		pthread_mutex_unlock(&c->mu);
+	}
+	pthread_mutex_unlock(&adoptions_mu);
+	if (app)
+		app(zh, type, state, path, ctx);
+}
+
+/* Puts our watcher in front of the application's on zh (no lock held). */
+static int adopt_handle(zkl_client *c, zhandle_t *zh)
+{
+	struct adoption *a = calloc(1, sizeof *a);
+	if (!a)
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	a->zh = zh;
+	a->c = c;
+	pthread_mutex_lock(&adoptions_mu);
+	a->next = adoptions;
+	adoptions = a;
+	pthread_mutex_unlock(&adoptions_mu);
+	watcher_fn app = zoo_set_watcher(zh, adopted_watcher);
+	pthread_mutex_lock(&adoptions_mu);
+	a->app = app == adopted_watcher ? NULL : app;
+	a->chained = true;
+	pthread_cond_broadcast(&adoptions_cv);
+	pthread_mutex_unlock(&adoptions_mu);
+	return 0;
+}
+
+/* Lets go of zh: the application's watcher alone gets its events again (no lock held;
+ * never with c->mu). */
+static void release_handle(zkl_client *c, zhandle_t *zh)
+{
+	pthread_mutex_lock(&adoptions_mu);
+	for (struct adoption *a = adoptions; a; a = a->next) {
+		if (a->zh == zh && a->c == c) {
+			a->c = NULL;
+			if (a->app)
+				zoo_set_watcher(zh, a->app);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&adoptions_mu);
 }
 
 static struct zkl_session *session_new(zkl_client *c, uint64_t gen)
@@ -293,7 +386,38 @@ static struct zkl_session *session_new(zkl_client *c, uint64_t gen)
  * once zookeeper_close() returns, it never calls them again. */
 static void session_free(zkl_client *c, struct zkl_session *s)
 {
-	c->zk->close(s->zh);
+	if (s->adopted) {
+		/* The application's handle stays open: wait for our requests to complete
+		 * (their completions know s), then take our watches off it. The removal waits
+		 * for the C client's completion thread, which may need mu: collect first. */
+		struct { char *path; watcher_fn fn; void *ctx; int type; } *rm = NULL;
+		size_t n = 0, cap = 0;
+		pthread_mutex_lock(&c->mu);
+		while (s->inflight > 0)
+			zkl_cond_wait_until(&c->ev_cv, &c->mu, zkl_now_ms() + 100);
+		for (struct zkl_watch *wt = s->watches; wt; wt = wt->next)
+			cap++;
+		for (struct zkl_revwatch *rv = c->revwatches; rv; rv = rv->next)
+			cap++;
+		rm = cap ? calloc(cap, sizeof *rm) : NULL;
+		for (struct zkl_watch *wt = s->watches; rm && wt; wt = wt->next)
+			if (wt->path && (rm[n].path = strdup(wt->path)))
+				rm[n].fn = node_watcher, rm[n].ctx = wt, rm[n++].type = ZWATCHTYPE_ANY;
+		for (struct zkl_revwatch *rv = c->revwatches; rm && rv; rv = rv->next)
+			if (rv->registered && rv->s == s && (rm[n].path = strdup(rv->path)))
+				rm[n].fn = revwatch_watcher, rm[n].ctx = rv, rm[n++].type = ZWATCHTYPE_DATA;
+		bool shared = c->sess && c->sess != s && c->sess->zh == s->zh;
+		pthread_mutex_unlock(&c->mu);
+		for (size_t i = 0; i < n; i++) {
+			zoo_remove_watches(s->zh, rm[i].path, rm[i].type, rm[i].fn, rm[i].ctx, 1);
+			free(rm[i].path);
+		}
+		free(rm);
+		if (!shared)
+			release_handle(c, s->zh);
+	} else {
+		c->zk->close(s->zh);
+	}
 	pthread_mutex_lock(&c->mu);
 	while (s->watches) {
 		struct zkl_watch *wt = s->watches;
@@ -301,7 +425,7 @@ static void session_free(zkl_client *c, struct zkl_session *s)
 		wt->registered = false;
 		wt->next = wt->prev = NULL;
 		if (--wt->refs == 0)
-			free(wt);
+			watch_free(wt);
 	}
 	for (struct zkl_revwatch *rv = c->revwatches, *next; rv; rv = next) {
 		next = rv->next;
@@ -364,6 +488,11 @@ static void op_finish_locked(zkl_client *c, struct zkl_op *op, int rc)
 	/* An answer from the server proves the session alive when the request was sent. */
 	if (s == c->sess && zkl_zk_answered(rc) && op->sent_at > s->last_ok_sent)
 		s->last_ok_sent = op->sent_at;
+	if (s == c->sess && s->given_up && zkl_zk_answered(rc) && op->sent_at > s->given_up_at) {
+		/* An adopted session given up for lost is alive after all: it counts again. */
+		s->given_up = false;
+		session_event_locked(c, s, s->zh, ZOO_CONNECTED_STATE, malloc(sizeof(struct zkl_event)));
+	}
 	/* The C client registers a watch only when the request succeeded. */
 	if (op->watch && rc != ZOK)
 		watch_unregister_locked(op->watch);
@@ -508,7 +637,7 @@ struct zkl_op *zkl_op_children(zkl_client *c, struct zkl_waiter *w, const char *
 	if (!op)
 		return NULL;
 	if (wt)
-		watch_register(c, op, wt);
+		watch_register(c, op, wt, path);
 	int rc = c->zk->children(op->s->zh, path, wt ? node_watcher : NULL, wt, strings_done, op);
 	if (rc != ZOK)
 		op_refused(c, op, rc);
@@ -531,7 +660,7 @@ static bool watch_unregister_locked(struct zkl_watch *wt)
 	wt->registered = false;
 	wt->next = wt->prev = NULL;
 	if (--wt->refs == 0) {
-		free(wt);
+		watch_free(wt);
 		return true;
 	}
 	return false;
@@ -539,9 +668,13 @@ static bool watch_unregister_locked(struct zkl_watch *wt)
 
 /* Registers a watch for op before the request goes out: the watcher may run before the
  * completion does. */
-static void watch_register(zkl_client *c, struct zkl_op *op, struct zkl_watch *wt)
+static void watch_register(zkl_client *c, struct zkl_op *op, struct zkl_watch *wt,
+                           const char *path)
 {
+	char *copy = op->s->adopted ? strdup(path) : NULL;
 	pthread_mutex_lock(&c->mu);
+	free(wt->path);
+	wt->path = copy;
 	wt->s = op->s;
 	wt->refs++;
 	wt->registered = true;
@@ -590,7 +723,7 @@ void zkl_watch_put(zkl_client *c, struct zkl_watch *wt)
 	(void)c;
 	wt->w = NULL;
 	if (--wt->refs == 0)
-		free(wt);
+		watch_free(wt);
 }
 
 struct zkl_op *zkl_op_get(zkl_client *c, struct zkl_waiter *w, const char *path,
@@ -600,7 +733,7 @@ struct zkl_op *zkl_op_get(zkl_client *c, struct zkl_waiter *w, const char *path,
 	if (!op)
 		return NULL;
 	if (wt)
-		watch_register(c, op, wt);
+		watch_register(c, op, wt, path);
 	int rc = c->zk->get(op->s->zh, path, wt ? node_watcher : NULL, wt, data_done, op);
 	if (rc != ZOK)
 		op_refused(c, op, rc);
@@ -1208,9 +1341,22 @@ static void session_replace(zkl_client *c)
 {
 	struct zkl_session *old = c->sess;
 	struct zkl_session *s = NULL;
+	if (old->adopted) {
+		/* The application opens the next session and hands it over
+		 * (zkl_client_handover()); until then the expired handle stands in, and every
+		 * request on it fails as a lost session does, so acquisitions wait. */
+		s = calloc(1, sizeof *s);
+		if (s) {
+			s->c = c;
+			s->gen = old->gen + 1;
+			s->zh = old->zh;
+			s->adopted = true;
+			s->expired = true;
+		}
+	}
 	pthread_mutex_unlock(&c->mu);
 	/* Opening a session only allocates and starts threads; retry if it could not. */
-	for (int i = 0; i < 50 && !s; i++) {
+	for (int i = 0; i < 50 && !s && !old->adopted; i++) {
 		s = session_new(c, old->gen + 1);
 		if (!s)
 			usleep(100000);
@@ -1240,8 +1386,9 @@ static void handle_event(zkl_client *c, struct zkl_event *e)
 		else if (c->state != ZKL_STATE_CONNECTED && c->state != ZKL_STATE_RECONNECTED)
 			set_state(c, ZKL_STATE_RECONNECTED);
 	} else if (e->zk_state == ZOO_EXPIRED_SESSION_STATE) {
-		zkl_log(c, ZKL_LOG_WARN, "ZooKeeper session 0x%llx expired; opening a new one",
-		        (unsigned long long)s->id);
+		zkl_log(c, ZKL_LOG_WARN, "ZooKeeper session 0x%llx expired; %s",
+		        (unsigned long long)s->id, s->adopted ? "waiting for the application's "
+		        "next handle (zkl_client_handover)" : "opening a new one");
 		session_replace(c);
 		holds_notify(c);
 		if (c->state != ZKL_STATE_LOST)
@@ -1306,11 +1453,32 @@ static int64_t liveness_run(zkl_client *c)
 		}
 		next = c->next_heartbeat;
 	}
-	if (s->expired)
+	if (s->expired || s->given_up)
 		return next;
 	int64_t at = zkl_lost_at(c);
 	if (now < at)
 		return at < next ? at : next;
+	if (s->adopted) {
+		/* The application's session cannot be replaced here, and may live on: report
+		 * every hold lost, and delete their nodes in the background (a node of this
+		 * generation stays unless deleted). The session counts again once it answers. */
+		zkl_log(c, ZKL_LOG_WARN, "ZooKeeper answered nothing sent in the last %lld ms "
+		        "(more than %d%% of the session timeout) on the application's session: "
+		        "locks held are lost", (long long)(now - s->last_ok_sent), c->loss_percent);
+		s->given_up = true;
+		s->given_up_at = now;
+		for (struct zkl_hold *h = c->holds; h; h = h->next) {
+			if (h->gen == s->gen && !h->lost) {
+				h->lost = true;
+				if (h->path)
+					zkl_task_delete(c, h->path, h->gen);
+			}
+		}
+		holds_notify(c);
+		if (c->state != ZKL_STATE_LOST)
+			set_state(c, ZKL_STATE_LOST);
+		return next;
+	}
 	bool any = false;
 	for (struct zkl_hold *h = c->holds; h; h = h->next)
 		any |= h->gen == s->gen && !h->lost;
@@ -1486,8 +1654,72 @@ int zkl_client_open(zkl_client **out, const zkl_client_options *o)
 	return zkl_client_open_on(out, o, &zkl_zk_client, NULL);
 }
 
+static int client_open(zkl_client **out, const zkl_client_options *o,
+                       const struct zkl_zk_ops *zk, void *zk_self, zhandle_t *adopt);
+
 int zkl_client_open_on(zkl_client **out, const zkl_client_options *o,
                        const struct zkl_zk_ops *zk, void *zk_self)
+{
+	return client_open(out, o, zk, zk_self, NULL);
+}
+
+int zkl_client_adopt(zkl_client **out, zhandle_t *zh, const zkl_client_options *o)
+{
+	zkl_clear_error();
+	if (out)
+		*out = NULL;
+	if (!zh)
+		return zkl_fail(ZKL_EINVAL, "the ZooKeeper handle is NULL");
+	return client_open(out, o, &zkl_zk_client, NULL, zh);
+}
+
+int zkl_client_handover(zkl_client *c, zhandle_t *zh)
+{
+	zkl_clear_error();
+	if (!c || !zh)
+		return zkl_fail(ZKL_EINVAL, "%s is NULL", c ? "the ZooKeeper handle" : "client");
+	if (!c->adopted)
+		return zkl_fail(ZKL_EINVAL, "the client has sessions of its own (it was not made "
+		                "with zkl_client_adopt())");
+	pthread_mutex_lock(&c->mu);
+	struct zkl_session *s = c->sess;
+	zhandle_t *old = s->zh;
+	int rc = 0;
+	if (c->closing)
+		rc = zkl_fail(ZKL_ECLOSED, "the client is closing");
+	else if (old == zh)
+		rc = zkl_fail(ZKL_EINVAL, "that handle is the client's already");
+	else if (!s->expired)
+		rc = zkl_fail(ZKL_EBUSY, "the current session has not expired: hand the next "
+		              "handle over once it has (the state listener hears \"lost\")");
+	pthread_mutex_unlock(&c->mu);
+	if (rc != 0)
+		return rc;
+	release_handle(c, old);
+	pthread_mutex_lock(&c->mu);
+	s->zh = zh;
+	s->expired = false;
+	s->connected = false;
+	s->ever_connected = false;
+	s->id = 0;
+	s->last_ok_sent = 0;
+	pthread_mutex_unlock(&c->mu);
+	rc = adopt_handle(c, zh);
+	if (rc != 0)
+		return rc;
+	/* Connected before our watcher was in front: say so ourselves. */
+	if (zoo_state(zh) == ZOO_CONNECTED_STATE) {
+		pthread_mutex_lock(&c->mu);
+		if (c->sess == s && !s->connected)
+			session_event_locked(c, s, zh, ZOO_CONNECTED_STATE,
+			                     malloc(sizeof(struct zkl_event)));
+		pthread_mutex_unlock(&c->mu);
+	}
+	return 0;
+}
+
+static int client_open(zkl_client **out, const zkl_client_options *o,
+                       const struct zkl_zk_ops *zk, void *zk_self, zhandle_t *adopt)
 {
 	zkl_clear_error();
 	zkl_client_options defaults;
@@ -1498,6 +1730,10 @@ int zkl_client_open_on(zkl_client **out, const zkl_client_options *o,
 		zkl_client_options_init(&defaults);
 		o = &defaults;
 	}
+	/* An adopted handle has its servers, timeout and credentials already. */
+	const char *servers = adopt ? "the application's handle" : o->servers;
+	if (adopt)
+		goto servers_checked;
 	if (!o->servers || !*o->servers)
 		return zkl_fail(ZKL_EINVAL, "servers is empty (expected \"host:port[,...][/chroot]\")");
 	if (strspn(o->servers, " \t") == strlen(o->servers) || strchr(o->servers, ' '))
@@ -1508,6 +1744,7 @@ int zkl_client_open_on(zkl_client **out, const zkl_client_options *o,
 	if (o->session_timeout_ms <= 0)
 		return zkl_fail(ZKL_EINVAL, "session timeout %d ms is not positive",
 		                o->session_timeout_ms);
+servers_checked:
 	if (o->connect_timeout_ms < 0)
 		return zkl_fail(ZKL_EINVAL, "connect timeout %d ms is negative", o->connect_timeout_ms);
 	if (o->loss_percent < 50 || o->loss_percent > 100)
@@ -1518,7 +1755,7 @@ int zkl_client_open_on(zkl_client **out, const zkl_client_options *o,
 	if (o->acl != ZKL_ACL_OPEN && o->acl != ZKL_ACL_CREATOR_ALL &&
 	    o->acl != ZKL_ACL_CREATOR_ALL_READ)
 		return zkl_fail(ZKL_EINVAL, "acl %d is not a zkl_acl value", (int)o->acl);
-	if (o->acl != ZKL_ACL_OPEN && !o->digest_auth)
+	if (o->acl != ZKL_ACL_OPEN && !o->digest_auth && !adopt)
 		return zkl_fail(ZKL_EAUTH, "a creator-only ACL needs digest credentials "
 		                "(digest_auth \"user:password\")");
 
@@ -1538,8 +1775,8 @@ int zkl_client_open_on(zkl_client **out, const zkl_client_options *o,
 		client_free(c);
 		return zkl_fail(ZKL_ENOMEM, "cannot make the loop's descriptor: %s", strerror(e));
 	}
-	c->servers = strdup(o->servers);
-	c->digest = o->digest_auth ? strdup(o->digest_auth) : NULL;
+	c->servers = strdup(servers);
+	c->digest = o->digest_auth && !adopt ? strdup(o->digest_auth) : NULL;
 	c->session_timeout_req = o->session_timeout_ms;
 	c->connect_timeout = o->connect_timeout_ms;
 	c->log = o->log;
@@ -1562,11 +1799,37 @@ int zkl_client_open_on(zkl_client **out, const zkl_client_options *o,
 		c->acl_custom.data = c->acl_entries;
 		c->acl = &c->acl_custom;
 	}
-	if (!c->servers || (o->digest_auth && !c->digest)) {
+	if (!c->servers || (o->digest_auth && !adopt && !c->digest)) {
 		client_free(c);
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	}
-	c->sess = session_new(c, 1);
+	if (adopt) {
+		c->adopted = true;
+		c->sess = calloc(1, sizeof *c->sess);
+		if (!c->sess) {
+			client_free(c);
+			return zkl_fail(ZKL_ENOMEM, "out of memory");
+		}
+		c->sess->c = c;
+		c->sess->gen = 1;
+		c->sess->zh = adopt;
+		c->sess->adopted = true;
+		if (adopt_handle(c, adopt) != 0) {
+			free(c->sess);
+			client_free(c);
+			return ZKL_ENOMEM;
+		}
+		/* Connected before our watcher was in front: say so ourselves. */
+		if (zoo_state(adopt) == ZOO_CONNECTED_STATE) {
+			pthread_mutex_lock(&c->mu);
+			if (!c->sess->connected)
+				session_event_locked(c, c->sess, adopt, ZOO_CONNECTED_STATE,
+				                     malloc(sizeof(struct zkl_event)));
+			pthread_mutex_unlock(&c->mu);
+		}
+	} else {
+		c->sess = session_new(c, 1);
+	}
 	if (!c->sess) {
 		int e = errno;
 		client_free(c);
@@ -1609,9 +1872,9 @@ int zkl_client_open_on(zkl_client **out, const zkl_client_options *o,
 	if (!ok) {
 		zkl_client_close(c);
 		if (auth)
-			return zkl_fail(ZKL_EAUTH, "ZooKeeper at %s refused the credentials", o->servers);
+			return zkl_fail(ZKL_EAUTH, "ZooKeeper at %s refused the credentials", servers);
 		return zkl_fail(ZKL_ECONNECT, "no ZooKeeper server answered at %s within %d ms",
-		                o->servers, o->connect_timeout_ms);
+		                servers, o->connect_timeout_ms);
 	}
 	*out = c;
 	return 0;
@@ -1622,6 +1885,17 @@ void zkl_client_close(zkl_client *c)
 	if (!c)
 		return;
 	pthread_mutex_lock(&c->mu);
+	if (c->adopted) {
+		/* The session goes on without us: our nodes' background deletes must be done
+		 * first, or a lock node would stay as long as the application's session. */
+		int64_t until = zkl_now_ms() + session_timeout_ms(c);
+		while (c->tasks && !c->sess->expired && zkl_now_ms() < until)
+			if (!zkl_loop_step(c))
+				zkl_cond_wait_until(&c->ev_cv, &c->mu, zkl_now_ms() + 100);
+		if (c->tasks)
+			zkl_log(c, ZKL_LOG_ERROR, "closing with background deletes not done on the "
+			        "application's session: their nodes stay until it ends");
+	}
 	/* Let the requests already sent complete, so their memory is not lost with the
 	 * handle; bounded, since a dead connection fails them within the session timeout. */
 	int64_t deadline = zkl_now_ms() + 3000;

@@ -55,6 +55,10 @@ struct zkl_session {
 	 * The server cannot expire the session before last_ok_sent + the session timeout. */
 	int64_t last_ok_sent;
 	struct zkl_watch *watches; /* mu: watches the C client may still call */
+	bool adopted;         /* the application's handle: never closed here */
+	bool given_up;        /* mu: an adopted session given up by the loss rule, and not
+	                       * heard from since */
+	int64_t given_up_at;  /* mu */
 	struct zkl_session *next;  /* mu: in client->retired */
 	int64_t retired_at;
 };
@@ -68,6 +72,8 @@ struct zkl_watch {
 	bool fired;                     /* mu */
 	int event;                      /* mu: the event that fired it (ZOO_DELETED_EVENT...) */
 	bool registered;                /* mu: in s->watches */
+	char *path;                     /* the watched path (to remove the watch from an
+	                                 * adopted handle, which we never close) */
 	struct zkl_watch *next, *prev;  /* mu */
 };
 
@@ -98,6 +104,7 @@ struct zkl_op {
 struct zkl_hold {
 	struct zkl_hold *next, *prev;     /* mu */
 	uint64_t gen;                     /* session it was acquired on */
+	const char *path;                 /* its node (the owner's string), or NULL */
 	bool lost;                        /* mu */
 	bool notified;                    /* mu: on_lost has been or is being called */
 	bool dispatching;                 /* mu: on_lost is running right now */
@@ -173,6 +180,7 @@ struct zkl_client {
 	pthread_t ev_thread;
 	pthread_cond_t ev_cv;       /* broadcast by loop_wake(): there is work */
 	bool ev_running;
+	bool adopted;               /* sessions are the application's (zkl_client_adopt) */
 	/* With external_loop, the application runs the loop in zkl_client_process(): */
 	bool external;
 	int efd;                    /* the eventfd it polls, or -1 */
