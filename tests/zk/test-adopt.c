@@ -2,10 +2,15 @@
  * ephemeral node and its lock live on one session, die with it, and after the handover
  * of the next handle new acquisitions work; the application's watcher sees every event,
  * and the handle outlives the client. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <zookeeper/zookeeper.h>
@@ -223,12 +228,193 @@ static void test_close_leaves_nothing(void **state)
 	zookeeper_close(zh);
 }
 
+/* A TCP proxy in front of the server that can hold every byte in both directions (the
+ * kernel buffers them) and let them through later: a partition that heals, with no
+ * connection closed. */
+struct proxy {
+	int listen_fd, port, server_port;
+	atomic_bool hold, stop;
+	pthread_t th;
+};
+
+static int connect_server(int port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+static void *proxy_main(void *arg)
+{
+	struct proxy *p = arg;
+	enum { PAIRS = 8 };
+	int a[PAIRS], b[PAIRS];
+	for (int i = 0; i < PAIRS; i++)
+		a[i] = b[i] = -1;
+	while (!atomic_load(&p->stop)) {
+		struct pollfd fds[1 + 2 * PAIRS];
+		int n = 0;
+		fds[n++] = (struct pollfd){.fd = p->listen_fd, .events = POLLIN};
+		bool held = atomic_load(&p->hold);
+		for (int i = 0; i < PAIRS; i++) {
+			fds[n++] = (struct pollfd){.fd = held ? -1 : a[i], .events = POLLIN};
+			fds[n++] = (struct pollfd){.fd = held ? -1 : b[i], .events = POLLIN};
+		}
+		if (poll(fds, (nfds_t)n, 20) <= 0)
+			continue;
+		if (fds[0].revents & POLLIN) {
+			int c = accept(p->listen_fd, NULL, NULL);
+			int s = c >= 0 ? connect_server(p->server_port) : -1;
+			int i = 0;
+			while (i < PAIRS && a[i] >= 0)
+				i++;
+			if (c >= 0 && s >= 0 && i < PAIRS) {
+				a[i] = c;
+				b[i] = s;
+			} else {
+				if (c >= 0)
+					close(c);
+				if (s >= 0)
+					close(s);
+			}
+		}
+		for (int i = 0; i < PAIRS; i++) {
+			for (int dir = 0; dir < 2; dir++) {
+				short ev = fds[1 + 2 * i + dir].revents;
+				if (!ev || a[i] < 0)
+					continue;
+				int from = dir ? b[i] : a[i], to = dir ? a[i] : b[i];
+				char buf[16384];
+				ssize_t r = read(from, buf, sizeof buf);
+				if (r <= 0 || write(to, buf, (size_t)r) != r) {
+					close(a[i]);
+					close(b[i]);
+					a[i] = b[i] = -1;
+				}
+			}
+		}
+	}
+	for (int i = 0; i < PAIRS; i++) {
+		if (a[i] >= 0) {
+			close(a[i]);
+			close(b[i]);
+		}
+	}
+	return NULL;
+}
+
+static void proxy_start(struct proxy *p)
+{
+	memset(p, 0, sizeof *p);
+	const char *colon = strrchr(h_servers(), ':');
+	assert_non_null(colon);
+	p->server_port = atoi(colon + 1);
+	p->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(p->listen_fd, (struct sockaddr *)&sa, sizeof sa), 0);
+	assert_int_equal(listen(p->listen_fd, 8), 0);
+	socklen_t len = sizeof sa;
+	assert_int_equal(getsockname(p->listen_fd, (struct sockaddr *)&sa, &len), 0);
+	p->port = ntohs(sa.sin_port);
+	assert_int_equal(pthread_create(&p->th, NULL, proxy_main, p), 0);
+}
+
+static void proxy_stop(struct proxy *p)
+{
+	atomic_store(&p->stop, true);
+	pthread_join(p->th, NULL);
+	close(p->listen_fd);
+}
+
+static void count_state(zkl_client *c, zkl_state st, void *data)
+{
+	(void)c;
+	h_counter *k = data;
+	if (st == ZKL_STATE_LOST)
+		h_counter_add(&k[0], 1);
+	else if (st == ZKL_STATE_RECONNECTED)
+		h_counter_add(&k[1], 1);
+}
+
+/* The loss rule gives the application's session up (nothing heard for half its
+ * timeout) while the server still keeps it: the lock is reported lost and its node is
+ * deleted once the partition heals, on the same session, which counts again. Giving
+ * the session up the way a client's own is (a new generation) would leave that node on
+ * the application's session for as long as it lives. */
+static void test_loss_rule_keeps_the_session(void **state)
+{
+	(void)state;
+	struct proxy px;
+	proxy_start(&px);
+	char servers[64];
+	snprintf(servers, sizeof servers, "127.0.0.1:%d", px.port);
+	struct app a;
+	app_init(&a);
+	zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+	zhandle_t *zh = zookeeper_init(servers, app_watcher, 8000, NULL, &a, 0);
+	assert_non_null(zh);
+	app_wait(&a, &a.connected, 1);
+	char reg[64];
+	snprintf(reg, sizeof reg, "/adopt-loss-registration-%d", (int)getpid());
+	assert_int_equal(zoo_create(zh, reg, "up", 2, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, NULL,
+	                            0), ZOK);
+	zkl_client_options o;
+	zkl_client_options_init(&o);
+	o.loss_percent = 50;
+	zkl_client *c;
+	CHECK_OK(zkl_client_adopt(&c, zh, &o));
+	int64_t session = zkl_client_session_id(c);
+	h_counter states[2];
+	h_counter_init(&states[0]);
+	h_counter_init(&states[1]);
+	CHECK_OK(zkl_client_add_listener(c, count_state, states));
+	const char *path = h_path("adopt-loss");
+	zkl_mutex *m;
+	CHECK_OK(zkl_mutex_new(&m, c, path));
+	zkl_lock *l = zkl_mutex_lock(m);
+	h_latch *lost = h_latch_new();
+	CHECK_OK(zkl_lock_on_lost(l, note_lost, lost));
+	CHECK_OK(zkl_lock_acquire(l, 5000));
+	char node[ZKL_NODE_MAX];
+	assert_true(zkl_lock_node(l, node, sizeof node) > 0);
+
+	atomic_store(&px.hold, true);
+	assert_true(h_latch_wait(lost, 10000)); /* at half the timeout of silence */
+	assert_true(h_counter_wait(&states[0], 1, 1000));
+	assert_true(h_exists(node)); /* the server still keeps the session */
+	atomic_store(&px.hold, false);
+	assert_true(h_wait_deleted(node, 10000));
+	assert_true(h_exists(reg)); /* the same session lives on */
+	assert_true(h_counter_wait(&states[1], 1, 10000));
+	assert_int_equal(zkl_client_session_id(c), session);
+	CHECK_RC(ZKL_ELOST, zkl_lock_release(l));
+	CHECK_OK(zkl_lock_acquire(l, 5000));
+	CHECK_OK(zkl_lock_release(l));
+	assert_int_equal(a.expired, 0);
+
+	zkl_mutex_free(m);
+	CHECK_OK(zkl_client_remove_listener(c, count_state, states));
+	zkl_client_close(c);
+	zookeeper_close(zh);
+	proxy_stop(&px);
+	h_latch_free(lost);
+	h_counter_destroy(&states[0]);
+	h_counter_destroy(&states[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_arguments),
 		cmocka_unit_test(test_expiry_and_handover),
 		cmocka_unit_test(test_close_leaves_nothing),
+		cmocka_unit_test(test_loss_rule_keeps_the_session),
 	};
 	return H_RUN(tests);
 }
