@@ -1938,7 +1938,8 @@ bool zkl_loop_step(zkl_client *c)
 	return true;
 }
 
-int zkl_client_loop_fd(zkl_client *c)
+/* The check of the application's loop functions: a client of external_loop. */
+static int check_external(const zkl_client *c)
 {
 	zkl_clear_error();
 	if (!c)
@@ -1946,17 +1947,22 @@ int zkl_client_loop_fd(zkl_client *c)
 	if (!c->external)
 		return zkl_fail(ZKL_EINVAL, "the client runs its own loop thread (external_loop "
 		                "was not set)");
+	return 0;
+}
+
+int zkl_client_loop_fd(zkl_client *c)
+{
+	int rc = check_external(c);
+	if (rc != 0)
+		return rc;
 	return c->efd;
 }
 
 int zkl_client_loop_timeout(zkl_client *c)
 {
-	zkl_clear_error();
-	if (!c)
-		return zkl_fail(ZKL_EINVAL, "client is NULL");
-	if (!c->external)
-		return zkl_fail(ZKL_EINVAL, "the client runs its own loop thread (external_loop "
-		                "was not set)");
+	int rc = check_external(c);
+	if (rc != 0)
+		return rc;
 	pthread_mutex_lock(&c->mu);
 	int64_t due = c->events || c->ready ? 0 : c->loop_due;
 	pthread_mutex_unlock(&c->mu);
@@ -1968,12 +1974,9 @@ int zkl_client_loop_timeout(zkl_client *c)
 
 int zkl_client_process(zkl_client *c)
 {
-	zkl_clear_error();
-	if (!c)
-		return zkl_fail(ZKL_EINVAL, "client is NULL");
-	if (!c->external)
-		return zkl_fail(ZKL_EINVAL, "the client runs its own loop thread (external_loop "
-		                "was not set)");
+	int rc = check_external(c);
+	if (rc != 0)
+		return rc;
 	if (running_loop == c)
 		return zkl_fail(ZKL_EDEADLK, "zkl_client_process() called from a zklocks "
 		                "callback of the same client");
