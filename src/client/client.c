@@ -1512,7 +1512,10 @@ static int64_t retired_reap(zkl_client *c, bool all)
 	struct zkl_session **pp = &c->retired;
 	while (*pp) {
 		struct zkl_session *s = *pp;
-		if (all || s->inflight == 0 || zkl_now_ms() - s->retired_at > 5000) {
+		/* An adopted handle stays open: its requests complete by themselves, and only
+		 * then can it go without blocking the loop. */
+		bool waited = !s->adopted && zkl_now_ms() - s->retired_at > 5000;
+		if (all || s->inflight == 0 || waited) {
 			*pp = s->next;
 			pthread_mutex_unlock(&c->mu);
 			session_free(c, s);
@@ -1520,8 +1523,9 @@ static int64_t retired_reap(zkl_client *c, bool all)
 			pp = &c->retired;
 			continue;
 		}
-		if (s->retired_at + 5000 < next)
-			next = s->retired_at + 5000;
+		int64_t at = s->adopted ? zkl_now_ms() + 1000 : s->retired_at + 5000;
+		if (at < next)
+			next = at;
 		pp = &s->next;
 	}
 	return next;
