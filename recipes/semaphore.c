@@ -35,6 +35,7 @@ struct zkl_semaphore {
 	struct zkl_lease *waiting;     /* c->mu: leases a blocking acquire is taking */
 	bool locks_seen, leases_seen;  /* c->mu: the engine has listed these folders */
 	unsigned cancels;              /* c->mu: bumped by every cancel */
+	bool count_agreed;             /* c->mu: the recorded count was found equal ours */
 };
 
 struct zkl_lease {
@@ -264,6 +265,64 @@ static struct zkl_queue lease_queue(zkl_semaphore *s, const struct zkl_data *dat
 	};
 }
 
+/* The lease count, recorded where the semaphore lives as kazoo's Semaphore records it:
+ * the path node's data, the count in decimal. Curator's InterProcessSemaphoreV2 records
+ * nothing (empty data), so an empty or foreign record is written over, a number is
+ * compared. A fixed count only (a shared count changes by design). Blocking: one round
+ * trip or two, once per handle. Returns 0, or ZKL_EINVAL when the path records another
+ * count. */
+static int count_agree(zkl_semaphore *s)
+{
+	zkl_client *c = s->c;
+	pthread_mutex_lock(&c->mu);
+	bool done = s->count_agreed || s->fixed_max <= 0;
+	pthread_mutex_unlock(&c->mu);
+	if (done)
+		return 0;
+	char mine[16];
+	int len = snprintf(mine, sizeof mine, "%d", s->fixed_max);
+	for (int attempt = 0; attempt < 5; attempt++) {
+		struct zkl_req get = {.kind = ZKL_OP_GET, .path = s->path};
+		struct zkl_op *op = NULL;
+		int zrc = zkl_request(c, &get, zkl_deadline(-1), &op);
+		if (zrc == ZNONODE) {
+			if (op)
+				zkl_op_release(c, op);
+			return 0; /* not there yet: the first acquire makes it, the next records */
+		}
+		if (zrc != ZOK) {
+			if (op)
+				zkl_op_release(c, op);
+			return zrc < -1000 ? zrc : zkl_fail_zk(zrc, "cannot read", s->path);
+		}
+		char *end = NULL;
+		long theirs = op->value_len > 0 ? strtol(op->value, &end, 10) : 0;
+		bool number = op->value_len > 0 && op->value_len < 12 && end &&
+		              end == op->value + op->value_len && theirs > 0;
+		int version = op->stat.version;
+		zkl_op_release(c, op);
+		if (number && theirs != s->fixed_max)
+			return zkl_fail(ZKL_EINVAL, "semaphore %s records %ld leases, and this handle "
+			                "asks for %d: every user of a path must agree", s->path,
+			                theirs, s->fixed_max);
+		if (!number) {
+			struct zkl_req set = {.kind = ZKL_OP_SET, .path = s->path, .data = mine,
+			                      .len = len, .version = version};
+			zrc = zkl_request(c, &set, zkl_deadline(-1), NULL);
+			if (zrc == ZBADVERSION || zrc == ZNONODE)
+				continue; /* someone else wrote, or it went: look again */
+			if (zrc != ZOK)
+				return zrc < -1000 ? zrc : zkl_fail_zk(zrc, "cannot record the count of",
+				                                       s->path);
+		}
+		pthread_mutex_lock(&c->mu);
+		s->count_agreed = true;
+		pthread_mutex_unlock(&c->mu);
+		return 0;
+	}
+	return 0; /* raced five times: the next acquire looks again */
+}
+
 /* Takes one lease through the gate. */
 static int take_one(zkl_semaphore *s, const struct zkl_data *data, int64_t deadline,
                     int timeout_ms, struct zkl_node *lease)
@@ -308,6 +367,8 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 		                "succeed", n, s->fixed_max);
 	int rc = zkl_check_timeout(timeout_ms);
 	if (rc != 0)
+		return rc;
+	if ((rc = count_agree(s)) != 0)
 		return rc;
 	zkl_client *c = s->c;
 	int64_t deadline = zkl_deadline(timeout_ms);
@@ -363,6 +424,16 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 		char saved[256];
 		snprintf(saved, sizeof saved, "%s", zkl_last_error());
 		for (int i = k; i-- > 0;)
+			zkl_lease_free(got[i]);
+		free(got);
+		return zkl_fail(rc, "%s", saved);
+	}
+	/* A path made by this acquire has no record yet: make it, or find we disagree with
+	 * a taker that raced us, and give the leases back. */
+	if ((rc = count_agree(s)) != 0) {
+		char saved[256];
+		snprintf(saved, sizeof saved, "%s", zkl_last_error());
+		for (int i = n; i-- > 0;)
 			zkl_lease_free(got[i]);
 		free(got);
 		return zkl_fail(rc, "%s", saved);
@@ -681,6 +752,9 @@ static int semaphore_view_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_
 {
 	zkl_semaphore *s = SEM(lk);
 	zkl_client *c = s->c;
+	int rc = count_agree(s); /* a round trip, once per handle */
+	if (rc != 0)
+		return rc;
 	struct sem_async *pa = calloc(1, sizeof *pa);
 	if (!pa || !(pa->lease = calloc(1, sizeof *pa->lease)) ||
 	    !(pa->locks_path = strdup(s->locks_path)) ||
@@ -693,7 +767,7 @@ static int semaphore_view_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	}
 	pthread_mutex_lock(&c->mu);
-	int rc = zkl_lock_async_claim(lk, &pa->a, fn, data);
+	rc = zkl_lock_async_claim(lk, &pa->a, fn, data);
 	if (rc == 0 && (rc = zkl_lock_data_copy(lk, &pa->data)) != 0)
 		zkl_lock_async_unclaim(lk, &pa->a);
 	if (rc == 0) {

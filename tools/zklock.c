@@ -2593,8 +2593,11 @@ static bool acquire(const struct opts *o, struct lock *lk, int *status, pthread_
 			msg("%s%s is busy; gave up after %g s", lock_what(lk), o->path, o->wait_s);
 		break;
 	case ZKL_EINVAL:
-		*status = usage_error("invalid lock path \"%s\": %s", o->path,
-		                      *detail ? detail : zkl_strerror(rc));
+		if (lk->mode == MODE_SEMAPHORE && strncmp(detail, "semaphore ", 10) == 0)
+			*status = usage_error("%s", detail); /* the counts disagree: it names both */
+		else
+			*status = usage_error("invalid lock path \"%s\": %s", o->path,
+			                      *detail ? detail : zkl_strerror(rc));
 		break;
 	case ZKL_ECONNLOSS:
 		msg("lost the connection to %s while waiting for %s", o->servers, o->path);

@@ -2,10 +2,13 @@
  * InterProcessSemaphoreV2: "<path>/locks/" queues the takers fairly, "<path>/leases/"
  * holds one "_c_<uuid>-lease-<seq>" node per lease.
  *
- * The limit is fixed per handle (all users of a path must agree on it), or read from a
- * shared count node, a persistent node holding a 4-byte big-endian integer (the format of
- * Curator's SharedCount), which operators may change at run time: waiters wake when it
- * rises.
+ * The limit is fixed per handle, or read from a shared count node, a persistent node
+ * holding a 4-byte big-endian integer (the format of Curator's SharedCount), which
+ * operators may change at run time: waiters wake when it rises. A fixed limit is recorded in the data of the path's node (in decimal, as
+ * kazoo's Semaphore records it; Curator's leaves it empty) by the first acquire that
+ * finds it empty; every user of the path must agree on it, and an acquire of a handle
+ * asking for another limit fails with ZKL_EINVAL, naming both, and takes nothing (one
+ * round trip per handle, on its first acquire).
  *
  * The view zkl_semaphore_lock() gives takes one lease per acquire with the shared verbs
  * of <zklocks/lock.h> (and its node data, lost callback, participants and cancel are the

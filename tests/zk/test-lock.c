@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -481,6 +482,61 @@ static void test_multilock_of_kinds(void **state)
 	zkl_client_close(c);
 }
 
+static void ignore_rc(zkl_lock *l, int rc, void *data)
+{
+	(void)l;
+	(void)rc;
+	(void)data;
+}
+
+/* Every user of a semaphore's path must agree on its count: the count is recorded at
+ * the path (as kazoo records it), and a handle asking for another one is refused. */
+static void test_semaphore_counts_agree(void **state)
+{
+	(void)state;
+	zkl_client *c = h_client(0);
+	const char *path = h_path("count");
+	zkl_semaphore *two, *three;
+	zkl_semaphore_mutex *one;
+	CHECK_OK(zkl_semaphore_new(&two, c, path, 2));
+	CHECK_OK(zkl_semaphore_new(&three, c, path, 3));
+	CHECK_OK(zkl_semaphore_mutex_new(&one, c, path));
+	CHECK_OK(zkl_lock_acquire(zkl_semaphore_lock(two), 5000));
+	char data[32];
+	int n = h_get(path, data, sizeof data - 1);
+	data[n > 0 ? n : 0] = 0;
+	assert_string_equal(data, "2");
+	CHECK_RC(ZKL_EINVAL, zkl_lock_acquire(zkl_semaphore_lock(three), 1000));
+	assert_non_null(strstr(zkl_last_error(), "records 2 leases"));
+	assert_non_null(strstr(zkl_last_error(), "asks for 3"));
+	CHECK_RC(ZKL_EINVAL, zkl_lock_acquire_async(zkl_semaphore_lock(three), 1000, ignore_rc,
+	                                            NULL));
+	CHECK_RC(ZKL_EINVAL, zkl_lock_acquire(zkl_semaphore_mutex_lock(one), 1000));
+	assert_non_null(strstr(zkl_last_error(), "asks for 1"));
+	h_wait_children(h_sub(path, "leases"), 1); /* nothing of theirs */
+	CHECK_OK(zkl_lock_acquire(zkl_semaphore_lock(two), 5000)); /* its second lease */
+	CHECK_OK(zkl_lock_release(zkl_semaphore_lock(two)));
+	CHECK_OK(zkl_lock_release(zkl_semaphore_lock(two)));
+	zkl_semaphore_mutex_free(one);
+	zkl_semaphore_free(three);
+	zkl_semaphore_free(two);
+
+	/* A path that records nothing (Curator's InterProcessSemaphoreV2 leaves its node
+	 * empty) takes our count. */
+	char empty[64]; /* at the root, which no reaping takes away (the server is the test's) */
+	snprintf(empty, sizeof empty, "/count-empty-%d", (int)getpid());
+	h_create(empty, "");
+	zkl_semaphore *s;
+	CHECK_OK(zkl_semaphore_new(&s, c, empty, 4));
+	CHECK_OK(zkl_lock_acquire(zkl_semaphore_lock(s), 5000));
+	n = h_get(empty, data, sizeof data - 1);
+	data[n > 0 ? n : 0] = 0;
+	assert_string_equal(data, "4");
+	CHECK_OK(zkl_lock_release(zkl_semaphore_lock(s)));
+	zkl_semaphore_free(s);
+	zkl_client_close(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -493,6 +549,7 @@ int main(void)
 		cmocka_unit_test(test_semaphore_mutex_async_callback),
 		cmocka_unit_test(test_data_and_lost_through_the_view),
 		cmocka_unit_test(test_multilock_of_kinds),
+		cmocka_unit_test(test_semaphore_counts_agree),
 	};
 	return H_RUN(tests);
 }

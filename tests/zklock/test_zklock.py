@@ -1383,6 +1383,23 @@ def data_option():
 
 
 @case
+def semaphore_counts_agree():
+    # The count is recorded where the semaphore lives; a zklock asking for another one
+    # is refused with both counts named (a usage error), and takes no lease.
+    p = lock_path("sem-count")
+    h = holder(p, ["--semaphore", "2"])
+    try:
+        _, err, _ = expect(["--semaphore", "3", "-n", p, "--", "true"], 64,
+                           stderr_has=["records 2 leases", "asks for 3"])
+        check("invalid lock path" not in err, "a path error: %r" % err)
+        check(len(status(p)) == 1, "queue after the refusal: %r" % status(p))
+        expect(["--semaphore", "2", "-n", p, "--", "true"], 0)
+    finally:
+        h.release()
+    check(h.wait() == 0, "holder: exit %s" % h.p.returncode)
+
+
+@case
 def shell_command():
     # -c STRING runs STRING with /bin/sh -c, before PATH or after it as flock(1) has it.
     p = lock_path("shell")
