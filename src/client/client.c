@@ -22,6 +22,13 @@
  * Sessions. `sess` is the current session; `gen` numbers them. A node created on session
  * g is gone once the client moves to g+1, so the engine compares generations instead of
  * asking the server.
+ *
+ * Adopted sessions (zkl_client_adopt). The handle is the application's: our watcher is
+ * chained in front of its own (which the completion thread then calls, as it did
+ * before), the handle is never closed here, and our watches are taken off it when its
+ * session object goes. The generation moves only on expiry, when the session and its
+ * nodes are gone for sure; the loss rule, which cannot know that, marks the holds lost
+ * and deletes their nodes instead.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -341,7 +348,7 @@ static int adopt_handle(zkl_client *c, zhandle_t *zh)
 	a->next = adoptions;
 	adoptions = a;
 	pthread_mutex_unlock(&adoptions_mu);
-	watcher_fn app = zoo_set_watcher(zh, adopted_watcher);
+	watcher_fn app = c->zk->set_watcher(zh, adopted_watcher);
 	pthread_mutex_lock(&adoptions_mu);
 	a->app = app == adopted_watcher ? NULL : app;
 	a->chained = true;
@@ -359,7 +366,7 @@ static void release_handle(zkl_client *c, zhandle_t *zh)
 		if (a->zh == zh && a->c == c) {
 			a->c = NULL;
 			if (a->app)
-				zoo_set_watcher(zh, a->app);
+				c->zk->set_watcher(zh, a->app);
 			break;
 		}
 	}
@@ -409,7 +416,7 @@ static void session_free(zkl_client *c, struct zkl_session *s)
 		bool shared = c->sess && c->sess != s && c->sess->zh == s->zh;
 		pthread_mutex_unlock(&c->mu);
 		for (size_t i = 0; i < n; i++) {
-			zoo_remove_watches(s->zh, rm[i].path, rm[i].type, rm[i].fn, rm[i].ctx, 1);
+			c->zk->remove_watch(s->zh, rm[i].path, rm[i].type, rm[i].fn, rm[i].ctx);
 			free(rm[i].path);
 		}
 		free(rm);
@@ -1712,7 +1719,7 @@ int zkl_client_handover(zkl_client *c, zhandle_t *zh)
 	if (rc != 0)
 		return rc;
 	/* Connected before our watcher was in front: say so ourselves. */
-	if (zoo_state(zh) == ZOO_CONNECTED_STATE) {
+	if (c->zk->connected(zh)) {
 		pthread_mutex_lock(&c->mu);
 		if (c->sess == s && !s->connected)
 			session_event_locked(c, s, zh, ZOO_CONNECTED_STATE,
@@ -1824,7 +1831,7 @@ servers_checked:
 			return ZKL_ENOMEM;
 		}
 		/* Connected before our watcher was in front: say so ourselves. */
-		if (zoo_state(adopt) == ZOO_CONNECTED_STATE) {
+		if (c->zk->connected(adopt)) {
 			pthread_mutex_lock(&c->mu);
 			if (!c->sess->connected)
 				session_event_locked(c, c->sess, adopt, ZOO_CONNECTED_STATE,

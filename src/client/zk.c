@@ -87,6 +87,23 @@ static int zk_sync(zhandle_t *zh, const char *path, string_completion_t done, co
 	return zoo_async(zh, path, done, arg);
 }
 
+static watcher_fn zk_set_watcher(zhandle_t *zh, watcher_fn fn)
+{
+	return zoo_set_watcher(zh, fn);
+}
+
+static bool zk_connected(zhandle_t *zh)
+{
+	return zoo_state(zh) == ZOO_CONNECTED_STATE;
+}
+
+static int zk_remove_watch(zhandle_t *zh, const char *path, int type, watcher_fn fn,
+                           void *ctx)
+{
+	/* local: taken off even without a connection to the server. */
+	return zoo_remove_watches(zh, path, (ZooWatcherType)type, fn, ctx, 1);
+}
+
 const struct zkl_zk_ops zkl_zk_client = {
 	.open = zk_open,
 	.close = zk_close,
@@ -99,4 +116,7 @@ const struct zkl_zk_ops zkl_zk_client = {
 	.exists = zk_exists,
 	.set = zk_set,
 	.sync = zk_sync,
+	.set_watcher = zk_set_watcher,
+	.connected = zk_connected,
+	.remove_watch = zk_remove_watch,
 };

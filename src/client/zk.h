@@ -45,6 +45,15 @@ struct zkl_zk_ops {
 	           stat_completion_t done, const void *arg);
 	/* Answered only once the ensemble's leader has seen it. */
 	int (*sync)(zhandle_t *zh, const char *path, string_completion_t done, const void *arg);
+
+	/* For a handle the application made (zkl_client_adopt); NULL where there is none.
+	 * set_watcher puts fn in the handle's global watcher's place and returns the one it
+	 * replaces; connected says whether the handle is connected now; remove_watch takes a
+	 * watch (path, its watcher and context) off the handle, and returns once it is gone:
+	 * it is never called again. */
+	watcher_fn (*set_watcher)(zhandle_t *zh, watcher_fn fn);
+	bool (*connected)(zhandle_t *zh);
+	int (*remove_watch)(zhandle_t *zh, const char *path, int type, watcher_fn fn, void *ctx);
 };
 
 /* The C client (libzookeeper_mt). */
