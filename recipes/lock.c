@@ -85,6 +85,19 @@ void zkl_lock_async_unclaim(zkl_lock *l, struct zkl_lock_async *a)
 		l->pending = NULL;
 }
 
+int zkl_lock_async_start(zkl_lock *l, struct zkl_lock_async *a, const struct zkl_queue *q,
+                         int timeout_ms, struct zkl_node *node,
+                         void (*done)(void *arg, int rc), void *arg)
+{
+	int rc = zkl_engine_start(q, timeout_ms, node, done, arg);
+	if (rc != 0) {
+		pthread_mutex_lock(&l->c->mu);
+		zkl_lock_async_unclaim(l, a);
+		pthread_mutex_unlock(&l->c->mu);
+	}
+	return rc;
+}
+
 bool zkl_lock_async_ending(struct zkl_lock_async *a)
 {
 	if (a->orphaned)

@@ -70,6 +70,12 @@ int zkl_lock_async_claim(zkl_lock *l, struct zkl_lock_async *a, zkl_lock_acquire
 /* Gives the claim back after a start that failed (c->mu held). */
 void zkl_lock_async_unclaim(zkl_lock *l, struct zkl_lock_async *a);
 
+/* Starts the engine's acquisition of a claimed acquire (no lock held), giving the claim
+ * back if it cannot start. Returns zkl_engine_start()'s result. */
+int zkl_lock_async_start(zkl_lock *l, struct zkl_lock_async *a, const struct zkl_queue *q,
+                         int timeout_ms, struct zkl_node *node,
+                         void (*done)(void *arg, int rc), void *arg);
+
 /* The acquire of a has ended (c->mu held, event thread): false if a was orphaned (the
  * kind undoes a success quietly and calls nobody); true otherwise, and the kind installs
  * a success, then calls zkl_lock_async_call() once no lock is held. */

@@ -347,14 +347,9 @@ static int mutex_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, vo
 		};
 	}
 	pthread_mutex_unlock(&c->mu);
-	if (rc == 0) {
-		rc = zkl_engine_start(&pa->q, timeout_ms, &pa->l->node, mutex_async_done, pa);
-		if (rc != 0) {
-			pthread_mutex_lock(&c->mu);
-			zkl_lock_async_unclaim(lk, &pa->a);
-			pthread_mutex_unlock(&c->mu);
-		}
-	}
+	if (rc == 0)
+		rc = zkl_lock_async_start(lk, &pa->a, &pa->q, timeout_ms, &pa->l->node,
+		                          mutex_async_done, pa);
 	if (rc != 0) {
 		zkl_data_free(&pa->data);
 		free(pa->path);

@@ -784,14 +784,9 @@ static int semaphore_view_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_
 		pa->q.path = pa->locks_path;
 	}
 	pthread_mutex_unlock(&c->mu);
-	if (rc == 0) {
-		rc = zkl_engine_start(&pa->q, timeout_ms, &pa->gate, sem_async_gated, pa);
-		if (rc != 0) {
-			pthread_mutex_lock(&c->mu);
-			zkl_lock_async_unclaim(lk, &pa->a);
-			pthread_mutex_unlock(&c->mu);
-		}
-	}
+	if (rc == 0)
+		rc = zkl_lock_async_start(lk, &pa->a, &pa->q, timeout_ms, &pa->gate,
+		                          sem_async_gated, pa);
 	if (rc != 0) {
 		zkl_data_free(&pa->data);
 		free(pa->locks_path);
