@@ -335,40 +335,63 @@ struct participant {
 	bool holder = false;     /* whether it holds now */
 };
 
+namespace detail {
+
+/* True for 0, false for ZKL_ETIMEDOUT; throws for anything else. */
+inline bool timed(int rc)
+{
+	if (rc == ZKL_ETIMEDOUT)
+		return false;
+	check(rc);
+	return true;
+}
+
+/* lock(), try_lock(), try_lock_for() and try_lock_until() (the standard's Lockable and
+ * TimedLockable, but unlock()) over Self's acquire(std::nothrow),
+ * acquire(duration, std::nothrow) and acquire_until(time_point, std::nothrow). */
+template <class Self>
+class timed_lockable {
+public:
+	void lock() { check(self().acquire(std::nothrow)); }
+	bool try_lock() { return timed(self().acquire(std::chrono::milliseconds(0), std::nothrow)); }
+	template <class Rep, class Period>
+	bool try_lock_for(const std::chrono::duration<Rep, Period> &timeout)
+	{
+		return timed(self().acquire(timeout, std::nothrow));
+	}
+	template <class Clock, class Duration>
+	bool try_lock_until(const std::chrono::time_point<Clock, Duration> &deadline)
+	{
+		return timed(self().acquire_until(deadline, std::nothrow));
+	}
+
+protected:
+	timed_lockable() noexcept = default;
+
+private:
+	Self &self() noexcept { return static_cast<Self &>(*this); }
+};
+
+} // namespace detail
+
 /* The verbs of <zklocks/lock.h> on one view, shared by zkl::mutex, both halves of
  * zkl::rwlock, zkl::semaphore and zkl::semaphore_mutex: a function that takes a
  * `zkl::lockable &` takes any of them. It is never made nor destroyed by itself: the
  * object it is part of owns the C handle. */
-class lockable {
+class lockable : public detail::timed_lockable<lockable> {
 public:
 	lockable(const lockable &) = delete;
 	lockable &operator=(const lockable &) = delete;
 
 	/* ---- Lockable, TimedLockable ---- */
 
-	/* Acquires, waiting as long as it takes. Throws zkl::error: ZKL_ECANCELED (cancel()),
-	 * ZKL_ELOST (re-entry into a hold that was lost: unlock it first), ZKL_EDEADLK (an
-	 * upgrade from a read half; or on the event thread), ZKL_EACL, ZKL_ECLOSED, ZKL_EZK,
-	 * ... as zkl_lock_acquire(). */
-	void lock() { check(acquire(std::nothrow)); }
-
-	/* Tries once, without waiting: false if it is taken elsewhere (ZKL_ETIMEDOUT); other
-	 * failures throw as lock(). */
-	bool try_lock() { return timed(acquire(std::chrono::milliseconds(0), std::nothrow)); }
-
-	/* Waits at most timeout (see "Timeouts" above): false if it passed. */
-	template <class Rep, class Period>
-	bool try_lock_for(const std::chrono::duration<Rep, Period> &timeout)
-	{
-		return timed(acquire(timeout, std::nothrow));
-	}
-
-	/* Waits until deadline, on any clock: false if it passed. */
-	template <class Clock, class Duration>
-	bool try_lock_until(const std::chrono::time_point<Clock, Duration> &deadline)
-	{
-		return timed(acquire_until(deadline, std::nothrow));
-	}
+	/* lock() acquires, waiting as long as it takes, and throws zkl::error: ZKL_ECANCELED
+	 * (cancel()), ZKL_ELOST (re-entry into a hold that was lost: unlock it first),
+	 * ZKL_EDEADLK (an upgrade from a read half; or on the event thread), ZKL_EACL,
+	 * ZKL_ECLOSED, ZKL_EZK, ... as zkl_lock_acquire(). try_lock() tries once, without
+	 * waiting: false if it is taken elsewhere (ZKL_ETIMEDOUT); try_lock_for(timeout) and
+	 * try_lock_until(deadline, on any clock) wait at most that long (see "Timeouts"
+	 * above): false if it passed; other failures throw as lock(). (detail::timed_lockable) */
 
 	/* Releases one level (see "unlock() is noexcept" above); never throws. The result is
 	 * kept for last_unlock_error(). A mutex's hold (or a half's) is the thread's that
@@ -572,13 +595,6 @@ protected:
 	}
 
 private:
-	static bool timed(int rc)
-	{
-		if (rc == ZKL_ETIMEDOUT)
-			return false;
-		check(rc);
-		return true;
-	}
 
 	int start_async(int ms, std::function<void(int)> &&fn)
 	{
@@ -845,7 +861,7 @@ private:
  * must outlive the multi-lock. Used by one thread at a time: the thread that locked it
  * unlocks it. Lockable and TimedLockable, with the same two ways of failing as a
  * lockable. Move-only. */
-class multilock {
+class multilock : public detail::timed_lockable<multilock> {
 public:
 	/* canonical: members are taken sorted by path, write halves before read halves, so
 	 * that two multi-locks over the same locks cannot deadlock; as_added: in the order of
@@ -888,18 +904,8 @@ public:
 	 * same lock twice, or an empty one). */
 	void add(lockable &l) { check(zkl_multilock_add(ml_, l.native_handle())); }
 
-	void lock() { check(acquire(std::nothrow)); }
-	bool try_lock() { return timed(acquire(std::chrono::milliseconds(0), std::nothrow)); }
-	template <class Rep, class Period>
-	bool try_lock_for(const std::chrono::duration<Rep, Period> &timeout)
-	{
-		return timed(acquire(timeout, std::nothrow));
-	}
-	template <class Clock, class Duration>
-	bool try_lock_until(const std::chrono::time_point<Clock, Duration> &deadline)
-	{
-		return timed(acquire_until(deadline, std::nothrow));
-	}
+	/* lock(), try_lock(), try_lock_for(), try_lock_until(): all or nothing, as
+	 * zkl_multilock_acquire() (detail::timed_lockable). */
 	/* Releases every member; never throws. The first error (ZKL_ELOST, ...; ZKL_ENOTHELD
 	 * if it was not held) is kept for last_unlock_error(). Nothing on an empty object. */
 	void unlock() noexcept
@@ -934,13 +940,6 @@ public:
 	explicit operator bool() const noexcept { return ml_ != nullptr; }
 
 private:
-	static bool timed(int rc)
-	{
-		if (rc == ZKL_ETIMEDOUT)
-			return false;
-		check(rc);
-		return true;
-	}
 
 	zkl_multilock *ml_ = nullptr;
 	int unlock_rc_ = 0; /* one thread at a time: no atomic needed */
