@@ -41,10 +41,6 @@ int zkl_check_timeout(int timeout_ms);
 			return zkl_fail(ZKL_EINVAL, "%s handle is NULL", name);           \
 	} while (0)
 
-/* Whether a mutex handle is the read half of a read-write lock (multilock ordering). */
-struct zkl_mutex;
-bool zkl_mutex_is_read_half(const struct zkl_mutex *m);
-
 /* Names the kind of a semaphore's view ("semaphore-mutex"); kind is static. */
 struct zkl_semaphore;
 void zkl_semaphore_set_kind(struct zkl_semaphore *s, const char *kind);

@@ -31,11 +31,6 @@ struct mutex_async {
 
 #define MUTEX(l) ((zkl_mutex *)(void *)(l))
 
-bool zkl_mutex_is_read_half(const zkl_mutex *m)
-{
-	return m && m->kind == ZKL_KIND_READ;
-}
-
 /* While a revocation callback runs, releasing its handle on the event thread releases the
  * revoked acquisition, whichever thread took it. */
 static _Thread_local const zkl_mutex *revoking;

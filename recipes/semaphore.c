@@ -20,9 +20,8 @@
 #include "predicates.h"
 
 struct zkl_semaphore {
-	zkl_lock lock;                 /* the view: one lease per acquire; path, data, lost */
-	zkl_client *c;
-	char *path;                    /* lock.path */
+	zkl_lock lock;                 /* the view: one lease per acquire; client, path, node
+	                                * data, lost callback */
 	char *locks_path;
 	char *leases_path;
 	int fixed_max;                 /* > 0, or 0 with a shared count */
@@ -58,7 +57,7 @@ static void lease_lost(struct zkl_hold *h, void *ctx)
 	(void)h;
 	zkl_lease *l = ctx;
 	zkl_semaphore *s = l->s;
-	zkl_log(s->c, ZKL_LOG_WARN, "lease %s lost with its session", l->path);
+	zkl_log(s->lock.c, ZKL_LOG_WARN, "lease %s lost with its session", l->path);
 	zkl_lock_report_lost(&s->lock, ZKL_ELOST);
 }
 
@@ -80,8 +79,6 @@ static int semaphore_make(zkl_semaphore **out, zkl_client *c, const char *path)
 		free(s);
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	}
-	s->c = c;
-	s->path = s->lock.path;
 	s->locks_path = zkl_path_join(path, "locks");
 	s->leases_path = zkl_path_join(path, "leases");
 	if (!s->locks_path || !s->leases_path) {
@@ -155,7 +152,7 @@ int zkl_semaphore_new_shared(zkl_semaphore **out, zkl_client *c, const char *pat
 /* Ends a lease's hold (c->mu held on entry and exit) and returns its release result. */
 static int lease_end(zkl_lease *l)
 {
-	zkl_client *c = l->s->c;
+	zkl_client *c = l->s->lock.c;
 	if (!l->held)
 		return zkl_fail(ZKL_ENOTHELD, "lease %s was released already",
 		                l->path ? l->path : "(none)");
@@ -187,7 +184,7 @@ void zkl_semaphore_free(zkl_semaphore *s)
 {
 	if (!s)
 		return;
-	zkl_client *c = s->c;
+	zkl_client *c = s->lock.c;
 	semaphore_view_cancel(&s->lock); /* between its two queues too */
 	zkl_lock_async_drain(&s->lock);
 	pthread_mutex_lock(&c->mu);
@@ -229,7 +226,7 @@ static void lease_install(zkl_semaphore *s, zkl_lease *l)
 	if (s->leases)
 		s->leases->prev = l;
 	s->leases = l;
-	zkl_hold_add(s->c, &l->hold, l->node.gen);
+	zkl_hold_add(s->lock.c, &l->hold, l->node.gen);
 }
 
 /* The queue of takers at the gate, and the queue of leases behind it. */
@@ -237,7 +234,7 @@ static struct zkl_queue gate_queue(zkl_semaphore *s, const struct zkl_data *data
                                    bool *seen)
 {
 	return (struct zkl_queue){
-		.c = s->c,
+		.c = s->lock.c,
 		.path = s->locks_path,
 		.kind = ZKL_KIND_LOCK,
 		.data = data->bytes,
@@ -252,7 +249,7 @@ static struct zkl_queue lease_queue(zkl_semaphore *s, const struct zkl_data *dat
                                     struct zkl_limit *max, bool *seen)
 {
 	return (struct zkl_queue){
-		.c = s->c,
+		.c = s->lock.c,
 		.path = s->leases_path,
 		.kind = ZKL_KIND_LEASE,
 		.data = data->bytes,
@@ -273,7 +270,7 @@ static struct zkl_queue lease_queue(zkl_semaphore *s, const struct zkl_data *dat
  * count. */
 static int count_agree(zkl_semaphore *s)
 {
-	zkl_client *c = s->c;
+	zkl_client *c = s->lock.c;
 	pthread_mutex_lock(&c->mu);
 	bool done = s->count_agreed || s->fixed_max <= 0;
 	pthread_mutex_unlock(&c->mu);
@@ -282,7 +279,7 @@ static int count_agree(zkl_semaphore *s)
 	char mine[16];
 	int len = snprintf(mine, sizeof mine, "%d", s->fixed_max);
 	for (int attempt = 0; attempt < 5; attempt++) {
-		struct zkl_req get = {.kind = ZKL_OP_GET, .path = s->path};
+		struct zkl_req get = {.kind = ZKL_OP_GET, .path = s->lock.path};
 		struct zkl_op *op = NULL;
 		int zrc = zkl_request(c, &get, zkl_deadline(-1), &op);
 		if (zrc == ZNONODE) {
@@ -293,7 +290,7 @@ static int count_agree(zkl_semaphore *s)
 		if (zrc != ZOK) {
 			if (op)
 				zkl_op_release(c, op);
-			return zrc < -1000 ? zrc : zkl_fail_zk(zrc, "cannot read", s->path);
+			return zrc < -1000 ? zrc : zkl_fail_zk(zrc, "cannot read", s->lock.path);
 		}
 		char *end = NULL;
 		long theirs = op->value_len > 0 ? strtol(op->value, &end, 10) : 0;
@@ -303,17 +300,17 @@ static int count_agree(zkl_semaphore *s)
 		zkl_op_release(c, op);
 		if (number && theirs != s->fixed_max)
 			return zkl_fail(ZKL_EINVAL, "semaphore %s records %ld leases, and this handle "
-			                "asks for %d: every user of a path must agree", s->path,
+			                "asks for %d: every user of a path must agree", s->lock.path,
 			                theirs, s->fixed_max);
 		if (!number) {
-			struct zkl_req set = {.kind = ZKL_OP_SET, .path = s->path, .data = mine,
+			struct zkl_req set = {.kind = ZKL_OP_SET, .path = s->lock.path, .data = mine,
 			                      .len = len, .version = version};
 			zrc = zkl_request(c, &set, zkl_deadline(-1), NULL);
 			if (zrc == ZBADVERSION || zrc == ZNONODE)
 				continue; /* someone else wrote, or it went: look again */
 			if (zrc != ZOK)
 				return zrc < -1000 ? zrc : zkl_fail_zk(zrc, "cannot record the count of",
-				                                       s->path);
+				                                       s->lock.path);
 		}
 		pthread_mutex_lock(&c->mu);
 		s->count_agreed = true;
@@ -329,19 +326,19 @@ static int take_one(zkl_semaphore *s, const struct zkl_data *data, int64_t deadl
 {
 	struct zkl_node gate;
 	struct zkl_queue q = gate_queue(s, data, &s->locks_seen);
-	pthread_mutex_lock(&s->c->mu);
+	pthread_mutex_lock(&s->lock.c->mu);
 	unsigned cancels = s->cancels;
-	pthread_mutex_unlock(&s->c->mu);
+	pthread_mutex_unlock(&s->lock.c->mu);
 	int rc = zkl_engine_acquire(&q, remaining(deadline, timeout_ms), &gate);
 	if (rc != 0)
 		return rc;
 	/* A cancel between the two queues would find no wait to end. */
-	pthread_mutex_lock(&s->c->mu);
+	pthread_mutex_lock(&s->lock.c->mu);
 	bool canceled = cancels != s->cancels;
-	pthread_mutex_unlock(&s->c->mu);
+	pthread_mutex_unlock(&s->lock.c->mu);
 	if (canceled) {
-		zkl_engine_release(s->c, &gate);
-		return zkl_fail(ZKL_ECANCELED, "the acquire of %s was canceled", s->path);
+		zkl_engine_release(s->lock.c, &gate);
+		return zkl_fail(ZKL_ECANCELED, "the acquire of %s was canceled", s->lock.path);
 	}
 	struct zkl_limit max = {&s->fixed_max, &s->shared_max};
 	struct zkl_queue lq = lease_queue(s, data, &max, &s->leases_seen);
@@ -349,7 +346,7 @@ static int take_one(zkl_semaphore *s, const struct zkl_data *data, int64_t deadl
 	/* Let the next taker in, whatever happened. */
 	char saved[256];
 	snprintf(saved, sizeof saved, "%s", zkl_last_error());
-	zkl_engine_release(s->c, &gate);
+	zkl_engine_release(s->lock.c, &gate);
 	if (rc != 0)
 		zkl_fail(rc, "%s", saved);
 	return rc;
@@ -370,7 +367,7 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 		return rc;
 	if ((rc = count_agree(s)) != 0)
 		return rc;
-	zkl_client *c = s->c;
+	zkl_client *c = s->lock.c;
 	int64_t deadline = zkl_deadline(timeout_ms);
 	pthread_mutex_lock(&c->mu);
 	struct zkl_data data = {0};
@@ -446,7 +443,7 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 int zkl_lease_release(zkl_lease *l)
 {
 	ZKL_CHECK_HANDLE(l, "lease");
-	zkl_client *c = l->s->c;
+	zkl_client *c = l->s->lock.c;
 	pthread_mutex_lock(&c->mu);
 	int rc = lease_end(l);
 	pthread_mutex_unlock(&c->mu);
@@ -457,7 +454,7 @@ void zkl_lease_free(zkl_lease *l)
 {
 	if (!l)
 		return;
-	zkl_client *c = l->s->c;
+	zkl_client *c = l->s->lock.c;
 	pthread_mutex_lock(&c->mu);
 	if (l->held)
 		lease_end(l);
@@ -471,9 +468,9 @@ bool zkl_lease_is_held(zkl_lease *l)
 {
 	if (!l)
 		return false;
-	pthread_mutex_lock(&l->s->c->mu);
+	pthread_mutex_lock(&l->s->lock.c->mu);
 	bool held = l->held && !l->hold.lost;
-	pthread_mutex_unlock(&l->s->c->mu);
+	pthread_mutex_unlock(&l->s->lock.c->mu);
 	return held;
 }
 
@@ -481,9 +478,9 @@ int64_t zkl_lease_token(zkl_lease *l)
 {
 	if (!l)
 		return ZKL_EINVAL;
-	pthread_mutex_lock(&l->s->c->mu);
+	pthread_mutex_lock(&l->s->lock.c->mu);
 	int64_t t = l->held && !l->hold.lost ? l->node.czxid : ZKL_ENOTHELD;
-	pthread_mutex_unlock(&l->s->c->mu);
+	pthread_mutex_unlock(&l->s->lock.c->mu);
 	return t;
 }
 
@@ -498,7 +495,7 @@ int zkl_semaphore_max(zkl_semaphore *s)
 	if (s->fixed_max > 0)
 		return s->fixed_max;
 	int32_t v = 0;
-	int rc = zkl_shared_count_get(s->c, s->count_path, &v);
+	int rc = zkl_shared_count_get(s->lock.c, s->count_path, &v);
 	if (rc != 0)
 		return rc;
 	return v < 0 ? 0 : v;
@@ -509,10 +506,10 @@ static int semaphore_participants(zkl_lock *lk, zkl_participant **out, size_t *c
 	zkl_semaphore *s = SEM(lk);
 	/* The leases hold in order up to the limit; a lease beyond it is the gate holder's,
 	 * waiting for one to go (it is always the newest). */
-	pthread_mutex_lock(&s->c->mu);
+	pthread_mutex_lock(&s->lock.c->mu);
 	int max = s->fixed_max > 0 ? s->fixed_max : s->shared_max;
-	pthread_mutex_unlock(&s->c->mu);
-	return zkl_engine_participants(s->c, s->leases_path, max > 0 ? (size_t)max : 0, out,
+	pthread_mutex_unlock(&s->lock.c->mu);
+	return zkl_engine_participants(s->lock.c, s->leases_path, max > 0 ? (size_t)max : 0, out,
 	                               count);
 }
 
@@ -558,9 +555,9 @@ static int semaphore_view_acquire(zkl_lock *lk, int timeout_ms)
 	int rc = zkl_semaphore_acquire(s, 1, timeout_ms, &l);
 	if (rc != 0)
 		return rc;
-	pthread_mutex_lock(&s->c->mu);
+	pthread_mutex_lock(&s->lock.c->mu);
 	zkl_lease *lost = view_push(s, l);
-	pthread_mutex_unlock(&s->c->mu);
+	pthread_mutex_unlock(&s->lock.c->mu);
 	free_leases(lost);
 	return 0;
 }
@@ -568,11 +565,11 @@ static int semaphore_view_acquire(zkl_lock *lk, int timeout_ms)
 static int semaphore_view_release(zkl_lock *lk)
 {
 	zkl_semaphore *s = SEM(lk);
-	pthread_mutex_lock(&s->c->mu);
+	pthread_mutex_lock(&s->lock.c->mu);
 	zkl_lease *l = s->view;
 	if (l)
 		s->view = l->below;
-	pthread_mutex_unlock(&s->c->mu);
+	pthread_mutex_unlock(&s->lock.c->mu);
 	if (!l)
 		return zkl_fail(ZKL_ENOTHELD, "%s %s is not held by this handle", lk->kind,
 		                lk->path);
@@ -586,21 +583,21 @@ static int semaphore_view_release(zkl_lock *lk)
 static bool semaphore_view_is_held(zkl_lock *lk)
 {
 	zkl_semaphore *s = SEM(lk);
-	pthread_mutex_lock(&s->c->mu);
+	pthread_mutex_lock(&s->lock.c->mu);
 	bool held = false;
 	for (zkl_lease *l = s->view; l && !held; l = l->below)
 		held = l->held && !l->hold.lost;
-	pthread_mutex_unlock(&s->c->mu);
+	pthread_mutex_unlock(&s->lock.c->mu);
 	return held;
 }
 
 static int64_t semaphore_view_token(zkl_lock *lk)
 {
 	zkl_semaphore *s = SEM(lk);
-	pthread_mutex_lock(&s->c->mu);
+	pthread_mutex_lock(&s->lock.c->mu);
 	zkl_lease *l = s->view;
 	int64_t t = l && l->held && !l->hold.lost ? l->node.czxid : ZKL_ENOTHELD;
-	pthread_mutex_unlock(&s->c->mu);
+	pthread_mutex_unlock(&s->lock.c->mu);
 	return t;
 }
 
@@ -639,10 +636,10 @@ static bool semaphore_view_holds_async(zkl_lock *lk)
 static void semaphore_view_cancel(zkl_lock *lk)
 {
 	zkl_semaphore *s = SEM(lk);
-	pthread_mutex_lock(&s->c->mu);
+	pthread_mutex_lock(&s->lock.c->mu);
 	s->cancels++;
-	pthread_mutex_unlock(&s->c->mu);
-	zkl_client_cancel_owner(s->c, s);
+	pthread_mutex_unlock(&s->lock.c->mu);
+	zkl_client_cancel_owner(s->lock.c, s);
 }
 
 /* An asynchronous acquire of one lease: the gate's queue, then the leases' queue, each
@@ -751,7 +748,7 @@ static int semaphore_view_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_
                                 void *data)
 {
 	zkl_semaphore *s = SEM(lk);
-	zkl_client *c = s->c;
+	zkl_client *c = s->lock.c;
 	int rc = count_agree(s); /* a round trip, once per handle */
 	if (rc != 0)
 		return rc;

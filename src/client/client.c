@@ -393,7 +393,7 @@ static struct zkl_session *session_new(zkl_client *c, uint64_t gen)
  * once zookeeper_close() returns, it never calls them again. */
 static void session_free(zkl_client *c, struct zkl_session *s)
 {
-	if (s->adopted) {
+	if (c->adopted) {
 		/* The application's handle stays open: wait for our requests to complete
 		 * (their completions know s), then take our watches off it. The removal waits
 		 * for the C client's completion thread, which may need mu: collect first. */
@@ -678,7 +678,7 @@ static bool watch_unregister_locked(struct zkl_watch *wt)
 static void watch_register(zkl_client *c, struct zkl_op *op, struct zkl_watch *wt,
                            const char *path)
 {
-	char *copy = op->s->adopted ? strdup(path) : NULL;
+	char *copy = c->adopted ? strdup(path) : NULL;
 	pthread_mutex_lock(&c->mu);
 	free(wt->path);
 	wt->path = copy;
@@ -1348,7 +1348,7 @@ static void session_replace(zkl_client *c)
 {
 	struct zkl_session *old = c->sess;
 	struct zkl_session *s = NULL;
-	if (old->adopted) {
+	if (c->adopted) {
 		/* The application opens the next session and hands it over
 		 * (zkl_client_handover()); until then the expired handle stands in, and every
 		 * request on it fails as a lost session does, so acquisitions wait. */
@@ -1357,13 +1357,12 @@ static void session_replace(zkl_client *c)
 			s->c = c;
 			s->gen = old->gen + 1;
 			s->zh = old->zh;
-			s->adopted = true;
 			s->expired = true;
 		}
 	}
 	pthread_mutex_unlock(&c->mu);
 	/* Opening a session only allocates and starts threads; retry if it could not. */
-	for (int i = 0; i < 50 && !s && !old->adopted; i++) {
+	for (int i = 0; i < 50 && !s && !c->adopted; i++) {
 		s = session_new(c, old->gen + 1);
 		if (!s)
 			usleep(100000);
@@ -1394,7 +1393,7 @@ static void handle_event(zkl_client *c, struct zkl_event *e)
 			set_state(c, ZKL_STATE_RECONNECTED);
 	} else if (e->zk_state == ZOO_EXPIRED_SESSION_STATE) {
 		zkl_log(c, ZKL_LOG_WARN, "ZooKeeper session 0x%llx expired; %s",
-		        (unsigned long long)s->id, s->adopted ? "waiting for the application's "
+		        (unsigned long long)s->id, c->adopted ? "waiting for the application's "
 		        "next handle (zkl_client_handover)" : "opening a new one");
 		session_replace(c);
 		holds_notify(c);
@@ -1465,7 +1464,7 @@ static int64_t liveness_run(zkl_client *c)
 	int64_t at = zkl_lost_at(c);
 	if (now < at)
 		return at < next ? at : next;
-	if (s->adopted) {
+	if (c->adopted) {
 		/* The application's session cannot be replaced here, and may live on: report
 		 * every hold lost, and delete their nodes in the background (a node of this
 		 * generation stays unless deleted). The session counts again once it answers. */
@@ -1521,7 +1520,7 @@ static int64_t retired_reap(zkl_client *c, bool all)
 		struct zkl_session *s = *pp;
 		/* An adopted handle stays open: its requests complete by themselves, and only
 		 * then can it go without blocking the loop. */
-		bool waited = !s->adopted && zkl_now_ms() - s->retired_at > 5000;
+		bool waited = !c->adopted && zkl_now_ms() - s->retired_at > 5000;
 		if (all || s->inflight == 0 || waited) {
 			*pp = s->next;
 			pthread_mutex_unlock(&c->mu);
@@ -1530,7 +1529,7 @@ static int64_t retired_reap(zkl_client *c, bool all)
 			pp = &c->retired;
 			continue;
 		}
-		int64_t at = s->adopted ? zkl_now_ms() + 1000 : s->retired_at + 5000;
+		int64_t at = c->adopted ? zkl_now_ms() + 1000 : s->retired_at + 5000;
 		if (at < next)
 			next = at;
 		pp = &s->next;
@@ -1824,7 +1823,6 @@ servers_checked:
 		c->sess->c = c;
 		c->sess->gen = 1;
 		c->sess->zh = adopt;
-		c->sess->adopted = true;
 		if (adopt_handle(c, adopt) != 0) {
 			free(c->sess);
 			client_free(c);

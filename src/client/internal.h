@@ -55,8 +55,8 @@ struct zkl_session {
 	 * The server cannot expire the session before last_ok_sent + the session timeout. */
 	int64_t last_ok_sent;
 	struct zkl_watch *watches; /* mu: watches the C client may still call */
-	bool adopted;         /* the application's handle: never closed here */
-	bool given_up;        /* mu: an adopted session given up by the loss rule, and not
+	bool given_up;        /* mu: an adopted session (c->adopted: the application's handle,
+	                       * never closed here) given up by the loss rule, and not
 	                       * heard from since */
 	int64_t given_up_at;  /* mu */
 	struct zkl_session *next;  /* mu: in client->retired */
