@@ -3,34 +3,42 @@
  *
  * Design notes
  *
- * Threads. Each started handle has one election thread. It loops: queue a node with the
- * engine (zkl_engine_acquire, waiting forever, owner = the handle, so that close can
- * cancel it), then lead (lead() below) until leadership ends, then delete the node and,
- * for a latch or a requeueing selector, queue again. While it leads, the thread waits on
- * a waiter of its own for anything that ends leadership:
+ * The machine. An election is a loop waiter (zkl_waiter_enter_loop) for its whole life:
+ * step() runs on the client's loop, with the client mutex held, whenever something it
+ * waits for arrives: the engine's acquisition of our node ends, the read of our node is
+ * answered, the watch on it fires, the session changes, the state listener saw the
+ * connection drop, a thread asked for something (start, close, release, requeue,
+ * interrupt, an acquire of the view), the selector's function returned, or a timer it
+ * set is due. Nothing here blocks the loop; every user callback runs on the loop.
  *
- *   - the session: a hold (zkl_hold_add) whose on_lost, on the client's event thread,
- *     clears `leading` at once and wakes the thread;
- *   - the connection (lose_on_suspend): a state listener that, on SUSPENDED, clears
- *     `leading` at once, counts the suspension and wakes the thread;
- *   - our node: a data watch on it (deleted from outside, or changed: look again);
- *   - close, interrupt, or the selector's function returning.
+ *   OUT ──join──▶ QUEUE ──our node heads the queue──▶ LEAD ──▶ ENDING ──▶ LEAVING ──▶ OUT
+ *    ▲              └─ failed (an ACL, memory) ──▶ BACKOFF ──┘ (join again later)
  *
- * Leadership is announced only after a read of our node shows that its ephemeral owner is
- * our current session (Curator reads it with getData too): the engine says we are first,
- * and the read proves the node is ours and alive. After a suspension the read is done
- * again before leadership is announced again.
+ * Who wants to be in the election: a started latch (until closed), a started selector
+ * until its function has run (again with requeue), or the view's acquire (zkl_lock:
+ * one leadership, given back with zkl_lock_release()). A latch is one or the other.
  *
- * Callbacks. A latch's gained and lost callbacks run on its election thread, so they
- * alternate and never overlap; `leading` (has_leadership) is cleared before, on whichever
- * thread learns of the loss. A selector's function runs on a thread started for each
- * leadership, so that the election thread keeps watching; the node is deleted only once
- * the function has returned, so no other participant leads while it still runs.
+ * Leading. Leadership is announced only after a read of our node shows that its
+ * ephemeral owner is our current session (Curator reads it with getData too): the engine
+ * says we are first, and the read proves the node is ours and alive. After a suspension
+ * the read is done again before leadership is announced again. Leadership ends when:
  *
- * Locking. Handle state is guarded by the client's mutex, as in the other recipes;
- * `cv` (on that mutex) is broadcast whenever `leading` changes or the thread ends. No
- * user code runs with the mutex held.
- */
+ *   - the session is gone: a hold (zkl_hold_add) whose on_lost clears `leading` at once;
+ *   - the connection drops (lose_on_suspend): the state listener clears `leading` at
+ *     once and counts the suspension; a latch keeps its node and leads again once the
+ *     read shows it still ours; a selector or a view's leadership ends;
+ *   - our node is deleted from outside (the data watch on it);
+ *   - close, a release of the view, an interrupt, or the selector's function returning.
+ *
+ * has_leadership turns false on the thread that learns of the end, before any callback.
+ * A latch's gained and lost callbacks run on the loop, one at a time, so they alternate.
+ * A selector's function runs on a thread started for each leadership (it may run long,
+ * and the loop must go on); the node is deleted only once it has returned, so no other
+ * participant leads while it still runs.
+ *
+ * Freeing. A handle freed on the loop's thread (in a callback) cannot wait for the
+ * machine: it is marked, and the machine frees it once at rest. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,28 +47,31 @@
 #include "election.h"
 #include "predicates.h"
 
-/* ---- notifications from other threads (c->mu held by the callers below) ---- */
+/* What a state's function tells step(). */
+enum { GO_ON, WAIT, GONE };
 
-void election_wake(struct election *e)
+static int session_timeout(const zkl_client *c)
 {
-	if (e->wake)
-		pthread_cond_signal(&e->wake->cv);
-	pthread_cond_broadcast(&e->cv);
+	return c->timeout_ms > 0 ? c->timeout_ms : 10000;
 }
 
-/* The session that held our node is gone (client's event thread). */
+/* ---- notifications from other threads (no lock held) ---- */
+
+/* The session that held our node is gone (loop). */
 static void hold_lost(struct zkl_hold *h, void *ctx)
 {
 	(void)h;
 	struct election *e = ctx;
-	pthread_mutex_lock(&e->c->mu);
+	zkl_client *c = e->lock.c;
+	pthread_mutex_lock(&c->mu);
 	e->leading = false;
-	election_wake(e);
-	pthread_mutex_unlock(&e->c->mu);
-	zkl_log(e->c, ZKL_LOG_WARN, "leadership of %s lost with the session", e->path);
+	zkl_waiter_wake(c, &e->w);
+	pthread_cond_broadcast(&e->cv);
+	pthread_mutex_unlock(&c->mu);
+	zkl_log(c, ZKL_LOG_WARN, "leadership of %s lost with the session", e->lock.path);
 }
 
-/* Connection states (client's event thread). */
+/* Connection states (loop). */
 static void state_changed(zkl_client *c, zkl_state st, void *data)
 {
 	struct election *e = data;
@@ -73,430 +84,770 @@ static void state_changed(zkl_client *c, zkl_state st, void *data)
 	} else if (st == ZKL_STATE_CONNECTED || st == ZKL_STATE_RECONNECTED) {
 		e->suspended = false;
 	}
-	election_wake(e);
+	zkl_waiter_wake(c, &e->w);
+	pthread_cond_broadcast(&e->cv);
 	pthread_mutex_unlock(&c->mu);
 }
 
-/* ---- leading ---- */
+/* The engine's acquisition of our node ended (loop). */
+static void queued(void *arg, int rc)
+{
+	struct election *e = arg;
+	zkl_client *c = e->lock.c;
+	pthread_mutex_lock(&c->mu);
+	e->queue_done = true;
+	e->queue_rc = rc;
+	snprintf(e->queue_error, sizeof e->queue_error, "%s", rc ? zkl_last_error() : "");
+	zkl_waiter_wake(c, &e->w);
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* The selector's function, on a thread of its own. */
+static void *worker_main(void *arg)
+{
+	struct election *e = arg;
+	zkl_client *c = e->lock.c;
+	e->fn(e->self, e->fn_data);
+	pthread_mutex_lock(&c->mu);
+	e->fn_done = true;
+	e->leading = false; /* given up, though the node goes a moment later */
+	zkl_waiter_wake(c, &e->w);
+	pthread_cond_broadcast(&e->cv);
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+/* ---- the machine's helpers (c->mu held, loop) ---- */
+
+/* Why the view's acquire under way must end now, or 0 if it goes on. */
+static int view_check(struct election *e)
+{
+	zkl_client *c = e->lock.c;
+	if (!e->view_pending)
+		return 0;
+	if (e->view_cancel)
+		return ZKL_ECANCELED;
+	if (e->closing || c->closing)
+		return ZKL_ECLOSED;
+	if (zkl_now_ms() >= e->view_deadline)
+		return ZKL_ETIMEDOUT;
+	return 0;
+}
+
+/* Whether the handle wants to be in the election. */
+static bool want_in(struct election *e)
+{
+	if (e->closing || e->lock.c->closing)
+		return false;
+	if (e->started)
+		return !(e->fn && e->idle);
+	return (e->view_pending && view_check(e) == 0) || (e->view_held && !e->view_lost);
+}
+
+/* The machine is at rest: out of the election, not going in, nothing of it running. */
+static bool at_rest(struct election *e)
+{
+	return e->st == E_OUT && !want_in(e) && !e->view_pending && e->calling == 0 &&
+	       !e->worker_running;
+}
 
 static void call_gained(struct election *e)
 {
 	if (!e->on_gained)
 		return;
-	pthread_mutex_unlock(&e->c->mu);
+	zkl_client *c = e->lock.c;
+	e->calling++;
+	pthread_mutex_unlock(&c->mu);
 	e->on_gained(e->self, e->data);
-	pthread_mutex_lock(&e->c->mu);
+	pthread_mutex_lock(&c->mu);
+	e->calling--;
 }
 
 static void call_lost(struct election *e, int reason)
 {
 	if (!e->on_lost)
 		return;
-	pthread_mutex_unlock(&e->c->mu);
+	zkl_client *c = e->lock.c;
+	e->calling++;
+	pthread_mutex_unlock(&c->mu);
 	e->on_lost(e->self, reason, e->data);
-	pthread_mutex_lock(&e->c->mu);
+	pthread_mutex_lock(&c->mu);
+	e->calling--;
 }
 
-static void *worker_main(void *arg)
+/* Answers the view's acquire under way: its waiting thread, or its callback. */
+static void view_answer(struct election *e, int rc, const char *error)
 {
-	struct election *e = arg;
-	e->fn(e->self, e->fn_data);
-	pthread_mutex_lock(&e->c->mu);
-	e->fn_done = true;
-	e->leading = false; /* given up, though the node goes a moment later */
-	election_wake(e);
-	pthread_mutex_unlock(&e->c->mu);
-	return NULL;
+	zkl_client *c = e->lock.c;
+	e->view_pending = false;
+	if (rc == 0) {
+		e->view_held = true;
+		e->view_lost = false;
+	}
+	char saved[256];
+	const char *path = e->lock.path;
+	if (rc == 0)
+		saved[0] = 0;
+	else if (error && *error)
+		snprintf(saved, sizeof saved, "%s", error);
+	else if (rc == ZKL_ETIMEDOUT)
+		snprintf(saved, sizeof saved, "timed out waiting for leadership of %s", path);
+	else if (rc == ZKL_ECANCELED)
+		snprintf(saved, sizeof saved, "acquire of leadership of %s was cancelled", path);
+	else if (rc == ZKL_ECLOSED)
+		snprintf(saved, sizeof saved, "the leader handle of %s is closing", path);
+	else
+		snprintf(saved, sizeof saved, "%s", zkl_strerror(rc));
+	if (!e->view_async) {
+		e->view_done = true;
+		e->view_rc = rc;
+		snprintf(e->view_error, sizeof e->view_error, "%s", saved);
+		pthread_cond_broadcast(&e->cv);
+		return;
+	}
+	if (!zkl_lock_async_ending(&e->async))
+		return; /* the handle is being freed: nobody to tell */
+	zkl_lock_acquired_fn fn = e->async.fn;
+	void *data = e->async.fn_data;
+	e->calling++;
+	pthread_mutex_unlock(&c->mu);
+	zkl_lock_async_call(&e->lock, fn, data, rc, saved);
+	pthread_mutex_lock(&c->mu);
+	e->calling--;
 }
 
-enum check { CHECK_OK, CHECK_RETRY, CHECK_GONE, CHECK_LOST, CHECK_FAILED };
-
-/* Reads our node (c->mu held, released meanwhile): with a data watch if *wt is NULL
- * (then *wt is the armed watch on success), else a plain exists. Says whether the node
- * is there and its ephemeral owner is the session it was created on, which is current. */
-static enum check check_node(struct election *e, struct zkl_waiter *w, struct zkl_node *node,
-                             struct zkl_watch **wt)
+/* Leaves the election: deletes our node and waits for the answer (E_LEAVING), so that
+ * close returns with the node gone; if that cannot be confirmed while the session may
+ * live, the client's background task retries it until it succeeds or the session is
+ * gone. Then `next` (E_OUT or E_BACKOFF). */
+static int leave(zkl_client *c, struct election *e, enum election_state next)
 {
-	zkl_client *c = e->c;
-	struct zkl_watch *nw = NULL;
-	if (!*wt) {
-		nw = zkl_watch_new(c, w);
-		if (!nw)
-			return CHECK_RETRY;
+	struct zkl_node *node = &e->node;
+	e->after_leave = next;
+	e->st = E_LEAVING;
+	if (!node->path || node->gen != c->gen)
+		return GO_ON; /* none, or gone with its session */
+	if (c->closing || !c->sess->connected || zkl_now_ms() >= zkl_lost_at(c)) {
+		zkl_task_delete(c, node->path, node->gen);
+		return GO_ON;
 	}
 	int err = 0;
+	char *path = node->path;
 	pthread_mutex_unlock(&c->mu);
-	struct zkl_op *op = nw ? zkl_op_get(c, w, node->path, nw, &err)
-	                       : zkl_op_exists(c, w, node->path, &err);
+	struct zkl_op *op = zkl_op_delete(c, &e->w, path, &err);
+	pthread_mutex_lock(&c->mu);
+	if (!op) {
+		zkl_task_delete(c, node->path, node->gen);
+		return GO_ON;
+	}
+	e->leave_op = op;
+	e->leave_until = zkl_now_ms() + session_timeout(c);
+	if (e->leave_until > zkl_lost_at(c))
+		e->leave_until = zkl_lost_at(c);
+	return GO_ON;
+}
+
+static int on_leaving(zkl_client *c, struct election *e)
+{
+	struct zkl_op *op = e->leave_op;
+	if (op) {
+		if (!op->done && !c->closing && zkl_now_ms() < e->leave_until) {
+			zkl_waiter_wake_at(c, &e->w, e->leave_until);
+			return WAIT;
+		}
+		const int zrc = op->done ? op->rc : ZOPERATIONTIMEOUT;
+		zkl_op_put(c, op);
+		e->leave_op = NULL;
+		if (zkl_zk_transient(zrc))
+			zkl_task_delete(c, e->node.path, e->node.gen);
+		else if (zrc != ZOK && zrc != ZNONODE && !zkl_zk_session_gone(zrc))
+			zkl_log(c, ZKL_LOG_ERROR, "cannot delete %s: %s", e->node.path, zerror(zrc));
+	}
+	zkl_node_clear(&e->node);
+	e->st = e->after_leave;
+	return GO_ON;
+}
+
+/* ---- the states ---- */
+
+static int join(zkl_client *c, struct election *e)
+{
+	int timeout = ZKL_WAIT_FOREVER;
+	if (e->view_pending && !e->started) {
+		if (e->view_timeout == 0)
+			timeout = 0;
+		else if (e->view_deadline != INT64_MAX) {
+			int64_t left = e->view_deadline - zkl_now_ms();
+			timeout = left < 1 ? 1 : left > INT32_MAX ? INT32_MAX : (int)left;
+		}
+	}
+	zkl_data_free(&e->qdata);
+	int rc = zkl_lock_data_copy(&e->lock, &e->qdata);
+	if (rc == 0) {
+		e->q = (struct zkl_queue){
+			.c = c,
+			.path = e->lock.path,
+			.kind = e->kind,
+			.data = e->qdata.bytes,
+			.data_len = e->qdata.len,
+			.pred = &zkl_pred_first,
+			.owner = e,
+			.folder_seen = &e->folder_seen,
+		};
+		e->queue_done = false;
+		e->queue_canceled = false;
+		e->st = E_QUEUE;
+		pthread_mutex_unlock(&c->mu);
+		rc = zkl_engine_start(&e->q, timeout, &e->node, queued, e);
+		pthread_mutex_lock(&c->mu);
+		if (rc == 0)
+			return GO_ON;
+	}
+	/* on_queue() takes the failure as any other */
+	e->queue_done = true;
+	e->queue_rc = rc;
+	snprintf(e->queue_error, sizeof e->queue_error, "%s", zkl_last_error());
+	e->st = E_QUEUE;
+	return GO_ON;
+}
+
+static int on_out(zkl_client *c, struct election *e)
+{
+	if (e->view_pending) {
+		int rc = view_check(e);
+		if (rc != 0) {
+			view_answer(e, rc, NULL);
+			return GO_ON;
+		}
+	}
+	if (want_in(e))
+		return join(c, e);
+	if (e->freeing && at_rest(e)) {
+		zkl_waiter_leave(c, &e->w);
+		bool listening = e->listening;
+		e->listening = false;
+		pthread_mutex_unlock(&c->mu);
+		if (listening)
+			zkl_client_remove_listener(c, state_changed, e);
+		pthread_mutex_lock(&c->mu);
+		zkl_data_free(&e->qdata);
+		zkl_lock_dispose(&e->lock);
+		pthread_cond_destroy(&e->cv);
+		free(e->self);
+		return GONE;
+	}
+	return WAIT;
+}
+
+static int on_queue(zkl_client *c, struct election *e)
+{
+	if (!e->queue_done) {
+		if (!want_in(e) && !e->queue_canceled) {
+			e->queue_canceled = true;
+			zkl_cancel_owner_locked(c, e);
+		} else if (e->view_pending && e->view_deadline != INT64_MAX) {
+			zkl_waiter_wake_at(c, &e->w, e->view_deadline);
+		}
+		return WAIT;
+	}
+	int rc = e->queue_rc;
+	if (rc == 0) {
+		if (!want_in(e))
+			return leave(c, e, E_OUT);
+		e->backoff_ms = 0;
+		e->st = E_LEAD;
+		e->in_lead = true;
+		e->again = false;
+		e->interrupt = false;
+		e->fn_done = false;
+		e->verified = false;
+		e->announced = false;
+		e->susp_seen = e->suspensions;
+		e->retry_at = 0;
+		e->end = 0;
+		e->hold = (struct zkl_hold){ .on_lost = hold_lost, .ctx = e, .path = e->node.path };
+		zkl_hold_add(c, &e->hold, e->node.gen);
+		e->hold_added = true;
+		if (e->view_pending && e->view_timeout == 0)
+			e->view_deadline = zkl_now_ms() + session_timeout(c); /* one look */
+		return GO_ON;
+	}
+	e->st = E_OUT;
+	if (e->view_pending && !e->started) {
+		int why = view_check(e);
+		view_answer(e, why ? why : rc, why ? NULL : e->queue_error);
+		return GO_ON;
+	}
+	if (rc == ZKL_ECANCELED || rc == ZKL_ECLOSED || !want_in(e))
+		return GO_ON;
+	/* Not a wait that ran out: ZooKeeper refused (an ACL) or memory ran out. Try again,
+	 * less and less often, until closed. */
+	zkl_log(c, ZKL_LOG_ERROR, "cannot join the election at %s: %s: %s", e->lock.path,
+	        zkl_strerror(rc), e->queue_error);
+	e->backoff_ms = e->backoff_ms ? (e->backoff_ms * 2 > 10000 ? 10000 : e->backoff_ms * 2)
+	                              : 250;
+	e->retry_at = zkl_now_ms() + e->backoff_ms;
+	e->st = E_BACKOFF;
+	return GO_ON;
+}
+
+static int on_backoff(zkl_client *c, struct election *e)
+{
+	if (!want_in(e) || zkl_now_ms() >= e->retry_at) {
+		e->st = E_OUT;
+		return GO_ON;
+	}
+	zkl_waiter_wake_at(c, &e->w, e->retry_at);
+	return WAIT;
+}
+
+static int end_lead(struct election *e, int reason)
+{
+	e->end = reason;
+	e->st = E_ENDING;
+	e->leading = false;
+	e->token = 0;
+	return GO_ON;
+}
+
+/* The read of our node has its answer: is the node there, and its ephemeral owner the
+ * session it was made on, which is current? */
+static int on_checked(zkl_client *c, struct election *e)
+{
+	struct zkl_op *op = e->check;
+	e->check = NULL;
+	int zrc = op->rc;
+	bool ours = zrc == ZOK && op->s->gen == e->node.gen && op->s->gen == c->gen &&
+	            op->stat.ephemeralOwner == op->s->id;
+	zkl_op_put(c, op);
+	if (e->check_watch) {
+		if (ours) {
+			e->check_watch = false;
+			return GO_ON; /* e->wt stays armed */
+		}
+		zkl_watch_put(c, e->wt);
+		e->wt = NULL;
+		e->check_watch = false;
+	}
+	if (zrc == ZOK) {
+		if (!ours)
+			return end_lead(e, ZKL_ELOST);
+		e->verified = true;
+		return GO_ON;
+	}
+	if (zrc == ZNONODE) {
+		zkl_log(c, ZKL_LOG_WARN, "node %s was deleted from outside", e->node.path);
+		return end_lead(e, ZKL_ENOTHELD);
+	}
+	if (zkl_zk_transient(zrc) || zkl_zk_class(zrc) == ZKL_ZK_CLOSING) {
+		e->retry_at = zkl_now_ms() + 100;
+		return GO_ON;
+	}
+	if (zkl_zk_session_gone(zrc))
+		return end_lead(e, ZKL_ELOST);
+	zkl_log(c, ZKL_LOG_ERROR, "cannot read %s: %s", e->node.path, zerror(zrc));
+	return end_lead(e, ZKL_EZK);
+}
+
+/* Sends the read of our node: with a data watch if none is armed, else a plain exists. */
+static int send_check(zkl_client *c, struct election *e)
+{
+	struct zkl_watch *nw = NULL;
+	if (!e->wt && !(nw = zkl_watch_new(c, &e->w))) {
+		e->retry_at = zkl_now_ms() + 100;
+		return GO_ON;
+	}
+	int err = 0;
+	char *path = e->node.path;
+	pthread_mutex_unlock(&c->mu);
+	struct zkl_op *op = nw ? zkl_op_get(c, &e->w, path, nw, &err)
+	                       : zkl_op_exists(c, &e->w, path, &err);
 	pthread_mutex_lock(&c->mu);
 	if (!op) {
 		if (nw)
 			zkl_watch_put(c, nw);
-		return err == ZKL_ECLOSED ? CHECK_LOST : CHECK_RETRY;
+		if (err == ZKL_ECLOSED)
+			return end_lead(e, ZKL_ELOST);
+		e->retry_at = zkl_now_ms() + 100;
+		return GO_ON;
 	}
-	int64_t until = zkl_now_ms() + (c->timeout_ms > 0 ? c->timeout_ms : 10000);
-	int rc = zkl_op_wait(c, w, op, until);
-	enum check result;
-	if (rc != 0) {
-		result = CHECK_RETRY; /* canceled or slow: the caller looks at why */
-	} else if (op->rc == ZOK) {
-		bool ours = op->s->gen == node->gen && op->s->gen == c->gen &&
-		            op->stat.ephemeralOwner == op->s->id;
-		result = ours ? CHECK_OK : CHECK_LOST;
-	} else if (op->rc == ZNONODE) {
-		result = CHECK_GONE;
-	} else if (zkl_zk_transient(op->rc) || zkl_zk_class(op->rc) == ZKL_ZK_CLOSING) {
-		result = CHECK_RETRY;
-	} else if (zkl_zk_session_gone(op->rc)) {
-		result = CHECK_LOST;
-	} else {
-		zkl_log(c, ZKL_LOG_ERROR, "cannot read %s: %s", node->path, zerror(op->rc));
-		result = CHECK_FAILED;
-	}
-	zkl_op_put(c, op);
+	e->check = op;
+	e->check_until = zkl_now_ms() + session_timeout(c);
 	if (nw) {
-		if (result == CHECK_OK)
-			*wt = nw;
-		else
-			zkl_watch_put(c, nw);
+		e->wt = nw;
+		e->check_watch = true;
 	}
-	return result;
+	return GO_ON;
 }
 
-/* Leads with node (queue head) until leadership ends; then deletes the node. Returns why
- * it ended: 0 (the selector's function returned) or a reason of zkl_leader_lost_fn, or
- * ZKL_ECANCELED (interrupted). */
-static int lead(struct election *e, struct zkl_node *node)
+static int announce(zkl_client *c, struct election *e)
 {
-	zkl_client *c = e->c;
-	struct zkl_waiter w;
-	struct zkl_watch *wt = NULL; /* armed on our node */
-	bool verified = false;       /* the node was read back as ours since the last check */
-	bool announced = false;      /* leadership announced (gained called or fn started) */
-	int end = 0;
-
-	pthread_mutex_lock(&c->mu);
-	zkl_waiter_enter(c, &w, e);
-	e->wake = &w;
-	e->in_lead = true;
-	e->again = false;
-	e->interrupt = false;
-	e->fn_done = false;
-	e->hold.on_lost = hold_lost;
-	e->hold.ctx = e;
-	zkl_hold_add(c, &e->hold, node->gen);
-	unsigned susp = e->suspensions;
-	int64_t retry_at = 0;
-
-	for (;;) {
-		if (e->closing || w.canceled || c->closing) {
-			end = ZKL_ECLOSED;
-			break;
-		}
-		if (e->hold.lost || node->gen != c->gen) {
-			end = ZKL_ELOST;
-			break;
-		}
-		if (e->interrupt) {
-			end = ZKL_ECANCELED;
-			break;
-		}
-		if (e->fn_done) {
-			end = 0;
-			break;
-		}
-		if (e->lose_on_suspend && susp != e->suspensions) {
-			/* The connection dropped since we last looked: read the node again
-			 * before leading again. */
-			susp = e->suspensions;
-			verified = false;
-			if (announced) {
-				if (e->fn) {
-					end = ZKL_ECONNLOSS;
-					break;
-				}
-				announced = false;
-				e->leading = false;
-				e->token = 0;
-				pthread_cond_broadcast(&e->cv);
-				call_lost(e, ZKL_ECONNLOSS);
-				continue;
-			}
-		}
-		if (wt && wt->fired) {
-			/* Deleted or changed: look again (and arm a new watch). */
-			zkl_watch_put(c, wt);
-			wt = NULL;
-			verified = false;
-		}
-		if (!verified && c->sess->connected && zkl_now_ms() >= retry_at) {
-			enum check r = check_node(e, &w, node, &wt);
-			if (r == CHECK_OK) {
-				verified = true;
-			} else if (r == CHECK_GONE) {
-				zkl_log(c, ZKL_LOG_WARN, "node %s was deleted from outside", node->path);
-				end = ZKL_ENOTHELD;
-				break;
-			} else if (r == CHECK_LOST) {
-				end = ZKL_ELOST;
-				break;
-			} else if (r == CHECK_FAILED) {
-				end = ZKL_EZK;
-				break;
-			} else {
-				retry_at = zkl_now_ms() + 100;
-			}
-			continue;
-		}
-		if (verified && !announced && !(e->lose_on_suspend && e->suspended)) {
-			announced = true;
-			e->leading = true;
-			e->token = node->czxid;
-			pthread_cond_broadcast(&e->cv);
-			if (e->fn) {
-				e->worker_running = pthread_create(&e->worker, NULL, worker_main, e) == 0;
-				if (!e->worker_running) {
-					zkl_log(c, ZKL_LOG_ERROR, "cannot start a thread for the leader of %s",
-					        e->path);
-					end = ZKL_ENOMEM;
-					break;
-				}
-			} else {
-				call_gained(e);
-			}
-			continue;
-		}
-		int64_t until = INT64_MAX;
-		if (!verified && retry_at > zkl_now_ms())
-			until = retry_at;
-		zkl_waiter_wait(c, &w, until);
-	}
-
-	e->leading = false;
-	e->token = 0;
+	e->announced = true;
+	e->leading = true;
+	e->token = e->node.czxid;
 	pthread_cond_broadcast(&e->cv);
+	if (e->fn) {
+		e->fn_done = false;
+		e->worker_running = pthread_create(&e->worker, NULL, worker_main, e) == 0;
+		if (!e->worker_running) {
+			zkl_log(c, ZKL_LOG_ERROR, "cannot start a thread for the leader of %s",
+			        e->lock.path);
+			return end_lead(e, ZKL_ENOMEM);
+		}
+		return GO_ON;
+	}
+	e->gained = true;
+	call_gained(e);
+	/* The view's acquire is answered after the latch's callback, if it still leads
+	 * (else the machine goes on: the leadership ends, and the acquire waits on). */
+	if (e->view_pending && e->leading && view_check(e) == 0)
+		view_answer(e, 0, NULL);
+	return GO_ON;
+}
+
+static int on_lead(zkl_client *c, struct election *e)
+{
+	if (!want_in(e))
+		return end_lead(e, e->view_pending ? view_check(e) : ZKL_ECLOSED);
+	if (e->hold.lost || e->node.gen != c->gen)
+		return end_lead(e, ZKL_ELOST);
+	if (e->interrupt)
+		return end_lead(e, ZKL_ECANCELED);
+	if (e->fn_done)
+		return end_lead(e, 0);
+	if (e->lose_on_suspend && e->susp_seen != e->suspensions) {
+		/* The connection dropped since we last looked: read the node again before
+		 * leading again. */
+		e->susp_seen = e->suspensions;
+		e->verified = false;
+		if (e->announced) {
+			if (e->fn || !e->started)
+				return end_lead(e, ZKL_ECONNLOSS);
+			e->announced = false;
+			e->leading = false;
+			e->token = 0;
+			pthread_cond_broadcast(&e->cv);
+			if (e->gained) {
+				e->gained = false;
+				call_lost(e, ZKL_ECONNLOSS);
+			}
+			return GO_ON;
+		}
+	}
+	if (e->check) {
+		if (e->check->done)
+			return on_checked(c, e);
+		if (zkl_now_ms() < e->check_until) {
+			zkl_waiter_wake_at(c, &e->w, e->check_until);
+			return WAIT;
+		}
+		/* No answer in a session timeout: drop it and look again. */
+		zkl_op_put(c, e->check);
+		e->check = NULL;
+		if (e->check_watch) {
+			zkl_watch_put(c, e->wt);
+			e->wt = NULL;
+			e->check_watch = false;
+		}
+		return GO_ON;
+	}
+	if (e->wt && e->wt->fired) {
+		/* Deleted or changed: look again (and arm a new watch). */
+		zkl_watch_put(c, e->wt);
+		e->wt = NULL;
+		e->verified = false;
+	}
+	int64_t now = zkl_now_ms();
+	if (!e->verified && c->sess->connected && now >= e->retry_at)
+		return send_check(c, e);
+	if (e->verified && !e->announced && !(e->lose_on_suspend && e->suspended))
+		return announce(c, e);
+	if (!e->verified && e->retry_at > now)
+		zkl_waiter_wake_at(c, &e->w, e->retry_at);
+	if (e->view_pending && e->view_deadline != INT64_MAX)
+		zkl_waiter_wake_at(c, &e->w, e->view_deadline);
+	return WAIT;
+}
+
+static int on_ending(zkl_client *c, struct election *e)
+{
 	if (e->worker_running) {
-		/* The function sees has_leadership false; the node stays until it returns. */
+		if (!e->fn_done) {
+			/* The function sees has_leadership false; the node stays until it
+			 * returns, and the thread wakes us then. */
+			return WAIT;
+		}
+		pthread_t worker = e->worker;
 		pthread_mutex_unlock(&c->mu);
-		pthread_join(e->worker, NULL);
+		pthread_join(worker, NULL);
 		pthread_mutex_lock(&c->mu);
 		e->worker_running = false;
-	} else if (announced && !e->fn && (end != ZKL_ECLOSED || e->notify_on_close)) {
-		call_lost(e, end);
 	}
-	if (wt)
-		zkl_watch_put(c, wt);
-	e->wake = NULL;
-	zkl_hold_remove(c, &e->hold);
-	zkl_waiter_leave(c, &w);
-	pthread_mutex_unlock(&c->mu);
-	zkl_engine_release(c, node);
-	return end;
+	int end = e->end;
+	bool gained = e->gained;
+	e->announced = e->gained = false;
+	if (e->view_held && !e->view_lost && end != ZKL_ECLOSED) {
+		e->view_lost = true;
+		e->calling++;
+		pthread_mutex_unlock(&c->mu);
+		zkl_lock_report_lost(&e->lock, end);
+		pthread_mutex_lock(&c->mu);
+		e->calling--;
+	}
+	if (gained && (end != ZKL_ECLOSED || e->notify_on_close))
+		call_lost(e, end);
+	if (e->check) {
+		zkl_op_put(c, e->check);
+		e->check = NULL;
+	}
+	if (e->wt) {
+		zkl_watch_put(c, e->wt);
+		e->wt = NULL;
+	}
+	e->check_watch = false;
+	if (e->hold_added) {
+		zkl_hold_remove(c, &e->hold);
+		e->hold_added = false;
+	}
+	e->in_lead = false;
+	if (e->fn && !e->requeue && !e->again)
+		e->idle = true;
+	e->again = false;
+	if ((end == ZKL_EZK || end == ZKL_ENOMEM) && want_in(e)) {
+		/* Do not spin on a failure that may last: wait a little first. */
+		e->retry_at = zkl_now_ms() + 1000;
+		return leave(c, e, E_BACKOFF);
+	}
+	return leave(c, e, E_OUT);
 }
 
-/* ---- the election thread ---- */
-
-static void *election_main(void *arg)
+static void step(zkl_client *c, struct zkl_waiter *w)
 {
-	struct election *e = arg;
-	zkl_client *c = e->c;
-	int backoff_ms = 0;
-
-	for (;;) {
-		pthread_mutex_lock(&c->mu);
-		while (e->idle && !e->closing)
-			pthread_cond_wait(&e->cv, &c->mu);
-		if (e->closing) {
-			pthread_mutex_unlock(&c->mu);
-			break;
-		}
-		struct zkl_data data = {0};
-		int rc = zkl_data_set(&data, e->id.bytes, (size_t)e->id.len);
-		pthread_mutex_unlock(&c->mu);
-
-		struct zkl_node node;
-		if (rc == 0) {
-			struct zkl_queue q = {
-				.c = c,
-				.path = e->path,
-				.kind = e->kind,
-				.data = data.bytes,
-				.data_len = data.len,
-				.pred = &zkl_pred_first,
-				.owner = e,
-				.folder_seen = &e->folder_seen,
-			};
-			rc = zkl_engine_acquire(&q, ZKL_WAIT_FOREVER, &node);
-		}
-		zkl_data_free(&data);
-		if (rc == ZKL_ECLOSED)
-			break;
-		if (rc == ZKL_ECANCELED)
-			continue; /* closing: seen at the top */
-		if (rc != 0) {
-			/* Not a wait that ran out: ZooKeeper refused (an ACL) or memory ran out.
-			 * Try again, less and less often, until closed. */
-			zkl_log(c, ZKL_LOG_ERROR, "cannot join the election at %s: %s: %s", e->path,
-			        zkl_strerror(rc), zkl_last_error());
-			backoff_ms = backoff_ms ? (backoff_ms * 2 > 10000 ? 10000 : backoff_ms * 2) : 250;
-			pthread_mutex_lock(&c->mu);
-			int64_t until = zkl_now_ms() + backoff_ms;
-			while (!e->closing && !zkl_cond_wait_until(&e->cv, &c->mu, until))
-				;
-			pthread_mutex_unlock(&c->mu);
-			continue;
-		}
-		backoff_ms = 0;
-		int end = lead(e, &node);
-		pthread_mutex_lock(&c->mu);
-		e->in_lead = false;
-		if (e->fn && !e->requeue && !e->again)
-			e->idle = true;
-		e->again = false;
-		pthread_mutex_unlock(&c->mu);
-		if (end == ZKL_ECLOSED)
-			break;
-		if (end == ZKL_EZK || end == ZKL_ENOMEM) {
-			/* Do not spin on a failure that may last: wait a little first. */
-			pthread_mutex_lock(&c->mu);
-			int64_t until = zkl_now_ms() + 1000;
-			while (!e->closing && !zkl_cond_wait_until(&e->cv, &c->mu, until))
-				;
-			pthread_mutex_unlock(&c->mu);
+	struct election *e = (struct election *)(void *)((char *)w - offsetof(struct election, w));
+	int rc = GO_ON;
+	while (rc == GO_ON) {
+		switch (e->st) {
+		case E_OUT: rc = on_out(c, e); break;
+		case E_QUEUE: rc = on_queue(c, e); break;
+		case E_BACKOFF: rc = on_backoff(c, e); break;
+		case E_LEAD: rc = on_lead(c, e); break;
+		case E_ENDING: rc = on_ending(c, e); break;
+		case E_LEAVING: rc = on_leaving(c, e); break;
 		}
 	}
-
-	pthread_mutex_lock(&c->mu);
-	e->exited = true;
-	pthread_cond_broadcast(&e->cv);
-	pthread_mutex_unlock(&c->mu);
-	return NULL;
+	if (rc != GONE)
+		pthread_cond_broadcast(&e->cv);
 }
 
 /* ---- the core's functions ---- */
 
+/* Waits (c->mu held) until done(e) or, with a deadline, until it passes (returns false
+ * then). On the application's loop thread it runs the loop meanwhile. */
+static bool wait_for(struct election *e, bool (*done)(struct election *), int64_t deadline)
+{
+	zkl_client *c = e->lock.c;
+	while (!done(e)) {
+		if (zkl_now_ms() >= deadline)
+			return false;
+		if (!zkl_loop_step(c))
+			zkl_cond_wait_until(&e->cv, &c->mu, deadline);
+	}
+	return true;
+}
+
+static const struct zkl_lock_ops leader_ops;
+
 int election_init(struct election *e, zkl_client *c, const char *path, const char *id,
-                         enum zkl_kind kind, void *self)
+                  enum zkl_kind kind, void *self)
 {
 	if (!c)
 		return zkl_fail(ZKL_EINVAL, "client is NULL");
 	int rc = zkl_path_check(path, "election path");
-	if (rc != 0)
+	if (rc != 0 || (rc = zkl_lock_init(&e->lock, &leader_ops, "leader", c, path)) != 0)
 		return rc;
-	e->c = c;
-	e->kind = kind;
-	e->self = self;
-	if (!(e->path = strdup(path)))
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
-	rc = id ? zkl_data_set(&e->id, id, strlen(id)) : zkl_data_init(&e->id);
-	if (rc != 0) {
-		free(e->path);
+	if (id && (rc = zkl_lock_set_data(&e->lock, id, strlen(id))) != 0) {
+		zkl_lock_dispose(&e->lock);
 		return rc;
 	}
+	e->kind = kind;
+	e->self = self;
 	zkl_cond_init(&e->cv);
+	pthread_mutex_lock(&c->mu);
+	e->suspended = c->state == ZKL_STATE_SUSPENDED;
+	pthread_mutex_unlock(&c->mu);
+	if ((rc = zkl_client_add_listener(c, state_changed, e)) != 0) {
+		pthread_cond_destroy(&e->cv);
+		zkl_lock_dispose(&e->lock);
+		return rc;
+	}
+	pthread_mutex_lock(&c->mu);
+	e->listening = true;
+	zkl_waiter_enter_loop(c, &e->w, NULL, step);
+	pthread_mutex_unlock(&c->mu);
 	return 0;
 }
 
 int election_start(struct election *e)
 {
-	zkl_client *c = e->c;
+	zkl_client *c = e->lock.c;
+	const char *what = e->fn ? "selector" : "latch";
+	int rc = 0;
 	pthread_mutex_lock(&c->mu);
-	if (e->closing) {
-		pthread_mutex_unlock(&c->mu);
-		return zkl_fail(ZKL_ECLOSED, "the election handle of %s is closed", e->path);
+	if (e->closing)
+		rc = zkl_fail(ZKL_ECLOSED, "the %s of %s is closed", what, e->lock.path);
+	else if (e->started)
+		rc = zkl_fail(ZKL_EBUSY, "the %s of %s was started already", what, e->lock.path);
+	else if (e->view_pending || e->view_held)
+		rc = zkl_fail(ZKL_EBUSY, "leadership of %s is taken through its lock view: "
+		              "release it first", e->lock.path);
+	else if (c->closing)
+		rc = zkl_fail(ZKL_ECLOSED, "the client is closing");
+	if (rc == 0) {
+		e->started = true;
+		zkl_waiter_wake(c, &e->w);
 	}
-	if (e->started) {
-		pthread_mutex_unlock(&c->mu);
-		return zkl_fail(ZKL_EBUSY, "the election handle of %s was started already", e->path);
-	}
-	e->started = true;
-	e->suspended = c->state == ZKL_STATE_SUSPENDED;
 	pthread_mutex_unlock(&c->mu);
-
-	int rc = zkl_client_add_listener(c, state_changed, e);
-	if (rc != 0) {
-		pthread_mutex_lock(&c->mu);
-		e->started = false;
-		pthread_mutex_unlock(&c->mu);
-		return rc;
-	}
-	pthread_mutex_lock(&c->mu);
-	e->listening = true;
-	pthread_mutex_unlock(&c->mu);
-	if (pthread_create(&e->thread, NULL, election_main, e) != 0) {
-		zkl_client_remove_listener(c, state_changed, e);
-		pthread_mutex_lock(&c->mu);
-		e->listening = false;
-		e->started = false;
-		pthread_mutex_unlock(&c->mu);
-		return zkl_fail(ZKL_ENOMEM, "cannot start the election thread");
-	}
-	return 0;
+	return rc;
 }
 
-static bool on_own_thread(struct election *e)
+/* Whether the calling thread must not wait for the machine: the loop's own (a callback),
+ * or the selector's function. */
+static bool must_not_wait(struct election *e)
 {
-	pthread_t self = pthread_self();
-	return pthread_equal(self, e->thread) || (e->worker_running && pthread_equal(self, e->worker));
+	zkl_client *c = e->lock.c;
+	return zkl_on_event_thread(c) ||
+	       (e->worker_running && pthread_equal(pthread_self(), e->worker));
 }
 
 int election_close(struct election *e)
 {
-	zkl_client *c = e->c;
+	zkl_client *c = e->lock.c;
 	pthread_mutex_lock(&c->mu);
-	bool started = e->started;
 	e->closing = true;
 	e->leading = false;
-	election_wake(e);
-	bool own = started && on_own_thread(e);
+	zkl_waiter_wake(c, &e->w);
+	if (!must_not_wait(e))
+		wait_for(e, at_rest, INT64_MAX);
 	pthread_mutex_unlock(&c->mu);
-	if (!started || own)
-		return 0;
-	/* The thread may be on its way into an acquire, where a cancel sent before it began
-	 * waiting would be missed: repeat the cancel until the thread is gone. */
-	pthread_mutex_lock(&c->mu);
-	while (!e->exited) {
-		pthread_mutex_unlock(&c->mu);
-		zkl_client_cancel_owner(c, e);
-		pthread_mutex_lock(&c->mu);
-		if (!e->exited)
-			zkl_cond_wait_until(&e->cv, &c->mu, zkl_now_ms() + 50);
-	}
-	bool join = !e->joined;
-	e->joined = true;
-	bool listening = e->listening;
-	e->listening = false;
-	pthread_mutex_unlock(&c->mu);
-	if (join)
-		pthread_join(e->thread, NULL);
-	if (listening)
-		zkl_client_remove_listener(c, state_changed, e);
 	return 0;
 }
 
 void election_free(struct election *e)
 {
+	zkl_client *c = e->lock.c;
+	pthread_mutex_lock(&c->mu);
+	bool on_loop = zkl_on_event_thread(c);
+	pthread_mutex_unlock(&c->mu);
+	if (on_loop) {
+		/* The machine frees the handle once at rest; a callback of the view's acquire
+		 * that runs now learns the handle is gone. */
+		zkl_lock_async_drain(&e->lock);
+		pthread_mutex_lock(&c->mu);
+		e->closing = true;
+		e->leading = false;
+		e->view_cancel = true;
+		e->freeing = true;
+		zkl_waiter_wake(c, &e->w);
+		pthread_mutex_unlock(&c->mu);
+		return;
+	}
+	pthread_mutex_lock(&c->mu);
+	e->view_cancel = true;
+	pthread_mutex_unlock(&c->mu);
 	election_close(e);
-	pthread_mutex_lock(&e->c->mu);
-	zkl_data_free(&e->id);
-	pthread_mutex_unlock(&e->c->mu);
+	zkl_lock_async_drain(&e->lock);
+	pthread_mutex_lock(&c->mu);
+	zkl_waiter_leave(c, &e->w);
+	bool listening = e->listening;
+	e->listening = false;
+	pthread_mutex_unlock(&c->mu);
+	if (listening)
+		zkl_client_remove_listener(c, state_changed, e);
+	zkl_data_free(&e->qdata);
+	zkl_lock_dispose(&e->lock);
 	pthread_cond_destroy(&e->cv);
-	free(e->path);
+	free(e->self);
+}
+
+int election_requeue(struct election *e)
+{
+	zkl_client *c = e->lock.c;
+	int rc = 0;
+	pthread_mutex_lock(&c->mu);
+	if (e->closing)
+		rc = zkl_fail(ZKL_ECLOSED, "the selector of %s is closed", e->lock.path);
+	else if (!e->started)
+		rc = zkl_fail(ZKL_EINVAL, "the selector of %s was not started", e->lock.path);
+	else if (e->idle) {
+		e->idle = false;
+		zkl_waiter_wake(c, &e->w);
+	} else if (e->in_lead) {
+		e->again = true;
+	}
+	pthread_mutex_unlock(&c->mu);
+	return rc;
+}
+
+void election_interrupt(struct election *e)
+{
+	zkl_client *c = e->lock.c;
+	pthread_mutex_lock(&c->mu);
+	if (e->leading) {
+		e->interrupt = true;
+		e->leading = false;
+		zkl_waiter_wake(c, &e->w);
+		pthread_cond_broadcast(&e->cv);
+	}
+	pthread_mutex_unlock(&c->mu);
 }
 
 bool election_leading(struct election *e)
 {
-	pthread_mutex_lock(&e->c->mu);
+	pthread_mutex_lock(&e->lock.c->mu);
 	bool l = e->leading;
-	pthread_mutex_unlock(&e->c->mu);
+	pthread_mutex_unlock(&e->lock.c->mu);
 	return l;
+}
+
+static bool is_leading(struct election *e)
+{
+	return e->leading || e->closing;
+}
+
+static bool not_leading(struct election *e)
+{
+	return !e->leading;
+}
+
+int election_await(struct election *e, bool want, int timeout_ms)
+{
+	zkl_client *c = e->lock.c;
+	const char *what = e->fn ? "selector" : "latch";
+	int rc = 0;
+	pthread_mutex_lock(&c->mu);
+	if (want && !e->started && !e->closing) {
+		rc = zkl_fail(ZKL_EINVAL, "the %s of %s was not started", what, e->lock.path);
+	} else if (timeout_ms != 0 && zkl_on_event_thread(c)) {
+		rc = zkl_fail(ZKL_EDEADLK, "cannot wait for leadership of %s on the thread that "
+		              "runs the client's loop (in a callback)", e->lock.path);
+	} else {
+		int64_t deadline = timeout_ms == 0 ? 0 : zkl_deadline(timeout_ms);
+		bool ok = wait_for(e, want ? is_leading : not_leading, deadline);
+		if (want && e->closing)
+			rc = zkl_fail(ZKL_ECLOSED, "the %s of %s is closed", what, e->lock.path);
+		else if (!ok)
+			rc = want ? zkl_fail(ZKL_ETIMEDOUT, "not the leader of %s", e->lock.path)
+			          : ZKL_ETIMEDOUT;
+	}
+	pthread_mutex_unlock(&c->mu);
+	return rc;
 }
 
 int64_t election_token(struct election *e)
 {
-	pthread_mutex_lock(&e->c->mu);
+	pthread_mutex_lock(&e->lock.c->mu);
 	int64_t t = e->leading ? e->token : ZKL_ENOTHELD;
-	pthread_mutex_unlock(&e->c->mu);
+	pthread_mutex_unlock(&e->lock.c->mu);
 	return t;
 }
 
@@ -504,7 +855,7 @@ int election_participants(struct election *e, zkl_participant **out, size_t *cou
 {
 	if (!out || !count)
 		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
-	return zkl_engine_participants(e->c, e->path, 1, out, count);
+	return zkl_engine_participants(e->lock.c, e->lock.path, 1, out, count);
 }
 
 int election_leader_id(struct election *e, char **id)
@@ -514,11 +865,12 @@ int election_leader_id(struct election *e, char **id)
 	*id = NULL;
 	zkl_participant *list;
 	size_t n;
-	int rc = zkl_engine_participants(e->c, e->path, 1, &list, &n);
+	int rc = zkl_engine_participants(e->lock.c, e->lock.path, 1, &list, &n);
 	if (rc != 0)
 		return rc;
 	if (n == 0)
-		return zkl_fail(ZKL_ENOTHELD, "nobody takes part in the election at %s", e->path);
+		return zkl_fail(ZKL_ENOTHELD, "nobody takes part in the election at %s",
+		                e->lock.path);
 	*id = list[0].data;
 	list[0].data = NULL;
 	zkl_participants_free(list, n);
@@ -526,3 +878,159 @@ int election_leader_id(struct election *e, char **id)
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	return 0;
 }
+
+/* ---- the view: one leadership per acquire ---- */
+
+#define ELECTION(l) ((struct election *)(void *)(l))
+
+/* Begins an acquire of the view (c->mu held). */
+static int view_begin(struct election *e, int timeout_ms, bool async)
+{
+	zkl_client *c = e->lock.c;
+	const char *path = e->lock.path;
+	if (e->started)
+		return zkl_fail(ZKL_EBUSY, "the latch of %s was started with zkl_leader_start(): "
+		                "it leads by itself (see zkl_leader_await())", path);
+	if (e->closing || c->closing)
+		return zkl_fail(ZKL_ECLOSED, "the leader handle of %s is closed", path);
+	if (e->view_lost)
+		return zkl_fail(ZKL_ELOST, "leadership of %s was lost: release it first", path);
+	if (e->view_held)
+		return zkl_fail(ZKL_EBUSY, "already the leader of %s: release it first", path);
+	if (e->view_pending)
+		return zkl_fail(ZKL_EBUSY, "an acquire of leadership of %s is under way", path);
+	e->view_pending = true;
+	e->view_async = async;
+	e->view_cancel = false;
+	e->view_done = false;
+	e->view_timeout = timeout_ms;
+	e->view_deadline = timeout_ms > 0 ? zkl_deadline(timeout_ms) : INT64_MAX;
+	zkl_waiter_wake(c, &e->w);
+	return 0;
+}
+
+static int leader_acquire(zkl_lock *lk, int timeout_ms)
+{
+	struct election *e = ELECTION(lk);
+	zkl_client *c = lk->c;
+	pthread_mutex_lock(&c->mu);
+	if (zkl_runs_loop(c)) {
+		pthread_mutex_unlock(&c->mu);
+		return zkl_fail(ZKL_EDEADLK, "cannot wait for leadership of %s on the thread that "
+		                "runs the client's loop (in a callback, or the application's loop "
+		                "thread): nothing would run the election", lk->path);
+	}
+	int rc = view_begin(e, timeout_ms, false);
+	if (rc == 0) {
+		while (!e->view_done)
+			pthread_cond_wait(&e->cv, &c->mu);
+		e->view_done = false;
+		rc = e->view_rc;
+		if (rc != 0)
+			zkl_fail(rc, "%s", e->view_error);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return rc;
+}
+
+static int leader_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, void *data)
+{
+	struct election *e = ELECTION(lk);
+	zkl_client *c = lk->c;
+	pthread_mutex_lock(&c->mu);
+	int rc = zkl_lock_async_claim(lk, &e->async, fn, data);
+	if (rc == 0 && (rc = view_begin(e, timeout_ms, true)) != 0)
+		zkl_lock_async_unclaim(lk, &e->async);
+	pthread_mutex_unlock(&c->mu);
+	return rc;
+}
+
+/* The node of the leadership released is gone, or its delete is out (without
+ * confirm_release). */
+static bool left_lead(struct election *e)
+{
+	if (e->st == E_LEAVING)
+		return e->leave_op && !e->lock.c->confirm_release;
+	return e->st != E_LEAD && e->st != E_ENDING;
+}
+
+static int leader_release(zkl_lock *lk)
+{
+	struct election *e = ELECTION(lk);
+	zkl_client *c = lk->c;
+	int rc = 0;
+	pthread_mutex_lock(&c->mu);
+	if (!e->view_held) {
+		rc = zkl_fail(ZKL_ENOTHELD, "leadership of %s was not taken through this lock",
+		              lk->path);
+	} else if (e->view_lost) {
+		e->view_held = e->view_lost = false;
+		rc = zkl_fail(ZKL_ELOST, "leadership of %s had been lost", lk->path);
+	} else {
+		e->view_held = false;
+		e->leading = false;
+		zkl_waiter_wake(c, &e->w);
+		if (!must_not_wait(e))
+			wait_for(e, left_lead, INT64_MAX);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return rc;
+}
+
+static void leader_cancel(zkl_lock *lk)
+{
+	struct election *e = ELECTION(lk);
+	pthread_mutex_lock(&lk->c->mu);
+	if (e->view_pending) {
+		e->view_cancel = true;
+		zkl_waiter_wake(lk->c, &e->w);
+	}
+	pthread_mutex_unlock(&lk->c->mu);
+}
+
+static bool leader_is_held(zkl_lock *lk)
+{
+	struct election *e = ELECTION(lk);
+	pthread_mutex_lock(&lk->c->mu);
+	bool held = e->leading && (e->started || (e->view_held && !e->view_lost));
+	pthread_mutex_unlock(&lk->c->mu);
+	return held;
+}
+
+static int64_t leader_token(zkl_lock *lk)
+{
+	int64_t t = election_token(ELECTION(lk));
+	if (t == ZKL_ENOTHELD)
+		return zkl_fail(ZKL_ENOTHELD, "not the leader of %s", lk->path);
+	return t;
+}
+
+static const char *leader_node(zkl_lock *lk)
+{
+	struct election *e = ELECTION(lk);
+	if (e->view_lost || (e->st != E_QUEUE && e->st != E_LEAD))
+		return NULL;
+	return e->node.path;
+}
+
+static bool leader_holds_async(zkl_lock *lk)
+{
+	return ELECTION(lk)->view_held;
+}
+
+static int leader_participants(zkl_lock *lk, zkl_participant **out, size_t *count)
+{
+	return election_participants(ELECTION(lk), out, count);
+}
+
+static const struct zkl_lock_ops leader_ops = {
+	.acquire = leader_acquire,
+	.start = leader_start,
+	.release = leader_release,
+	.cancel = leader_cancel,
+	.is_held = leader_is_held,
+	.token = leader_token,
+	.node = leader_node,
+	.holds_async = leader_holds_async,
+	.participants = leader_participants,
+};

@@ -1,18 +1,28 @@
-/* What zkl_leader (latch.c) and zkl_selector (selector.c) share: one election, run by
- * a thread of its own (election.c has the design notes). Never installed. */
+/* What zkl_leader (latch.c) and zkl_selector (selector.c) share: one election, a state
+ * machine that the client's loop runs (election.c has the design notes). Never
+ * installed. */
 #ifndef ZKL_ELECTION_H
 #define ZKL_ELECTION_H
 
 #include <zklocks/leader.h>
 
-#include "common.h"
+#include "lock_internal.h"
+
+enum election_state {
+	E_OUT,      /* not in the election */
+	E_QUEUE,    /* the engine's acquisition of our node is under way */
+	E_BACKOFF,  /* joining failed: try again at retry_at */
+	E_LEAD,     /* our node heads the queue: prove it ours, announce, watch */
+	E_ENDING,   /* leadership over: the function's thread ends, callbacks */
+	E_LEAVING,  /* our node's delete is out */
+};
 
 struct election {
-	zkl_client *c;
-	char *path;
+	zkl_lock lock;                 /* first: the view (c, path, node data = the id,
+	                                * lost callback, asynchronous acquire) */
 	enum zkl_kind kind;            /* LATCH, or LOCK for a selector */
-	void *self;                    /* the public handle, passed to user code */
-	struct zkl_data id;            /* c->mu */
+	void *self;                    /* the public handle, passed to user code; freed
+	                                * with free() by the loop if it is freed there */
 	bool lose_on_suspend;
 	bool notify_on_close;
 	zkl_leader_gained_fn on_gained;
@@ -21,45 +31,92 @@ struct election {
 	zkl_selector_fn fn;            /* selector only */
 	void *fn_data;
 	bool requeue;
-	bool folder_seen;              /* c->mu: the engine has listed our folder */
 
-	pthread_cond_t cv;             /* on c->mu */
-	bool started;                  /* c->mu */
-	bool closing;                  /* c->mu */
-	bool exited;                   /* c->mu: the election thread has ended */
-	bool joined;
-	bool listening;
-	pthread_t thread;
-	pthread_t worker;              /* selector: runs fn */
-	bool worker_running;           /* c->mu */
-	bool idle;                     /* c->mu: selector waiting for requeue */
-	bool in_lead;                  /* c->mu: lead() runs: leading, or ending a leadership */
-	bool again;                    /* c->mu: requeue asked while in lead() */
-	bool leading;                  /* c->mu: has_leadership */
-	int64_t token;                 /* c->mu: czxid of our node while leading */
-	bool suspended;                /* c->mu: the client is SUSPENDED */
-	unsigned suspensions;          /* c->mu: SUSPENDED states seen */
-	bool interrupt;                /* c->mu: end this leadership (selector) */
-	bool fn_done;                  /* c->mu: fn has returned */
+	/* Everything below: c->mu. */
+	struct zkl_waiter w;           /* the loop waiter whose run() is the machine */
+	pthread_cond_t cv;             /* broadcast after every turn of the machine */
+	enum election_state st;
+	bool listening;                /* the state listener is added */
+	bool started;                  /* zkl_leader_start()/zkl_selector_start() */
+	bool closing;                  /* leaves for good */
+	bool freeing;                  /* freed on the loop: the machine frees it at rest */
+	int calling;                   /* user callbacks of the machine running */
+	bool idle;                     /* selector waiting for requeue */
+	bool in_lead;                  /* from queued to the end of its leadership */
+	bool again;                    /* requeue asked while in_lead */
+	bool leading;                  /* has_leadership */
+	int64_t token;                 /* czxid of our node while leading */
+	bool suspended;                /* the client is SUSPENDED */
+	unsigned suspensions;          /* SUSPENDED states seen */
+	bool interrupt;                /* end this leadership (selector) */
+
+	/* The queue: the engine's acquisition, its node and what it reads. */
+	struct zkl_queue q;
+	struct zkl_data qdata;
+	struct zkl_node node;
+	bool folder_seen;
+	bool queue_done;
+	bool queue_canceled;
+	int queue_rc;
+	char queue_error[256];
+	int backoff_ms;
+	int64_t retry_at;
+
+	/* Leading. */
 	struct zkl_hold hold;
-	struct zkl_waiter *wake;       /* c->mu: the election thread's waiter while it leads */
+	bool hold_added;
+	unsigned susp_seen;
+	bool verified;                 /* our node was read back as ours since the last look */
+	bool announced;                /* gained called, the function started, or the view
+	                                * acquire answered */
+	bool gained;                   /* the gained callback ran: lost runs at the end */
+	struct zkl_op *check;          /* the read of our node that is out */
+	bool check_watch;              /* it arms wt */
+	int64_t check_until;
+	struct zkl_watch *wt;          /* armed on our node */
+	int end;                       /* why leadership ended (E_ENDING) */
+	struct zkl_op *leave_op;       /* E_LEAVING: the delete of our node */
+	int64_t leave_until;
+	enum election_state after_leave;
+	pthread_t worker;              /* selector: runs fn */
+	bool worker_running;
+	bool fn_done;
+
+	/* The view's acquire: one at a time, blocking or asynchronous. */
+	bool view_pending;
+	bool view_async;
+	bool view_cancel;
+	int view_timeout;
+	int64_t view_deadline;
+	bool view_done;                /* a blocking acquire's answer is in: */
+	int view_rc;
+	char view_error[256];
+	bool view_held;                /* leadership taken through the view, until released */
+	bool view_lost;                /* and lost meanwhile */
+	struct zkl_lock_async async;
 };
 
-/* Wakes the election thread (c->mu held). */
-void election_wake(struct election *e);
-
 /* Sets up e for path (kind LATCH for a latch, LOCK for a selector); self is the public
- * handle passed to user code. Returns 0 or a ZKL_E* code with nothing left to free. */
+ * handle passed to user code, which embeds e first. id is the node data (NULL:
+ * "<host>:<pid>"). Returns 0 or a ZKL_E* code with nothing left to free. */
 int election_init(struct election *e, zkl_client *c, const char *path, const char *id,
                   enum zkl_kind kind, void *self);
-/* Starts the election thread (once). */
+/* Joins the election for good (until closed). */
 int election_start(struct election *e);
-/* Leaves the election and ends the thread; from a callback, returns at once. */
+/* Leaves the election; from another thread than the loop's (or the selector's
+ * function), returns once the machine is at rest and no callback runs. */
 int election_close(struct election *e);
-/* Closes if needed and frees what e owns (not e). */
+/* Closes e and frees its handle (self), at once, or, on the loop's thread, once the
+ * machine is at rest. */
 void election_free(struct election *e);
+/* Requeues a selector. */
+int election_requeue(struct election *e);
+/* Interrupts the current leadership (selector). */
+void election_interrupt(struct election *e);
 
 bool election_leading(struct election *e);
+/* Waits (timeout_ms as in the API) until leading (want == true) or not leading. */
+int election_await(struct election *e, bool want, int timeout_ms);
 /* The fencing token of the current leadership, or ZKL_ENOTHELD. */
 int64_t election_token(struct election *e);
 int election_participants(struct election *e, zkl_participant **out, size_t *count);

@@ -1,5 +1,6 @@
 /* zkl_leader: Curator's LeaderLatch layout ("latch-" nodes), over the election that it
- * shares with zkl_selector (election.c). */
+ * shares with zkl_selector (election.c); its zkl_lock view takes one leadership per
+ * acquire. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,32 +64,7 @@ int zkl_leader_await(zkl_leader *l, int timeout_ms)
 {
 	ZKL_CHECK_HANDLE(l, "leader");
 	int rc = zkl_check_timeout(timeout_ms);
-	if (rc != 0)
-		return rc;
-	struct election *e = &l->e;
-	int64_t deadline = zkl_deadline(timeout_ms);
-	pthread_mutex_lock(&e->c->mu);
-	if (!e->started && !e->closing) {
-		pthread_mutex_unlock(&e->c->mu);
-		return zkl_fail(ZKL_EINVAL, "the latch of %s was not started", e->path);
-	}
-	for (;;) {
-		if (e->closing) {
-			rc = zkl_fail(ZKL_ECLOSED, "the latch of %s is closed", e->path);
-			break;
-		}
-		if (e->leading) {
-			rc = 0;
-			break;
-		}
-		if (zkl_cond_wait_until(&e->cv, &e->c->mu, deadline) && !e->leading) {
-			rc = e->closing ? zkl_fail(ZKL_ECLOSED, "the latch of %s is closed", e->path)
-			                : zkl_fail(ZKL_ETIMEDOUT, "not the leader of %s", e->path);
-			break;
-		}
-	}
-	pthread_mutex_unlock(&e->c->mu);
-	return rc;
+	return rc ? rc : election_await(&l->e, true, timeout_ms);
 }
 
 int64_t zkl_leader_token(zkl_leader *l)
@@ -104,10 +80,8 @@ int zkl_leader_close(zkl_leader *l)
 
 void zkl_leader_free(zkl_leader *l)
 {
-	if (!l)
-		return;
-	election_free(&l->e);
-	free(l);
+	if (l)
+		election_free(&l->e);
 }
 
 int zkl_leader_participants(zkl_leader *l, zkl_participant **out, size_t *count)
@@ -124,5 +98,10 @@ int zkl_leader_leader_id(zkl_leader *l, char **id)
 
 const char *zkl_leader_path(const zkl_leader *l)
 {
-	return l ? l->e.path : NULL;
+	return l ? l->e.lock.path : NULL;
+}
+
+zkl_lock *zkl_leader_lock(zkl_leader *l)
+{
+	return l ? &l->e.lock : NULL;
 }

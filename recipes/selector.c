@@ -59,21 +59,7 @@ int zkl_selector_start(zkl_selector *s)
 int zkl_selector_requeue(zkl_selector *s)
 {
 	ZKL_CHECK_HANDLE(s, "selector");
-	struct election *e = &s->e;
-	int rc = 0;
-	pthread_mutex_lock(&e->c->mu);
-	if (e->closing)
-		rc = zkl_fail(ZKL_ECLOSED, "the selector of %s is closed", e->path);
-	else if (!e->started)
-		rc = zkl_fail(ZKL_EINVAL, "the selector of %s was not started", e->path);
-	else if (e->idle) {
-		e->idle = false;
-		pthread_cond_broadcast(&e->cv);
-	} else if (e->in_lead) {
-		e->again = true;
-	}
-	pthread_mutex_unlock(&e->c->mu);
-	return rc;
+	return election_requeue(&s->e);
 }
 
 bool zkl_selector_has_leadership(zkl_selector *s)
@@ -85,33 +71,13 @@ int zkl_selector_wait(zkl_selector *s, int timeout_ms)
 {
 	ZKL_CHECK_HANDLE(s, "selector");
 	int rc = zkl_check_timeout(timeout_ms);
-	if (rc != 0)
-		return rc;
-	struct election *e = &s->e;
-	int64_t deadline = zkl_deadline(timeout_ms);
-	pthread_mutex_lock(&e->c->mu);
-	while (e->leading) {
-		if (zkl_cond_wait_until(&e->cv, &e->c->mu, deadline) && e->leading) {
-			rc = ZKL_ETIMEDOUT;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&e->c->mu);
-	return rc;
+	return rc ? rc : election_await(&s->e, false, timeout_ms);
 }
 
 void zkl_selector_interrupt(zkl_selector *s)
 {
-	if (!s)
-		return;
-	struct election *e = &s->e;
-	pthread_mutex_lock(&e->c->mu);
-	if (e->leading) {
-		e->interrupt = true;
-		e->leading = false;
-		election_wake(e);
-	}
-	pthread_mutex_unlock(&e->c->mu);
+	if (s)
+		election_interrupt(&s->e);
 }
 
 int64_t zkl_selector_token(zkl_selector *s)
@@ -127,10 +93,8 @@ int zkl_selector_close(zkl_selector *s)
 
 void zkl_selector_free(zkl_selector *s)
 {
-	if (!s)
-		return;
-	election_free(&s->e);
-	free(s);
+	if (s)
+		election_free(&s->e);
 }
 
 int zkl_selector_participants(zkl_selector *s, zkl_participant **out, size_t *count)

@@ -22,15 +22,27 @@
  * its node is still there and still its session's.
  *
  * has_leadership() turns false as soon as the loss is known, on the thread that learns
- * it (the client's event thread for a session or connection loss), before any callback
- * runs. Every fencing token (zkl_leader_token) is the czxid of the leader's node: it only
- * grows from one leader to the next.
+ * it (the client's loop for a session or connection loss), before any callback runs.
+ * Every fencing token (zkl_leader_token) is the czxid of the leader's node: it only grows
+ * from one leader to the next.
+ *
+ * The election runs on the client's loop: no thread of its own, and every callback
+ * (gained, lost, the view's acquired and lost callbacks) runs there, like every other
+ * zklocks callback (in zkl_client_process() with external_loop). The one exception is
+ * the selector's function, which may run for long: it runs on a thread that the
+ * selector starts for each leadership, while the loop keeps watching.
+ *
+ * A latch is also a lock: zkl_leader_lock() gives its zkl_lock view, whose acquire joins
+ * the election and returns once this participant leads (one leadership per acquire),
+ * and whose release leaves it. A latch is used either way, not both: started with
+ * zkl_leader_start() it stays in the election by itself until closed.
  *
  * All functions are thread-safe. */
 #ifndef ZKLOCKS_LEADER_H
 #define ZKLOCKS_LEADER_H
 
 #include <zklocks/common.h>
+#include <zklocks/lock.h>
 
 ZKL_BEGIN_DECLS
 
@@ -38,16 +50,16 @@ ZKL_BEGIN_DECLS
 
 typedef struct zkl_leader zkl_leader;
 
-/* Called when this participant becomes the leader: once per leadership, on the latch's
- * own thread (started by zkl_leader_start()), with no zklocks lock held. Gained and lost
- * calls of one latch alternate, gained first, and never overlap. It may call any
- * zkl_leader function on l except zkl_leader_free(); zkl_leader_close(l) from here
- * returns at once and the latch leaves once the callback has returned. It should return
- * promptly: the latch's lost callback waits for it. */
+/* Called when this participant becomes the leader: once per leadership, on the client's
+ * loop, with no zklocks lock held. Gained and lost calls of one latch alternate, gained
+ * first, and never overlap. It may call any zkl_leader function on l except
+ * zkl_leader_free(), and no blocking one (zkl_leader_await() with a timeout fails with
+ * ZKL_EDEADLK); zkl_leader_close(l) from here returns at once and the latch leaves once
+ * the callback has returned. It should return promptly: it runs on the loop. */
 typedef void (*zkl_leader_gained_fn)(zkl_leader *l, void *data);
 
 /* Called when leadership announced by the gained callback ends, once per leadership, on
- * the latch's own thread, with no zklocks lock held (same rules as the gained callback).
+ * the client's loop, with no zklocks lock held (same rules as the gained callback).
  * reason says why:
  *   ZKL_ELOST      the session was lost (expired, or could not be proven alive)
  *   ZKL_ECONNLOSS  the connection dropped (lose_on_suspend); leadership may come back
@@ -84,9 +96,10 @@ ZKL_API void zkl_leader_options_init(zkl_leader_options *o);
 ZKL_API int zkl_leader_new(zkl_leader **out, zkl_client *c, const char *path,
                            const zkl_leader_options *o);
 
-/* Joins the election: starts the latch's thread, which queues our node and waits in the
- * background; returns at once. Once only: ZKL_EBUSY if already started, ZKL_ECLOSED
- * after close. Returns 0, ZKL_EINVAL, ZKL_EBUSY, ZKL_ECLOSED or ZKL_ENOMEM. */
+/* Joins the election for good: the client's loop queues our node and waits in the
+ * background; returns at once. Once only: ZKL_EBUSY if already started, or while
+ * leadership is taken through the latch's lock view; ZKL_ECLOSED after close. Returns
+ * 0, ZKL_EINVAL, ZKL_EBUSY or ZKL_ECLOSED. */
 ZKL_API int zkl_leader_start(zkl_leader *l);
 
 /* Whether this participant leads right now. */
@@ -94,7 +107,8 @@ ZKL_API bool zkl_leader_has_leadership(zkl_leader *l);
 
 /* Waits until this participant leads, at most timeout_ms (ZKL_WAIT_FOREVER, or 0 to look
  * once). Returns 0 when it leads, ZKL_ETIMEDOUT, ZKL_ECLOSED once closed (also while
- * waiting), or ZKL_EINVAL (bad timeout, or not started). */
+ * waiting), ZKL_EINVAL (bad timeout, or not started), or ZKL_EDEADLK (a timeout other
+ * than 0 in a callback, on the loop that elects). */
 ZKL_API int zkl_leader_await(zkl_leader *l, int timeout_ms);
 
 /* The fencing token of the current leadership (the czxid of our node), or ZKL_ENOTHELD
@@ -103,12 +117,15 @@ ZKL_API int64_t zkl_leader_token(zkl_leader *l);
 
 /* Leaves the election for good: our node is deleted (or, with the connection down, left
  * to the session), and if we led and notify_on_close is set, on_lost(ZKL_ECLOSED) runs
- * first. From any thread but the latch's, it returns once the latch's thread has ended
- * (so no callback runs after it); from a callback it returns at once. Closing twice, or
- * a latch never started, is fine. Returns 0 or ZKL_EINVAL. */
+ * first. From any thread but the loop's, it returns once the latch is out of the
+ * election and none of its callbacks runs (so none runs after it); from a callback it
+ * returns at once. Closing twice, or a latch never started, is fine. Returns 0 or
+ * ZKL_EINVAL. */
 ZKL_API int zkl_leader_close(zkl_leader *l);
 
-/* Closes l if needed and frees it. Not from l's own callbacks. NULL is a no-op. */
+/* Closes l if needed and frees it. Not from l's own gained or lost callbacks. On the
+ * loop's thread (another handle's callback, or the view's acquired callback) it returns
+ * at once and the latch is freed once out of the election. NULL is a no-op. */
 ZKL_API void zkl_leader_free(zkl_leader *l);
 
 /* Lists the participants in election order (the leader first, holder == true), with
@@ -123,6 +140,25 @@ ZKL_API int zkl_leader_leader_id(zkl_leader *l, char **id);
 
 /* The election path (borrowed, valid until zkl_leader_free()). */
 ZKL_API const char *zkl_leader_path(const zkl_leader *l);
+
+/* The latch's zkl_lock view (lock.h), kind "leader", valid as long as l; NULL for NULL.
+ * Its verbs:
+ * - acquire / acquire_async: join the election and end once this participant leads
+ *   (after the read that proves our node ours), or when the timeout passes (our node is
+ *   withdrawn: ZKL_ETIMEDOUT), or ZKL_ECANCELED (zkl_lock_cancel()). One at a time, and
+ *   not while leading: ZKL_EBUSY; nor on a latch started with zkl_leader_start():
+ *   ZKL_EBUSY. The latch's gained and lost callbacks run for this leadership too.
+ * - release: leaves the election (our node is deleted; with notify_on_close the lost
+ *   callback runs with ZKL_ECLOSED). ZKL_ENOTHELD without a leadership taken this way;
+ *   ZKL_ELOST once it was lost.
+ * - a leadership taken this way ends for good when lost (each reason of
+ *   zkl_leader_lost_fn: ZKL_ELOST, ZKL_ECONNLOSS with lose_on_suspend, ZKL_ENOTHELD...):
+ *   the latch leaves the election, the view's lost callback (zkl_lock_on_lost) runs with
+ *   that reason, and the view must be released before it is acquired again.
+ * - is_held, token: leadership, whichever way it was taken; node: our node, queued or
+ *   leading; set_data: the id stored in the nodes made from now on; participants: as
+ *   zkl_leader_participants(). */
+ZKL_API zkl_lock *zkl_leader_lock(zkl_leader *l);
 
 /* ---- zkl_selector: run a function while leader ---- */
 

@@ -1,8 +1,9 @@
 /* zkl_lock: the verbs every kind of lock shares, written once.
  *
  * Each kind gives a view of itself: zkl_mutex_lock() (a mutex, or either half of a
- * read-write lock), zkl_semaphore_lock() (one lease of a semaphore per acquire) and
- * zkl_semaphore_mutex_lock(). The view lives as long as its handle and is freed with it;
+ * read-write lock), zkl_semaphore_lock() (one lease of a semaphore per acquire),
+ * zkl_semaphore_mutex_lock() and zkl_leader_lock() (one leadership of an election per
+ * acquire: leader.h). The view lives as long as its handle and is freed with it;
  * it is never freed by itself. What is specific to a kind stays with the kind: making a
  * mutex revocable, its naming, several leases at once, the semaphore's limit.
  *
@@ -125,8 +126,8 @@ ZKL_API int zkl_lock_participants(zkl_lock *l, zkl_participant **out, size_t *co
 /* The lock path (borrowed, valid as long as the handle). NULL for NULL. */
 ZKL_API const char *zkl_lock_path(const zkl_lock *l);
 
-/* What kind of lock l is: "mutex", "read", "write", "semaphore" or "semaphore-mutex"
- * (static). NULL for NULL. */
+/* What kind of lock l is: "mutex", "read", "write", "semaphore", "semaphore-mutex" or
+ * "leader" (static). NULL for NULL. */
 ZKL_API const char *zkl_lock_kind(const zkl_lock *l);
 
 ZKL_END_DECLS

@@ -214,15 +214,20 @@ static void wake_all(zkl_client *c)
 	pthread_cond_broadcast(&c->cv);
 }
 
-void zkl_client_cancel_owner(zkl_client *c, const void *owner)
+void zkl_cancel_owner_locked(zkl_client *c, const void *owner)
 {
-	pthread_mutex_lock(&c->mu);
 	for (struct zkl_waiter *w = c->waiters; w; w = w->next) {
 		if (w->owner == owner) {
 			w->canceled = true;
 			zkl_waiter_wake(c, w);
 		}
 	}
+}
+
+void zkl_client_cancel_owner(zkl_client *c, const void *owner)
+{
+	pthread_mutex_lock(&c->mu);
+	zkl_cancel_owner_locked(c, owner);
 	pthread_mutex_unlock(&c->mu);
 }
 

@@ -219,6 +219,8 @@ void zkl_waiter_wake_at(zkl_client *c, struct zkl_waiter *w, int64_t t);
 bool zkl_waiter_wait(zkl_client *c, struct zkl_waiter *w, int64_t deadline);
 /* Wakes the waiters of owner with canceled set. */
 void zkl_client_cancel_owner(zkl_client *c, const void *owner);
+/* The same with mu held (on the loop: a recipe's machine cancels what it started). */
+void zkl_cancel_owner_locked(zkl_client *c, const void *owner);
 
 /* Requests. zkl_op_start_* issue an asynchronous request on the current session (mu must
  * NOT be held) and return the op, bound to w, or NULL with *err set (ENOMEM, ECLOSED).

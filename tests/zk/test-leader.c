@@ -813,6 +813,256 @@ static void test_selector_interrupt_and_expiry(void **state)
 	zkl_client_close(c);
 }
 
+/* ---- the latch's lock view ---- */
+
+/* One leadership per acquire: the second participant waits, times out with its node
+ * withdrawn, and leads once the first releases; the verbs answer for the leadership. */
+static void test_view_acquire_release(void **state)
+{
+	(void)state;
+	const char *path = h_path("leader-view");
+	struct part a, b;
+	part_open(&a, path, 0, 0, false);
+	part_open(&b, path, 1, 0, false);
+	zkl_lock *la = zkl_leader_lock(a.l), *lb = zkl_leader_lock(b.l);
+	assert_non_null(la);
+	assert_null(zkl_leader_lock(NULL));
+	assert_string_equal(zkl_lock_kind(la), "leader");
+	assert_string_equal(zkl_lock_path(la), path);
+
+	CHECK_OK(zkl_lock_acquire(la, 5000));
+	assert_true(zkl_lock_is_held(la));
+	assert_true(zkl_leader_has_leadership(a.l));
+	assert_int_equal(h_counter_get(&a.gained), 1); /* the latch's callbacks run too */
+	CHECK_RC(ZKL_EBUSY, zkl_lock_acquire(la, 0));  /* one leadership at a time */
+	CHECK_RC(ZKL_EBUSY, zkl_leader_start(a.l));    /* one way or the other */
+	char node[ZKL_NODE_MAX];
+	assert_true(zkl_lock_node(la, node, sizeof node) > 0);
+	assert_non_null(strstr(node, "-latch-"));
+	zkl_participant *ps;
+	size_t n;
+	CHECK_OK(zkl_lock_participants(lb, &ps, &n));
+	assert_int_equal(n, 1);
+	assert_string_equal(ps[0].path, node);
+	assert_string_equal(ps[0].data, a.id);
+	assert_int_equal(zkl_lock_token(la), ps[0].czxid);
+	zkl_participants_free(ps, n);
+
+	/* The other waits its turn, and gives its place up when its time runs out. */
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(lb, 300));
+	assert_false(zkl_lock_is_held(lb));
+	assert_int_equal(zkl_lock_token(lb), ZKL_ENOTHELD);
+	assert_int_equal(h_children(path), 1);
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(lb, 0));
+	assert_int_equal(h_children(path), 1);
+	CHECK_RC(ZKL_ENOTHELD, zkl_lock_release(lb));
+
+	/* Released: our node goes, no lost callback (not notify_on_close), the other leads
+	 * with a larger token. */
+	int64_t first = zkl_lock_token(la);
+	CHECK_OK(zkl_lock_release(la));
+	assert_false(zkl_lock_is_held(la));
+	assert_false(zkl_leader_has_leadership(a.l));
+	assert_int_equal(h_children(path), 0);
+	assert_int_equal(h_counter_get(&a.lost), 0);
+	CHECK_RC(ZKL_ENOTHELD, zkl_lock_release(la));
+	CHECK_OK(zkl_lock_acquire(lb, 5000));
+	assert_true(zkl_lock_token(lb) > first);
+	/* Data set on the view is the id of the next node. */
+	CHECK_OK(zkl_lock_set_data(la, "second-term", 11));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(la, 200));
+	CHECK_OK(zkl_lock_release(lb));
+	CHECK_OK(zkl_lock_acquire(la, 5000));
+	char *id;
+	CHECK_OK(zkl_leader_leader_id(b.l, &id));
+	assert_string_equal(id, "second-term");
+	free(id);
+	CHECK_OK(zkl_lock_release(la));
+
+	/* A started latch has no acquire of its own: it leads by itself. */
+	CHECK_OK(zkl_leader_start(b.l));
+	CHECK_OK(zkl_leader_await(b.l, 5000));
+	CHECK_RC(ZKL_EBUSY, zkl_lock_acquire(lb, 0));
+	assert_true(zkl_lock_is_held(lb));
+	part_close(&a);
+	part_close(&b);
+	assert_true(h_children(path) <= 0);
+}
+
+struct view_async {
+	h_latch *done;
+	int rc;
+	bool loop_refuses;   /* a blocking acquire from the callback failed with EDEADLK */
+	zkl_lock *other;     /* tried from the callback */
+	bool release;        /* release from the callback */
+	int release_rc;
+};
+
+static void view_acquired(zkl_lock *l, int rc, void *data)
+{
+	struct view_async *v = data;
+	v->rc = rc;
+	if (v->other)
+		v->loop_refuses = zkl_lock_acquire(v->other, 1000) == ZKL_EDEADLK;
+	if (v->release && rc == 0)
+		v->release_rc = zkl_lock_release(l);
+	h_latch_set(v->done);
+}
+
+/* Asynchronous: the callback runs once, on the loop (a blocking acquire there fails at
+ * once); cancel ends a wait with nothing left behind; release from the callback; free
+ * while waiting. */
+static void test_view_async(void **state)
+{
+	(void)state;
+	const char *path = h_path("leader-view-async");
+	struct part a, b;
+	part_open(&a, path, 0, 0, false);
+	part_open(&b, path, 1, 0, false);
+	zkl_lock *la = zkl_leader_lock(a.l), *lb = zkl_leader_lock(b.l);
+
+	zkl_leader *same; /* a latch on a's client: its loop is the one that calls back */
+	CHECK_OK(zkl_leader_new(&same, a.c, h_sub(path, "same"), NULL));
+	struct view_async va = { .done = h_latch_new(), .rc = 1, .other = zkl_leader_lock(same) };
+	CHECK_OK(zkl_lock_acquire_async(la, 5000, view_acquired, &va));
+	CHECK_RC(ZKL_EBUSY, zkl_lock_acquire_async(la, 5000, view_acquired, &va));
+	assert_true(h_latch_wait(va.done, 10000));
+	assert_int_equal(va.rc, 0);
+	assert_true(va.loop_refuses);
+	zkl_leader_free(same);
+	assert_true(zkl_lock_is_held(la));
+
+	/* b waits; cancel: ZKL_ECANCELED, b's node withdrawn. */
+	struct view_async vb = { .done = h_latch_new(), .rc = 1 };
+	CHECK_OK(zkl_lock_acquire_async(lb, ZKL_WAIT_FOREVER, view_acquired, &vb));
+	h_wait_children(path, 2);
+	zkl_lock_cancel(lb);
+	assert_true(h_latch_wait(vb.done, 10000));
+	assert_int_equal(vb.rc, ZKL_ECANCELED);
+	h_wait_children(path, 1);
+	assert_int_equal(h_latch_count(vb.done), 1);
+
+	/* b waits again and takes over when a releases; its callback releases at once. */
+	h_latch_free(vb.done);
+	vb = (struct view_async){ .done = h_latch_new(), .rc = 1, .release = true };
+	CHECK_OK(zkl_lock_acquire_async(lb, 10000, view_acquired, &vb));
+	h_wait_children(path, 2);
+	CHECK_OK(zkl_lock_release(la));
+	assert_true(h_latch_wait(vb.done, 10000));
+	assert_int_equal(vb.rc, 0);
+	assert_int_equal(vb.release_rc, 0);
+	h_wait_children(path, 0);
+	assert_int_equal(h_counter_get(&b.gained), 1);
+
+	/* a leads again; b waits, and is freed while it waits: its callback says
+	 * ZKL_ECANCELED before the free returns, and its node goes. */
+	CHECK_OK(zkl_lock_acquire(la, 5000));
+	h_latch_free(vb.done);
+	vb = (struct view_async){ .done = h_latch_new(), .rc = 1 };
+	CHECK_OK(zkl_lock_acquire_async(lb, ZKL_WAIT_FOREVER, view_acquired, &vb));
+	h_wait_children(path, 2);
+	zkl_leader_free(b.l);
+	b.l = NULL;
+	assert_int_equal(h_latch_count(vb.done), 1);
+	assert_int_equal(vb.rc, ZKL_ECANCELED);
+	assert_int_equal(h_children(path), 1);
+	CHECK_OK(zkl_lock_release(la));
+	part_close(&a);
+	part_close(&b);
+	h_latch_free(va.done);
+	h_latch_free(vb.done);
+}
+
+struct view_lost {
+	h_latch *lost;
+	int reason;
+};
+
+static void view_on_lost(zkl_lock *l, int reason, void *data)
+{
+	(void)l;
+	struct view_lost *v = data;
+	v->reason = reason;
+	h_latch_set(v->lost);
+}
+
+/* A leadership taken through the view and lost ends for good: the view's lost callback
+ * and the latch's are told (the connection drops first as the session is expired from
+ * outside: ZKL_ECONNLOSS, lose_on_suspend being the default), the latch leaves the
+ * election, the view says ZKL_ELOST until released, and then leads again on the new
+ * session. */
+static void test_view_lost(void **state)
+{
+	(void)state;
+	const char *path = h_path("leader-view-lost");
+	struct part a;
+	part_open(&a, path, 0, 4000, false);
+	zkl_lock *la = zkl_leader_lock(a.l);
+	struct view_lost vl = { .lost = h_latch_new() };
+	CHECK_OK(zkl_lock_on_lost(la, view_on_lost, &vl));
+	CHECK_OK(zkl_lock_acquire(la, 5000));
+	int64_t first = zkl_lock_token(la);
+	h_expire(a.c);
+	assert_true(h_latch_wait(vl.lost, 15000));
+	assert_int_equal(vl.reason, ZKL_ECONNLOSS);
+	assert_true(h_counter_wait(&a.lost, 1, 5000));
+	assert_int_equal(a.last_reason, ZKL_ECONNLOSS);
+	assert_false(zkl_lock_is_held(la));
+	assert_int_equal(zkl_lock_token(la), ZKL_ENOTHELD);
+	char node[ZKL_NODE_MAX];
+	CHECK_RC(ZKL_ENOTHELD, zkl_lock_node(la, node, sizeof node));
+	CHECK_RC(ZKL_ELOST, zkl_lock_acquire(la, 0));
+	CHECK_RC(ZKL_ELOST, zkl_lock_release(la));
+	CHECK_OK(zkl_lock_acquire(la, 15000));
+	assert_true(zkl_lock_token(la) > first);
+	assert_int_equal(h_counter_get(&a.gained), 2);
+	assert_int_equal(h_latch_count(vl.lost), 1);
+	CHECK_OK(zkl_lock_release(la));
+	part_close(&a);
+	h_latch_free(vl.lost);
+}
+
+struct in_loop {
+	zkl_leader *other;
+	int await_rc;
+	int acquire_rc;
+	h_latch *done;
+};
+
+static void in_loop_gained(zkl_leader *l, void *data)
+{
+	(void)l;
+	struct in_loop *x = data;
+	x->await_rc = zkl_leader_await(x->other, 100);
+	x->acquire_rc = zkl_lock_acquire(zkl_leader_lock(x->other), 100);
+	h_latch_set(x->done);
+}
+
+/* The gained callback runs on the client's loop: waiting there is refused at once. */
+static void test_callbacks_on_the_loop(void **state)
+{
+	(void)state;
+	const char *path = h_path("leader-loop");
+	zkl_client *c = h_client(0);
+	struct in_loop x = { .done = h_latch_new(), .await_rc = 1, .acquire_rc = 1 };
+	zkl_leader_options o;
+	zkl_leader_options_init(&o);
+	o.on_gained = in_loop_gained;
+	o.data = &x;
+	zkl_leader *l;
+	CHECK_OK(zkl_leader_new(&l, c, path, &o));
+	CHECK_OK(zkl_leader_new(&x.other, c, h_sub(path, "other"), NULL));
+	CHECK_OK(zkl_leader_start(x.other));
+	CHECK_OK(zkl_leader_start(l));
+	assert_true(h_latch_wait(x.done, 10000));
+	assert_int_equal(x.await_rc, ZKL_EDEADLK);
+	assert_int_equal(x.acquire_rc, ZKL_EDEADLK);
+	zkl_leader_free(x.other);
+	zkl_leader_free(l);
+	h_latch_free(x.done);
+	zkl_client_close(c);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -830,6 +1080,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_selector_interrupt_and_expiry),
 		cmocka_unit_test(test_suspended_and_back),
 		cmocka_unit_test(test_no_server_at_start),
+		cmocka_unit_test(test_view_acquire_release),
+		cmocka_unit_test(test_view_async),
+		cmocka_unit_test(test_view_lost),
+		cmocka_unit_test(test_callbacks_on_the_loop),
 	};
 	return H_RUN(tests);
 }
