@@ -154,6 +154,9 @@ struct zkl_client {
 	/* mu: the last folder a handle's first acquire looked for was missing; the next one
 	 * bets on a new folder too (engine.c). */
 	bool folders_new;
+	/* mu: folders being made by an acquisition that found one missing; the others of
+	 * the same folder wait for it (the engine's: acquire.c). */
+	struct zkl_folder *folders;
 
 	struct zkl_session *sess;   /* mu: current session */
 	struct zkl_session *retired;/* mu: old sessions waiting to be closed */

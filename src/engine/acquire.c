@@ -20,6 +20,7 @@
  *
  *   TOP ──▶ CREATE ──▶ LIST ──▶ WATCH ──▶ WAIT ──▶ TOP (list again) or held
  *    │        │ └▶ ENSURE (folder missing) ──▶ TOP
+ *    │        │ └▶ FOLDER (another acquisition makes that folder: wait for it) ──▶ TOP
  *    │        └▶ SETTLE (cancelled with the create out) ──▶ withdraw
  *    └▶ FIND ──▶ FIND_EXISTS (after a create with no answer) ──▶ LIST or CREATE
  *   RECOVER (wait for the connection) and TURN (our turn came past the loss deadline:
@@ -42,6 +43,7 @@ enum acq_state {
 	A_CREATE,      /* our create is out (with the folder's create, or the list) */
 	A_SETTLE,      /* cancelled with the create out: waiting for its answer */
 	A_ENSURE,      /* making the folder and its missing ancestors */
+	A_FOLDER,      /* waiting for another acquisition to make the folder */
 	A_LIST,        /* the queue's list is out */
 	A_WATCH,       /* the request that arms our watch is out */
 	A_WAIT,        /* waiting for the watch to fire */
@@ -72,6 +74,9 @@ struct zkl_acquisition {
 	int64_t until;                 /* SETTLE, ENSURE, WITHDRAW: their own deadline */
 	char *ensure;                  /* ENSURE: the folder's path; the create out (or next) */
 	size_t ensure_len, ensure_full;/* is of its first ensure_len bytes */
+	struct zkl_folder *folder_made;/* ENSURE: the folder we make for others too; FOLDER:
+	                                * the one we wait for (NULL once it is done) */
+	struct zkl_acquisition *folder_next; /* FOLDER: next waiter of folder_made */
 	char *found;                   /* FIND_EXISTS */
 	uint64_t found_gen;
 	int rc;                        /* once done: the result, and its message */
@@ -125,10 +130,72 @@ static void put_op(zkl_client *c, struct zkl_op **op)
 	*op = NULL;
 }
 
+/* A folder one acquisition makes while the others that found it missing wait: with many
+ * acquisitions started at once on a new path, one chain of creates instead of one per
+ * acquisition. */
+struct zkl_folder {
+	struct zkl_folder *next;            /* in c->folders */
+	char *path;
+	struct zkl_acquisition *maker;
+	struct zkl_acquisition *waiting;    /* linked by folder_next */
+};
+
+static struct zkl_folder *folder_find(zkl_client *c, const char *path)
+{
+	for (struct zkl_folder *f = c->folders; f; f = f->next)
+		if (strcmp(f->path, path) == 0)
+			return f;
+	return NULL;
+}
+
+/* The maker is done with the folder (made, or given up): its waiters look again, and
+ * take it as there if it was made. */
+static void folder_done(zkl_client *c, struct zkl_folder *f, bool made)
+{
+	for (struct zkl_folder **pp = &c->folders; *pp; pp = &(*pp)->next) {
+		if (*pp == f) {
+			*pp = f->next;
+			break;
+		}
+	}
+	while (f->waiting) {
+		struct zkl_acquisition *w = f->waiting;
+		f->waiting = w->folder_next;
+		w->folder_made = NULL;
+		w->folder_next = NULL;
+		if (made && w->q->folder_seen)
+			*w->q->folder_seen = true;
+		zkl_waiter_wake(c, &w->w);
+	}
+	free(f->path);
+	free(f);
+}
+
+/* a lets go of the folder it makes or waits for. */
+static void folder_leave(zkl_client *c, struct zkl_acquisition *a, bool made)
+{
+	struct zkl_folder *f = a->folder_made;
+	if (!f)
+		return;
+	a->folder_made = NULL;
+	if (f->maker == a) {
+		folder_done(c, f, made);
+		return;
+	}
+	for (struct zkl_acquisition **pp = &f->waiting; *pp; pp = &(*pp)->folder_next) {
+		if (*pp == a) {
+			*pp = a->folder_next;
+			break;
+		}
+	}
+	a->folder_next = NULL;
+}
+
 /* Drops every request still out. A create whose answer has not come carries the
  * cleanup of what it may make to its completion. */
 static void drop_requests(zkl_client *c, struct zkl_acquisition *a)
 {
+	folder_leave(c, a, false);
 	put_op(c, &a->folder);
 	if (a->create && !a->create->done) {
 		a->create->cleanup_parent = strdup(a->q->path);
@@ -430,11 +497,27 @@ static int on_create(zkl_client *c, struct zkl_acquisition *a)
 		/* The folder was missing: the next first acquire bets on a new one. Making
 		 * the folder is part of trying once, not waiting. */
 		c->folders_new = true;
+		a->until = a->try_once ? zkl_now_ms() + session_timeout(c) : a->deadline;
+		struct zkl_folder *f = folder_find(c, q->path);
+		if (f) {
+			a->folder_made = f;
+			a->folder_next = f->waiting;
+			f->waiting = a;
+			a->st = A_FOLDER;
+			return GO_ON;
+		}
+		if ((f = calloc(1, sizeof *f)) && (f->path = strdup(q->path))) {
+			f->maker = a;
+			f->next = c->folders;
+			c->folders = f;
+			a->folder_made = f;
+		} else {
+			free(f); /* then this acquisition makes it for itself */
+		}
 		a->ensure = strdup(q->path);
 		if (!a->ensure)
 			return zkl_fail(ZKL_ENOMEM, "out of memory");
 		a->ensure_full = a->ensure_len = strlen(a->ensure);
-		a->until = a->try_once ? zkl_now_ms() + session_timeout(c) : a->deadline;
 		a->st = A_ENSURE;
 		return GO_ON;
 	}
@@ -493,6 +576,9 @@ static int on_ensure(zkl_client *c, struct zkl_acquisition *a)
 		if (a->ensure_len == a->ensure_full) {
 			free(a->ensure);
 			a->ensure = NULL;
+			folder_leave(c, a, true);
+			if (a->q->folder_seen)
+				*a->q->folder_seen = true;
 			a->st = A_TOP;
 			return GO_ON;
 		}
@@ -511,9 +597,25 @@ static int on_ensure(zkl_client *c, struct zkl_acquisition *a)
 	if (zkl_zk_transient(zrc) || zkl_zk_session_gone(zrc)) {
 		free(a->ensure);
 		a->ensure = NULL;
+		folder_leave(c, a, false);
 		return start_recover(a);
 	}
 	return zkl_fail_zk(zrc, "cannot create", buf);
+}
+
+/* Another acquisition makes the folder: wait until it is done with it, then look again. */
+static int on_folder(zkl_client *c, struct zkl_acquisition *a)
+{
+	if (!a->folder_made) {
+		a->st = A_TOP;
+		return GO_ON;
+	}
+	if (a->w.canceled)
+		return gave_up(a, ZKL_ECANCELED);
+	if (zkl_now_ms() >= a->until)
+		return gave_up(a, ZKL_ETIMEDOUT);
+	zkl_waiter_wake_at(c, &a->w, a->until);
+	return WAIT;
 }
 
 /* ---- the queue ------------------------------------------------------------------ */
@@ -768,6 +870,7 @@ static void step(zkl_client *c, struct zkl_waiter *w)
 		case A_CREATE: rc = on_create(c, a); break;
 		case A_SETTLE: rc = on_settle(a); break;
 		case A_ENSURE: rc = on_ensure(c, a); break;
+		case A_FOLDER: rc = on_folder(c, a); break;
 		case A_LIST: rc = on_list(c, a); break;
 		case A_WATCH: rc = on_watch(c, a); break;
 		case A_WAIT: rc = on_wait(c, a); break;

@@ -820,6 +820,74 @@ static void test_async_fifo(void **state)
 	fz_free(z);
 }
 
+/* ---- many acquisitions on a new path make its folder once ---- */
+
+struct count_folders {
+	atomic_int creates;   /* container creates of the folder or its parent */
+	struct fz *z;
+	int64_t session;
+	int n;
+};
+
+static bool all_creates_queued(void *arg)
+{
+	struct count_folders *k = arg;
+	return fz_queued(k->z, k->session, FZ_CREATE) == k->n;
+}
+
+static enum fz_action count_folder(void *arg, const struct fz_request *r, int *rc)
+{
+	(void)rc;
+	struct count_folders *k = arg;
+	if (r->op == FZ_CREATE && r->mode == ZOO_CONTAINER &&
+	    (strcmp(r->path, "/new") == 0 || strcmp(r->path, "/new/folder") == 0))
+		atomic_fetch_add(&k->creates, 1);
+	return FZ_APPLY;
+}
+
+/* Acquisitions started at once on a path whose folder (and its parent) is missing all
+ * find it missing; one makes the chain while the others wait for it, instead of each
+ * making it: two folder creates, not two per acquisition. Then each is granted in turn. */
+static void test_new_folder_made_once(void **state)
+{
+	(void)state;
+	struct fz *z = fz_new();
+	zkl_client *c;
+	CHECK_OK(fz_client_open(z, &c, NULL));
+	enum { N = 20 };
+	zkl_mutex *m[N];
+	struct arec r[N];
+	atomic_int granted = 0, inside = 0;
+	for (int i = 0; i < N; i++) {
+		CHECK_OK(zkl_mutex_new(&m[i], c, "/new/folder"));
+		r[i] = (struct arec){ .z = z, .granted = &granted, .inside = &inside, .release = true };
+	}
+	/* Every first create is out before the first answer: held back until all are. */
+	struct count_folders k = { .z = z, .session = zkl_client_session_id(c), .n = N };
+	fz_set_hook(z, count_folder, &k);
+	fz_pause(z, k.session, true);
+	for (int i = 0; i < N; i++)
+		CHECK_OK(zkl_lock_acquire_async(zkl_mutex_lock(m[i]), -1, arec_cb, &r[i]));
+	fz_wait(z, all_creates_queued, &k, "every first create");
+	fz_pause(z, k.session, false);
+	for (int i = 0; i < N; i++)
+		arec_wait(&r[i]);
+	fz_set_hook(z, NULL, NULL);
+	for (int i = 0; i < N; i++) {
+		CHECK_OK(r[i].rc);
+		CHECK_OK(r[i].release_rc);
+		assert_false(r[i].crowded);
+		assert_int_equal(atomic_load(&r[i].calls), 1);
+	}
+	/* "/new" once (after the folder's NONODE), "/new/folder" twice (the first try,
+	 * and again once its parent exists). */
+	assert_int_equal(atomic_load(&k.creates), 3);
+	for (int i = 0; i < N; i++)
+		zkl_mutex_free(m[i]);
+	zkl_client_close(c);
+	fz_free(z);
+}
+
 static void test_async_cancel_timeout_busy(void **state)
 {
 	(void)state;
@@ -965,6 +1033,7 @@ int main(void)
 		cmocka_unit_test(test_list_answer_lost),
 		cmocka_unit_test(test_async_fifo),
 		cmocka_unit_test(test_async_cancel_timeout_busy),
+		cmocka_unit_test(test_new_folder_made_once),
 		cmocka_unit_test(test_async_callback_calls),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
