@@ -1400,7 +1400,9 @@ static void s8_granted(zkl_lock *l, int rc, void *data)
 		rc = zkl_lock_release(l);
 	pthread_mutex_lock(&st->mu);
 	if (rc != 0) {
-		st->failed++;
+		if (st->failed++ == 0)
+			fprintf(stderr, "zkl-bench: S8: the first failure: %s: %s\n", zkl_strerror(rc),
+			        zkl_last_error());
 	} else {
 		if (token <= st->last_token[a->lock])
 			st->out_of_order++;

@@ -82,7 +82,9 @@ typedef struct zkl_client_options {
 	 * waits as with true.
 	 * true: a release waits until the delete is confirmed (returns 0), or until the
 	 * session is gone or given up for lost (returns ZKL_ELOST; the node is then deleted
-	 * in the background if the session turns out to be alive). */
+	 * in the background if the session turns out to be alive).
+	 * Either way, a release made on the client's loop (in a callback) never waits: it
+	 * sends the delete, or leaves it to the background while disconnected. */
 	bool confirm_release;
 	/* When the session is given up for lost: once ZooKeeper has answered nothing sent in
 	 * the last loss_percent % of the negotiated session timeout, whether the C client

@@ -212,13 +212,32 @@ int zkl_engine_release(zkl_client *c, struct zkl_node *node)
 {
 	struct zkl_waiter w;
 	pthread_mutex_lock(&c->mu);
-	if (!c->confirm_release && node->path && node->gen == c->gen && c->sess->connected) {
+	/* On the loop (a callback releases) nothing may wait, not even with confirm_release:
+	 * the delete goes to the background task, sent at once if connected. */
+	const bool on_loop = zkl_on_event_thread(c);
+	if ((on_loop || !c->confirm_release) && node->path && node->gen == c->gen &&
+	    c->sess->connected) {
 		zkl_revwatch_remove(c, node->rev);
 		node->rev = NULL;
 		zkl_task_delete_now(c, node->path, node->gen);
 		zkl_node_clear(node);
 		pthread_mutex_unlock(&c->mu);
 		return 0;
+	}
+	if (on_loop) {
+		int rc = 0;
+		if (node->path) {
+			zkl_revwatch_remove(c, node->rev);
+			node->rev = NULL;
+			if (node->gen == c->gen)
+				zkl_task_delete(c, node->path, node->gen);
+			else
+				rc = zkl_fail(ZKL_ELOST, "the session of %s is gone; the node goes "
+				              "with it", node->path);
+			zkl_node_clear(node);
+		}
+		pthread_mutex_unlock(&c->mu);
+		return rc;
 	}
 	zkl_waiter_enter(c, &w, NULL);
 	int rc = delete_node(c, &w, node, true);

@@ -77,7 +77,8 @@ int zkl_engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node 
 
 /* Deletes a node we hold. Waits for the answer; if the connection is down, the delete is
  * left to the background and retried until it succeeds or the session is gone. Returns 0
- * or ZKL_ELOST if the node's session was already gone. Clears *node. */
+ * or ZKL_ELOST if the node's session was already gone. Clears *node. On the client's
+ * loop (a callback) it never waits: the delete goes to the background at once. */
 int zkl_engine_release(zkl_client *c, struct zkl_node *node);
 
 /* Deletes a node we hold in the background, without waiting (so also on the event

@@ -823,7 +823,8 @@ static void test_async_fifo(void **state)
 /* ---- many acquisitions on a new path make its folder once ---- */
 
 struct count_folders {
-	atomic_int creates;   /* container creates of the folder or its parent */
+	atomic_int parents;   /* container creates of the folder's parent */
+	atomic_int folders;   /* and of the folder */
 	struct fz *z;
 	int64_t session;
 	int n;
@@ -839,15 +840,16 @@ static enum fz_action count_folder(void *arg, const struct fz_request *r, int *r
 {
 	(void)rc;
 	struct count_folders *k = arg;
-	if (r->op == FZ_CREATE && r->mode == ZOO_CONTAINER &&
-	    (strcmp(r->path, "/new") == 0 || strcmp(r->path, "/new/folder") == 0))
-		atomic_fetch_add(&k->creates, 1);
+	if (r->op == FZ_CREATE && r->mode == ZOO_CONTAINER && strcmp(r->path, "/new") == 0)
+		atomic_fetch_add(&k->parents, 1);
+	if (r->op == FZ_CREATE && r->mode == ZOO_CONTAINER && strcmp(r->path, "/new/folder") == 0)
+		atomic_fetch_add(&k->folders, 1);
 	return FZ_APPLY;
 }
 
 /* Acquisitions started at once on a path whose folder (and its parent) is missing all
  * find it missing; one makes the chain while the others wait for it, instead of each
- * making it: two folder creates, not two per acquisition. Then each is granted in turn. */
+ * making it. Then each is granted in turn. */
 static void test_new_folder_made_once(void **state)
 {
 	(void)state;
@@ -879,11 +881,68 @@ static void test_new_folder_made_once(void **state)
 		assert_false(r[i].crowded);
 		assert_int_equal(atomic_load(&r[i].calls), 1);
 	}
-	/* "/new" once (after the folder's NONODE), "/new/folder" twice (the first try,
-	 * and again once its parent exists). */
-	assert_int_equal(atomic_load(&k.creates), 3);
+	/* One acquisition made the chain: "/new" once (after the folder's NONODE), and the
+	 * folder twice (the first try, and again once its parent exists). An acquisition
+	 * whose NONODE the loop takes up after the chain was made tries the folder once
+	 * more (NODEEXISTS), but never its parent. */
+	assert_int_equal(atomic_load(&k.parents), 1);
+	assert_true(atomic_load(&k.folders) >= 2);
+	assert_true(atomic_load(&k.folders) <= N / 4);
 	for (int i = 0; i < N; i++)
 		zkl_mutex_free(m[i]);
+	zkl_client_close(c);
+	fz_free(z);
+}
+
+/* ---- a release in a callback never holds up the loop ---- */
+
+struct pause_delete {
+	int64_t session;
+	atomic_int paused;
+};
+
+static bool delete_held(void *arg)
+{
+	return atomic_load(&((struct pause_delete *)arg)->paused) > 0;
+}
+
+static enum fz_action pause_first_delete(void *arg, const struct fz_request *r, int *rc)
+{
+	(void)rc;
+	struct pause_delete *k = arg;
+	if (r->session == k->session && r->op == FZ_DELETE && atomic_fetch_add(&k->paused, 1) == 0)
+		return FZ_PAUSE;
+	return FZ_APPLY;
+}
+
+/* With confirm_release, a release waits for the delete's answer, except on the client's
+ * loop: a callback that releases returns at once, while the delete is held back, and the
+ * node goes once it is let through. (Waiting there would stop every other acquisition,
+ * callback and heartbeat of the client meanwhile.) */
+static void test_release_in_callback_does_not_wait(void **state)
+{
+	(void)state;
+	struct fz *z = fz_new();
+	zkl_client_options o;
+	zkl_client_options_init(&o);
+	o.confirm_release = true;
+	zkl_client *c;
+	CHECK_OK(fz_client_open(z, &c, &o));
+	zkl_mutex *m;
+	CHECK_OK(zkl_mutex_new(&m, c, "/locks/release-in-callback"));
+	struct pause_delete k = { .session = zkl_client_session_id(c) };
+	fz_set_hook(z, pause_first_delete, &k);
+	struct arec r = { .z = z, .release = true };
+	CHECK_OK(zkl_lock_acquire_async(zkl_mutex_lock(m), -1, arec_cb, &r));
+	arec_wait(&r); /* the callback returned: its release did not wait for the answer */
+	CHECK_OK(r.rc);
+	CHECK_OK(r.release_rc);
+	fz_wait(z, delete_held, &k, "the delete held back");
+	assert_int_equal(fz_queued(z, k.session, FZ_DELETE), 1);
+	fz_pause(z, k.session, false);
+	fzh_wait_children(z, "/locks/release-in-callback", 0);
+	fz_set_hook(z, NULL, NULL);
+	zkl_mutex_free(m);
 	zkl_client_close(c);
 	fz_free(z);
 }
@@ -1034,6 +1093,7 @@ int main(void)
 		cmocka_unit_test(test_async_fifo),
 		cmocka_unit_test(test_async_cancel_timeout_busy),
 		cmocka_unit_test(test_new_folder_made_once),
+		cmocka_unit_test(test_release_in_callback_does_not_wait),
 		cmocka_unit_test(test_async_callback_calls),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
