@@ -13,5 +13,6 @@
 #include <zklocks/semaphore.h>
 #include <zklocks/multilock.h>
 #include <zklocks/leader.h>
+#include <zklocks/inspect.h>
 
 #endif
