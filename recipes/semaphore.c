@@ -16,6 +16,7 @@
 
 #include <zklocks/semaphore.h>
 
+#include "inspect_internal.h"
 #include "lock_internal.h"
 #include "predicates.h"
 
@@ -504,13 +505,12 @@ int zkl_semaphore_max(zkl_semaphore *s)
 static int semaphore_participants(zkl_lock *lk, zkl_participant **out, size_t *count)
 {
 	zkl_semaphore *s = SEM(lk);
-	/* The leases hold in order up to the limit; a lease beyond it is the gate holder's,
-	 * waiting for one to go (it is always the newest). */
+	/* Every lease holds but the one the gate holder is waiting with: the tree says which
+	 * (inspect.c), with the limit the path records, else this handle's. */
 	pthread_mutex_lock(&s->lock.c->mu);
 	int max = s->fixed_max > 0 ? s->fixed_max : s->shared_max;
 	pthread_mutex_unlock(&s->lock.c->mu);
-	return zkl_engine_participants(s->lock.c, s->leases_path, max > 0 ? (size_t)max : 0, out,
-	                               count);
+	return zkl_inspect_leases(s->lock.c, s->lock.path, max, out, count);
 }
 
 /* The view: each acquire takes one lease, pushed on the view's stack; each release gives

@@ -687,6 +687,103 @@ static void test_participants(void **state)
 	two_close(&t);
 }
 
+/* ---- participants tell the waiting lease by the tree, not by the handle's limit ---- */
+
+/* A handle whose limit is not the path's (it has not acquired, so nothing refused it)
+ * still sees the lease at the gate as waiting: the gate holder made it. */
+static void test_participants_gate(void **state)
+{
+	(void)state;
+	struct two t;
+	two_open(&t, "sem-participants-gate", 1);
+	zkl_lease *la;
+	CHECK_OK(zkl_semaphore_acquire(t.sa, 1, 5000, &la));
+	struct taker w;
+	taker_start(&w, t.sb);
+	h_wait_children(h_sub(t.path, "leases"), 2); /* b's lease, at the gate */
+	assert_int_equal(nlocks(t.path), 1);
+	zkl_client *x = h_client(0);
+	zkl_semaphore *s5;
+	CHECK_OK(zkl_semaphore_new(&s5, x, t.path, 5));
+	zkl_participant *ps;
+	size_t n;
+	CHECK_OK(zkl_lock_participants(zkl_semaphore_lock(s5), &ps, &n));
+	assert_int_equal(n, 2);
+	assert_string_equal(ps[0].path, zkl_lease_path(la));
+	assert_true(ps[0].holder);
+	assert_false(ps[1].holder);
+	zkl_participants_free(ps, n);
+	/* The same through the handles that agree. */
+	CHECK_OK(zkl_lock_participants(zkl_semaphore_lock(t.sb), &ps, &n));
+	assert_int_equal(n, 2);
+	assert_true(ps[0].holder);
+	assert_false(ps[1].holder);
+	zkl_participants_free(ps, n);
+	CHECK_OK(zkl_lease_release(la));
+	taker_join(&w);
+	CHECK_OK(w.rc);
+	CHECK_OK(zkl_lock_participants(zkl_semaphore_lock(s5), &ps, &n));
+	assert_int_equal(n, 1);
+	assert_string_equal(ps[0].path, zkl_lease_path(w.lease));
+	assert_true(ps[0].holder);
+	zkl_participants_free(ps, n);
+	zkl_lease_free(w.lease);
+	zkl_lease_free(la);
+	zkl_semaphore_free(s5);
+	zkl_client_close(x);
+	two_close(&t);
+}
+
+/* A shared count lowered under the leases it granted: they all still hold (a semaphore
+ * takes nothing back), and only a new taker's lease waits. */
+static void test_participants_count_lowered(void **state)
+{
+	(void)state;
+	const char *path = h_path("sem-lowered");
+	const char *count = h_path("sem-lowered-count");
+	zkl_client *a = h_client(0), *b = h_client(0), *x = h_client(0);
+	zkl_semaphore *sa, *sb, *sx;
+	CHECK_OK(zkl_semaphore_new_shared(&sa, a, path, count, 2));
+	CHECK_OK(zkl_semaphore_new_shared(&sb, b, path, count, 2));
+	zkl_lease *la, *lb;
+	CHECK_OK(zkl_semaphore_acquire(sa, 1, 5000, &la));
+	CHECK_OK(zkl_semaphore_acquire(sb, 1, 5000, &lb));
+	CHECK_OK(zkl_shared_count_set(x, count, 1));
+	/* A handle made now reads the new count. */
+	CHECK_OK(zkl_semaphore_new_shared(&sx, x, path, count, 1));
+	assert_int_equal(zkl_semaphore_max(sx), 1);
+	zkl_participant *ps;
+	size_t n;
+	CHECK_OK(zkl_lock_participants(zkl_semaphore_lock(sx), &ps, &n));
+	assert_int_equal(n, 2);
+	assert_true(ps[0].holder);
+	assert_true(ps[1].holder);
+	zkl_participants_free(ps, n);
+	struct taker w;
+	taker_start(&w, sx);
+	h_wait_children(h_sub(path, "leases"), 3);
+	CHECK_OK(zkl_lock_participants(zkl_semaphore_lock(sx), &ps, &n));
+	assert_int_equal(n, 3);
+	assert_true(ps[0].holder);
+	assert_true(ps[1].holder);
+	assert_false(ps[2].holder);
+	zkl_participants_free(ps, n);
+	/* Two go, and the count of one lets the third in. */
+	CHECK_OK(zkl_lease_release(la));
+	CHECK_OK(zkl_lease_release(lb));
+	taker_join(&w);
+	CHECK_OK(w.rc);
+	zkl_lease_free(w.lease);
+	zkl_lease_free(la);
+	zkl_lease_free(lb);
+	zkl_semaphore_free(sa);
+	zkl_semaphore_free(sb);
+	zkl_semaphore_free(sx);
+	zkl_client_close(a);
+	zkl_client_close(b);
+	zkl_client_close(x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -695,6 +792,8 @@ int main(void)
 		cmocka_unit_test(test_simple3),
 		cmocka_unit_test(test_acquire_many),
 		cmocka_unit_test(test_participants),
+		cmocka_unit_test(test_participants_gate),
+		cmocka_unit_test(test_participants_count_lowered),
 		cmocka_unit_test(test_no_orphaned_nodes),
 		cmocka_unit_test(test_cancel),
 		cmocka_unit_test(test_shared_count_increase),
