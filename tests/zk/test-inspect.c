@@ -745,6 +745,59 @@ static void test_prefix(void **state)
 	zkl_client_close(c);
 }
 
+/* A folder that may not be read: the walk skips it and says so; inspecting it fails. */
+static void test_acl(void **state)
+{
+	(void)state;
+	const char *prefix = h_path("insp-acl");
+	if (!h_exists("/t"))
+		h_create("/t", "");
+	h_create(prefix, "");
+	char secret[256], open[256];
+	snprintf(secret, sizeof secret, "%s/secret", prefix);
+	snprintf(open, sizeof open, "%s/open", prefix);
+	zkl_client_options o;
+	zkl_client_options_init(&o);
+	o.servers = h_servers();
+	o.session_timeout_ms = 4000;
+	o.digest_auth = "alice:secret";
+	o.acl = ZKL_ACL_CREATOR_ALL;
+	zkl_client *alice, *anon = h_client(0);
+	CHECK_OK(zkl_client_open(&alice, &o));
+	zkl_mutex *ms, *mo;
+	CHECK_OK(zkl_mutex_new(&ms, alice, secret));
+	CHECK_OK(zkl_mutex_new(&mo, anon, open));
+	CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(ms), 5000));
+	CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(mo), 5000));
+
+	zkl_inspection *in;
+	CHECK_OK(zkl_inspect_prefix(anon, prefix, 10000, &in));
+	assert_int_equal(zkl_inspection_skipped(in), 1);
+	assert_int_equal(zkl_inspection_locks(in), 1);
+	assert_string_equal(zkl_inspection_lock(in, 0)->path, open);
+	zkl_inspection_free(in);
+	in = (zkl_inspection *)&in;
+	CHECK_RC(ZKL_EACL, zkl_inspect(anon, secret, 10000, &in));
+	assert_null(in);
+	assert_non_null(strstr(zkl_last_error(), secret));
+	CHECK_RC(ZKL_EACL, zkl_inspect_prefix(anon, secret, 10000, &in));
+	assert_null(in);
+	/* Its owner sees both. */
+	CHECK_OK(zkl_inspect_prefix(alice, prefix, 10000, &in));
+	assert_int_equal(zkl_inspection_skipped(in), 0);
+	assert_int_equal(zkl_inspection_locks(in), 2);
+	assert_string_equal(zkl_inspection_lock(in, 1)->path, secret);
+	assert_int_equal(zkl_inspection_node(in, 1)->token, zkl_lock_token(zkl_mutex_lock(ms)));
+	zkl_inspection_free(in);
+
+	CHECK_OK(zkl_lock_release(zkl_mutex_lock(ms)));
+	CHECK_OK(zkl_lock_release(zkl_mutex_lock(mo)));
+	zkl_mutex_free(ms);
+	zkl_mutex_free(mo);
+	zkl_client_close(alice);
+	zkl_client_close(anon);
+}
+
 /* ---- an application's own loop: from another thread, and from a callback ---- */
 
 struct loop_app {
@@ -848,6 +901,7 @@ int main(void)
 		cmocka_unit_test(test_kazoo_names),
 		cmocka_unit_test(test_mixed_peers),
 		cmocka_unit_test(test_prefix),
+		cmocka_unit_test(test_acl),
 		cmocka_unit_test(test_external_loop),
 	};
 	return H_RUN(tests);
