@@ -7,7 +7,8 @@
  * own data and the children of the path, of "<path>/leases" and of "<path>/locks" (one
  * round trip, whether or not the path is a semaphore: asking costs less than a second
  * round trip); then the data and stat of every node found. A walk lists one level of
- * the tree per round. A request answered with a lost connection or an expired session is
+ * the tree per round; the listing that finds a lock serves as its own, so the first
+ * round asks only for a semaphore's parts. A request answered with a lost connection or an expired session is
  * sent again once the client is connected (to a new session if need be), unless the
  * caller may not wait: a try-once call, or the thread that runs the client's loop, which
  * would have to open that session itself.
@@ -194,11 +195,15 @@ struct item {
 struct job {
 	char *path;
 	bool tolerant;     /* a folder of a walk: one that may not be read is skipped */
+	bool listed;       /* the walk has listed it: its children are kids */
+	char **kids;
+	int nkids;
 	bool skipped;
 	bool exists;
 	int limit;
 	struct item *items;
 	size_t nitems;
+	size_t r1[4];      /* its requests of the first round (SIZE_MAX: not sent) */
 	size_t first_rq;   /* its first request of the second round */
 };
 
@@ -217,29 +222,28 @@ static int parse_limit(const char *data, int len)
 	return v > 0 && v <= INT32_MAX ? (int)v : 0;
 }
 
-/* Takes the parsable children of one answer into j's items (part), leaving out our own
- * nodes whose delete is on its way, and sorts them. Returns 0 or ZKL_ENOMEM. */
-static int take_children(zkl_client *c, struct job *j, struct rq *r, enum part part)
+/* Takes the parsable children names[0..count) of folder into j's items (part), leaving
+ * out our own nodes whose delete is on its way, and sorts them. The names taken are set
+ * to NULL in names. Returns 0 or ZKL_ENOMEM. */
+static int take_children(zkl_client *c, struct job *j, const char *folder, char **names,
+                         int count, enum part part)
 {
-	if (r->zrc != ZOK)
+	if (count <= 0)
 		return 0;
-	struct zkl_op *op = r->op;
-	if (op->count == 0)
-		return 0;
-	struct item *grown = realloc(j->items, (j->nitems + (size_t)op->count) * sizeof *grown);
+	struct item *grown = realloc(j->items, (j->nitems + (size_t)count) * sizeof *grown);
 	if (!grown)
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	j->items = grown;
-	size_t start = j->nitems, plen = strlen(r->path);
+	size_t start = j->nitems, plen = strlen(folder);
 	pthread_mutex_lock(&c->mu);
-	for (int i = 0; i < op->count; i++) {
+	for (int i = 0; i < count; i++) {
 		struct item *it = &j->items[j->nitems];
 		memset(it, 0, sizeof *it);
-		if (!zkl_child_parse(op->names[i], &it->ch) ||
-		    zkl_task_pending(c, r->path, plen, op->names[i]))
+		if (!names[i] || !zkl_child_parse(names[i], &it->ch) ||
+		    zkl_task_pending(c, folder, plen, names[i]))
 			continue;
-		it->name = op->names[i]; /* taken from the op */
-		op->names[i] = NULL;
+		it->name = names[i]; /* taken */
+		names[i] = NULL;
 		it->ch.name = it->name;
 		it->part = part;
 		j->nitems++;
@@ -269,6 +273,9 @@ static int take_children(zkl_client *c, struct job *j, struct rq *r, enum part p
 
 static void job_clear(zkl_client *c, struct job *j)
 {
+	for (int i = 0; i < j->nkids; i++)
+		free(j->kids[i]);
+	free(j->kids);
 	pthread_mutex_lock(&c->mu);
 	for (size_t i = 0; i < j->nitems; i++)
 		if (j->items[i].op)
@@ -387,23 +394,45 @@ static int jobs_run(struct call *x, struct job *jobs, size_t njobs)
 	zkl_client *c = x->c;
 	int rc = 0;
 	/* Round one: the path's data, and the children of the path, its leases and its
-	 * gate. */
-	size_t n1 = njobs * 4;
+	 * gate; for a folder the walk has listed, only what its children say it may need. */
+	size_t n1 = 0;
+	for (size_t i = 0; i < njobs; i++) {
+		struct job *j = &jobs[i];
+		bool parts = !j->listed;
+		for (int k = 0; k < j->nkids && !parts; k++)
+			parts = strcmp(j->kids[k], "leases") == 0 || strcmp(j->kids[k], "locks") == 0;
+		for (int k = 0; k < 4; k++)
+			j->r1[k] = SIZE_MAX;
+		if (parts) {
+			j->r1[0] = n1++;
+			if (!j->listed)
+				j->r1[1] = n1++;
+			j->r1[2] = n1++;
+			j->r1[3] = n1++;
+		}
+	}
 	struct rq *r = n1 ? calloc(n1, sizeof *r) : NULL;
 	if (n1 && !r)
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	static const char *const leaf[4] = {NULL, NULL, "leases", "locks"};
 	for (size_t i = 0; i < njobs && rc == 0; i++) {
-		if (!rq_set(&r[4 * i], ZKL_OP_GET, jobs[i].path, NULL) ||
-		    !rq_set(&r[4 * i + 1], ZKL_OP_CHILDREN, jobs[i].path, NULL) ||
-		    !rq_set(&r[4 * i + 2], ZKL_OP_CHILDREN, jobs[i].path, "leases") ||
-		    !rq_set(&r[4 * i + 3], ZKL_OP_CHILDREN, jobs[i].path, "locks"))
-			rc = zkl_fail(ZKL_ENOMEM, "out of memory");
+		for (int k = 0; k < 4 && rc == 0; k++) {
+			size_t at = jobs[i].r1[k];
+			if (at != SIZE_MAX &&
+			    !rq_set(&r[at], k == 0 ? ZKL_OP_GET : ZKL_OP_CHILDREN, jobs[i].path, leaf[k]))
+				rc = zkl_fail(ZKL_ENOMEM, "out of memory");
+		}
 	}
 	if (rc == 0)
 		rc = rq_run(x, r, n1);
+	/* A request not sent stands for "nothing there" (a listed folder exists). */
+	struct rq none = {.zrc = ZNONODE};
 	for (size_t i = 0; i < njobs && rc == 0; i++) {
 		struct job *j = &jobs[i];
-		struct rq *get = &r[4 * i], *kids = get + 1, *leases = get + 2, *locks = get + 3;
+		struct rq *a[4];
+		for (int k = 0; k < 4; k++)
+			a[k] = j->r1[k] != SIZE_MAX ? &r[j->r1[k]] : &none;
+		struct rq *get = a[0], *kids = a[1], *leases = a[2], *locks = a[3];
 		if ((rc = answer_check(j, get, "cannot read")) != 0 ||
 		    (rc = answer_check(j, kids, "cannot list")) != 0 ||
 		    (rc = answer_check(j, leases, "cannot list")) != 0 ||
@@ -411,14 +440,24 @@ static int jobs_run(struct call *x, struct job *jobs, size_t njobs)
 			break;
 		if (j->skipped)
 			continue;
-		j->exists = get->zrc == ZOK;
-		if (j->exists)
+		j->exists = j->listed || get->zrc == ZOK;
+		if (get->zrc == ZOK)
 			j->limit = parse_limit(get->op->value, get->op->value_len);
 		bool semaphore = leases->zrc == ZOK || (j->limit > 0 && locks->zrc == ZOK);
-		if ((rc = take_children(c, j, kids, PART_QUEUE)) != 0)
+		if (j->listed)
+			rc = take_children(c, j, j->path, j->kids, j->nkids, PART_QUEUE);
+		else if (kids->zrc == ZOK)
+			rc = take_children(c, j, kids->path, kids->op->names, kids->op->count,
+			                   PART_QUEUE);
+		if (rc != 0)
 			break;
-		if (semaphore && ((rc = take_children(c, j, leases, PART_LEASES)) != 0 ||
-		                  (rc = take_children(c, j, locks, PART_GATE)) != 0))
+		if (semaphore && leases->zrc == ZOK &&
+		    (rc = take_children(c, j, leases->path, leases->op->names, leases->op->count,
+		                        PART_LEASES)) != 0)
+			break;
+		if (semaphore && locks->zrc == ZOK &&
+		    (rc = take_children(c, j, locks->path, locks->op->names, locks->op->count,
+		                        PART_GATE)) != 0)
 			break;
 	}
 	rq_free(c, r, n1);
@@ -605,11 +644,6 @@ int zkl_inspect(zkl_client *c, const char *path, int timeout_ms, zkl_inspection 
 
 /* ---- the walk ---- */
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 struct strs {
 	char **v;
 	size_t n, cap;
@@ -641,9 +675,44 @@ static void strs_free(struct strs *s)
 	memset(s, 0, sizeof *s);
 }
 
-/* Lists the tree under prefix, level by level, and collects the folders that are locks.
- * Returns 0 or a ZKL_E* code. */
-static int walk(struct call *x, const char *prefix, struct strs *locks, size_t *skipped)
+struct jobs {
+	struct job *v;
+	size_t n, cap;
+};
+
+/* Adds the lock folder dir, with its children (taken from op). */
+static int jobs_add(struct jobs *js, const char *dir, struct zkl_op *op)
+{
+	if (js->n == js->cap) {
+		size_t cap = js->cap ? js->cap * 2 : 16;
+		struct job *v = realloc(js->v, cap * sizeof *v);
+		if (!v)
+			return zkl_fail(ZKL_ENOMEM, "out of memory");
+		js->v = v;
+		js->cap = cap;
+	}
+	struct job *j = &js->v[js->n];
+	memset(j, 0, sizeof *j);
+	if (!(j->path = strdup(dir)))
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	j->tolerant = true;
+	j->listed = true;
+	j->kids = op->names;
+	j->nkids = op->count;
+	op->names = NULL;
+	op->count = 0;
+	js->n++;
+	return 0;
+}
+
+static int job_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct job *)a)->path, ((const struct job *)b)->path);
+}
+
+/* Lists the tree under prefix, level by level, and collects the folders that are locks,
+ * with their children. Returns 0 or a ZKL_E* code. */
+static int walk(struct call *x, const char *prefix, struct jobs *locks, size_t *skipped)
 {
 	struct strs level = {0};
 	int rc = strs_add(&level, strdup(prefix)) ? 0 : zkl_fail(ZKL_ENOMEM, "out of memory");
@@ -666,7 +735,7 @@ static int walk(struct call *x, const char *prefix, struct strs *locks, size_t *
 			const char *dir = r[i].path;
 			if (r[i].zrc == ZNONODE)
 				continue;
-			if (r[i].zrc == ZNOAUTH && dir != NULL && strcmp(dir, prefix) != 0) {
+			if (r[i].zrc == ZNOAUTH && strcmp(dir, prefix) != 0) {
 				(*skipped)++;
 				continue;
 			}
@@ -681,10 +750,6 @@ static int walk(struct call *x, const char *prefix, struct strs *locks, size_t *
 				nodes |= zkl_child_parse(op->names[k], &ch);
 				semaphore |= strcmp(op->names[k], "leases") == 0;
 			}
-			if ((nodes || semaphore) && !strs_add(locks, strdup(dir))) {
-				rc = zkl_fail(ZKL_ENOMEM, "out of memory");
-				break;
-			}
 			for (int k = 0; k < op->count && rc == 0; k++) {
 				const char *name = op->names[k];
 				zkl_child ch;
@@ -697,6 +762,8 @@ static int walk(struct call *x, const char *prefix, struct strs *locks, size_t *
 				if (!strs_add(&level, zkl_path_join(dir, name)))
 					rc = zkl_fail(ZKL_ENOMEM, "out of memory");
 			}
+			if (rc == 0 && (nodes || semaphore))
+				rc = jobs_add(locks, dir, op);
 		}
 		rq_free(x->c, r, n);
 	}
@@ -714,27 +781,18 @@ int zkl_inspect_prefix(zkl_client *c, const char *prefix, int timeout_ms, zkl_in
 	struct call x;
 	if ((rc = call_init(&x, c, timeout_ms)) != 0)
 		return rc;
-	struct strs locks = {0};
+	struct jobs locks = {0};
 	size_t skipped = 0;
 	rc = walk(&x, prefix, &locks, &skipped);
-	struct job *jobs = NULL;
-	if (rc == 0 && locks.n && !(jobs = calloc(locks.n, sizeof *jobs)))
-		rc = zkl_fail(ZKL_ENOMEM, "out of memory");
 	if (rc == 0) {
-		qsort(locks.v, locks.n, sizeof *locks.v, cmp_str);
-		for (size_t i = 0; i < locks.n; i++) {
-			jobs[i].path = locks.v[i];
-			jobs[i].tolerant = true;
-			locks.v[i] = NULL;
-		}
-		rc = jobs_run(&x, jobs, locks.n);
+		qsort(locks.v, locks.n, sizeof *locks.v, job_cmp);
+		rc = jobs_run(&x, locks.v, locks.n);
 	}
-	if (rc == 0 && (rc = build(c, jobs, locks.n, false, out)) == 0)
+	if (rc == 0 && (rc = build(c, locks.v, locks.n, false, out)) == 0)
 		(*out)->skipped += skipped;
-	for (size_t i = 0; jobs && i < locks.n; i++)
-		job_clear(c, &jobs[i]);
-	free(jobs);
-	strs_free(&locks);
+	for (size_t i = 0; i < locks.n; i++)
+		job_clear(c, &locks.v[i]);
+	free(locks.v);
 	return rc;
 }
 

@@ -135,7 +135,8 @@ ZKL_API int zkl_inspect(zkl_client *c, const char *path, int timeout_ms,
 /* Walks the tree under prefix ("/" for all of it, but never /zookeeper) and inspects
  * every lock in use there, as zkl_inspect() does: a folder with nodes that parse, or
  * with a "leases" child (a semaphore, whose "leases" and "locks" are its parts and not
- * locks of their own). Each level of the tree costs one round trip, the locks two more.
+ * locks of their own). Each level of the tree costs one round trip (the listing that
+ * finds a lock is its listing), the locks' nodes one more (a semaphore two).
  * On success *out holds the locks that have nodes, sorted by path; none if the prefix
  * does not exist. Folders under prefix that may not be read (ACL) are skipped and
  * counted (zkl_inspection_skipped()). timeout_ms bounds the whole walk. Returns 0, or
