@@ -149,8 +149,14 @@ static int rq_run(struct call *x, struct rq *r, size_t n)
 		}
 		if (rc != 0 || !again)
 			break;
-		/* Wait for the connection (a new session, after an expiry), then ask again. */
+		/* Wait for the connection (a new session, after an expiry), then ask again. The
+		 * loss may be answered before the client hears that the connection is down:
+		 * then give it a moment rather than asking again at once. */
 		pthread_mutex_lock(&c->mu);
+		if (c->sess->connected && !gone_gen) {
+			int64_t pause = zkl_now_ms() + 100;
+			zkl_waiter_wait(c, &w, pause < x->deadline ? pause : x->deadline);
+		}
 		while (rc == 0 && (!c->sess->connected || (gone_gen && c->gen == gone_gen))) {
 			if (c->closing)
 				rc = zkl_fail(ZKL_ECLOSED, "the client is closing");
