@@ -97,6 +97,18 @@ static struct zkl_op *rq_send(zkl_client *c, struct zkl_waiter *w, struct rq *r,
 	return zkl_op_children(c, w, r->path, NULL, err);
 }
 
+static int timed_out(const struct call *x, const char *path)
+{
+	if (!path)
+		return zkl_fail(ZKL_ETIMEDOUT, "the connection to ZooKeeper did not come back "
+		                "within %d ms", x->timeout_ms);
+	if (x->timeout_ms == 0)
+		return zkl_fail(ZKL_ETIMEDOUT, "no answer from ZooKeeper for %s within the "
+		                "session timeout", path);
+	return zkl_fail(ZKL_ETIMEDOUT, "no answer from ZooKeeper for %s within %d ms", path,
+	                x->timeout_ms);
+}
+
 /* Sends every request not answered yet and waits until each has its final answer in zrc
  * (ZOK with its op, or a refusal such as ZNONODE). Returns 0, or a ZKL_E* code with the
  * detail set: the deadline passed, the client closed, or the connection was lost and x
@@ -126,13 +138,14 @@ static int rq_run(struct call *x, struct rq *r, size_t n)
 				if (!op)
 					continue;
 				if (rc == 0 && zkl_op_wait(c, &w, op, x->deadline) != 0)
-					rc = zkl_fail(ZKL_ETIMEDOUT, "no answer from ZooKeeper for %s "
-					              "within %d ms", r[i].path, x->timeout_ms);
-				if (rc == 0 && (zkl_zk_transient(op->rc) ||
-				                zkl_zk_session_gone(op->rc))) {
+					rc = timed_out(x, r[i].path);
+				/* Lost, or expired (a client opens a new session by itself): worth
+				 * asking again. A session moved elsewhere is not. */
+				bool expired = rc == 0 && zkl_zk_class(op->rc) == ZKL_ZK_EXPIRED;
+				if (rc == 0 && (zkl_zk_transient(op->rc) || expired)) {
 					if (!x->patient)
 						rc = zkl_fail_zk(op->rc, "cannot read", r[i].path);
-					else if (zkl_zk_session_gone(op->rc))
+					else if (expired)
 						gone_gen = op->s->gen;
 					again = again ? again : op->rc;
 				} else if (rc == 0) {
@@ -161,8 +174,7 @@ static int rq_run(struct call *x, struct rq *r, size_t n)
 			if (c->closing)
 				rc = zkl_fail(ZKL_ECLOSED, "the client is closing");
 			else if (zkl_waiter_wait(c, &w, x->deadline))
-				rc = zkl_fail(ZKL_ETIMEDOUT, "the connection to ZooKeeper did not "
-				              "come back within %d ms", x->timeout_ms);
+				rc = timed_out(x, NULL);
 		}
 		pthread_mutex_unlock(&c->mu);
 		if (rc != 0)
