@@ -17,8 +17,10 @@
  * (or records a lease count and has a "locks" child), a semaphore in Curator's
  * InterProcessSemaphoreV2 layout: its leases under "leases/" and its takers under
  * "locks/" (the gate). Children whose names do not parse are not contenders and are left
- * out. Every node's data and creation stat are read; a node deleted meanwhile is left
- * out. The reads are pipelined: two round trips for one path, whatever its size.
+ * out (kazoo's Semaphore, whose leases are plain names without a number under the path,
+ * is not recognised: see docs/INTEROP.md). Every node's data and creation stat are read;
+ * a node deleted meanwhile is left out. The reads are pipelined: two round trips for one
+ * path, whatever its size.
  *
  * Roles, by the rules the recipes follow (DESIGN.md):
  * - The path's own queue, in sequence order (kazoo's and Curator's nodes in one queue):
