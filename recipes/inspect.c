@@ -8,10 +8,10 @@
  * round trip, whether or not the path is a semaphore: asking costs less than a second
  * round trip); then the data and stat of every node found. A walk lists one level of
  * the tree per round; the listing that finds a lock serves as its own, so the first
- * round asks only for a semaphore's parts. A request answered with a lost connection or an expired session is
- * sent again once the client is connected (to a new session if need be), unless the
- * caller may not wait: a try-once call, or the thread that runs the client's loop, which
- * would have to open that session itself.
+ * round asks only for a semaphore's parts. A request answered with a lost connection or
+ * an expired session is sent again once the client is connected (to a new session if
+ * need be), unless the caller may not wait: a try-once call, or the thread that runs the
+ * client's loop, which would have to open that session itself.
  *
  * Roles. The rules are the recipes' own (names.c says which markers are writers, the
  * predicates when a node holds), applied to the snapshot, after the nodes that vanished
@@ -187,7 +187,8 @@ static int rq_run(struct call *x, struct rq *r, size_t n)
 }
 
 /* Fills r with a request; false if out of memory. */
-static bool rq_set(struct rq *r, enum zkl_op_kind kind, const char *parent, const char *leaf)
+static bool rq_set(struct rq *r, enum zkl_op_kind kind, const char *parent,
+                   const char *leaf)
 {
 	r->kind = kind;
 	r->zrc = RQ_PENDING;
@@ -789,7 +790,8 @@ static int walk(struct call *x, const char *prefix, struct jobs *locks, size_t *
 	return rc;
 }
 
-int zkl_inspect_prefix(zkl_client *c, const char *prefix, int timeout_ms, zkl_inspection **out)
+int zkl_inspect_prefix(zkl_client *c, const char *prefix, int timeout_ms,
+                       zkl_inspection **out)
 {
 	int rc = check_args(c, timeout_ms, out);
 	if (rc == 0 && !(prefix && strcmp(prefix, "/") == 0))
