@@ -1,0 +1,290 @@
+/* The lock, whichever kind. A mutex (default), one half of a zkl_rwlock (--read,
+ * --write) and one lease of a zkl_semaphore (--semaphore N) are used through their
+ * zkl_lock view, so they differ only in how the handle is made; leadership of a
+ * zkl_leader (--leader, Curator's LeaderLatch layout) through zkl_leader_*. The lost
+ * and revoke callbacks tell signals.c's state. */
+#include "zklock.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void on_lock_lost(zkl_lock *l, int reason, void *data)
+{
+	(void)l;
+	(void)reason;
+	(void)data;
+	note_lost();
+}
+
+static void on_leadership_lost(zkl_leader *l, int reason, void *data)
+{
+	(void)l;
+	(void)data;
+	if (reason != ZKL_ECLOSED)
+		note_lost();
+}
+
+/* Revocation asked (on the event thread, where the handle outlives the callback): a
+ * waiter withdraws; a holder's command is stopped by run_command(). */
+static void on_revoke(zkl_mutex *m, void *data)
+{
+	(void)m;
+	struct lock *lk = data;
+	if (note_revoked())
+		zkl_lock_cancel(lk->l);
+}
+
+/* Makes a new latch for lk (the old one, if any, is freed). */
+int leader_new(struct lock *lk)
+{
+	zkl_leader_free(lk->leader);
+	lk->leader = NULL;
+	zkl_leader_options lo;
+	zkl_leader_options_init(&lo);
+	lo.id = lk->id;
+	lo.on_lost = on_leadership_lost;
+	/* Like the other modes: lost when the session may be gone, not on every blip. */
+	lo.lose_on_suspend = false;
+	return zkl_leader_new(&lk->leader, lk->c, lk->path, &lo);
+}
+
+static void free_mutex(void *h)
+{
+	zkl_mutex_free(h);
+}
+
+static void free_rwlock(void *h)
+{
+	zkl_rwlock_free(h);
+}
+
+static void free_semaphore(void *h)
+{
+	zkl_semaphore_free(h); /* and the lease its view holds */
+}
+
+/* The handle of a mutex or a half: the naming, and revocation. */
+static int mutex_setup(const struct opts *o, struct lock *lk, zkl_mutex *m)
+{
+	lk->l = zkl_mutex_lock(m);
+	int rc = zkl_mutex_set_naming(m, o->naming);
+	if (rc == 0 && o->revocable)
+		rc = zkl_mutex_make_revocable(m, on_revoke, lk);
+	return rc;
+}
+
+/* The handle of the mode and its view: what the kinds differ in. */
+static int handle_new(const struct opts *o, struct lock *lk)
+{
+	int rc;
+	switch (o->mode) {
+	case MODE_MUTEX: {
+		zkl_mutex *m;
+		rc = zkl_mutex_new(&m, lk->c, o->path);
+		if (rc != 0)
+			return rc;
+		lk->handle = m;
+		lk->handle_free = free_mutex;
+		return mutex_setup(o, lk, m);
+	}
+	case MODE_READ:
+	case MODE_WRITE: {
+		zkl_rwlock *rw;
+		rc = zkl_rwlock_new(&rw, lk->c, o->path);
+		if (rc != 0)
+			return rc;
+		lk->handle = rw;
+		lk->handle_free = free_rwlock;
+		return mutex_setup(o, lk, o->mode == MODE_READ ? zkl_rwlock_read(rw)
+		                                               : zkl_rwlock_write(rw));
+	}
+	case MODE_SEMAPHORE: {
+		zkl_semaphore *s;
+		rc = zkl_semaphore_new(&s, lk->c, o->path, o->sem_max);
+		if (rc != 0)
+			return rc;
+		lk->handle = s;
+		lk->handle_free = free_semaphore;
+		lk->l = zkl_semaphore_lock(s);
+		return 0;
+	}
+	case MODE_LEADER:
+	default:
+		return leader_new(lk);
+	}
+}
+
+/* Makes the handle. Returns 0 or an exit code after reporting. */
+int lock_new(const struct opts *o, zkl_client *c, struct lock *lk)
+{
+	memset(lk, 0, sizeof *lk);
+	lk->mode = o->mode;
+	lk->c = c;
+	lk->path = o->path;
+	char host[256];
+	if (gethostname(host, sizeof host) != 0)
+		strcpy(host, "unknown");
+	host[sizeof host - 1] = '\0';
+	snprintf(lk->id, sizeof lk->id, "%s:%ld", host, (long)getpid());
+
+	int rc = handle_new(o, lk);
+	if (rc == 0 && lk->l)
+		rc = zkl_lock_on_lost(lk->l, on_lock_lost, NULL);
+	if (rc == 0 && lk->l && o->data)
+		rc = zkl_lock_set_data(lk->l, o->data, strlen(o->data));
+	if (rc == 0)
+		return 0;
+	const char *detail = zkl_last_error();
+	if (rc == ZKL_EINVAL)
+		return usage_error("invalid lock path \"%s\": %s", o->path,
+		                   *detail ? detail : zkl_strerror(rc));
+	msg("%s: %s", o->path, *detail ? detail : zkl_strerror(rc));
+	return EXIT_SOFTWARE;
+}
+
+void lock_free(struct lock *lk)
+{
+	if (lk->handle_free)
+		lk->handle_free(lk->handle);
+	zkl_leader_free(lk->leader);
+	memset(lk, 0, sizeof *lk);
+}
+
+/* From the signal thread: ends a wait in lock_acquire. */
+void lock_cancel(struct lock *lk)
+{
+	if (lk->l)
+		zkl_lock_cancel(lk->l);
+	else if (lk->leader)
+		zkl_leader_close(lk->leader);
+}
+
+/* The participants of our queue (the folder our node lives in). */
+int lock_participants(struct lock *lk, zkl_participant **list, size_t *n)
+{
+	if (lk->l)
+		return zkl_lock_participants(lk->l, list, n);
+	return zkl_leader_participants(lk->leader, list, n);
+}
+
+/* Leadership, tried once: queue, look where our node landed, and lead only if first. */
+static int leader_try_once(struct lock *lk)
+{
+	int rc = zkl_leader_start(lk->leader);
+	if (rc != 0)
+		return rc;
+	struct timespec t0 = now();
+	for (;;) {
+		zkl_participant *list;
+		size_t n;
+		rc = zkl_leader_participants(lk->leader, &list, &n);
+		if (rc != 0)
+			return rc;
+		size_t pos = n;
+		for (size_t i = 0; i < n; i++)
+			if ((size_t)list[i].data_len == strlen(lk->id) && strcmp(list[i].data, lk->id) == 0)
+				pos = i;
+		zkl_participants_free(list, n);
+		if (pos == 0)
+			return zkl_leader_await(lk->leader, 10000); /* the latch checks the node */
+		if (pos < n)
+			return ZKL_ETIMEDOUT;
+		/* Not queued yet: a round trip away (or closed by a signal: await says so). */
+		if (seconds_since(t0) > 10)
+			return ZKL_ETIMEDOUT;
+		rc = zkl_leader_await(lk->leader, 20);
+		if (rc != ZKL_ETIMEDOUT)
+			return rc;
+	}
+}
+
+int lock_acquire(struct lock *lk, int wait_ms)
+{
+	if (lk->l)
+		return zkl_lock_acquire(lk->l, wait_ms);
+	if (wait_ms == 0)
+		return leader_try_once(lk);
+	int rc = zkl_leader_start(lk->leader);
+	if (rc == 0)
+		rc = zkl_leader_await(lk->leader, wait_ms);
+	return rc;
+}
+
+int64_t lock_token(struct lock *lk)
+{
+	if (lk->l)
+		return zkl_lock_token(lk->l);
+	return zkl_leader_token(lk->leader);
+}
+
+/* Releases (a semaphore: gives its lease back; a leader: leaves the election). Returns
+ * 0, ZKL_ELOST or another code. */
+int lock_release(struct lock *lk)
+{
+	if (lk->l)
+		return zkl_lock_release(lk->l);
+	zkl_leader_close(lk->leader);
+	return 0;
+}
+
+const char *lock_what(const struct lock *lk)
+{
+	return lk->mode == MODE_LEADER ? "leadership of " : "";
+}
+
+/* Who holds lk's path, in printable form, into buf; false if nobody (or unknown). Sets
+ * *ahead to the number of nodes before ours (the queue's length when ours is not found
+ * yet), if ahead is not NULL. */
+bool describe_holder(struct lock *lk, char *buf, size_t bufsz, size_t *ahead)
+{
+	struct queue_view v;
+	if (ahead)
+		*ahead = 0;
+	if (view_collect(lk->c, lk->path, &v) != 0)
+		return false;
+	size_t len = 0, holders = 0, mine = v.n, queued = 0;
+	buf[0] = '\0';
+	/* Our node, as the library knows it (queued or held); a leader's, by its id. */
+	char own[ZKL_NODE_MAX];
+	bool have_own = lk->l && zkl_lock_node(lk->l, own, sizeof own) > 0;
+	for (size_t i = 0; i < v.n; i++) {
+		const struct qnode *q = &v.nodes[i];
+		bool ours = lk->l ? have_own && strcmp(q->p.path, own) == 0
+		                  : (size_t)q->p.data_len == strlen(lk->id) &&
+		                            strcmp(q->p.data, lk->id) == 0;
+		if (ours && mine == v.n)
+			mine = queued;
+		if (!q->p.holder) {
+			queued++;
+			continue;
+		}
+		if (ours)
+			continue;
+		holders++;
+		if (holders <= 3 && len + 8 < bufsz) {
+			if (holders > 1) {
+				memcpy(buf + len, ", ", 3);
+				len += 2;
+			}
+			printable(buf + len, bufsz - len, q->p.data, (size_t)q->p.data_len);
+			len = strlen(buf);
+		}
+	}
+	if (holders > 3 && len + 16 < bufsz)
+		snprintf(buf + len, bufsz - len, " and %zu more", holders - 3);
+	if (lk->mode == MODE_SEMAPHORE && holders > 0) {
+		len = strlen(buf);
+		snprintf(buf + len, bufsz - len, " (%zu lease%s taken)", holders, holders == 1 ? "" : "s");
+	}
+	if (ahead) {
+		/* Waiters ahead of us; the holders count for a mutex, whose queue has one line. */
+		size_t q = mine < v.n ? mine : queued;
+		*ahead = lk->mode == MODE_SEMAPHORE ? q : q + holders;
+		if (lk->mode != MODE_SEMAPHORE && mine >= v.n)
+			*ahead = v.n;
+	}
+	view_free(&v);
+	return holders > 0;
+}
+
