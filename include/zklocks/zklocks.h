@@ -14,5 +14,6 @@
 #include <zklocks/multilock.h>
 #include <zklocks/leader.h>
 #include <zklocks/inspect.h>
+#include <zklocks/record.h>
 
 #endif

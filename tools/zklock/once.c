@@ -44,49 +44,45 @@ static int64_t once_slack_ms(long interval_s)
 }
 
 /* Whether the last successful run is recent. Fills *last and *by (the record's data). */
-int once_check(struct raw *r, const char *rec, int64_t arrival, long interval_s,
-                      bool *recent, int64_t *last, char *by, size_t bysize)
+int once_check(zkl_client *c, const char *rec, int64_t arrival, long interval_s,
+               bool *recent, int64_t *last, char *by, size_t bysize)
 {
-	char buf[512];
-	int len = sizeof buf - 1;
-	struct Stat stat;
 	*recent = false;
 	*last = 0;
 	by[0] = '\0';
-	int zrc = zoo_get(r->zh, rec, 0, buf, &len, &stat);
-	if (zrc == ZNONODE)
+	char *buf;
+	size_t len;
+	int rc = zkl_record_get(c, rec, &buf, &len, NULL);
+	if (rc == ZKL_ENOTHELD)
 		return 0;
-	if (zrc != ZOK) {
-		msg("cannot read %s: %s", rec, zerror(zrc));
+	if (rc != 0) {
+		const char *detail = zkl_last_error();
+		msg("cannot read %s: %s", rec, *detail ? detail : zkl_strerror(rc));
 		return EXIT_SOFTWARE;
 	}
-	buf[len > 0 ? len : 0] = '\0';
 	char *end;
 	long long v = strtoll(buf, &end, 10);
-	if (end == buf || v <= 0)
-		return 0; /* not ours: ran never, as far as we know */
-	while (*end == ' ')
-		end++;
-	snprintf(by, bysize, "%s", end);
-	by[strcspn(by, "\n")] = '\0';
-	*last = v;
-	*recent = arrival - v < (int64_t)interval_s * 1000 - once_slack_ms(interval_s);
+	if (end != buf && v > 0) {
+		while (*end == ' ')
+			end++;
+		snprintf(by, bysize, "%s", end);
+		by[strcspn(by, "\n")] = '\0';
+		*last = v;
+		*recent = arrival - v < (int64_t)interval_s * 1000 - once_slack_ms(interval_s);
+	} /* else not ours: ran never, as far as we know */
+	free(buf);
 	return 0;
 }
 
-int once_record(struct raw *r, const char *rec, int64_t arrival, const char *id)
+int once_record(zkl_client *c, const char *rec, int64_t arrival, const char *id)
 {
 	char buf[400];
 	int len = snprintf(buf, sizeof buf, "%lld %s", (long long)arrival, id);
-	int zrc = zoo_set(r->zh, rec, buf, len, -1);
-	if (zrc == ZNONODE)
-		zrc = zoo_create(r->zh, rec, buf, len, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, NULL, 0);
-	if (zrc == ZNODEEXISTS)
-		zrc = zoo_set(r->zh, rec, buf, len, -1);
-	if (zrc != ZOK) {
-		msg("cannot record the run in %s: %s", rec, zerror(zrc));
+	int rc = zkl_record_set(c, rec, buf, (size_t)len);
+	if (rc != 0) {
+		const char *detail = zkl_last_error();
+		msg("cannot record the run in %s: %s", rec, *detail ? detail : zkl_strerror(rc));
 		return EXIT_SOFTWARE;
 	}
 	return 0;
 }
-

@@ -128,7 +128,7 @@ static bool acquire(const struct opts *o, struct lock *lk, int *status, pthread_
 
 /* Holds the lock (acquired) through the command; releases it. Sets *again for a
  * --requeue loop that should go on. */
-static int hold_and_run(const struct opts *o, struct lock *lk, struct raw *raw, bool *again)
+static int hold_and_run(const struct opts *o, struct lock *lk, bool *again)
 {
 	*again = false;
 	int status = 0;
@@ -144,13 +144,11 @@ static int hold_and_run(const struct opts *o, struct lock *lk, struct raw *raw, 
 			msg("cannot tell when %s was asked for", o->path);
 			status = EXIT_SOFTWARE;
 		}
-		if (status == 0 && !raw->zh)
-			status = raw_open(o, raw);
 		bool recent = false;
 		int64_t last = 0;
 		char by[300];
 		if (status == 0)
-			status = once_check(raw, rec, arrival, o->once_per_s, &recent, &last, by,
+			status = once_check(lk->c, rec, arrival, o->once_per_s, &recent, &last, by,
 			                    sizeof by);
 		if (status == 0 && recent) {
 			char ago[32], at[40];
@@ -180,7 +178,7 @@ static int hold_and_run(const struct opts *o, struct lock *lk, struct raw *raw, 
 		bool lost = st.lost;
 		pthread_mutex_unlock(&st.mu);
 		if (!lost && lock_token(lk) > 0)
-			status = once_record(raw, rec, arrival, lk->id);
+			status = once_record(lk->c, rec, arrival, lk->id);
 	}
 	free(rec);
 
@@ -256,9 +254,7 @@ int run_lock(const struct opts *o)
 
 	zkl_client *c = NULL;
 	struct lock lk;
-	struct raw raw;
 	memset(&lk, 0, sizeof lk);
-	memset(&raw, 0, sizeof raw);
 	int status = open_client(o, &c);
 	if (status == 0 && o->verbose)
 		zkl_client_add_listener(c, on_state, NULL);
@@ -273,7 +269,7 @@ int run_lock(const struct opts *o)
 		pthread_t progress;
 		bool progressing = false;
 		if (acquire(o, &lk, &status, &progress, &progressing))
-			status = hold_and_run(o, &lk, &raw, &again);
+			status = hold_and_run(o, &lk, &again);
 		if (progressing)
 			pthread_join(progress, NULL);
 		if (again) {
@@ -295,8 +291,6 @@ int run_lock(const struct opts *o)
 	pthread_join(sig_tid, NULL);
 
 	lock_free(&lk); /* releases it if still held (a signal before the command ran) */
-	if (raw.zh)
-		raw_close(&raw);
 	if (c && o->verbose)
 		zkl_client_remove_listener(c, on_state, NULL);
 	zkl_client_close(c);

@@ -295,9 +295,10 @@ char *record_path(const char *path);
 /* The server time at which our node was created (when we asked for the lock), or 0. */
 int64_t arrival_ms(struct lock *lk);
 /* Whether the last successful run is recent. Fills *last and *by (the record's data). */
-int once_check(struct raw *r, const char *rec, int64_t arrival, long interval_s,
+int once_check(zkl_client *c, const char *rec, int64_t arrival, long interval_s,
                bool *recent, int64_t *last, char *by, size_t bysize);
-int once_record(struct raw *r, const char *rec, int64_t arrival, const char *id);
+/* Records a successful run (while the lock is still ours). */
+int once_record(zkl_client *c, const char *rec, int64_t arrival, const char *id);
 
 /* ---- the subcommands and the run (status.c, revoke.c, run.c) ---- */
 
