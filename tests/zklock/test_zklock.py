@@ -944,7 +944,7 @@ def usage_errors_name_the_problem():
             (["--read", "--write", p, "--", "true"], ["exclude each other"]),
             (["--leader", "--semaphore", "2", p, "--", "true"], ["exclude each other"]),
             (["--requeue", p, "--", "true"], ["--requeue needs --leader"]),
-            (["--revocable", "--semaphore", "2", p, "--", "true"], ["--revocable"]),
+            (["--revocable", "--leader", p, "--", "true"], ["--revocable", "not --leader"]),
             (["--kill-signal", "BOGUS", p, "--", "true"], ["kill signal \"BOGUS\""]),
             (["--kill-grace", "-1", p, "--", "true"], ["kill grace \"-1\""]),
             (["--once-per", "0", p, "--", "true"], ["interval \"0\""]),
@@ -1176,6 +1176,61 @@ def revocable_and_revoke():
         out, _, _ = expect(["revoke", p], 1, stdout_has="not revocable")
         check(h.p.poll() is None, "the holder went away")
         check(status_lines(p)[0]["data"].endswith(":%d" % h.pid), "data changed")
+    finally:
+        h.release()
+    check(h.wait() == 0, "holder: exit %s" % h.p.returncode)
+
+
+@case
+def semaphore_revocable():
+    # --semaphore N --revocable: each lease can be asked back, one by naming its node
+    # (zklock revoke NODE), all by naming the semaphore (zklock revoke PATH).
+    p = lock_path("sem-revoke")
+    script = 'trap "exit 0" TERM; echo ready; while :; do sleep 0.1; done'
+    hs = [Proc(["--semaphore", "2", "--revocable", p, "--", "sh", "-c", script])
+          for _ in range(2)]
+    for h in hs:
+        h.wait_line("^ready$", stream="out")
+    nodes = status_lines(p)
+    check([n["role"] for n in nodes] == ["lease", "lease"] and
+          all(n["data"] == "" for n in nodes), "revocable leases: %r" % nodes)
+    victim = nodes[0]["node"]
+    expect(["revoke", victim], 0, stdout_has="revocable; asked its holder")
+    wait_until(lambda: any(h.p.poll() is not None for h in hs), "one holder exits")
+    gone = [h for h in hs if h.p.poll() is not None]
+    left = [h for h in hs if h.p.poll() is None]
+    check(len(gone) == 1 and len(left) == 1, "both exited on one revocation")
+    check(gone[0].wait() == 71, "revoked holder: exit %s; %r" %
+          (gone[0].p.returncode, gone[0].stderr()))
+    check([n["node"] for n in status_lines(p)] == [nodes[1]["node"]],
+          "the other lease went too, or the revoked one stayed: %r" % status_lines(p))
+    expect(["revoke", victim], 1, stdout_has="no such node")
+    # The semaphore's path: every lease is asked; -w waits until they are gone.
+    expect(["revoke", "-w", "10", p], 0, stdout_has="released")
+    check(left[0].wait(10) == 71, "last holder: exit %s" % left[0].p.returncode)
+    check(status(p) == [], "not released: %r" % status(p))
+
+    # A lease still waiting for its turn withdraws when asked (exit 71).
+    p1 = lock_path("sem-revoke-wait")
+    h = Proc(["--semaphore", "1", "--revocable", p1, "--", "sh", "-c", script])
+    h.wait_line("^ready$", stream="out")
+    w = Proc(["--semaphore", "1", "--revocable", p1, "--", "true"])
+    wait_until(lambda: len([n for n in status_lines(p1) if "/leases/" in n["node"]]) == 2,
+               "the waiter has made its lease")
+    waiting = [n["node"] for n in status_lines(p1) if "/leases/" in n["node"]][1]
+    expect(["revoke", waiting], 0, stdout_has="asked its")
+    check(w.wait(10) == 71, "waiter: exit %s; %r" % (w.p.returncode, w.stderr()))
+    check("withdrew" in w.stderr(), "waiter: %r" % w.stderr())
+    check(h.p.poll() is None, "the holder went away")
+    h.signal(signal.SIGTERM)
+    h.wait()
+
+    # A lease without --revocable carries its data and is not asked.
+    p2 = lock_path("sem-revoke-no")
+    h = holder(p2, ["--semaphore", "2"])
+    try:
+        expect(["revoke", p2], 1, stdout_has="not revocable")
+        check(h.p.poll() is None, "the holder went away")
     finally:
         h.release()
     check(h.wait() == 0, "holder: exit %s" % h.p.returncode)

@@ -35,6 +35,16 @@ static void on_revoke(zkl_mutex *m, void *data)
 		zkl_lock_cancel(lk->l);
 }
 
+/* The same for a lease of a semaphore (NULL: our lease node still waits for a turn). */
+static void on_lease_revoke(zkl_semaphore *s, zkl_lease *lease, void *data)
+{
+	(void)s;
+	(void)lease;
+	struct lock *lk = data;
+	if (note_revoked())
+		zkl_lock_cancel(lk->l);
+}
+
 /* Makes a new latch for lk (the old one, if any, is freed). */
 int leader_new(struct lock *lk)
 {
@@ -107,7 +117,7 @@ static int handle_new(const struct opts *o, struct lock *lk)
 		lk->handle = s;
 		lk->handle_free = free_semaphore;
 		lk->l = zkl_semaphore_lock(s);
-		return 0;
+		return o->revocable ? zkl_semaphore_make_revocable(s, on_lease_revoke, lk) : 0;
 	}
 	case MODE_LEADER:
 	default:

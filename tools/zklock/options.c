@@ -436,9 +436,10 @@ int parse_args(int argc, char **argv, struct opts *o)
 		return usage_error("--read, --write, --semaphore and --leader exclude each other");
 	if (o->requeue && o->mode != MODE_LEADER)
 		return usage_error("--requeue needs --leader");
-	if (o->revocable && (o->mode == MODE_SEMAPHORE || o->mode == MODE_LEADER))
-		return usage_error("--revocable works with a mutex, --read or --write only "
-		                   "(Curator's revocation)");
+	if (o->revocable && o->mode == MODE_LEADER)
+		return usage_error("--revocable works with a mutex, --read, --write or "
+		                   "--semaphore, not --leader (leadership is given up by "
+		                   "stopping the leader)");
 	if (o->data && o->mode == MODE_LEADER)
 		return usage_error("--data does not work with --leader: a participant's node "
 		                   "says who it is (\"<host>:<pid>\")");
