@@ -248,24 +248,24 @@ const char *lock_what(const struct lock *lk)
  * yet), if ahead is not NULL. */
 bool describe_holder(struct lock *lk, char *buf, size_t bufsz, size_t *ahead)
 {
-	struct queue_view v;
+	zkl_inspection *in;
 	if (ahead)
 		*ahead = 0;
-	if (view_collect(lk->c, lk->path, &v) != 0)
+	if (inspect_path(lk->c, lk->path, &in) != 0)
 		return false;
-	size_t len = 0, holders = 0, mine = v.n, queued = 0;
+	const zkl_lock_info *li = zkl_inspection_lock(in, 0);
+	size_t len = 0, holders = 0, mine = li->count, queued = 0;
 	buf[0] = '\0';
 	/* Our node, as the library knows it (queued or held); a leader's, by its id. */
 	char own[ZKL_NODE_MAX];
 	bool have_own = lk->l && zkl_lock_node(lk->l, own, sizeof own) > 0;
-	for (size_t i = 0; i < v.n; i++) {
-		const struct qnode *q = &v.nodes[i];
-		bool ours = lk->l ? have_own && strcmp(q->p.path, own) == 0
-		                  : (size_t)q->p.data_len == strlen(lk->id) &&
-		                            strcmp(q->p.data, lk->id) == 0;
-		if (ours && mine == v.n)
+	for (size_t k = 0; k < li->count; k++) {
+		const zkl_node_info *n = lock_node(in, li, k);
+		bool ours = lk->l ? have_own && strcmp(n->path, own) == 0
+		                  : n->data_len == strlen(lk->id) && strcmp(n->data, lk->id) == 0;
+		if (ours && mine == li->count)
 			mine = queued;
-		if (!q->p.holder) {
+		if (!n->holds) {
 			queued++;
 			continue;
 		}
@@ -277,7 +277,7 @@ bool describe_holder(struct lock *lk, char *buf, size_t bufsz, size_t *ahead)
 				memcpy(buf + len, ", ", 3);
 				len += 2;
 			}
-			printable(buf + len, bufsz - len, q->p.data, (size_t)q->p.data_len);
+			printable(buf + len, bufsz - len, n->data, n->data_len);
 			len = strlen(buf);
 		}
 	}
@@ -289,12 +289,11 @@ bool describe_holder(struct lock *lk, char *buf, size_t bufsz, size_t *ahead)
 	}
 	if (ahead) {
 		/* Waiters ahead of us; the holders count for a mutex, whose queue has one line. */
-		size_t q = mine < v.n ? mine : queued;
+		size_t q = mine < li->count ? mine : queued;
 		*ahead = lk->mode == MODE_SEMAPHORE ? q : q + holders;
-		if (lk->mode != MODE_SEMAPHORE && mine >= v.n)
-			*ahead = v.n;
+		if (lk->mode != MODE_SEMAPHORE && mine >= li->count)
+			*ahead = li->count;
 	}
-	view_free(&v);
+	zkl_inspection_free(in);
 	return holders > 0;
 }
-

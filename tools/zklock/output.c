@@ -153,82 +153,94 @@ void format_age(char *buf, size_t size, int64_t ms)
 }
 
 /* Splits "<host>:<pid>" data (zklock's, zklocks'); false for anything else. */
-bool host_pid(const zkl_participant *p, char *host, size_t size, long *pid)
+bool host_pid(const char *data, size_t len, char *host, size_t size, long *pid)
 {
-	const char *colon = p->data_len > 0 ? memrchr(p->data, ':', (size_t)p->data_len) : NULL;
-	if (!colon || colon == p->data)
+	const char *colon = len > 0 ? memrchr(data, ':', len) : NULL;
+	if (!colon || colon == data)
 		return false;
-	const char *digits = colon + 1, *end = p->data + p->data_len;
+	const char *digits = colon + 1, *end = data + len;
 	if (digits == end)
 		return false;
 	for (const char *d = digits; d < end; d++)
 		if (!isdigit((unsigned char)*d))
 			return false;
-	for (const char *h = p->data; h < colon; h++)
+	for (const char *h = data; h < colon; h++)
 		if (!isgraph((unsigned char)*h))
 			return false;
-	size_t hl = (size_t)(colon - p->data);
+	size_t hl = (size_t)(colon - data);
 	if (hl >= size)
 		return false;
-	memcpy(host, p->data, hl);
+	memcpy(host, data, hl);
 	host[hl] = '\0';
 	*pid = strtol(digits, NULL, 10);
 	return true;
 }
 
+/* What status prints of a node besides its own fields: host and pid from its data, and
+ * for our own holder on this host the time left to its watchdog's deadline. */
+struct who {
+	bool hp;
+	char host[256];
+	long pid;
+	int64_t left; /* INT64_MIN: unknown */
+	char since[40];
+};
 
-void print_view_text(FILE *f, const char *path, const struct queue_view *v)
+static void who_of(const zkl_lock_info *li, const zkl_node_info *n, struct who *w)
 {
-	for (size_t i = 0; i < v->n; i++) {
-		const struct qnode *q = &v->nodes[i];
-		char host[256], since[40];
-		long pid = 0;
-		bool hp = host_pid(&q->p, host, sizeof host, &pid);
-		format_utc(since, sizeof since, q->p.ctime);
-		fprintf(f, "%s\t", q->p.path);
-		print_printable(f, q->p.data, (size_t)q->p.data_len);
-		fprintf(f, "\t%s\t%s\t", q->role, q->layout);
-		if (hp)
-			fprintf(f, "%s\t%ld", host, pid);
+	w->pid = 0;
+	w->hp = host_pid(n->data, n->data_len, w->host, sizeof w->host, &w->pid);
+	w->left = w->hp ? deadline_left(li->path, w->host, w->pid) : INT64_MIN;
+	format_utc(w->since, sizeof w->since, n->ctime);
+}
+
+void print_lock_text(FILE *f, const zkl_inspection *in, const zkl_lock_info *li)
+{
+	for (size_t k = 0; k < li->count; k++) {
+		const zkl_node_info *n = lock_node(in, li, k);
+		struct who w;
+		who_of(li, n, &w);
+		fprintf(f, "%s\t", n->path);
+		print_printable(f, n->data, n->data_len);
+		fprintf(f, "\t%s\t%s\t", zkl_role_name(n->role), zkl_layout_name(n->layout));
+		if (w.hp)
+			fprintf(f, "%s\t%ld", w.host, w.pid);
 		else
 			fputs("-\t-", f);
-		fprintf(f, "\t%s\t%lld", since, (long long)q->p.czxid);
-		int64_t left = hp ? deadline_left(path, host, pid) : INT64_MIN;
-		if (left != INT64_MIN)
-			fprintf(f, "\t%lldms\n", (long long)left);
+		fprintf(f, "\t%s\t%lld", w.since, (long long)n->token);
+		if (w.left != INT64_MIN)
+			fprintf(f, "\t%lldms\n", (long long)w.left);
 		else
 			fputs("\t-\n", f);
 	}
 }
 
-void print_view_json(FILE *f, const char *path, const struct queue_view *v)
+void print_lock_json(FILE *f, const zkl_inspection *in, const zkl_lock_info *li)
 {
 	fputs("{\"path\": ", f);
-	print_json_cstr(f, path);
-	fprintf(f, ", \"holders\": %zu, \"waiting\": %zu, \"nodes\": [", v->holders, v->waiting);
-	for (size_t i = 0; i < v->n; i++) {
-		const struct qnode *q = &v->nodes[i];
-		char host[256], since[40];
-		long pid = 0;
-		bool hp = host_pid(&q->p, host, sizeof host, &pid);
-		format_utc(since, sizeof since, q->p.ctime);
-		fputs(i ? ", {" : "{", f);
+	print_json_cstr(f, li->path);
+	fprintf(f, ", \"holders\": %zu, \"waiting\": %zu, \"nodes\": [", li->holders,
+	        li->waiting);
+	for (size_t k = 0; k < li->count; k++) {
+		const zkl_node_info *n = lock_node(in, li, k);
+		struct who w;
+		who_of(li, n, &w);
+		fputs(k ? ", {" : "{", f);
 		fputs("\"node\": ", f);
-		print_json_cstr(f, q->p.path);
-		fprintf(f, ", \"role\": \"%s\", \"layout\": \"%s\", \"data\": ", q->role, q->layout);
-		print_json_string(f, q->p.data, (size_t)q->p.data_len);
+		print_json_cstr(f, n->path);
+		fprintf(f, ", \"role\": \"%s\", \"layout\": \"%s\", \"data\": ",
+		        zkl_role_name(n->role), zkl_layout_name(n->layout));
+		print_json_string(f, n->data, n->data_len);
 		fputs(", \"host\": ", f);
-		print_json_cstr(f, hp ? host : NULL);
-		if (hp)
-			fprintf(f, ", \"pid\": %ld", pid);
+		print_json_cstr(f, w.hp ? w.host : NULL);
+		if (w.hp)
+			fprintf(f, ", \"pid\": %ld", w.pid);
 		else
 			fputs(", \"pid\": null", f);
 		fprintf(f, ", \"since\": \"%s\", \"ctime_ms\": %lld, \"token\": %lld, \"sequence\": %lld",
-		        since, (long long)q->p.ctime, (long long)q->p.czxid,
-		        (long long)q->p.sequence);
-		int64_t left = hp ? deadline_left(path, host, pid) : INT64_MIN;
-		if (left != INT64_MIN)
-			fprintf(f, ", \"deadline_ms\": %lld}", (long long)left);
+		        w.since, (long long)n->ctime, (long long)n->token, (long long)n->sequence);
+		if (w.left != INT64_MIN)
+			fprintf(f, ", \"deadline_ms\": %lld}", (long long)w.left);
 		else
 			fputs(", \"deadline_ms\": null}", f);
 	}

@@ -1,5 +1,5 @@
-/* The ZooKeeper side: the client every mode uses, and a plain ZooKeeper handle for
- * what the library has no API for (`list` walks folders; --once-per keeps its record). */
+/* The ZooKeeper side: the client every mode and subcommand uses (one session), and the
+ * library's inspection of what is queued, for status, list, revoke and -v. */
 #include "zklock.h"
 
 #include <errno.h>
@@ -61,66 +61,20 @@ int open_client(const struct opts *o, zkl_client **out)
 	return rc == ZKL_EAUTH ? EXIT_UNAVAILABLE : EXIT_SOFTWARE;
 }
 
-static void raw_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+/* As long as the session may go unheard before its locks are given up for lost. */
+static int inspect_timeout(zkl_client *c)
 {
-	(void)zh;
-	(void)path;
-	struct raw *r = ctx;
-	if (type != ZOO_SESSION_EVENT)
-		return;
-	pthread_mutex_lock(&r->mu);
-	r->state = state;
-	pthread_cond_broadcast(&r->cv);
-	pthread_mutex_unlock(&r->mu);
+	int t = zkl_client_session_timeout(c);
+	return t > 1000 ? t : 1000;
 }
 
-static void raw_log_discard(const char *message)
+int inspect_path(zkl_client *c, const char *path, zkl_inspection **in)
 {
-	(void)message;
+	return zkl_inspect(c, path, inspect_timeout(c), in);
 }
 
-/* Opens r and waits until it is connected. Returns 0 or an exit code after reporting. */
-int raw_open(const struct opts *o, struct raw *r)
+int inspect_prefix(zkl_client *c, const char *prefix, zkl_inspection **in)
 {
-	memset(r, 0, sizeof *r);
-	pthread_mutex_init(&r->mu, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&r->cv, &ca);
-	pthread_condattr_destroy(&ca);
-	int timeout = o->session_timeout_ms > 0 ? o->session_timeout_ms : 10000;
-	r->zh = zookeeper_init2(o->servers, raw_watcher, timeout, NULL, r, ZOO_NO_LOG_CLIENTENV,
-	                        raw_log_discard);
-	if (!r->zh) {
-		msg("cannot start a ZooKeeper client for %s: %s", o->servers, strerror(errno));
-		return EXIT_SOFTWARE;
-	}
-	zoo_set_servers_resolution_delay(r->zh, -1);
-	if (o->auth)
-		zoo_add_auth(r->zh, "digest", o->auth, (int)strlen(o->auth), NULL, NULL);
-	struct timespec deadline = after_ms(o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 5000);
-	pthread_mutex_lock(&r->mu);
-	while (r->state != ZOO_CONNECTED_STATE && r->state != ZOO_AUTH_FAILED_STATE &&
-	       pthread_cond_timedwait(&r->cv, &r->mu, &deadline) != ETIMEDOUT)
-		;
-	bool ok = r->state == ZOO_CONNECTED_STATE;
-	pthread_mutex_unlock(&r->mu);
-	if (!ok) {
-		zookeeper_close(r->zh);
-		r->zh = NULL;
-		msg("cannot connect to ZooKeeper at %s", o->servers);
-		return EXIT_UNAVAILABLE;
-	}
-	return 0;
+	/* A level of the tree costs a round trip: a deep one may take a few. */
+	return zkl_inspect_prefix(c, prefix, 4 * inspect_timeout(c), in);
 }
-
-void raw_close(struct raw *r)
-{
-	if (r->zh)
-		zookeeper_close(r->zh);
-	r->zh = NULL;
-	pthread_cond_destroy(&r->cv);
-	pthread_mutex_destroy(&r->mu);
-}
-

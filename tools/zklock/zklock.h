@@ -1,9 +1,11 @@
 /* zklock: run a command while holding a ZooKeeper lock, flock(1) across machines.
  * What the files of tools/zklock/ share; each file opens with its own design notes.
+ * zklock uses the public API of zklocks alone (no <zookeeper/zookeeper.h>), on one
+ * ZooKeeper session.
  *
  *   main.c      what to do: run the command under the lock, or a subcommand
  *   options.c   the command line; config.c the config files; usage.c --help
- *   session.c   the client (and, until the library can say it, a raw session)
+ *   session.c   the client
  *   lock.c      the lock, whichever kind, over the shared verbs of <zklocks/lock.h>
  *   run.c       acquire, hold through the command, release (--requeue, --once-per)
  *   signals.c   the phases, the signal thread
@@ -11,15 +13,14 @@
  *   watchdog.c  the process that ends the command's group if zklock cannot
  *   deadline.c  the loss deadline a holder publishes for `status` on its host
  *   once.c      --once-per: the record of the last run
- *   queue.c     what a queue looks like (status, list, revoke, -v)
  *   output.c    messages, text and JSON
- *   status.c    `zklock status` and `zklock list`; revoke.c `zklock revoke`
+ *   status.c    `zklock status` and `zklock list`; revoke.c `zklock revoke` (both
+ *               read the tree with zkl_inspect())
  */
 #ifndef ZKLOCK_ZKLOCK_H
 #define ZKLOCK_ZKLOCK_H
 
 #include <zklocks/zklocks.h>
-#include <zookeeper/zookeeper.h>
 
 #include <pthread.h>
 #include <signal.h>
@@ -116,7 +117,7 @@ void format_utc(char *buf, size_t size, int64_t ms);
 /* "3 s", "5 min", "2 h", "1 d" */
 void format_age(char *buf, size_t size, int64_t ms);
 /* Splits "<host>:<pid>" data (zklock's, zklocks'); false for anything else. */
-bool host_pid(const zkl_participant *p, char *host, size_t size, long *pid);
+bool host_pid(const char *data, size_t len, char *host, size_t size, long *pid);
 
 /* ---- time (CLOCK_MONOTONIC) ---- */
 
@@ -159,39 +160,18 @@ int open_client(const struct opts *o, zkl_client **out);
 /* -v: reports the connection's state changes. */
 void on_state(zkl_client *c, zkl_state state, void *data);
 
-/* A plain ZooKeeper handle, for what the library has no API for. */
-struct raw {
-	zhandle_t *zh;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int state;
-};
+/* Who is queued at path, for every layout (zkl_inspect()), waiting at most a session
+ * timeout for the answers. *in is the caller's: zkl_inspection_free(). */
+int inspect_path(zkl_client *c, const char *path, zkl_inspection **in);
+/* The same for every lock in use under prefix (zkl_inspect_prefix()). */
+int inspect_prefix(zkl_client *c, const char *prefix, zkl_inspection **in);
 
-/* Opens r and waits until it is connected. Returns 0 or an exit code after reporting. */
-int raw_open(const struct opts *o, struct raw *r);
-void raw_close(struct raw *r);
-
-/* ---- queue.c ---- */
-
-struct qnode {
-	zkl_participant p;  /* owns path and data */
-	const char *layout; /* "mutex", "read", ..., "semaphore" */
-	const char *role;   /* "holder", "waiting", "leader", "lease", "gate" */
-};
-
-struct queue_view {
-	struct qnode *nodes;
-	size_t n;
-	size_t holders;
-	size_t waiting;
-};
-
-/* Everything queued at path: its own queue, then a semaphore's leases and its gate.
- * Returns 0 or a ZKL_E* code; on success free v with view_free(). */
-int view_collect(zkl_client *c, const char *path, struct queue_view *v);
-void view_free(struct queue_view *v);
-/* The index of a lock node's kind in queue.c's table, or -1 if it is not a lock node. */
-int kind_of(const char *node);
+/* The k-th node of lock li of in (k < li->count). */
+static inline const zkl_node_info *lock_node(const zkl_inspection *in,
+                                             const zkl_lock_info *li, size_t k)
+{
+	return zkl_inspection_node(in, li->first + k);
+}
 
 /* ---- deadline.c ---- */
 
@@ -203,8 +183,9 @@ int64_t deadline_left(const char *path, const char *host, long pid);
 
 /* ---- output of a queue (output.c) ---- */
 
-void print_view_text(FILE *f, const char *path, const struct queue_view *v);
-void print_view_json(FILE *f, const char *path, const struct queue_view *v);
+/* One lock of an inspection: a line per node (status), or a JSON object. */
+void print_lock_text(FILE *f, const zkl_inspection *in, const zkl_lock_info *li);
+void print_lock_json(FILE *f, const zkl_inspection *in, const zkl_lock_info *li);
 
 /* ---- lock.c ---- */
 
