@@ -1328,6 +1328,32 @@ def list_prefix():
         check(x.wait() == 0, "exit %s" % x.p.returncode)
 
 
+@case
+def list_unreadable_folder():
+    # A folder that may not be read is left out of `zklock list`, and said so on stderr;
+    # the rest is listed and the exit status is 0.
+    from kazoo.security import make_digest_acl
+    prefix = lock_path("list-acl")
+    k = kazoo_client()
+    try:
+        k.create(prefix + "/secret/x", makepath=True)
+        k.set_acls(prefix + "/secret", [make_digest_acl("someone", "else", all=True)])
+        h = holder(prefix + "/open")
+        try:
+            rc, out, err, _ = run(["list", prefix])
+            check(rc == 0, "exit %s; %r" % (rc, err))
+            check([l.split("\t")[0] for l in out.splitlines()] == [prefix + "/open"],
+                  "list: %r" % out)
+            check("1 folder under %s could not be read (ACL)" % prefix in err,
+                  "stderr: %r" % err)
+        finally:
+            h.release()
+        check(h.wait() == 0, "holder: exit %s" % h.p.returncode)
+    finally:
+        k.stop()
+        k.close()
+
+
 # ---- progress ----
 
 @case
