@@ -950,7 +950,6 @@ def usage_errors_name_the_problem():
             (["--once-per", "0", p, "--", "true"], ["interval \"0\""]),
             (["--once-per", "1w", p, "--", "true"], ["interval \"1w\""]),
             (["--token-env", "1X", p, "--", "true"], ["\"1X\""]),
-            (["--data", "x", "--leader", p, "--", "true"], ["--data does not work with --leader"]),
             (["--data", "x", "--revocable", p, "--", "true"],
              ["--data does not work with --revocable"]),
             (["list"], ["missing prefix"]),
@@ -1451,8 +1450,8 @@ def data_option():
     finally:
         h.release()
     check(h.wait() == 0, "holder: exit %s" % h.p.returncode)
-    # Each mode that takes it: the node of a read half and of a semaphore lease too.
-    for mode in (["--read"], ["--semaphore", "2"]):
+    # Each mode takes it: the node of a read half, of a semaphore lease, and a leader's id.
+    for mode in (["--read"], ["--semaphore", "2"], ["--leader"]):
         q = lock_path("data-" + mode[0].strip("-"))
         h = holder(q, mode + ["--data", "shared job"])
         try:

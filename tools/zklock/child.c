@@ -157,7 +157,7 @@ struct outcome run_command(const struct opts *o, struct lock *lk)
 	char *var = NULL;
 	/* The command starts only with a real fencing token, on a session short of its loss
 	 * deadline; the watchdog enforces that deadline from then on. */
-	const int64_t token = lock_token(lk);
+	const int64_t token = zkl_lock_token(lk->l);
 	zkl_deadlines dl;
 	zkl_client_deadlines(lk->c, &dl);
 	const bool alive = token > 0 && dl.session_id != 0 && zkl_monotonic_ms() < dl.loss_ms;

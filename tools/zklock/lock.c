@@ -1,8 +1,9 @@
-/* The lock, whichever kind. A mutex (default), one half of a zkl_rwlock (--read,
- * --write) and one lease of a zkl_semaphore (--semaphore N) are used through their
- * zkl_lock view, so they differ only in how the handle is made; leadership of a
- * zkl_leader (--leader, Curator's LeaderLatch layout) through zkl_leader_*. The lost
- * and revoke callbacks tell signals.c's state. */
+/* The lock, whichever kind: a mutex (default), one half of a zkl_rwlock (--read,
+ * --write), one lease of a zkl_semaphore (--semaphore N) or leadership of a zkl_leader
+ * (--leader, Curator's LeaderLatch layout; a release leaves the election, and with
+ * --requeue the next acquire joins it again at the back). All are used through their
+ * zkl_lock view, with the shared verbs of <zklocks/lock.h>, so they differ only in how
+ * the handle is made. The lost and revoke callbacks tell signals.c's state. */
 #include "zklock.h"
 
 #include <stdlib.h>
@@ -15,14 +16,6 @@ static void on_lock_lost(zkl_lock *l, int reason, void *data)
 	(void)reason;
 	(void)data;
 	note_lost();
-}
-
-static void on_leadership_lost(zkl_leader *l, int reason, void *data)
-{
-	(void)l;
-	(void)data;
-	if (reason != ZKL_ECLOSED)
-		note_lost();
 }
 
 /* Revocation asked (on the event thread, where the handle outlives the callback): a
@@ -45,20 +38,6 @@ static void on_lease_revoke(zkl_semaphore *s, zkl_lease *lease, void *data)
 		zkl_lock_cancel(lk->l);
 }
 
-/* Makes a new latch for lk (the old one, if any, is freed). */
-int leader_new(struct lock *lk)
-{
-	zkl_leader_free(lk->leader);
-	lk->leader = NULL;
-	zkl_leader_options lo;
-	zkl_leader_options_init(&lo);
-	lo.id = lk->id;
-	lo.on_lost = on_leadership_lost;
-	/* Like the other modes: lost when the session may be gone, not on every blip. */
-	lo.lose_on_suspend = false;
-	return zkl_leader_new(&lk->leader, lk->c, lk->path, &lo);
-}
-
 static void free_mutex(void *h)
 {
 	zkl_mutex_free(h);
@@ -72,6 +51,11 @@ static void free_rwlock(void *h)
 static void free_semaphore(void *h)
 {
 	zkl_semaphore_free(h); /* and the lease its view holds */
+}
+
+static void free_leader(void *h)
+{
+	zkl_leader_free(h); /* and leaves the election */
 }
 
 /* The handle of a mutex or a half: the naming, and revocation. */
@@ -120,8 +104,21 @@ static int handle_new(const struct opts *o, struct lock *lk)
 		return o->revocable ? zkl_semaphore_make_revocable(s, on_lease_revoke, lk) : 0;
 	}
 	case MODE_LEADER:
-	default:
-		return leader_new(lk);
+	default: {
+		zkl_leader_options lo;
+		zkl_leader_options_init(&lo);
+		lo.id = lk->id;
+		/* Like the other modes: lost when the session may be gone, not on every blip. */
+		lo.lose_on_suspend = false;
+		zkl_leader *l;
+		rc = zkl_leader_new(&l, lk->c, o->path, &lo);
+		if (rc != 0)
+			return rc;
+		lk->handle = l;
+		lk->handle_free = free_leader;
+		lk->l = zkl_leader_lock(l);
+		return 0;
+	}
 	}
 }
 
@@ -139,9 +136,9 @@ int lock_new(const struct opts *o, zkl_client *c, struct lock *lk)
 	snprintf(lk->id, sizeof lk->id, "%s:%ld", host, (long)getpid());
 
 	int rc = handle_new(o, lk);
-	if (rc == 0 && lk->l)
+	if (rc == 0)
 		rc = zkl_lock_on_lost(lk->l, on_lock_lost, NULL);
-	if (rc == 0 && lk->l && o->data)
+	if (rc == 0 && o->data)
 		rc = zkl_lock_set_data(lk->l, o->data, strlen(o->data));
 	if (rc == 0)
 		return 0;
@@ -157,85 +154,7 @@ void lock_free(struct lock *lk)
 {
 	if (lk->handle_free)
 		lk->handle_free(lk->handle);
-	zkl_leader_free(lk->leader);
 	memset(lk, 0, sizeof *lk);
-}
-
-/* From the signal thread: ends a wait in lock_acquire. */
-void lock_cancel(struct lock *lk)
-{
-	if (lk->l)
-		zkl_lock_cancel(lk->l);
-	else if (lk->leader)
-		zkl_leader_close(lk->leader);
-}
-
-/* The participants of our queue (the folder our node lives in). */
-int lock_participants(struct lock *lk, zkl_participant **list, size_t *n)
-{
-	if (lk->l)
-		return zkl_lock_participants(lk->l, list, n);
-	return zkl_leader_participants(lk->leader, list, n);
-}
-
-/* Leadership, tried once: queue, look where our node landed, and lead only if first. */
-static int leader_try_once(struct lock *lk)
-{
-	int rc = zkl_leader_start(lk->leader);
-	if (rc != 0)
-		return rc;
-	struct timespec t0 = now();
-	for (;;) {
-		zkl_participant *list;
-		size_t n;
-		rc = zkl_leader_participants(lk->leader, &list, &n);
-		if (rc != 0)
-			return rc;
-		size_t pos = n;
-		for (size_t i = 0; i < n; i++)
-			if ((size_t)list[i].data_len == strlen(lk->id) && strcmp(list[i].data, lk->id) == 0)
-				pos = i;
-		zkl_participants_free(list, n);
-		if (pos == 0)
-			return zkl_leader_await(lk->leader, 10000); /* the latch checks the node */
-		if (pos < n)
-			return ZKL_ETIMEDOUT;
-		/* Not queued yet: a round trip away (or closed by a signal: await says so). */
-		if (seconds_since(t0) > 10)
-			return ZKL_ETIMEDOUT;
-		rc = zkl_leader_await(lk->leader, 20);
-		if (rc != ZKL_ETIMEDOUT)
-			return rc;
-	}
-}
-
-int lock_acquire(struct lock *lk, int wait_ms)
-{
-	if (lk->l)
-		return zkl_lock_acquire(lk->l, wait_ms);
-	if (wait_ms == 0)
-		return leader_try_once(lk);
-	int rc = zkl_leader_start(lk->leader);
-	if (rc == 0)
-		rc = zkl_leader_await(lk->leader, wait_ms);
-	return rc;
-}
-
-int64_t lock_token(struct lock *lk)
-{
-	if (lk->l)
-		return zkl_lock_token(lk->l);
-	return zkl_leader_token(lk->leader);
-}
-
-/* Releases (a semaphore: gives its lease back; a leader: leaves the election). Returns
- * 0, ZKL_ELOST or another code. */
-int lock_release(struct lock *lk)
-{
-	if (lk->l)
-		return zkl_lock_release(lk->l);
-	zkl_leader_close(lk->leader);
-	return 0;
 }
 
 const char *lock_what(const struct lock *lk)
@@ -256,13 +175,12 @@ bool describe_holder(struct lock *lk, char *buf, size_t bufsz, size_t *ahead)
 	const zkl_lock_info *li = zkl_inspection_lock(in, 0);
 	size_t len = 0, holders = 0, mine = li->count, queued = 0;
 	buf[0] = '\0';
-	/* Our node, as the library knows it (queued or held); a leader's, by its id. */
+	/* Our node, as the library knows it (queued or held). */
 	char own[ZKL_NODE_MAX];
-	bool have_own = lk->l && zkl_lock_node(lk->l, own, sizeof own) > 0;
+	bool have_own = zkl_lock_node(lk->l, own, sizeof own) > 0;
 	for (size_t k = 0; k < li->count; k++) {
 		const zkl_node_info *n = lock_node(in, li, k);
-		bool ours = lk->l ? have_own && strcmp(n->path, own) == 0
-		                  : n->data_len == strlen(lk->id) && strcmp(n->data, lk->id) == 0;
+		bool ours = have_own && strcmp(n->path, own) == 0;
 		if (ours && mine == li->count)
 			mine = queued;
 		if (!n->holds) {

@@ -22,10 +22,10 @@ char *record_path(const char *path)
 /* The server time at which our node was created (when we asked for the lock), or 0. */
 int64_t arrival_ms(struct lock *lk)
 {
-	int64_t token = lock_token(lk), t = 0;
+	int64_t token = zkl_lock_token(lk->l), t = 0;
 	zkl_participant *list;
 	size_t n;
-	if (token <= 0 || lock_participants(lk, &list, &n) != 0)
+	if (token <= 0 || zkl_lock_participants(lk->l, &list, &n) != 0)
 		return 0;
 	for (size_t i = 0; i < n; i++)
 		if (list[i].czxid == token)

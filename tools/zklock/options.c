@@ -440,9 +440,6 @@ int parse_args(int argc, char **argv, struct opts *o)
 		return usage_error("--revocable works with a mutex, --read, --write or "
 		                   "--semaphore, not --leader (leadership is given up by "
 		                   "stopping the leader)");
-	if (o->data && o->mode == MODE_LEADER)
-		return usage_error("--data does not work with --leader: a participant's node "
-		                   "says who it is (\"<host>:<pid>\")");
 	if (o->data && o->revocable)
 		return usage_error("--data does not work with --revocable: revocable nodes carry "
 		                   "no data, as Curator's do");

@@ -59,7 +59,7 @@ static bool acquire(const struct opts *o, struct lock *lk, int *status, pthread_
 	               pthread_create(progress, NULL, progress_thread, lk) == 0;
 
 	struct timespec t0 = now();
-	int rc = lock_acquire(lk, o->wait_ms);
+	int rc = zkl_lock_acquire(lk->l, o->wait_ms);
 	char detail[512];
 	snprintf(detail, sizeof detail, "%s", zkl_last_error());
 
@@ -76,7 +76,7 @@ static bool acquire(const struct opts *o, struct lock *lk, int *status, pthread_
 	if (rc == 0) {
 		/* A lock lost at once has no token (a negative code): say nothing of one;
 		 * run_command() reports the loss. */
-		int64_t token = lock_token(lk);
+		int64_t token = zkl_lock_token(lk->l);
 		if (o->verbose && token > 0)
 			msg("acquired %s%s (fencing token %lld) after %.3f s", lock_what(lk), o->path,
 			    (long long)token, seconds_since(t0));
@@ -158,13 +158,13 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again)
 				msg("%s already ran %s ago (at %s, by %s): not again within %ld s",
 				    o->path, ago, at, *by ? by : "unknown", o->once_per_s);
 			set_phase(PH_DONE);
-			lock_release(lk);
+			zkl_lock_release(lk->l);
 			free(rec);
 			return 0;
 		}
 		if (status != 0) {
 			set_phase(PH_DONE);
-			lock_release(lk);
+			zkl_lock_release(lk->l);
 			free(rec);
 			return status;
 		}
@@ -177,12 +177,12 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again)
 		pthread_mutex_lock(&st.mu);
 		bool lost = st.lost;
 		pthread_mutex_unlock(&st.mu);
-		if (!lost && lock_token(lk) > 0)
+		if (!lost && zkl_lock_token(lk->l) > 0)
 			status = once_record(lk->c, rec, arrival, lk->id);
 	}
 	free(rec);
 
-	int rc = lock_release(lk);
+	int rc = zkl_lock_release(lk->l);
 	pthread_mutex_lock(&st.mu);
 	bool lost = st.lost || out.lost;
 	int any_signal = st.any_signal;
@@ -272,15 +272,8 @@ int run_lock(const struct opts *o)
 			status = hold_and_run(o, &lk, &again);
 		if (progressing)
 			pthread_join(progress, NULL);
-		if (again) {
-			/* --requeue: a fresh latch, at the back of the election. */
-			detach_lock();
-			if (leader_new(&lk) != 0) {
-				msg("%s: %s", o->path, zkl_last_error());
-				status = EXIT_SOFTWARE;
-				again = false;
-			}
-		}
+		/* --requeue: the release left the election; the next acquire joins it again,
+		 * at the back. */
 	}
 
 	/* Stop the signal thread before freeing what it may touch (st.lk). */

@@ -8,11 +8,10 @@
  *
  *   CONNECTING  nothing exists on the server yet: _exit(128+N) at once, so that Ctrl-C
  *               does not wait for the connect timeout.
- *   WAITING     record the signal and cancel the acquire (for a leader: close the latch);
- *               main's acquire returns with our node withdrawn, and main exits 128+N. The
- *               cancel is repeated every 50 ms until main leaves this phase, because a
- *               cancel that lands just before acquire starts waiting would be lost.
- *               `st.canceling` keeps main from freeing the handle meanwhile.
+ *   WAITING     record the signal and cancel the acquire; main's acquire returns with
+ *               our node withdrawn, and main exits 128+N. The cancel is repeated every
+ *               50 ms until main leaves this phase, because a cancel that lands just
+ *               before acquire starts waiting would be lost.
  *   HELD        acquired, command not started: record it; main releases and exits.
  *   RUNNING     pass the signal on to the command's process group.
  *   DONE        record it (a --requeue loop then stops), nothing else.
@@ -105,29 +104,14 @@ void *signal_thread(void *arg)
 			pthread_cond_broadcast(&st.cond);
 		}
 		retry = st.phase == PH_WAITING && (st.signal != 0 || st.revoked);
-		if (retry && st.lk) {
+		if (retry)
 			cancel = st.lk;
-			st.canceling = true;
-		}
 		pthread_mutex_unlock(&st.mu);
-		/* Outside our lock: the library may take its own. */
-		if (cancel) {
-			lock_cancel(cancel);
-			pthread_mutex_lock(&st.mu);
-			st.canceling = false;
-			pthread_cond_broadcast(&st.cond);
-			pthread_mutex_unlock(&st.mu);
-		}
+		/* Outside our lock: the library may take its own. The handle lives until this
+		 * thread has been joined. */
+		if (cancel)
+			zkl_lock_cancel(cancel->l);
 	}
 }
 
-/* Main: let go of the handle the signal thread may be cancelling through. */
-void detach_lock(void)
-{
-	pthread_mutex_lock(&st.mu);
-	st.lk = NULL;
-	while (st.canceling)
-		pthread_cond_wait(&st.cond, &st.mu);
-	pthread_mutex_unlock(&st.mu);
-}
 

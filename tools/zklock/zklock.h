@@ -193,10 +193,9 @@ struct lock {
 	enum mode mode;
 	zkl_client *c;
 	const char *path;
-	zkl_lock *l;           /* the view of handle: every kind but the leader */
-	void *handle;          /* the mutex, read-write lock or semaphore l is a view of */
+	zkl_lock *l;           /* the view of handle, which the shared verbs take */
+	void *handle;          /* the mutex, read-write lock, semaphore or latch */
 	void (*handle_free)(void *handle);
-	zkl_leader *leader;    /* --leader (not a zkl_lock) */
 	char id[300];          /* our node data: "<host>:<pid>" */
 };
 
@@ -204,17 +203,6 @@ struct lock {
 int lock_new(const struct opts *o, zkl_client *c, struct lock *lk);
 /* Frees it, releasing what it holds. */
 void lock_free(struct lock *lk);
-/* --requeue: a fresh latch, at the back of the election (the old one is freed). */
-int leader_new(struct lock *lk);
-/* From the signal thread: ends a wait in lock_acquire. */
-void lock_cancel(struct lock *lk);
-int lock_acquire(struct lock *lk, int wait_ms);
-int64_t lock_token(struct lock *lk);
-/* Releases (a semaphore: gives its lease back; a leader: leaves the election). Returns
- * 0, ZKL_ELOST or another code. */
-int lock_release(struct lock *lk);
-/* The participants of our queue (the folder our node lives in). */
-int lock_participants(struct lock *lk, zkl_participant **list, size_t *n);
 /* "leadership of " or "", for messages. */
 const char *lock_what(const struct lock *lk);
 /* Who holds lk's path, in printable form, into buf; false if nobody (or unknown). Sets
@@ -235,7 +223,6 @@ struct state {
 	int any_signal; /* first one ever (stops a --requeue loop) */
 	bool lost;      /* the lock was lost */
 	bool revoked;   /* revocation was asked */
-	bool canceling; /* the signal thread is cancelling through st.lk */
 	pid_t child;    /* the command, leader of its own process group (RUNNING) */
 	struct lock *lk;
 };
@@ -248,8 +235,6 @@ void note_lost(void);
 bool note_revoked(void);
 /* The thread that takes every signal zklock handles; arg is the sigset_t. */
 void *signal_thread(void *arg);
-/* Main: let go of the handle the signal thread may be cancelling through. */
-void detach_lock(void);
 
 /* ---- child.c ---- */
 
