@@ -41,6 +41,11 @@ int zkl_check_timeout(int timeout_ms);
 			return zkl_fail(ZKL_EINVAL, "%s handle is NULL", name);           \
 	} while (0)
 
+/* Sets the data of the persistent node at path, creating it and its missing parents
+ * (persistent) if needed; what names it in errors ("record", "shared count"). Returns 0
+ * or a ZKL_E* code with the reason set. */
+int zkl_node_put(zkl_client *c, const char *path, const void *data, int len, const char *what);
+
 /* Names the kind of a semaphore's view ("semaphore-mutex"); kind is static. */
 struct zkl_semaphore;
 void zkl_semaphore_set_kind(struct zkl_semaphore *s, const char *kind);

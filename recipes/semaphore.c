@@ -9,13 +9,20 @@
  * The limit is fixed, or a shared count that a count watch on the client's event thread
  * keeps current; a change ends the gate holder's wait like a lease going away does.
  * Lease handles belong to the caller; the semaphore keeps a list of them only to report
- * losses and to release what is left when it is freed.
+ * losses, to find the lease a revocation names, and to release what is left when it is
+ * freed.
+ *
+ * Revocation is the mutex's (Curator's protocol) on lease nodes: a revocable
+ * semaphore's leases carry empty data and a revocation watch, armed by the engine as
+ * soon as the lease node exists; the watch calls lease_revoked(), which names the lease
+ * to the application.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include <zklocks/semaphore.h>
 
+#include "inspect_internal.h"
 #include "lock_internal.h"
 #include "predicates.h"
 
@@ -35,6 +42,8 @@ struct zkl_semaphore {
 	bool locks_seen, leases_seen;  /* c->mu: the engine has listed these folders */
 	unsigned cancels;              /* c->mu: bumped by every cancel */
 	bool count_agreed;             /* c->mu: the recorded count was found equal ours */
+	zkl_lease_revoke_fn revoke_fn; /* c->mu: revocable if set */
+	void *revoke_data;
 };
 
 struct zkl_lease {
@@ -63,6 +72,34 @@ static void lease_lost(struct zkl_hold *h, void *ctx)
 
 static const struct zkl_lock_ops semaphore_ops;
 static void semaphore_view_cancel(zkl_lock *lk);
+
+/* A revocation request on one of s's lease nodes (event thread, no lock held). The lease
+ * handle stays valid while the callback runs: a release from another thread waits for
+ * the watch's dispatch to end before the handle can be freed. */
+static void lease_revoked(void *ctx, const char *node)
+{
+	zkl_semaphore *s = ctx;
+	zkl_client *c = s->lock.c;
+	pthread_mutex_lock(&c->mu);
+	zkl_lease_revoke_fn fn = s->revoke_fn;
+	void *data = s->revoke_data;
+	zkl_lease *lease = NULL;
+	for (zkl_lease *l = s->leases; l && !lease; l = l->next)
+		if (l->held && l->node.path && strcmp(l->node.path, node) == 0)
+			lease = l;
+	pthread_mutex_unlock(&c->mu);
+	zkl_log(c, ZKL_LOG_INFO, "revocation of lease %s requested%s", node,
+	        lease ? "" : " while it waits for its turn");
+	if (fn)
+		fn(s, lease, data);
+}
+
+/* Node data of new leases (c->mu held): none for a revocable semaphore, as Curator's
+ * revocable nodes carry none (a revocation writes over it). */
+static int lease_data(zkl_semaphore *s, struct zkl_data *data)
+{
+	return s->revoke_fn ? zkl_data_set(data, NULL, 0) : zkl_lock_data_copy(&s->lock, data);
+}
 
 static int semaphore_make(zkl_semaphore **out, zkl_client *c, const char *path)
 {
@@ -248,6 +285,9 @@ static struct zkl_queue gate_queue(zkl_semaphore *s, const struct zkl_data *data
 static struct zkl_queue lease_queue(zkl_semaphore *s, const struct zkl_data *data,
                                     struct zkl_limit *max, bool *seen)
 {
+	pthread_mutex_lock(&s->lock.c->mu);
+	bool revocable = s->revoke_fn != NULL;
+	pthread_mutex_unlock(&s->lock.c->mu);
 	return (struct zkl_queue){
 		.c = s->lock.c,
 		.path = s->leases_path,
@@ -257,6 +297,8 @@ static struct zkl_queue lease_queue(zkl_semaphore *s, const struct zkl_data *dat
 		.pred = &zkl_pred_count,
 		.pred_arg = max,
 		.owner = s,
+		.on_revoke = revocable ? lease_revoked : NULL,
+		.revoke_ctx = s,
 		.epoch = s->count ? &s->epoch : NULL,
 		.folder_seen = seen,
 	};
@@ -371,7 +413,7 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 	int64_t deadline = zkl_deadline(timeout_ms);
 	pthread_mutex_lock(&c->mu);
 	struct zkl_data data = {0};
-	rc = zkl_lock_data_copy(&s->lock, &data);
+	rc = lease_data(s, &data);
 	pthread_mutex_unlock(&c->mu);
 	if (rc != 0)
 		return rc;
@@ -489,6 +531,16 @@ const char *zkl_lease_path(const zkl_lease *l)
 	return l ? l->path : NULL;
 }
 
+int zkl_semaphore_make_revocable(zkl_semaphore *s, zkl_lease_revoke_fn fn, void *data)
+{
+	ZKL_CHECK_HANDLE(s, "semaphore");
+	pthread_mutex_lock(&s->lock.c->mu);
+	s->revoke_fn = fn;
+	s->revoke_data = data;
+	pthread_mutex_unlock(&s->lock.c->mu);
+	return 0;
+}
+
 int zkl_semaphore_max(zkl_semaphore *s)
 {
 	ZKL_CHECK_HANDLE(s, "semaphore");
@@ -504,13 +556,12 @@ int zkl_semaphore_max(zkl_semaphore *s)
 static int semaphore_participants(zkl_lock *lk, zkl_participant **out, size_t *count)
 {
 	zkl_semaphore *s = SEM(lk);
-	/* The leases hold in order up to the limit; a lease beyond it is the gate holder's,
-	 * waiting for one to go (it is always the newest). */
+	/* Every lease holds but the one the gate holder is waiting with: the tree says which
+	 * (inspect.c), with the limit the path records, else this handle's. */
 	pthread_mutex_lock(&s->lock.c->mu);
 	int max = s->fixed_max > 0 ? s->fixed_max : s->shared_max;
 	pthread_mutex_unlock(&s->lock.c->mu);
-	return zkl_engine_participants(s->lock.c, s->leases_path, max > 0 ? (size_t)max : 0, out,
-	                               count);
+	return zkl_inspect_leases(s->lock.c, s->lock.path, max, out, count);
 }
 
 /* The view: each acquire takes one lease, pushed on the view's stack; each release gives
@@ -565,11 +616,20 @@ static int semaphore_view_acquire(zkl_lock *lk, int timeout_ms)
 static int semaphore_view_release(zkl_lock *lk)
 {
 	zkl_semaphore *s = SEM(lk);
+	/* Leases released through their handle (from a revocation callback) are skipped. */
+	zkl_lease *released = NULL;
 	pthread_mutex_lock(&s->lock.c->mu);
 	zkl_lease *l = s->view;
+	while (l && !l->held) {
+		s->view = l->below;
+		l->below = released;
+		released = l;
+		l = s->view;
+	}
 	if (l)
 		s->view = l->below;
 	pthread_mutex_unlock(&s->lock.c->mu);
+	free_leases(released);
 	if (!l)
 		return zkl_fail(ZKL_ENOTHELD, "%s %s is not held by this handle", lk->kind,
 		                lk->path);
@@ -765,7 +825,7 @@ static int semaphore_view_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_
 	}
 	pthread_mutex_lock(&c->mu);
 	rc = zkl_lock_async_claim(lk, &pa->a, fn, data);
-	if (rc == 0 && (rc = zkl_lock_data_copy(lk, &pa->data)) != 0)
+	if (rc == 0 && (rc = lease_data(s, &pa->data)) != 0)
 		zkl_lock_async_unclaim(lk, &pa->a);
 	if (rc == 0) {
 		pa->s = s;

@@ -117,10 +117,12 @@ ZKL_API int zkl_lock_on_lost(zkl_lock *l, zkl_lock_lost_fn fn, void *data);
 ZKL_API int zkl_lock_set_data(zkl_lock *l, const void *data, size_t len);
 
 /* Lists the contenders found at l's path, in queue order, with the data of each; holder
- * is set for those that hold now. For a semaphore these are its leases, oldest first: the
- * first ones up to the limit hold, one beyond it waits at the gate. On success *out is
- * the caller's: free it with zkl_participants_free(*out, *count). An absent path gives
- * an empty list. */
+ * is set for those that hold now. For a semaphore these are its leases, oldest first: all
+ * hold but the one the taker at the gate is waiting with (the newest, made by the gate
+ * holder's session after its gate node, when the leases outnumber the limit the path
+ * records, else the handle's); <zklocks/inspect.h> shows every layout, gate included.
+ * On success *out is the caller's: free it with zkl_participants_free(*out, *count). An
+ * absent path gives an empty list. */
 ZKL_API int zkl_lock_participants(zkl_lock *l, zkl_participant **out, size_t *count);
 
 /* The lock path (borrowed, valid as long as the handle). NULL for NULL. */

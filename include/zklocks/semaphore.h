@@ -69,6 +69,23 @@ ZKL_API int64_t zkl_lease_token(zkl_lease *lease);
 /* The lease node's path (borrowed, valid until zkl_lease_free()). */
 ZKL_API const char *zkl_lease_path(const zkl_lease *lease);
 
+/* Revocation (Curator's cooperative protocol, as zkl_mutex_make_revocable() has it, on
+ * leases). Called on the client's event thread, with no zklocks lock held, once per
+ * request, when someone writes "__REVOKE__" into one of s's lease nodes (zkl_revoke(),
+ * `zklock revoke`). lease is the lease asked for, held by s (one the view took, or one of
+ * zkl_semaphore_acquire()); or NULL while that node is still being taken (its taker has
+ * passed the gate and waits for a lease to go): zkl_lock_cancel(zkl_semaphore_lock(s))
+ * then withdraws it. fn may release the lease (zkl_lease_release(lease): a lease of the
+ * view is then skipped by the view's next zkl_lock_release()), but not free s. */
+typedef void (*zkl_lease_revoke_fn)(zkl_semaphore *s, zkl_lease *lease, void *data);
+
+/* Makes s's leases revocable (fn non-NULL) or not (NULL): leases taken from then on carry
+ * empty data (whatever zkl_lock_set_data() set), as a revocable mutex's nodes do, and
+ * are watched for a revocation request from the moment their node exists. Returns 0 or
+ * ZKL_EINVAL. */
+ZKL_API int zkl_semaphore_make_revocable(zkl_semaphore *s, zkl_lease_revoke_fn fn,
+                                         void *data);
+
 /* The current limit: the fixed one, or the shared count as last read (one round trip).
  * Returns the limit (>= 0) or a ZKL_E* code. */
 ZKL_API int zkl_semaphore_max(zkl_semaphore *s);

@@ -13,5 +13,7 @@
 #include <zklocks/semaphore.h>
 #include <zklocks/multilock.h>
 #include <zklocks/leader.h>
+#include <zklocks/inspect.h>
+#include <zklocks/record.h>
 
 #endif

@@ -687,6 +687,259 @@ static void test_participants(void **state)
 	two_close(&t);
 }
 
+/* ---- participants tell the waiting lease by the tree, not by the handle's limit ---- */
+
+/* A handle whose limit is not the path's (it has not acquired, so nothing refused it)
+ * still sees the lease at the gate as waiting: the gate holder made it. */
+static void test_participants_gate(void **state)
+{
+	(void)state;
+	struct two t;
+	two_open(&t, "sem-participants-gate", 1);
+	zkl_lease *la;
+	CHECK_OK(zkl_semaphore_acquire(t.sa, 1, 5000, &la));
+	struct taker w;
+	taker_start(&w, t.sb);
+	h_wait_children(h_sub(t.path, "leases"), 2); /* b's lease, at the gate */
+	assert_int_equal(nlocks(t.path), 1);
+	zkl_client *x = h_client(0);
+	zkl_semaphore *s5;
+	CHECK_OK(zkl_semaphore_new(&s5, x, t.path, 5));
+	zkl_participant *ps;
+	size_t n;
+	CHECK_OK(zkl_lock_participants(zkl_semaphore_lock(s5), &ps, &n));
+	assert_int_equal(n, 2);
+	assert_string_equal(ps[0].path, zkl_lease_path(la));
+	assert_true(ps[0].holder);
+	assert_false(ps[1].holder);
+	zkl_participants_free(ps, n);
+	/* The same through the handles that agree. */
+	CHECK_OK(zkl_lock_participants(zkl_semaphore_lock(t.sb), &ps, &n));
+	assert_int_equal(n, 2);
+	assert_true(ps[0].holder);
+	assert_false(ps[1].holder);
+	zkl_participants_free(ps, n);
+	CHECK_OK(zkl_lease_release(la));
+	taker_join(&w);
+	CHECK_OK(w.rc);
+	CHECK_OK(zkl_lock_participants(zkl_semaphore_lock(s5), &ps, &n));
+	assert_int_equal(n, 1);
+	assert_string_equal(ps[0].path, zkl_lease_path(w.lease));
+	assert_true(ps[0].holder);
+	zkl_participants_free(ps, n);
+	zkl_lease_free(w.lease);
+	zkl_lease_free(la);
+	zkl_semaphore_free(s5);
+	zkl_client_close(x);
+	two_close(&t);
+}
+
+/* A shared count lowered under the leases it granted: they all still hold (a semaphore
+ * takes nothing back), and only a new taker's lease waits. */
+static void test_participants_count_lowered(void **state)
+{
+	(void)state;
+	const char *path = h_path("sem-lowered");
+	const char *count = h_path("sem-lowered-count");
+	zkl_client *a = h_client(0), *b = h_client(0), *x = h_client(0);
+	zkl_semaphore *sa, *sb, *sx;
+	CHECK_OK(zkl_semaphore_new_shared(&sa, a, path, count, 2));
+	CHECK_OK(zkl_semaphore_new_shared(&sb, b, path, count, 2));
+	zkl_lease *la, *lb;
+	CHECK_OK(zkl_semaphore_acquire(sa, 1, 5000, &la));
+	CHECK_OK(zkl_semaphore_acquire(sb, 1, 5000, &lb));
+	CHECK_OK(zkl_shared_count_set(x, count, 1));
+	/* A handle made now reads the new count. */
+	CHECK_OK(zkl_semaphore_new_shared(&sx, x, path, count, 1));
+	assert_int_equal(zkl_semaphore_max(sx), 1);
+	zkl_participant *ps;
+	size_t n;
+	CHECK_OK(zkl_lock_participants(zkl_semaphore_lock(sx), &ps, &n));
+	assert_int_equal(n, 2);
+	assert_true(ps[0].holder);
+	assert_true(ps[1].holder);
+	zkl_participants_free(ps, n);
+	struct taker w;
+	taker_start(&w, sx);
+	h_wait_children(h_sub(path, "leases"), 3);
+	CHECK_OK(zkl_lock_participants(zkl_semaphore_lock(sx), &ps, &n));
+	assert_int_equal(n, 3);
+	assert_true(ps[0].holder);
+	assert_true(ps[1].holder);
+	assert_false(ps[2].holder);
+	zkl_participants_free(ps, n);
+	/* Two go, and the count of one lets the third in. */
+	CHECK_OK(zkl_lease_release(la));
+	CHECK_OK(zkl_lease_release(lb));
+	taker_join(&w);
+	CHECK_OK(w.rc);
+	zkl_lease_free(w.lease);
+	zkl_lease_free(la);
+	zkl_lease_free(lb);
+	zkl_semaphore_free(sa);
+	zkl_semaphore_free(sb);
+	zkl_semaphore_free(sx);
+	zkl_client_close(a);
+	zkl_client_close(b);
+	zkl_client_close(x);
+}
+
+/* ---- revocation: a lease holder is asked to give its lease back ---- */
+
+/* What a lease revocation callback saw and did. */
+struct sem_revoked {
+	h_counter calls;
+	zkl_semaphore *expect;
+	zkl_lease *lease;   /* the last lease it was given (NULL: one being taken) */
+	int wrong;          /* calls with another semaphore */
+	bool release;       /* release the lease it is given, through its handle */
+	bool cancel;        /* cancel the view's waits when given NULL */
+	int release_rc;
+};
+
+static void sem_revoked_init(struct sem_revoked *r, zkl_semaphore *s)
+{
+	memset(r, 0, sizeof *r);
+	h_counter_init(&r->calls);
+	r->expect = s;
+	r->release_rc = 1;
+}
+
+static void on_lease_revoke(zkl_semaphore *s, zkl_lease *lease, void *data)
+{
+	struct sem_revoked *r = data;
+	if (s != r->expect)
+		__atomic_add_fetch(&r->wrong, 1, __ATOMIC_SEQ_CST);
+	r->lease = lease;
+	if (lease && r->release)
+		r->release_rc = zkl_lease_release(lease);
+	if (!lease && r->cancel)
+		zkl_lock_cancel(zkl_semaphore_lock(s));
+	h_counter_add(&r->calls, 1);
+}
+
+/* The holder of the one lease is asked, releases it, and the waiter gets it. */
+static void test_revocable_lease(void **state)
+{
+	(void)state;
+	struct two t;
+	two_open(&t, "sem-revoke", 1);
+	static struct sem_revoked r;
+	sem_revoked_init(&r, t.sa);
+	r.release = true;
+	CHECK_OK(zkl_semaphore_make_revocable(t.sa, on_lease_revoke, &r));
+	zkl_lease *la;
+	CHECK_OK(zkl_semaphore_acquire(t.sa, 1, 5000, &la));
+	char data[64];
+	assert_int_equal(h_get(zkl_lease_path(la), data, sizeof data), 0); /* no data */
+
+	static struct taker w;
+	taker_start(&w, t.sb);
+	h_wait_children(h_sub(t.path, "leases"), 2);
+	assert_int_equal(h_counter_get(&r.calls), 0);
+	CHECK_OK(zkl_revoke(t.b, zkl_lease_path(la)));
+	assert_true(h_counter_wait(&r.calls, 1, 10000));
+	assert_ptr_equal(r.lease, la);
+	CHECK_OK(r.release_rc);
+	assert_false(zkl_lease_is_held(la));
+	taker_join(&w);
+	CHECK_OK(w.rc);
+	assert_true(zkl_lease_is_held(w.lease));
+	assert_int_equal(h_counter_get(&r.calls), 1);
+	assert_int_equal(r.wrong, 0);
+	zkl_lease_free(w.lease);
+	zkl_lease_free(la);
+
+	/* Not revocable again: leases carry their data and a request changes nothing. */
+	CHECK_OK(zkl_semaphore_make_revocable(t.sa, NULL, NULL));
+	CHECK_OK(zkl_semaphore_acquire(t.sa, 1, 5000, &la));
+	assert_int_equal(h_get(zkl_lease_path(la), data, sizeof data),
+	                 (int)strlen(h_default_data()));
+	CHECK_OK(zkl_revoke(t.b, zkl_lease_path(la)));
+	zkl_lease *lb;
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_acquire(t.sb, 1, 300, &lb));
+	assert_true(zkl_lease_is_held(la));
+	assert_int_equal(h_counter_get(&r.calls), 1);
+	zkl_lease_free(la);
+	two_close(&t);
+}
+
+/* Of several leases, the callback is given the one asked for; through the view, a lease
+ * released by its handle is skipped by the view's next release. */
+static void test_revoke_names_the_lease(void **state)
+{
+	(void)state;
+	struct two t;
+	two_open(&t, "sem-revoke-which", 3);
+	static struct sem_revoked r;
+	sem_revoked_init(&r, t.sa);
+	r.release = true;
+	CHECK_OK(zkl_semaphore_make_revocable(t.sa, on_lease_revoke, &r));
+	zkl_lease *ls[2];
+	CHECK_OK(zkl_semaphore_acquire(t.sa, 2, 5000, ls));
+	CHECK_OK(zkl_revoke(t.b, zkl_lease_path(ls[1])));
+	assert_true(h_counter_wait(&r.calls, 1, 10000));
+	assert_ptr_equal(r.lease, ls[1]);
+	assert_true(zkl_lease_is_held(ls[0]));
+	assert_false(zkl_lease_is_held(ls[1]));
+	zkl_lease_free(ls[0]);
+	zkl_lease_free(ls[1]);
+
+	/* The view: two leases; the one taken last is revoked and released by its handle,
+	 * and the view's next release gives back the first. */
+	zkl_lock *v = zkl_semaphore_lock(t.sa);
+	CHECK_OK(zkl_lock_acquire(v, 5000));
+	char first[ZKL_NODE_MAX], last[ZKL_NODE_MAX];
+	assert_true(zkl_lock_node(v, first, sizeof first) > 0);
+	CHECK_OK(zkl_lock_acquire(v, 5000));
+	assert_true(zkl_lock_node(v, last, sizeof last) > 0);
+	CHECK_OK(zkl_revoke(t.b, last));
+	assert_true(h_counter_wait(&r.calls, 2, 10000));
+	assert_non_null(r.lease);
+	CHECK_OK(r.release_rc);
+	assert_true(h_wait_deleted(last, 10000));
+	assert_true(zkl_lock_is_held(v));
+	CHECK_OK(zkl_lock_release(v));               /* the first lease */
+	assert_int_equal(h_exists(first), 0);
+	CHECK_RC(ZKL_ENOTHELD, zkl_lock_release(v));
+	assert_int_equal(nleases(t.path), 0);
+	assert_int_equal(r.wrong, 0);
+	two_close(&t);
+}
+
+/* A lease node still waiting for its turn (past the gate): the callback gets NULL and
+ * withdraws by cancelling. */
+static void test_revoke_waiting_lease(void **state)
+{
+	(void)state;
+	struct two t;
+	two_open(&t, "sem-revoke-waiting", 1);
+	static struct sem_revoked r;
+	sem_revoked_init(&r, t.sb);
+	r.cancel = true;
+	r.lease = (zkl_lease *)&r; /* anything but NULL */
+	CHECK_OK(zkl_semaphore_make_revocable(t.sb, on_lease_revoke, &r));
+	zkl_lease *la;
+	CHECK_OK(zkl_semaphore_acquire(t.sa, 1, 5000, &la));
+	static struct taker w;
+	taker_start(&w, t.sb);
+	const char *leases = h_sub(t.path, "leases");
+	h_wait_children(leases, 2);
+	char waiting[512];
+	const char *name = strrchr(zkl_lease_path(la), '/') + 1;
+	h_child_except(leases, name, waiting, sizeof waiting);
+	CHECK_OK(zkl_revoke(t.a, waiting));
+	assert_true(h_counter_wait(&r.calls, 1, 10000));
+	assert_null(r.lease);
+	taker_join(&w);
+	CHECK_RC(ZKL_ECANCELED, w.rc);
+	assert_int_equal(nleases(t.path), 1);
+	assert_true(zkl_lease_is_held(la));
+	zkl_lease_free(la);
+	CHECK_RC(ZKL_EINVAL, zkl_semaphore_make_revocable(NULL, on_lease_revoke, &r));
+	two_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -695,6 +948,8 @@ int main(void)
 		cmocka_unit_test(test_simple3),
 		cmocka_unit_test(test_acquire_many),
 		cmocka_unit_test(test_participants),
+		cmocka_unit_test(test_participants_gate),
+		cmocka_unit_test(test_participants_count_lowered),
 		cmocka_unit_test(test_no_orphaned_nodes),
 		cmocka_unit_test(test_cancel),
 		cmocka_unit_test(test_shared_count_increase),
@@ -702,6 +957,9 @@ int main(void)
 		cmocka_unit_test(test_release_one_at_a_time),
 		cmocka_unit_test(test_release_in_chunks),
 		cmocka_unit_test(test_lost_on_expiry),
+		cmocka_unit_test(test_revocable_lease),
+		cmocka_unit_test(test_revoke_names_the_lease),
+		cmocka_unit_test(test_revoke_waiting_lease),
 	};
 	return H_RUN(tests);
 }

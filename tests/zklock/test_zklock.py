@@ -944,13 +944,12 @@ def usage_errors_name_the_problem():
             (["--read", "--write", p, "--", "true"], ["exclude each other"]),
             (["--leader", "--semaphore", "2", p, "--", "true"], ["exclude each other"]),
             (["--requeue", p, "--", "true"], ["--requeue needs --leader"]),
-            (["--revocable", "--semaphore", "2", p, "--", "true"], ["--revocable"]),
+            (["--revocable", "--leader", p, "--", "true"], ["--revocable", "not --leader"]),
             (["--kill-signal", "BOGUS", p, "--", "true"], ["kill signal \"BOGUS\""]),
             (["--kill-grace", "-1", p, "--", "true"], ["kill grace \"-1\""]),
             (["--once-per", "0", p, "--", "true"], ["interval \"0\""]),
             (["--once-per", "1w", p, "--", "true"], ["interval \"1w\""]),
             (["--token-env", "1X", p, "--", "true"], ["\"1X\""]),
-            (["--data", "x", "--leader", p, "--", "true"], ["--data does not work with --leader"]),
             (["--data", "x", "--revocable", p, "--", "true"],
              ["--data does not work with --revocable"]),
             (["list"], ["missing prefix"]),
@@ -1181,6 +1180,61 @@ def revocable_and_revoke():
     check(h.wait() == 0, "holder: exit %s" % h.p.returncode)
 
 
+@case
+def semaphore_revocable():
+    # --semaphore N --revocable: each lease can be asked back, one by naming its node
+    # (zklock revoke NODE), all by naming the semaphore (zklock revoke PATH).
+    p = lock_path("sem-revoke")
+    script = 'trap "exit 0" TERM; echo ready; while :; do sleep 0.1; done'
+    hs = [Proc(["--semaphore", "2", "--revocable", p, "--", "sh", "-c", script])
+          for _ in range(2)]
+    for h in hs:
+        h.wait_line("^ready$", stream="out")
+    nodes = status_lines(p)
+    check([n["role"] for n in nodes] == ["lease", "lease"] and
+          all(n["data"] == "" for n in nodes), "revocable leases: %r" % nodes)
+    victim = nodes[0]["node"]
+    expect(["revoke", victim], 0, stdout_has="revocable; asked its holder")
+    wait_until(lambda: any(h.p.poll() is not None for h in hs), "one holder exits")
+    gone = [h for h in hs if h.p.poll() is not None]
+    left = [h for h in hs if h.p.poll() is None]
+    check(len(gone) == 1 and len(left) == 1, "both exited on one revocation")
+    check(gone[0].wait() == 71, "revoked holder: exit %s; %r" %
+          (gone[0].p.returncode, gone[0].stderr()))
+    check([n["node"] for n in status_lines(p)] == [nodes[1]["node"]],
+          "the other lease went too, or the revoked one stayed: %r" % status_lines(p))
+    expect(["revoke", victim], 1, stdout_has="no such node")
+    # The semaphore's path: every lease is asked; -w waits until they are gone.
+    expect(["revoke", "-w", "10", p], 0, stdout_has="released")
+    check(left[0].wait(10) == 71, "last holder: exit %s" % left[0].p.returncode)
+    check(status(p) == [], "not released: %r" % status(p))
+
+    # A lease still waiting for its turn withdraws when asked (exit 71).
+    p1 = lock_path("sem-revoke-wait")
+    h = Proc(["--semaphore", "1", "--revocable", p1, "--", "sh", "-c", script])
+    h.wait_line("^ready$", stream="out")
+    w = Proc(["--semaphore", "1", "--revocable", p1, "--", "true"])
+    wait_until(lambda: len([n for n in status_lines(p1) if "/leases/" in n["node"]]) == 2,
+               "the waiter has made its lease")
+    waiting = [n["node"] for n in status_lines(p1) if "/leases/" in n["node"]][1]
+    expect(["revoke", waiting], 0, stdout_has="asked its")
+    check(w.wait(10) == 71, "waiter: exit %s; %r" % (w.p.returncode, w.stderr()))
+    check("withdrew" in w.stderr(), "waiter: %r" % w.stderr())
+    check(h.p.poll() is None, "the holder went away")
+    h.signal(signal.SIGTERM)
+    h.wait()
+
+    # A lease without --revocable carries its data and is not asked.
+    p2 = lock_path("sem-revoke-no")
+    h = holder(p2, ["--semaphore", "2"])
+    try:
+        expect(["revoke", p2], 1, stdout_has="not revocable")
+        check(h.p.poll() is None, "the holder went away")
+    finally:
+        h.release()
+    check(h.wait() == 0, "holder: exit %s" % h.p.returncode)
+
+
 # ---- fencing token ----
 
 @case
@@ -1271,6 +1325,32 @@ def list_prefix():
         b.release()
     for x in (a, b, w):
         check(x.wait() == 0, "exit %s" % x.p.returncode)
+
+
+@case
+def list_unreadable_folder():
+    # A folder that may not be read is left out of `zklock list`, and said so on stderr;
+    # the rest is listed and the exit status is 0.
+    from kazoo.security import make_digest_acl
+    prefix = lock_path("list-acl")
+    k = kazoo_client()
+    try:
+        k.create(prefix + "/secret/x", makepath=True)
+        k.set_acls(prefix + "/secret", [make_digest_acl("someone", "else", all=True)])
+        h = holder(prefix + "/open")
+        try:
+            rc, out, err, _ = run(["list", prefix])
+            check(rc == 0, "exit %s; %r" % (rc, err))
+            check([l.split("\t")[0] for l in out.splitlines()] == [prefix + "/open"],
+                  "list: %r" % out)
+            check("1 folder under %s could not be read (ACL)" % prefix in err,
+                  "stderr: %r" % err)
+        finally:
+            h.release()
+        check(h.wait() == 0, "holder: exit %s" % h.p.returncode)
+    finally:
+        k.stop()
+        k.close()
 
 
 # ---- progress ----
@@ -1370,8 +1450,8 @@ def data_option():
     finally:
         h.release()
     check(h.wait() == 0, "holder: exit %s" % h.p.returncode)
-    # Each mode that takes it: the node of a read half and of a semaphore lease too.
-    for mode in (["--read"], ["--semaphore", "2"]):
+    # Each mode takes it: the node of a read half, of a semaphore lease, and a leader's id.
+    for mode in (["--read"], ["--semaphore", "2"], ["--leader"]):
         q = lock_path("data-" + mode[0].strip("-"))
         h = holder(q, mode + ["--data", "shared job"])
         try:

@@ -1,0 +1,38 @@
+/* zkl_record: a small persistent node of the application's own, beside its locks, read
+ * and written through the client's session (no second session needed): the last run of
+ * a job, a checkpoint, a note for operators. Records live until deleted (by an operator,
+ * or zkCli's deleteall); a lock's path is not a place for one (its children are its
+ * queue): put it beside, as zklock's --once-per keeps "<lock>.last-run".
+ *
+ * Both functions are thread-safe and block until ZooKeeper answers (or the session is
+ * lost): never call them on the client's event thread (they then fail with
+ * ZKL_EDEADLK). */
+#ifndef ZKLOCKS_RECORD_H
+#define ZKLOCKS_RECORD_H
+
+#include <zklocks/common.h>
+
+ZKL_BEGIN_DECLS
+
+/* The longest record, in bytes: ZooKeeper's default jute.maxbuffer less room for the
+ * request. */
+#define ZKL_RECORD_MAX (1024 * 1024 - 1024)
+
+/* Reads the record at path. On success *data is a malloc'ed copy of its bytes followed
+ * by a NUL (not counted in *len), the caller's to free(); *mtime_ms (if not NULL) is when
+ * it was last written, in server time (ms since the epoch). Returns 0; ZKL_ENOTHELD if
+ * there is no node at path (*data is then NULL and *len 0); ZKL_EINVAL (bad path, NULL
+ * data or len); ZKL_EACL; ZKL_ECONNLOSS; ZKL_ECLOSED; ZKL_ENOMEM; ZKL_EZK. */
+ZKL_API int zkl_record_get(zkl_client *c, const char *path, char **data, size_t *len,
+                           int64_t *mtime_ms);
+
+/* Writes len bytes of data (NULL with len 0 for an empty record) as the record at path,
+ * replacing what it held, and creating it (a persistent node), and its missing parents
+ * (persistent too), if needed. Returns 0; ZKL_EINVAL (bad path, len above
+ * ZKL_RECORD_MAX); ZKL_EACL; ZKL_ECONNLOSS (the write may or may not have been applied:
+ * write again); ZKL_ECLOSED; ZKL_ENOMEM; ZKL_EZK. */
+ZKL_API int zkl_record_set(zkl_client *c, const char *path, const void *data, size_t len);
+
+ZKL_END_DECLS
+
+#endif

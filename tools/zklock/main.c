@@ -1,0 +1,46 @@
+/* zklock: run a command while holding a ZooKeeper lock, flock(1) across machines.
+ *
+ *   zklock [options] PATH -- COMMAND [ARG...]
+ *   zklock status [options] PATH
+ *   zklock list [options] PREFIX
+ *   zklock revoke [options] PATH
+ *
+ * zklock.h lists the files and what each does. */
+#include "zklock.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	memset(&o, 0, sizeof o);
+	int status = parse_args(argc, argv, &o);
+	if (status == 0 && o.help) {
+		print_usage();
+		status = fflush(stdout) == 0 ? 0 : EXIT_SOFTWARE;
+	} else if (status == 0 && o.version) {
+		printf("zklock (zklocks) %s\n", zkl_version());
+		status = fflush(stdout) == 0 ? 0 : EXIT_SOFTWARE;
+	} else if (status == 0 && (status = resolve_servers(&o)) == 0) {
+		switch (o.command) {
+		case CMD_STATUS:
+			status = run_status(&o);
+			break;
+		case CMD_LIST:
+			status = run_list(&o);
+			break;
+		case CMD_REVOKE:
+			status = run_revoke(&o);
+			break;
+		case CMD_RUN:
+		default:
+			status = run_lock(&o);
+			break;
+		}
+	}
+	free(o.servers_buf);
+	config_free();
+	return status;
+}

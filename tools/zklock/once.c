@@ -1,0 +1,88 @@
+/* --once-per: the record beside the lock.
+ *
+ * It compares server times only: the creation time (ctime) of our lock node, which is
+ * when our cron line fired as far as ZooKeeper is concerned, with the one recorded by the
+ * last successful run. Host clocks never enter it. */
+#include "zklock.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- --once-per: the record beside the lock ---- */
+
+char *record_path(const char *path)
+{
+	size_t n = strlen(path) + sizeof ".last-run";
+	char *p = malloc(n);
+	if (p)
+		snprintf(p, n, "%s.last-run", path);
+	return p;
+}
+
+/* The server time at which our node was created (when we asked for the lock), or 0. */
+int64_t arrival_ms(struct lock *lk)
+{
+	int64_t token = zkl_lock_token(lk->l), t = 0;
+	zkl_participant *list;
+	size_t n;
+	if (token <= 0 || zkl_lock_participants(lk->l, &list, &n) != 0)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (list[i].czxid == token)
+			t = list[i].ctime;
+	zkl_participants_free(list, n);
+	return t;
+}
+
+/* How much earlier than a full interval a later run still counts as the same one: cron
+ * lines on different hosts fire seconds apart, and a run one interval later must not be
+ * skipped for starting a moment early. */
+static int64_t once_slack_ms(long interval_s)
+{
+	int64_t slack = (int64_t)interval_s * 1000 / 4;
+	return slack > 300000 ? 300000 : slack;
+}
+
+/* Whether the last successful run is recent. Fills *last and *by (the record's data). */
+int once_check(zkl_client *c, const char *rec, int64_t arrival, long interval_s,
+               bool *recent, int64_t *last, char *by, size_t bysize)
+{
+	*recent = false;
+	*last = 0;
+	by[0] = '\0';
+	char *buf;
+	size_t len;
+	int rc = zkl_record_get(c, rec, &buf, &len, NULL);
+	if (rc == ZKL_ENOTHELD)
+		return 0;
+	if (rc != 0) {
+		const char *detail = zkl_last_error();
+		msg("cannot read %s: %s", rec, *detail ? detail : zkl_strerror(rc));
+		return EXIT_SOFTWARE;
+	}
+	char *end;
+	long long v = strtoll(buf, &end, 10);
+	if (end != buf && v > 0) {
+		while (*end == ' ')
+			end++;
+		snprintf(by, bysize, "%s", end);
+		by[strcspn(by, "\n")] = '\0';
+		*last = v;
+		*recent = arrival - v < (int64_t)interval_s * 1000 - once_slack_ms(interval_s);
+	} /* else not ours: ran never, as far as we know */
+	free(buf);
+	return 0;
+}
+
+int once_record(zkl_client *c, const char *rec, int64_t arrival, const char *id)
+{
+	char buf[400];
+	int len = snprintf(buf, sizeof buf, "%lld %s", (long long)arrival, id);
+	int rc = zkl_record_set(c, rec, buf, (size_t)len);
+	if (rc != 0) {
+		const char *detail = zkl_last_error();
+		msg("cannot record the run in %s: %s", rec, *detail ? detail : zkl_strerror(rc));
+		return EXIT_SOFTWARE;
+	}
+	return 0;
+}

@@ -1,0 +1,467 @@
+/* The command line. Options come before PATH, between PATH and "--", or (for a
+ * subcommand) before or after its operand; parse_args() checks how they combine. The
+ * library checks paths fully once connected; here only what needs no round trip. */
+#include "zklock.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+enum {
+	OPT_SESSION_TIMEOUT = 256,
+	OPT_LOSS_PERCENT,
+	OPT_CONNECT_TIMEOUT,
+	OPT_VERSION,
+	OPT_READ,
+	OPT_WRITE,
+	OPT_SEMAPHORE,
+	OPT_LEADER,
+	OPT_REQUEUE,
+	OPT_REVOCABLE,
+	OPT_KILL_SIGNAL,
+	OPT_KILL_GRACE,
+	OPT_TOKEN_ENV,
+	OPT_ONCE_PER,
+	OPT_JSON,
+	OPT_NAMING,
+	OPT_DATA,
+};
+
+static const char short_opts[] = "+:s:w:nE:c:qvh";
+static const struct option long_opts[] = {
+	{ "servers", required_argument, NULL, 's' },
+	{ "wait", required_argument, NULL, 'w' },
+	{ "timeout", required_argument, NULL, 'w' }, /* flock(1)'s name for -w */
+	{ "nonblock", no_argument, NULL, 'n' },
+	{ "conflict-exit-code", required_argument, NULL, 'E' },
+	{ "session-timeout", required_argument, NULL, OPT_SESSION_TIMEOUT },
+	{ "loss-percent", required_argument, NULL, OPT_LOSS_PERCENT },
+	{ "connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT },
+	{ "read", no_argument, NULL, OPT_READ },
+	{ "shared", no_argument, NULL, OPT_READ },      /* flock(1)'s name for --read */
+	{ "write", no_argument, NULL, OPT_WRITE },
+	{ "exclusive", no_argument, NULL, OPT_WRITE },  /* flock(1)'s name for --write */
+	{ "command", required_argument, NULL, 'c' },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "semaphore", required_argument, NULL, OPT_SEMAPHORE },
+	{ "leader", no_argument, NULL, OPT_LEADER },
+	{ "requeue", no_argument, NULL, OPT_REQUEUE },
+	{ "revocable", no_argument, NULL, OPT_REVOCABLE },
+	{ "kill-signal", required_argument, NULL, OPT_KILL_SIGNAL },
+	{ "kill-grace", required_argument, NULL, OPT_KILL_GRACE },
+	{ "token-env", required_argument, NULL, OPT_TOKEN_ENV },
+	{ "once-per", required_argument, NULL, OPT_ONCE_PER },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "naming", required_argument, NULL, OPT_NAMING },
+	{ "data", required_argument, NULL, OPT_DATA },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, OPT_VERSION },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* ---- option parsing ---- */
+
+/* A decimal integer in [min, max], nothing else. */
+bool parse_int(const char *s, long min, long max, int *out)
+{
+	if (*s == '\0' || (*s != '-' && (*s < '0' || *s > '9')))
+		return false;
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v < min || v > max)
+		return false;
+	*out = (int)v;
+	return true;
+}
+
+/* Non-negative seconds, digits with at most one '.', to whole milliseconds (rounded
+ * up, so that 0.0001 waits rather than tries once). */
+static bool parse_seconds(const char *s, double *secs, int *ms)
+{
+	int digits = 0, dots = 0;
+	for (const char *p = s; *p; p++) {
+		if (*p >= '0' && *p <= '9')
+			digits++;
+		else if (*p == '.')
+			dots++;
+		else
+			return false;
+	}
+	if (digits == 0 || dots > 1)
+		return false;
+	double v = strtod(s, NULL);
+	if (!(v >= 0.0) || v > (double)(INT_MAX / 1000))
+		return false;
+	double msd = v * 1000.0;
+	int m = (int)msd;
+	if ((double)m < msd)
+		m++;
+	*secs = v;
+	*ms = m;
+	return true;
+}
+
+/* An interval: a positive whole number of seconds, or of s, m, h or d. */
+static bool parse_interval(const char *s, long *secs)
+{
+	if (!isdigit((unsigned char)*s))
+		return false;
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno != 0 || v <= 0)
+		return false;
+	long long unit = 1;
+	if (*end == 's')
+		end++;
+	else if (*end == 'm')
+		unit = 60, end++;
+	else if (*end == 'h')
+		unit = 3600, end++;
+	else if (*end == 'd')
+		unit = 86400, end++;
+	if (*end != '\0' || v > 100LL * 365 * 86400 / unit)
+		return false;
+	*secs = (long)(v * unit);
+	return true;
+}
+
+static const struct {
+	const char *name;
+	int sig;
+} signal_names[] = {
+	{ "HUP", SIGHUP },   { "INT", SIGINT },   { "QUIT", SIGQUIT }, { "KILL", SIGKILL },
+	{ "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "ALRM", SIGALRM }, { "TERM", SIGTERM },
+	{ "CONT", SIGCONT }, { "STOP", SIGSTOP }, { "PIPE", SIGPIPE },
+};
+
+/* A signal: a name with or without "SIG" (any case), or a number 1..NSIG-1. */
+static bool parse_signal(const char *s, int *sig)
+{
+	if (isdigit((unsigned char)*s))
+		return parse_int(s, 1, NSIG - 1, sig);
+	if (strncasecmp(s, "SIG", 3) == 0)
+		s += 3;
+	for (size_t i = 0; i < sizeof signal_names / sizeof signal_names[0]; i++) {
+		if (strcasecmp(s, signal_names[i].name) == 0) {
+			*sig = signal_names[i].sig;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* An environment variable name: a letter or '_', then letters, digits and '_'. */
+static bool valid_env_name(const char *s)
+{
+	if (!*s || !(isalpha((unsigned char)*s) || *s == '_'))
+		return false;
+	for (; *s; s++)
+		if (!(isalnum((unsigned char)*s) || *s == '_'))
+			return false;
+	return true;
+}
+
+/* Parses options of argv[1..argc-1] with getopt_long, from scratch (optind = 0). In
+ * `permute` mode options and operands may be mixed; otherwise parsing stops at the
+ * first operand. Sets *next to the index of the first operand left. Returns 0 or an
+ * exit code (usage error already reported). */
+static int parse_opts(int argc, char **argv, bool permute, struct opts *o, int *next)
+{
+	optind = 0; /* glibc: start over, also resetting the state of a previous scan */
+	opterr = 0;
+	const char *shorts = permute ? short_opts + 1 : short_opts;
+	int c;
+	while ((c = getopt_long(argc, argv, shorts, long_opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			if (*optarg == '\0')
+				return usage_error("empty server list");
+			o->servers = optarg;
+			break;
+		case 'w':
+			if (!parse_seconds(optarg, &o->wait_s, &o->wait_ms))
+				return usage_error("invalid wait \"%s\": expected seconds >= 0, "
+				                   "such as 10 or 0.5", optarg);
+			break;
+		case 'n':
+			o->wait_s = 0;
+			o->wait_ms = 0;
+			break;
+		case 'E':
+			if (!parse_int(optarg, 0, 255, &o->conflict_code))
+				return usage_error("invalid conflict exit code \"%s\": expected "
+				                   "0..255", optarg);
+			break;
+		case OPT_LOSS_PERCENT:
+			if (!parse_int(optarg, 50, 100, &o->loss_percent))
+				return usage_error("invalid loss percent \"%s\": expected 50..100 (%% "
+				                   "of the session timeout)", optarg);
+			break;
+		case OPT_SESSION_TIMEOUT:
+			if (!parse_int(optarg, 1, INT_MAX, &o->session_timeout_ms))
+				return usage_error("invalid session timeout \"%s\": expected "
+				                   "milliseconds > 0", optarg);
+			break;
+		case OPT_CONNECT_TIMEOUT:
+			if (!parse_int(optarg, 1, INT_MAX, &o->connect_timeout_ms))
+				return usage_error("invalid connect timeout \"%s\": expected "
+				                   "milliseconds > 0", optarg);
+			break;
+		case OPT_READ:
+		case OPT_WRITE:
+		case OPT_LEADER:
+			o->mode = c == OPT_READ ? MODE_READ : c == OPT_WRITE ? MODE_WRITE : MODE_LEADER;
+			o->modes++;
+			break;
+		case OPT_SEMAPHORE:
+			if (!parse_int(optarg, 1, INT_MAX, &o->sem_max))
+				return usage_error("invalid semaphore size \"%s\": expected a number "
+				                   "of leases >= 1", optarg);
+			o->mode = MODE_SEMAPHORE;
+			o->modes++;
+			break;
+		case OPT_REQUEUE:
+			o->requeue = true;
+			break;
+		case OPT_REVOCABLE:
+			o->revocable = true;
+			break;
+		case OPT_KILL_SIGNAL:
+			if (!parse_signal(optarg, &o->kill_signal))
+				return usage_error("invalid kill signal \"%s\": expected a name such "
+				                   "as TERM or INT, or a number", optarg);
+			break;
+		case OPT_KILL_GRACE: {
+			double s;
+			if (!parse_seconds(optarg, &s, &o->kill_grace_ms))
+				return usage_error("invalid kill grace \"%s\": expected seconds >= 0",
+				                   optarg);
+			break;
+		}
+		case OPT_TOKEN_ENV:
+			if (!valid_env_name(optarg))
+				return usage_error("invalid environment variable name \"%s\" for "
+				                   "--token-env", optarg);
+			o->token_env = optarg;
+			break;
+		case OPT_ONCE_PER:
+			if (!parse_interval(optarg, &o->once_per_s))
+				return usage_error("invalid interval \"%s\" for --once-per: expected "
+				                   "seconds > 0, or a number with s, m, h or d "
+				                   "(such as 1h)", optarg);
+			break;
+		case OPT_JSON:
+			o->json = true;
+			break;
+		case OPT_NAMING:
+			if (strcmp(optarg, "curator") == 0)
+				o->naming = ZKL_NAMING_CURATOR;
+			else if (strcmp(optarg, "kazoo") == 0)
+				o->naming = ZKL_NAMING_KAZOO;
+			else
+				return usage_error("invalid --naming \"%s\": expected curator or kazoo",
+				                   optarg);
+			break;
+		case OPT_DATA:
+			if (strlen(optarg) > 4096)
+				return usage_error("--data is %zu bytes long: at most 4096", strlen(optarg));
+			o->data = optarg;
+			break;
+		case 'v':
+			o->verbose++;
+			break;
+		case 'q':
+			o->quiet = true;
+			break;
+		case 'c':
+			o->shell_cmd = optarg;
+			break;
+		case 'h':
+			o->help = true;
+			break;
+		case OPT_VERSION:
+			o->version = true;
+			break;
+		case ':':
+			return usage_error("option '%s' requires an argument", argv[optind - 1]);
+		default: /* '?' */
+			if (optopt != 0 && optopt < 256)
+				return usage_error("invalid option -- '%c'", optopt);
+			return usage_error("unrecognized option '%s'", argv[optind - 1]);
+		}
+	}
+	*next = optind;
+	return 0;
+}
+
+/* ---- arguments ---- */
+
+static int check_path(const char *what, const char *path)
+{
+	if (path[0] != '/')
+		return usage_error("%s \"%s\" is not absolute: it must start with '/'", what, path);
+	return 0;
+}
+
+/* The options of a subcommand (status, list, revoke) come before or after its operand. */
+static int parse_subcommand(int argc, char **argv, int next, struct opts *o, const char *what)
+{
+	int sub_argc = argc - next, sub_next;
+	char **sub_argv = argv + next;
+	int rc = parse_opts(sub_argc, sub_argv, true, o, &sub_next);
+	if (rc != 0 || o->help || o->version)
+		return rc;
+	if (sub_next >= sub_argc)
+		return usage_error("missing %s", what);
+	if (sub_next + 1 < sub_argc)
+		return usage_error("unexpected argument \"%s\" after the %s", sub_argv[sub_next + 1],
+		                   what);
+	o->path = sub_argv[sub_next];
+	return check_path(what, o->path);
+}
+
+/* Fills o from the config files, the environment and argv. Returns 0, or an exit code
+ * after reporting a usage error. */
+int parse_args(int argc, char **argv, struct opts *o)
+{
+	o->servers = DEFAULT_SERVERS;
+	o->wait_ms = ZKL_WAIT_FOREVER;
+	o->wait_s = -1;
+	o->conflict_code = 1;
+	o->kill_signal = SIGTERM;
+	o->kill_grace_ms = DEFAULT_KILL_GRACE_MS;
+	o->token_env = DEFAULT_TOKEN_ENV;
+
+	int rc = read_configs(o);
+	if (rc != 0)
+		return rc;
+	const char *env = getenv("ZKLOCK_SERVERS");
+	if (env != NULL && *env != '\0')
+		o->servers = env;
+
+	int next;
+	rc = parse_opts(argc, argv, false, o, &next);
+	if (rc != 0)
+		return rc;
+	if (o->help || o->version)
+		return 0;
+
+	/* Subcommands are never lock paths (those are absolute). */
+	static const struct {
+		const char *name;
+		enum command cmd;
+		const char *what;
+	} subs[] = {
+		{ "status", CMD_STATUS, "lock path" },
+		{ "list", CMD_LIST, "prefix" },
+		{ "revoke", CMD_REVOKE, "lock path" },
+	};
+	for (size_t i = 0; next < argc && i < sizeof subs / sizeof subs[0]; i++) {
+		if (strcmp(argv[next], subs[i].name) == 0) {
+			o->command = subs[i].cmd;
+			return parse_subcommand(argc, argv, next, o, subs[i].what);
+		}
+	}
+
+	if (next >= argc)
+		return usage_error("missing lock path");
+	o->path = argv[next++];
+
+	/* flock(1)'s form: "zklock PATH -c STRING". */
+	if (next + 2 == argc &&
+	    (strcmp(argv[next], "-c") == 0 || strcmp(argv[next], "--command") == 0)) {
+		o->shell_cmd = argv[next + 1];
+		next = argc;
+	}
+	/* Options between PATH and "--" ("zklock /locks/x -w 5 -- cmd") are taken too. */
+	if (next < argc && argv[next][0] == '-' && strcmp(argv[next], "--") != 0) {
+		int dash = -1;
+		for (int i = next + 1; i < argc; i++) {
+			if (strcmp(argv[i], "--") == 0) {
+				dash = i;
+				break;
+			}
+		}
+		if (dash < 0)
+			return usage_error("\"%s\" after the lock path: put options before PATH, or "
+			                   "end them with \"--\" before the command", argv[next]);
+		/* argv[next-1] (PATH) stands in for argv[0]. */
+		int sub_argc = dash - next + 1, sub_next;
+		rc = parse_opts(sub_argc, argv + next - 1, false, o, &sub_next);
+		if (rc != 0)
+			return rc;
+		if (o->help || o->version)
+			return 0;
+		if (sub_next < sub_argc)
+			return usage_error("unexpected argument \"%s\" before \"--\"",
+			                   argv[next - 1 + sub_next]);
+		next = dash;
+	}
+	if (next < argc && strcmp(argv[next], "--") == 0) {
+		next++;
+		if (next >= argc && !o->shell_cmd)
+			return usage_error("missing command to run after \"--\"");
+	}
+	if (o->shell_cmd) {
+		/* As flock(1): -c STRING runs STRING with the shell. */
+		if (next < argc)
+			return usage_error("-c gives the command already: unexpected \"%s\" after the "
+			                   "lock path", argv[next]);
+		o->sh_argv[0] = "/bin/sh";
+		o->sh_argv[1] = "-c";
+		o->sh_argv[2] = (char *)o->shell_cmd;
+		o->sh_argv[3] = NULL;
+		o->cmd = o->sh_argv;
+	} else {
+		if (next >= argc)
+			return usage_error("missing command to run after the lock path (zklock PATH -- "
+			                   "COMMAND, or zklock PATH -c STRING)");
+		o->cmd = argv + next;
+	}
+
+	/* The library checks paths fully, but only once connected: catch the most likely
+	 * slip ("zklock cmd ...") without a round trip. */
+	rc = check_path("lock path", o->path);
+	if (rc != 0)
+		return rc;
+	if (o->modes > 1)
+		return usage_error("--read, --write, --semaphore and --leader exclude each other");
+	if (o->requeue && o->mode != MODE_LEADER)
+		return usage_error("--requeue needs --leader");
+	if (o->revocable && o->mode == MODE_LEADER)
+		return usage_error("--revocable works with a mutex, --read, --write or "
+		                   "--semaphore, not --leader (leadership is given up by "
+		                   "stopping the leader)");
+	if (o->data && o->revocable)
+		return usage_error("--data does not work with --revocable: revocable nodes carry "
+		                   "no data, as Curator's do");
+	if (o->naming == ZKL_NAMING_KAZOO && (o->mode == MODE_SEMAPHORE || o->mode == MODE_LEADER))
+		return usage_error("--naming kazoo works with a mutex, --read or --write only "
+		                   "(kazoo's semaphore and election use other layouts)");
+	return 0;
+}
+
+/* The servers string to connect to: the config's chroot goes after servers that have
+ * none. Returns 0 or an exit code. */
+int resolve_servers(struct opts *o)
+{
+	if (!o->chroot || strchr(o->servers, '/'))
+		return 0;
+	size_t n = strlen(o->servers) + strlen(o->chroot) + 1;
+	o->servers_buf = malloc(n);
+	if (!o->servers_buf) {
+		msg("out of memory");
+		return EXIT_SOFTWARE;
+	}
+	snprintf(o->servers_buf, n, "%s%s", o->servers, strcmp(o->chroot, "/") == 0 ? "" : o->chroot);
+	o->servers = o->servers_buf;
+	return 0;
+}

@@ -1,0 +1,293 @@
+/* Running the command under the lock: acquire (reporting the queue with -v), hold
+ * through the command, release; again for --requeue. */
+#include "zklock.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- -v: the queue while waiting ---- */
+
+static void *progress_thread(void *arg)
+{
+	struct lock *lk = arg;
+	char last[512] = "";
+	pthread_mutex_lock(&st.mu);
+	while (st.phase == PH_WAITING || st.phase == PH_CONNECTING) {
+		struct timespec t = after_ms(500);
+		pthread_cond_timedwait(&st.cond, &st.mu, &t);
+		if (st.phase != PH_WAITING)
+			break;
+		pthread_mutex_unlock(&st.mu);
+		char holder[400], line[512];
+		size_t ahead;
+		bool held = describe_holder(lk, holder, sizeof holder, &ahead);
+		if (held)
+			snprintf(line, sizeof line, "waiting for %s%s: held by %s, %zu ahead",
+			         lock_what(lk), lk->path, holder, ahead);
+		else
+			snprintf(line, sizeof line, "waiting for %s%s: %zu ahead", lock_what(lk),
+			         lk->path, ahead);
+		pthread_mutex_lock(&st.mu);
+		if (st.phase == PH_WAITING && strcmp(line, last) != 0) {
+			msg("%s", line);
+			snprintf(last, sizeof last, "%s", line);
+		}
+	}
+	pthread_mutex_unlock(&st.mu);
+	return NULL;
+}
+
+/* ---- running the command under the lock ---- */
+
+/* Acquires the lock. Returns true when held; otherwise false with *status set to
+ * zklock's exit status (which may be 0: -E 0), after reporting. */
+static bool acquire(const struct opts *o, struct lock *lk, int *status, pthread_t *progress,
+                    bool *progressing)
+{
+	char holder[400];
+	if (o->verbose && o->wait_ms != 0) {
+		size_t ahead;
+		if (describe_holder(lk, holder, sizeof holder, &ahead))
+			msg("waiting for %s%s: held by %s, %zu ahead", lock_what(lk), o->path, holder,
+			    ahead);
+	}
+
+	set_phase(PH_WAITING);
+	*progressing = o->verbose && o->wait_ms != 0 &&
+	               pthread_create(progress, NULL, progress_thread, lk) == 0;
+
+	struct timespec t0 = now();
+	int rc = zkl_lock_acquire(lk->l, o->wait_ms);
+	char detail[512];
+	snprintf(detail, sizeof detail, "%s", zkl_last_error());
+
+	pthread_mutex_lock(&st.mu);
+	st.phase = rc == 0 ? PH_HELD : PH_DONE;
+	pthread_cond_broadcast(&st.cond);
+	int sig = st.signal;
+	bool revoked = st.revoked;
+	pthread_mutex_unlock(&st.mu);
+	/* The progress thread ends by itself now that the phase moved on; it is joined
+	 * after the command, since a listing it is waiting for (the server may not hear
+	 * us) must not hold the command back while the lock is ours. */
+
+	if (rc == 0) {
+		/* A lock lost at once has no token (a negative code): say nothing of one;
+		 * run_command() reports the loss. */
+		int64_t token = zkl_lock_token(lk->l);
+		if (o->verbose && token > 0)
+			msg("acquired %s%s (fencing token %lld) after %.3f s", lock_what(lk), o->path,
+			    (long long)token, seconds_since(t0));
+		return true; /* a signal meanwhile is handled by run_command() */
+	}
+	if (sig != 0) {
+		if (o->verbose)
+			msg("interrupted by signal %d; withdrew from the queue of %s", sig, o->path);
+		*status = 128 + sig;
+		return false;
+	}
+	if (revoked) {
+		msg("revocation of %s asked while waiting; withdrew from the queue", o->path);
+		*status = EXIT_REVOKED;
+		return false;
+	}
+	switch (rc) {
+	case ZKL_ETIMEDOUT:
+		*status = o->conflict_code;
+		if (o->quiet)
+			break; /* as flock(1): silent on conflict */
+		if (o->verbose && *detail)
+			msg("%s", detail);
+		if (describe_holder(lk, holder, sizeof holder, NULL))
+			msg("%s%s is held by %s; gave up after %g s", lock_what(lk), o->path, holder,
+			    o->wait_s);
+		else
+			msg("%s%s is busy; gave up after %g s", lock_what(lk), o->path, o->wait_s);
+		break;
+	case ZKL_EINVAL:
+		if (lk->mode == MODE_SEMAPHORE && strncmp(detail, "semaphore ", 10) == 0)
+			*status = usage_error("%s", detail); /* the counts disagree: it names both */
+		else
+			*status = usage_error("invalid lock path \"%s\": %s", o->path,
+			                      *detail ? detail : zkl_strerror(rc));
+		break;
+	case ZKL_ECONNLOSS:
+		msg("lost the connection to %s while waiting for %s", o->servers, o->path);
+		*status = EXIT_UNAVAILABLE;
+		break;
+	default:
+		msg("cannot acquire %s%s: %s%s%s", lock_what(lk), o->path, zkl_strerror(rc),
+		    *detail ? ": " : "", detail);
+		*status = EXIT_SOFTWARE;
+		break;
+	}
+	return false;
+}
+
+/* Holds the lock (acquired) through the command; releases it. Sets *again for a
+ * --requeue loop that should go on. */
+static int hold_and_run(const struct opts *o, struct lock *lk, bool *again)
+{
+	*again = false;
+	int status = 0;
+	char *rec = NULL;
+	int64_t arrival = 0;
+
+	if (o->once_per_s > 0) {
+		/* Read the record while holding the lock: a run in progress elsewhere has
+		 * finished (and recorded) before we get here. */
+		rec = record_path(o->path);
+		arrival = arrival_ms(lk);
+		if (!rec || arrival <= 0) {
+			msg("cannot tell when %s was asked for", o->path);
+			status = EXIT_SOFTWARE;
+		}
+		bool recent = false;
+		int64_t last = 0;
+		char by[300];
+		if (status == 0)
+			status = once_check(lk->c, rec, arrival, o->once_per_s, &recent, &last, by,
+			                    sizeof by);
+		if (status == 0 && recent) {
+			char ago[32], at[40];
+			format_age(ago, sizeof ago, arrival - last);
+			format_utc(at, sizeof at, last);
+			if (!o->quiet)
+				msg("%s already ran %s ago (at %s, by %s): not again within %ld s",
+				    o->path, ago, at, *by ? by : "unknown", o->once_per_s);
+			set_phase(PH_DONE);
+			zkl_lock_release(lk->l);
+			free(rec);
+			return 0;
+		}
+		if (status != 0) {
+			set_phase(PH_DONE);
+			zkl_lock_release(lk->l);
+			free(rec);
+			return status;
+		}
+	}
+
+	struct outcome out = run_command(o, lk);
+	status = out.status;
+	if (rec && out.ran && status == 0 && !out.lost && !out.revoked) {
+		/* Only while the lock is still ours. */
+		pthread_mutex_lock(&st.mu);
+		bool lost = st.lost;
+		pthread_mutex_unlock(&st.mu);
+		if (!lost && zkl_lock_token(lk->l) > 0)
+			status = once_record(lk->c, rec, arrival, lk->id);
+	}
+	free(rec);
+
+	int rc = zkl_lock_release(lk->l);
+	pthread_mutex_lock(&st.mu);
+	bool lost = st.lost || out.lost;
+	int any_signal = st.any_signal;
+	pthread_mutex_unlock(&st.mu);
+	if (o->requeue && any_signal == 0 && out.ran) {
+		/* --requeue: leadership was given up (or lost, and the command stopped): join
+		 * the election again, at the back. */
+		if (lost)
+			msg("leadership of %s lost; joining the election again", o->path);
+		else if (o->verbose)
+			msg("%s exited with status %d; joining the election of %s again", o->cmd[0],
+			    status, o->path);
+		*again = true;
+		return status;
+	}
+	if (rc == ZKL_ELOST || lost) {
+		if (!out.lost)
+			msg("lock on %s lost", o->path);
+		return EXIT_SOFTWARE;
+	}
+	if (out.revoked) {
+		msg("%s revoked: %s stopped and the lock released", o->path, o->cmd[0]);
+		return EXIT_REVOKED;
+	}
+	if (rc != 0) {
+		/* The node goes with the session when the client closes. */
+		const char *detail = zkl_last_error();
+		msg("releasing %s: %s%s%s", o->path, zkl_strerror(rc), *detail ? ": " : "", detail);
+	} else if (o->verbose) {
+		msg("released %s%s", lock_what(lk), o->path);
+	}
+	return status;
+}
+
+int run_lock(const struct opts *o)
+{
+	/* Before any thread exists: every later thread inherits this mask. */
+	sigset_t handled;
+	sigemptyset(&handled);
+	sigaddset(&handled, SIGINT);
+	sigaddset(&handled, SIGTERM);
+	sigaddset(&handled, SIGHUP);
+	sigaddset(&handled, SIGCHLD);
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+		if (sigaction(sig, NULL, &sa) == 0)
+			orig_ignored[sig] = sa.sa_handler == SIG_IGN;
+	}
+	/* SIGTTOU is blocked too (but not waited for): a message that zklock writes while
+	 * the command has the terminal must not stop zklock under "stty tostop". */
+	sigset_t blocked = handled;
+	sigaddset(&blocked, SIGTTOU);
+	pthread_sigmask(SIG_BLOCK, &blocked, &orig_mask);
+
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&st.cond, &ca);
+	pthread_condattr_destroy(&ca);
+	st.phase = PH_CONNECTING;
+
+	pthread_t sig_tid;
+	int e = pthread_create(&sig_tid, NULL, signal_thread, &handled);
+	if (e != 0) {
+		msg("pthread_create: %s", strerror(e));
+		pthread_cond_destroy(&st.cond);
+		return EXIT_SOFTWARE;
+	}
+
+	zkl_client *c = NULL;
+	struct lock lk;
+	memset(&lk, 0, sizeof lk);
+	int status = open_client(o, &c);
+	if (status == 0 && o->verbose)
+		zkl_client_add_listener(c, on_state, NULL);
+	if (status == 0)
+		status = lock_new(o, c, &lk);
+	for (bool again = status == 0; again;) {
+		pthread_mutex_lock(&st.mu);
+		st.lk = &lk;
+		st.lost = false;
+		pthread_mutex_unlock(&st.mu);
+		again = false;
+		pthread_t progress;
+		bool progressing = false;
+		if (acquire(o, &lk, &status, &progress, &progressing))
+			status = hold_and_run(o, &lk, &again);
+		if (progressing)
+			pthread_join(progress, NULL);
+		/* --requeue: the release left the election; the next acquire joins it again,
+		 * at the back. */
+	}
+
+	/* Stop the signal thread before freeing what it may touch (st.lk). */
+	pthread_mutex_lock(&st.mu);
+	st.phase = PH_EXIT;
+	pthread_mutex_unlock(&st.mu);
+	pthread_kill(sig_tid, SIGCHLD);
+	pthread_join(sig_tid, NULL);
+
+	lock_free(&lk); /* releases it if still held (a signal before the command ran) */
+	if (c && o->verbose)
+		zkl_client_remove_listener(c, on_state, NULL);
+	zkl_client_close(c);
+	pthread_cond_destroy(&st.cond);
+	return status;
+}
+

@@ -1,0 +1,80 @@
+/* The ZooKeeper side: the client every mode and subcommand uses (one session), and the
+ * library's inspection of what is queued, for status, list, revoke and -v. */
+#include "zklock.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the ZooKeeper side ---- */
+
+static void log_to_stderr(zkl_log_level level, const char *message, void *data)
+{
+	(void)level;
+	(void)data;
+	msg("%s", message);
+}
+
+void on_state(zkl_client *c, zkl_state state, void *data)
+{
+	(void)c;
+	(void)data;
+	msg("ZooKeeper connection %s", zkl_state_name(state));
+}
+
+/* Opens the client. Returns 0 or an exit code after reporting. */
+int open_client(const struct opts *o, zkl_client **out)
+{
+	zkl_client_options co;
+	zkl_client_options_init(&co);
+	co.servers = o->servers;
+	if (o->session_timeout_ms > 0)
+		co.session_timeout_ms = o->session_timeout_ms;
+	if (o->loss_percent > 0)
+		co.loss_percent = o->loss_percent;
+	if (o->connect_timeout_ms > 0)
+		co.connect_timeout_ms = o->connect_timeout_ms;
+	co.digest_auth = o->auth;
+	co.log = log_to_stderr;
+	co.log_level = o->verbose >= 2 ? ZKL_LOG_DEBUG : ZKL_LOG_WARN;
+
+	int rc = zkl_client_open(out, &co);
+	if (rc == 0) {
+		if (o->verbose)
+			msg("connected to %s (session 0x%llx, timeout %d ms)", o->servers,
+			    (unsigned long long)zkl_client_session_id(*out),
+			    zkl_client_session_timeout(*out));
+		return 0;
+	}
+	*out = NULL;
+	const char *detail = zkl_last_error();
+	if (rc == ZKL_ECONNECT) {
+		msg("cannot connect to ZooKeeper at %s: %s", o->servers,
+		    *detail ? detail : zkl_strerror(rc));
+		return EXIT_UNAVAILABLE;
+	}
+	if (rc == ZKL_EINVAL)
+		return usage_error("invalid server list \"%s\": %s", o->servers,
+		                   *detail ? detail : zkl_strerror(rc));
+	msg("cannot open a ZooKeeper session with %s: %s%s%s", o->servers, zkl_strerror(rc),
+	    *detail ? ": " : "", detail);
+	return rc == ZKL_EAUTH ? EXIT_UNAVAILABLE : EXIT_SOFTWARE;
+}
+
+/* As long as the session may go unheard before its locks are given up for lost. */
+static int inspect_timeout(zkl_client *c)
+{
+	int t = zkl_client_session_timeout(c);
+	return t > 1000 ? t : 1000;
+}
+
+int inspect_path(zkl_client *c, const char *path, zkl_inspection **in)
+{
+	return zkl_inspect(c, path, inspect_timeout(c), in);
+}
+
+int inspect_prefix(zkl_client *c, const char *prefix, zkl_inspection **in)
+{
+	/* A level of the tree costs a round trip: a deep one may take a few. */
+	return zkl_inspect_prefix(c, prefix, 4 * inspect_timeout(c), in);
+}

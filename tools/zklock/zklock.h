@@ -1,0 +1,276 @@
+/* zklock: run a command while holding a ZooKeeper lock, flock(1) across machines.
+ * What the files of tools/zklock/ share; each file opens with its own design notes.
+ * zklock uses the public API of zklocks alone (no <zookeeper/zookeeper.h>), on one
+ * ZooKeeper session.
+ *
+ *   main.c      what to do: run the command under the lock, or a subcommand
+ *   options.c   the command line; config.c the config files; usage.c --help
+ *   session.c   the client
+ *   lock.c      the lock, whichever kind, over the shared verbs of <zklocks/lock.h>
+ *   run.c       acquire, hold through the command, release (--requeue, --once-per)
+ *   signals.c   the phases, the signal thread
+ *   child.c     the command: its process group, terminal, environment, kill on loss
+ *   watchdog.c  the process that ends the command's group if zklock cannot
+ *   deadline.c  the loss deadline a holder publishes for `status` on its host
+ *   once.c      --once-per: the record of the last run
+ *   output.c    messages, text and JSON
+ *   status.c    `zklock status` and `zklock list`; revoke.c `zklock revoke` (both
+ *               read the tree with zkl_inspect())
+ */
+#ifndef ZKLOCK_ZKLOCK_H
+#define ZKLOCK_ZKLOCK_H
+
+#include <zklocks/zklocks.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <time.h>
+
+/* Exit codes, as sysexits.h and a shell have them. */
+enum {
+	EXIT_USAGE = 64,       /* EX_USAGE */
+	EXIT_UNAVAILABLE = 69, /* EX_UNAVAILABLE: no ZooKeeper server answered */
+	EXIT_SOFTWARE = 70,    /* EX_SOFTWARE: ZooKeeper or internal failure, lock lost */
+	EXIT_REVOKED = 71,     /* the lock was revoked (zklock revoke) */
+	EXIT_NOEXEC = 126,     /* the command exists but cannot be executed */
+	EXIT_NOTFOUND = 127,   /* the command was not found */
+};
+
+#define DEFAULT_SERVERS "127.0.0.1:2181"
+#define DEFAULT_KILL_GRACE_MS 10000
+#define DEFAULT_TOKEN_ENV "ZKLOCK_TOKEN"
+#define SYSTEM_CONFIG "/etc/zklock.conf"
+
+enum mode { MODE_MUTEX, MODE_READ, MODE_WRITE, MODE_SEMAPHORE, MODE_LEADER };
+enum command { CMD_RUN, CMD_STATUS, CMD_LIST, CMD_REVOKE };
+
+struct opts {
+	const char *servers;    /* as given (command line, environment, config, default) */
+	char *servers_buf;      /* servers with the config's chroot appended, if any */
+	const char *chroot;     /* from the config file */
+	const char *auth;       /* "user:password", from the config file */
+	int wait_ms;            /* ZKL_WAIT_FOREVER, 0 (try once) or a bound */
+	double wait_s;          /* as given, for messages */
+	int conflict_code;
+	int session_timeout_ms; /* 0: the library's default */
+	int loss_percent;       /* 0: the library's default */
+	int connect_timeout_ms; /* 0: the library's default */
+	int verbose;
+	bool quiet;             /* -q: nothing on a busy lock or a run already done */
+	const char *shell_cmd;  /* -c: the command, for /bin/sh -c */
+	char *sh_argv[4];
+	bool help, version, json;
+	enum command command;
+	enum mode mode;
+	int modes;              /* how many mode options were given */
+	int sem_max;
+	bool requeue, revocable;
+	zkl_naming naming;      /* node names: curator (default) or kazoo */
+	const char *data;       /* --data: what our node says, or NULL ("<host>:<pid>") */
+	int kill_signal;
+	int kill_grace_ms;
+	const char *token_env;
+	long once_per_s;        /* 0: off */
+	const char *path;
+	char **cmd;             /* NULL-terminated, points into argv */
+};
+
+/* ---- options.c, config.c, usage.c ---- */
+
+/* Fills o from the config files, the environment and argv. Returns 0, or an exit code
+ * after reporting a usage error. */
+int parse_args(int argc, char **argv, struct opts *o);
+/* The servers string to connect to: the config's chroot goes after servers that have
+ * none. Returns 0 or an exit code. */
+int resolve_servers(struct opts *o);
+/* A decimal integer in [min, max], nothing else. */
+bool parse_int(const char *s, long min, long max, int *out);
+/* Reads the config files into o. Returns 0 or an exit code after reporting. */
+int read_configs(struct opts *o);
+/* Frees what the config files left (strings o points to). */
+void config_free(void);
+void print_usage(void);
+
+/* ---- output.c ---- */
+
+/* "zklock: <message>" on stderr, a line at once. */
+void msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same, with a hint to --help; returns EXIT_USAGE. */
+int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Reports a failed library call on path; returns the exit code for it. */
+int report_failure(const char *what, const char *path, int rc);
+/* Writes up to outsz-1 bytes of a printable form of data into out: printable ASCII as
+ * is, a backslash as "\\", anything else as "\xHH"; "..." marks a cut. */
+void printable(char *out, size_t outsz, const char *data, size_t len);
+/* The same, full length, to f. */
+void print_printable(FILE *f, const char *data, size_t len);
+/* A JSON string (NULL: null). */
+void print_json_string(FILE *f, const char *s, size_t len);
+void print_json_cstr(FILE *f, const char *s);
+/* "2024-05-01T12:00:03.123Z" for ms since the epoch ("-" for none). */
+void format_utc(char *buf, size_t size, int64_t ms);
+/* "3 s", "5 min", "2 h", "1 d" */
+void format_age(char *buf, size_t size, int64_t ms);
+/* Splits "<host>:<pid>" data (zklock's, zklocks'); false for anything else. */
+bool host_pid(const char *data, size_t len, char *host, size_t size, long *pid);
+
+/* ---- time (CLOCK_MONOTONIC) ---- */
+
+static inline struct timespec now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts;
+}
+
+static inline double seconds_since(struct timespec t0)
+{
+	struct timespec t = now();
+	return (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9;
+}
+
+static inline bool reached(struct timespec deadline)
+{
+	struct timespec t = now();
+	return t.tv_sec > deadline.tv_sec ||
+	       (t.tv_sec == deadline.tv_sec && t.tv_nsec >= deadline.tv_nsec);
+}
+
+static inline struct timespec after_ms(int ms)
+{
+	struct timespec t = now();
+	t.tv_sec += ms / 1000;
+	t.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	return t;
+}
+
+/* ---- session.c ---- */
+
+/* Opens the client. Returns 0 or an exit code after reporting. */
+int open_client(const struct opts *o, zkl_client **out);
+/* -v: reports the connection's state changes. */
+void on_state(zkl_client *c, zkl_state state, void *data);
+
+/* Who is queued at path, for every layout (zkl_inspect()), waiting at most a session
+ * timeout for the answers. *in is the caller's: zkl_inspection_free(). */
+int inspect_path(zkl_client *c, const char *path, zkl_inspection **in);
+/* The same for every lock in use under prefix (zkl_inspect_prefix()). */
+int inspect_prefix(zkl_client *c, const char *prefix, zkl_inspection **in);
+
+/* The k-th node of lock li of in (k < li->count). */
+static inline const zkl_node_info *lock_node(const zkl_inspection *in,
+                                             const zkl_lock_info *li, size_t k)
+{
+	return zkl_inspection_node(in, li->first + k);
+}
+
+/* ---- deadline.c ---- */
+
+void deadline_publish(const char *path, const zkl_deadlines *d);
+void deadline_unpublish(void);
+/* For our own holder on this host: ms until the deadline its watchdog enforces (which
+ * may be past, as a negative number), else INT64_MIN. */
+int64_t deadline_left(const char *path, const char *host, long pid);
+
+/* ---- output of a queue (output.c) ---- */
+
+/* One lock of an inspection: a line per node (status), or a JSON object. */
+void print_lock_text(FILE *f, const zkl_inspection *in, const zkl_lock_info *li);
+void print_lock_json(FILE *f, const zkl_inspection *in, const zkl_lock_info *li);
+
+/* ---- lock.c ---- */
+
+struct lock {
+	enum mode mode;
+	zkl_client *c;
+	const char *path;
+	zkl_lock *l;           /* the view of handle, which the shared verbs take */
+	void *handle;          /* the mutex, read-write lock, semaphore or latch */
+	void (*handle_free)(void *handle);
+	char id[300];          /* our node data: "<host>:<pid>" */
+};
+
+/* Makes the handle. Returns 0 or an exit code after reporting. */
+int lock_new(const struct opts *o, zkl_client *c, struct lock *lk);
+/* Frees it, releasing what it holds. */
+void lock_free(struct lock *lk);
+/* "leadership of " or "", for messages. */
+const char *lock_what(const struct lock *lk);
+/* Who holds lk's path, in printable form, into buf; false if nobody (or unknown). Sets
+ * *ahead to the number of nodes before ours, if ahead is not NULL. */
+bool describe_holder(struct lock *lk, char *buf, size_t bufsz, size_t *ahead);
+
+/* ---- signals.c ---- */
+
+enum phase { PH_CONNECTING, PH_WAITING, PH_HELD, PH_RUNNING, PH_DONE, PH_EXIT };
+
+/* Shared between main, the signal thread, the progress thread and the library's
+ * callbacks; all under `mu`. */
+struct state {
+	pthread_mutex_t mu;
+	pthread_cond_t cond; /* SIGCHLD arrived, the lock was lost or revoked, phase changed */
+	enum phase phase;
+	int signal;     /* first SIGINT/SIGTERM/SIGHUP received before the command ran */
+	int any_signal; /* first one ever (stops a --requeue loop) */
+	bool lost;      /* the lock was lost */
+	bool revoked;   /* revocation was asked */
+	pid_t child;    /* the command, leader of its own process group (RUNNING) */
+	struct lock *lk;
+};
+extern struct state st;
+
+void set_phase(enum phase ph);
+/* From the library's callbacks: the lock was lost; revocation was asked (returns
+ * whether the lock was still being waited for). */
+void note_lost(void);
+bool note_revoked(void);
+/* The thread that takes every signal zklock handles; arg is the sigset_t. */
+void *signal_thread(void *arg);
+
+/* ---- child.c ---- */
+
+/* What the child restores before exec: zklock's signal mask and which signals were
+ * ignored when it started. Written before the first thread starts, read-only after. */
+extern sigset_t orig_mask;
+extern bool orig_ignored[NSIG];
+
+/* How the command ended. */
+struct outcome {
+	int status;   /* zklock's exit status so far */
+	bool ran;     /* the command was started */
+	bool lost;    /* the lock was lost meanwhile */
+	bool revoked; /* revocation was asked */
+};
+
+/* Runs the command while the lock is held. */
+struct outcome run_command(const struct opts *o, struct lock *lk);
+
+/* ---- once.c ---- */
+
+/* <path>.last-run, malloc'ed (the caller frees it), or NULL. */
+char *record_path(const char *path);
+/* The server time at which our node was created (when we asked for the lock), or 0. */
+int64_t arrival_ms(struct lock *lk);
+/* Whether the last successful run is recent. Fills *last and *by (the record's data). */
+int once_check(zkl_client *c, const char *rec, int64_t arrival, long interval_s,
+               bool *recent, int64_t *last, char *by, size_t bysize);
+/* Records a successful run (while the lock is still ours). */
+int once_record(zkl_client *c, const char *rec, int64_t arrival, const char *id);
+
+/* ---- the subcommands and the run (status.c, revoke.c, run.c) ---- */
+
+int run_status(const struct opts *o);
+int run_list(const struct opts *o);
+int run_revoke(const struct opts *o);
+int run_lock(const struct opts *o);
+
+#endif
