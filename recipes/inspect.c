@@ -804,7 +804,7 @@ int zkl_inspect_prefix(zkl_client *c, const char *prefix, int timeout_ms,
 	struct jobs locks = {0};
 	size_t skipped = 0;
 	rc = walk(&x, prefix, &locks, &skipped);
-	if (rc == 0) {
+	if (rc == 0 && locks.n > 0) {
 		qsort(locks.v, locks.n, sizeof *locks.v, job_cmp);
 		rc = jobs_run(&x, locks.v, locks.n);
 	}
