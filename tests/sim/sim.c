@@ -141,6 +141,7 @@ struct sess {
 	int64_t next_ping;
 	bool lose_next;       /* fault: the next request is applied, its answer lost */
 	bool closed;          /* the library closed the handle */
+	bool lib_connected;   /* the last session event delivered said CONNECTED */
 	struct msg *out, *out_tail;   /* to the server */
 	int64_t out_last;
 	struct msg *in, *in_tail;     /* to the client */
@@ -174,6 +175,8 @@ struct client {
 	int64_t wait_until;   /* until when (server clock), if it runs */
 	uint64_t delivered;   /* deliveries so far: wakes a blocked wait */
 	bool owed;            /* a hold of it must be told lost as soon as it runs again */
+	bool stopped_expiry;  /* a session of it expired while its clock stood still, and it
+	                       * has not opened another since: it cannot know */
 	int timeout;
 };
 
@@ -194,6 +197,7 @@ struct contender {
 	zkl_lock *l;
 	enum cstate st;
 	int cycles;          /* left to do */
+	int cycles0;         /* planned */
 	int64_t next_at;     /* CT_IDLE: start; CT_ACQUIRING: cancel (or INT64_MAX);
 	                      * CT_HOLDING: release */
 	bool pending;        /* an async acquire's callback is owed */
@@ -644,6 +648,8 @@ static void server_end(struct sess *s, const char *why)
 		return;
 	s->alive = false;
 	trace("server: session %" PRIx64 " %s", (uint64_t)s->id, why);
+	if (W.cl[s->cl].life == L_SUSPENDED)
+		W.cl[s->cl].stopped_expiry = true;
 	for (struct watch **pp = &W.watches; *pp;) {
 		struct watch *w = *pp;
 		if (w->s == s) {
@@ -857,6 +863,7 @@ static void deliver(struct sess *s, struct msg *m)
 		trace("client %d: session event state %d", s->cl, m->state);
 		if (m->state == ZOO_EXPIRED_SESSION_STATE)
 			s->conn = C_DEAD;
+		s->lib_connected = m->state == ZOO_CONNECTED_STATE;
 		s->fn((zhandle_t *)s, ZOO_SESSION_EVENT, m->state, "", s->ctx);
 		/* Every watch of the handle hears it too; after an expiry they are gone. The
 		 * list may change under the calls: take it first. */
@@ -951,6 +958,7 @@ static zhandle_t *op_open(void *self, const char *servers, int timeout_ms, watch
 	s->next = W.sessions;
 	W.sessions = s;
 	W.cl[k].sess = s;
+	W.cl[k].stopped_expiry = false;
 	trace("client %d: opens session %" PRIx64, k, (uint64_t)s->id);
 	return (zhandle_t *)s;
 }
@@ -1242,7 +1250,12 @@ static void on_acquired(zkl_lock *l, int rc, void *data)
 	bool peer = false;
 	for (int i = 0; i < W.npeer_deleted; i++)
 		peer |= strcmp(W.peer_deleted[i], t->node) == 0;
-	if (!nd) {
+	if ((!nd || !alive(nd->st.ephemeralOwner)) && W.cl[t->cl].stopped_expiry) {
+		/* Its clock stood still past the session's expiry: inherent, not checked. */
+		W.exempt++;
+		t->voided = true;
+		t->sess = nd ? nd->st.ephemeralOwner : 0;
+	} else if (!nd) {
 		if (!peer)
 			violation("contender %d: told it holds %s with node %s, which is not on the "
 			          "server", j, pi->path, t->node);
@@ -1273,7 +1286,7 @@ static void on_acquired(zkl_lock *l, int rc, void *data)
 	}
 	t->st = CT_HOLDING;
 	uint64_t r = rnd(20);
-	if (r == 0) {
+	if (r == 0 && W.depth == 0 && W.cl[t->cl].sess && W.cl[t->cl].sess->lib_connected) {
 		check_all();
 		contender_release(t, j, "in its callback");
 		return;
@@ -1367,7 +1380,7 @@ static void contender_act(int j)
 				 * path with a blocking round trip, and reports that read's failure
 				 * (README.md, "Findings"). */
 				bool sem = t->kind == K_SEM || t->kind == K_SEMMUTEX;
-				if (sem && rc == ZKL_ECONNLOSS)
+				if (sem && (rc == ZKL_ECONNLOSS || rc == ZKL_ELOST))
 					W.sem_refused++;
 				else if (rc != ZKL_ECLOSED)
 					violation("contender %d: acquire_async refused: %s (%s)", j,
@@ -1401,6 +1414,12 @@ static void fault_start(int i)
 	struct client *cl = &W.cl[f->cl];
 	if (cl->life == L_CRASHED || !cl->sess)
 		return;
+	if (cl->blocked && (f->kind == F_FREEZE || f->kind == F_SUSPEND || f->kind == F_CRASH)) {
+		/* One thread waits in the library (nested steps): it cannot stop meanwhile. */
+		trace("FAULT %d: %s client %d skipped: a thread of it waits", i,
+		      fault_names[f->kind], f->cl);
+		return;
+	}
 	struct sess *s = cl->sess;
 	trace("FAULT %d: %s client %d for %" PRId64 " ms", i, fault_names[f->kind], f->cl, f->dur);
 	switch (f->kind) {
@@ -1646,7 +1665,10 @@ static bool step(void)
 	}
 	for (int j = 0; j < W.nct; j++) {
 		struct contender *t = &W.ct[j];
-		if (!t->l || t->st == CT_DONE || !can_run(t->cl))
+		/* The application's own calls may wait in the library (a semaphore's first
+		 * start reads its count; a release while disconnected waits for its delete):
+		 * one thread at a time may wait, so they wait while another one does. */
+		if (!t->l || t->st == CT_DONE || !can_run(t->cl) || W.depth > 0)
 			continue;
 		if (t->next_at <= W.now && n < 64)
 			act[n++] = (struct action){ A_ACT, NULL, j };
@@ -1710,6 +1732,11 @@ static bool hook_wait(void *arg, pthread_mutex_t *mu, int64_t deadline)
 	if (++W.depth > 40)
 		violation("timed waits nest more than 40 deep");
 	pthread_mutex_unlock(mu);
+	if (deadline == INT64_MAX)
+		trace("client %d: a thread waits in the library, no deadline", k);
+	else
+		trace("client %d: a thread waits in the library, %" PRId64 " ms", k,
+		      deadline - clock_of(k));
 	bool was = cl->blocked;
 	int64_t was_until = cl->wait_until;
 	cl->blocked = true;
@@ -1764,7 +1791,7 @@ static void scenario(void)
 		t->kind = W.paths[t->path].kind;
 		if (t->kind == K_WRITE && rnd(2))
 			t->kind = K_READ;
-		t->cycles = (int)between(1, 4);
+		t->cycles = t->cycles0 = (int)between(1, 4);
 		t->st = CT_IDLE;
 		t->next_at = between(0, 2000);
 		if (!(W.o.cont_mask & (1u << j))) {
@@ -1829,7 +1856,7 @@ static void print_schedule(FILE *f)
 		if (W.o.cont_mask & (1u << j))
 			fprintf(f, "  contender %d: client %d, %s on %s, %d cycles\n", j, W.ct[j].cl,
 			        kind_names[W.ct[j].kind], W.paths[W.ct[j].path].path,
-			        W.o.cont_mask & (1u << j) ? W.ct[j].cycles : 0);
+			        W.ct[j].cycles0);
 	for (int i = 0; i < W.nf; i++)
 		if (W.o.fault_mask & (1u << i))
 			fprintf(f, "  fault %d: at %" PRId64 " ms, %s, client %d, %" PRId64 " ms\n", i,
