@@ -698,14 +698,26 @@ static void disconnect(struct sess *s, const char *why)
 	}
 	*tail = NULL;
 	s->out = s->out_tail = NULL;
-	for (struct msg *m = s->in; m; m = m->next) {
-		m->local = true;
-		m->at = W.now;
-		if (m->kind == M_ANSWER && m->rc != ZCONNECTIONLOSS) {
-			m->rc = ZCONNECTIONLOSS; /* applied, perhaps, but the answer is lost */
-		}
-	}
+	/* Answers on their way are lost: the library hears connection loss. Watch events on
+	 * their way are lost too; the C client re-sets its watches when it reconnects to
+	 * the same session, and the server fires them again then. */
+	struct msg *in = s->in;
+	s->in = s->in_tail = NULL;
 	s->in_last = W.now;
+	while (in) {
+		struct msg *m = in;
+		in = m->next;
+		if (m->kind == M_WATCH && !m->local) {
+			m->next = s->held; /* held is newest first */
+			s->held = m;
+			continue;
+		}
+		if (m->kind == M_ANSWER)
+			m->rc = ZCONNECTIONLOSS; /* applied, perhaps, but the answer is lost */
+		m->local = true;
+		push_in(s, m, W.now);
+	}
+
 	while (answers) {
 		struct msg *m = answers;
 		answers = m->next;
