@@ -140,8 +140,10 @@ struct sess {
 	int64_t last_recv;    /* last time anything arrived from the server */
 	int64_t next_ping;
 	bool lose_next;       /* fault: the next request is applied, its answer lost */
+	bool lose_create;     /* fault: the next create is applied, its answer lost */
 	bool closed;          /* the library closed the handle */
 	bool lib_connected;   /* the last session event delivered said CONNECTED */
+	int64_t lag0;         /* its client's lag when it was opened */
 	struct msg *out, *out_tail;   /* to the server */
 	int64_t out_last;
 	struct msg *in, *in_tail;     /* to the client */
@@ -220,11 +222,14 @@ enum fkind {
 	F_STRAY,     /* a peer puts a stray child in a lock folder */
 	F_CUT_CS,    /* one-way partition: the server no longer hears the client */
 	F_CUT_SC,    /* one-way partition: the client no longer hears the server */
+	F_LOSE_CUT,  /* the next create's answer is lost, and the client no longer hears the
+	              * server for about the session timeout: the loss rule moves it to a new
+	              * session while the server still has the old one */
 	F_NKINDS
 };
 static const char *const fault_names[] = { "lose-answer", "drop", "expire", "freeze", "suspend",
                                            "crash", "peer-delete", "stray", "cut-c>s",
-                                           "cut-s>c" };
+                                           "cut-s>c", "lose-create+cut-s>c" };
 
 struct fault {
 	enum fkind kind;
@@ -704,9 +709,18 @@ static void disconnect(struct sess *s, const char *why)
 	struct msg *in = s->in;
 	s->in = s->in_tail = NULL;
 	s->in_last = W.now;
+	bool arrived = true;
 	while (in) {
 		struct msg *m = in;
 		in = m->next;
+		/* What reached the client's machine already is read before the end of the
+		 * connection is noticed (in order: stop at the first that has not). */
+		arrived = arrived && (m->local || (m->at <= W.now && W.cl[s->cl].sc_up));
+		if (arrived) {
+			m->local = true;
+			push_in(s, m, W.now);
+			continue;
+		}
 		if (m->kind == M_WATCH && !m->local) {
 			m->next = s->held; /* held is newest first */
 			s->held = m;
@@ -858,8 +872,8 @@ static void apply(struct sess *s)
 		push_in(s, e, at);
 	}
 	push_in(s, m, at);
-	if (s->lose_next) {
-		s->lose_next = false;
+	if (s->lose_next || (s->lose_create && m->op == OP_CREATE)) {
+		s->lose_next = s->lose_create = false;
 		disconnect(s, "fault: answer lost");
 	}
 }
@@ -972,6 +986,7 @@ static zhandle_t *op_open(void *self, const char *servers, int timeout_ms, watch
 	W.sessions = s;
 	W.cl[k].sess = s;
 	W.cl[k].stopped_expiry = false;
+	s->lag0 = W.cl[k].lag;
 	trace("client %d: opens session %" PRIx64, k, (uint64_t)s->id);
 	return (zhandle_t *)s;
 }
@@ -1142,6 +1157,13 @@ static bool alive(int64_t id)
 	return s && s->alive;
 }
 
+/* Whether the clock of s's client stood still (suspend) during s's life: its loss rule
+ * then runs late by that much, and nothing can tell it. */
+static bool clock_stood_still(const struct sess *s)
+{
+	return s && (W.cl[s->cl].lag != s->lag0 || W.cl[s->cl].life == L_SUSPENDED);
+}
+
 static bool exclusive(enum kind k)
 {
 	return k == K_MUTEX || k == K_WRITE || k == K_SEMMUTEX;
@@ -1160,7 +1182,7 @@ static void check_expiry_told(struct sess *s)
 		struct client *cl = &W.cl[t->cl];
 		if (cl->life == L_FROZEN) {
 			cl->owed = true; /* it must learn first thing when it runs again */
-		} else if (cl->life == L_SUSPENDED || cl->life == L_CRASHED) {
+		} else if (cl->life == L_CRASHED || clock_stood_still(s)) {
 			W.exempt++; /* its clock stood still, or it is gone: nothing can tell it */
 			t->voided = true;
 		} else {
@@ -1263,7 +1285,9 @@ static void on_acquired(zkl_lock *l, int rc, void *data)
 	bool peer = false;
 	for (int i = 0; i < W.npeer_deleted; i++)
 		peer |= strcmp(W.peer_deleted[i], t->node) == 0;
-	if ((!nd || !alive(nd->st.ephemeralOwner)) && W.cl[t->cl].stopped_expiry) {
+	if ((!nd || !alive(nd->st.ephemeralOwner)) &&
+	    (W.cl[t->cl].stopped_expiry ||
+	     clock_stood_still(nd ? sess_by_id(nd->st.ephemeralOwner) : W.cl[t->cl].sess))) {
 		/* Its clock stood still past the session's expiry: inherent, not checked. */
 		W.exempt++;
 		t->voided = true;
@@ -1438,6 +1462,12 @@ static void fault_start(int i)
 	switch (f->kind) {
 	case F_LOSE:
 		s->lose_next = true;
+		break;
+	case F_LOSE_CUT:
+		s->lose_create = true;
+		cl->sc_up = false;
+		if (W.now + f->dur > cl->part_until)
+			cl->part_until = W.now + f->dur;
 		break;
 	case F_DROP:
 		if (s->conn == C_UP)
@@ -1829,7 +1859,7 @@ static void scenario(void)
 		W.cl[k].cs_up = W.cl[k].sc_up = true;
 	}
 	/* Faults, more valuable kinds more often. */
-	static const int weight[F_NKINDS] = { 4, 4, 2, 2, 1, 1, 2, 1, 2, 2 };
+	static const int weight[F_NKINDS] = { 4, 4, 2, 2, 1, 1, 2, 1, 2, 2, 2 };
 	int total = 0;
 	for (int i = 0; i < F_NKINDS; i++)
 		total += weight[i];
@@ -1852,6 +1882,9 @@ static void scenario(void)
 		case F_CUT_CS:
 		case F_CUT_SC:
 			f->dur = between(50, timeout * 2);
+			break;
+		case F_LOSE_CUT:
+			f->dur = between(timeout * 95 / 100, timeout * 3 / 2);
 			break;
 		default:
 			f->dur = 0;
