@@ -302,15 +302,17 @@ static void trace(const char *fmt, ...)
 }
 
 static void print_schedule(FILE *f);
+static bool quiet_child; /* stdout goes nowhere: the violation's line goes to stderr */
 
 static void violation(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void violation(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	printf("VIOLATION at t=%" PRId64 " ms, step %" PRIu64 ": ", W.now, W.steps);
-	vprintf(fmt, ap);
-	printf("\n");
+	FILE *out = quiet_child ? stderr : stdout;
+	fprintf(out, "VIOLATION at t=%" PRId64 " ms, step %" PRIu64 ": ", W.now, W.steps);
+	vfprintf(out, fmt, ap);
+	fprintf(out, "\n");
 	va_end(ap);
 	print_schedule(stdout);
 	fflush(stdout);
@@ -2090,6 +2092,7 @@ static int run(const struct options *o, struct stats *out)
 /* Runs in child processes; CI, soak, replay and shrinking */
 
 static struct stats *shared; /* the children's counts, in memory shared with the parent */
+static bool keep_going_g;    /* --keep-going: a quiet child still says what broke */
 
 /* Runs one schedule in a child: 0 if every invariant held, 1 if one broke. */
 static int run_child(const struct options *o, bool quiet)
@@ -2103,6 +2106,7 @@ static int run_child(const struct options *o, bool quiet)
 	if (pid == 0) {
 		if (quiet && !o->trace) {
 			int fd = open("/dev/null", 1);
+			quiet_child = keep_going_g;
 			if (fd >= 0) {
 				dup2(fd, 1);
 				close(fd);
@@ -2182,6 +2186,7 @@ static void usage(void)
 	        "       zkl-sim --ci N [--seed S]          N schedules from seed S (default 1)\n"
 	        "       zkl-sim --seconds T [--seed S]     schedules from S for T seconds\n"
 	        "options: --no-shrink (report a failure as found)\n"
+	        "         --keep-going (list every failing seed, and go on)\n"
 	        "         --semaphore-peer-deletes (a peer deletes semaphore nodes too)\n");
 	exit(2);
 }
@@ -2191,7 +2196,8 @@ int main(int argc, char **argv)
 	struct options o = { .seed = 1, .fault_mask = ~0u, .cont_mask = ~0u };
 	long ci = 0;
 	double seconds = 0;
-	bool do_shrink = true, single = true;
+	bool do_shrink = true, single = true, keep_going = false;
+	uint64_t failed = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -2216,6 +2222,8 @@ int main(int argc, char **argv)
 			i++;
 		} else if (strcmp(a, "--semaphore-peer-deletes") == 0) {
 			o.sem_peerdel = true;
+		} else if (strcmp(a, "--keep-going") == 0) {
+			keep_going = keep_going_g = true;
 		} else if (strcmp(a, "--no-shrink") == 0) {
 			do_shrink = false;
 		} else {
@@ -2248,8 +2256,11 @@ int main(int argc, char **argv)
 		t.seed = seed;
 		t.trace = false;
 		n++;
-		if (run_child(&t, false)) {
+		if (run_child(&t, keep_going)) {
 			printf("seed %" PRIu64 " FAILED after %" PRIu64 " schedules\n", seed, n);
+			failed++;
+			if (keep_going)
+				continue;
 			if (do_shrink)
 				shrink(t);
 			return 1;
@@ -2258,8 +2269,9 @@ int main(int argc, char **argv)
 	double dt = wall() - t0;
 	printf("%" PRIu64 " schedules (seeds %" PRIu64 "..%" PRIu64 "), %" PRIu64 " steps, %" PRIu64
 	       " holds, %.1f simulated hours, %" PRIu64 " holds unchecked (suspended or crashed), "
-	       "%" PRIu64 " semaphore starts refused by the count's read; %.1f s, 0 violations\n",
-	       n, o.seed, o.seed + n - 1, shared->steps, shared->holds,
-	       (double)shared->simulated_ms / 3.6e6, shared->exempt, shared->sem_refused, dt);
-	return 0;
+	       "%" PRIu64 " semaphore starts refused by the count's read; %.1f s, %" PRIu64
+	       " violations\n", n, o.seed, o.seed + n - 1, shared->steps, shared->holds,
+	       (double)shared->simulated_ms / 3.6e6, shared->exempt, shared->sem_refused, dt,
+	       failed);
+	return failed ? 1 : 0;
 }
