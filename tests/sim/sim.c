@@ -1,0 +1,2315 @@
+/* The deterministic simulation (tests/sim/README.md).
+ *
+ * One thread, simulated time, everything drawn from one seed. Real zkl_clients (external
+ * loop) with real recipes run on a model of ZooKeeper placed under the request layer's
+ * table (src/client/zk.h); the scheduler decides, step by step, which message arrives,
+ * which completion or watch event is delivered, which client's loop runs and which
+ * contender acts; faults (delays, lost answers, disconnects, partitions, pauses, crashes,
+ * expiry, a peer's deletes, stray children) come from the same seed. After every step the
+ * invariants are checked against the model's ground truth. A run that breaks one prints
+ * the seed and the command that replays it.
+ *
+ * Time: the server's clock is W.now. Each client's clock (what zkl_now_ms() returns while
+ * the simulation runs code of that client) is W.now minus the time its clock stood still
+ * (a suspended machine). A timed wait in the library (zkl_cond_wait_until: opening,
+ * closing, a release that must be confirmed) runs the rest of the world, without that
+ * client's loop, until something reaches that client or its deadline passes: what a real
+ * thread blocked there would see.
+ *
+ * Each run is a child process (fork), so that a run that fails cannot leave anything
+ * behind for the next and can be replayed alone. */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zklocks/zklocks.h>
+
+#include "clock.h"
+#include "internal.h"
+
+#define MAXC 5   /* clients */
+#define MAXK 8   /* contenders */
+#define MAXF 24  /* faults */
+#define MAXP 3   /* lock paths */
+
+/* ------------------------------------------------------------------------------------ */
+/* Randomness: every draw of a run comes from W.rng (the seed). */
+
+static uint64_t rng_next(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* The world */
+
+struct node {
+	struct node *next;
+	char *path;
+	char *data;
+	int len;
+	struct Stat st;
+	bool container;
+};
+
+enum wkind { W_DATA, W_CHILD };
+
+struct watch {
+	struct watch *next;
+	uint64_t id;
+	struct sess *s;
+	char *path;
+	enum wkind kind;
+	watcher_fn fn;
+	void *ctx;
+};
+
+enum op { OP_CREATE, OP_DELETE, OP_CHILDREN, OP_GET, OP_EXISTS, OP_SET, OP_SYNC };
+static const char *const op_names[] = { "create", "delete", "children", "get", "exists", "set",
+                                        "sync" };
+
+/* A message: a request travelling to the server, or something travelling back (an
+ * answer, a watch event, a session event). */
+enum mkind { M_REQUEST, M_ANSWER, M_WATCH, M_SESSION };
+
+struct msg {
+	struct msg *next;
+	enum mkind kind;
+	int64_t at;          /* arrives no earlier than this (server clock) */
+	bool local;          /* made by the client library itself: no network between */
+	/* M_REQUEST, M_ANSWER */
+	enum op op;
+	char *path;
+	char *data;
+	int len;
+	int mode;
+	int version;
+	watcher_fn wfn;
+	void *wctx;
+	uint64_t wid;        /* the watch this request left on the server */
+	void (*done)(void);
+	const void *arg;
+	int rc;
+	char *created;
+	struct Stat st;
+	char **names;
+	int count;
+	/* M_WATCH, M_SESSION */
+	watcher_fn fn;
+	void *ctx;
+	int type;
+	int state;
+};
+
+/* C_EXPIRING: the C client knows the session expired, and its event is on the way to
+ * the library: requests fail (ZSESSIONEXPIRED) until the event is delivered; from then
+ * on (C_DEAD) they are refused with ZINVALIDSTATE. The C client has a window where it
+ * refuses before the event arrives; a single thread cannot model it without spinning
+ * (README.md, "Findings"). */
+enum conn { C_CONNECTING, C_UP, C_DOWN, C_EXPIRING, C_DEAD };
+
+struct sess {
+	struct sess *next;
+	int cl;               /* its client's slot */
+	int64_t id;
+	int timeout;
+	watcher_fn fn;
+	void *ctx;
+	/* the server's side */
+	bool known;           /* the server has the session (first connect done) */
+	bool alive;           /* known, and neither expired nor closed */
+	int64_t last_heard;
+	bool kill_conn;       /* the server ended it: the client learns on its next contact */
+	/* the connection, as the client's library sees it */
+	enum conn conn;
+	int64_t retry_at;     /* C_CONNECTING, C_DOWN: next attempt */
+	int64_t last_recv;    /* last time anything arrived from the server */
+	int64_t next_ping;
+	bool lose_next;       /* fault: the next request is applied, its answer lost */
+	bool lose_create;     /* fault: the next create is applied, its answer lost */
+	bool closed;          /* the library closed the handle */
+	bool lib_connected;   /* the last session event delivered said CONNECTED */
+	int64_t lag0;         /* its client's lag when it was opened */
+	struct msg *out, *out_tail;   /* to the server */
+	int64_t out_last;
+	struct msg *in, *in_tail;     /* to the client */
+	int64_t in_last;
+	struct msg *held;             /* watch events fired while disconnected */
+	struct cwatch *cw;            /* the C client's table of watches it knows of */
+};
+
+/* A watch as the C client knows it: only once the answer of the request that set it came
+ * back ZOK. An event for a watch it does not know is dropped, as the C client does. */
+struct cwatch {
+	struct cwatch *next;
+	uint64_t id;
+	char *path;
+	watcher_fn fn;
+	void *ctx;
+};
+
+enum life { L_RUN, L_FROZEN, L_SUSPENDED, L_CRASHED };
+
+struct client {
+	zkl_client *c;
+	int64_t lag;          /* how long its clock stood still */
+	int64_t susp_from;    /* L_SUSPENDED: since when */
+	struct sess *sess;    /* its newest session */
+	enum life life;
+	int64_t life_until;
+	bool cs_up, sc_up;    /* client -> server, server -> client */
+	int64_t part_until;
+	bool blocked;         /* a thread of it waits inside the library (nested steps) */
+	int64_t wait_until;   /* until when (server clock), if it runs */
+	uint64_t delivered;   /* deliveries so far: wakes a blocked wait */
+	bool owed;            /* a hold of it must be told lost as soon as it runs again */
+	bool stopped_expiry;  /* a session of it expired while its clock stood still, and it
+	                       * has not opened another since: it cannot know */
+	int timeout;
+};
+
+enum kind { K_MUTEX, K_READ, K_WRITE, K_SEM, K_SEMMUTEX };
+static const char *const kind_names[] = { "mutex", "read", "write", "semaphore",
+                                          "semaphore-mutex" };
+
+enum cstate { CT_IDLE, CT_ACQUIRING, CT_HOLDING, CT_DONE };
+
+struct contender {
+	int cl;
+	int path;            /* index in W.paths */
+	enum kind kind;
+	zkl_mutex *m;
+	zkl_rwlock *rw;
+	zkl_semaphore *sem;
+	zkl_semaphore_mutex *sm;
+	zkl_lock *l;
+	enum cstate st;
+	int cycles;          /* left to do */
+	int cycles0;         /* planned */
+	int64_t next_at;     /* CT_IDLE: start; CT_ACQUIRING: cancel (or INT64_MAX);
+	                      * CT_HOLDING: release */
+	bool pending;        /* an async acquire's callback is owed */
+	bool believes;       /* it was told it holds, and neither released nor told lost */
+	bool voided;         /* its node was deleted by a peer: its hold counts no more */
+	int64_t token;
+	int64_t sess;        /* the session its node belongs to */
+	char node[ZKL_NODE_MAX];
+	int calls, losts;
+};
+
+enum fkind {
+	F_LOSE,      /* the next request of a client is applied, its answer lost */
+	F_DROP,      /* the connection drops; the client reconnects to the same session */
+	F_EXPIRE,    /* cut off both ways for longer than the session timeout */
+	F_FREEZE,    /* the process stops; its clock goes on (a long GC, SIGSTOP) */
+	F_SUSPEND,   /* the machine stops; its monotonic clock stops too */
+	F_CRASH,     /* the process dies: its session expires on the server */
+	F_PEERDEL,   /* a peer deletes a lock node */
+	F_STRAY,     /* a peer puts a stray child in a lock folder */
+	F_CUT_CS,    /* one-way partition: the server no longer hears the client */
+	F_CUT_SC,    /* one-way partition: the client no longer hears the server */
+	F_LOSE_CUT,  /* the next create's answer is lost, and the client no longer hears the
+	              * server for about the session timeout: the loss rule moves it to a new
+	              * session while the server still has the old one */
+	F_NKINDS
+};
+static const char *const fault_names[] = { "lose-answer", "drop", "expire", "freeze", "suspend",
+                                           "crash", "peer-delete", "stray", "cut-c>s",
+                                           "cut-s>c", "lose-create+cut-s>c" };
+
+struct fault {
+	enum fkind kind;
+	int cl;
+	int64_t at, dur;
+	uint64_t pick;
+	bool done;
+};
+
+struct path_info {
+	char path[64];
+	enum kind kind;      /* of its contenders (K_READ/K_WRITE: a rwlock) */
+	int max;             /* semaphores */
+	int64_t max_token;   /* the highest token granted so far */
+	int64_t max_excl;    /* the highest token of an exclusive hold */
+};
+
+struct options {
+	uint64_t seed;
+	bool trace;
+	uint32_t fault_mask;   /* faults of the schedule kept (bit i: fault i) */
+	uint32_t cont_mask;    /* contenders kept */
+	bool verbose;
+	bool sem_peerdel;      /* peers delete semaphore nodes too */
+	bool known_sem;        /* the known semaphore stall is counted, not a failure */
+};
+
+static struct world {
+	struct options o;
+	uint64_t rng;
+	int64_t now;
+	int64_t zxid, next_sid;
+	uint64_t next_wid;
+	struct node *nodes;
+	struct watch *watches;
+	struct sess *sessions;
+	struct client cl[MAXC];
+	int ncl;
+	struct contender ct[MAXK];
+	int nct;
+	struct fault f[MAXF];
+	int nf;
+	struct path_info paths[MAXP];
+	int npaths;
+	int cur;             /* the client whose code runs now (its clock), or -1 */
+	int depth;
+	int64_t delay_max;
+	int64_t fault_end;   /* no new fault starts after this */
+	int64_t next_reap;
+	char peer_deleted[16][ZKL_NODE_MAX];
+	int npeer_deleted;
+	bool tearing_down;
+	bool checking;
+	uint64_t steps;
+	int holds;           /* holds granted */
+	int exempt;          /* holds left unchecked: suspended or crashed */
+	int sem_refused;     /* semaphore async starts refused by the count's read */
+	int known_stalls;    /* runs ended by the known semaphore stall */
+} W;
+
+static void trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void trace(const char *fmt, ...)
+{
+	if (!W.o.trace)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	printf("[%7" PRId64 "] ", W.now);
+	vprintf(fmt, ap);
+	printf("\n");
+	va_end(ap);
+}
+
+static void print_schedule(FILE *f);
+static bool quiet_child; /* stdout goes nowhere: the violation's line goes to stderr */
+
+static void violation(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void violation(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	FILE *out = quiet_child ? stderr : stdout;
+	fprintf(out, "VIOLATION at t=%" PRId64 " ms, step %" PRIu64 ": ", W.now, W.steps);
+	vfprintf(out, fmt, ap);
+	fprintf(out, "\n");
+	va_end(ap);
+	print_schedule(stdout);
+	fflush(stdout);
+	_exit(1);
+}
+
+static uint64_t rnd(uint64_t n)
+{
+	return n ? rng_next(&W.rng) % n : 0;
+}
+
+static int64_t between(int64_t lo, int64_t hi)
+{
+	return lo + (int64_t)rnd((uint64_t)(hi - lo + 1));
+}
+
+/* The library's node names carry random uuids: draw them from the seed too, so that a
+ * replay prints the same trace. */
+ssize_t getrandom(void *buf, size_t n, unsigned int flags)
+{
+	(void)flags;
+	static uint64_t s = 42;
+	for (size_t i = 0; i < n; i++)
+		((unsigned char *)buf)[i] = (unsigned char)rng_next(&s);
+	return (ssize_t)n;
+}
+
+static char *xstrdup(const char *s)
+{
+	char *d = strdup(s);
+	if (!d)
+		abort();
+	return d;
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size);
+	if (!p)
+		abort();
+	return p;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Clocks */
+
+static int64_t clock_of(int k)
+{
+	struct client *cl = &W.cl[k];
+	if (cl->life == L_SUSPENDED)
+		return cl->susp_from - cl->lag;
+	return W.now - cl->lag;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* The tree */
+
+static struct node *find(const char *path)
+{
+	for (struct node *n = W.nodes; n; n = n->next)
+		if (strcmp(n->path, path) == 0)
+			return n;
+	return NULL;
+}
+
+static bool is_child(const char *parent, const char *path)
+{
+	size_t pl = strcmp(parent, "/") == 0 ? 0 : strlen(parent);
+	return strncmp(path, parent, pl) == 0 && path[pl] == '/' && path[pl + 1] &&
+	       !strchr(path + pl + 1, '/');
+}
+
+static struct node *parent_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	if (slash == path)
+		return find("/");
+	char buf[1024];
+	size_t n = (size_t)(slash - path);
+	if (n >= sizeof buf)
+		return NULL;
+	memcpy(buf, path, n);
+	buf[n] = 0;
+	return find(buf);
+}
+
+static int count_children(const char *path)
+{
+	int k = 0;
+	for (struct node *n = W.nodes; n; n = n->next)
+		k += is_child(path, n->path);
+	return k;
+}
+
+static void deliver_later(struct sess *s, struct msg *m);
+
+/* Fires the watches of kind on path. Those of `self` are appended to *own (they reach it
+ * before the answer of the request that fired them). */
+static void fire(const char *path, enum wkind kind, int type, struct sess *self, struct msg **own)
+{
+	for (struct watch **pp = &W.watches; *pp;) {
+		struct watch *w = *pp;
+		if (w->kind != kind || strcmp(w->path, path) != 0) {
+			pp = &w->next;
+			continue;
+		}
+		*pp = w->next;
+		struct msg *m = xcalloc(1, sizeof *m);
+		m->kind = M_WATCH;
+		m->wid = w->id;
+		m->type = type;
+		m->state = ZOO_CONNECTED_STATE;
+		m->path = w->path;
+		if (w->s == self && own) {
+			m->next = *own;
+			*own = m;
+		} else {
+			deliver_later(w->s, m);
+		}
+		free(w);
+	}
+}
+
+static int tree_create(const char *path, const char *data, int len, int mode, int64_t owner,
+                       char **created, struct Stat *st, struct sess *self, struct msg **own)
+{
+	if (path[0] != '/' || strcmp(path, "/") == 0)
+		return ZBADARGUMENTS;
+	struct node *p = parent_of(path);
+	if (!p)
+		return ZNONODE;
+	if (p->st.ephemeralOwner)
+		return ZNOCHILDRENFOREPHEMERALS;
+	char name[1100];
+	if (mode & ZOO_SEQUENCE)
+		snprintf(name, sizeof name, "%s%010" PRId32, path, p->st.cversion);
+	else
+		snprintf(name, sizeof name, "%s", path);
+	if (find(name))
+		return ZNODEEXISTS;
+	struct node *n = xcalloc(1, sizeof *n);
+	n->path = xstrdup(name);
+	if (data && len > 0) {
+		n->data = malloc((size_t)len);
+		memcpy(n->data, data, (size_t)len);
+		n->len = len;
+	}
+	n->container = mode == ZOO_CONTAINER;
+	W.zxid++;
+	n->st.czxid = n->st.mzxid = n->st.pzxid = W.zxid;
+	n->st.ctime = n->st.mtime = W.now;
+	n->st.ephemeralOwner = (mode & ZOO_EPHEMERAL) ? owner : 0;
+	n->st.dataLength = n->len;
+	n->next = W.nodes;
+	W.nodes = n;
+	p->st.cversion = (int32_t)((uint32_t)p->st.cversion + 1);
+	p->st.pzxid = W.zxid;
+	if (created)
+		*created = xstrdup(name);
+	if (st)
+		*st = n->st;
+	fire(name, W_DATA, ZOO_CREATED_EVENT, self, own);
+	fire(p->path, W_CHILD, ZOO_CHILD_EVENT, self, own);
+	return ZOK;
+}
+
+static int tree_delete(const char *path, int version, struct sess *self, struct msg **own)
+{
+	struct node *n = find(path);
+	if (!n)
+		return ZNONODE;
+	if (strcmp(path, "/") == 0)
+		return ZBADARGUMENTS;
+	if (version >= 0 && version != n->st.version)
+		return ZBADVERSION;
+	if (count_children(path) > 0)
+		return ZNOTEMPTY;
+	struct node *p = parent_of(path);
+	for (struct node **pp = &W.nodes; *pp; pp = &(*pp)->next) {
+		if (*pp == n) {
+			*pp = n->next;
+			break;
+		}
+	}
+	W.zxid++;
+	if (p) {
+		p->st.cversion = (int32_t)((uint32_t)p->st.cversion + 1);
+		p->st.pzxid = W.zxid;
+	}
+	fire(path, W_DATA, ZOO_DELETED_EVENT, self, own);
+	fire(path, W_CHILD, ZOO_DELETED_EVENT, self, own);
+	if (p)
+		fire(p->path, W_CHILD, ZOO_CHILD_EVENT, self, own);
+	free(n->path);
+	free(n->data);
+	free(n);
+	return ZOK;
+}
+
+static int tree_set(const char *path, const char *data, int len, int version, struct Stat *st,
+                    struct sess *self, struct msg **own)
+{
+	struct node *n = find(path);
+	if (!n)
+		return ZNONODE;
+	if (version >= 0 && version != n->st.version)
+		return ZBADVERSION;
+	free(n->data);
+	n->data = NULL;
+	n->len = 0;
+	if (data && len > 0) {
+		n->data = malloc((size_t)len);
+		memcpy(n->data, data, (size_t)len);
+		n->len = len;
+	}
+	W.zxid++;
+	n->st.mzxid = W.zxid;
+	n->st.mtime = W.now;
+	n->st.version++;
+	n->st.dataLength = n->len;
+	if (st)
+		*st = n->st;
+	fire(path, W_DATA, ZOO_CHANGED_EVENT, self, own);
+	return ZOK;
+}
+
+static uint64_t add_watch(struct sess *s, const char *path, enum wkind kind, watcher_fn fn,
+                          void *ctx)
+{
+	struct watch *w = xcalloc(1, sizeof *w);
+	w->id = ++W.next_wid;
+	w->path = xstrdup(path);
+	w->s = s;
+	w->kind = kind;
+	w->fn = fn;
+	w->ctx = ctx;
+	w->next = W.watches;
+	W.watches = w;
+	return w->id;
+}
+
+/* The server removes every empty container that ever had a child. */
+static void reap(void)
+{
+	for (bool again = true; again;) {
+		again = false;
+		for (struct node *n = W.nodes; n; n = n->next) {
+			if (n->container && n->st.cversion != 0 && count_children(n->path) == 0) {
+				char *path = xstrdup(n->path);
+				trace("server reaps container %s", path);
+				tree_delete(path, -1, NULL, NULL);
+				free(path);
+				again = true;
+				break;
+			}
+		}
+	}
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Sessions and the network */
+
+static void msg_free(struct msg *m)
+{
+	free(m->path);
+	free(m->data);
+	free(m->created);
+	if (m->names) {
+		for (int i = 0; i < m->count; i++)
+			free(m->names[i]);
+		free(m->names);
+	}
+	free(m);
+}
+
+static int64_t delay(void)
+{
+	/* Mostly short; now and then a long one (a slow server, a retransmission). */
+	if (rnd(100) == 0)
+		return between(W.delay_max, W.delay_max * 8 + 50);
+	return between(0, W.delay_max);
+}
+
+/* Queues m for s's client, behind what is queued already (per-session FIFO). */
+static void push_in(struct sess *s, struct msg *m, int64_t at)
+{
+	if (at < s->in_last)
+		at = s->in_last;
+	s->in_last = at;
+	m->at = at;
+	m->next = NULL;
+	if (s->in_tail)
+		s->in_tail->next = m;
+	else
+		s->in = m;
+	s->in_tail = m;
+}
+
+static void deliver_later(struct sess *s, struct msg *m)
+{
+	if (s->closed) {
+		msg_free(m);
+		return;
+	}
+	if (s->conn != C_UP) {
+		/* Not connected: the watch is re-set on reconnection, and fires then. */
+		m->next = s->held;
+		s->held = m;
+		return;
+	}
+	push_in(s, m, W.now + delay());
+}
+
+/* A session event for s's client (and, when delivered, for each watch the C client
+ * knows of, as it does). */
+static void session_event(struct sess *s, int state, int64_t at, bool local)
+{
+	struct msg *m = xcalloc(1, sizeof *m);
+	m->kind = M_SESSION;
+	m->type = ZOO_SESSION_EVENT;
+	m->state = state;
+	m->local = local;
+	push_in(s, m, at);
+}
+
+static void cwatches_free(struct sess *s)
+{
+	while (s->cw) {
+		struct cwatch *w = s->cw;
+		s->cw = w->next;
+		free(w->path);
+		free(w);
+	}
+}
+
+/* The server ends session s (expired, or closed by its client): its ephemeral nodes go,
+ * which fires other sessions' watches, and its own watches are dropped. */
+static void server_end(struct sess *s, const char *why)
+{
+	if (!s->alive)
+		return;
+	s->alive = false;
+	trace("server: session %" PRIx64 " %s", (uint64_t)s->id, why);
+	if (W.cl[s->cl].life == L_SUSPENDED)
+		W.cl[s->cl].stopped_expiry = true;
+	for (struct watch **pp = &W.watches; *pp;) {
+		struct watch *w = *pp;
+		if (w->s == s) {
+			*pp = w->next;
+			free(w->path);
+			free(w);
+		} else {
+			pp = &w->next;
+		}
+	}
+	for (;;) {
+		struct node *n = W.nodes;
+		while (n && n->st.ephemeralOwner != s->id)
+			n = n->next;
+		if (!n)
+			break;
+		char *path = xstrdup(n->path);
+		tree_delete(path, -1, NULL, NULL);
+		free(path);
+	}
+}
+
+static void check_expiry_told(struct sess *s);
+
+/* The connection of s drops (as the client's library sees it): every request without an
+ * answer fails with connection loss, whether the server applied it or not, and the
+ * library reports CONNECTING. */
+static void disconnect(struct sess *s, const char *why)
+{
+	if (s->conn != C_UP && s->conn != C_CONNECTING)
+		return;
+	trace("client %d: session %" PRIx64 " disconnected (%s)", s->cl, (uint64_t)s->id, why);
+	bool was_up = s->conn == C_UP;
+	s->conn = C_DOWN;
+	s->retry_at = W.now + between(20, 400);
+	/* What was on its way, both ways, fails now (locally, in order). */
+	struct msg *answers = NULL, **tail = &answers;
+	for (struct msg *m = s->out; m;) {
+		struct msg *next = m->next;
+		m->kind = M_ANSWER;
+		m->rc = ZCONNECTIONLOSS;
+		*tail = m;
+		tail = &m->next;
+		m = next;
+	}
+	*tail = NULL;
+	s->out = s->out_tail = NULL;
+	/* Answers on their way are lost: the library hears connection loss. Watch events on
+	 * their way are lost too; the C client re-sets its watches when it reconnects to
+	 * the same session, and the server fires them again then. */
+	struct msg *in = s->in;
+	s->in = s->in_tail = NULL;
+	s->in_last = W.now;
+	bool arrived = true;
+	while (in) {
+		struct msg *m = in;
+		in = m->next;
+		/* What reached the client's machine already is read before the end of the
+		 * connection is noticed (in order: stop at the first that has not). */
+		arrived = arrived && (m->local || (m->at <= W.now && W.cl[s->cl].sc_up));
+		if (arrived) {
+			m->local = true;
+			push_in(s, m, W.now);
+			continue;
+		}
+		if (m->kind == M_WATCH && !m->local) {
+			m->next = s->held; /* held is newest first */
+			s->held = m;
+			continue;
+		}
+		if (m->kind == M_ANSWER)
+			m->rc = ZCONNECTIONLOSS; /* applied, perhaps, but the answer is lost */
+		m->local = true;
+		push_in(s, m, W.now);
+	}
+
+	while (answers) {
+		struct msg *m = answers;
+		answers = m->next;
+		m->local = true;
+		push_in(s, m, W.now);
+	}
+	if (was_up)
+		session_event(s, ZOO_CONNECTING_STATE, W.now, true);
+}
+
+/* A connection attempt of s: succeeds if both directions work. */
+static void connect_attempt(struct sess *s)
+{
+	struct client *cl = &W.cl[s->cl];
+	if (!cl->cs_up || !cl->sc_up) {
+		s->retry_at = W.now + between(100, 1000);
+		return;
+	}
+	s->kill_conn = false;
+	if (s->known && !s->alive) {
+		trace("client %d: session %" PRIx64 " reconnects: expired", s->cl, (uint64_t)s->id);
+		s->conn = C_EXPIRING;
+		session_event(s, ZOO_EXPIRED_SESSION_STATE, W.now + delay(), false);
+		/* Watches of the handle hear it too, then they are gone. */
+		for (struct msg *h = s->held; h;) {
+			struct msg *n = h->next;
+			msg_free(h);
+			h = n;
+		}
+		s->held = NULL;
+		return;
+	}
+	if (!s->known) {
+		s->known = true;
+		s->alive = true;
+	}
+	s->last_heard = W.now;
+	s->conn = C_UP;
+	s->last_recv = W.now;
+	s->next_ping = W.now + s->timeout / 3;
+	trace("client %d: session %" PRIx64 " connected", s->cl, (uint64_t)s->id);
+	int64_t at = W.now + delay();
+	session_event(s, ZOO_CONNECTED_STATE, at, false);
+	/* Watches re-set on reconnection fire now for what changed meanwhile. */
+	struct msg *rev = NULL;
+	while (s->held) {
+		struct msg *m = s->held;
+		s->held = m->next;
+		m->next = rev;
+		rev = m;
+	}
+	while (rev) {
+		struct msg *m = rev;
+		rev = m->next;
+		push_in(s, m, at);
+	}
+}
+
+/* The server applies the request at the head of s's queue. */
+static void apply(struct sess *s)
+{
+	struct msg *m = s->out;
+	s->out = m->next;
+	if (!s->out)
+		s->out_tail = NULL;
+	s->last_heard = W.now;
+	struct msg *own = NULL;
+	int rc = ZOK;
+	if (!s->alive) {
+		rc = ZSESSIONEXPIRED;
+	} else {
+		switch (m->op) {
+		case OP_CREATE:
+			rc = tree_create(m->path, m->data, m->len, m->mode, s->id, &m->created, &m->st, s,
+			                 &own);
+			break;
+		case OP_DELETE:
+			rc = tree_delete(m->path, m->version, s, &own);
+			break;
+		case OP_SET:
+			rc = tree_set(m->path, m->data, m->len, m->version, &m->st, s, &own);
+			break;
+		case OP_EXISTS:
+		case OP_GET: {
+			struct node *n = find(m->path);
+			if (!n) {
+				rc = ZNONODE;
+				break;
+			}
+			m->st = n->st;
+			m->st.numChildren = count_children(m->path);
+			if (m->op == OP_GET) {
+				free(m->data);
+				m->data = NULL;
+				m->len = -1;
+				if (n->data) {
+					m->data = malloc((size_t)n->len + 1);
+					memcpy(m->data, n->data, (size_t)n->len);
+					m->len = n->len;
+				}
+				if (m->wfn)
+					m->wid = add_watch(s, m->path, W_DATA, m->wfn, m->wctx);
+			}
+			break;
+		}
+		case OP_CHILDREN: {
+			if (!find(m->path)) {
+				rc = ZNONODE;
+				break;
+			}
+			int k = count_children(m->path);
+			m->names = xcalloc((size_t)k + 1, sizeof *m->names);
+			for (struct node *n = W.nodes; n; n = n->next)
+				if (is_child(m->path, n->path))
+					m->names[m->count++] = xstrdup(strrchr(n->path, '/') + 1);
+			/* The server's order is no order. */
+			for (int i = m->count - 1; i > 0; i--) {
+				int j = (int)rnd((uint64_t)i + 1);
+				char *t = m->names[i];
+				m->names[i] = m->names[j];
+				m->names[j] = t;
+			}
+			if (m->wfn)
+				m->wid = add_watch(s, m->path, W_CHILD, m->wfn, m->wctx);
+			break;
+		}
+		case OP_SYNC:
+			break;
+		}
+	}
+	trace("server: %" PRIx64 " %s %s -> %d", (uint64_t)s->id, op_names[m->op], m->path, rc);
+	m->kind = M_ANSWER;
+	m->rc = rc;
+	int64_t at = W.now + delay();
+	while (own) {
+		struct msg *e = own;
+		own = e->next;
+		push_in(s, e, at);
+	}
+	push_in(s, m, at);
+	if (s->lose_next || (s->lose_create && m->op == OP_CREATE)) {
+		s->lose_next = s->lose_create = false;
+		disconnect(s, "fault: answer lost");
+	}
+}
+
+/* Calls a message's completion or watcher (no lock of ours held). */
+static void deliver(struct sess *s, struct msg *m)
+{
+	int saved = W.cur;
+	W.cur = s->cl;
+	W.cl[s->cl].delivered++;
+	if (!m->local)
+		s->last_recv = W.now;
+	if (m->kind == M_SESSION) {
+		trace("client %d: session event state %d", s->cl, m->state);
+		if (m->state == ZOO_EXPIRED_SESSION_STATE)
+			s->conn = C_DEAD;
+		s->lib_connected = m->state == ZOO_CONNECTED_STATE;
+		s->fn((zhandle_t *)s, ZOO_SESSION_EVENT, m->state, "", s->ctx);
+		/* Every watch of the handle hears it too; after an expiry they are gone. The
+		 * list may change under the calls: take it first. */
+		struct cwatch *list = s->cw;
+		if (m->state == ZOO_EXPIRED_SESSION_STATE)
+			s->cw = NULL;
+		for (struct cwatch *w = list; w; w = w->next)
+			w->fn((zhandle_t *)s, ZOO_SESSION_EVENT, m->state, w->path, w->ctx);
+		if (m->state == ZOO_EXPIRED_SESSION_STATE) {
+			while (list) {
+				struct cwatch *w = list;
+				list = w->next;
+				free(w->path);
+				free(w);
+			}
+		}
+		W.cur = saved;
+		return;
+	}
+	if (m->kind == M_WATCH) {
+		struct cwatch **pp = &s->cw;
+		while (*pp && (*pp)->id != m->wid)
+			pp = &(*pp)->next;
+		struct cwatch *w = *pp;
+		trace("client %d: watch event type %d %s%s", s->cl, m->type, m->path,
+		      w ? "" : " (no watcher: dropped)");
+		if (w) {
+			*pp = w->next;
+			w->fn((zhandle_t *)s, m->type, m->state, m->path, w->ctx);
+			free(w->path);
+			free(w);
+		}
+		W.cur = saved;
+		return;
+	}
+	int rc = m->rc;
+	trace("client %d: answer %s %s -> %d", s->cl, op_names[m->op], m->path, rc);
+	if (rc == ZOK && m->wid) {
+		struct cwatch *w = xcalloc(1, sizeof *w);
+		w->id = m->wid;
+		w->path = xstrdup(m->path);
+		w->fn = m->wfn;
+		w->ctx = m->wctx;
+		w->next = s->cw;
+		s->cw = w;
+	}
+	struct String_vector sv = { m->count, m->names };
+	switch (m->op) {
+	case OP_CREATE:
+		((string_stat_completion_t)m->done)(rc, rc == ZOK ? m->created : NULL,
+		                                     rc == ZOK ? &m->st : NULL, m->arg);
+		break;
+	case OP_DELETE:
+		((void_completion_t)m->done)(rc, m->arg);
+		break;
+	case OP_CHILDREN:
+		((strings_completion_t)m->done)(rc, rc == ZOK ? &sv : NULL, m->arg);
+		break;
+	case OP_GET:
+		((data_completion_t)m->done)(rc, rc == ZOK ? m->data : NULL, rc == ZOK ? m->len : -1,
+		                             rc == ZOK ? &m->st : NULL, m->arg);
+		break;
+	case OP_EXISTS:
+	case OP_SET:
+		((stat_completion_t)m->done)(rc, rc == ZOK ? &m->st : NULL, m->arg);
+		break;
+	case OP_SYNC:
+		((string_completion_t)m->done)(rc, rc == ZOK ? m->path : NULL, m->arg);
+		break;
+	}
+	W.cur = saved;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* The request layer's table */
+
+static zhandle_t *op_open(void *self, const char *servers, int timeout_ms, watcher_fn watcher,
+                          void *ctx, bool quiet, const char *digest)
+{
+	(void)servers;
+	(void)quiet;
+	(void)digest;
+	int k = (int)((struct client *)self - W.cl);
+	struct sess *s = xcalloc(1, sizeof *s);
+	s->cl = k;
+	s->id = ++W.next_sid;
+	s->timeout = timeout_ms;
+	s->fn = watcher;
+	s->ctx = ctx;
+	s->conn = C_CONNECTING;
+	s->retry_at = W.now + between(1, 50);
+	s->next = W.sessions;
+	W.sessions = s;
+	W.cl[k].sess = s;
+	W.cl[k].stopped_expiry = false;
+	s->lag0 = W.cl[k].lag;
+	trace("client %d: opens session %" PRIx64, k, (uint64_t)s->id);
+	return (zhandle_t *)s;
+}
+
+static void op_close(zhandle_t *zh)
+{
+	struct sess *s = (struct sess *)zh;
+	struct client *cl = &W.cl[s->cl];
+	trace("client %d: closes session %" PRIx64, s->cl, (uint64_t)s->id);
+	/* The close request reaches the server if the way there is open. */
+	if (s->conn == C_UP && cl->cs_up && cl->life == L_RUN)
+		server_end(s, "closed by its client");
+	s->closed = true;
+	s->conn = C_DEAD;
+	/* Requests without an answer are completed now with ZCLOSING; events are dropped. */
+	struct msg *list[2] = { s->out, s->in };
+	s->out = s->out_tail = s->in = s->in_tail = NULL;
+	for (int i = 0; i < 2; i++) {
+		for (struct msg *m = list[i]; m;) {
+			struct msg *next = m->next;
+			if (m->kind == M_REQUEST || m->kind == M_ANSWER) {
+				m->kind = M_ANSWER;
+				m->rc = ZCLOSING;
+				m->local = true;
+				deliver(s, m);
+			}
+			msg_free(m);
+			m = next;
+		}
+	}
+	while (s->held) {
+		struct msg *m = s->held;
+		s->held = m->next;
+		msg_free(m);
+	}
+	cwatches_free(s);
+}
+
+static int64_t op_session_id(zhandle_t *zh)
+{
+	return ((struct sess *)zh)->id;
+}
+
+static int op_timeout(zhandle_t *zh)
+{
+	return ((struct sess *)zh)->timeout;
+}
+
+static int submit(zhandle_t *zh, enum op op, const char *path, const char *data, int len,
+                  int mode, int version, watcher_fn wfn, void *wctx, void (*done)(void),
+                  const void *arg)
+{
+	struct sess *s = (struct sess *)zh;
+	if (s->closed || s->conn == C_DEAD)
+		return ZINVALIDSTATE;
+	struct msg *m = xcalloc(1, sizeof *m);
+	m->kind = M_REQUEST;
+	m->op = op;
+	m->path = xstrdup(path);
+	m->len = -1;
+	if (data && len >= 0) {
+		m->data = malloc((size_t)len + 1);
+		memcpy(m->data, data, (size_t)len);
+		m->len = len;
+	}
+	m->mode = mode;
+	m->version = version;
+	m->wfn = wfn;
+	m->wctx = wctx;
+	m->done = done;
+	m->arg = arg;
+	if (s->conn != C_UP) {
+		/* The C client fails requests at once while it is not connected. */
+		m->kind = M_ANSWER;
+		m->rc = s->conn == C_EXPIRING ? ZSESSIONEXPIRED : ZCONNECTIONLOSS;
+		m->local = true;
+		push_in(s, m, W.now);
+		return ZOK;
+	}
+	int64_t at = W.now + delay();
+	if (at < s->out_last)
+		at = s->out_last;
+	s->out_last = at;
+	m->at = at;
+	if (s->out_tail)
+		s->out_tail->next = m;
+	else
+		s->out = m;
+	s->out_tail = m;
+	trace("client %d: sends %s %s", s->cl, op_names[op], path);
+	return ZOK;
+}
+
+static int op_create(zhandle_t *zh, const char *path, const char *data, int len,
+                     const struct ACL_vector *acl, int mode, string_stat_completion_t done,
+                     const void *arg)
+{
+	(void)acl;
+	return submit(zh, OP_CREATE, path, data, data ? len : -1, mode, -1, NULL, NULL,
+	              (void (*)(void))done, arg);
+}
+
+static int op_remove(zhandle_t *zh, const char *path, int version, void_completion_t done,
+                     const void *arg)
+{
+	return submit(zh, OP_DELETE, path, NULL, -1, 0, version, NULL, NULL, (void (*)(void))done,
+	              arg);
+}
+
+static int op_children(zhandle_t *zh, const char *path, watcher_fn watcher, void *wctx,
+                       strings_completion_t done, const void *arg)
+{
+	return submit(zh, OP_CHILDREN, path, NULL, -1, 0, -1, watcher, wctx, (void (*)(void))done,
+	              arg);
+}
+
+static int op_get(zhandle_t *zh, const char *path, watcher_fn watcher, void *wctx,
+                  data_completion_t done, const void *arg)
+{
+	return submit(zh, OP_GET, path, NULL, -1, 0, -1, watcher, wctx, (void (*)(void))done, arg);
+}
+
+static int op_exists(zhandle_t *zh, const char *path, stat_completion_t done, const void *arg)
+{
+	return submit(zh, OP_EXISTS, path, NULL, -1, 0, -1, NULL, NULL, (void (*)(void))done, arg);
+}
+
+static int op_set(zhandle_t *zh, const char *path, const char *data, int len, int version,
+                  stat_completion_t done, const void *arg)
+{
+	return submit(zh, OP_SET, path, data, len, 0, version, NULL, NULL, (void (*)(void))done,
+	              arg);
+}
+
+static int op_sync(zhandle_t *zh, const char *path, string_completion_t done, const void *arg)
+{
+	return submit(zh, OP_SYNC, path, NULL, -1, 0, -1, NULL, NULL, (void (*)(void))done, arg);
+}
+
+static const struct zkl_zk_ops sim_ops = {
+	.open = op_open,
+	.close = op_close,
+	.session_id = op_session_id,
+	.timeout = op_timeout,
+	.create = op_create,
+	.remove = op_remove,
+	.children = op_children,
+	.get = op_get,
+	.exists = op_exists,
+	.set = op_set,
+	.sync = op_sync,
+};
+
+/* ------------------------------------------------------------------------------------ */
+/* Ground truth and invariants */
+
+static struct sess *sess_by_id(int64_t id)
+{
+	for (struct sess *s = W.sessions; s; s = s->next)
+		if (s->id == id)
+			return s;
+	return NULL;
+}
+
+static bool alive(int64_t id)
+{
+	struct sess *s = sess_by_id(id);
+	return s && s->alive;
+}
+
+/* Whether the clock of s's client stood still (suspend) during s's life: its loss rule
+ * then runs late by that much, and nothing can tell it. */
+static bool clock_stood_still(const struct sess *s)
+{
+	return s && (W.cl[s->cl].lag != s->lag0 || W.cl[s->cl].life == L_SUSPENDED);
+}
+
+static bool exclusive(enum kind k)
+{
+	return k == K_MUTEX || k == K_WRITE || k == K_SEMMUTEX;
+}
+
+/* The server is about to expire s: a holder on it must have been told already (its own
+ * clock gave the session up before the server's clock could end it). */
+static void check_expiry_told(struct sess *s)
+{
+	if (W.tearing_down)
+		return;
+	for (int j = 0; j < W.nct; j++) {
+		struct contender *t = &W.ct[j];
+		if (!t->believes || t->voided || t->sess != s->id)
+			continue;
+		struct client *cl = &W.cl[t->cl];
+		if (cl->life == L_FROZEN) {
+			cl->owed = true; /* it must learn first thing when it runs again */
+		} else if (cl->life == L_CRASHED || clock_stood_still(s)) {
+			W.exempt++; /* its clock stood still, or it is gone: nothing can tell it */
+			t->voided = true;
+		} else {
+			violation("contender %d (client %d, %s %s) still believes it holds as the server "
+			          "expires its session %" PRIx64 ": it was never told \"lost\"", j, t->cl,
+			          kind_names[t->kind], W.paths[t->path].path, (uint64_t)s->id);
+		}
+	}
+}
+
+static void check_all(void)
+{
+	if (W.tearing_down)
+		return;
+	for (int p = 0; p < W.npaths; p++) {
+		int excl = 0, shared = 0, first = -1;
+		for (int j = 0; j < W.nct; j++) {
+			struct contender *t = &W.ct[j];
+			if (t->path != p || !t->believes || t->voided || !alive(t->sess))
+				continue;
+			/* A holder on a live session has its node, owned by that session. */
+			struct node *n = find(t->node);
+			if (!n || n->st.ephemeralOwner != t->sess)
+				violation("contender %d holds %s, but its node %s is %s", j,
+				          W.paths[p].path, t->node, n ? "owned by another session" :
+				          "not on the server");
+			if (exclusive(t->kind))
+				excl++;
+			else
+				shared++;
+			if (first < 0)
+				first = j;
+		}
+		const struct path_info *pi = &W.paths[p];
+		if (pi->kind == K_SEM) {
+			if (shared > pi->max)
+				violation("%d leases of %s held at once (limit %d)", shared, pi->path, pi->max);
+		} else if (excl > 1 || (excl == 1 && shared > 0)) {
+			violation("%s: %d exclusive and %d shared holders at once on live sessions "
+			          "(contender %d among them)", pi->path, excl, shared, first);
+		}
+	}
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Contenders */
+
+static int64_t ms_to_start(void)
+{
+	return W.now + between(0, 1500);
+}
+
+static void contender_release(struct contender *t, int j, const char *where)
+{
+	t->believes = false;
+	int saved = W.cur;
+	W.cur = t->cl;
+	int rc = zkl_lock_release(t->l);
+	W.cur = saved;
+	trace("contender %d: release (%s) -> %s", j, where, rc ? zkl_strerror(rc) : "0");
+	if (rc != 0 && rc != ZKL_ELOST)
+		violation("contender %d: release returned %s", j, zkl_strerror(rc));
+	t->st = CT_IDLE;
+	t->cycles--;
+	t->next_at = ms_to_start();
+}
+
+static void on_acquired(zkl_lock *l, int rc, void *data)
+{
+	struct contender *t = data;
+	int j = (int)(t - W.ct);
+	(void)l;
+	if (W.tearing_down) {
+		t->pending = false;
+		return;
+	}
+	if (!t->pending)
+		violation("contender %d: acquire callback without an acquire under way (rc %d)", j, rc);
+	t->pending = false;
+	t->calls++;
+	trace("contender %d: acquired -> %s", j, rc ? zkl_strerror(rc) : "held");
+	if (rc != 0) {
+		if (rc != ZKL_ETIMEDOUT && rc != ZKL_ECANCELED && rc != ZKL_ELOST)
+			violation("contender %d: acquire ended with %s (%s)", j, zkl_strerror(rc),
+			          zkl_last_error());
+		t->st = CT_IDLE;
+		t->cycles--;
+		t->next_at = ms_to_start();
+		return;
+	}
+	struct path_info *pi = &W.paths[t->path];
+	W.holds++;
+	t->believes = true;
+	t->voided = false;
+	t->token = zkl_lock_token(t->l);
+	int n = zkl_lock_node(t->l, t->node, sizeof t->node);
+	if (n < 0)
+		violation("contender %d: held, but zkl_lock_node() says %s", j, zkl_strerror(n));
+	struct node *nd = find(t->node);
+	bool peer = false;
+	for (int i = 0; i < W.npeer_deleted; i++)
+		peer |= strcmp(W.peer_deleted[i], t->node) == 0;
+	if ((!nd || !alive(nd->st.ephemeralOwner)) &&
+	    (W.cl[t->cl].stopped_expiry ||
+	     clock_stood_still(nd ? sess_by_id(nd->st.ephemeralOwner) : W.cl[t->cl].sess))) {
+		/* Its clock stood still past the session's expiry: inherent, not checked. */
+		W.exempt++;
+		t->voided = true;
+		t->sess = nd ? nd->st.ephemeralOwner : 0;
+	} else if (!nd) {
+		if (!peer)
+			violation("contender %d: told it holds %s with node %s, which is not on the "
+			          "server", j, pi->path, t->node);
+		t->voided = true;
+		t->sess = 0;
+	} else {
+		t->sess = nd->st.ephemeralOwner;
+		if (!alive(t->sess))
+			violation("contender %d: told it holds %s on session %" PRIx64 ", which the "
+			          "server has ended", j, pi->path, (uint64_t)t->sess);
+		if (t->token != nd->st.czxid)
+			violation("contender %d: token %" PRId64 " is not its node's czxid %" PRId64, j,
+			          t->token, (int64_t)nd->st.czxid);
+	}
+	/* Fencing tokens grow from one holder to the next. */
+	if (!t->voided) {
+		if (exclusive(t->kind) && t->token <= pi->max_token)
+			violation("contender %d: exclusive hold of %s with token %" PRId64 ", not above "
+			          "the %" PRId64 " granted before", j, pi->path, t->token, pi->max_token);
+		if (!exclusive(t->kind) && pi->kind != K_SEM && t->token <= pi->max_excl)
+			violation("contender %d: read hold of %s with token %" PRId64 ", not above the "
+			          "writer's %" PRId64 " granted before", j, pi->path, t->token,
+			          pi->max_excl);
+		if (t->token > pi->max_token)
+			pi->max_token = t->token;
+		if (exclusive(t->kind) && t->token > pi->max_excl)
+			pi->max_excl = t->token;
+	}
+	t->st = CT_HOLDING;
+	uint64_t r = rnd(20);
+	if (r == 0 && W.depth == 0 && W.cl[t->cl].sess && W.cl[t->cl].sess->lib_connected) {
+		check_all();
+		contender_release(t, j, "in its callback");
+		return;
+	}
+	int to = W.cl[t->cl].timeout;
+	t->next_at = W.now + (r == 1 ? between(to, 2 * to) : between(0, 2500));
+}
+
+static void on_lost(zkl_lock *l, int reason, void *data)
+{
+	struct contender *t = data;
+	int j = (int)(t - W.ct);
+	(void)l;
+	trace("contender %d: told lost (%d)", j, reason);
+	if (W.tearing_down)
+		return;
+	if (t->st != CT_HOLDING || !t->believes)
+		violation("contender %d: lost callback %s", j,
+		          t->st != CT_HOLDING ? "without a hold" : "twice for one hold");
+	t->losts++;
+	t->believes = false;
+}
+
+static int contender_make(struct contender *t)
+{
+	zkl_client *c = W.cl[t->cl].c;
+	const char *path = W.paths[t->path].path;
+	int rc = 0;
+	switch (t->kind) {
+	case K_MUTEX:
+		if ((rc = zkl_mutex_new(&t->m, c, path)) == 0)
+			t->l = zkl_mutex_lock(t->m);
+		break;
+	case K_READ:
+	case K_WRITE:
+		if ((rc = zkl_rwlock_new(&t->rw, c, path)) == 0)
+			t->l = zkl_mutex_lock(t->kind == K_READ ? zkl_rwlock_read(t->rw) :
+			                                          zkl_rwlock_write(t->rw));
+		break;
+	case K_SEM:
+		if ((rc = zkl_semaphore_new(&t->sem, c, path, W.paths[t->path].max)) == 0)
+			t->l = zkl_semaphore_lock(t->sem);
+		break;
+	case K_SEMMUTEX:
+		if ((rc = zkl_semaphore_mutex_new(&t->sm, c, path)) == 0)
+			t->l = zkl_semaphore_mutex_lock(t->sm);
+		break;
+	}
+	if (rc == 0)
+		rc = zkl_lock_on_lost(t->l, on_lost, t);
+	return rc;
+}
+
+static void contender_free(struct contender *t)
+{
+	int saved = W.cur;
+	W.cur = t->cl;
+	zkl_mutex_free(t->m);
+	zkl_rwlock_free(t->rw);
+	zkl_semaphore_free(t->sem);
+	zkl_semaphore_mutex_free(t->sm);
+	W.cur = saved;
+	t->m = NULL;
+	t->rw = NULL;
+	t->sem = NULL;
+	t->sm = NULL;
+	t->l = NULL;
+}
+
+static void contender_act(int j)
+{
+	struct contender *t = &W.ct[j];
+	int saved = W.cur;
+	W.cur = t->cl;
+	if (t->st == CT_IDLE) {
+		if (t->cycles <= 0) {
+			t->st = CT_DONE;
+			t->next_at = INT64_MAX;
+			trace("contender %d: done", j);
+		} else {
+			int to = W.cl[t->cl].timeout;
+			uint64_t r = rnd(10);
+			int timeout = r == 0 ? 0 : r == 1 ? -1 : (int)between(50, 3 * to);
+			t->pending = true;
+			int rc = zkl_lock_acquire_async(t->l, timeout, on_acquired, t);
+			trace("contender %d: acquire %s %s, timeout %d -> %s", j, kind_names[t->kind],
+			      W.paths[t->path].path, timeout, rc ? zkl_strerror(rc) : "started");
+			if (rc != 0) {
+				t->pending = false;
+				/* Known: a semaphore's first asynchronous start reads the count at its
+				 * path with a blocking round trip, and reports that read's failure
+				 * (README.md, "Findings"). */
+				bool sem = t->kind == K_SEM || t->kind == K_SEMMUTEX;
+				if (sem && (rc == ZKL_ECONNLOSS || rc == ZKL_ELOST))
+					W.sem_refused++;
+				else if (rc != ZKL_ECLOSED)
+					violation("contender %d: acquire_async refused: %s (%s)", j,
+					          zkl_strerror(rc), zkl_last_error());
+				t->cycles--;
+				t->next_at = ms_to_start();
+			} else if (t->pending) {
+				t->st = CT_ACQUIRING;
+				t->next_at = rnd(6) == 0 ? W.now + between(0, 2000) : INT64_MAX;
+			}
+		}
+	} else if (t->st == CT_ACQUIRING) {
+		trace("contender %d: cancel", j);
+		t->next_at = INT64_MAX;
+		zkl_lock_cancel(t->l);
+	} else if (t->st == CT_HOLDING) {
+		contender_release(t, j, "after holding");
+	}
+	W.cur = saved;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Faults */
+
+static void fault_start(int i)
+{
+	struct fault *f = &W.f[i];
+	f->done = true;
+	if (!(W.o.fault_mask & (1u << i)))
+		return;
+	struct client *cl = &W.cl[f->cl];
+	if (cl->life == L_CRASHED || !cl->sess)
+		return;
+	if (cl->blocked && (f->kind == F_FREEZE || f->kind == F_SUSPEND || f->kind == F_CRASH)) {
+		/* One thread waits in the library (nested steps): it cannot stop meanwhile. */
+		trace("FAULT %d: %s client %d skipped: a thread of it waits", i,
+		      fault_names[f->kind], f->cl);
+		return;
+	}
+	struct sess *s = cl->sess;
+	trace("FAULT %d: %s client %d for %" PRId64 " ms", i, fault_names[f->kind], f->cl, f->dur);
+	switch (f->kind) {
+	case F_LOSE:
+		s->lose_next = true;
+		break;
+	case F_LOSE_CUT:
+		s->lose_create = true;
+		cl->sc_up = false;
+		if (W.now + f->dur > cl->part_until)
+			cl->part_until = W.now + f->dur;
+		break;
+	case F_DROP:
+		if (s->conn == C_UP)
+			disconnect(s, "fault: connection dropped");
+		break;
+	case F_EXPIRE:
+	case F_CUT_CS:
+	case F_CUT_SC:
+		if (f->kind != F_CUT_SC)
+			cl->cs_up = false;
+		if (f->kind != F_CUT_CS)
+			cl->sc_up = false;
+		if (W.now + f->dur > cl->part_until)
+			cl->part_until = W.now + f->dur;
+		break;
+	case F_FREEZE:
+	case F_SUSPEND:
+		if (cl->life != L_RUN)
+			break;
+		cl->life = f->kind == F_FREEZE ? L_FROZEN : L_SUSPENDED;
+		cl->susp_from = W.now;
+		cl->life_until = W.now + f->dur;
+		break;
+	case F_CRASH:
+		cl->life = L_CRASHED;
+		for (int j = 0; j < W.nct; j++)
+			if (W.ct[j].cl == f->cl && W.ct[j].believes && !W.ct[j].voided)
+				W.exempt++;
+		break;
+	case F_PEERDEL:
+	case F_STRAY: {
+		/* Pick among the nodes under /locks: ephemeral ones for a delete, folders for a
+		 * stray child. */
+		struct node *cand[64];
+		int n = 0;
+		for (struct node *nd = W.nodes; nd && n < 64; nd = nd->next) {
+			if (strncmp(nd->path, "/locks/", 7) != 0)
+				continue;
+			if ((f->kind == F_PEERDEL) != (nd->st.ephemeralOwner != 0))
+				continue;
+			/* A semaphore's gate node deleted under its holder leaves a lease behind that
+			 * no one deletes (README.md, "Findings"): only with --semaphore-peer-deletes. */
+			bool sem = false;
+			for (int p = 0; p < W.npaths; p++) {
+				size_t pl = strlen(W.paths[p].path);
+				if (strncmp(nd->path, W.paths[p].path, pl) == 0 && nd->path[pl] == '/' &&
+				    (W.paths[p].kind == K_SEM || W.paths[p].kind == K_SEMMUTEX))
+					sem = true;
+			}
+			if (f->kind == F_PEERDEL && sem && !W.o.sem_peerdel)
+				continue;
+			cand[n++] = nd;
+		}
+		if (n == 0)
+			break;
+		struct node *nd = cand[f->pick % (uint64_t)n];
+		char path[ZKL_NODE_MAX];
+		snprintf(path, sizeof path, "%s", nd->path);
+		if (f->kind == F_PEERDEL) {
+			trace("peer deletes %s", path);
+			if (W.npeer_deleted < 16)
+				snprintf(W.peer_deleted[W.npeer_deleted++], ZKL_NODE_MAX, "%s", path);
+			for (int j = 0; j < W.nct; j++)
+				if (W.ct[j].believes && strcmp(W.ct[j].node, path) == 0)
+					W.ct[j].voided = true;
+			tree_delete(path, -1, NULL, NULL);
+		} else {
+			char stray[ZKL_NODE_MAX + 32];
+			snprintf(stray, sizeof stray, "%s/stray-%d", path, i);
+			trace("peer creates %s", stray);
+			tree_create(stray, "x", 1, 0, 0, NULL, NULL, NULL, NULL);
+		}
+		break;
+	}
+	case F_NKINDS:
+		break;
+	}
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* The scheduler */
+
+static bool can_run(int k)
+{
+	return W.cl[k].c && W.cl[k].life == L_RUN && !W.cl[k].blocked;
+}
+
+static int loop_timeout(int k)
+{
+	int saved = W.cur;
+	W.cur = k;
+	int t = zkl_client_loop_timeout(W.cl[k].c);
+	W.cur = saved;
+	return t;
+}
+
+static void process(int k)
+{
+	int saved = W.cur;
+	W.cur = k;
+	trace("client %d: process", k);
+	int rc = zkl_client_process(W.cl[k].c);
+	W.cur = saved;
+	if (rc != 0)
+		violation("client %d: zkl_client_process() returned %s", k, zkl_strerror(rc));
+}
+
+static void resume(int k)
+{
+	struct client *cl = &W.cl[k];
+	if (cl->life == L_SUSPENDED)
+		cl->lag += W.now - cl->susp_from;
+	cl->life = L_RUN;
+	trace("client %d: runs again", k);
+	if (!cl->owed)
+		return;
+	/* A hold expired while it was stopped: its loop, first to run, tells the holder. */
+	cl->owed = false;
+	if (cl->c && !cl->blocked)
+		process(k);
+	for (int j = 0; j < W.nct; j++) {
+		struct contender *t = &W.ct[j];
+		if (t->cl == k && t->believes && !t->voided && !alive(t->sess))
+			violation("contender %d: its session expired while client %d was stopped, and "
+			          "its first loop turn after did not say \"lost\"", j, k);
+	}
+}
+
+/* Whatever is due at W.now and needs no choice: the server's expiries, the C client's
+ * pings, silence detection and reconnects, faults beginning and ending, the reaper. */
+static void ticks(void)
+{
+	for (int i = 0; i < W.nf; i++)
+		if (!W.f[i].done && W.f[i].at <= W.now)
+			fault_start(i);
+	for (int k = 0; k < W.ncl; k++) {
+		struct client *cl = &W.cl[k];
+		if ((cl->life == L_FROZEN || cl->life == L_SUSPENDED) && W.now >= cl->life_until)
+			resume(k);
+		if (cl->part_until && W.now >= cl->part_until) {
+			cl->part_until = 0;
+			cl->cs_up = cl->sc_up = true;
+			trace("client %d: partition healed", k);
+		}
+	}
+	for (struct sess *s = W.sessions; s; s = s->next) {
+		if (s->alive && W.now - s->last_heard >= s->timeout) {
+			check_expiry_told(s);
+			server_end(s, "expired");
+			s->kill_conn = true;
+		}
+		if (s->closed)
+			continue;
+		struct client *cl = &W.cl[s->cl];
+		if (cl->life != L_RUN)
+			continue; /* its threads do not run */
+		if ((s->conn == C_CONNECTING || s->conn == C_DOWN) && W.now >= s->retry_at)
+			connect_attempt(s);
+		if (s->conn != C_UP)
+			continue;
+		if (s->kill_conn && cl->sc_up) {
+			disconnect(s, "the server ended the session");
+			continue;
+		}
+		if (W.now >= s->next_ping) {
+			s->next_ping = W.now + s->timeout / 3;
+			if (cl->cs_up && s->alive) {
+				s->last_heard = W.now;
+				if (cl->sc_up)
+					s->last_recv = W.now;
+			}
+		}
+		if (W.now - s->last_recv > s->timeout * 2 / 3)
+			disconnect(s, "nothing heard for 2/3 of the session timeout");
+	}
+	if (W.now >= W.next_reap) {
+		reap();
+		W.next_reap = W.now + between(200, 3000);
+	}
+}
+
+struct action {
+	int kind;
+	void *p;
+	int i;
+};
+
+static int64_t min64(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* One step: what is due now, then one action chosen among those enabled; or, if none is,
+ * time moves to the next moment something is due. Returns false if nothing ever will. */
+static bool step(void)
+{
+	if (++W.steps > 4000000)
+		violation("more than 4 million steps: something spins");
+	ticks();
+	enum { A_ARRIVE, A_DELIVER, A_PROCESS, A_ACT };
+	struct action act[64];
+	int n = 0;
+	int64_t next = INT64_MAX;
+	for (struct sess *s = W.sessions; s; s = s->next) {
+		if (s->closed)
+			continue;
+		struct client *cl = &W.cl[s->cl];
+		if (s->out) {
+			if (!cl->cs_up)
+				;
+			else if (s->out->at <= W.now && n < 64)
+				act[n++] = (struct action){ A_ARRIVE, s, 0 };
+			else
+				next = min64(next, s->out->at);
+		}
+		if (s->in && cl->life == L_RUN) {
+			if (!cl->sc_up && !s->in->local)
+				;
+			else if (s->in->at <= W.now && n < 64)
+				act[n++] = (struct action){ A_DELIVER, s, 0 };
+			else
+				next = min64(next, s->in->at);
+		}
+		if (s->alive)
+			next = min64(next, s->last_heard + s->timeout);
+		if (cl->life == L_RUN) {
+			if (s->conn == C_CONNECTING || s->conn == C_DOWN)
+				next = min64(next, s->retry_at);
+			if (s->conn == C_UP) {
+				next = min64(next, s->next_ping);
+				next = min64(next, s->last_recv + s->timeout * 2 / 3 + 1);
+			}
+		}
+	}
+	for (int k = 0; k < W.ncl; k++) {
+		struct client *cl = &W.cl[k];
+		if (cl->life == L_FROZEN || cl->life == L_SUSPENDED)
+			next = min64(next, cl->life_until);
+		if (cl->part_until)
+			next = min64(next, cl->part_until);
+		if (cl->blocked && cl->life == L_RUN)
+			next = min64(next, cl->wait_until);
+		if (!can_run(k))
+			continue;
+		int t = loop_timeout(k);
+		if (t == 0 && n < 64)
+			act[n++] = (struct action){ A_PROCESS, NULL, k };
+		else if (t > 0)
+			next = min64(next, W.now + t);
+	}
+	for (int j = 0; j < W.nct; j++) {
+		struct contender *t = &W.ct[j];
+		/* The application's own calls may wait in the library (a semaphore's first
+		 * start reads its count; a release while disconnected waits for its delete):
+		 * one thread at a time may wait, so they wait while another one does. */
+		if (!t->l || t->st == CT_DONE || !can_run(t->cl) || W.depth > 0)
+			continue;
+		if (t->next_at <= W.now && n < 64)
+			act[n++] = (struct action){ A_ACT, NULL, j };
+		else
+			next = min64(next, t->next_at);
+	}
+	for (int i = 0; i < W.nf; i++)
+		if (!W.f[i].done)
+			next = min64(next, W.f[i].at);
+	next = min64(next, W.next_reap);
+	if (n == 0) {
+		if (next == INT64_MAX)
+			return false;
+		if (next > W.now)
+			W.now = next;
+		return true;
+	}
+	int c = (int)rnd((uint64_t)n);
+	switch (act[c].kind) {
+	case A_ARRIVE:
+		apply(act[c].p);
+		break;
+	case A_DELIVER: {
+		struct sess *s = act[c].p;
+		struct msg *m = s->in;
+		s->in = m->next;
+		if (!s->in)
+			s->in_tail = NULL;
+		deliver(s, m);
+		msg_free(m);
+		break;
+	}
+	case A_PROCESS:
+		process(act[c].i);
+		break;
+	case A_ACT:
+		contender_act(act[c].i);
+		break;
+	}
+	check_all();
+	return true;
+}
+
+/* The library waits (zkl_cond_wait_until) on a thread of client W.cur: the rest of the
+ * world runs until something reaches that client or its deadline passes. */
+static int64_t hook_now(void *arg)
+{
+	(void)arg;
+	return W.cur >= 0 ? clock_of(W.cur) : W.now;
+}
+
+static bool hook_wait(void *arg, pthread_mutex_t *mu, int64_t deadline)
+{
+	(void)arg;
+	int k = W.cur;
+	if (k < 0) {
+		fprintf(stderr, "sim: a timed wait outside any client\n");
+		abort();
+	}
+	struct client *cl = &W.cl[k];
+	if (++W.depth > 40)
+		violation("timed waits nest more than 40 deep");
+	pthread_mutex_unlock(mu);
+	if (deadline == INT64_MAX)
+		trace("client %d: a thread waits in the library, no deadline", k);
+	else
+		trace("client %d: a thread waits in the library, %" PRId64 " ms", k,
+		      deadline - clock_of(k));
+	bool was = cl->blocked;
+	int64_t was_until = cl->wait_until;
+	cl->blocked = true;
+	cl->wait_until = deadline == INT64_MAX ? INT64_MAX : deadline + cl->lag;
+	uint64_t mark = cl->delivered;
+	bool timed = false;
+	for (;;) {
+		if (cl->life == L_RUN) {
+			if (clock_of(k) >= deadline) {
+				timed = true;
+				break;
+			}
+			if (cl->delivered != mark)
+				break;
+		}
+		if (!step())
+			violation("client %d waits in the library (deadline %s) and nothing can ever "
+			          "wake it", k, deadline == INT64_MAX ? "none" : "set");
+	}
+	cl->blocked = was;
+	cl->wait_until = was_until;
+	W.cur = k;
+	W.depth--;
+	pthread_mutex_lock(mu);
+	return timed;
+}
+
+static const struct zkl_clock_hook sim_clock = { hook_now, hook_wait, NULL };
+
+/* ------------------------------------------------------------------------------------ */
+/* A run */
+
+static void scenario(void)
+{
+	W.ncl = (int)between(2, 4);
+	int timeout = (int)between(2, 8) * 1000;
+	W.delay_max = between(1, 120);
+	W.fault_end = between(15000, 40000);
+	W.npaths = (int)between(1, 2);
+	for (int p = 0; p < W.npaths; p++) {
+		struct path_info *pi = &W.paths[p];
+		snprintf(pi->path, sizeof pi->path, "/locks/p%d", p);
+		static const enum kind kinds[] = { K_MUTEX, K_WRITE, K_SEM, K_SEMMUTEX };
+		pi->kind = kinds[rnd(4)];
+		pi->max = pi->kind == K_SEM ? (int)between(1, 3) : 1;
+	}
+	W.nct = (int)between(2, 6);
+	for (int j = 0; j < W.nct; j++) {
+		struct contender *t = &W.ct[j];
+		t->cl = (int)rnd((uint64_t)W.ncl);
+		t->path = (int)rnd((uint64_t)W.npaths);
+		t->kind = W.paths[t->path].kind;
+		if (t->kind == K_WRITE && rnd(2))
+			t->kind = K_READ;
+		t->cycles = t->cycles0 = (int)between(1, 4);
+		t->st = CT_IDLE;
+		t->next_at = between(0, 2000);
+		if (!(W.o.cont_mask & (1u << j))) {
+			t->st = CT_DONE;
+			t->cycles = 0;
+		}
+	}
+	for (int k = 0; k < W.ncl; k++) {
+		W.cl[k].timeout = timeout;
+		W.cl[k].cs_up = W.cl[k].sc_up = true;
+	}
+	/* Faults, more valuable kinds more often. */
+	static const int weight[F_NKINDS] = { 4, 4, 2, 2, 1, 1, 2, 1, 2, 2, 2 };
+	int total = 0;
+	for (int i = 0; i < F_NKINDS; i++)
+		total += weight[i];
+	W.nf = (int)between(0, 12);
+	for (int i = 0; i < W.nf; i++) {
+		struct fault *f = &W.f[i];
+		int r = (int)rnd((uint64_t)total), kind = 0;
+		while (r >= weight[kind])
+			r -= weight[kind++];
+		f->kind = (enum fkind)kind;
+		f->cl = (int)rnd((uint64_t)W.ncl);
+		f->at = between(300, W.fault_end);
+		f->pick = rng_next(&W.rng);
+		switch (f->kind) {
+		case F_EXPIRE:
+			f->dur = between(timeout * 11 / 10, timeout * 2);
+			break;
+		case F_FREEZE:
+		case F_SUSPEND:
+		case F_CUT_CS:
+		case F_CUT_SC:
+			f->dur = between(50, timeout * 2);
+			break;
+		case F_LOSE_CUT:
+			f->dur = between(timeout * 95 / 100, timeout * 3 / 2);
+			break;
+		default:
+			f->dur = 0;
+		}
+	}
+	/* In time order, so the printed schedule reads as it happens. */
+	for (int i = 1; i < W.nf; i++)
+		for (int j = i; j > 0 && W.f[j].at < W.f[j - 1].at; j--) {
+			struct fault x = W.f[j];
+			W.f[j] = W.f[j - 1];
+			W.f[j - 1] = x;
+		}
+	W.next_reap = between(200, 3000);
+}
+
+static void print_schedule(FILE *f)
+{
+	fprintf(f, "schedule of seed %" PRIu64 ": %d clients, session timeout %d ms, delays up to "
+	        "%" PRId64 " ms, faults until %" PRId64 " ms\n", W.o.seed, W.ncl, W.cl[0].timeout,
+	        W.delay_max, W.fault_end);
+	for (int p = 0; p < W.npaths; p++)
+		fprintf(f, "  path %s: %s%s\n", W.paths[p].path,
+		        W.paths[p].kind == K_WRITE ? "rwlock" : kind_names[W.paths[p].kind],
+		        W.paths[p].kind == K_SEM ? (W.paths[p].max == 1 ? " (1 lease)" :
+		        W.paths[p].max == 2 ? " (2 leases)" : " (3 leases)") : "");
+	for (int j = 0; j < W.nct; j++)
+		if (W.o.cont_mask & (1u << j))
+			fprintf(f, "  contender %d: client %d, %s on %s, %d cycles\n", j, W.ct[j].cl,
+			        kind_names[W.ct[j].kind], W.paths[W.ct[j].path].path,
+			        W.ct[j].cycles0);
+	for (int i = 0; i < W.nf; i++)
+		if (W.o.fault_mask & (1u << i))
+			fprintf(f, "  fault %d: at %" PRId64 " ms, %s, client %d, %" PRId64 " ms\n", i,
+			        W.f[i].at, fault_names[W.f[i].kind], W.f[i].cl, W.f[i].dur);
+	fprintf(f, "replay: tests/sim/run --seed %" PRIu64 " --faults 0x%x --contenders 0x%x%s%s "
+	        "--trace\n", W.o.seed, W.o.fault_mask & ((1u << W.nf) - 1),
+	        W.o.cont_mask & ((1u << W.nct) - 1),
+	        W.o.sem_peerdel ? " --semaphore-peer-deletes" : "",
+	        W.o.known_sem ? " --known-semaphore-stall" : "");
+}
+
+static void run_until(int64_t until, bool (*done)(void))
+{
+	while (W.now < until && !(done && done()))
+		if (!step())
+			break;
+}
+
+static bool all_done(void)
+{
+	for (int j = 0; j < W.nct; j++)
+		if (W.ct[j].st != CT_DONE && W.cl[W.ct[j].cl].life != L_CRASHED)
+			return false;
+	return true;
+}
+
+static void describe_stuck(void)
+{
+	static const char *const st[] = { "idle", "acquiring", "holding", "done" };
+	for (int j = 0; j < W.nct; j++) {
+		struct contender *t = &W.ct[j];
+		if (t->st == CT_DONE || W.cl[t->cl].life == L_CRASHED)
+			continue;
+		printf("  contender %d (client %d, %s %s): %s, %d cycles left, next at %" PRId64 "\n",
+		       j, t->cl, kind_names[t->kind], W.paths[t->path].path, st[t->st], t->cycles,
+		       t->next_at);
+	}
+	for (struct node *n = W.nodes; n; n = n->next)
+		if (strncmp(n->path, "/locks/", 7) == 0)
+			printf("  node %s owner %" PRIx64 " (%s)\n", n->path,
+			       (uint64_t)n->st.ephemeralOwner,
+			       n->st.ephemeralOwner ? (alive(n->st.ephemeralOwner) ? "live" : "dead") : "-");
+}
+
+/* The stall of RELIABILITY.md's finding 3: every contender still under way is a
+ * semaphore's, and one of their paths has more lease nodes than its limit. */
+static bool known_semaphore_stall(void)
+{
+	for (int j = 0; j < W.nct; j++) {
+		struct contender *t = &W.ct[j];
+		if (t->st == CT_DONE || W.cl[t->cl].life == L_CRASHED)
+			continue;
+		if (t->kind != K_SEM && t->kind != K_SEMMUTEX)
+			return false;
+		char leases[96];
+		snprintf(leases, sizeof leases, "%s/leases", W.paths[t->path].path);
+		if (count_children(leases) <= W.paths[t->path].max)
+			return false;
+	}
+	return true;
+}
+
+struct stats {
+	uint64_t steps;
+	uint64_t holds;
+	uint64_t exempt;
+	uint64_t sem_refused;
+	uint64_t known_stalls;
+	uint64_t simulated_ms;
+};
+
+static int run(const struct options *o, struct stats *out)
+{
+	memset(&W, 0, sizeof W);
+	W.o = *o;
+	W.rng = o->seed * 0x2545f4914f6cdd1dULL + 1;
+	W.cur = -1;
+	W.next_sid = 0x100000;
+	struct node *root = xcalloc(1, sizeof *root);
+	root->path = xstrdup("/");
+	W.nodes = root;
+	tree_create("/locks", NULL, 0, 0, 0, NULL, NULL, NULL, NULL);
+	scenario();
+	if (o->trace)
+		print_schedule(stdout);
+	zkl_clock_hook = &sim_clock;
+
+	for (int k = 0; k < W.ncl; k++) {
+		zkl_client_options opt;
+		zkl_client_options_init(&opt);
+		opt.servers = "sim:2181";
+		opt.session_timeout_ms = W.cl[k].timeout;
+		opt.connect_timeout_ms = 60000;
+		opt.external_loop = true;
+		W.cur = k;
+		int rc = zkl_client_open_on(&W.cl[k].c, &opt, &sim_ops, &W.cl[k]);
+		W.cur = -1;
+		if (rc != 0)
+			violation("client %d: open failed: %s (%s)", k, zkl_strerror(rc), zkl_last_error());
+		for (int j = 0; j < W.nct; j++) {
+			if (W.ct[j].cl != k || !(o->cont_mask & (1u << j)))
+				continue;
+			W.cur = k;
+			rc = contender_make(&W.ct[j]);
+			W.cur = -1;
+			if (rc != 0)
+				violation("contender %d: cannot make its lock: %s", j, zkl_strerror(rc));
+		}
+	}
+
+	/* Faults, then until every contender is done: the liveness bound. */
+	run_until(W.fault_end, NULL);
+	int64_t bound = W.fault_end + 4 * W.cl[0].timeout;
+	for (int j = 0; j < W.nct; j++)
+		bound += (int64_t)W.ct[j].cycles * (2500 + 2 * W.cl[0].timeout + 3 * W.cl[0].timeout);
+	run_until(bound, all_done);
+	bool known = false;
+	if (!all_done()) {
+		known = W.o.known_sem && known_semaphore_stall();
+		if (!known) {
+			printf("liveness: contenders not done by %" PRId64 " ms:\n", bound);
+			describe_stuck();
+			violation("an acquisition or a hold did not end within the liveness bound");
+		}
+		W.known_stalls++;
+		if (W.o.trace)
+			describe_stuck();
+		trace("known: a semaphore stalled with more leases than its limit (--known-"
+		      "semaphore-stall); the rest of the checks are skipped");
+	}
+	/* Quiet: background deletes end, old sessions close or expire. Then no node of ours
+	 * may be left on a live session. */
+	if (!known)
+		run_until(W.now + 2 * W.cl[0].timeout + 6000, NULL);
+	for (struct node *n = W.nodes; n && !known; n = n->next) {
+		if (strncmp(n->path, "/locks/", 7) == 0 && n->st.ephemeralOwner &&
+		    alive(n->st.ephemeralOwner)) {
+			describe_stuck();
+			violation("node %s of session %" PRIx64 " is left with every contender done",
+			          n->path, (uint64_t)n->st.ephemeralOwner);
+		}
+	}
+	out->steps = W.steps;
+	out->holds = (uint64_t)W.holds;
+	out->exempt = (uint64_t)W.exempt;
+	out->sem_refused = (uint64_t)W.sem_refused;
+	out->known_stalls = (uint64_t)W.known_stalls;
+	out->simulated_ms = (uint64_t)W.now;
+
+	/* Teardown: the dead come back so that everything can be freed. */
+	W.tearing_down = true;
+	for (int k = 0; k < W.ncl; k++) {
+		W.cl[k].life = L_RUN;
+		W.cl[k].cs_up = W.cl[k].sc_up = true;
+		W.cl[k].part_until = 0;
+		process(k);
+	}
+	for (int j = 0; j < W.nct; j++) {
+		W.ct[j].st = CT_DONE;
+		if (W.ct[j].l) {
+			W.cur = W.ct[j].cl;
+			zkl_lock_cancel(W.ct[j].l);
+			W.cur = -1;
+			contender_free(&W.ct[j]);
+		}
+	}
+	for (int k = 0; k < W.ncl; k++) {
+		W.cur = k;
+		zkl_client_close(W.cl[k].c);
+		W.cl[k].c = NULL;
+		W.cur = -1;
+	}
+	zkl_clock_hook = NULL;
+	while (W.sessions) {
+		struct sess *s = W.sessions;
+		W.sessions = s->next;
+		struct msg *lists[3] = { s->out, s->in, s->held };
+		for (int i = 0; i < 3; i++)
+			for (struct msg *m = lists[i]; m;) {
+				struct msg *nx = m->next;
+				msg_free(m);
+				m = nx;
+			}
+		cwatches_free(s);
+		free(s);
+	}
+	while (W.watches) {
+		struct watch *w = W.watches;
+		W.watches = w->next;
+		free(w->path);
+		free(w);
+	}
+	while (W.nodes) {
+		struct node *n = W.nodes;
+		W.nodes = n->next;
+		free(n->path);
+		free(n->data);
+		free(n);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Runs in child processes; CI, soak, replay and shrinking */
+
+static struct stats *shared; /* the children's counts, in memory shared with the parent */
+static bool keep_going_g;    /* --keep-going: a quiet child still says what broke */
+
+/* Runs one schedule in a child: 0 if every invariant held, 1 if one broke. */
+static int run_child(const struct options *o, bool quiet)
+{
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid < 0) {
+		perror("fork");
+		exit(2);
+	}
+	if (pid == 0) {
+		if (quiet && !o->trace) {
+			int fd = open("/dev/null", 1);
+			quiet_child = keep_going_g;
+			if (fd >= 0) {
+				dup2(fd, 1);
+				close(fd);
+			}
+		}
+		/* A run takes milliseconds; one that takes a minute of the machine's time spins
+		 * or sleeps where nothing can wake it (SIGALRM ends it, reported below). */
+		alarm(60);
+		struct stats st = { 0 };
+		run(o, &st);
+		shared->steps += st.steps;
+		shared->holds += st.holds;
+		shared->exempt += st.exempt;
+		shared->sem_refused += st.sem_refused;
+		shared->known_stalls += st.known_stalls;
+		shared->simulated_ms += st.simulated_ms;
+		fflush(stdout);
+		exit(0);
+	}
+	int status;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	if (WIFSIGNALED(status))
+		printf("seed %" PRIu64 ": the run died of signal %d%s\n", o->seed, WTERMSIG(status),
+		       WTERMSIG(status) == SIGALRM ? " (it ran a minute: a hang or a spin)" : "");
+	return 1;
+}
+
+/* Drops faults, then contenders, one at a time, while the run still fails. */
+static void shrink(struct options o)
+{
+	o.trace = false;
+	bool changed = true;
+	int runs = 0;
+	while (changed && runs < 200) {
+		changed = false;
+		for (int i = 0; i < 32 && runs < 200; i++) {
+			if (!(o.fault_mask & (1u << i)))
+				continue;
+			struct options t = o;
+			t.fault_mask &= ~(1u << i);
+			runs++;
+			if (run_child(&t, true)) {
+				o = t;
+				changed = true;
+			}
+		}
+		for (int i = 0; i < MAXK && runs < 200; i++) {
+			if (!(o.cont_mask & (1u << i)))
+				continue;
+			struct options t = o;
+			t.cont_mask &= ~(1u << i);
+			runs++;
+			if (run_child(&t, true)) {
+				o = t;
+				changed = true;
+			}
+		}
+	}
+	printf("shrunk (%d runs): faults 0x%x, contenders 0x%x; its report:\n", runs, o.fault_mask,
+	       o.cont_mask);
+	run_child(&o, false);
+}
+
+static double wall(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+	        "usage: zkl-sim [--seed S] [--trace] [--faults MASK] [--contenders MASK]\n"
+	        "       zkl-sim --ci N [--seed S]          N schedules from seed S (default 1)\n"
+	        "       zkl-sim --seconds T [--seed S]     schedules from S for T seconds\n"
+	        "options: --no-shrink (report a failure as found)\n"
+	        "         --keep-going (list every failing seed, and go on)\n"
+	        "         --known-semaphore-stall (count RELIABILITY.md's finding 3, do not fail)\n"
+	        "         --semaphore-peer-deletes (a peer deletes semaphore nodes too)\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	struct options o = { .seed = 1, .fault_mask = ~0u, .cont_mask = ~0u };
+	long ci = 0;
+	double seconds = 0;
+	bool do_shrink = true, single = true, keep_going = false;
+	uint64_t failed = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(a, "--seed") == 0 && v) {
+			o.seed = strtoull(v, NULL, 0);
+			i++;
+		} else if (strcmp(a, "--trace") == 0) {
+			o.trace = true;
+		} else if (strcmp(a, "--faults") == 0 && v) {
+			o.fault_mask = (uint32_t)strtoul(v, NULL, 0);
+			i++;
+		} else if (strcmp(a, "--contenders") == 0 && v) {
+			o.cont_mask = (uint32_t)strtoul(v, NULL, 0);
+			i++;
+		} else if (strcmp(a, "--ci") == 0 && v) {
+			ci = strtol(v, NULL, 0);
+			single = false;
+			i++;
+		} else if (strcmp(a, "--seconds") == 0 && v) {
+			seconds = strtod(v, NULL);
+			single = false;
+			i++;
+		} else if (strcmp(a, "--semaphore-peer-deletes") == 0) {
+			o.sem_peerdel = true;
+		} else if (strcmp(a, "--known-semaphore-stall") == 0) {
+			o.known_sem = true;
+		} else if (strcmp(a, "--keep-going") == 0) {
+			keep_going = keep_going_g = true;
+		} else if (strcmp(a, "--no-shrink") == 0) {
+			do_shrink = false;
+		} else {
+			usage();
+		}
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	shared = mmap(NULL, sizeof *shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+	              0);
+	if (shared == MAP_FAILED) {
+		perror("mmap");
+		return 2;
+	}
+	memset(shared, 0, sizeof *shared);
+	if (single) {
+		int rc = run_child(&o, false);
+		printf("seed %" PRIu64 ": %s (%" PRIu64 " steps, %" PRIu64 " holds, %" PRIu64
+		       " simulated ms)\n", o.seed, rc ? "FAILED" : "ok", shared->steps, shared->holds,
+		       shared->simulated_ms);
+		return rc;
+	}
+	double t0 = wall();
+	uint64_t n = 0;
+	for (uint64_t seed = o.seed;; seed++) {
+		if (ci > 0 && n >= (uint64_t)ci)
+			break;
+		if (seconds > 0 && wall() - t0 >= seconds)
+			break;
+		struct options t = o;
+		t.seed = seed;
+		t.trace = false;
+		n++;
+		if (run_child(&t, keep_going)) {
+			printf("seed %" PRIu64 " FAILED after %" PRIu64 " schedules\n", seed, n);
+			failed++;
+			if (keep_going)
+				continue;
+			if (do_shrink)
+				shrink(t);
+			return 1;
+		}
+	}
+	double dt = wall() - t0;
+	printf("%" PRIu64 " schedules (seeds %" PRIu64 "..%" PRIu64 "), %" PRIu64 " steps, %" PRIu64
+	       " holds, %.1f simulated hours, %" PRIu64 " holds unchecked (suspended or crashed), "
+	       "%" PRIu64 " semaphore starts refused by the count's read, %" PRIu64 " known "
+	       "semaphore stalls%s; %.1f s, %" PRIu64 " violations\n", n, o.seed, o.seed + n - 1,
+	       shared->steps, shared->holds, (double)shared->simulated_ms / 3.6e6, shared->exempt,
+	       shared->sem_refused, shared->known_stalls,
+	       o.known_sem ? "" : " (not looked for)", dt, failed);
+	return failed ? 1 : 0;
+}
