@@ -95,13 +95,15 @@ static void no_watcher(zhandle_t *zh, int type, int state, const char *path, voi
 	(void)zh; (void)type; (void)state; (void)path; (void)ctx;
 }
 
+/* The raw handle, connected: after a test restarted the server, the handle is still
+ * finding it again, and a request sent meanwhile would fail. */
 static zhandle_t *h_raw(void)
 {
-	if (raw)
-		return raw;
-	zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
-	raw = zookeeper_init(h_servers(), no_watcher, 10000, NULL, NULL, 0);
-	for (int i = 0; i < 500 && zoo_state(raw) != ZOO_CONNECTED_STATE; i++)
+	if (!raw) {
+		zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+		raw = zookeeper_init(h_servers(), no_watcher, 10000, NULL, NULL, 0);
+	}
+	for (int i = 0; i < 1000 && zoo_state(raw) != ZOO_CONNECTED_STATE; i++)
 		usleep(10000);
 	if (zoo_state(raw) != ZOO_CONNECTED_STATE)
 		fail_msg("raw handle cannot connect to %s", h_servers());
