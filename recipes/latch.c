@@ -55,21 +55,11 @@ int zkl_leader_start(zkl_leader *l)
 	return election_start(&l->e);
 }
 
-bool zkl_leader_has_leadership(zkl_leader *l)
-{
-	return l && election_leading(&l->e);
-}
-
 int zkl_leader_await(zkl_leader *l, int timeout_ms)
 {
 	ZKL_CHECK_HANDLE(l, "leader");
 	int rc = zkl_check_timeout(timeout_ms);
 	return rc ? rc : election_await(&l->e, true, timeout_ms);
-}
-
-int64_t zkl_leader_token(zkl_leader *l)
-{
-	return l ? election_token(&l->e) : ZKL_EINVAL;
 }
 
 int zkl_leader_close(zkl_leader *l)
@@ -84,21 +74,10 @@ void zkl_leader_free(zkl_leader *l)
 		election_free(&l->e);
 }
 
-int zkl_leader_participants(zkl_leader *l, zkl_participant **out, size_t *count)
-{
-	ZKL_CHECK_HANDLE(l, "leader");
-	return election_participants(&l->e, out, count);
-}
-
 int zkl_leader_leader_id(zkl_leader *l, char **id)
 {
 	ZKL_CHECK_HANDLE(l, "leader");
 	return election_leader_id(&l->e, id);
-}
-
-const char *zkl_leader_path(const zkl_leader *l)
-{
-	return l ? l->e.lock.path : NULL;
 }
 
 zkl_lock *zkl_leader_lock(zkl_leader *l)

@@ -21,10 +21,11 @@
  * lost leadership to a suspension keeps its node and leads again if, once reconnected,
  * its node is still there and still its session's.
  *
- * has_leadership() turns false as soon as the loss is known, on the thread that learns
- * it (the client's loop for a session or connection loss), before any callback runs.
- * Every fencing token (zkl_leader_token) is the czxid of the leader's node: it only grows
- * from one leader to the next.
+ * Whether this participant leads (zkl_lock_is_held() of the latch's view, or
+ * zkl_selector_has_leadership()) turns false as soon as the loss is known, on the thread
+ * that learns it (the client's loop for a session or connection loss), before any
+ * callback runs. Every fencing token (zkl_lock_token() of the view, zkl_selector_token())
+ * is the czxid of the leader's node: it only grows from one leader to the next.
  *
  * The election runs on the client's loop: no thread of its own, and every callback
  * (gained, lost, the view's acquired and lost callbacks) runs there, like every other
@@ -35,7 +36,9 @@
  * A latch is also a lock: zkl_leader_lock() gives its zkl_lock view, whose acquire joins
  * the election and returns once this participant leads (one leadership per acquire),
  * and whose release leaves it. A latch is used either way, not both: started with
- * zkl_leader_start() it stays in the election by itself until closed.
+ * zkl_leader_start() it stays in the election by itself until closed. Either way the
+ * verbs every lock shares answer for it (is_held, token, node, participants, path,
+ * set_data, on_lost): they are not repeated here.
  *
  * All functions are thread-safe. */
 #ifndef ZKLOCKS_LEADER_H
@@ -102,18 +105,11 @@ ZKL_API int zkl_leader_new(zkl_leader **out, zkl_client *c, const char *path,
  * 0, ZKL_EINVAL, ZKL_EBUSY or ZKL_ECLOSED. */
 ZKL_API int zkl_leader_start(zkl_leader *l);
 
-/* Whether this participant leads right now. */
-ZKL_API bool zkl_leader_has_leadership(zkl_leader *l);
-
 /* Waits until this participant leads, at most timeout_ms (ZKL_WAIT_FOREVER, or 0 to look
  * once). Returns 0 when it leads, ZKL_ETIMEDOUT, ZKL_ECLOSED once closed (also while
  * waiting), ZKL_EINVAL (bad timeout, or not started), or ZKL_EDEADLK (a timeout other
  * than 0 in a callback, on the loop that elects). */
 ZKL_API int zkl_leader_await(zkl_leader *l, int timeout_ms);
-
-/* The fencing token of the current leadership (the czxid of our node), or ZKL_ENOTHELD
- * if this participant does not lead. */
-ZKL_API int64_t zkl_leader_token(zkl_leader *l);
 
 /* Leaves the election for good: our node is deleted (or, with the connection down, left
  * to the session), and if we led and notify_on_close is set, on_lost(ZKL_ECLOSED) runs
@@ -128,18 +124,10 @@ ZKL_API int zkl_leader_close(zkl_leader *l);
  * at once and the latch is freed once out of the election. NULL is a no-op. */
 ZKL_API void zkl_leader_free(zkl_leader *l);
 
-/* Lists the participants in election order (the leader first, holder == true), with
- * their ids as data. Works whether or not l was started. On success *out is the
- * caller's: free with zkl_participants_free(*out, *count). */
-ZKL_API int zkl_leader_participants(zkl_leader *l, zkl_participant **out, size_t *count);
-
 /* The id of the current leader (the first participant), NUL-terminated, in *id: the
  * caller's, freed with free(). Returns 0, or ZKL_ENOTHELD (with *id NULL) if nobody
  * takes part in the election. */
 ZKL_API int zkl_leader_leader_id(zkl_leader *l, char **id);
-
-/* The election path (borrowed, valid until zkl_leader_free()). */
-ZKL_API const char *zkl_leader_path(const zkl_leader *l);
 
 /* The latch's zkl_lock view (lock.h), kind "leader", valid as long as l; NULL for NULL.
  * Its verbs:
@@ -155,9 +143,12 @@ ZKL_API const char *zkl_leader_path(const zkl_leader *l);
  *   zkl_leader_lost_fn: ZKL_ELOST, ZKL_ECONNLOSS with lose_on_suspend, ZKL_ENOTHELD...):
  *   the latch leaves the election, the view's lost callback (zkl_lock_on_lost) runs with
  *   that reason, and the view must be released before it is acquired again.
- * - is_held, token: leadership, whichever way it was taken; node: our node, queued or
- *   leading; set_data: the id stored in the nodes made from now on; participants: as
- *   zkl_leader_participants(). */
+ * - is_held, token: leadership (Curator's hasLeadership), whichever way it was taken:
+ *   is_held turns false as soon as the loss is known, before any callback runs; the
+ *   token is the czxid of our node. node: our node, queued or leading. set_data: the id
+ *   stored in the nodes made from now on. participants: in election order, the leader
+ *   first (holder set), with their ids as data; whether or not the latch was started.
+ *   path: the election path. */
 ZKL_API zkl_lock *zkl_leader_lock(zkl_leader *l);
 
 /* ---- zkl_selector: run a function while leader ---- */
@@ -224,7 +215,8 @@ ZKL_API int zkl_selector_close(zkl_selector *s);
 /* Closes s if needed and frees it. Not from fn. NULL is a no-op. */
 ZKL_API void zkl_selector_free(zkl_selector *s);
 
-/* The participants in election order (holder first); see zkl_leader_participants(). */
+/* The participants in election order (holder first, with holder set), with their ids as
+ * data. On success *out is the caller's: free with zkl_participants_free(*out, *count). */
 ZKL_API int zkl_selector_participants(zkl_selector *s, zkl_participant **out,
                                       size_t *count);
 

@@ -503,7 +503,7 @@ static void test_leader(void **state)
 	assert_int_equal(zkl_inspection_nodes(in), 2);
 	expect(node(in, 0), ZKL_ROLE_LEADER, ZKL_LAYOUT_LATCH, "leader-a");
 	expect(node(in, 1), ZKL_ROLE_WAITING, ZKL_LAYOUT_LATCH, "leader-b");
-	assert_int_equal(node(in, 0)->token, zkl_leader_token(la));
+	assert_int_equal(node(in, 0)->token, zkl_lock_token(zkl_leader_lock(la)));
 	assert_non_null(strstr(node(in, 0)->name, "-latch-"));
 	zkl_inspection_free(in);
 	CHECK_OK(zkl_leader_close(la));

@@ -42,8 +42,8 @@ struct part {
 static void on_gained(zkl_leader *l, void *data)
 {
 	struct part *p = data;
-	__atomic_store_n(&p->led_in_gained, zkl_leader_has_leadership(l), __ATOMIC_SEQ_CST);
-	__atomic_store_n(&p->token, zkl_leader_token(l), __ATOMIC_SEQ_CST);
+	__atomic_store_n(&p->led_in_gained, zkl_lock_is_held(zkl_leader_lock(l)), __ATOMIC_SEQ_CST);
+	__atomic_store_n(&p->token, zkl_lock_token(zkl_leader_lock(l)), __ATOMIC_SEQ_CST);
 	if (p->inside)
 		h_note_max(p->max_inside, __atomic_add_fetch(p->inside, 1, __ATOMIC_SEQ_CST));
 	__atomic_store_n(&p->gained_seq, next_seq(), __ATOMIC_SEQ_CST);
@@ -101,7 +101,7 @@ static int leaders(struct part *parts, int n, int *which)
 {
 	int k = 0;
 	for (int i = 0; i < n; i++) {
-		if (zkl_leader_has_leadership(parts[i].l)) {
+		if (zkl_lock_is_held(zkl_leader_lock(parts[i].l))) {
 			k++;
 			if (which)
 				*which = i;
@@ -146,7 +146,7 @@ static void test_basic_five(void **state)
 	/* Curator's layout, the ids as data, the leader first. */
 	zkl_participant *ps;
 	size_t n;
-	CHECK_OK(zkl_leader_participants(p[3].l, &ps, &n));
+	CHECK_OK(zkl_lock_participants(zkl_leader_lock(p[3].l), &ps, &n));
 	assert_int_equal(n, 5);
 	for (size_t i = 0; i < n; i++) {
 		assert_string_equal(ps[i].data, p[i].id);
@@ -154,14 +154,14 @@ static void test_basic_five(void **state)
 		assert_non_null(strstr(ps[i].path, "-latch-"));
 		assert_int_equal(ps[i].holder, i == 0);
 	}
-	assert_int_equal(zkl_leader_token(p[0].l), ps[0].czxid);
+	assert_int_equal(zkl_lock_token(zkl_leader_lock(p[0].l)), ps[0].czxid);
 	assert_int_equal(p[0].token, ps[0].czxid);
 	zkl_participants_free(ps, n);
 	char *id;
 	CHECK_OK(zkl_leader_leader_id(p[4].l, &id));
 	assert_string_equal(id, p[0].id);
 	free(id);
-	assert_int_equal(zkl_leader_token(p[1].l), ZKL_ENOTHELD);
+	assert_int_equal(zkl_lock_token(zkl_leader_lock(p[1].l)), ZKL_ENOTHELD);
 
 	for (int i = 0; i < 5; i++) {
 		assert_int_equal(h_counter_get(&p[i].gained), i == 0 ? 1 : 0);
@@ -171,7 +171,7 @@ static void test_basic_five(void **state)
 	for (int i = 4; i >= 0; i--)
 		CHECK_OK(zkl_leader_close(p[i].l));
 	assert_int_equal(h_counter_get(&p[0].lost), 0); /* SILENT */
-	assert_false(zkl_leader_has_leadership(p[0].l));
+	assert_false(zkl_lock_is_held(zkl_leader_lock(p[0].l)));
 	assert_true(h_children(path) <= 0);
 	for (int i = 0; i < 5; i++)
 		part_close(&p[i]);
@@ -204,7 +204,7 @@ static void test_leader_closes_next_takes_over(void **state)
 		/* The lost callback ran before close returned. */
 		assert_int_equal(h_counter_get(&p[i].lost), 1);
 		assert_int_equal(p[i].last_reason, ZKL_ECLOSED);
-		assert_false(zkl_leader_has_leadership(p[i].l));
+		assert_false(zkl_lock_is_held(zkl_leader_lock(p[i].l)));
 		CHECK_RC(ZKL_ECLOSED, zkl_leader_await(p[i].l, 0));
 		assert_int_equal(h_children(path) <= 0 ? 0 : h_children(path), 4 - i);
 	}
@@ -242,13 +242,13 @@ static void test_leader_session_expired(void **state)
 	h_wait_children(path, 3);
 	zkl_participant *ps;
 	size_t n;
-	CHECK_OK(zkl_leader_participants(p[0].l, &ps, &n));
+	CHECK_OK(zkl_lock_participants(zkl_leader_lock(p[0].l), &ps, &n));
 	assert_int_equal(n, 3);
 	assert_string_equal(ps[0].data, p[1].id);
 	assert_string_equal(ps[2].data, p[0].id);
 	zkl_participants_free(ps, n);
 	assert_int_equal(leaders(p, 3, NULL), 1);
-	assert_false(zkl_leader_has_leadership(p[0].l));
+	assert_false(zkl_lock_is_held(zkl_leader_lock(p[0].l)));
 	/* (Between the two drops of its connection that the expiry causes, it may have led
 	 * again briefly on its old session; each gain was followed by a loss.) */
 	int gains = h_counter_get(&p[0].gained);
@@ -278,7 +278,7 @@ static void test_leader_node_deleted(void **state)
 	assert_true(h_counter_wait(&p[0].gained, 1, 5000));
 	zkl_participant *ps;
 	size_t n;
-	CHECK_OK(zkl_leader_participants(p[0].l, &ps, &n));
+	CHECK_OK(zkl_lock_participants(zkl_leader_lock(p[0].l), &ps, &n));
 	assert_int_equal(n, 3);
 	char node[512];
 	snprintf(node, sizeof node, "%s", ps[0].path);
@@ -289,29 +289,29 @@ static void test_leader_node_deleted(void **state)
 	assert_int_equal(p[0].last_reason, ZKL_ENOTHELD);
 	CHECK_OK(zkl_leader_await(p[1].l, 10000));
 	h_wait_children(path, 3);
-	CHECK_OK(zkl_leader_participants(p[2].l, &ps, &n));
+	CHECK_OK(zkl_lock_participants(zkl_leader_lock(p[2].l), &ps, &n));
 	assert_int_equal(n, 3);
 	assert_string_equal(ps[0].data, p[1].id);
 	assert_string_equal(ps[2].data, p[0].id);
 	zkl_participants_free(ps, n);
 	assert_int_equal(leaders(p, 3, NULL), 1);
-	assert_false(zkl_leader_has_leadership(p[0].l));
+	assert_false(zkl_lock_is_held(zkl_leader_lock(p[0].l)));
 
 	/* A follower's node deleted from outside: nobody is told (followers watch only
 	 * their predecessor, as in Curator); once its predecessor goes, it finds its node
 	 * gone and queues again, behind p[0]. */
-	CHECK_OK(zkl_leader_participants(p[2].l, &ps, &n));
+	CHECK_OK(zkl_lock_participants(zkl_leader_lock(p[2].l), &ps, &n));
 	assert_string_equal(ps[1].data, p[2].id);
 	snprintf(node, sizeof node, "%s", ps[1].path);
 	zkl_participants_free(ps, n);
 	h_delete(node);
 	usleep(200000);
 	assert_int_equal(h_counter_get(&p[1].lost), 0);
-	assert_true(zkl_leader_has_leadership(p[1].l));
+	assert_true(zkl_lock_is_held(zkl_leader_lock(p[1].l)));
 	CHECK_OK(zkl_leader_close(p[1].l));
 	CHECK_OK(zkl_leader_await(p[0].l, 10000));
 	h_wait_children(path, 2);
-	CHECK_OK(zkl_leader_participants(p[2].l, &ps, &n));
+	CHECK_OK(zkl_lock_participants(zkl_leader_lock(p[2].l), &ps, &n));
 	assert_int_equal(n, 2);
 	assert_string_equal(ps[0].data, p[0].id);
 	assert_string_equal(ps[1].data, p[2].id);
@@ -339,7 +339,7 @@ static void churn_gained(zkl_leader *l, void *data)
 {
 	struct churn *ch = data;
 	h_note_max(ch->max_inside, __atomic_add_fetch(ch->inside, 1, __ATOMIC_SEQ_CST));
-	int64_t t = zkl_leader_token(l);
+	int64_t t = zkl_lock_token(zkl_leader_lock(l));
 	pthread_mutex_lock(ch->mu);
 	if (t <= *ch->last_token)
 		(*ch->bad_tokens)++;
@@ -410,7 +410,7 @@ static void test_no_two_leaders(void **state)
 	for (int round = 0; round < 6; round++) {
 		int who = wait_one_leader(p, 4);
 		assert_true(h_counter_wait(&p[who].gained, 1, 5000));
-		int64_t t = zkl_leader_token(p[who].l);
+		int64_t t = zkl_lock_token(zkl_leader_lock(p[who].l));
 		assert_true(t > seen);
 		seen = t;
 		int before = h_counter_get(&p[who].lost);
@@ -473,7 +473,7 @@ static void test_no_server_at_start(void **state)
 	/* Looked at through our own client: the raw handle may still be reconnecting. */
 	zkl_participant *ps;
 	size_t n;
-	CHECK_OK(zkl_leader_participants(p.l, &ps, &n));
+	CHECK_OK(zkl_lock_participants(zkl_leader_lock(p.l), &ps, &n));
 	assert_int_equal(n, 1);
 	assert_string_equal(ps[0].data, p.id);
 	zkl_participants_free(ps, n);
@@ -481,7 +481,7 @@ static void test_no_server_at_start(void **state)
 	zkl_leader_free(p.l);
 	zkl_leader *l;
 	CHECK_OK(zkl_leader_new(&l, c, path, NULL));
-	CHECK_OK(zkl_leader_participants(l, &ps, &n));
+	CHECK_OK(zkl_lock_participants(zkl_leader_lock(l), &ps, &n));
 	assert_int_equal(n, 0);
 	zkl_leader_free(l);
 	p.l = NULL;
@@ -521,8 +521,8 @@ static void test_suspended_and_back(void **state)
 	zk_server("stop");
 	assert_true(h_counter_wait(&a.lost, 1, 10000));
 	assert_int_equal(a.last_reason, ZKL_ECONNLOSS);
-	assert_false(zkl_leader_has_leadership(a.l));
-	assert_true(zkl_leader_has_leadership(b.l));
+	assert_false(zkl_lock_is_held(zkl_leader_lock(a.l)));
+	assert_true(zkl_lock_is_held(zkl_leader_lock(b.l)));
 	zk_server("start");
 	CHECK_OK(zkl_leader_await(a.l, 30000));
 	assert_true(h_counter_wait(&a.gained, 2, 5000));
@@ -530,7 +530,7 @@ static void test_suspended_and_back(void **state)
 	wait_state(b.c, ZKL_STATE_RECONNECTED);
 	assert_int_equal(h_counter_get(&b.lost), 0);
 	assert_int_equal(h_counter_get(&b.gained), 1);
-	assert_true(zkl_leader_has_leadership(b.l));
+	assert_true(zkl_lock_is_held(zkl_leader_lock(b.l)));
 	part_close(&a);
 	part_close(&b);
 }
@@ -548,11 +548,11 @@ static void test_api_contract(void **state)
 	CHECK_RC(ZKL_EINVAL, zkl_leader_new(&l, NULL, path, NULL));
 	CHECK_RC(ZKL_EINVAL, zkl_leader_new(NULL, c, path, NULL));
 	CHECK_OK(zkl_leader_new(&l, c, path, NULL));
-	assert_string_equal(zkl_leader_path(l), path);
+	assert_string_equal(zkl_lock_path(zkl_leader_lock(l)), path);
 	CHECK_RC(ZKL_EINVAL, zkl_leader_await(l, 0)); /* not started */
 	zkl_participant *ps;
 	size_t n;
-	CHECK_OK(zkl_leader_participants(l, &ps, &n));
+	CHECK_OK(zkl_lock_participants(zkl_leader_lock(l), &ps, &n));
 	assert_int_equal(n, 0);
 	zkl_participants_free(ps, n);
 	char *id = (char *)"x";
@@ -570,7 +570,7 @@ static void test_api_contract(void **state)
 	CHECK_OK(zkl_leader_close(l));
 	CHECK_RC(ZKL_ECLOSED, zkl_leader_start(l));
 	CHECK_RC(ZKL_ECLOSED, zkl_leader_await(l, 1000));
-	assert_int_equal(zkl_leader_token(l), ZKL_ENOTHELD);
+	assert_int_equal(zkl_lock_token(zkl_leader_lock(l)), ZKL_ENOTHELD);
 	zkl_leader_free(l);
 	/* Never started, freed at once. */
 	CHECK_OK(zkl_leader_new(&l, c, path, NULL));
@@ -604,7 +604,7 @@ static void test_close_from_callback(void **state)
 	for (int i = 0; i < 1000 && h_children(path) > 0; i++)
 		usleep(5000);
 	assert_true(h_children(path) <= 0);
-	assert_false(zkl_leader_has_leadership(l));
+	assert_false(zkl_lock_is_held(zkl_leader_lock(l)));
 	zkl_leader_free(l);
 	h_latch_free(done);
 	zkl_client_close(c);
@@ -832,7 +832,7 @@ static void test_view_acquire_release(void **state)
 
 	CHECK_OK(zkl_lock_acquire(la, 5000));
 	assert_true(zkl_lock_is_held(la));
-	assert_true(zkl_leader_has_leadership(a.l));
+	assert_true(zkl_lock_is_held(zkl_leader_lock(a.l)));
 	assert_int_equal(h_counter_get(&a.gained), 1); /* the latch's callbacks run too */
 	CHECK_RC(ZKL_EBUSY, zkl_lock_acquire(la, 0));  /* one leadership at a time */
 	CHECK_RC(ZKL_EBUSY, zkl_leader_start(a.l));    /* one way or the other */
@@ -862,7 +862,7 @@ static void test_view_acquire_release(void **state)
 	int64_t first = zkl_lock_token(la);
 	CHECK_OK(zkl_lock_release(la));
 	assert_false(zkl_lock_is_held(la));
-	assert_false(zkl_leader_has_leadership(a.l));
+	assert_false(zkl_lock_is_held(zkl_leader_lock(a.l)));
 	assert_int_equal(h_children(path), 0);
 	assert_int_equal(h_counter_get(&a.lost), 0);
 	CHECK_RC(ZKL_ENOTHELD, zkl_lock_release(la));
