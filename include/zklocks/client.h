@@ -54,6 +54,12 @@ typedef enum zkl_acl {
 	ZKL_ACL_CREATOR_ALL_READ = 2,  /* the same, and anyone may read (list and see holders) */
 } zkl_acl;
 
+/* Supplies the SASL password when ZooKeeper asks for it (every authentication: the first
+ * connection and each reconnection), on the C client's I/O thread: it must be
+ * thread-safe and must not call into zklocks. Writes the password into buf (size bytes,
+ * NUL included) and returns its length, or -1 to fail the authentication (ZKL_EAUTH). */
+typedef int (*zkl_sasl_password_fn)(char *buf, size_t size, void *data);
+
 typedef struct zkl_client_options {
 	/* "host:port[,host:port...][/chroot]". Default "127.0.0.1:2181". Copied by open. */
 	const char *servers;
@@ -103,15 +109,62 @@ typedef struct zkl_client_options {
 	 * zkl_client_loop_timeout() and zkl_client_process(), and every callback runs inside
 	 * zkl_client_process(), on the application's thread. */
 	bool external_loop;
+
+	/* Secure connections (zkl_client(3), "SECURE CONNECTIONS"). They need a C client
+	 * built with OpenSSL and Cyrus SASL (scripts/build-secure-client; Debian's
+	 * libzookeeper-mt has neither): zkl_features() says what this build has, and asking
+	 * for what it lacks fails at zkl_client_open() with ZKL_ENOTSUP, never in plaintext.
+	 * TLS and SASL do not go together (the C client opens a session with one or the
+	 * other); digest_auth goes with either. Strings are copied by open; files are read
+	 * at each connection. */
+
+	/* TLS: a PEM file of the CA certificates that sign the servers' certificates. Set,
+	 * it turns TLS on; the servers must be their secureClientPort. The C client does
+	 * not check the certificate's host name: trust only a CA that signs your servers. */
+	const char *tls_ca;
+	/* A client certificate (PEM, with its chain) and its private key (PEM), both or
+	 * neither: for servers that ask for one (ssl.clientAuth). tls_key_password unlocks
+	 * an encrypted key. None of the three may contain a comma. */
+	const char *tls_cert;
+	const char *tls_key;
+	const char *tls_key_password;
+
+	/* SASL: the mechanism ("DIGEST-MD5"; "GSSAPI" where the Cyrus modules have it). Set,
+	 * it turns SASL on. */
+	const char *sasl_mechanism;
+	const char *sasl_user;          /* the user (DIGEST-MD5) */
+	/* The password: sasl_password, else the first line of sasl_password_file, else what
+	 * sasl_password_fn gives (with sasl_password_data). DIGEST-MD5 needs one of them. */
+	const char *sasl_password;
+	const char *sasl_password_file;
+	zkl_sasl_password_fn sasl_password_fn;
+	void *sasl_password_data;
+	/* The service and host names the server's SASL identity is made of. Defaults
+	 * "zookeeper" and "zk-sasl-md5" (what a ZooKeeper server's DIGEST-MD5 answers to);
+	 * GSSAPI needs the server's host name, as in its Kerberos principal. */
+	const char *sasl_service;
+	const char *sasl_host;
 } zkl_client_options;
+
+/* What the ZooKeeper C client under this build of zklocks can do. */
+enum zkl_feature {
+	ZKL_FEATURE_TLS = 1,  /* zookeeper_init_ssl(): the tls_* options */
+	ZKL_FEATURE_SASL = 2, /* zookeeper_init_sasl(): the sasl_* options */
+};
+
+/* The ZKL_FEATURE_* bits of this build. Thread-safe. */
+ZKL_API unsigned zkl_features(void);
 
 /* Fills o with the defaults above. */
 ZKL_API void zkl_client_options_init(zkl_client_options *o);
 
 /* Connects and waits until the session is established or o->connect_timeout_ms passes.
  * On success *out is the caller's, to be closed with zkl_client_close(). Returns 0,
- * ZKL_EINVAL (bad options), ZKL_ECONNECT (no server answered: zkl_last_error() names the
- * servers and the time waited), ZKL_EAUTH or ZKL_ENOMEM. o may be NULL for defaults. */
+ * ZKL_EINVAL (bad options), ZKL_ENOTSUP (TLS or SASL asked of a build without them:
+ * zkl_last_error() says how to get one), ZKL_ECONNECT (no server answered: zkl_last_error()
+ * names the servers and the time waited, and over TLS the handshake's likely causes),
+ * ZKL_EAUTH (credentials refused, SASL's included) or ZKL_ENOMEM. o may be NULL for
+ * defaults. */
 ZKL_API int zkl_client_open(zkl_client **out, const zkl_client_options *o);
 
 /* The application's own session. A service that has a ZooKeeper handle of its own (its

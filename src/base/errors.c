@@ -79,6 +79,8 @@ zkl_strerror(int err)
 		return "the wait was cancelled";
 	case ZKL_ECONNLOSS:
 		return "the connection to ZooKeeper was lost";
+	case ZKL_ENOTSUP:
+		return "not supported by this build";
 	}
 	/* zerror() itself answers "unknown error" for a code it does not know. */
 	if (is_zk_range(err))
@@ -150,6 +152,7 @@ zkl_errname(int err)
 	case ZKL_EBUSY: return "ZKL_EBUSY";
 	case ZKL_ECANCELED: return "ZKL_ECANCELED";
 	case ZKL_ECONNLOSS: return "ZKL_ECONNLOSS";
+	case ZKL_ENOTSUP: return "ZKL_ENOTSUP";
 	}
 	return zk_errname(err);
 }

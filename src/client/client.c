@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -386,7 +387,7 @@ static struct zkl_session *session_new(zkl_client *c, uint64_t gen)
 	s->c = c;
 	s->gen = gen;
 	s->zh = c->zk->open(c->zk_self, c->servers, c->session_timeout_req, session_watcher, s,
-	                    c->quiet_zk_log, c->digest);
+	                    c->quiet_zk_log, &c->creds);
 	if (!s->zh) {
 		free(s);
 		return NULL;
@@ -1641,6 +1642,91 @@ void zkl_client_options_init(zkl_client_options *o)
 	o->loss_percent = 90;
 }
 
+/* *dst = a copy of src (NULL stays NULL); true when out of memory. */
+static bool copy_opt(const char **dst, const char *src)
+{
+	*dst = src ? strdup(src) : NULL;
+	return src && !*dst;
+}
+
+static const char secure_build_hint[] =
+	"Debian's libzookeeper-mt has neither TLS nor SASL: build ZooKeeper's C client with "
+	"scripts/build-secure-client and zklocks with -Dsecure_client=PREFIX (README, "
+	"\"Secure connections\")";
+
+/* A file option: set, readable, and (for the C client's certificate string) no comma. */
+static int check_file_opt(const char *name, const char *path, bool comma_ok)
+{
+	if (!*path)
+		return zkl_fail(ZKL_EINVAL, "%s is empty", name);
+	if (!comma_ok && strchr(path, ','))
+		return zkl_fail(ZKL_EINVAL, "%s \"%s\" contains a comma, which the C client's "
+		                "certificate list cannot carry", name, path);
+	if (access(path, R_OK) != 0)
+		return zkl_fail(ZKL_EINVAL, "%s \"%s\": %s", name, path, strerror(errno));
+	return 0;
+}
+
+/* The tls_* and sasl_* options: what this build can do, and whether they fit together. */
+static int check_secure_options(const zkl_client_options *o, bool tls, bool sasl)
+{
+	unsigned have = zkl_zk_features();
+	if (tls && !(have & ZKL_FEATURE_TLS))
+		return zkl_fail(ZKL_ENOTSUP, "TLS was asked for (tls_ca), but this zklocks was "
+		                "built against a ZooKeeper C client without TLS (no "
+		                "zookeeper_init_ssl). %s", secure_build_hint);
+	if (sasl && !(have & ZKL_FEATURE_SASL))
+		return zkl_fail(ZKL_ENOTSUP, "SASL was asked for (sasl_mechanism), but this "
+		                "zklocks was built against a ZooKeeper C client without SASL (no "
+		                "zookeeper_init_sasl). %s", secure_build_hint);
+	if (tls && sasl)
+		return zkl_fail(ZKL_EINVAL, "TLS and SASL together: the ZooKeeper C client opens "
+		                "a session with one or the other (digest_auth goes with either)");
+	if (tls) {
+		if (!o->tls_ca)
+			return zkl_fail(ZKL_EINVAL, "tls_cert, tls_key or tls_key_password without "
+			                "tls_ca (the CA file that signs the servers' certificates)");
+		if (!o->tls_cert != !o->tls_key)
+			return zkl_fail(ZKL_EINVAL, "tls_cert and tls_key go together (%s given alone)",
+			                o->tls_cert ? "tls_cert" : "tls_key");
+		if (o->tls_key_password && !o->tls_key)
+			return zkl_fail(ZKL_EINVAL, "tls_key_password without tls_key");
+		int rc = check_file_opt("tls_ca", o->tls_ca, false);
+		if (rc == 0 && o->tls_cert)
+			rc = check_file_opt("tls_cert", o->tls_cert, false);
+		if (rc == 0 && o->tls_key)
+			rc = check_file_opt("tls_key", o->tls_key, false);
+		if (rc != 0)
+			return rc;
+		if (o->tls_key_password && strchr(o->tls_key_password, ','))
+			return zkl_fail(ZKL_EINVAL, "tls_key_password contains a comma, which the C "
+			                "client's certificate list cannot carry");
+	}
+	if (sasl) {
+		if (!o->sasl_mechanism || !*o->sasl_mechanism)
+			return zkl_fail(ZKL_EINVAL, "sasl_* options without sasl_mechanism "
+			                "(\"DIGEST-MD5\", \"GSSAPI\")");
+		if (strcasecmp(o->sasl_mechanism, "DIGEST-MD5") == 0) {
+			if (!o->sasl_user || !*o->sasl_user)
+				return zkl_fail(ZKL_EINVAL, "SASL DIGEST-MD5 needs sasl_user");
+			if (!o->sasl_password && !o->sasl_password_file && !o->sasl_password_fn)
+				return zkl_fail(ZKL_EINVAL, "SASL DIGEST-MD5 needs a password: "
+				                "sasl_password, sasl_password_file or sasl_password_fn");
+		}
+		if (o->sasl_password_file && !o->sasl_password) {
+			int rc = check_file_opt("sasl_password_file", o->sasl_password_file, true);
+			if (rc != 0)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+unsigned zkl_features(void)
+{
+	return zkl_zk_features();
+}
+
 static void client_free(zkl_client *c)
 {
 	while (c->events) {
@@ -1655,7 +1741,18 @@ static void client_free(zkl_client *c)
 	}
 	free(c->listeners);
 	free(c->servers);
-	free(c->digest);
+	zkl_zk_creds_release(&c->creds);
+	free((char *)c->creds.digest);
+	free((char *)c->creds.tls);
+	free((char *)c->creds.sasl_mechanism);
+	free((char *)c->creds.sasl_user);
+	free((char *)c->creds.sasl_service);
+	free((char *)c->creds.sasl_host);
+	if (c->creds.sasl_password) {
+		explicit_bzero((char *)c->creds.sasl_password, strlen(c->creds.sasl_password));
+		free((char *)c->creds.sasl_password);
+	}
+	free((char *)c->creds.sasl_password_file);
 	pthread_cond_destroy(&c->ev_cv);
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mu);
@@ -1770,9 +1867,20 @@ servers_checked:
 	if (o->acl != ZKL_ACL_OPEN && o->acl != ZKL_ACL_CREATOR_ALL &&
 	    o->acl != ZKL_ACL_CREATOR_ALL_READ)
 		return zkl_fail(ZKL_EINVAL, "acl %d is not a zkl_acl value", (int)o->acl);
-	if (o->acl != ZKL_ACL_OPEN && !o->digest_auth && !adopt)
-		return zkl_fail(ZKL_EAUTH, "a creator-only ACL needs digest credentials "
-		                "(digest_auth \"user:password\")");
+	bool tls = o->tls_ca || o->tls_cert || o->tls_key || o->tls_key_password;
+	bool sasl = o->sasl_mechanism || o->sasl_user || o->sasl_password ||
+	            o->sasl_password_file || o->sasl_password_fn || o->sasl_service || o->sasl_host;
+	if (adopt && (tls || sasl))
+		return zkl_fail(ZKL_EINVAL, "an adopted handle has its transport and credentials "
+		                "already: the tls_* and sasl_* options do not apply to it");
+	int rc = check_secure_options(o, tls, sasl);
+	if (rc != 0)
+		return rc;
+	if (o->acl != ZKL_ACL_OPEN && !o->digest_auth && !o->sasl_mechanism && !o->tls_cert &&
+	    !adopt)
+		return zkl_fail(ZKL_EAUTH, "a creator-only ACL needs an identity: digest "
+		                "credentials (digest_auth \"user:password\"), SASL "
+		                "(sasl_mechanism) or a TLS client certificate (tls_cert)");
 
 	zkl_client *c = calloc(1, sizeof *c);
 	if (!c)
@@ -1791,7 +1899,33 @@ servers_checked:
 		return zkl_fail(ZKL_ENOMEM, "cannot make the loop's descriptor: %s", strerror(e));
 	}
 	c->servers = strdup(servers);
-	c->digest = o->digest_auth && !adopt ? strdup(o->digest_auth) : NULL;
+	bool nomem = false;
+	if (!adopt) {
+		nomem |= copy_opt(&c->creds.digest, o->digest_auth);
+		nomem |= copy_opt(&c->creds.sasl_mechanism, o->sasl_mechanism);
+		nomem |= copy_opt(&c->creds.sasl_user, o->sasl_user);
+		nomem |= copy_opt(&c->creds.sasl_password, o->sasl_password);
+		nomem |= copy_opt(&c->creds.sasl_password_file, o->sasl_password_file);
+		if (o->sasl_mechanism) {
+			nomem |= copy_opt(&c->creds.sasl_service,
+			                  o->sasl_service ? o->sasl_service : "zookeeper");
+			nomem |= copy_opt(&c->creds.sasl_host,
+			                  o->sasl_host ? o->sasl_host : "zk-sasl-md5");
+		}
+		c->creds.sasl_password_fn = o->sasl_password_fn;
+		c->creds.sasl_password_data = o->sasl_password_data;
+		if (o->tls_ca) {
+			/* The C client's certificate string: "ca[,cert,key[,password]]". */
+			char *t = NULL;
+			if (asprintf(&t, "%s%s%s%s%s%s%s", o->tls_ca, o->tls_cert ? "," : "",
+			             o->tls_cert ? o->tls_cert : "", o->tls_key ? "," : "",
+			             o->tls_key ? o->tls_key : "", o->tls_key_password ? "," : "",
+			             o->tls_key_password ? o->tls_key_password : "") < 0)
+				t = NULL;
+			c->creds.tls = t;
+			nomem |= !t;
+		}
+	}
 	c->session_timeout_req = o->session_timeout_ms;
 	c->connect_timeout = o->connect_timeout_ms;
 	c->log = o->log;
@@ -1814,7 +1948,7 @@ servers_checked:
 		c->acl_custom.data = c->acl_entries;
 		c->acl = &c->acl_custom;
 	}
-	if (!c->servers || (o->digest_auth && !adopt && !c->digest)) {
+	if (!c->servers || nomem) {
 		client_free(c);
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	}
@@ -1850,6 +1984,9 @@ servers_checked:
 		if (e == EINVAL)
 			return zkl_fail(ZKL_EINVAL, "servers \"%s\" cannot be parsed (expected "
 			                "\"host:port[,...][/chroot]\")", o->servers);
+		if (e == ENOTSUP)
+			return zkl_fail(ZKL_ENOTSUP, "the ZooKeeper C client cannot open a %s "
+			                "session", tls ? "TLS" : "SASL");
 		return zkl_fail(ZKL_ECONNECT, "cannot start a ZooKeeper client for %s: %s",
 		                o->servers, strerror(e));
 	}
@@ -1863,9 +2000,17 @@ servers_checked:
 
 	int64_t deadline = zkl_deadline(c->connect_timeout);
 	pthread_mutex_lock(&c->mu);
+	/* A SASL refusal shows only in the handle's state: look at it now and then. */
+	bool poll_auth = c->creds.sasl_mechanism && c->zk->auth_failed;
 	while (c->state == ZKL_STATE_CONNECTING && !c->auth_failed) {
+		if (poll_auth && c->zk->auth_failed(c->sess->zh)) {
+			c->auth_failed = true;
+			break;
+		}
 		if (!c->external) {
-			if (zkl_cond_wait_until(&c->cv, &c->mu, deadline))
+			int64_t until = poll_auth ? zkl_now_ms() + 20 : deadline;
+			if (zkl_cond_wait_until(&c->cv, &c->mu, until < deadline ? until : deadline) &&
+			    zkl_now_ms() >= deadline)
 				break;
 			continue;
 		}
@@ -1876,6 +2021,8 @@ servers_checked:
 		running_loop = NULL;
 		if (c->state != ZKL_STATE_CONNECTING || c->auth_failed)
 			break;
+		if (poll_auth && next > zkl_now_ms() + 20)
+			next = zkl_now_ms() + 20;
 		if (zkl_cond_wait_until(&c->ev_cv, &c->mu, next < deadline ? next : deadline) &&
 		    zkl_now_ms() >= deadline)
 			break;
@@ -1885,10 +2032,22 @@ servers_checked:
 	pthread_mutex_unlock(&c->mu);
 	if (!ok) {
 		zkl_client_close(c);
+		if (auth && o->sasl_mechanism)
+			return zkl_fail(ZKL_EAUTH, "ZooKeeper at %s refused the SASL %s "
+			                "authentication of \"%s\" (wrong user or password?)", servers,
+			                o->sasl_mechanism, o->sasl_user ? o->sasl_user : "");
 		if (auth)
 			return zkl_fail(ZKL_EAUTH, "ZooKeeper at %s refused the credentials", servers);
-		return zkl_fail(ZKL_ECONNECT, "no ZooKeeper server answered at %s within %d ms",
-		                servers, o->connect_timeout_ms);
+		if (o->tls_ca)
+			return zkl_fail(ZKL_ECONNECT, "no TLS session with ZooKeeper at %s within "
+			                "%d ms: is it the server's secureClientPort, is its "
+			                "certificate signed by a CA of tls_ca %s, and does it want "
+			                "a client certificate (%s)?", servers, o->connect_timeout_ms,
+			                o->tls_ca, o->tls_cert ? "it was sent: does it trust its CA"
+			                : "none was given: tls_cert, tls_key");
+		return zkl_fail(ZKL_ECONNECT, "no ZooKeeper server answered at %s within %d ms "
+		                "(a port that takes only TLS answers no plaintext client: set "
+		                "tls_ca)", servers, o->connect_timeout_ms);
 	}
 	*out = c;
 	return 0;

@@ -145,7 +145,9 @@ struct zkl_client {
 	char *servers;
 	int session_timeout_req;
 	int connect_timeout;
-	char *digest;
+	/* The session's credentials and transport; every string in it is the client's own
+	 * copy (freed with it). */
+	struct zkl_zk_creds creds;
 	zkl_log_fn log;
 	void *log_data;
 	zkl_log_level log_level;

@@ -14,16 +14,46 @@
 #define ZKL_ZK_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <zookeeper/zookeeper.h>
 
+/* A session's credentials and transport, owned by the client and alive until it has
+ * closed its last handle (SASL callbacks refer to it). */
+struct zkl_zk_creds {
+	const char *digest;        /* "user:password" added to the session, or NULL */
+	/* TLS: the C client's certificate string "ca[,cert,key[,password]]", or NULL */
+	const char *tls;
+	/* SASL (NULL mechanism: none): the mechanism list, user, service and host names, and
+	 * where the password comes from: password, else password_file's first line, else
+	 * password_fn. */
+	const char *sasl_mechanism;
+	const char *sasl_user;
+	const char *sasl_service;
+	const char *sasl_host;
+	const char *sasl_password;
+	const char *sasl_password_file;
+	int (*sasl_password_fn)(char *buf, size_t size, void *data);
+	void *sasl_password_data;
+	/* Filled by the C client's open (zk.c), freed by zkl_zk_creds_release(). */
+	void *state;
+};
+
+/* What the C client this library was built against can do: bits of ZKL_FEATURE_*
+ * (include/zklocks/client.h). */
+unsigned zkl_zk_features(void);
+
+/* Frees what the C client's open kept in creds (SASL contexts), once no handle opened
+ * with them is left. */
+void zkl_zk_creds_release(struct zkl_zk_creds *creds);
+
 struct zkl_zk_ops {
 	/* Starts a session: the handle, or NULL with errno set (EINVAL: servers cannot be
-	 * parsed). watcher gets the session's events with ctx. quiet: the C client's own
-	 * log is discarded. digest, if not NULL, is "user:password". */
+	 * parsed; ENOTSUP: creds ask for TLS or SASL that this C client lacks). watcher gets
+	 * the session's events with ctx. quiet: the C client's own log is discarded. */
 	zhandle_t *(*open)(void *self, const char *servers, int timeout_ms, watcher_fn watcher,
-	                   void *ctx, bool quiet, const char *digest);
+	                   void *ctx, bool quiet, struct zkl_zk_creds *creds);
 	/* Ends the session and frees the handle. Completions still queued run first or
 	 * never; once it returns, nothing of the handle runs again. */
 	void (*close)(zhandle_t *zh);
@@ -54,6 +84,11 @@ struct zkl_zk_ops {
 	watcher_fn (*set_watcher)(zhandle_t *zh, watcher_fn fn);
 	bool (*connected)(zhandle_t *zh);
 	int (*remove_watch)(zhandle_t *zh, const char *path, int type, watcher_fn fn, void *ctx);
+
+	/* Whether the handle was refused its credentials for good; NULL where there is none.
+	 * The C client reports a SASL refusal by the handle's state alone, with no session
+	 * event, so the client asks this while it waits for a first connection. */
+	bool (*auth_failed)(zhandle_t *zh);
 };
 
 /* The C client (libzookeeper_mt). */

@@ -972,11 +972,11 @@ static void deliver(struct sess *s, struct msg *m)
 /* The request layer's table */
 
 static zhandle_t *op_open(void *self, const char *servers, int timeout_ms, watcher_fn watcher,
-                          void *ctx, bool quiet, const char *digest)
+                          void *ctx, bool quiet, struct zkl_zk_creds *creds)
 {
 	(void)servers;
 	(void)quiet;
-	(void)digest;
+	(void)creds;
 	int k = (int)((struct client *)self - W.cl);
 	struct sess *s = xcalloc(1, sizeof *s);
 	s->cl = k;

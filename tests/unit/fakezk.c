@@ -615,11 +615,11 @@ static void *delivery_main(void *arg)
 /* The request layer's table */
 
 static zhandle_t *op_open(void *self, const char *servers, int timeout_ms, watcher_fn watcher,
-                          void *ctx, bool quiet, const char *digest)
+                          void *ctx, bool quiet, struct zkl_zk_creds *creds)
 {
 	(void)servers;
 	(void)quiet;
-	(void)digest;
+	(void)creds;
 	struct fz *z = self;
 	struct session *s = calloc(1, sizeof *s);
 	if (!s) {
