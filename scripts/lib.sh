@@ -5,6 +5,7 @@
 #   zkl_deps                 install missing Debian packages (scripts/deps)
 #   zkl_build DIR [OPT...]   meson setup (or reconfigure) DIR with -Dwerror=true and the
 #                            given -D options, then ninja -C DIR
+#   zkl_setup DIR [OPT...]   the same without ninja
 #   zkl_build_quiet LOG DIR [OPT...]  the same with the output in LOG, shown on failure
 
 zkl_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -21,6 +22,11 @@ zkl_deps() {
 }
 
 zkl_build() {
+	zkl_setup "$@" || return
+	ninja -C "$1" || return
+}
+
+zkl_setup() {
 	# Every step checks its status itself: errexit is off when this runs under "if".
 	local dir=$1
 	shift
@@ -33,7 +39,6 @@ zkl_build() {
 	else
 		meson setup "$dir" "$zkl_root" -Dwerror=true "$@" || return
 	fi
-	ninja -C "$dir" || return
 }
 
 zkl_build_quiet() {
