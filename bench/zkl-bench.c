@@ -51,6 +51,10 @@
  * -W SECONDS, -c N, -n N, -w N, -L LABEL (the library column, default zklocks),
  * -p PREFIX (lock paths go under it, default /bench), -z ZKLOCK (the zklock binary for
  * s7, default ../tools/zklock next to this program).
+ *
+ * TLS (bench/tls; a build on a C client with TLS): $ZKL_BENCH_TLS_CA, and optionally
+ * $ZKL_BENCH_TLS_CERT and $ZKL_BENCH_TLS_KEY, make the zklocks clients of s1..s6 connect
+ * over TLS (the servers then name a secureClientPort; set ZKL_BENCH_MNTR=off there).
  */
 #include <zklocks/zklocks.h>
 #include <zookeeper/zookeeper.h>
@@ -463,6 +467,12 @@ static zkl_client *open_client(void)
 	zkl_client_options_init(&o);
 	o.servers = opt.servers;
 	o.connect_timeout_ms = 20000;
+	const char *ca = getenv("ZKL_BENCH_TLS_CA");
+	if (ca && *ca) {
+		o.tls_ca = ca;
+		o.tls_cert = getenv("ZKL_BENCH_TLS_CERT");
+		o.tls_key = getenv("ZKL_BENCH_TLS_KEY");
+	}
 	zkl_client *c;
 	int rc = zkl_client_open(&c, &o);
 	if (rc != 0)
