@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *config_strings[16];
+static char *config_strings[32];
 static int nconfig_strings;
 
 /* ---- the config file ---- */
@@ -95,10 +95,23 @@ static int read_config(const char *file, bool required, struct opts *o)
 				rc = usage_error("%s:%d: auth must be \"user:password\"", file, lineno);
 			else
 				o->auth = keep_string(value);
+		} else if (strcmp(key, "tls_ca") == 0) {
+			o->tls_ca = keep_string(value);
+		} else if (strcmp(key, "tls_cert") == 0) {
+			o->tls_cert = keep_string(value);
+		} else if (strcmp(key, "tls_key") == 0) {
+			o->tls_key = keep_string(value);
+		} else if (strcmp(key, "sasl_mechanism") == 0) {
+			o->sasl_mechanism = keep_string(value);
+		} else if (strcmp(key, "sasl_user") == 0) {
+			o->sasl_user = keep_string(value);
+		} else if (strcmp(key, "sasl_password_file") == 0) {
+			o->sasl_password_file = keep_string(value);
 		} else {
 			rc = usage_error("%s:%d: unknown key \"%s\" (known: servers, chroot, "
-			                 "session_timeout, loss_percent, connect_timeout, auth)", file,
-			                 lineno, key);
+			                 "session_timeout, loss_percent, connect_timeout, auth, tls_ca, "
+			                 "tls_cert, tls_key, sasl_mechanism, sasl_user, "
+			                 "sasl_password_file)", file, lineno, key);
 		}
 	}
 	fclose(f);

@@ -30,6 +30,12 @@ enum {
 	OPT_JSON,
 	OPT_NAMING,
 	OPT_DATA,
+	OPT_TLS_CA,
+	OPT_TLS_CERT,
+	OPT_TLS_KEY,
+	OPT_SASL_MECHANISM,
+	OPT_SASL_USER,
+	OPT_SASL_PASSWORD_FILE,
 };
 
 static const char short_opts[] = "+:s:w:nE:c:qvh";
@@ -59,6 +65,12 @@ static const struct option long_opts[] = {
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "naming", required_argument, NULL, OPT_NAMING },
 	{ "data", required_argument, NULL, OPT_DATA },
+	{ "tls-ca", required_argument, NULL, OPT_TLS_CA },
+	{ "tls-cert", required_argument, NULL, OPT_TLS_CERT },
+	{ "tls-key", required_argument, NULL, OPT_TLS_KEY },
+	{ "sasl-mechanism", required_argument, NULL, OPT_SASL_MECHANISM },
+	{ "sasl-user", required_argument, NULL, OPT_SASL_USER },
+	{ "sasl-password-file", required_argument, NULL, OPT_SASL_PASSWORD_FILE },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -269,6 +281,24 @@ static int parse_opts(int argc, char **argv, bool permute, struct opts *o, int *
 			else
 				return usage_error("invalid --naming \"%s\": expected curator or kazoo",
 				                   optarg);
+			break;
+		case OPT_TLS_CA:
+			o->tls_ca = optarg;
+			break;
+		case OPT_TLS_CERT:
+			o->tls_cert = optarg;
+			break;
+		case OPT_TLS_KEY:
+			o->tls_key = optarg;
+			break;
+		case OPT_SASL_MECHANISM:
+			o->sasl_mechanism = optarg;
+			break;
+		case OPT_SASL_USER:
+			o->sasl_user = optarg;
+			break;
+		case OPT_SASL_PASSWORD_FILE:
+			o->sasl_password_file = optarg;
 			break;
 		case OPT_DATA:
 			if (strlen(optarg) > 4096)

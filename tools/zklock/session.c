@@ -35,6 +35,12 @@ int open_client(const struct opts *o, zkl_client **out)
 	if (o->connect_timeout_ms > 0)
 		co.connect_timeout_ms = o->connect_timeout_ms;
 	co.digest_auth = o->auth;
+	co.tls_ca = o->tls_ca;
+	co.tls_cert = o->tls_cert;
+	co.tls_key = o->tls_key;
+	co.sasl_mechanism = o->sasl_mechanism;
+	co.sasl_user = o->sasl_user;
+	co.sasl_password_file = o->sasl_password_file;
 	co.log = log_to_stderr;
 	co.log_level = o->verbose >= 2 ? ZKL_LOG_DEBUG : ZKL_LOG_WARN;
 
@@ -54,7 +60,7 @@ int open_client(const struct opts *o, zkl_client **out)
 		return EXIT_UNAVAILABLE;
 	}
 	if (rc == ZKL_EINVAL)
-		return usage_error("invalid server list \"%s\": %s", o->servers,
+		return usage_error("invalid options for %s: %s", o->servers,
 		                   *detail ? detail : zkl_strerror(rc));
 	msg("cannot open a ZooKeeper session with %s: %s%s%s", o->servers, zkl_strerror(rc),
 	    *detail ? ": " : "", detail);

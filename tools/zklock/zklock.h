@@ -54,6 +54,9 @@ struct opts {
 	char *servers_buf;      /* servers with the config's chroot appended, if any */
 	const char *chroot;     /* from the config file */
 	const char *auth;       /* "user:password", from the config file */
+	/* TLS and SASL (options or config file; zkl_client(3), SECURE CONNECTIONS) */
+	const char *tls_ca, *tls_cert, *tls_key;
+	const char *sasl_mechanism, *sasl_user, *sasl_password_file;
 	int wait_ms;            /* ZKL_WAIT_FOREVER, 0 (try once) or a bound */
 	double wait_s;          /* as given, for messages */
 	int conflict_code;
