@@ -175,7 +175,8 @@ ZKL_API int zkl_client_open(zkl_client **out, const zkl_client_options *o);
  *     zookeeper_init() (connected, or connecting). Of o only the ACL, logging,
  *     confirm_release, loss_percent, connect_timeout_ms and external_loop count: the
  *     handle has its servers, timeout and credentials already (add digest credentials to
- *     it yourself if you ask for a creator-only ACL). The client never closes zh.
+ *     it yourself if you ask for a creator-only ACL; the tls_* and sasl_* options must be
+ *     unset, or ZKL_EINVAL). The client never closes zh.
  *   - zklocks' watcher goes in front of the application's (zoo_set_watcher()), which
  *     still gets every event it got before, with its own context; zkl_client_close()
  *     puts it back and takes zklocks' node watches off the handle. Do not call
