@@ -54,6 +54,8 @@ static zkl_client *tls_client(const char *who, zkl_acl acl)
 	zkl_client_options o;
 	tls_options(&o, "ca.pem", who);
 	o.acl = acl;
+	/* A first handshake under valgrind takes seconds (OpenSSL loads the CA stores). */
+	o.connect_timeout_ms = 20000;
 	zkl_client *c = NULL;
 	int rc = zkl_client_open(&c, &o);
 	options_free(&o);
@@ -176,6 +178,7 @@ static void test_key_password(void **state)
 	o.tls_cert = cert("client.pem");
 	o.tls_key = cert("client-enc.key");
 	o.tls_key_password = "keypass";
+	o.connect_timeout_ms = 20000;
 	zkl_client *c = NULL;
 	CHECK_OK(zkl_client_open(&c, &o));
 	assert_int_equal(zkl_client_state(c), ZKL_STATE_CONNECTED);
@@ -266,6 +269,7 @@ static void test_expiry(void **state)
 	CHECK_OK(zkl_lock_release(l));
 	zkl_mutex_free(m);
 	zkl_client_close(a);
+	h_latch_free(lost);
 }
 
 /* tls-want: a server that asks for a certificate but does not require one lets a client
