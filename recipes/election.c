@@ -311,6 +311,27 @@ static int join(zkl_client *c, struct election *e)
 	return GO_ON;
 }
 
+/* Takes e off the client's loop (c->mu held, at rest); returns whether its state
+ * listener is still to be removed. */
+static bool unregister(zkl_client *c, struct election *e)
+{
+	zkl_waiter_leave(c, &e->w);
+	bool listening = e->listening;
+	e->listening = false;
+	return listening;
+}
+
+/* Frees e's handle, off the loop already (no lock held). */
+static void dispose(struct election *e, bool listening)
+{
+	if (listening)
+		zkl_client_remove_listener(e->lock.c, state_changed, e);
+	zkl_data_free(&e->qdata);
+	zkl_lock_dispose(&e->lock);
+	pthread_cond_destroy(&e->cv);
+	free(e->self);
+}
+
 static int on_out(zkl_client *c, struct election *e)
 {
 	if (e->view_pending) {
@@ -323,17 +344,10 @@ static int on_out(zkl_client *c, struct election *e)
 	if (want_in(e))
 		return join(c, e);
 	if (e->freeing && at_rest(e)) {
-		zkl_waiter_leave(c, &e->w);
-		bool listening = e->listening;
-		e->listening = false;
+		bool listening = unregister(c, e);
 		pthread_mutex_unlock(&c->mu);
-		if (listening)
-			zkl_client_remove_listener(c, state_changed, e);
+		dispose(e, listening);
 		pthread_mutex_lock(&c->mu);
-		zkl_data_free(&e->qdata);
-		zkl_lock_dispose(&e->lock);
-		pthread_cond_destroy(&e->cv);
-		free(e->self);
 		return GONE;
 	}
 	return WAIT;
@@ -757,16 +771,9 @@ void election_free(struct election *e)
 	election_close(e);
 	zkl_lock_async_drain(&e->lock);
 	pthread_mutex_lock(&c->mu);
-	zkl_waiter_leave(c, &e->w);
-	bool listening = e->listening;
-	e->listening = false;
+	bool listening = unregister(c, e);
 	pthread_mutex_unlock(&c->mu);
-	if (listening)
-		zkl_client_remove_listener(c, state_changed, e);
-	zkl_data_free(&e->qdata);
-	zkl_lock_dispose(&e->lock);
-	pthread_cond_destroy(&e->cv);
-	free(e->self);
+	dispose(e, listening);
 }
 
 int election_requeue(struct election *e)
