@@ -75,11 +75,12 @@ class Proc:
     """A zklock started in the background; its stderr (and stdout if piped) are
     collected line by line by reader threads, so that a test can wait for a line."""
 
-    def __init__(self, args, stdin=subprocess.DEVNULL, stdout=None, env=None):
+    def __init__(self, args, stdin=subprocess.DEVNULL, stdout=None, env=None, preexec=None):
         self.args = list(args)
         self.p = subprocess.Popen(zklock_cmd(args), stdin=stdin,
                                   stdout=subprocess.PIPE if stdout is None else stdout,
-                                  stderr=subprocess.PIPE, env=env or ENV)
+                                  stderr=subprocess.PIPE, env=env or ENV,
+                                  preexec_fn=preexec)
         self.pid = self.p.pid
         self.cond = threading.Condition()
         self.lines = {"out": [], "err": []}
@@ -472,7 +473,11 @@ def signal_passed_on(sig, name):
     marker = os.path.join(TMP, "pass-" + name)
     script = ('trap "echo got > %s; exit 0" %s; echo ready; '
               'while :; do sleep 0.1; done' % (shlex.quote(marker), name.upper()))
-    z = Proc([p, "--", "sh", "-c", script])
+    # zklock hands its command the dispositions it was given: a signal ignored here (the
+    # suite run under nohup ignores SIGHUP) stays ignored, and a shell cannot trap a
+    # signal ignored on entry. The command must see it caught, so it starts at default.
+    z = Proc([p, "--", "sh", "-c", script],
+             preexec=lambda: signal.signal(sig, signal.SIG_DFL))
     z.wait_line("^ready$", stream="out")
     z.signal(sig)
     rc = z.wait(10)
@@ -480,7 +485,8 @@ def signal_passed_on(sig, name):
     check(os.path.exists(marker), "the command did not get the signal")
     check(status(p) == [], "the lock was not released: %r" % status(p))
     # a command that does not catch it dies of it, and zklock says so
-    z = Proc([p, "--", "sh", "-c", "echo ready; while :; do sleep 0.1; done"])
+    z = Proc([p, "--", "sh", "-c", "echo ready; while :; do sleep 0.1; done"],
+             preexec=lambda: signal.signal(sig, signal.SIG_DFL))
     z.wait_line("^ready$", stream="out")
     z.signal(sig)
     rc = z.wait(10)
