@@ -356,11 +356,15 @@ static int on_out(zkl_client *c, struct election *e)
 static int on_queue(zkl_client *c, struct election *e)
 {
 	if (!e->queue_done) {
-		if (!want_in(e) && !e->queue_canceled) {
+		/* Wanted: the view's deadline (ahead, since want_in() says it has not passed)
+		 * is the next thing to look at; else the cancel, whose end wakes us. Never a
+		 * time past: the loop would run us again at once, and again. */
+		if (want_in(e)) {
+			if (e->view_pending && e->view_deadline != INT64_MAX)
+				zkl_waiter_wake_at(c, &e->w, e->view_deadline);
+		} else if (!e->queue_canceled) {
 			e->queue_canceled = true;
 			zkl_cancel_owner_locked(c, e);
-		} else if (e->view_pending && e->view_deadline != INT64_MAX) {
-			zkl_waiter_wake_at(c, &e->w, e->view_deadline);
 		}
 		return WAIT;
 	}

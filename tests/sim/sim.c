@@ -182,9 +182,9 @@ struct client {
 	int timeout;
 };
 
-enum kind { K_MUTEX, K_READ, K_WRITE, K_SEM, K_SEMMUTEX };
+enum kind { K_MUTEX, K_READ, K_WRITE, K_SEM, K_SEMMUTEX, K_LEADER };
 static const char *const kind_names[] = { "mutex", "read", "write", "semaphore",
-                                          "semaphore-mutex" };
+                                          "semaphore-mutex", "leader" };
 
 enum cstate { CT_IDLE, CT_ACQUIRING, CT_HOLDING, CT_DONE };
 
@@ -196,6 +196,7 @@ struct contender {
 	zkl_rwlock *rw;
 	zkl_semaphore *sem;
 	zkl_semaphore_mutex *sm;
+	zkl_leader *ld;
 	zkl_lock *l;
 	enum cstate st;
 	int cycles;          /* left to do */
@@ -255,6 +256,7 @@ struct options {
 	bool verbose;
 	bool sem_peerdel;      /* peers delete semaphore nodes too */
 	bool known_sem;        /* the known semaphore stall is counted, not a failure */
+	bool leaders;          /* the mutex paths are leader elections (latches' views) */
 };
 
 static struct world {
@@ -1170,7 +1172,7 @@ static bool clock_stood_still(const struct sess *s)
 
 static bool exclusive(enum kind k)
 {
-	return k == K_MUTEX || k == K_WRITE || k == K_SEMMUTEX;
+	return k == K_MUTEX || k == K_WRITE || k == K_SEMMUTEX || k == K_LEADER;
 }
 
 /* The server is about to expire s: a holder on it must have been told already (its own
@@ -1375,6 +1377,10 @@ static int contender_make(struct contender *t)
 		if ((rc = zkl_semaphore_mutex_new(&t->sm, c, path)) == 0)
 			t->l = zkl_semaphore_mutex_lock(t->sm);
 		break;
+	case K_LEADER:
+		if ((rc = zkl_leader_new(&t->ld, c, path, NULL)) == 0)
+			t->l = zkl_leader_lock(t->ld);
+		break;
 	}
 	if (rc == 0)
 		rc = zkl_lock_on_lost(t->l, on_lost, t);
@@ -1389,11 +1395,13 @@ static void contender_free(struct contender *t)
 	zkl_rwlock_free(t->rw);
 	zkl_semaphore_free(t->sem);
 	zkl_semaphore_mutex_free(t->sm);
+	zkl_leader_free(t->ld);
 	W.cur = saved;
 	t->m = NULL;
 	t->rw = NULL;
 	t->sem = NULL;
 	t->sm = NULL;
+	t->ld = NULL;
 	t->l = NULL;
 }
 
@@ -1840,6 +1848,8 @@ static void scenario(void)
 		snprintf(pi->path, sizeof pi->path, "/locks/p%d", p);
 		static const enum kind kinds[] = { K_MUTEX, K_WRITE, K_SEM, K_SEMMUTEX };
 		pi->kind = kinds[rnd(4)];
+		if (W.o.leaders && pi->kind == K_MUTEX)
+			pi->kind = K_LEADER; /* the same draws: the rest of the schedule is alike */
 		pi->max = pi->kind == K_SEM ? (int)between(1, 3) : 1;
 	}
 	W.nct = (int)between(2, 6);
@@ -1923,9 +1933,10 @@ static void print_schedule(FILE *f)
 		if (W.o.fault_mask & (1u << i))
 			fprintf(f, "  fault %d: at %" PRId64 " ms, %s, client %d, %" PRId64 " ms\n", i,
 			        W.f[i].at, fault_names[W.f[i].kind], W.f[i].cl, W.f[i].dur);
-	fprintf(f, "replay: tests/sim/run --seed %" PRIu64 " --faults 0x%x --contenders 0x%x%s%s "
+	fprintf(f, "replay: tests/sim/run --seed %" PRIu64 " --faults 0x%x --contenders 0x%x%s%s%s "
 	        "--trace\n", W.o.seed, W.o.fault_mask & ((1u << W.nf) - 1),
 	        W.o.cont_mask & ((1u << W.nct) - 1),
+	        W.o.leaders ? " --leaders" : "",
 	        W.o.sem_peerdel ? " --semaphore-peer-deletes" : "",
 	        W.o.known_sem ? " --known-semaphore-stall" : "");
 }
@@ -2222,7 +2233,9 @@ static void usage(void)
 	        "options: --no-shrink (report a failure as found)\n"
 	        "         --keep-going (list every failing seed, and go on)\n"
 	        "         --known-semaphore-stall (count RELIABILITY.md's finding 3, do not fail)\n"
-	        "         --semaphore-peer-deletes (a peer deletes semaphore nodes too)\n");
+	        "         --semaphore-peer-deletes (a peer deletes semaphore nodes too)\n"
+	        "         --leaders (the mutex paths are leader elections, through the\n"
+	        "           latch's lock view)\n");
 	exit(2);
 }
 
@@ -2259,6 +2272,8 @@ int main(int argc, char **argv)
 			o.sem_peerdel = true;
 		} else if (strcmp(a, "--known-semaphore-stall") == 0) {
 			o.known_sem = true;
+		} else if (strcmp(a, "--leaders") == 0) {
+			o.leaders = true;
 		} else if (strcmp(a, "--keep-going") == 0) {
 			keep_going = keep_going_g = true;
 		} else if (strcmp(a, "--no-shrink") == 0) {
