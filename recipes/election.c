@@ -690,10 +690,17 @@ int election_init(struct election *e, zkl_client *c, const char *path, const cha
 	e->kind = kind;
 	e->self = self;
 	zkl_cond_init(&e->cv);
+	return 0;
+}
+
+int election_attach(struct election *e)
+{
+	zkl_client *c = e->lock.c;
 	pthread_mutex_lock(&c->mu);
 	e->suspended = c->state == ZKL_STATE_SUSPENDED;
 	pthread_mutex_unlock(&c->mu);
-	if ((rc = zkl_client_add_listener(c, state_changed, e)) != 0) {
+	int rc = zkl_client_add_listener(c, state_changed, e);
+	if (rc != 0) {
 		pthread_cond_destroy(&e->cv);
 		zkl_lock_dispose(&e->lock);
 		return rc;

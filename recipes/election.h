@@ -98,9 +98,14 @@ struct election {
 
 /* Sets up e for path (kind LATCH for a latch, LOCK for a selector); self is the public
  * handle passed to user code, which embeds e first. id is the node data (NULL:
- * "<host>:<pid>"). Returns 0 or a ZKL_E* code with nothing left to free. */
+ * "<host>:<pid>"). Returns 0 or a ZKL_E* code with nothing left to free. The caller
+ * then sets the options and calls election_attach(). */
 int election_init(struct election *e, zkl_client *c, const char *path, const char *id,
                   enum zkl_kind kind, void *self);
+/* Puts e on the client's loop and adds its state listener, once its options are set
+ * (the loop reads them from then on). Returns 0, or a ZKL_E* code with what
+ * election_init() made freed (not e). */
+int election_attach(struct election *e);
 /* Joins the election for good (until closed). */
 int election_start(struct election *e);
 /* Leaves the election; from another thread than the loop's (or the selector's

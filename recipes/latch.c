@@ -45,6 +45,10 @@ int zkl_leader_new(zkl_leader **out, zkl_client *c, const char *path,
 	l->e.data = o->data;
 	l->e.lose_on_suspend = o->lose_on_suspend;
 	l->e.notify_on_close = o->notify_on_close;
+	if ((rc = election_attach(&l->e)) != 0) {
+		free(l);
+		return rc;
+	}
 	*out = l;
 	return 0;
 }

@@ -46,6 +46,10 @@ int zkl_selector_new(zkl_selector **out, zkl_client *c, const char *path, zkl_se
 	s->e.fn_data = data;
 	s->e.requeue = o->requeue;
 	s->e.lose_on_suspend = o->lose_on_suspend;
+	if ((rc = election_attach(&s->e)) != 0) {
+		free(s);
+		return rc;
+	}
 	*out = s;
 	return 0;
 }
