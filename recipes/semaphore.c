@@ -17,6 +17,7 @@
  * soon as the lease node exists; the watch calls lease_revoked(), which names the lease
  * to the application.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -307,10 +308,41 @@ static struct zkl_queue lease_queue(zkl_semaphore *s, const struct zkl_data *dat
 /* The lease count, recorded where the semaphore lives as kazoo's Semaphore records it:
  * the path node's data, the count in decimal. Curator's InterProcessSemaphoreV2 records
  * nothing (empty data), so an empty or foreign record is written over, a number is
- * compared. A fixed count only (a shared count changes by design). Blocking: one round
- * trip or two, once per handle. Returns 0, or ZKL_EINVAL when the path records another
- * count. */
-static int count_agree(zkl_semaphore *s)
+ * compared. A fixed count only (a shared count changes by design). */
+
+/* What one read of the path says (count_agree, and the asynchronous check). */
+enum count_seen { COUNT_AGREES, COUNT_DIFFERS, COUNT_RECORD };
+
+static enum count_seen count_look(const struct zkl_op *op, int mine, long *theirs)
+{
+	char *end = NULL;
+	*theirs = op->value_len > 0 ? strtol(op->value, &end, 10) : 0;
+	bool number = op->value_len > 0 && op->value_len < 12 && end &&
+	              end == op->value + op->value_len && *theirs > 0;
+	if (!number)
+		return COUNT_RECORD;
+	return *theirs == mine ? COUNT_AGREES : COUNT_DIFFERS;
+}
+
+static int count_differs(const char *path, long theirs, int mine)
+{
+	return zkl_fail(ZKL_EINVAL, "semaphore %s records %ld leases, and this handle asks "
+	                "for %d: every user of a path must agree", path, theirs, mine);
+}
+
+/* The deadline of one request of the count check: the acquire's, and never past a
+ * session timeout (an answer that does not come by then leaves the count unchecked). */
+static int64_t count_deadline(zkl_client *c, int64_t deadline, int timeout_ms)
+{
+	int64_t cap = zkl_now_ms() + (c->timeout_ms > 0 ? c->timeout_ms : 10000);
+	return timeout_ms < 0 || deadline > cap ? cap : deadline;
+}
+
+/* The blocking check: one round trip or two, once per handle, each within the deadline
+ * (count_deadline). Returns 0, or ZKL_EINVAL when the path records another count. A
+ * request that fails with the connection or times out leaves the count unchecked: the
+ * acquisition itself deals with the connection, and the next acquire looks again. */
+static int count_agree(zkl_semaphore *s, int64_t deadline, int timeout_ms)
 {
 	zkl_client *c = s->lock.c;
 	pthread_mutex_lock(&c->mu);
@@ -323,33 +355,30 @@ static int count_agree(zkl_semaphore *s)
 	for (int attempt = 0; attempt < 5; attempt++) {
 		struct zkl_req get = {.kind = ZKL_OP_GET, .path = s->lock.path};
 		struct zkl_op *op = NULL;
-		int zrc = zkl_request(c, &get, zkl_deadline(-1), &op);
-		if (zrc == ZNONODE) {
-			if (op)
-				zkl_op_release(c, op);
-			return 0; /* not there yet: the first acquire makes it, the next records */
-		}
+		int zrc = zkl_request(c, &get, count_deadline(c, deadline, timeout_ms), &op);
 		if (zrc != ZOK) {
 			if (op)
 				zkl_op_release(c, op);
+			if (zrc == ZNONODE) /* not there yet: the first acquire makes it */
+				return 0;
+			if (zrc == ZKL_ETIMEDOUT || zkl_zk_transient(zrc) || zkl_zk_session_gone(zrc))
+				return 0;
 			return zrc < -1000 ? zrc : zkl_fail_zk(zrc, "cannot read", s->lock.path);
 		}
-		char *end = NULL;
-		long theirs = op->value_len > 0 ? strtol(op->value, &end, 10) : 0;
-		bool number = op->value_len > 0 && op->value_len < 12 && end &&
-		              end == op->value + op->value_len && theirs > 0;
+		long theirs = 0;
+		enum count_seen seen = count_look(op, s->fixed_max, &theirs);
 		int version = op->stat.version;
 		zkl_op_release(c, op);
-		if (number && theirs != s->fixed_max)
-			return zkl_fail(ZKL_EINVAL, "semaphore %s records %ld leases, and this handle "
-			                "asks for %d: every user of a path must agree", s->lock.path,
-			                theirs, s->fixed_max);
-		if (!number) {
+		if (seen == COUNT_DIFFERS)
+			return count_differs(s->lock.path, theirs, s->fixed_max);
+		if (seen == COUNT_RECORD) {
 			struct zkl_req set = {.kind = ZKL_OP_SET, .path = s->lock.path, .data = mine,
 			                      .len = len, .version = version};
-			zrc = zkl_request(c, &set, zkl_deadline(-1), NULL);
+			zrc = zkl_request(c, &set, count_deadline(c, deadline, timeout_ms), NULL);
 			if (zrc == ZBADVERSION || zrc == ZNONODE)
 				continue; /* someone else wrote, or it went: look again */
+			if (zrc == ZKL_ETIMEDOUT || zkl_zk_transient(zrc) || zkl_zk_session_gone(zrc))
+				return 0;
 			if (zrc != ZOK)
 				return zrc < -1000 ? zrc : zkl_fail_zk(zrc, "cannot record the count of",
 				                                       s->lock.path);
@@ -362,36 +391,47 @@ static int count_agree(zkl_semaphore *s)
 	return 0; /* raced five times: the next acquire looks again */
 }
 
-/* Takes one lease through the gate. */
+/* Takes one lease through the gate. The lease belongs to the gate's session: if the
+ * session changes before the lease holds, the gate node went (or goes) with the old one
+ * and another taker may be past the gate already, so the lease's acquisition ends
+ * (ZKL_ELOST, the engine's q->gen) and the taker starts over from the gate. */
 static int take_one(zkl_semaphore *s, const struct zkl_data *data, int64_t deadline,
                     int timeout_ms, struct zkl_node *lease)
 {
-	struct zkl_node gate;
-	struct zkl_queue q = gate_queue(s, data, &s->locks_seen);
-	pthread_mutex_lock(&s->lock.c->mu);
-	unsigned cancels = s->cancels;
-	pthread_mutex_unlock(&s->lock.c->mu);
-	int rc = zkl_engine_acquire(&q, remaining(deadline, timeout_ms), &gate);
-	if (rc != 0)
-		return rc;
-	/* A cancel between the two queues would find no wait to end. */
-	pthread_mutex_lock(&s->lock.c->mu);
-	bool canceled = cancels != s->cancels;
-	pthread_mutex_unlock(&s->lock.c->mu);
-	if (canceled) {
+	for (;;) {
+		struct zkl_node gate;
+		struct zkl_queue q = gate_queue(s, data, &s->locks_seen);
+		pthread_mutex_lock(&s->lock.c->mu);
+		unsigned cancels = s->cancels;
+		pthread_mutex_unlock(&s->lock.c->mu);
+		int rc = zkl_engine_acquire(&q, remaining(deadline, timeout_ms), &gate);
+		if (rc != 0)
+			return rc;
+		/* A cancel between the two queues would find no wait to end. */
+		pthread_mutex_lock(&s->lock.c->mu);
+		bool canceled = cancels != s->cancels;
+		pthread_mutex_unlock(&s->lock.c->mu);
+		if (canceled) {
+			zkl_engine_release(s->lock.c, &gate);
+			return zkl_fail(ZKL_ECANCELED, "the acquire of %s was canceled", s->lock.path);
+		}
+		struct zkl_limit max = {&s->fixed_max, &s->shared_max};
+		struct zkl_queue lq = lease_queue(s, data, &max, &s->leases_seen);
+		lq.gen = gate.gen;
+		rc = zkl_engine_acquire(&lq, remaining(deadline, timeout_ms), lease);
+		/* Let the next taker in, whatever happened. */
+		char saved[256];
+		snprintf(saved, sizeof saved, "%s", zkl_last_error());
 		zkl_engine_release(s->lock.c, &gate);
-		return zkl_fail(ZKL_ECANCELED, "the acquire of %s was canceled", s->lock.path);
+		if (rc == ZKL_ELOST) {
+			zkl_log(s->lock.c, ZKL_LOG_INFO, "session changed past the gate of %s; "
+			        "queueing at the gate again", s->lock.path);
+			continue;
+		}
+		if (rc != 0)
+			zkl_fail(rc, "%s", saved);
+		return rc;
 	}
-	struct zkl_limit max = {&s->fixed_max, &s->shared_max};
-	struct zkl_queue lq = lease_queue(s, data, &max, &s->leases_seen);
-	rc = zkl_engine_acquire(&lq, remaining(deadline, timeout_ms), lease);
-	/* Let the next taker in, whatever happened. */
-	char saved[256];
-	snprintf(saved, sizeof saved, "%s", zkl_last_error());
-	zkl_engine_release(s->lock.c, &gate);
-	if (rc != 0)
-		zkl_fail(rc, "%s", saved);
-	return rc;
 }
 
 int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **out)
@@ -407,10 +447,14 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 	int rc = zkl_check_timeout(timeout_ms);
 	if (rc != 0)
 		return rc;
-	if ((rc = count_agree(s)) != 0)
-		return rc;
 	zkl_client *c = s->lock.c;
+	if (zkl_runs_loop(c))
+		return zkl_fail(ZKL_EDEADLK, "cannot wait for %s on the thread that runs the "
+		                "client's loop (in a callback, or the application's loop thread): "
+		                "nothing would run the acquisition", s->lock.path);
 	int64_t deadline = zkl_deadline(timeout_ms);
+	if ((rc = count_agree(s, deadline, timeout_ms)) != 0)
+		return rc;
 	pthread_mutex_lock(&c->mu);
 	struct zkl_data data = {0};
 	rc = lease_data(s, &data);
@@ -469,7 +513,7 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 	}
 	/* A path made by this acquire has no record yet: make it, or find we disagree with
 	 * a taker that raced us, and give the leases back. */
-	if ((rc = count_agree(s)) != 0) {
+	if ((rc = count_agree(s, deadline, -1)) != 0) {
 		char saved[256];
 		snprintf(saved, sizeof saved, "%s", zkl_last_error());
 		for (int i = n; i-- > 0;)
@@ -702,15 +746,18 @@ static void semaphore_view_cancel(zkl_lock *lk)
 	zkl_client_cancel_owner(s->lock.c, s);
 }
 
-/* An asynchronous acquire of one lease: the gate's queue, then the leases' queue, each
- * an acquisition on the event thread; the gate is let go in the background. Owned here,
- * so that the semaphore may be freed meanwhile. */
+/* An asynchronous acquire of one lease: the count check (once per handle), the gate's
+ * queue, then the leases' queue, each on the event thread; the gate is let go in the
+ * background. Nothing waits: the count is read by a loop waiter of its own, and a count
+ * the path records otherwise ends the acquire through its callback (ZKL_EINVAL). Owned
+ * here, so that the semaphore may be freed meanwhile. */
 struct sem_async {
 	struct zkl_lock_async a;
 	zkl_semaphore *s;
 	zkl_client *c;
 	struct zkl_data data;
-	char *locks_path, *leases_path; /* copies: what the engine reads outlives s */
+	char *path;                     /* copies: what the engine reads outlives s */
+	char *locks_path, *leases_path;
 	struct zkl_queue q;
 	struct zkl_limit max;
 	int fixed_max;
@@ -720,11 +767,32 @@ struct sem_async {
 	int timeout_ms;
 	unsigned cancels;
 	bool locks_seen, leases_seen;
+	/* The count check: a loop waiter (owner s, so a cancel reaches it), its request out,
+	 * whether that is the write of our count (with the version read), and how many
+	 * requests it made. */
+	struct zkl_waiter cw;
+	struct zkl_op *cop;
+	bool cset;
+	int cversion;
+	int crounds;
+	int64_t cuntil;
+	char mine[16];
+	int mine_len;
 };
 
 static const char *sem_async_node(const struct sem_async *pa)
 {
 	return pa->lease->node.path;
+}
+
+static void sem_async_free(struct sem_async *pa)
+{
+	zkl_data_free(&pa->data);
+	free(pa->path);
+	free(pa->locks_path);
+	free(pa->leases_path);
+	free(pa->lease);
+	free(pa);
 }
 
 static void sem_async_end(struct sem_async *pa, int rc)
@@ -745,21 +813,18 @@ static void sem_async_end(struct sem_async *pa, int rc)
 			lease_install(s, l);
 			l->async = true;
 			lost = view_push(s, l);
-			l = NULL;
+			pa->lease = NULL;
 		}
 	}
 	pthread_mutex_unlock(&c->mu);
-	if (l && l->node.path)
-		zkl_engine_release_later(c, &l->node); /* won for a handle that is gone */
-	if (l)
+	if (pa->lease) {
+		if (l->node.path)
+			zkl_engine_release_later(c, &l->node); /* won for a handle that is gone */
 		free(l->path);
-	free(l);
-	zkl_data_free(&pa->data);
-	free(pa->locks_path);
-	free(pa->leases_path);
+	}
 	zkl_lock_acquired_fn fn = pa->a.fn;
 	void *data = pa->a.fn_data;
-	free(pa);
+	sem_async_free(pa);
 	if (!call)
 		return;
 	free_leases(lost);
@@ -768,12 +833,49 @@ static void sem_async_end(struct sem_async *pa, int rc)
 	zkl_lock_async_call(&s->lock, fn, data, rc, saved);
 }
 
+/* Whether the acquire was canceled, or its handle freed (c->mu held; s is read only if
+ * it is still there). */
+static bool sem_async_canceled(const struct sem_async *pa)
+{
+	return pa->a.orphaned || pa->cancels != pa->s->cancels;
+}
+
+static void sem_async_gated(void *arg, int rc);
+
+/* Queues at the gate (no lock held); on failure the acquire ends. */
+static void sem_async_gate(struct sem_async *pa)
+{
+	int rc = zkl_engine_start(&pa->q, remaining(pa->deadline, pa->timeout_ms), &pa->gate,
+	                          sem_async_gated, pa);
+	if (rc != 0)
+		sem_async_end(pa, rc);
+}
+
 static void sem_async_leased(void *arg, int rc)
 {
 	struct sem_async *pa = arg;
 	char saved[256];
 	snprintf(saved, sizeof saved, "%s", zkl_last_error());
 	zkl_engine_release_later(pa->c, &pa->gate); /* let the next taker in */
+	if (rc == ZKL_ELOST) {
+		/* The session changed past the gate: the gate node is (or will be) gone with
+		 * the old one, so the lease may not be made on the new one without passing the
+		 * gate again there (take_one()). */
+		pthread_mutex_lock(&pa->c->mu);
+		bool canceled = sem_async_canceled(pa);
+		pthread_mutex_unlock(&pa->c->mu);
+		if (canceled) {
+			zkl_fail(ZKL_ECANCELED, "the acquire of %s was canceled", pa->path);
+			sem_async_end(pa, ZKL_ECANCELED);
+			return;
+		}
+		zkl_log(pa->c, ZKL_LOG_INFO, "session changed past the gate of %s; queueing at "
+		        "the gate again", pa->path);
+		pa->q = gate_queue(pa->s, &pa->data, &pa->locks_seen);
+		pa->q.path = pa->locks_path;
+		sem_async_gate(pa);
+		return;
+	}
 	if (rc != 0)
 		zkl_fail(rc, "%s", saved);
 	sem_async_end(pa, rc);
@@ -787,21 +889,113 @@ static void sem_async_gated(void *arg, int rc)
 		return;
 	}
 	pthread_mutex_lock(&pa->c->mu);
-	bool canceled = pa->a.orphaned || pa->cancels != pa->s->cancels;
+	bool canceled = sem_async_canceled(pa);
 	pthread_mutex_unlock(&pa->c->mu);
 	if (canceled) {
 		zkl_engine_release_later(pa->c, &pa->gate);
-		zkl_fail(ZKL_ECANCELED, "the acquire of %s was canceled", pa->q.path);
+		zkl_fail(ZKL_ECANCELED, "the acquire of %s was canceled", pa->path);
 		sem_async_end(pa, ZKL_ECANCELED);
 		return;
 	}
 	/* The queue reads the limit through pa, which outlives the semaphore if it goes. */
 	pa->q = lease_queue(pa->s, &pa->data, &pa->max, &pa->leases_seen);
 	pa->q.path = pa->leases_path;
+	pa->q.gen = pa->gate.gen; /* the lease belongs to the gate's session */
 	rc = zkl_engine_start(&pa->q, remaining(pa->deadline, pa->timeout_ms), &pa->lease->node,
 	                      sem_async_leased, pa);
 	if (rc != 0)
 		sem_async_leased(pa, rc);
+}
+
+/* The count check's one step (c->mu held): WAIT (1) while a request is out, 0 when the
+ * gate may come next, or a ZKL_E* code that ends the acquire. A read that fails with the
+ * connection, a session that changes, or an answer that has not come within a session
+ * timeout leaves the count unchecked for this acquire (the next one looks again): the
+ * acquisition deals with the connection. A cancel or the deadline ends it. */
+static int sem_count_check(zkl_client *c, struct sem_async *pa)
+{
+	for (;;) {
+		if (pa->cw.canceled || sem_async_canceled(pa))
+			return zkl_fail(ZKL_ECANCELED, "the acquire of %s was canceled", pa->path);
+		if (!pa->cop) {
+			if (pa->crounds++ >= 10)
+				return 0; /* raced five times: the next acquire looks again */
+			int err = 0;
+			pthread_mutex_unlock(&c->mu);
+			struct zkl_op *op = pa->cset ? zkl_op_set(c, &pa->cw, pa->path, pa->mine,
+			                                          pa->mine_len, pa->cversion, &err)
+			                             : zkl_op_get(c, &pa->cw, pa->path, NULL, &err);
+			pthread_mutex_lock(&c->mu);
+			if (!op)
+				return err;
+			pa->cop = op;
+			const int64_t now = zkl_now_ms();
+			pa->cuntil = now + (c->timeout_ms > 0 ? c->timeout_ms : 10000);
+			if (pa->timeout_ms > 0 && pa->deadline < pa->cuntil)
+				pa->cuntil = pa->deadline;
+		}
+		struct zkl_op *op = pa->cop;
+		if (!op->done) {
+			if (op->s->gen != c->gen)
+				return 0;
+			if (zkl_now_ms() >= pa->cuntil) {
+				if (pa->timeout_ms > 0 && zkl_now_ms() >= pa->deadline)
+					return zkl_fail(ZKL_ETIMEDOUT, "timed out reading the count of %s",
+					                pa->path);
+				return 0;
+			}
+			zkl_waiter_wake_at(c, &pa->cw, pa->cuntil);
+			return 1;
+		}
+		const int zrc = op->rc;
+		const bool set = pa->cset;
+		long theirs = 0;
+		enum count_seen seen = COUNT_RECORD;
+		if (!set && zrc == ZOK) {
+			seen = count_look(op, pa->fixed_max, &theirs);
+			pa->cversion = op->stat.version;
+		}
+		zkl_op_put(c, op);
+		pa->cop = NULL;
+		pa->cset = false;
+		if (zkl_zk_transient(zrc) || zkl_zk_session_gone(zrc))
+			return 0;
+		if (set && (zrc == ZBADVERSION || zrc == ZNONODE))
+			continue; /* someone else wrote, or it went: look again */
+		if (!set && zrc == ZNONODE)
+			return 0; /* not there yet: the first acquire makes it */
+		if (zrc != ZOK)
+			return zkl_fail_zk(zrc, set ? "cannot record the count of" : "cannot read",
+			                   pa->path);
+		if (seen == COUNT_DIFFERS)
+			return count_differs(pa->path, theirs, pa->fixed_max);
+		if (!set && seen == COUNT_RECORD) {
+			pa->cset = true;
+			continue;
+		}
+		pa->s->count_agreed = true; /* not orphaned: s is there while c->mu is held */
+		return 0;
+	}
+}
+
+static void sem_count_step(zkl_client *c, struct zkl_waiter *w)
+{
+	struct sem_async *pa = (struct sem_async *)(void *)((char *)w -
+	                                                   offsetof(struct sem_async, cw));
+	int rc = sem_count_check(c, pa);
+	if (rc == 1)
+		return;
+	if (pa->cop) {
+		zkl_op_put(c, pa->cop);
+		pa->cop = NULL;
+	}
+	zkl_waiter_leave(c, w);
+	pthread_mutex_unlock(&c->mu);
+	if (rc == 0)
+		sem_async_gate(pa);
+	else
+		sem_async_end(pa, rc);
+	pthread_mutex_lock(&c->mu);
 }
 
 static int semaphore_view_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn,
@@ -809,22 +1003,17 @@ static int semaphore_view_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_
 {
 	zkl_semaphore *s = SEM(lk);
 	zkl_client *c = s->lock.c;
-	int rc = count_agree(s); /* a round trip, once per handle */
-	if (rc != 0)
-		return rc;
 	struct sem_async *pa = calloc(1, sizeof *pa);
 	if (!pa || !(pa->lease = calloc(1, sizeof *pa->lease)) ||
-	    !(pa->locks_path = strdup(s->locks_path)) ||
+	    !(pa->path = strdup(s->lock.path)) || !(pa->locks_path = strdup(s->locks_path)) ||
 	    !(pa->leases_path = strdup(s->leases_path))) {
-		if (pa) {
-			free(pa->lease);
-			free(pa->locks_path);
-		}
-		free(pa);
+		if (pa)
+			sem_async_free(pa);
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	}
+	bool check = false;
 	pthread_mutex_lock(&c->mu);
-	rc = zkl_lock_async_claim(lk, &pa->a, fn, data);
+	int rc = zkl_lock_async_claim(lk, &pa->a, fn, data);
 	if (rc == 0 && (rc = lease_data(s, &pa->data)) != 0)
 		zkl_lock_async_unclaim(lk, &pa->a);
 	if (rc == 0) {
@@ -839,18 +1028,22 @@ static int semaphore_view_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_
 		pa->max = (struct zkl_limit){&pa->fixed_max, &s->shared_max};
 		pa->q = gate_queue(s, &pa->data, &pa->locks_seen);
 		pa->q.path = pa->locks_path;
+		pa->mine_len = snprintf(pa->mine, sizeof pa->mine, "%d", s->fixed_max);
+		check = s->fixed_max > 0 && !s->count_agreed;
+		if (check && c->closing) {
+			zkl_lock_async_unclaim(lk, &pa->a);
+			rc = zkl_fail(ZKL_ECLOSED, "the client is closing");
+		} else if (check) {
+			/* The count check runs first, on the loop (sem_count_step). */
+			zkl_waiter_enter_loop(c, &pa->cw, s, sem_count_step);
+		}
 	}
 	pthread_mutex_unlock(&c->mu);
-	if (rc == 0)
+	if (rc == 0 && !check)
 		rc = zkl_lock_async_start(lk, &pa->a, &pa->q, timeout_ms, &pa->gate,
 		                          sem_async_gated, pa);
-	if (rc != 0) {
-		zkl_data_free(&pa->data);
-		free(pa->locks_path);
-		free(pa->leases_path);
-		free(pa->lease);
-		free(pa);
-	}
+	if (rc != 0)
+		sem_async_free(pa);
 	return rc;
 }
 

@@ -8,7 +8,9 @@
  * kazoo's Semaphore records it; Curator's leaves it empty) by the first acquire that
  * finds it empty; every user of the path must agree on it, and an acquire of a handle
  * asking for another limit fails with ZKL_EINVAL, naming both, and takes nothing (one
- * round trip per handle, on its first acquire).
+ * round trip per handle, on its first acquire; an asynchronous acquire reads it on the
+ * client's loop and reports the refusal through its callback, never by blocking or
+ * failing the start).
  *
  * The view zkl_semaphore_lock() gives takes one lease per acquire with the shared verbs
  * of <zklocks/lock.h> (and its node data, lost callback, participants and cancel are the

@@ -854,6 +854,14 @@ static int withdraw(zkl_client *c, struct zkl_acquisition *a)
 	return GO_ON;
 }
 
+/* Whether an acquisition bound to a session (q->gen) may go on: the client is still on
+ * that session, and our node, if any, lives there. */
+static bool bound(const zkl_client *c, const struct zkl_acquisition *a)
+{
+	const uint64_t gen = a->q->gen;
+	return !gen || (c->gen == gen && (!a->node->path || a->node->gen == gen));
+}
+
 static void step(zkl_client *c, struct zkl_waiter *w)
 {
 	struct zkl_acquisition *a = (struct zkl_acquisition *)w;
@@ -861,6 +869,10 @@ static void step(zkl_client *c, struct zkl_waiter *w)
 	while (rc == GO_ON && a->st != A_WITHDRAW) {
 		if (c->closing) {
 			rc = zkl_fail(ZKL_ECLOSED, "the client is closing");
+			break;
+		}
+		if (!bound(c, a)) {
+			rc = zkl_fail(ZKL_ELOST, "the session of %s changed", a->q->path);
 			break;
 		}
 		switch (a->st) {
@@ -881,6 +893,8 @@ static void step(zkl_client *c, struct zkl_waiter *w)
 	}
 	if (rc == WAIT)
 		return;
+	if (rc == HELD && !bound(c, a))
+		rc = zkl_fail(ZKL_ELOST, "the session of %s changed", a->q->path);
 	if (rc == HELD) {
 		a->rc = 0;
 		finish(c, a);

@@ -58,6 +58,11 @@ struct zkl_queue {
 	 * folder is created ahead of our node in the same round trip (instead of after a
 	 * create that failed for want of it), and the list is sent only if needed. */
 	bool *folder_seen;
+	/* If not 0, the session the acquisition belongs to (a semaphore's lease belongs to
+	 * the session its gate node lives on): once the client is on another session, or
+	 * our node would be made on another, the acquisition ends with ZKL_ELOST instead of
+	 * queueing again there, and its caller starts over. */
+	uint64_t gen;
 };
 
 /* Queues a node and waits until the predicate says we hold, the deadline passes, or the

@@ -747,12 +747,15 @@ struct arec {
 	zkl_mutex *free_it;     /* free this handle (the one acquiring) in the callback */
 	zkl_lock *blocking;     /* acquire this one (blocking) in the callback */
 	int blocking_rc;
+	char error[256];        /* zkl_last_error() in the callback, on failure */
 };
 
 static void arec_cb(zkl_lock *l, int rc, void *data)
 {
 	struct arec *r = data;
 	r->rc = rc;
+	if (rc != 0)
+		snprintf(r->error, sizeof r->error, "%s", zkl_last_error());
 	if (r->session)
 		r->nodes = fz_ephemerals(r->z, r->session);
 	if (rc == 0 && r->granted)
@@ -1133,6 +1136,247 @@ static void test_list_answer_lost(void **state)
 	pair_close(&p);
 }
 
+/* ---- a semaphore's asynchronous start never blocks: the count recorded at its path is
+ * read on the loop, and a count that differs comes through the callback ---- */
+
+struct pause_get {
+	struct fz *z;
+	int64_t session;
+	const char *path;
+	atomic_int paused;
+};
+
+static enum fz_action pause_count_read(void *arg, const struct fz_request *r, int *rc)
+{
+	(void)rc;
+	struct pause_get *p = arg;
+	if (r->op == FZ_GET && r->session == p->session && strcmp(r->path, p->path) == 0 &&
+	    atomic_fetch_add(&p->paused, 1) == 0) {
+		fz_poke(p->z);
+		return FZ_PAUSE;
+	}
+	return FZ_APPLY;
+}
+
+struct chain {
+	struct fz *z;
+	zkl_lock *next;         /* started asynchronously from the callback */
+	struct arec *rec;
+	atomic_int start_rc;
+	atomic_bool started;
+};
+
+static void start_in_callback(zkl_lock *l, int rc, void *data)
+{
+	(void)l;
+	(void)rc;
+	struct chain *ch = data;
+	atomic_store(&ch->start_rc, zkl_lock_acquire_async(ch->next, -1, arec_cb, ch->rec));
+	atomic_store(&ch->started, true);
+	fz_poke(ch->z);
+}
+
+static bool chain_started(void *arg)
+{
+	return atomic_load(&((struct chain *)arg)->started);
+}
+
+static void test_semaphore_start_on_loop(void **state)
+{
+	(void)state;
+	struct fz *z = fz_new();
+	zkl_client_options o;
+	zkl_client_options_init(&o);
+	o.session_timeout_ms = 1000;
+	zkl_client *a;
+	CHECK_OK(fz_client_open(z, &a, &o));
+	const int64_t sa = zkl_client_session_id(a);
+	/* A hold on a, which must be told "lost" before the server may expire a's session. */
+	zkl_semaphore_mutex *held;
+	CHECK_OK(zkl_semaphore_mutex_new(&held, a, "/locks/loop-held"));
+	zkl_lock *lh = zkl_semaphore_mutex_lock(held);
+	struct fzh_count lost = { .z = z, .session = sa };
+	CHECK_OK(zkl_lock_on_lost(lh, fzh_on_lost, &lost));
+	CHECK_OK(zkl_lock_acquire(lh, -1));
+	/* A callback on a's loop starts an asynchronous acquire of a fresh semaphore, whose
+	 * count read the server never answers (the session is paused on it). */
+	struct pause_get pg = { .z = z, .session = sa, .path = "/locks/loop-sem" };
+	fz_set_hook(z, pause_count_read, &pg);
+	zkl_semaphore *sem;
+	CHECK_OK(zkl_semaphore_new(&sem, a, pg.path, 2));
+	zkl_mutex *trigger;
+	CHECK_OK(zkl_mutex_new(&trigger, a, "/locks/loop-trigger"));
+	struct arec rec = { .z = z };
+	struct chain ch = { .z = z, .next = zkl_semaphore_lock(sem), .rec = &rec };
+	CHECK_OK(zkl_lock_acquire_async(zkl_mutex_lock(trigger), -1, start_in_callback, &ch));
+	fz_wait(z, chain_started, &ch, "the start from the callback to return");
+	CHECK_OK(atomic_load(&ch.start_rc));
+	/* The loop runs on: the loss rule tells the holder while its node still stands. */
+	fzh_wait_count(&lost, 1);
+	assert_true(lost.nodes > 0);
+	assert_int_equal(atomic_load(&pg.paused), 1);
+	fz_expire(z, sa);
+	fz_pause(z, sa, false);
+	/* The acquire goes on, on the new session. */
+	arec_wait(&rec);
+	CHECK_OK(rec.rc);
+	assert_int_equal(atomic_load(&rec.calls), 1);
+	CHECK_OK(zkl_lock_release(zkl_semaphore_lock(sem)));
+	assert_int_equal(zkl_lock_release(lh), ZKL_ELOST);
+	assert_int_equal(zkl_lock_release(zkl_mutex_lock(trigger)), ZKL_ELOST);
+	fz_set_hook(z, NULL, NULL);
+	zkl_mutex_free(trigger);
+	zkl_semaphore_free(sem);
+	zkl_semaphore_mutex_free(held);
+	zkl_client_close(a);
+	fz_free(z);
+}
+
+static void test_semaphore_count_differs_async(void **state)
+{
+	(void)state;
+	struct fz *z = fz_new();
+	zkl_client *c;
+	CHECK_OK(fz_client_open(z, &c, NULL));
+	CHECK_OK(fz_create(z, "/locks", NULL, ZOO_CONTAINER, 0, NULL, 0));
+	CHECK_OK(fz_create(z, "/locks/count-three", "3", 0, 0, NULL, 0));
+	zkl_semaphore *s;
+	CHECK_OK(zkl_semaphore_new(&s, c, "/locks/count-three", 2));
+	struct arec rec = { .z = z };
+	CHECK_OK(zkl_lock_acquire_async(zkl_semaphore_lock(s), -1, arec_cb, &rec));
+	arec_wait(&rec);
+	assert_int_equal(rec.rc, ZKL_EINVAL);
+	assert_non_null(strstr(rec.error, "records 3 leases"));
+	assert_non_null(strstr(rec.error, "asks for 2"));
+	assert_int_equal(fz_ephemerals(z, zkl_client_session_id(c)), 0);
+	assert_false(zkl_lock_is_held(zkl_semaphore_lock(s)));
+	/* The blocking acquire says the same. */
+	assert_int_equal(zkl_lock_acquire(zkl_semaphore_lock(s), 1000), ZKL_EINVAL);
+	assert_non_null(strstr(zkl_last_error(), "records 3 leases"));
+	zkl_semaphore_free(s);
+	zkl_client_close(c);
+	fz_free(z);
+}
+
+/* ---- a semaphore's lease belongs to the session of its gate node: if the session
+ * changes between the gate's turn and the lease, the taker passes the gate again ---- */
+
+struct gate_faults {
+	struct fz *z;
+	int64_t a, b;           /* pause a's first lease create, b's first lease list */
+	atomic_int a_paused, b_paused;
+};
+
+static bool is_lease_folder(const char *path)
+{
+	const char *leases = "/locks/gate-session/leases";
+	return strncmp(path, leases, strlen(leases)) == 0;
+}
+
+static enum fz_action pause_lease_steps(void *arg, const struct fz_request *r, int *rc)
+{
+	(void)rc;
+	struct gate_faults *g = arg;
+	if (r->op == FZ_CREATE && (r->mode & ZOO_SEQUENCE) && r->session == g->a &&
+	    is_lease_folder(r->path) && atomic_fetch_add(&g->a_paused, 1) == 0) {
+		fz_poke(g->z);
+		return FZ_PAUSE;
+	}
+	if (r->op == FZ_CHILDREN && r->session == g->b && is_lease_folder(r->path) &&
+	    atomic_fetch_add(&g->b_paused, 1) == 0) {
+		fz_poke(g->z);
+		return FZ_PAUSE;
+	}
+	return FZ_APPLY;
+}
+
+static bool a_paused(void *arg)
+{
+	return atomic_load(&((struct gate_faults *)arg)->a_paused) > 0;
+}
+
+static bool b_paused(void *arg)
+{
+	return atomic_load(&((struct gate_faults *)arg)->b_paused) > 0;
+}
+
+struct moved {
+	zkl_client *c;
+	int64_t from;
+};
+
+static bool session_moved(void *arg)
+{
+	struct moved *m = arg;
+	int64_t id = zkl_client_session_id(m->c);
+	return id != 0 && id != m->from;
+}
+
+/* a's lease is made on its new session (2 leases), or a queues at the gate again. */
+struct requeued {
+	struct fz *z;
+};
+
+static bool lease_or_gate_again(void *arg)
+{
+	struct requeued *q = arg;
+	return children(q->z, "/locks/gate-session/leases") >= 2 ||
+	       children(q->z, "/locks/gate-session/locks") >= 2;
+}
+
+static void test_semaphore_gate_session(void **state)
+{
+	(void)state;
+	struct fz *z = fz_new();
+	zkl_client_options o;
+	zkl_client_options_init(&o);
+	o.session_timeout_ms = 1000;
+	zkl_client *a, *b;
+	CHECK_OK(fz_client_open(z, &a, &o));
+	CHECK_OK(fz_client_open(z, &b, NULL));
+	const char *path = "/locks/gate-session";
+	zkl_semaphore_mutex *ma, *mb;
+	CHECK_OK(zkl_semaphore_mutex_new(&ma, a, path));
+	CHECK_OK(zkl_semaphore_mutex_new(&mb, b, path));
+	zkl_lock *la = zkl_semaphore_mutex_lock(ma), *lb = zkl_semaphore_mutex_lock(mb);
+	const int64_t sa = zkl_client_session_id(a);
+	struct gate_faults g = { .z = z, .a = sa, .b = zkl_client_session_id(b) };
+	fz_set_hook(z, pause_lease_steps, &g);
+	/* a's turn at the gate comes; its lease's create never gets there. */
+	struct fzh_acq wa, wb;
+	fzh_acq_start(&wa, z, la, -1, 0);
+	fz_wait(z, a_paused, &g, "a's lease create");
+	assert_int_equal(children(z, "/locks/gate-session/locks"), 1);
+	/* The server expires a's session, and a's gate node with it: b passes the gate and
+	 * makes its lease (its list of the leases waits). */
+	fz_expire(z, sa);
+	fzh_acq_start(&wb, z, lb, 5000, 0);
+	fz_wait(z, b_paused, &g, "b's list of the leases");
+	/* a gives its session up and moves to a new one. */
+	struct moved m = { .c = a, .from = sa };
+	fz_wait(z, session_moved, &m, "a's new session");
+	fz_pause(z, sa, false);
+	struct requeued rq = { .z = z };
+	fz_wait(z, lease_or_gate_again, &rq, "a's next step on its new session");
+	/* One lease for one slot: b holds, a waits at the gate behind it. */
+	assert_int_equal(children(z, "/locks/gate-session/leases"), 1);
+	fz_pause(z, g.b, false);
+	CHECK_OK(fzh_acq_wait(&wb));
+	assert_true(wb.held);
+	assert_false(atomic_load(&wa.done));
+	CHECK_OK(fzh_acq_finish(&wb));
+	CHECK_OK(fzh_acq_wait(&wa));
+	assert_true(wa.held);
+	assert_int_equal(children(z, "/locks/gate-session/leases"), 1);
+	CHECK_OK(fzh_acq_finish(&wa));
+	fz_set_hook(z, NULL, NULL);
+	zkl_semaphore_mutex_free(ma);
+	zkl_semaphore_mutex_free(mb);
+	zkl_client_close(a);
+	zkl_client_close(b);
+	fz_free(z);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1160,6 +1404,9 @@ int main(void)
 		cmocka_unit_test(test_release_in_callback_does_not_wait),
 		cmocka_unit_test(test_leader_view_cancel_then_deadline),
 		cmocka_unit_test(test_async_callback_calls),
+		cmocka_unit_test(test_semaphore_start_on_loop),
+		cmocka_unit_test(test_semaphore_count_differs_async),
+		cmocka_unit_test(test_semaphore_gate_session),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
