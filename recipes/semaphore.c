@@ -911,10 +911,13 @@ static void sem_async_gated(void *arg, int rc)
  * gate may come next, or a ZKL_E* code that ends the acquire. A read that fails with the
  * connection, a session that changes, or an answer that has not come within a session
  * timeout leaves the count unchecked for this acquire (the next one looks again): the
- * acquisition deals with the connection. A cancel or the deadline ends it. */
+ * acquisition deals with the connection. A cancel, the deadline or the close of the
+ * client ends it. */
 static int sem_count_check(zkl_client *c, struct sem_async *pa)
 {
 	for (;;) {
+		if (c->closing)
+			return zkl_fail(ZKL_ECLOSED, "the client is closing");
 		if (pa->cw.canceled || sem_async_canceled(pa))
 			return zkl_fail(ZKL_ECANCELED, "the acquire of %s was canceled", pa->path);
 		if (!pa->cop) {
