@@ -398,12 +398,12 @@ static int count_agree(zkl_semaphore *s, int64_t deadline, int timeout_ms)
 static int take_one(zkl_semaphore *s, const struct zkl_data *data, int64_t deadline,
                     int timeout_ms, struct zkl_node *lease)
 {
+	pthread_mutex_lock(&s->lock.c->mu);
+	const unsigned cancels = s->cancels;
+	pthread_mutex_unlock(&s->lock.c->mu);
 	for (;;) {
 		struct zkl_node gate;
 		struct zkl_queue q = gate_queue(s, data, &s->locks_seen);
-		pthread_mutex_lock(&s->lock.c->mu);
-		unsigned cancels = s->cancels;
-		pthread_mutex_unlock(&s->lock.c->mu);
 		int rc = zkl_engine_acquire(&q, remaining(deadline, timeout_ms), &gate);
 		if (rc != 0)
 			return rc;
@@ -424,6 +424,13 @@ static int take_one(zkl_semaphore *s, const struct zkl_data *data, int64_t deadl
 		snprintf(saved, sizeof saved, "%s", zkl_last_error());
 		zkl_engine_release(s->lock.c, &gate);
 		if (rc == ZKL_ELOST) {
+			/* A cancel that came meanwhile may have found no wait to end. */
+			pthread_mutex_lock(&s->lock.c->mu);
+			canceled = cancels != s->cancels;
+			pthread_mutex_unlock(&s->lock.c->mu);
+			if (canceled)
+				return zkl_fail(ZKL_ECANCELED, "the acquire of %s was canceled",
+				                s->lock.path);
 			zkl_log(s->lock.c, ZKL_LOG_INFO, "session changed past the gate of %s; "
 			        "queueing at the gate again", s->lock.path);
 			continue;
