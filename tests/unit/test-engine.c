@@ -887,11 +887,12 @@ static void test_new_folder_made_once(void **state)
 	}
 	/* One acquisition made the chain: "/new" once (after the folder's NONODE), and the
 	 * folder twice (the first try, and again once its parent exists). An acquisition
-	 * whose NONODE the loop takes up after the chain was made tries the folder once
-	 * more (NODEEXISTS), but never its parent. */
+	 * whose NONODE the loop takes up after the chain was made (how many depends on the
+	 * machine's load) tries the folder once more (NODEEXISTS), but never its parent:
+	 * each making the chain itself makes the parent 20 times. */
 	assert_int_equal(atomic_load(&k.parents), 1);
 	assert_true(atomic_load(&k.folders) >= 2);
-	assert_true(atomic_load(&k.folders) <= N / 4);
+	assert_true(atomic_load(&k.folders) <= N);
 	for (int i = 0; i < N; i++)
 		zkl_mutex_free(m[i]);
 	zkl_client_close(c);
