@@ -863,7 +863,7 @@ static void test_view_acquire_release(void **state)
 	CHECK_OK(zkl_lock_release(la));
 	assert_false(zkl_lock_is_held(la));
 	assert_false(zkl_lock_is_held(zkl_leader_lock(a.l)));
-	assert_int_equal(h_children(path), 0);
+	assert_true(h_children(path) <= 0); /* its folder, now empty, may be reaped */
 	assert_int_equal(h_counter_get(&a.lost), 0);
 	CHECK_RC(ZKL_ENOTHELD, zkl_lock_release(la));
 	CHECK_OK(zkl_lock_acquire(lb, 5000));
