@@ -901,21 +901,24 @@ static void test_new_folder_made_once(void **state)
 
 /* ---- a release in a callback never holds up the loop ---- */
 
-struct pause_delete {
+/* Holds back the first request of a session of one kind (a create: a sequential one). */
+struct hold_first {
 	int64_t session;
-	atomic_int paused;
+	int op;
+	atomic_int held;
 };
 
-static bool delete_held(void *arg)
+static bool first_held(void *arg)
 {
-	return atomic_load(&((struct pause_delete *)arg)->paused) > 0;
+	return atomic_load(&((struct hold_first *)arg)->held) > 0;
 }
 
-static enum fz_action pause_first_delete(void *arg, const struct fz_request *r, int *rc)
+static enum fz_action hold_first_request(void *arg, const struct fz_request *r, int *rc)
 {
 	(void)rc;
-	struct pause_delete *k = arg;
-	if (r->session == k->session && r->op == FZ_DELETE && atomic_fetch_add(&k->paused, 1) == 0)
+	struct hold_first *k = arg;
+	if (r->session == k->session && (int)r->op == k->op &&
+	    (r->op != FZ_CREATE || (r->mode & ZOO_SEQUENCE)) && atomic_fetch_add(&k->held, 1) == 0)
 		return FZ_PAUSE;
 	return FZ_APPLY;
 }
@@ -935,14 +938,14 @@ static void test_release_in_callback_does_not_wait(void **state)
 	CHECK_OK(fz_client_open(z, &c, &o));
 	zkl_mutex *m;
 	CHECK_OK(zkl_mutex_new(&m, c, "/locks/release-in-callback"));
-	struct pause_delete k = { .session = zkl_client_session_id(c) };
-	fz_set_hook(z, pause_first_delete, &k);
+	struct hold_first k = { .session = zkl_client_session_id(c), .op = FZ_DELETE };
+	fz_set_hook(z, hold_first_request, &k);
 	struct arec r = { .z = z, .release = true };
 	CHECK_OK(zkl_lock_acquire_async(zkl_mutex_lock(m), -1, arec_cb, &r));
 	arec_wait(&r); /* the callback returned: its release did not wait for the answer */
 	CHECK_OK(r.rc);
 	CHECK_OK(r.release_rc);
-	fz_wait(z, delete_held, &k, "the delete held back");
+	fz_wait(z, first_held, &k, "the delete held back");
 	assert_int_equal(fz_queued(z, k.session, FZ_DELETE), 1);
 	fz_pause(z, k.session, false);
 	fzh_wait_children(z, "/locks/release-in-callback", 0);
@@ -953,26 +956,6 @@ static void test_release_in_callback_does_not_wait(void **state)
 }
 
 /* ---- a latch's view: a cancel, then its deadline, while the queue's create is out ---- */
-
-struct pause_node_create {
-	int64_t session;
-	atomic_int paused;
-};
-
-static bool node_create_held(void *arg)
-{
-	return atomic_load(&((struct pause_node_create *)arg)->paused) > 0;
-}
-
-static enum fz_action pause_first_node_create(void *arg, const struct fz_request *r, int *rc)
-{
-	(void)rc;
-	struct pause_node_create *k = arg;
-	if (r->session == k->session && r->op == FZ_CREATE && (r->mode & ZOO_SEQUENCE) &&
-	    atomic_fetch_add(&k->paused, 1) == 0)
-		return FZ_PAUSE;
-	return FZ_APPLY;
-}
 
 /* The view's acquire is cancelled while its node's create is out (held back), and its
  * deadline passes before the create is answered; woken then, the election waits for the
@@ -992,11 +975,11 @@ static void test_leader_view_cancel_then_deadline(void **state)
 	zkl_leader *ld;
 	CHECK_OK(zkl_leader_new(&ld, c, "/locks/leader-cancel", NULL));
 	zkl_lock *l = zkl_leader_lock(ld);
-	struct pause_node_create k = { .session = zkl_client_session_id(c) };
-	fz_set_hook(z, pause_first_node_create, &k);
+	struct hold_first k = { .session = zkl_client_session_id(c), .op = FZ_CREATE };
+	fz_set_hook(z, hold_first_request, &k);
 	struct arec r = { .z = z };
 	CHECK_OK(zkl_lock_acquire_async(l, 100, arec_cb, &r));
-	fz_wait(z, node_create_held, &k, "the node's create held back");
+	fz_wait(z, first_held, &k, "the node's create held back");
 	zkl_lock_cancel(l);
 	/* Past the 100 ms deadline, the create still held (time passing is the point), the
 	 * election runs again: a second cancel wakes it. */
@@ -1008,7 +991,7 @@ static void test_leader_view_cancel_then_deadline(void **state)
 	assert_int_equal(r.rc, ZKL_ECANCELED);
 	assert_int_equal(atomic_load(&r.calls), 1);
 	fzh_wait_children(z, "/locks/leader-cancel", 0);
-	assert_int_equal(atomic_load(&k.paused), 1);
+	assert_int_equal(atomic_load(&k.held), 1);
 	fz_set_hook(z, NULL, NULL);
 	zkl_leader_free(ld);
 	zkl_client_close(c);
