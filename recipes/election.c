@@ -506,6 +506,7 @@ static int announce(zkl_client *c, struct election *e)
 	pthread_cond_broadcast(&e->cv);
 	if (e->fn) {
 		e->fn_done = false;
+		e->loss_told = false;
 		e->worker_running = pthread_create(&e->worker, NULL, worker_main, e) == 0;
 		if (!e->worker_running) {
 			zkl_log(c, ZKL_LOG_ERROR, "cannot start a thread for the leader of %s",
@@ -587,8 +588,24 @@ static int on_lead(zkl_client *c, struct election *e)
 	return WAIT;
 }
 
+/* Whether a leadership that ended for this reason was lost (not given up). */
+static bool lost_reason(int end)
+{
+	return end != 0 && end != ZKL_ECANCELED && end != ZKL_ECLOSED;
+}
+
 static int on_ending(zkl_client *c, struct election *e)
 {
+	if (e->fn && e->announced && !e->loss_told && lost_reason(e->end)) {
+		/* A selector's loss is told at once, on the loop, while its function may
+		 * still run (it sees has_leadership false). */
+		e->loss_told = true;
+		e->calling++;
+		pthread_mutex_unlock(&c->mu);
+		zkl_lock_report_lost(&e->lock, e->end);
+		pthread_mutex_lock(&c->mu);
+		e->calling--;
+	}
 	if (e->worker_running) {
 		if (!e->fn_done) {
 			/* The function sees has_leadership false; the node stays until it
@@ -681,7 +698,8 @@ int election_init(struct election *e, zkl_client *c, const char *path, const cha
 	if (!c)
 		return zkl_fail(ZKL_EINVAL, "client is NULL");
 	int rc = zkl_path_check(path, "election path");
-	if (rc != 0 || (rc = zkl_lock_init(&e->lock, &leader_ops, "leader", c, path)) != 0)
+	const char *name = kind == ZKL_KIND_LOCK ? "selector" : "leader";
+	if (rc != 0 || (rc = zkl_lock_init(&e->lock, &leader_ops, name, c, path)) != 0)
 		return rc;
 	if (id && (rc = zkl_lock_set_data(&e->lock, id, strlen(id))) != 0) {
 		zkl_lock_dispose(&e->lock);
@@ -819,14 +837,6 @@ void election_interrupt(struct election *e)
 	pthread_mutex_unlock(&c->mu);
 }
 
-bool election_leading(struct election *e)
-{
-	pthread_mutex_lock(&e->lock.c->mu);
-	bool l = e->leading;
-	pthread_mutex_unlock(&e->lock.c->mu);
-	return l;
-}
-
 static bool is_leading(struct election *e)
 {
 	return e->leading || e->closing;
@@ -861,7 +871,8 @@ int election_await(struct election *e, bool want, int timeout_ms)
 	return rc;
 }
 
-int64_t election_token(struct election *e)
+/* The fencing token of the current leadership, or ZKL_ENOTHELD. */
+static int64_t election_token(struct election *e)
 {
 	pthread_mutex_lock(&e->lock.c->mu);
 	int64_t t = e->leading ? e->token : ZKL_ENOTHELD;
@@ -869,7 +880,8 @@ int64_t election_token(struct election *e)
 	return t;
 }
 
-int election_participants(struct election *e, zkl_participant **out, size_t *count)
+static int election_participants(struct election *e, zkl_participant **out,
+                                 size_t *count)
 {
 	if (!out || !count)
 		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
@@ -906,6 +918,10 @@ static int view_begin(struct election *e, int timeout_ms, bool async)
 {
 	zkl_client *c = e->lock.c;
 	const char *path = e->lock.path;
+	if (e->fn)
+		return zkl_fail(ZKL_ENOTSUP, "a selector of %s leads through zkl_selector_start() "
+		                "and runs its function; to hold leadership as a lock, use a "
+		                "zkl_leader's zkl_leader_lock()", path);
 	if (e->started)
 		return zkl_fail(ZKL_EBUSY, "the latch of %s was started with zkl_leader_start(): "
 		                "it leads by itself (see zkl_leader_await())", path);
@@ -978,7 +994,10 @@ static int leader_release(zkl_lock *lk)
 	zkl_client *c = lk->c;
 	int rc = 0;
 	pthread_mutex_lock(&c->mu);
-	if (!e->view_held) {
+	if (e->fn) {
+		rc = zkl_fail(ZKL_ENOTSUP, "a selector's leadership of %s ends when its function "
+		              "returns (or with zkl_selector_interrupt())", lk->path);
+	} else if (!e->view_held) {
 		rc = zkl_fail(ZKL_ENOTHELD, "leadership of %s was not taken through this lock",
 		              lk->path);
 	} else if (e->view_lost) {

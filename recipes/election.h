@@ -81,6 +81,8 @@ struct election {
 	pthread_t worker;              /* selector: runs fn */
 	bool worker_running;
 	bool fn_done;
+	bool loss_told;                /* selector: this leadership's loss went to the view's
+	                                * lost callback */
 
 	/* The view's acquire: one at a time, blocking or asynchronous. */
 	bool view_pending;
@@ -119,12 +121,8 @@ int election_requeue(struct election *e);
 /* Interrupts the current leadership (selector). */
 void election_interrupt(struct election *e);
 
-bool election_leading(struct election *e);
 /* Waits (timeout_ms as in the API) until leading (want == true) or not leading. */
 int election_await(struct election *e, bool want, int timeout_ms);
-/* The fencing token of the current leadership, or ZKL_ENOTHELD. */
-int64_t election_token(struct election *e);
-int election_participants(struct election *e, zkl_participant **out, size_t *count);
 /* The current leader's id (node data): *id is the caller's, free(). */
 int election_leader_id(struct election *e, char **id);
 

@@ -54,6 +54,11 @@ int zkl_selector_new(zkl_selector **out, zkl_client *c, const char *path, zkl_se
 	return 0;
 }
 
+zkl_lock *zkl_selector_lock(zkl_selector *s)
+{
+	return s ? &s->e.lock : NULL;
+}
+
 int zkl_selector_start(zkl_selector *s)
 {
 	ZKL_CHECK_HANDLE(s, "selector");
@@ -64,11 +69,6 @@ int zkl_selector_requeue(zkl_selector *s)
 {
 	ZKL_CHECK_HANDLE(s, "selector");
 	return election_requeue(&s->e);
-}
-
-bool zkl_selector_has_leadership(zkl_selector *s)
-{
-	return s && election_leading(&s->e);
 }
 
 int zkl_selector_wait(zkl_selector *s, int timeout_ms)
@@ -84,11 +84,6 @@ void zkl_selector_interrupt(zkl_selector *s)
 		election_interrupt(&s->e);
 }
 
-int64_t zkl_selector_token(zkl_selector *s)
-{
-	return s ? election_token(&s->e) : ZKL_EINVAL;
-}
-
 int zkl_selector_close(zkl_selector *s)
 {
 	ZKL_CHECK_HANDLE(s, "selector");
@@ -99,12 +94,6 @@ void zkl_selector_free(zkl_selector *s)
 {
 	if (s)
 		election_free(&s->e);
-}
-
-int zkl_selector_participants(zkl_selector *s, zkl_participant **out, size_t *count)
-{
-	ZKL_CHECK_HANDLE(s, "selector");
-	return election_participants(&s->e, out, count);
 }
 
 int zkl_selector_leader_id(zkl_selector *s, char **id)

@@ -27,7 +27,8 @@ enum zkl_error {
 	ZKL_ECONNLOSS = -1015,  /* the connection was lost before ZooKeeper answered (calls
 	                         * without a timeout: participants, revoke, shared counts) */
 	ZKL_ENOTSUP = -1016,    /* this build cannot do it (TLS or SASL without a C client
-	                         * that has them; zkl_features()) */
+	                         * that has them; zkl_features()), or this kind of handle
+	                         * does not (acquire on a selector's view) */
 };
 
 /* A static English description of err: a ZKL_E* code, 0, or a ZooKeeper error code

@@ -21,11 +21,10 @@
  * lost leadership to a suspension keeps its node and leads again if, once reconnected,
  * its node is still there and still its session's.
  *
- * Whether this participant leads (zkl_lock_is_held() of the latch's view, or
- * zkl_selector_has_leadership()) turns false as soon as the loss is known, on the thread
+ * Whether this participant leads (zkl_lock_is_held() of the latch's or the selector's
+ * view) turns false as soon as the loss is known, on the thread
  * that learns it (the client's loop for a session or connection loss), before any
- * callback runs. Every fencing token (zkl_lock_token() of the view, zkl_selector_token())
- * is the czxid of the leader's node: it only grows from one leader to the next.
+ * callback runs. Every fencing token (zkl_lock_token() of either view) is the czxid of the leader's node: it only grows from one leader to the next.
  *
  * The election runs on the client's loop: no thread of its own, and every callback
  * (gained, lost, the view's acquired and lost callbacks) runs there, like every other
@@ -157,8 +156,8 @@ typedef struct zkl_selector zkl_selector;
 
 /* Runs while this participant leads, on a thread that the selector starts for each
  * leadership, with no zklocks lock held. Leadership is given up (our node deleted) when
- * it returns. When leadership is lost or interrupted meanwhile (has_leadership turns
- * false), it should return soon: zkl_selector_wait() is the way to sleep until then. The
+ * it returns. When leadership is lost or interrupted meanwhile (zkl_lock_is_held() of
+ * zkl_selector_lock(s) turns false), it should return soon: zkl_selector_wait() is the way to sleep until then. The
  * node stays until it returns, so no other participant leads before. It may call any
  * zkl_selector function on s except zkl_selector_free(); zkl_selector_close(s) from here
  * returns at once. */
@@ -186,27 +185,37 @@ ZKL_API int zkl_selector_new(zkl_selector **out, zkl_client *c, const char *path
 /* Joins the election in the background (once; ZKL_EBUSY after). Returns at once. */
 ZKL_API int zkl_selector_start(zkl_selector *s);
 
+/* The selector's zkl_lock view (kind "selector"), owned by s. What the view says:
+ *   zkl_lock_is_held(): whether this participant leads (true while fn runs, until the
+ *   leadership is lost or interrupted);
+ *   zkl_lock_token(): the fencing token of the current leadership, or ZKL_ENOTHELD;
+ *   zkl_lock_node(): our node while queued or leading;
+ *   zkl_lock_participants(): the participants in election order (holder first, with
+ *   holder set), with their ids as data, whether or not the selector was started;
+ *   zkl_lock_on_lost(): called on the client's loop as soon as a leadership is lost
+ *   (the session, the connection with lose_on_suspend, or our node deleted from
+ *   outside), while fn may still run; not when fn returns or is interrupted;
+ *   zkl_lock_set_data(): the id of the nodes made from now on.
+ * A selector leads through zkl_selector_start() and runs fn: acquire, acquire_async and
+ * release on its view fail with ZKL_ENOTSUP (leadership as a lock is zkl_leader_lock()).
+ * path: the election path. */
+ZKL_API zkl_lock *zkl_selector_lock(zkl_selector *s);
+
 /* Makes the selector take part in the election once more (Curator's requeue()): at once
  * if it is idle; once the current leadership has ended if it leads (so fn may call it to
  * lead again later); nothing if it is queued already. Returns 0, ZKL_EINVAL if not
  * started, ZKL_ECLOSED after close. */
 ZKL_API int zkl_selector_requeue(zkl_selector *s);
 
-/* Whether this participant leads (true while fn runs, until it is lost or interrupted). */
-ZKL_API bool zkl_selector_has_leadership(zkl_selector *s);
-
 /* For fn: sleeps until the current leadership ends (lost, interrupted, or closing) or
  * timeout_ms passes. Returns 0 when it has ended (or there is none), ZKL_ETIMEDOUT while
  * it lasts, ZKL_EINVAL for a bad timeout. */
 ZKL_API int zkl_selector_wait(zkl_selector *s, int timeout_ms);
 
-/* Ends the current leadership (Curator's interruptLeadership()): has_leadership turns
- * false and zkl_selector_wait() returns; the node goes once fn returns. No effect when
+/* Ends the current leadership (Curator's interruptLeadership()): the view's
+ * zkl_lock_is_held() turns false and zkl_selector_wait() returns; the node goes once fn returns. No effect when
  * not leading. */
 ZKL_API void zkl_selector_interrupt(zkl_selector *s);
-
-/* The fencing token of the current leadership, or ZKL_ENOTHELD. */
-ZKL_API int64_t zkl_selector_token(zkl_selector *s);
 
 /* Leaves the election for good: interrupts fn, waits until it has returned and the
  * node is gone. From fn itself it returns at once. Returns 0 or ZKL_EINVAL. */
@@ -215,10 +224,6 @@ ZKL_API int zkl_selector_close(zkl_selector *s);
 /* Closes s if needed and frees it. Not from fn. NULL is a no-op. */
 ZKL_API void zkl_selector_free(zkl_selector *s);
 
-/* The participants in election order (holder first, with holder set), with their ids as
- * data. On success *out is the caller's: free with zkl_participants_free(*out, *count). */
-ZKL_API int zkl_selector_participants(zkl_selector *s, zkl_participant **out,
-                                      size_t *count);
 
 /* The id of the current leader; see zkl_leader_leader_id(). */
 ZKL_API int zkl_selector_leader_id(zkl_selector *s, char **id);

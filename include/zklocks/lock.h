@@ -128,8 +128,8 @@ ZKL_API int zkl_lock_participants(zkl_lock *l, zkl_participant **out, size_t *co
 /* The lock path (borrowed, valid as long as the handle). NULL for NULL. */
 ZKL_API const char *zkl_lock_path(const zkl_lock *l);
 
-/* What kind of lock l is: "mutex", "read", "write", "semaphore", "semaphore-mutex" or
- * "leader" (static). NULL for NULL. */
+/* What kind of lock l is: "mutex", "read", "write", "semaphore", "semaphore-mutex",
+ * "leader" or "selector" (static). NULL for NULL. */
 ZKL_API const char *zkl_lock_kind(const zkl_lock *l);
 
 ZKL_END_DECLS

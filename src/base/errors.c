@@ -80,7 +80,7 @@ zkl_strerror(int err)
 	case ZKL_ECONNLOSS:
 		return "the connection to ZooKeeper was lost";
 	case ZKL_ENOTSUP:
-		return "not supported by this build";
+		return "not supported by this build or this kind of handle";
 	}
 	/* zerror() itself answers "unknown error" for a code it does not know. */
 	if (is_zk_range(err))

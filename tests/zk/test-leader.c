@@ -630,12 +630,12 @@ struct sel {
 static void sel_fn(zkl_selector *s, void *data)
 {
 	struct sel *x = data;
-	x->led = zkl_selector_has_leadership(s);
+	x->led = zkl_lock_is_held(zkl_selector_lock(s));
 	if (x->inside)
 		h_note_max(x->max_inside, __atomic_add_fetch(x->inside, 1, __ATOMIC_SEQ_CST));
 	if (x->mu) {
 		pthread_mutex_lock(x->mu);
-		int64_t t = zkl_selector_token(s);
+		int64_t t = zkl_lock_token(zkl_selector_lock(s));
 		if (x->last_token) {
 			if (t <= *x->last_token)
 				(*x->bad_tokens)++;
@@ -679,9 +679,9 @@ static void test_selector_rotates(void **state)
 	/* Start the others while the first leads, so that the queue order is known. */
 	x[0].wait_for_end = true;
 	CHECK_OK(zkl_selector_start(x[0].s));
-	for (int i = 0; i < 300 && !zkl_selector_has_leadership(x[0].s); i++)
+	for (int i = 0; i < 300 && !zkl_lock_is_held(zkl_selector_lock(x[0].s)); i++)
 		usleep(10000);
-	assert_true(zkl_selector_has_leadership(x[0].s));
+	assert_true(zkl_lock_is_held(zkl_selector_lock(x[0].s)));
 	for (int i = 1; i < 3; i++) {
 		CHECK_OK(zkl_selector_start(x[i].s));
 		h_wait_children(path, i + 1);
@@ -727,20 +727,20 @@ static void test_selector_once_and_requeue(void **state)
 	assert_true(h_children(path) <= 0);
 	usleep(200000);
 	assert_int_equal(h_counter_get(&x.runs), 1);
-	assert_false(zkl_selector_has_leadership(x.s));
+	assert_false(zkl_lock_is_held(zkl_selector_lock(x.s)));
 	CHECK_OK(zkl_selector_wait(x.s, 0));
 	CHECK_OK(zkl_selector_requeue(x.s));
 	assert_true(h_counter_wait(&x.runs, 2, 10000));
 
 	/* Curator's LeaderSelector layout: a mutex, whose holder zkl_mutex sees. (The run
 	 * count goes up just before fn returns: wait until it has.) */
-	for (int i = 0; i < 300 && zkl_selector_has_leadership(x.s); i++)
+	for (int i = 0; i < 300 && zkl_lock_is_held(zkl_selector_lock(x.s)); i++)
 		usleep(10000);
 	x.wait_for_end = true;
 	CHECK_OK(zkl_selector_requeue(x.s));
-	for (int i = 0; i < 300 && !zkl_selector_has_leadership(x.s); i++)
+	for (int i = 0; i < 300 && !zkl_lock_is_held(zkl_selector_lock(x.s)); i++)
 		usleep(10000);
-	assert_true(zkl_selector_has_leadership(x.s));
+	assert_true(zkl_lock_is_held(zkl_selector_lock(x.s)));
 	zkl_mutex *m;
 	CHECK_OK(zkl_mutex_new(&m, c, path));
 	zkl_lock *l = zkl_mutex_lock(m);
@@ -751,7 +751,7 @@ static void test_selector_once_and_requeue(void **state)
 	assert_int_equal(n, 1);
 	assert_string_equal(ps[0].data, "the-worker");
 	assert_non_null(strstr(ps[0].path, "-lock-"));
-	assert_int_equal(ps[0].czxid, zkl_selector_token(x.s));
+	assert_int_equal(ps[0].czxid, zkl_lock_token(zkl_selector_lock(x.s)));
 	zkl_participants_free(ps, n);
 	char *id;
 	CHECK_OK(zkl_selector_leader_id(x.s, &id));
@@ -787,28 +787,131 @@ static void test_selector_interrupt_and_expiry(void **state)
 	o.lose_on_suspend = false;
 	CHECK_OK(zkl_selector_new(&x.s, c, path, sel_fn, &x, &o));
 	CHECK_OK(zkl_selector_start(x.s));
-	for (int i = 0; i < 300 && !zkl_selector_has_leadership(x.s); i++)
+	for (int i = 0; i < 300 && !zkl_lock_is_held(zkl_selector_lock(x.s)); i++)
 		usleep(10000);
-	assert_true(zkl_selector_has_leadership(x.s));
+	assert_true(zkl_lock_is_held(zkl_selector_lock(x.s)));
 	CHECK_RC(ZKL_ETIMEDOUT, zkl_selector_wait(x.s, 50));
 	zkl_selector_interrupt(x.s);
 	assert_true(h_counter_wait(&x.runs, 1, 10000));
 	assert_int_equal(x.wait_rc, 0);
 	/* Requeued: leads again. */
-	for (int i = 0; i < 300 && !zkl_selector_has_leadership(x.s); i++)
+	for (int i = 0; i < 300 && !zkl_lock_is_held(zkl_selector_lock(x.s)); i++)
 		usleep(10000);
-	assert_true(zkl_selector_has_leadership(x.s));
-	int64_t before = zkl_selector_token(x.s);
+	assert_true(zkl_lock_is_held(zkl_selector_lock(x.s)));
+	int64_t before = zkl_lock_token(zkl_selector_lock(x.s));
 	h_expire(c);
 	assert_true(h_counter_wait(&x.runs, 2, 10000));
 	assert_int_equal(x.wait_rc, 0);
-	for (int i = 0; i < 500 && !zkl_selector_has_leadership(x.s); i++)
+	for (int i = 0; i < 500 && !zkl_lock_is_held(zkl_selector_lock(x.s)); i++)
 		usleep(10000);
-	assert_true(zkl_selector_has_leadership(x.s));
-	assert_true(zkl_selector_token(x.s) > before);
+	assert_true(zkl_lock_is_held(zkl_selector_lock(x.s)));
+	assert_true(zkl_lock_token(zkl_selector_lock(x.s)) > before);
 	zkl_selector_free(x.s);
 	assert_int_equal(h_counter_get(&x.runs), 3);
 	assert_true(h_children(path) <= 0);
+	h_counter_destroy(&x.runs);
+	zkl_client_close(c);
+}
+
+/* The selector's view: what it says while the selector leads, acquire refused, and its
+ * lost callback told once, on the loop, when the leadership is lost (our node deleted
+ * from outside), not when it is interrupted. */
+struct sel_lost {
+	h_counter calls;
+	int reason;
+	bool on_loop;
+	struct sel *x;
+};
+
+static void sel_view_lost(zkl_lock *l, int reason, void *data)
+{
+	struct sel_lost *sl = data;
+	sl->reason = reason;
+	/* On the loop's thread a wait is refused at once; and the view already says so. */
+	sl->on_loop = zkl_selector_wait(sl->x->s, 100) == ZKL_EDEADLK && !zkl_lock_is_held(l);
+	h_counter_add(&sl->calls, 1);
+}
+
+static void nop_acquired(zkl_lock *l, int rc, void *data)
+{
+	(void)l;
+	(void)rc;
+	(void)data;
+}
+
+static void test_selector_view(void **state)
+{
+	(void)state;
+	const char *path = h_path("selector-view");
+	zkl_client *c = h_client(0);
+	struct sel x = { .index = 0, .wait_for_end = true };
+	h_counter_init(&x.runs);
+	struct sel_lost sl = { .x = &x };
+	h_counter_init(&sl.calls);
+	zkl_selector_options o;
+	zkl_selector_options_init(&o);
+	o.requeue = true;
+	o.id = "viewed";
+	CHECK_OK(zkl_selector_new(&x.s, c, path, sel_fn, &x, &o));
+	zkl_lock *v = zkl_selector_lock(x.s);
+	assert_non_null(v);
+	assert_null(zkl_selector_lock(NULL));
+	assert_string_equal(zkl_lock_kind(v), "selector");
+	assert_string_equal(zkl_lock_path(v), path);
+	CHECK_OK(zkl_lock_on_lost(v, sel_view_lost, &sl));
+	assert_false(zkl_lock_is_held(v));
+	CHECK_RC(ZKL_ENOTHELD, zkl_lock_token(v));
+	char node[512];
+	CHECK_RC(ZKL_ENOTHELD, zkl_lock_node(v, node, sizeof node));
+
+	/* A selector leads through start and its function, never through the view. */
+	CHECK_RC(ZKL_ENOTSUP, zkl_lock_acquire(v, 0));
+	assert_non_null(strstr(zkl_last_error(), "zkl_selector_start"));
+	CHECK_RC(ZKL_ENOTSUP, zkl_lock_acquire_async(v, 1000, nop_acquired, NULL));
+	CHECK_RC(ZKL_ENOTSUP, zkl_lock_release(v));
+	zkl_lock_cancel(v);
+
+	CHECK_OK(zkl_selector_start(x.s));
+	for (int i = 0; i < 300 && !zkl_lock_is_held(v); i++)
+		usleep(10000);
+	assert_true(zkl_lock_is_held(v));
+	assert_true(x.led);
+	assert_true(zkl_lock_node(v, node, sizeof node) > 0);
+	assert_int_equal(h_exists(node), 1);
+	zkl_participant *ps;
+	size_t n;
+	CHECK_OK(zkl_lock_participants(v, &ps, &n));
+	assert_int_equal(n, 1);
+	assert_true(ps[0].holder);
+	assert_string_equal(ps[0].path, node);
+	assert_string_equal(ps[0].data, "viewed");
+	assert_int_equal(ps[0].czxid, zkl_lock_token(v));
+	zkl_participants_free(ps, n);
+	CHECK_RC(ZKL_ENOTSUP, zkl_lock_acquire(v, 0));
+	CHECK_RC(ZKL_ENOTSUP, zkl_lock_release(v));
+	assert_true(zkl_lock_is_held(v));
+
+	/* Lost: told once, on the loop, with the reason. */
+	int64_t before = zkl_lock_token(v);
+	h_delete(node);
+	assert_true(h_counter_wait(&sl.calls, 1, 10000));
+	assert_int_equal(sl.reason, ZKL_ENOTHELD);
+	assert_true(sl.on_loop);
+	assert_true(h_counter_wait(&x.runs, 1, 10000));
+	assert_int_equal(x.wait_rc, 0);
+
+	/* Requeued: leads again with a higher token; an interrupt is no loss. */
+	for (int i = 0; i < 500 && !zkl_lock_is_held(v); i++)
+		usleep(10000);
+	assert_true(zkl_lock_is_held(v));
+	assert_true(zkl_lock_token(v) > before);
+	zkl_selector_interrupt(x.s);
+	assert_true(h_counter_wait(&x.runs, 2, 10000));
+	CHECK_OK(zkl_selector_close(x.s));
+	assert_int_equal(h_counter_get(&sl.calls), 1);
+	zkl_selector_free(x.s);
+	assert_true(h_children(path) <= 0);
+	h_counter_destroy(&sl.calls);
 	h_counter_destroy(&x.runs);
 	zkl_client_close(c);
 }
@@ -1078,6 +1181,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_selector_rotates),
 		cmocka_unit_test(test_selector_once_and_requeue),
 		cmocka_unit_test(test_selector_interrupt_and_expiry),
+		cmocka_unit_test(test_selector_view),
 		cmocka_unit_test(test_suspended_and_back),
 		cmocka_unit_test(test_no_server_at_start),
 		cmocka_unit_test(test_view_acquire_release),
