@@ -49,8 +49,15 @@ struct zkl_event {
 
 enum task_kind { TASK_DELETE, TASK_FIND_DELETE };
 
+/* A background task is on one of two lists: c->tasks while the loop has to look at it
+ * (new, waiting to retry, or answered), c->tasks_out while a request of it is out. A
+ * pending delete is also in the index of its folder, so that a listing finds our nodes
+ * on their way out without going through every task of the client. */
 struct zkl_task {
-	struct zkl_task *next;
+	struct zkl_task *next, *prev;      /* mu: in c->tasks or c->tasks_out */
+	bool out;                          /* mu: in c->tasks_out */
+	struct zkl_task *fnext, *fprev;    /* mu: in folder->tasks */
+	struct zkl_task_folder *folder;    /* mu: the index entry of a DELETE, or NULL */
 	enum task_kind kind;
 	char *path;                        /* DELETE: node; FIND_DELETE: parent */
 	char uuid[ZKL_UUID_LEN + 1];
@@ -875,6 +882,159 @@ int zkl_op_wait(zkl_client *c, struct zkl_waiter *w, struct zkl_op *op, int64_t 
 /* ------------------------------------------------------------------------------------ */
 /* Background tasks */
 
+/* The pending deletes of one folder. */
+struct zkl_task_folder {
+	struct zkl_task_folder *next;      /* in its bucket */
+	uint64_t hash;
+	size_t len;
+	struct zkl_task *tasks;
+	char path[];                       /* the folder, len bytes, NUL-terminated */
+};
+
+static uint64_t folder_hash(const char *path, size_t len)
+{
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+	for (size_t i = 0; i < len; i++) {
+		h ^= (unsigned char)path[i];
+		h *= 1099511628211ULL;
+	}
+	return h;
+}
+
+static struct zkl_task_folder **folder_slot(zkl_client *c, const char *path, size_t len,
+                                            uint64_t h)
+{
+	struct zkl_task_folder **fp = &c->task_folders[h & (c->task_nbuckets - 1)];
+	while (*fp && ((*fp)->hash != h || (*fp)->len != len || memcmp((*fp)->path, path, len)))
+		fp = &(*fp)->next;
+	return fp;
+}
+
+static struct zkl_task_folder *folder_find(zkl_client *c, const char *path, size_t len)
+{
+	if (c->task_nfolders == 0)
+		return NULL;
+	return *folder_slot(c, path, len, folder_hash(path, len));
+}
+
+/* Doubles the buckets once there are more folders than buckets (a table that cannot
+ * grow for want of memory only gets slower). */
+static void folders_grow(zkl_client *c)
+{
+	if (c->task_nfolders < c->task_nbuckets)
+		return;
+	size_t n = c->task_nbuckets ? c->task_nbuckets * 2 : 64;
+	struct zkl_task_folder **b = calloc(n, sizeof *b);
+	if (!b)
+		return;
+	for (size_t i = 0; i < c->task_nbuckets; i++) {
+		for (struct zkl_task_folder *f = c->task_folders[i], *next; f; f = next) {
+			next = f->next;
+			f->next = b[f->hash & (n - 1)];
+			b[f->hash & (n - 1)] = f;
+		}
+	}
+	free(c->task_folders);
+	c->task_folders = b;
+	c->task_nbuckets = n;
+}
+
+/* Puts a pending delete in its folder's index (mu held). Without memory it stays out of
+ * it: a listing then counts that node of ours as a contender until its delete is
+ * answered, which costs time, never exclusion. */
+static void task_index(zkl_client *c, struct zkl_task *t)
+{
+	const char *slash = strrchr(t->path, '/');
+	size_t len = slash ? (size_t)(slash - t->path) : 0;
+	folders_grow(c);
+	if (c->task_nbuckets == 0)
+		return;
+	uint64_t h = folder_hash(t->path, len);
+	struct zkl_task_folder **fp = folder_slot(c, t->path, len, h);
+	struct zkl_task_folder *f = *fp;
+	if (!f) {
+		f = malloc(sizeof *f + len + 1);
+		if (!f)
+			return;
+		f->next = NULL;
+		f->hash = h;
+		f->len = len;
+		f->tasks = NULL;
+		memcpy(f->path, t->path, len);
+		f->path[len] = 0;
+		*fp = f;
+		c->task_nfolders++;
+	}
+	t->folder = f;
+	t->fprev = NULL;
+	t->fnext = f->tasks;
+	if (f->tasks)
+		f->tasks->fprev = t;
+	f->tasks = t;
+}
+
+static void task_unindex(zkl_client *c, struct zkl_task *t)
+{
+	struct zkl_task_folder *f = t->folder;
+	if (!f)
+		return;
+	if (t->fprev)
+		t->fprev->fnext = t->fnext;
+	else
+		f->tasks = t->fnext;
+	if (t->fnext)
+		t->fnext->fprev = t->fprev;
+	t->folder = NULL;
+	if (f->tasks)
+		return;
+	struct zkl_task_folder **fp = folder_slot(c, f->path, f->len, f->hash);
+	*fp = f->next;
+	c->task_nfolders--;
+	free(f);
+}
+
+static void task_link(zkl_client *c, struct zkl_task *t, bool out)
+{
+	struct zkl_task **head = out ? &c->tasks_out : &c->tasks;
+	t->out = out;
+	t->prev = NULL;
+	t->next = *head;
+	if (*head)
+		(*head)->prev = t;
+	*head = t;
+}
+
+static void task_unlink(zkl_client *c, struct zkl_task *t)
+{
+	if (t->prev)
+		t->prev->next = t->next;
+	else if (t->out)
+		c->tasks_out = t->next;
+	else
+		c->tasks = t->next;
+	if (t->next)
+		t->next->prev = t->prev;
+	t->next = t->prev = NULL;
+}
+
+/* Moves t to the list of tasks with a request out, or back (mu held). */
+static void task_move(zkl_client *c, struct zkl_task *t, bool out)
+{
+	task_unlink(c, t);
+	task_link(c, t, out);
+}
+
+static void task_free(struct zkl_task *t);
+
+/* Ends a task (mu held). */
+static void task_drop(zkl_client *c, struct zkl_task *t)
+{
+	task_unlink(c, t);
+	task_unindex(c, t);
+	c->ntasks--;
+	task_free(t);
+}
+
 /* Adds a task (mu held); the event thread is woken to send it if `wake`. */
 static void task_add(zkl_client *c, enum task_kind kind, const char *path, const char *uuid,
                      uint64_t gen, bool wake)
@@ -892,8 +1052,10 @@ static void task_add(zkl_client *c, enum task_kind kind, const char *path, const
 	if (uuid)
 		memcpy(t->uuid, uuid, ZKL_UUID_LEN + 1);
 	t->gen = gen;
-	t->next = c->tasks;
-	c->tasks = t;
+	task_link(c, t, false);
+	c->ntasks++;
+	if (kind == TASK_DELETE)
+		task_index(c, t);
 	if (wake)
 		loop_wake(c);
 }
@@ -923,6 +1085,7 @@ bool zkl_task_delete_now(zkl_client *c, const char *path, uint64_t gen)
 	t->s = c->sess;
 	t->inflight = true;
 	t->s->inflight++;
+	task_move(c, t, true);
 	zhandle_t *zh = t->s->zh;
 	char *copy = strdup(path);
 	pthread_mutex_unlock(&c->mu);
@@ -933,6 +1096,7 @@ bool zkl_task_delete_now(zkl_client *c, const char *path, uint64_t gen)
 		t->rc = rc;
 		t->done = true;
 		t->s->inflight--;
+		task_move(c, t, false);
 		loop_wake(c);
 	}
 	return true;
@@ -940,11 +1104,10 @@ bool zkl_task_delete_now(zkl_client *c, const char *path, uint64_t gen)
 
 bool zkl_task_pending(zkl_client *c, const char *parent, size_t parent_len, const char *name)
 {
-	for (struct zkl_task *t = c->tasks; t; t = t->next) {
-		if (t->kind == TASK_DELETE && strncmp(t->path, parent, parent_len) == 0 &&
-		    t->path[parent_len] == '/' && strcmp(t->path + parent_len + 1, name) == 0)
+	struct zkl_task_folder *f = folder_find(c, parent, parent_len);
+	for (struct zkl_task *t = f ? f->tasks : NULL; t; t = t->fnext)
+		if (strcmp(t->path + parent_len + 1, name) == 0)
 			return true;
-	}
 	return false;
 }
 
@@ -952,13 +1115,11 @@ size_t zkl_tasks_pending(zkl_client *c, const char *parent, size_t parent_len,
                          const char **names, size_t max)
 {
 	size_t n = 0;
-	for (struct zkl_task *t = c->tasks; t; t = t->next) {
-		if (t->kind == TASK_DELETE && strncmp(t->path, parent, parent_len) == 0 &&
-		    t->path[parent_len] == '/' && !strchr(t->path + parent_len + 1, '/')) {
-			if (n < max)
-				names[n] = t->path + parent_len + 1;
-			n++;
-		}
+	struct zkl_task_folder *f = folder_find(c, parent, parent_len);
+	for (struct zkl_task *t = f ? f->tasks : NULL; t; t = t->fnext) {
+		if (n < max)
+			names[n] = t->path + parent_len + 1;
+		n++;
 	}
 	return n;
 }
@@ -980,16 +1141,11 @@ static void task_void_done(int rc, const void *data)
 	if (rc == ZOK || rc == ZNONODE) {
 		/* Done: the usual end of a release, finished here without waking the event
 		 * thread. */
-		for (struct zkl_task **pp = &c->tasks; *pp; pp = &(*pp)->next) {
-			if (*pp == t) {
-				*pp = t->next;
-				break;
-			}
-		}
-		task_free(t);
+		task_drop(c, t);
 	} else {
 		t->rc = rc;
 		t->done = true;
+		task_move(c, t, false);
 		loop_wake(c);
 	}
 	pthread_mutex_unlock(&c->mu);
@@ -1012,6 +1168,7 @@ static void task_strings_done(int rc, const struct String_vector *sv, const void
 	t->rc = rc;
 	t->found = found;
 	t->done = true;
+	task_move(c, t, false);
 	if (--t->s->inflight == 0)
 		loop_wake(c);
 	loop_wake(c);
@@ -1022,15 +1179,14 @@ static void task_strings_done(int rc, const struct String_vector *sv, const void
  * wants another look, or INT64_MAX. */
 static int64_t tasks_run(zkl_client *c)
 {
-	int64_t next = INT64_MAX;
+	int64_t next_at = INT64_MAX;
 	int64_t now = zkl_now_ms();
-	struct zkl_task **pp = &c->tasks;
-	while (*pp) {
-		struct zkl_task *t = *pp;
-		if (t->inflight && !t->done) {
-			pp = &t->next;
-			continue;
-		}
+	/* Only this loop takes a task off this list (other threads add at its head, and a
+	 * completion moves its task back to the head), so the next one stays while mu is
+	 * released around a send. */
+	struct zkl_task *t = c->tasks;
+	while (t) {
+		struct zkl_task *next = t->next;
 		if (t->done) {
 			t->inflight = t->done = false;
 			int rc = t->rc;
@@ -1040,41 +1196,43 @@ static int64_t tasks_run(zkl_client *c)
 					t->path = t->found;
 					t->found = NULL;
 					t->kind = TASK_DELETE;
+					task_index(c, t);
 					continue; /* delete it on this pass */
 				}
 				rc = ZNONODE; /* the create never happened */
 			}
 			if (rc == ZOK || rc == ZNONODE) {
 				zkl_log(c, ZKL_LOG_DEBUG, "background delete of %s done", t->path);
-				*pp = t->next;
-				task_free(t);
+				task_drop(c, t);
+				t = next;
 				continue;
 			}
 			const enum zkl_zk_class k = zkl_zk_class(rc);
 			if (k != ZKL_ZK_UNKNOWN && k != ZKL_ZK_EXPIRED && k != ZKL_ZK_CLOSING) {
 				zkl_log(c, ZKL_LOG_ERROR, "cannot delete %s: %s; it stays until its "
 				        "session ends", t->path, zerror(rc));
-				*pp = t->next;
-				task_free(t);
+				task_drop(c, t);
+				t = next;
 				continue;
 			}
 			t->not_before = now + 100;
 		}
 		if (t->gen != c->gen) {
 			/* Its session is gone, and the ephemeral node with it. */
-			*pp = t->next;
-			task_free(t);
+			task_drop(c, t);
+			t = next;
 			continue;
 		}
 		if (!c->sess->connected || t->not_before > now) {
-			if (c->sess->connected && t->not_before < next)
-				next = t->not_before;
-			pp = &t->next;
+			if (c->sess->connected && t->not_before < next_at)
+				next_at = t->not_before;
+			t = next;
 			continue;
 		}
 		t->s = c->sess;
 		t->inflight = true;
 		t->s->inflight++;
+		task_move(c, t, true);
 		zhandle_t *zh = t->s->zh;
 		char *path = strdup(t->path);
 		pthread_mutex_unlock(&c->mu);
@@ -1088,14 +1246,16 @@ static int64_t tasks_run(zkl_client *c)
 		free(path);
 		pthread_mutex_lock(&c->mu);
 		if (rc != ZOK) {
+			/* Refused: no completion will come; looked at again on the next turn. */
 			t->rc = rc;
 			t->done = true;
 			t->s->inflight--;
+			task_move(c, t, false);
+			loop_wake(c);
 		}
-		/* The list may have changed while unlocked; start over. */
-		pp = &c->tasks;
+		t = next;
 	}
-	return next;
+	return next_at;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1734,11 +1894,11 @@ static void client_free(zkl_client *c)
 		c->events = e->next;
 		free(e);
 	}
-	while (c->tasks) {
-		struct zkl_task *t = c->tasks;
-		c->tasks = t->next;
-		task_free(t);
-	}
+	while (c->tasks)
+		task_drop(c, c->tasks);
+	while (c->tasks_out)
+		task_drop(c, c->tasks_out);
+	free(c->task_folders);
 	free(c->listeners);
 	free(c->servers);
 	zkl_zk_creds_release(&c->creds);
@@ -2062,10 +2222,10 @@ void zkl_client_close(zkl_client *c)
 		/* The session goes on without us: our nodes' background deletes must be done
 		 * first, or a lock node would stay as long as the application's session. */
 		int64_t until = zkl_now_ms() + session_timeout_ms(c);
-		while (c->tasks && !c->sess->expired && zkl_now_ms() < until)
+		while (c->ntasks > 0 && !c->sess->expired && zkl_now_ms() < until)
 			if (!zkl_loop_step(c))
 				zkl_cond_wait_until(&c->ev_cv, &c->mu, zkl_now_ms() + 100);
-		if (c->tasks)
+		if (c->ntasks > 0)
 			zkl_log(c, ZKL_LOG_ERROR, "closing with background deletes not done on the "
 			        "application's session: their nodes stay until it ends");
 	}

@@ -195,7 +195,12 @@ struct zkl_client {
 	pthread_t loop_thread;
 	int64_t loop_due;           /* mu: when the loop next has something to do */
 	struct zkl_event *events, *events_tail; /* mu */
-	struct zkl_task *tasks;                 /* mu */
+	/* mu: background deletes (client.c): to look at, with a request out, how many in
+	 * all, and an index of the pending deletes by folder. */
+	struct zkl_task *tasks, *tasks_out;
+	size_t ntasks;
+	struct zkl_task_folder **task_folders;
+	size_t task_nbuckets, task_nfolders;
 	struct zkl_listener *listeners;         /* mu */
 	size_t nlisteners;
 	bool listener_running;                  /* mu */

@@ -955,6 +955,68 @@ static void test_release_in_callback_does_not_wait(void **state)
 	fz_free(z);
 }
 
+/* ---- our own nodes on their way out are no contenders ---- */
+
+static atomic_int refusing, refused;
+
+static enum fz_action refuse_deletes(void *arg, const struct fz_request *r, int *rc)
+{
+	(void)arg;
+	if (r->op != FZ_DELETE || !atomic_load(&refusing))
+		return FZ_APPLY;
+	atomic_fetch_add(&refused, 1);
+	*rc = ZOPERATIONTIMEOUT; /* not applied, may have been: retried in the background */
+	return FZ_REFUSE;
+}
+
+static bool deletes_retried(void *arg)
+{
+	return atomic_load(&refused) >= *(int *)arg;
+}
+
+/* A node of ours whose delete is on its way (here refused, and retried in the
+ * background) is no contender: a new acquire on the same path holds at once, with that
+ * node still ahead of it in the listing. Over 100 folders, so that the client's index
+ * of pending deletes by folder grows and each listing finds only its own folder's. */
+static void test_own_leaving_nodes_skipped(void **state)
+{
+	(void)state;
+	enum { N = 100 };
+	struct fz *z = fz_new();
+	zkl_client *c;
+	CHECK_OK(fz_client_open(z, &c, NULL));
+	zkl_mutex *m[N];
+	char path[N][64];
+	for (int i = 0; i < N; i++) {
+		snprintf(path[i], sizeof path[i], "/locks/leaving/l%d", i);
+		CHECK_OK(zkl_mutex_new(&m[i], c, path[i]));
+	}
+	atomic_store(&refused, 0);
+	atomic_store(&refusing, 1);
+	fz_set_hook(z, refuse_deletes, NULL);
+	for (int i = 0; i < N; i++) {
+		CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(m[i]), 5000));
+		CHECK_OK(zkl_lock_release(zkl_mutex_lock(m[i])));
+	}
+	int want = N;
+	fz_wait(z, deletes_retried, &want, "every delete refused once");
+	for (int i = 0; i < N; i++) {
+		/* One round trip: no wait for the old node to go. */
+		CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(m[i]), 0));
+		assert_int_equal(children(z, path[i]), 2);
+	}
+	atomic_store(&refusing, 0);
+	for (int i = 0; i < N; i++) {
+		CHECK_OK(zkl_lock_release(zkl_mutex_lock(m[i])));
+		fzh_wait_children(z, path[i], 0);
+	}
+	fz_set_hook(z, NULL, NULL);
+	for (int i = 0; i < N; i++)
+		zkl_mutex_free(m[i]);
+	zkl_client_close(c);
+	fz_free(z);
+}
+
 /* ---- a latch's view: a cancel, then its deadline, while the queue's create is out ---- */
 
 /* The view's acquire is cancelled while its node's create is out (held back), and its
@@ -1386,6 +1448,7 @@ int main(void)
 		cmocka_unit_test(test_async_cancel_timeout_busy),
 		cmocka_unit_test(test_new_folder_made_once),
 		cmocka_unit_test(test_release_in_callback_does_not_wait),
+		cmocka_unit_test(test_own_leaving_nodes_skipped),
 		cmocka_unit_test(test_leader_view_cancel_then_deadline),
 		cmocka_unit_test(test_async_callback_calls),
 		cmocka_unit_test(test_semaphore_start_on_loop),
