@@ -332,14 +332,16 @@ static int64_t between(int64_t lo, int64_t hi)
 	return lo + (int64_t)rnd((uint64_t)(hi - lo + 1));
 }
 
-/* The library's node names carry random uuids: draw them from the seed too, so that a
- * replay prints the same trace. */
+/* The library's node names carry random uuids: draw them from a stream of their own,
+ * started afresh by each run (a worker runs many), so that a replay prints the same
+ * trace. */
+static uint64_t uuid_rng;
+
 ssize_t getrandom(void *buf, size_t n, unsigned int flags)
 {
 	(void)flags;
-	static uint64_t s = 42;
 	for (size_t i = 0; i < n; i++)
-		((unsigned char *)buf)[i] = (unsigned char)rng_next(&s);
+		((unsigned char *)buf)[i] = (unsigned char)rng_next(&uuid_rng);
 	return (ssize_t)n;
 }
 
@@ -1997,6 +1999,7 @@ static int run(const struct options *o, struct stats *out)
 {
 	memset(&W, 0, sizeof W);
 	W.o = *o;
+	uuid_rng = 42;
 	W.rng = o->seed * 0x2545f4914f6cdd1dULL + 1;
 	W.cur = -1;
 	W.next_sid = 0x100000;
@@ -2124,13 +2127,66 @@ static int run(const struct options *o, struct stats *out)
 }
 
 /* ------------------------------------------------------------------------------------ */
-/* Runs in child processes; CI, soak, replay and shrinking */
+/* Workers and children; CI, soak, replay and shrinking
+ *
+ * The CI and soak modes run schedules in worker processes (--jobs of them), each running
+ * schedule after schedule: a worker claims the next seed from memory shared with the
+ * parent, says which seed it runs, and adds each run's counts. A worker that dies (a
+ * violation ends it with exit status 1; a signal; SIGALRM for a run that takes a minute)
+ * loses only the run under way: the parent knows its seed, runs that seed again alone in a
+ * child of its own (a replay must fail alone, as the printed command does), and starts a
+ * new worker. A worker leaves after WORKER_RUNS schedules, so that whatever a run leaves
+ * behind (memory) stays bounded. Nothing a run draws depends on the runs before it in the
+ * same process: W and the uuid stream start afresh. */
 
-static struct stats *shared; /* the children's counts, in memory shared with the parent */
+#define MAXJOBS 8
+#define WORKER_RUNS 20000
+
+struct slot {
+	uint64_t seed;      /* the seed it runs */
+	int running;        /* a run is under way */
+	struct stats st;    /* counts of the runs it (and the workers before it) finished */
+};
+
+static struct shared {
+	uint64_t next_seed; /* claimed with an atomic add */
+	uint64_t end_seed;  /* the first seed not to run */
+	double deadline;    /* --seconds: no seed is claimed after this (wall clock) */
+	int stop;           /* the parent's word: claim no more */
+	struct slot slot[MAXJOBS];
+	struct stats one;   /* run_child()'s counts */
+} *shared;
 static bool keep_going_g;    /* --keep-going: a quiet child still says what broke */
 
-/* Runs one schedule in a child: 0 if every invariant held, 1 if one broke. */
-static int run_child(const struct options *o, bool quiet)
+static double wall(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void stats_add(struct stats *to, const struct stats *st)
+{
+	to->steps += st->steps;
+	to->holds += st->holds;
+	to->exempt += st->exempt;
+	to->known_stalls += st->known_stalls;
+	to->simulated_ms += st->simulated_ms;
+}
+
+static void to_devnull(int fd)
+{
+	int nul = open("/dev/null", O_WRONLY);
+	if (nul >= 0) {
+		dup2(nul, fd);
+		close(nul);
+	}
+}
+
+/* Runs one schedule in a child: 0 if every invariant held, 1 if one broke. quiet: its
+ * stdout goes nowhere (with --keep-going, the violation's line goes to stderr); silent:
+ * its stderr too. */
+static int run_child_as(const struct options *o, bool quiet, bool silent)
 {
 	fflush(stdout);
 	pid_t pid = fork();
@@ -2140,23 +2196,17 @@ static int run_child(const struct options *o, bool quiet)
 	}
 	if (pid == 0) {
 		if (quiet && !o->trace) {
-			int fd = open("/dev/null", 1);
 			quiet_child = keep_going_g;
-			if (fd >= 0) {
-				dup2(fd, 1);
-				close(fd);
-			}
+			to_devnull(1);
+			if (silent)
+				to_devnull(2);
 		}
 		/* A run takes milliseconds; one that takes a minute of the machine's time spins
 		 * or sleeps where nothing can wake it (SIGALRM ends it, reported below). */
 		alarm(60);
 		struct stats st = { 0 };
 		run(o, &st);
-		shared->steps += st.steps;
-		shared->holds += st.holds;
-		shared->exempt += st.exempt;
-		shared->known_stalls += st.known_stalls;
-		shared->simulated_ms += st.simulated_ms;
+		stats_add(&shared->one, &st);
 		fflush(stdout);
 		exit(0);
 	}
@@ -2165,10 +2215,124 @@ static int run_child(const struct options *o, bool quiet)
 		;
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return 0;
-	if (WIFSIGNALED(status))
+	if (WIFSIGNALED(status) && !silent)
 		printf("seed %" PRIu64 ": the run died of signal %d%s\n", o->seed, WTERMSIG(status),
 		       WTERMSIG(status) == SIGALRM ? " (it ran a minute: a hang or a spin)" : "");
 	return 1;
+}
+
+static int run_child(const struct options *o, bool quiet)
+{
+	return run_child_as(o, quiet, false);
+}
+
+/* A worker: claims seeds and runs them until none is left, the time is up, the parent
+ * says stop, or WORKER_RUNS are done. Its stdout goes nowhere; with --keep-going the
+ * violation's line goes to stderr. */
+static void worker(int w, const struct options *o)
+{
+	struct slot *sl = &shared->slot[w];
+	quiet_child = keep_going_g;
+	to_devnull(1);
+	for (int runs = 0; runs < WORKER_RUNS; runs++) {
+		if (__atomic_load_n(&shared->stop, __ATOMIC_SEQ_CST))
+			break;
+		if (shared->deadline > 0 && wall() >= shared->deadline)
+			break;
+		uint64_t seed = __atomic_fetch_add(&shared->next_seed, 1, __ATOMIC_SEQ_CST);
+		if (seed >= shared->end_seed)
+			break;
+		struct options t = *o;
+		t.seed = seed;
+		t.trace = false;
+		sl->seed = seed;
+		__atomic_store_n(&sl->running, 1, __ATOMIC_SEQ_CST);
+		alarm(60);
+		struct stats st = { 0 };
+		run(&t, &st);
+		stats_add(&sl->st, &st);
+		__atomic_store_n(&sl->running, 0, __ATOMIC_SEQ_CST);
+	}
+	fflush(stdout);
+	_exit(0);
+}
+
+static pid_t worker_start(int w, const struct options *o)
+{
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid < 0) {
+		perror("fork");
+		exit(2);
+	}
+	if (pid == 0)
+		worker(w, o);
+	return pid;
+}
+
+/* Runs seeds from o->seed on `jobs` workers: count of them (ci), or for `seconds`.
+ * Returns the failing seeds (up to max) in *fails, their number in *nfails, and the
+ * number of schedules run. */
+static uint64_t run_many(const struct options *o, int jobs, long ci, double seconds,
+                         bool keep_going, uint64_t *fails, int max, int *nfails)
+{
+	shared->next_seed = o->seed;
+	shared->end_seed = ci > 0 ? o->seed + (uint64_t)ci : UINT64_MAX;
+	shared->deadline = seconds > 0 ? wall() + seconds : 0;
+	shared->stop = 0;
+	pid_t pids[MAXJOBS];
+	int alive = 0;
+	for (int w = 0; w < jobs; w++) {
+		pids[w] = worker_start(w, o);
+		alive++;
+	}
+	*nfails = 0;
+	while (alive > 0) {
+		int status;
+		pid_t pid = waitpid(-1, &status, 0);
+		if (pid < 0) {
+			if (errno == EINTR)
+				continue;
+			perror("waitpid");
+			exit(2);
+		}
+		int w = 0;
+		while (w < jobs && pids[w] != pid)
+			w++;
+		if (w == jobs)
+			continue;
+		alive--;
+		struct slot *sl = &shared->slot[w];
+		bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && !sl->running;
+		if (!ok) {
+			uint64_t seed = sl->seed;
+			sl->running = 0;
+			if (WIFSIGNALED(status))
+				printf("seed %" PRIu64 ": the run died of signal %d%s\n", seed,
+				       WTERMSIG(status), WTERMSIG(status) == SIGALRM ?
+				       " (it ran a minute: a hang or a spin)" : "");
+			if (keep_going)
+				printf("seed %" PRIu64 " FAILED after %" PRIu64 " schedules\n", seed,
+				       seed - o->seed + 1);
+			if (*nfails < max)
+				fails[(*nfails)++] = seed;
+			if (!keep_going)
+				__atomic_store_n(&shared->stop, 1, __ATOMIC_SEQ_CST);
+		}
+		/* A worker that left while seeds are left (its WORKER_RUNS done, or it died)
+		 * has a successor. */
+		bool left = !__atomic_load_n(&shared->stop, __ATOMIC_SEQ_CST) &&
+		            __atomic_load_n(&shared->next_seed, __ATOMIC_SEQ_CST) < shared->end_seed &&
+		            (shared->deadline == 0 || wall() < shared->deadline);
+		if (left) {
+			pids[w] = worker_start(w, o);
+			alive++;
+		} else {
+			pids[w] = -1;
+		}
+	}
+	uint64_t end = shared->next_seed < shared->end_seed ? shared->next_seed : shared->end_seed;
+	return end - o->seed;
 }
 
 /* Drops faults, then contenders, one at a time, while the run still fails. */
@@ -2202,16 +2366,21 @@ static void shrink(struct options o)
 			}
 		}
 	}
-	printf("shrunk (%d runs): faults 0x%x, contenders 0x%x; its report:\n", runs, o.fault_mask,
-	       o.cont_mask);
+	/* The schedule's size: its scenario, drawn as the run draws it. */
+	memset(&W, 0, sizeof W);
+	W.o = o;
+	W.rng = o.seed * 0x2545f4914f6cdd1dULL + 1;
+	scenario();
+	int nf = 0, nct = 0;
+	for (int i = 0; i < W.nf; i++)
+		nf += (o.fault_mask >> i) & 1;
+	for (int j = 0; j < W.nct; j++)
+		nct += (o.cont_mask >> j) & 1;
+	printf("shrunk (%d runs): %d fault%s, %d contender%s (faults 0x%x, contenders 0x%x); "
+	       "its report:\n", runs, nf, nf == 1 ? "" : "s", nct, nct == 1 ? "" : "s",
+	       o.fault_mask & ((1u << W.nf) - 1), o.cont_mask & ((1u << W.nct) - 1));
+	memset(&W, 0, sizeof W);
 	run_child(&o, false);
-}
-
-static double wall(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 static void usage(void)
@@ -2220,13 +2389,14 @@ static void usage(void)
 	        "usage: zkl-sim [--seed S] [--trace] [--faults MASK] [--contenders MASK]\n"
 	        "       zkl-sim --ci N [--seed S]          N schedules from seed S (default 1)\n"
 	        "       zkl-sim --seconds T [--seed S]     schedules from S for T seconds\n"
-	        "options: --no-shrink (report a failure as found)\n"
+	        "options: --jobs J (J worker processes, 1 to %d; default 1)\n"
+	        "         --no-shrink (report a failure as found)\n"
 	        "         --keep-going (list every failing seed, and go on)\n"
 	        "         --known-semaphore-stall (count RELIABILITY.md's finding 3, fixed, do not fail:\n"
 	        "                                  for replays on code before its fix)\n"
 	        "         --semaphore-peer-deletes (a peer deletes semaphore nodes too)\n"
 	        "         --leaders (the mutex paths are leader elections, through the\n"
-	        "           latch's lock view)\n");
+	        "           latch's lock view)\n", MAXJOBS);
 	exit(2);
 }
 
@@ -2235,8 +2405,8 @@ int main(int argc, char **argv)
 	struct options o = { .seed = 1, .fault_mask = ~0u, .cont_mask = ~0u };
 	long ci = 0;
 	double seconds = 0;
+	int jobs = 1;
 	bool do_shrink = true, single = true, keep_going = false;
-	uint64_t failed = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -2258,6 +2428,11 @@ int main(int argc, char **argv)
 		} else if (strcmp(a, "--seconds") == 0 && v) {
 			seconds = strtod(v, NULL);
 			single = false;
+			i++;
+		} else if (strcmp(a, "--jobs") == 0 && v) {
+			jobs = atoi(v);
+			if (jobs < 1 || jobs > MAXJOBS)
+				usage();
 			i++;
 		} else if (strcmp(a, "--semaphore-peer-deletes") == 0) {
 			o.sem_peerdel = true;
@@ -2284,38 +2459,53 @@ int main(int argc, char **argv)
 	if (single) {
 		int rc = run_child(&o, false);
 		printf("seed %" PRIu64 ": %s (%" PRIu64 " steps, %" PRIu64 " holds, %" PRIu64
-		       " simulated ms)\n", o.seed, rc ? "FAILED" : "ok", shared->steps, shared->holds,
-		       shared->simulated_ms);
+		       " simulated ms)\n", o.seed, rc ? "FAILED" : "ok", shared->one.steps,
+		       shared->one.holds, shared->one.simulated_ms);
 		return rc;
 	}
 	double t0 = wall();
-	uint64_t n = 0;
-	for (uint64_t seed = o.seed;; seed++) {
-		if (ci > 0 && n >= (uint64_t)ci)
-			break;
-		if (seconds > 0 && wall() - t0 >= seconds)
-			break;
+	uint64_t fails[256];
+	int nfails = 0;
+	uint64_t n = run_many(&o, jobs, ci, seconds, keep_going, fails, 256, &nfails);
+	double dt = wall() - t0;
+	/* Every failing seed must fail alone too: the command a failure prints runs it so. */
+	for (int i = 0; keep_going && i < nfails; i++) {
 		struct options t = o;
-		t.seed = seed;
+		t.seed = fails[i];
 		t.trace = false;
-		n++;
-		if (run_child(&t, keep_going)) {
-			printf("seed %" PRIu64 " FAILED after %" PRIu64 " schedules\n", seed, n);
-			failed++;
-			if (keep_going)
-				continue;
-			if (do_shrink)
-				shrink(t);
+		if (!run_child_as(&t, true, true))
+			printf("seed %" PRIu64 " failed in a worker but passes alone: a run depends on "
+			       "the runs before it in the process\n", t.seed);
+	}
+	if (!keep_going && nfails > 0) {
+		/* The lowest failing seed (with several workers, others may have failed too). */
+		uint64_t first = fails[0];
+		for (int i = 1; i < nfails; i++)
+			if (fails[i] < first)
+				first = fails[i];
+		struct options t = o;
+		t.seed = first;
+		t.trace = false;
+		printf("seed %" PRIu64 " FAILED after %" PRIu64 " schedules\n", first,
+		       first - o.seed + 1);
+		if (!run_child(&t, false)) {
+			printf("seed %" PRIu64 " failed in a worker but passes alone: a run depends on "
+			       "the runs before it in the process\n", first);
 			return 1;
 		}
+		if (do_shrink)
+			shrink(t);
+		return 1;
 	}
-	double dt = wall() - t0;
+	struct stats tot = { 0 };
+	for (int w = 0; w < MAXJOBS; w++)
+		stats_add(&tot, &shared->slot[w].st);
 	printf("%" PRIu64 " schedules (seeds %" PRIu64 "..%" PRIu64 "), %" PRIu64 " steps, %" PRIu64
 	       " holds, %.1f simulated hours, %" PRIu64 " holds unchecked (suspended or crashed), "
 	       "%" PRIu64 " known "
-	       "semaphore stalls%s; %.1f s, %" PRIu64 " violations\n", n, o.seed, o.seed + n - 1,
-	       shared->steps, shared->holds, (double)shared->simulated_ms / 3.6e6, shared->exempt,
-	       shared->known_stalls,
-	       o.known_sem ? "" : " (not looked for)", dt, failed);
-	return failed ? 1 : 0;
+	       "semaphore stalls%s; %.1f s on %d worker%s (%.0f schedules/s), %d violations\n", n,
+	       o.seed, o.seed + n - 1, tot.steps, tot.holds, (double)tot.simulated_ms / 3.6e6,
+	       tot.exempt, tot.known_stalls, o.known_sem ? "" : " (not looked for)", dt, jobs,
+	       jobs == 1 ? "" : "s", dt > 0 ? (double)n / dt : 0.0, nfails);
+	return nfails ? 1 : 0;
 }
