@@ -1686,7 +1686,7 @@ static int64_t retired_reap(zkl_client *c, bool all)
 		struct zkl_session *s = *pp;
 		/* An adopted handle stays open: its requests complete by themselves, and only
 		 * then can it go without blocking the loop. */
-		bool waited = !c->adopted && zkl_now_ms() - s->retired_at > 5000;
+		bool waited = !c->adopted && zkl_now_ms() - s->retired_at >= 5000;
 		if (all || s->inflight == 0 || waited) {
 			*pp = s->next;
 			pthread_mutex_unlock(&c->mu);
