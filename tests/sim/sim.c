@@ -210,6 +210,12 @@ struct contender {
 	int64_t sess;        /* the session its node belongs to */
 	char node[ZKL_NODE_MAX];
 	int calls, losts;
+	/* The acquire under way, for the FIFO check: cancelled, its deadline on its client's
+	 * clock (INT64_MAX: none), the session its client was on when it started. */
+	bool canceled;
+	int64_t deadline;
+	int64_t acq_sess;
+	char first[ZKL_NODE_MAX]; /* its first node on that session ("": none yet) */
 };
 
 enum fkind {
@@ -289,6 +295,7 @@ static struct world {
 	int holds;           /* holds granted */
 	int exempt;          /* holds left unchecked: suspended or crashed */
 	int known_stalls;    /* runs ended by the known semaphore stall */
+	uint64_t fifo_pairs; /* FIFO: (grant, clean waiting contender) pairs compared */
 } W;
 
 static void trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -1257,6 +1264,98 @@ static void contender_release(struct contender *t, int j, const char *where)
 	t->next_at = ms_to_start();
 }
 
+/* A node's sequence number (its last ten digits), and the length of its folder's path;
+ * -1 if it has none. */
+static int64_t node_seq(const char *node, size_t *folder)
+{
+	const char *slash = strrchr(node, '/');
+	size_t n = strlen(node);
+	if (!slash || n < 10)
+		return -1;
+	int64_t seq = 0;
+	for (size_t i = n - 10; i < n; i++) {
+		if (node[i] < '0' || node[i] > '9')
+			return -1;
+		seq = seq * 10 + (node[i] - '0');
+	}
+	*folder = (size_t)(slash - node);
+	return seq;
+}
+
+/* Whether contender t's acquire is clean so far, for the FIFO check: under way, neither
+ * cancelled nor past its deadline, its client neither crashed nor moved to another
+ * session since the acquire started, that session alive on the server. */
+static bool fifo_clean(const struct contender *t)
+{
+	return exclusive(t->kind) && t->st == CT_ACQUIRING && t->pending && !t->canceled &&
+	       W.cl[t->cl].life != L_CRASHED && clock_of(t->cl) < t->deadline &&
+	       W.cl[t->cl].sess && W.cl[t->cl].sess->id == t->acq_sess && alive(t->acq_sess);
+}
+
+/* Notes the first node (its place in the line) of each clean acquire of client k that has
+ * none yet, as the library reports it (zkl_lock_node()) and the server has it, owned by
+ * the acquire's session. Called after each step that ran code of client k. */
+static void fifo_note(int k)
+{
+	for (int j = 0; j < W.nct; j++) {
+		struct contender *t = &W.ct[j];
+		if (t->cl != k || t->first[0] || !t->l || !fifo_clean(t))
+			continue;
+		char node[ZKL_NODE_MAX];
+		int saved = W.cur;
+		W.cur = k;
+		int n = zkl_lock_node(t->l, node, sizeof node);
+		W.cur = saved;
+		if (n < 0)
+			continue;
+		const struct node *nd = find(node);
+		if (nd && nd->st.ephemeralOwner == t->acq_sess)
+			memcpy(t->first, node, (size_t)n + 1);
+	}
+}
+
+static bool peer_deleted(const char *node)
+{
+	for (int i = 0; i < W.npeer_deleted; i++)
+		if (strcmp(W.peer_deleted[i], node) == 0)
+			return true;
+	return false;
+}
+
+/* FIFO (README.md, "Invariants"): g, exclusive, is told it holds its node. No other
+ * exclusive contender of its path whose acquire is clean (fifo_clean()) may have taken
+ * its place in the line (its first node on its session, in the same folder) before g's
+ * node: that node was there before g's, so if it is still there every listing g made saw
+ * it in front; and if it is gone while its session lives, without a peer's delete, the
+ * contender lost its place for nothing. */
+static void check_fifo(const struct contender *g, int gj)
+{
+	size_t gf;
+	int64_t gseq = node_seq(g->node, &gf);
+	if (gseq < 0)
+		violation("contender %d: its node %s has no sequence number", gj, g->node);
+	for (int j = 0; j < W.nct; j++) {
+		struct contender *t = &W.ct[j];
+		if (t == g || t->path != g->path || !t->first[0] || !fifo_clean(t))
+			continue;
+		size_t tf;
+		int64_t tseq = node_seq(t->first, &tf);
+		if (tseq < 0 || tf != gf || strncmp(t->first, g->node, gf) != 0 ||
+		    peer_deleted(t->first))
+			continue;
+		W.fifo_pairs++;
+		if (tseq >= gseq)
+			continue;
+		const struct node *nd = find(t->first);
+		violation("FIFO: contender %d (client %d) is told it holds %s with node %s, while "
+		          "contender %d (client %d), whose acquire is neither cancelled nor timed "
+		          "out and whose session did not change, took its place before it with "
+		          "node %s, %s", gj, g->cl, W.paths[g->path].path, g->node, j, t->cl,
+		          t->first, nd ? "which still waits" : "which is gone (its session lives, "
+		          "and no peer deleted it)");
+	}
+}
+
 static void on_acquired(zkl_lock *l, int rc, void *data)
 {
 	struct contender *t = data;
@@ -1328,6 +1427,8 @@ static void on_acquired(zkl_lock *l, int rc, void *data)
 		if (exclusive(t->kind) && t->token > pi->max_excl)
 			pi->max_excl = t->token;
 	}
+	if (!t->voided && exclusive(t->kind))
+		check_fifo(t, j);
 	t->st = CT_HOLDING;
 	uint64_t r = rnd(20);
 	if (r == 0 && W.depth == 0 && W.cl[t->cl].sess && W.cl[t->cl].sess->lib_connected) {
@@ -1421,6 +1522,10 @@ static void contender_act(int j)
 			uint64_t r = rnd(10);
 			int timeout = r == 0 ? 0 : r == 1 ? -1 : (int)between(50, 3 * to);
 			t->pending = true;
+			t->canceled = false;
+			t->deadline = timeout < 0 ? INT64_MAX : clock_of(t->cl) + timeout;
+			t->acq_sess = W.cl[t->cl].sess ? W.cl[t->cl].sess->id : 0;
+			t->first[0] = 0;
 			int rc = zkl_lock_acquire_async(t->l, timeout, on_acquired, t);
 			trace("contender %d: acquire %s %s, timeout %d -> %s", j, kind_names[t->kind],
 			      W.paths[t->path].path, timeout, rc ? zkl_strerror(rc) : "started");
@@ -1439,6 +1544,7 @@ static void contender_act(int j)
 	} else if (t->st == CT_ACQUIRING) {
 		trace("contender %d: cancel", j);
 		t->next_at = INT64_MAX;
+		t->canceled = true;
 		zkl_lock_cancel(t->l);
 	} else if (t->st == CT_HOLDING) {
 		contender_release(t, j, "after holding");
@@ -1761,13 +1867,16 @@ static bool step(void)
 			s->in_tail = NULL;
 		deliver(s, m);
 		msg_free(m);
+		fifo_note(s->cl);
 		break;
 	}
 	case A_PROCESS:
 		process(act[c].i);
+		fifo_note(act[c].i);
 		break;
 	case A_ACT:
 		contender_act(act[c].i);
+		fifo_note(W.ct[act[c].i].cl);
 		break;
 	}
 	check_all();
@@ -1993,6 +2102,7 @@ struct stats {
 	uint64_t exempt;
 	uint64_t known_stalls;
 	uint64_t simulated_ms;
+	uint64_t fifo_pairs;
 };
 
 static int run(const struct options *o, struct stats *out)
@@ -2072,6 +2182,7 @@ static int run(const struct options *o, struct stats *out)
 	out->exempt = (uint64_t)W.exempt;
 	out->known_stalls = (uint64_t)W.known_stalls;
 	out->simulated_ms = (uint64_t)W.now;
+	out->fifo_pairs = W.fifo_pairs;
 
 	/* Teardown: the dead come back so that everything can be freed. */
 	W.tearing_down = true;
@@ -2172,6 +2283,7 @@ static void stats_add(struct stats *to, const struct stats *st)
 	to->exempt += st->exempt;
 	to->known_stalls += st->known_stalls;
 	to->simulated_ms += st->simulated_ms;
+	to->fifo_pairs += st->fifo_pairs;
 }
 
 static void to_devnull(int fd)
@@ -2502,10 +2614,11 @@ int main(int argc, char **argv)
 		stats_add(&tot, &shared->slot[w].st);
 	printf("%" PRIu64 " schedules (seeds %" PRIu64 "..%" PRIu64 "), %" PRIu64 " steps, %" PRIu64
 	       " holds, %.1f simulated hours, %" PRIu64 " holds unchecked (suspended or crashed), "
-	       "%" PRIu64 " known "
-	       "semaphore stalls%s; %.1f s on %d worker%s (%.0f schedules/s), %d violations\n", n,
+	       "%" PRIu64 " waiting contenders a grant was checked against (FIFO), %" PRIu64
+	       " known semaphore stalls%s; %.1f s on %d worker%s (%.0f schedules/s), %d "
+	       "violations\n", n,
 	       o.seed, o.seed + n - 1, tot.steps, tot.holds, (double)tot.simulated_ms / 3.6e6,
-	       tot.exempt, tot.known_stalls, o.known_sem ? "" : " (not looked for)", dt, jobs,
+	       tot.exempt, tot.fifo_pairs, tot.known_stalls, o.known_sem ? "" : " (not looked for)", dt, jobs,
 	       jobs == 1 ? "" : "s", dt > 0 ? (double)n / dt : 0.0, nfails);
 	return nfails ? 1 : 0;
 }
