@@ -1716,6 +1716,16 @@ static void ticks(void)
 	for (int i = 0; i < W.nf; i++)
 		if (!W.f[i].done && W.f[i].at <= W.now)
 			fault_start(i);
+	/* The server's expiries first: a client that stops being frozen or suspended in the
+	 * same millisecond was still stopped when the server expired its session, and has
+	 * had no time to run its loss rule (it is owed that first thing). */
+	for (struct sess *s = W.sessions; s; s = s->next) {
+		if (s->alive && W.now - s->last_heard >= s->timeout) {
+			check_expiry_told(s);
+			server_end(s, "expired");
+			s->kill_conn = true;
+		}
+	}
 	for (int k = 0; k < W.ncl; k++) {
 		struct client *cl = &W.cl[k];
 		if ((cl->life == L_FROZEN || cl->life == L_SUSPENDED) && W.now >= cl->life_until)
@@ -1727,11 +1737,6 @@ static void ticks(void)
 		}
 	}
 	for (struct sess *s = W.sessions; s; s = s->next) {
-		if (s->alive && W.now - s->last_heard >= s->timeout) {
-			check_expiry_told(s);
-			server_end(s, "expired");
-			s->kill_conn = true;
-		}
 		if (s->closed)
 			continue;
 		struct client *cl = &W.cl[s->cl];
