@@ -232,11 +232,15 @@ enum fkind {
 	F_LOSE_CUT,  /* the next create's answer is lost, and the client no longer hears the
 	              * server for about the session timeout: the loss rule moves it to a new
 	              * session while the server still has the old one */
+	F_PEERWRITE, /* a peer writes over the data of a lock node (an operator, a revocation
+	              * request): its watchers hear a change, not a deletion. Not drawn by
+	              * itself: half of the stray faults become this one (see scenario()) */
 	F_NKINDS
 };
 static const char *const fault_names[] = { "lose-answer", "drop", "expire", "freeze", "suspend",
                                            "crash", "peer-delete", "stray", "cut-c>s",
-                                           "cut-s>c", "lose-create+cut-s>c" };
+                                           "cut-s>c", "lose-create+cut-s>c",
+                                           "peer-write" };
 
 struct fault {
 	enum fkind kind;
@@ -1611,15 +1615,16 @@ static void fault_start(int i)
 				W.exempt++;
 		break;
 	case F_PEERDEL:
+	case F_PEERWRITE:
 	case F_STRAY: {
-		/* Pick among the nodes under /locks: ephemeral ones for a delete, folders for a
-		 * stray child. */
+		/* Pick among the nodes under /locks: ephemeral ones for a delete or a write,
+		 * folders for a stray child. */
 		struct node *cand[64];
 		int n = 0;
 		for (struct node *nd = W.nodes; nd && n < 64; nd = nd->next) {
 			if (strncmp(nd->path, "/locks/", 7) != 0)
 				continue;
-			if ((f->kind == F_PEERDEL) != (nd->st.ephemeralOwner != 0))
+			if ((f->kind != F_STRAY) != (nd->st.ephemeralOwner != 0))
 				continue;
 			/* A semaphore's gate node deleted under its holder leaves a lease behind that
 			 * no one deletes (README.md, "Findings"): only with --semaphore-peer-deletes. */
@@ -1647,6 +1652,9 @@ static void fault_start(int i)
 				if (W.ct[j].believes && strcmp(W.ct[j].node, path) == 0)
 					W.ct[j].voided = true;
 			tree_delete(path, -1, NULL, NULL);
+		} else if (f->kind == F_PEERWRITE) {
+			trace("peer writes over the data of %s", path);
+			tree_set(path, "peer", 4, -1, NULL, NULL, NULL);
 		} else {
 			char stray[ZKL_NODE_MAX + 32];
 			snprintf(stray, sizeof stray, "%s/stray-%d", path, i);
@@ -1982,7 +1990,7 @@ static void scenario(void)
 		W.cl[k].cs_up = W.cl[k].sc_up = true;
 	}
 	/* Faults, more valuable kinds more often. */
-	static const int weight[F_NKINDS] = { 4, 4, 2, 2, 1, 1, 2, 1, 2, 2, 2 };
+	static const int weight[F_NKINDS] = { 4, 4, 2, 2, 1, 1, 2, 1, 2, 2, 2, 0 };
 	int total = 0;
 	for (int i = 0; i < F_NKINDS; i++)
 		total += weight[i];
@@ -1996,6 +2004,11 @@ static void scenario(void)
 		f->cl = (int)rnd((uint64_t)W.ncl);
 		f->at = between(300, W.fault_end);
 		f->pick = rng_next(&W.rng);
+		/* Half of the stray faults are peer writes, from a bit of the draw they make
+		 * anyway: the schedules without a stray fault are drawn as before there was
+		 * this kind. */
+		if (f->kind == F_STRAY && (f->pick >> 63))
+			f->kind = F_PEERWRITE;
 		switch (f->kind) {
 		case F_EXPIRE:
 			f->dur = between(timeout * 11 / 10, timeout * 2);
