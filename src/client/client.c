@@ -502,9 +502,13 @@ static void op_free(struct zkl_op *op)
  * it was sent): records, signals, and drops the completion's reference. */
 static void op_finish_locked(zkl_client *c, struct zkl_op *op, int rc)
 {
+	struct zkl_session *s = op->s;
+	/* A retired session's handle closed with this request still out (retired_reap()):
+	 * the session is gone for it, not the client, which goes on with a new one. */
+	if (zkl_zk_class(rc) == ZKL_ZK_CLOSING && s != c->sess && !c->closing)
+		rc = ZSESSIONEXPIRED;
 	op->rc = rc;
 	op->done = true;
-	struct zkl_session *s = op->s;
 	/* An answer from the server proves the session alive when the request was sent. */
 	if (s == c->sess && zkl_zk_answered(rc) && op->sent_at > s->last_ok_sent)
 		s->last_ok_sent = op->sent_at;
