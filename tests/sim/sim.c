@@ -1198,11 +1198,14 @@ static void check_expiry_told(struct sess *s)
 		if (!t->believes || t->voided || t->sess != s->id)
 			continue;
 		struct client *cl = &W.cl[t->cl];
-		if (cl->life == L_FROZEN) {
-			cl->owed = true; /* it must learn first thing when it runs again */
-		} else if (cl->life == L_CRASHED || clock_stood_still(s)) {
-			W.exempt++; /* its clock stood still, or it is gone: nothing can tell it */
+		if (cl->life == L_CRASHED || clock_stood_still(s)) {
+			/* Its clock stood still (now, or earlier in the session's life: frozen now
+			 * or not, its loss rule runs late by that much), or it is gone: nothing
+			 * can tell it. */
+			W.exempt++;
 			t->voided = true;
+		} else if (cl->life == L_FROZEN) {
+			cl->owed = true; /* it must learn first thing when it runs again */
 		} else {
 			violation("contender %d (client %d, %s %s) still believes it holds as the server "
 			          "expires its session %" PRIx64 ": it was never told \"lost\"", j, t->cl,
