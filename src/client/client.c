@@ -1644,8 +1644,10 @@ void zkl_hold_add(zkl_client *c, struct zkl_hold *h, uint64_t gen)
 	if (c->holds)
 		c->holds->prev = h;
 	c->holds = h;
-	if (h->lost)
+	if (h->lost) {
+		c->holds_lost = true;
 		loop_wake(c);
+	}
 }
 
 void zkl_hold_remove(zkl_client *c, struct zkl_hold *h)
@@ -1664,9 +1666,14 @@ void zkl_hold_remove(zkl_client *c, struct zkl_hold *h)
 }
 
 /* Marks every hold of a session other than the current one lost, and calls on_lost for
- * each once, with mu released (event thread). */
+ * each once, with mu released (event thread). Every turn of the loop calls it: it looks
+ * through the holds only when the session changed or a hold was marked lost since it
+ * last found nothing to do, so that a client holding many locks does not pay for them
+ * on every answer. */
 static void holds_notify(zkl_client *c)
 {
+	if (c->holds_gen == c->gen && !c->holds_lost)
+		return;
 	for (;;) {
 		struct zkl_hold *h;
 		for (h = c->holds; h; h = h->next) {
@@ -1675,8 +1682,12 @@ static void holds_notify(zkl_client *c)
 			if (h->lost && !h->notified)
 				break;
 		}
-		if (!h)
+		if (!h) {
+			/* One look through them all, mu held throughout, found nothing. */
+			c->holds_gen = c->gen;
+			c->holds_lost = false;
 			return;
+		}
 		h->notified = true;
 		h->dispatching = true;
 		pthread_mutex_unlock(&c->mu);
@@ -1856,6 +1867,7 @@ static int64_t liveness_run(zkl_client *c)
 		for (struct zkl_hold *h = c->holds; h; h = h->next) {
 			if (h->gen == s->gen && !h->lost) {
 				h->lost = true;
+				c->holds_lost = true;
 				if (h->path)
 					zkl_task_delete(c, h->path, h->gen);
 			}
@@ -1883,6 +1895,7 @@ static int64_t liveness_run(zkl_client *c)
 		for (struct zkl_hold *h = c->holds; h; h = h->next)
 			if (h->gen == gen)
 				h->lost = true;
+		c->holds_lost = true;
 	}
 	holds_notify(c);
 	if (c->state != ZKL_STATE_LOST)

@@ -190,6 +190,8 @@ struct zkl_client {
 	struct zkl_waiter *ready, *ready_tail; /* mu: loop waiters woken, to run in order */
 	int64_t loop_next;          /* mu: no loop waiter wants to run before this */
 	struct zkl_hold *holds;     /* mu */
+	uint64_t holds_gen;         /* mu: every hold of an older session has been found lost */
+	bool holds_lost;            /* mu: a hold was marked lost since (holds_notify() looks) */
 	struct zkl_revwatch *revwatches; /* mu */
 
 	/* The event thread: session events, user callbacks, background deletes. */
