@@ -79,6 +79,7 @@ struct zkl_multilock {
 	size_t n;
 	size_t cap;
 	int depth;                      /* mu: blocking acquires not yet released */
+	int taking;                     /* mu: blocking acquires under way */
 	pthread_t owner;                /* mu: the thread of the outermost, when depth > 0 */
 	bool lost_told;                 /* mu: the current hold's loss has been told */
 	/* The asynchronous acquire (mu). */
@@ -267,7 +268,7 @@ void zkl_multilock_free(zkl_multilock *ml)
 static int add_member(zkl_multilock *ml, struct member m)
 {
 	pthread_mutex_lock(&ml->mu);
-	bool busy = ml->depth > 0 || ml->astate != ML_IDLE;
+	bool busy = ml->depth > 0 || ml->taking > 0 || ml->astate != ML_IDLE;
 	pthread_mutex_unlock(&ml->mu);
 	if (busy)
 		return zkl_fail(ZKL_EBUSY, "cannot add %s to a multilock that is held or being "
@@ -334,6 +335,8 @@ static int multilock_acquire(zkl_lock *lk, int timeout_ms)
 	}
 	pthread_mutex_lock(&ml->mu);
 	bool busy = ml->astate != ML_IDLE;
+	if (!busy)
+		ml->taking++;
 	pthread_mutex_unlock(&ml->mu);
 	if (busy)
 		return zkl_fail(ZKL_EBUSY, "an asynchronous acquire of the multilock is under way "
@@ -367,9 +370,13 @@ static int multilock_acquire(zkl_lock *lk, int timeout_ms)
 		/* All or nothing: give back what was taken, newest first. */
 		while (taken-- > 0)
 			(void)zkl_lock_release(ml->members[taken].l);
+		pthread_mutex_lock(&ml->mu);
+		ml->taking--;
+		pthread_mutex_unlock(&ml->mu);
 		return zkl_fail(rc, "%s", detail);
 	}
 	pthread_mutex_lock(&ml->mu);
+	ml->taking--;
 	if (ml->depth++ == 0) {
 		ml->owner = pthread_self();
 		ml->lost_told = false;
@@ -539,9 +546,9 @@ static int multilock_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn
 	if (ml->astate != ML_IDLE)
 		rc = zkl_fail(ZKL_EBUSY, "an asynchronous acquire of the multilock is under way or "
 		              "holds it: release it first");
-	else if (ml->depth > 0)
-		rc = zkl_fail(ZKL_EBUSY, "the multilock is held by a blocking acquire: release it "
-		              "first");
+	else if (ml->depth > 0 || ml->taking > 0)
+		rc = zkl_fail(ZKL_EBUSY, "the multilock is held or being taken by a blocking "
+		              "acquire: release it first");
 	if (rc != 0) {
 		pthread_mutex_unlock(&ml->mu);
 		free(run);
