@@ -80,6 +80,7 @@ struct rec {
 	int release_rc;
 	zkl_multilock *blocking; /* a blocking acquire of this one in the callback */
 	int blocking_rc;
+	zkl_multilock *free_it;  /* freed in the callback */
 };
 
 static void rec_cb(zkl_lock *l, int rc, void *data)
@@ -95,9 +96,10 @@ static void rec_cb(zkl_lock *l, int rc, void *data)
 		r->members_held += zkl_lock_is_held(zkl_mutex_lock(r->members[i]));
 	if (r->blocking)
 		r->blocking_rc = zkl_multilock_acquire(r->blocking, 1000);
-	if (rc == 0 && r->release) {
+	if (rc == 0 && r->release)
 		r->release_rc = zkl_lock_release(l);
-	}
+	if (r->free_it)
+		zkl_multilock_free(r->free_it);
 	atomic_fetch_add(&r->calls, 1);
 	fz_poke(r->z);
 }
@@ -370,6 +372,109 @@ static void test_free_while_waiting(void **state)
 	set_close(&s);
 }
 
+/* ---- freed in its own callback: the hold goes with it ---- */
+
+static void test_free_in_callback(void **state)
+{
+	(void)state;
+	struct set s;
+	set_open(&s, "/locks/ml-free-cb");
+	struct rec r = { .z = s.z, .session = s.sa, .free_it = s.ml };
+	CHECK_OK(zkl_lock_acquire_async(s.view, -1, rec_cb, &r));
+	rec_wait(&r);
+	CHECK_OK(r.rc);
+	assert_int_equal(r.nodes, N);
+	for (int i = 0; i < N; i++)
+		assert_false(zkl_lock_is_held(zkl_mutex_lock(s.m[i])));
+	fz_wait(s.z, session_empty, &s, "a's nodes to go");
+	CHECK_OK(zkl_multilock_new(&s.ml, ZKL_MULTILOCK_CANONICAL));
+	set_close(&s);
+}
+
+/* ---- freed on the loop (another lock's callback) while its chain waits: its callback
+ * never runs, and what it took or queued goes ---- */
+
+static bool session_has_one(void *arg)
+{
+	struct set *s = arg;
+	return fz_ephemerals(s->z, s->sa) == 1;
+}
+
+static void test_free_on_loop_while_waiting(void **state)
+{
+	(void)state;
+	struct set s;
+	set_open(&s, "/locks/ml-free-loop");
+	CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(s.om[1]), -1));
+	char holder[256];
+	fzh_queue_node(s.z, s.path[1], 0, holder, sizeof holder);
+	struct rec r = { .z = s.z };
+	CHECK_OK(zkl_lock_acquire_async(s.view, -1, rec_cb, &r));
+	fzh_wait_watched(s.z, holder, 1);
+	assert_int_equal(fz_ephemerals(s.z, s.sa), 2);
+	/* Another lock of client a: its callback, on a's loop, frees the multi-lock. */
+	zkl_mutex *trigger;
+	CHECK_OK(zkl_mutex_new(&trigger, s.a, "/locks/ml-free-loop-trigger"));
+	struct rec t = { .z = s.z, .free_it = s.ml };
+	CHECK_OK(zkl_lock_acquire_async(zkl_mutex_lock(trigger), -1, rec_cb, &t));
+	rec_wait(&t);
+	CHECK_OK(t.rc);
+	/* Only the trigger's node stays: member 1 given back, member 2 withdrawn. */
+	fz_wait(s.z, session_has_one, &s, "the multi-lock's nodes to go");
+	assert_true(children(s.z, s.path[0]) <= 0);
+	assert_int_equal(children(s.z, s.path[1]), 1); /* b's */
+	CHECK_OK(zkl_lock_release(zkl_mutex_lock(trigger)));
+	fz_wait(s.z, session_empty, &s, "a's nodes to go");
+	/* b's member 2 free again: a's member 2 must not take it now. */
+	CHECK_OK(zkl_lock_release(zkl_mutex_lock(s.om[1])));
+	CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(s.om[1]), 0));
+	CHECK_OK(zkl_lock_release(zkl_mutex_lock(s.om[1])));
+	for (int i = 0; i < N; i++)
+		assert_false(zkl_lock_is_held(zkl_mutex_lock(s.m[i])));
+	assert_int_equal(atomic_load(&r.calls), 0);
+	zkl_mutex_free(trigger);
+	CHECK_OK(zkl_multilock_new(&s.ml, ZKL_MULTILOCK_CANONICAL));
+	set_close(&s);
+}
+
+/* ---- a member lost while the chain takes the others fails it with ZKL_ELOST ---- */
+
+static void test_member_lost_during_chain(void **state)
+{
+	(void)state;
+	struct set s;
+	set_open(&s, "/locks/ml-lost-chain");
+	struct fzh_count lost = { .z = s.z }, own = { .z = s.z };
+	CHECK_OK(zkl_lock_on_lost(s.view, fzh_on_lost, &lost));
+	CHECK_OK(zkl_lock_on_lost(zkl_mutex_lock(s.m[0]), fzh_on_lost, &own));
+	CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(s.om[1]), -1));
+	char holder[256];
+	fzh_queue_node(s.z, s.path[1], 0, holder, sizeof holder);
+	struct rec r = { .z = s.z, .members = s.m };
+	CHECK_OK(zkl_lock_acquire_async(s.view, -1, rec_cb, &r));
+	fzh_wait_watched(s.z, holder, 1);
+	/* Member 1 is held; a's session ends. */
+	fz_expire(s.z, s.sa);
+	fzh_wait_count(&own, 1);
+	/* Member 2 comes free, on whatever session a has now. */
+	CHECK_OK(zkl_lock_release(zkl_mutex_lock(s.om[1])));
+	rec_wait(&r);
+	assert_int_equal(r.rc, ZKL_ELOST);
+	assert_int_equal(r.members_held, 0);
+	assert_false(zkl_lock_is_held(s.view));
+	/* Not held yet, so the view's lost callback was not told. */
+	assert_int_equal(atomic_load(&lost.n), 0);
+	s.sa = zkl_client_session_id(s.a);
+	fz_wait(s.z, session_empty, &s, "a's nodes to go");
+	struct rec h = { .z = s.z };
+	CHECK_OK(zkl_lock_acquire_async(s.view, -1, rec_cb, &h));
+	rec_wait(&h);
+	CHECK_OK(h.rc);
+	CHECK_OK(zkl_lock_release(s.view));
+	assert_int_equal(atomic_load(&lost.n), 0);
+	set_close(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -380,6 +485,9 @@ int main(void)
 		cmocka_unit_test(test_lost_told_once),
 		cmocka_unit_test(test_async_needs_one_client),
 		cmocka_unit_test(test_free_while_waiting),
+		cmocka_unit_test(test_free_in_callback),
+		cmocka_unit_test(test_free_on_loop_while_waiting),
+		cmocka_unit_test(test_member_lost_during_chain),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
