@@ -686,6 +686,44 @@ static void test_async_all_or_nothing(void **state)
 	three_close(&t);
 }
 
+/* ---- one deadline for the whole asynchronous acquire, not one per member ---- */
+
+static void test_async_one_deadline(void **state)
+{
+	(void)state;
+	struct three t;
+	three_open(&t, "async-deadline");
+	struct staggered s = { .c = t.b, .p2 = t.p[1], .p3 = t.p[2], .ready = h_latch_new(),
+	                       .done = h_latch_new() };
+	pthread_t th;
+	pthread_create(&th, NULL, staggered_thread, &s);
+	assert_true(h_latch_wait(s.ready, 20000));
+	h_counter done;
+	h_counter_init(&done);
+	struct async_rounds r = { .view = zkl_multilock_lock(t.ml), .left = 1,
+	                          .excl = &(h_excl){0}, .done = &done };
+	/* Member 2 comes free after about 500 ms, member 3 never: with one deadline the
+	 * callback comes after about 1000 ms, with one per member after about 1500. */
+	int64_t t0 = now_ms();
+	CHECK_OK(zkl_lock_acquire_async(r.view, 1000, async_round, &r));
+	assert_true(h_counter_wait(&done, 1, 20000));
+	int64_t elapsed = now_ms() - t0;
+	assert_int_equal(r.rc, ZKL_ETIMEDOUT);
+	assert_true(elapsed >= 900);
+	assert_true(elapsed < 1400);
+	assert_non_null(strstr(r.error, t.p[2]));
+	h_wait_children(t.p[0], 0);
+	h_wait_children(t.p[1], 0);
+	assert_int_equal(h_children(t.p[2]), 1);
+	h_latch_set(s.done);
+	pthread_join(th, NULL);
+	CHECK_OK(s.rc);
+	h_latch_free(s.ready);
+	h_latch_free(s.done);
+	h_counter_destroy(&done);
+	three_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -699,6 +737,7 @@ int main(void)
 		cmocka_unit_test(test_opposite_orders),
 		cmocka_unit_test(test_async_overlapping),
 		cmocka_unit_test(test_async_all_or_nothing),
+		cmocka_unit_test(test_async_one_deadline),
 	};
 	return H_RUN(tests);
 }
