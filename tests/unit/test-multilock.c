@@ -475,6 +475,55 @@ static void test_member_lost_during_chain(void **state)
 	set_close(&s);
 }
 
+/* ---- a blocking acquire on a member's loop fails at once, before taking any member
+ * (here the first member is on another client, which could have been taken) ---- */
+
+struct creates {
+	int64_t session;
+	atomic_int n;
+};
+
+static enum fz_action count_creates(void *arg, const struct fz_request *r, int *rc)
+{
+	(void)rc;
+	struct creates *k = arg;
+	if (r->session == k->session && r->op == FZ_CREATE)
+		atomic_fetch_add(&k->n, 1);
+	return FZ_APPLY;
+}
+
+static void test_blocking_on_loop_takes_nothing(void **state)
+{
+	(void)state;
+	struct set s;
+	set_open(&s, "/locks/ml-blocking-loop");
+	/* Member 1 on client b, member 2 on client a. */
+	zkl_multilock *mixed;
+	CHECK_OK(zkl_multilock_new(&mixed, ZKL_MULTILOCK_CANONICAL));
+	CHECK_OK(zkl_multilock_add(mixed, zkl_mutex_lock(s.m[1])));
+	CHECK_OK(zkl_multilock_add(mixed, zkl_mutex_lock(s.om[0])));
+	struct creates k = { .session = zkl_client_session_id(s.b) };
+	fz_set_hook(s.z, count_creates, &k);
+	/* On a's loop (the callback of a's own lock), a blocking acquire of it. */
+	zkl_mutex *trigger;
+	CHECK_OK(zkl_mutex_new(&trigger, s.a, "/locks/ml-blocking-loop-trigger"));
+	struct rec t = { .z = s.z, .blocking = mixed };
+	CHECK_OK(zkl_lock_acquire_async(zkl_mutex_lock(trigger), -1, rec_cb, &t));
+	rec_wait(&t);
+	CHECK_OK(t.rc);
+	assert_int_equal(t.blocking_rc, ZKL_EDEADLK);
+	fz_set_hook(s.z, NULL, NULL);
+	assert_int_equal(atomic_load(&k.n), 0);
+	assert_false(zkl_multilock_is_held(mixed));
+	CHECK_OK(zkl_lock_release(zkl_mutex_lock(trigger)));
+	/* Off the loop, the same acquire works. */
+	CHECK_OK(zkl_multilock_acquire(mixed, 5000));
+	CHECK_OK(zkl_multilock_release(mixed));
+	zkl_multilock_free(mixed);
+	zkl_mutex_free(trigger);
+	set_close(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -488,6 +537,7 @@ int main(void)
 		cmocka_unit_test(test_free_in_callback),
 		cmocka_unit_test(test_free_on_loop_while_waiting),
 		cmocka_unit_test(test_member_lost_during_chain),
+		cmocka_unit_test(test_blocking_on_loop_takes_nothing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
