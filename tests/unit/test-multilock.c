@@ -524,6 +524,31 @@ static void test_blocking_on_loop_takes_nothing(void **state)
 	set_close(&s);
 }
 
+/* ---- a cancel right after the start (the first member in flight): always
+ * ZKL_ECANCELED, once, nothing left; the last member is never free, so nothing else
+ * could end the acquire ---- */
+
+static void test_cancel_at_once(void **state)
+{
+	(void)state;
+	struct set s;
+	set_open(&s, "/locks/ml-cancel-at-once");
+	CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(s.om[2]), -1));
+	for (int i = 0; i < 50; i++) {
+		struct rec r = { .z = s.z, .members = s.m };
+		CHECK_OK(zkl_lock_acquire_async(s.view, -1, rec_cb, &r));
+		zkl_lock_cancel(s.view);
+		rec_wait(&r);
+		assert_int_equal(r.rc, ZKL_ECANCELED);
+		assert_int_equal(r.members_held, 0);
+		assert_int_equal(atomic_load(&r.calls), 1);
+		assert_false(zkl_lock_is_held(s.view));
+	}
+	fz_wait(s.z, session_empty, &s, "a's nodes to go");
+	CHECK_OK(zkl_lock_release(zkl_mutex_lock(s.om[2])));
+	set_close(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -538,6 +563,7 @@ int main(void)
 		cmocka_unit_test(test_free_on_loop_while_waiting),
 		cmocka_unit_test(test_member_lost_during_chain),
 		cmocka_unit_test(test_blocking_on_loop_takes_nothing),
+		cmocka_unit_test(test_cancel_at_once),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
