@@ -100,8 +100,10 @@ static void rec_cb(zkl_lock *l, int rc, void *data)
 		r->release_rc = zkl_lock_release(l);
 	if (r->free_it)
 		zkl_multilock_free(r->free_it);
+	/* The test may reuse r once calls is counted: nothing of r is read after. */
+	struct fz *z = r->z;
 	atomic_fetch_add(&r->calls, 1);
-	fz_poke(r->z);
+	fz_poke(z);
 }
 
 static bool rec_called(void *arg)
