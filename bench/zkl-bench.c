@@ -34,6 +34,11 @@
  *   mem   one client takes -n locks (default 10000) on distinct paths with -c threads
  *         (default 64, the in-flight count of s0b), holds them all, releases them
  *         (latency: one acquire; cycles/s: locks taken per second)
+ *   mema  mem through the asynchronous API: one client, -n locks (default 10000) on
+ *         distinct paths, -w in flight (default 64, as s0m in bench/run): the calling
+ *         thread starts the first -w, each grant's callback starts the next path; all are
+ *         held, then released by the calling thread (latency: start to grant; cycles/s:
+ *         locks taken per second; rss_held_kib: peak RSS once all are held)
  *   s8    one thread starts -n asynchronous acquires (default 10000) at once on -c locks
  *         (default 100), one client; each callback releases at once (latency: start to
  *         grant; prints drain_ms; fails if a lock was granted out of queue order)
@@ -93,6 +98,7 @@ static struct {
 	int clients;   /* 0: the scenario's default */
 	long count;    /* 0: the scenario's default */
 	int window;
+	bool window_set; /* -w given */
 	const char *label;
 	const char *prefix;
 	const char *zklock;
@@ -1382,6 +1388,141 @@ static void mem(void)
 	free(ts);
 }
 
+/* ---- MEMa: one thread, asynchronous acquires, holding many locks ---------------------- */
+
+/* MEM through the asynchronous API: one client, -n locks (default 10000) on distinct new
+ * paths, -w in flight (default 64, S0m's window in bench/run and MEM's thread count). The
+ * calling thread starts the first -w acquires; as in S0m, each grant starts the next path
+ * from its callback (on the client's event thread), so no other thread takes part. Every
+ * lock stays held until all are; then the calling thread releases them all. */
+struct mema {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	zkl_client *c;
+	zkl_mutex **ms;
+	int64_t *t0;       /* per lock: when its acquire started */
+	long next, total;  /* the next path to start; how many */
+	long held, failed; /* granted; failed (a start or a grant) */
+	int inflight;
+	int64_t last;      /* when the last grant came */
+	struct vec lat;    /* start to grant, per lock */
+};
+
+static struct mema mema_st;
+
+static void mema_granted(zkl_lock *l, int rc, void *data);
+
+/* Starts the next path's acquire, or ends a slot when there is none left (or on error).
+ * Called with mema_st.mu held; drops it around the library's calls. */
+static void mema_start_locked(void)
+{
+	struct mema *st = &mema_st;
+	for (;;) {
+		if (st->next >= st->total || st->failed) {
+			if (--st->inflight == 0)
+				pthread_cond_signal(&st->cv);
+			return;
+		}
+		long j = st->next++;
+		pthread_mutex_unlock(&st->mu);
+		char path[700];
+		snprintf(path, sizeof path, "%s/l%ld", base_path, j);
+		int rc = zkl_mutex_new(&st->ms[j], st->c, path);
+		st->t0[j] = now_ns();
+		if (rc == 0)
+			rc = zkl_lock_acquire_async(zkl_mutex_lock(st->ms[j]), 60000, mema_granted,
+			                            (void *)(intptr_t)j);
+		pthread_mutex_lock(&st->mu);
+		if (rc == 0)
+			return;
+		if (st->failed++ == 0)
+			fprintf(stderr, "%s: MEMa: starting %s: %s: %s\n", prog, path, zkl_strerror(rc),
+			        zkl_last_error());
+	}
+}
+
+static void mema_granted(zkl_lock *l, int rc, void *data)
+{
+	struct mema *st = &mema_st;
+	long j = (long)(intptr_t)data;
+	int64_t t = now_ns();
+	if (rc == 0 && zkl_lock_token(l) <= 0)
+		rc = ZKL_ENOTHELD; /* granted, yet no hold: the scenario fails */
+	pthread_mutex_lock(&st->mu);
+	if (rc != 0) {
+		if (st->failed++ == 0)
+			fprintf(stderr, "%s: MEMa: acquiring l%ld: %s: %s\n", prog, j, zkl_strerror(rc),
+			        zkl_last_error());
+	} else {
+		st->held++;
+		st->last = t;
+		vec_push(&st->lat, t - st->t0[j]);
+	}
+	mema_start_locked();
+	pthread_mutex_unlock(&st->mu);
+}
+
+static void mema(void)
+{
+	struct mema *st = &mema_st;
+	long n = opt.count ? opt.count : 10000;
+	int w = opt.window_set ? opt.window : 64;
+	if (w > n)
+		w = (int)n;
+	set_base("mema");
+	pthread_mutex_init(&st->mu, NULL);
+	pthread_cond_init(&st->cv, NULL);
+	st->c = open_client();
+	st->ms = xcalloc((size_t)n, sizeof *st->ms);
+	st->t0 = xcalloc((size_t)n, sizeof *st->t0);
+	st->total = n;
+	char name[32] = "MEMa";
+	if (n != 10000)
+		snprintf(name, sizeof name, "MEMax%ld", n);
+	struct result *res = new_result(name);
+	long rss_before = peak_rss_kib();
+	res->m0 = mntr();
+	int64_t t0 = now_ns();
+	pthread_mutex_lock(&st->mu);
+	st->inflight = w;
+	for (int i = 0; i < w; i++)
+		mema_start_locked();
+	int64_t started = now_ns();
+	while (st->inflight > 0)
+		pthread_cond_wait(&st->cv, &st->mu);
+	int64_t t1 = st->last;
+	pthread_mutex_unlock(&st->mu);
+	res->m1 = mntr();
+	long rss_held = peak_rss_kib();
+	if (st->failed || st->held != n)
+		die("MEMa: %ld of %ld locks held, %ld failed", st->held, n, st->failed);
+	int64_t r0 = now_ns();
+	for (long j = 0; j < n; j++) {
+		int rc = zkl_lock_release(zkl_mutex_lock(st->ms[j]));
+		if (rc != 0)
+			die_zkl("release", rc);
+	}
+	int64_t t2 = now_ns();
+	for (long j = 0; j < n; j++)
+		zkl_mutex_free(st->ms[j]);
+	zkl_client_close(st->c);
+	sweep_folders();
+	vec_append(res->lat, &st->lat);
+	free(st->lat.v);
+	res->cycles = n;
+	res->rate = (double)n / ((double)(t1 - t0) / 1e9);
+	res->per = "lock";
+	res->rss = peak_rss_kib();
+	snprintf(res->extra, sizeof res->extra,
+	         "locks=%ld threads=1 in_flight=%d start_us=%.0f take_ms=%.0f release_ms=%.0f "
+	         "rss_start_kib=%ld rss_held_kib=%ld",
+	         n, w, (double)(started - t0) / 1e3, (double)(t1 - t0) / 1e6,
+	         (double)(t2 - r0) / 1e6, rss_before, rss_held);
+	report(res);
+	free(st->ms);
+	free(st->t0);
+}
+
 /* ---- S8: one thread, many asynchronous acquires ---------------------------------------- */
 
 /* 10,000 acquires (-n) started at once from one thread on one client, 100 per lock
@@ -1478,7 +1619,8 @@ static void s8(void)
 	res->per = "acq";
 	res->rss = peak_rss_kib();
 	snprintf(res->extra, sizeof res->extra,
-	         "acquires=%ld locks=%d threads=1 start_ms=%.0f drain_ms=%.0f rss_start_kib=%ld",
+	         "acquires=%ld locks=%d threads=1 start_ms=%.0f drain_ms=%.0f rss_start_kib=%ld "
+	         "fifo=yes",
 	         n, nlocks, (double)(started - st.t0) / 1e6, (double)(t1 - st.t0) / 1e6,
 	         rss_before);
 	report(res);
@@ -1517,6 +1659,8 @@ static void run_scenario(const char *s)
 		s7();
 	else if (strcmp(s, "mem") == 0)
 		mem();
+	else if (strcmp(s, "mema") == 0)
+		mema();
 	else if (strcmp(s, "s8") == 0)
 		s8();
 }
@@ -1524,7 +1668,7 @@ static void run_scenario(const char *s)
 static bool known(const char *s)
 {
 	static const char *names[] = {"s0a", "s0b", "s0m", "s1", "s2", "s3",
-	                              "s4",  "s5",  "s6",  "s7", "s8",  "mem", "all"};
+	                              "s4",  "s5",  "s6",  "s7", "s8",  "mem", "mema", "all"};
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
 		if (strcmp(s, names[i]) == 0)
 			return true;
@@ -1537,7 +1681,7 @@ static void usage(void)
 	        "usage: %s [-s servers] [-d seconds] [-W warmup] [-c clients] [-n count]\n"
 	        "          [-w window] [-L label] [-p prefix] [-z zklock] SCENARIO...\n"
 	        "       %s [options] s7 [-- COMMAND [ARG...]]\n"
-	        "scenarios: s0a s0b s0m s1 s2 s3 s4 s5 s6 s7 s8 mem all\n",
+	        "scenarios: s0a s0b s0m s1 s2 s3 s4 s5 s6 s7 s8 mem mema all\n",
 	        prog, prog);
 	exit(2);
 }
@@ -1563,7 +1707,10 @@ int main(int argc, char **argv)
 		case 'W': opt.warmup = num_arg(optarg, 0, 86400); break;
 		case 'c': opt.clients = (int)num_arg(optarg, 1, 100000); break;
 		case 'n': opt.count = (long)num_arg(optarg, 1, 1e9); break;
-		case 'w': opt.window = (int)num_arg(optarg, 1, 100000); break;
+		case 'w':
+			opt.window = (int)num_arg(optarg, 1, 100000);
+			opt.window_set = true;
+			break;
 		case 'L': opt.label = optarg; break;
 		case 'p': opt.prefix = optarg; break;
 		case 'z': opt.zklock = optarg; break;

@@ -37,6 +37,10 @@ int zkl_lock_init(zkl_lock *l, const struct zkl_lock_ops *ops, const char *kind,
 	l->ops = ops;
 	l->kind = kind;
 	l->c = c;
+	if (c) {
+		l->mu = &c->mu;
+		l->cv = &c->cv;
+	}
 	return 0;
 }
 
@@ -126,12 +130,60 @@ void zkl_lock_async_call(zkl_lock *l, zkl_lock_acquired_fn fn, void *data, int r
 
 void zkl_lock_report_lost(zkl_lock *l, int reason)
 {
-	pthread_mutex_lock(&l->c->mu);
+	pthread_mutex_lock(l->mu);
 	zkl_lock_lost_fn fn = l->lost_fn;
 	void *data = l->lost_data;
-	pthread_mutex_unlock(&l->c->mu);
+	l->reporting++;
+	pthread_mutex_unlock(l->mu);
 	if (fn)
 		fn(l, reason, data);
+	/* The listeners in order; each is looked up again after the previous one returns,
+	 * so that one removed meanwhile (on this thread) is skipped. */
+	uint64_t done = 0;
+	pthread_mutex_lock(l->mu);
+	for (;;) {
+		struct zkl_lock_listener *w = l->listeners;
+		while (w && w->seq <= done)
+			w = w->next;
+		if (!w)
+			break;
+		done = w->seq;
+		void (*lost)(zkl_lock *, int, void *) = w->lost;
+		void *ctx = w->ctx;
+		pthread_mutex_unlock(l->mu);
+		lost(l, reason, ctx);
+		pthread_mutex_lock(l->mu);
+	}
+	l->reporting--;
+	pthread_cond_broadcast(l->cv);
+	pthread_mutex_unlock(l->mu);
+}
+
+void zkl_lock_listen(zkl_lock *l, struct zkl_lock_listener *w)
+{
+	pthread_mutex_lock(l->mu);
+	w->seq = ++l->listen_seq;
+	w->next = NULL;
+	struct zkl_lock_listener **pp = &l->listeners;
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = w;
+	pthread_mutex_unlock(l->mu);
+}
+
+void zkl_lock_unlisten(zkl_lock *l, struct zkl_lock_listener *w)
+{
+	pthread_mutex_lock(l->mu);
+	for (struct zkl_lock_listener **pp = &l->listeners; *pp; pp = &(*pp)->next) {
+		if (*pp == w) {
+			*pp = w->next;
+			break;
+		}
+	}
+	if (!(l->c && zkl_on_event_thread(l->c)))
+		while (l->reporting > 0)
+			pthread_cond_wait(l->cv, l->mu);
+	pthread_mutex_unlock(l->mu);
 }
 
 int zkl_lock_data_copy(zkl_lock *l, struct zkl_data *out)
@@ -186,7 +238,10 @@ int zkl_lock_node(zkl_lock *l, char *buf, size_t size)
 	CHECK_LOCK(l);
 	if (!buf)
 		return zkl_fail(ZKL_EINVAL, "buffer is NULL");
-	pthread_mutex_lock(&l->c->mu);
+	if (!l->ops->node)
+		return zkl_fail(ZKL_ENOTSUP, "a %s has no node of its own: each of its members "
+		                "has one (ask the member)", l->kind);
+	pthread_mutex_lock(l->mu);
 	const char *node = l->ops->node(l);
 	size_t n = node ? strlen(node) : 0;
 	int rc = (int)n;
@@ -196,7 +251,7 @@ int zkl_lock_node(zkl_lock *l, char *buf, size_t size)
 		rc = ZKL_EINVAL;
 	else
 		memcpy(buf, node, n + 1);
-	pthread_mutex_unlock(&l->c->mu);
+	pthread_mutex_unlock(l->mu);
 	if (rc == ZKL_ENOTHELD)
 		return zkl_fail(rc, "%s %s is not held here", l->kind, l->path);
 	if (rc == ZKL_EINVAL)
@@ -208,19 +263,21 @@ int zkl_lock_node(zkl_lock *l, char *buf, size_t size)
 int zkl_lock_on_lost(zkl_lock *l, zkl_lock_lost_fn fn, void *data)
 {
 	CHECK_LOCK(l);
-	pthread_mutex_lock(&l->c->mu);
+	pthread_mutex_lock(l->mu);
 	l->lost_fn = fn;
 	l->lost_data = data;
-	pthread_mutex_unlock(&l->c->mu);
+	pthread_mutex_unlock(l->mu);
 	return 0;
 }
 
 int zkl_lock_set_data(zkl_lock *l, const void *data, size_t len)
 {
 	CHECK_LOCK(l);
-	pthread_mutex_lock(&l->c->mu);
+	if (l->ops->set_data)
+		return l->ops->set_data(l, data, len);
+	pthread_mutex_lock(l->mu);
 	int rc = zkl_data_set(&l->data, data, len);
-	pthread_mutex_unlock(&l->c->mu);
+	pthread_mutex_unlock(l->mu);
 	return rc;
 }
 

@@ -25,16 +25,35 @@ struct zkl_lock_ops {
 	/* Whether an asynchronous acquire holds l (c->mu held). */
 	bool (*holds_async)(zkl_lock *l);
 	int (*participants)(zkl_lock *l, zkl_participant **out, size_t *count);
+	/* Optional: replaces the view's own node data (a multi-lock passes it on to its
+	 * members). */
+	int (*set_data)(zkl_lock *l, const void *data, size_t len);
+};
+
+/* Told when a hold of the lock it listens to is lost, after the lock's own lost callback
+ * (no lock held, on the event thread of the lock's client): how a multi-lock learns that
+ * a member is lost without taking the member's lost callback from its owner. */
+struct zkl_lock_listener {
+	void (*lost)(zkl_lock *l, int reason, void *ctx);
+	void *ctx;
+	uint64_t seq;                   /* l->mu: the order of listening */
+	struct zkl_lock_listener *next; /* l->mu */
 };
 
 struct zkl_lock {
 	const struct zkl_lock_ops *ops;
 	const char *kind;               /* "mutex", ... (static) */
-	zkl_client *c;
+	zkl_client *c;                  /* NULL for a multi-lock, whose members have theirs */
+	pthread_mutex_t *mu;            /* guards the view's fields: &c->mu, or the
+	                                 * multi-lock's own */
+	pthread_cond_t *cv;             /* with mu: &c->cv, or the multi-lock's own */
 	char *path;                     /* the handle's lock path, owned here */
-	struct zkl_data data;           /* c->mu: data of the nodes created from now on */
-	zkl_lock_lost_fn lost_fn;       /* c->mu */
+	struct zkl_data data;           /* mu: data of the nodes created from now on */
+	zkl_lock_lost_fn lost_fn;       /* mu */
 	void *lost_data;
+	struct zkl_lock_listener *listeners; /* mu, in the order of listening */
+	uint64_t listen_seq;            /* mu */
+	unsigned reporting;             /* mu: zkl_lock_report_lost() calls under way */
 	struct zkl_lock_async *pending; /* c->mu: the asynchronous acquire under way */
 	bool calling;                   /* c->mu: its callback is running */
 };
@@ -48,8 +67,9 @@ struct zkl_lock_async {
 	bool orphaned;                  /* c->mu: the handle is gone */
 };
 
-/* Fills the view of a new handle: copies path, sets the default node data. Returns 0,
- * or ZKL_ENOMEM with nothing to free. */
+/* Fills the view of a new handle: copies path, sets the default node data; mu and cv are
+ * c's (a multi-lock, with c NULL, sets its own). Returns 0, or ZKL_ENOMEM with nothing to
+ * free. */
 int zkl_lock_init(zkl_lock *l, const struct zkl_lock_ops *ops, const char *kind,
                   zkl_client *c, const char *path);
 
@@ -86,8 +106,16 @@ bool zkl_lock_async_ending(struct zkl_lock_async *a);
 void zkl_lock_async_call(zkl_lock *l, zkl_lock_acquired_fn fn, void *data, int rc,
                          const char *saved);
 
-/* Reports a lost hold of l to its lost callback (no lock held). */
+/* Reports a lost hold of l to its lost callback, then to its listeners (no lock held). */
 void zkl_lock_report_lost(zkl_lock *l, int reason);
+
+/* Adds a listener to l (no lock held). */
+void zkl_lock_listen(zkl_lock *l, struct zkl_lock_listener *w);
+
+/* Removes a listener (no lock held). Once it returns, w is not called any more: it waits
+ * for a report under way on another thread; on l's event thread (in a callback) the
+ * report under way, if any, skips w. */
+void zkl_lock_unlisten(zkl_lock *l, struct zkl_lock_listener *w);
 
 /* Copies l's node data (c->mu held) for an acquisition to send. */
 int zkl_lock_data_copy(zkl_lock *l, struct zkl_data *out);

@@ -28,7 +28,8 @@ enum zkl_error {
 	                         * without a timeout: participants, revoke, shared counts) */
 	ZKL_ENOTSUP = -1016,    /* this build cannot do it (TLS or SASL without a C client
 	                         * that has them; zkl_features()), or this kind of handle
-	                         * does not (acquire on a selector's view) */
+	                         * does not (acquire on a selector's view; a token, node
+	                         * or participants of a multi-lock's view) */
 };
 
 /* A static English description of err: a ZKL_E* code, 0, or a ZooKeeper error code

@@ -3,8 +3,9 @@
  * Each kind gives a view of itself: zkl_mutex_lock() (a mutex, or either half of a
  * read-write lock), zkl_semaphore_lock() (one lease of a semaphore per acquire),
  * zkl_semaphore_mutex_lock() and zkl_leader_lock() (one leadership of an election per
- * acquire: leader.h). The view lives as long as its handle and is freed with it;
- * it is never freed by itself. What is specific to a kind stays with the kind: making a
+ * acquire: leader.h); zkl_multilock_lock() gives them to several locks held as one
+ * (multilock.h says how it answers). The view lives as long as its handle and is freed
+ * with it; it is never freed by itself. What is specific to a kind stays with the kind: making a
  * mutex revocable, its naming, several leases at once, the semaphore's limit.
  *
  *     zkl_mutex *m;
@@ -129,7 +130,7 @@ ZKL_API int zkl_lock_participants(zkl_lock *l, zkl_participant **out, size_t *co
 ZKL_API const char *zkl_lock_path(const zkl_lock *l);
 
 /* What kind of lock l is: "mutex", "read", "write", "semaphore", "semaphore-mutex",
- * "leader" or "selector" (static). NULL for NULL. */
+ * "leader", "selector" or "multilock" (static). NULL for NULL. */
 ZKL_API const char *zkl_lock_kind(const zkl_lock *l);
 
 ZKL_END_DECLS

@@ -937,6 +937,10 @@ public:
 
 	/* The C handle (borrowed; NULL when empty). */
 	zkl_multilock *native_handle() const noexcept { return ml_; }
+	/* Its C view, zkl_multilock_lock() (borrowed; NULL when empty): the zkl_lock_* verbs,
+	 * such as an asynchronous acquire of every member on one client (<zklocks/multilock.h>
+	 * says how the view answers). */
+	zkl_lock *native_lock() const noexcept { return zkl_multilock_lock(ml_); }
 	explicit operator bool() const noexcept { return ml_ != nullptr; }
 
 private:

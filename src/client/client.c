@@ -32,6 +32,7 @@
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,8 @@ enum task_kind { TASK_DELETE, TASK_FIND_DELETE };
  * pending delete is also in the index of its folder, so that a listing finds our nodes
  * on their way out without going through every task of the client. */
 struct zkl_task {
+	struct zkl_msg msg;                /* its completion, in the inbox */
+	int zrc;                           /* the completion's return code, until applied */
 	struct zkl_task *next, *prev;      /* mu: in c->tasks or c->tasks_out */
 	bool out;                          /* mu: in c->tasks_out */
 	struct zkl_task *fnext, *fprev;    /* mu: in folder->tasks */
@@ -85,6 +88,12 @@ static _Thread_local zkl_client *running_loop;
  * descriptor readable (once until the next zkl_client_process()). */
 static void loop_wake(zkl_client *c)
 {
+	if (!c->external) {
+		pthread_mutex_lock(&c->inbox_mu);
+		c->kicks++;
+		pthread_cond_broadcast(&c->inbox_cv);
+		pthread_mutex_unlock(&c->inbox_mu);
+	}
 	pthread_cond_broadcast(&c->ev_cv);
 	if (c->efd >= 0 && !atomic_exchange(&c->efd_armed, true)) {
 		uint64_t one = 1;
@@ -93,6 +102,120 @@ static void loop_wake(zkl_client *c)
 	}
 }
 static void wake_all(zkl_client *c);
+
+/* ------------------------------------------------------------------------------------ */
+/* The inbox */
+
+/* What the C client's completion thread hands the loop. With a loop thread of the
+ * client's own, a completion or a watch event is copied into a message and queued, and
+ * the loop applies it under mu: the completion thread never waits for the loop, and
+ * never takes mu. With external_loop it applies the message itself, under mu, since the
+ * application's loop thread may be the one blocked in a zklocks call that waits for it. */
+enum msg_kind { MSG_OP, MSG_TASK, MSG_WATCH, MSG_REVWATCH, MSG_REVREAD, MSG_SESSION };
+
+/* A node watch's or a revocation watch's event. */
+struct watch_msg {
+	struct zkl_msg m;
+	void *obj;                 /* struct zkl_watch or struct zkl_revwatch */
+	int type;
+};
+
+/* A revocation watch's read. */
+struct revread_msg {
+	struct zkl_msg m;
+	struct zkl_revwatch *rv;
+	int rc;
+	bool revoke;               /* the data asks the holder to let go */
+	bool has_value;            /* a shared count's four bytes */
+	int32_t value;
+};
+
+/* A session event, with what the handle said when it happened. */
+struct session_msg {
+	struct zkl_msg m;
+	struct zkl_session *s;
+	int state;
+	int64_t id;
+	int timeout;
+	struct zkl_event *e;
+};
+
+static void msg_apply(zkl_client *c, struct zkl_msg *m);
+
+/* Hands m to the loop (no lock held), or applies it here (external_loop). The loop is
+ * woken unless `lazy`: then m waits for its next turn. */
+static void inbox_post(zkl_client *c, struct zkl_msg *m, bool lazy)
+{
+	if (c->external) {
+		pthread_mutex_lock(&c->mu);
+		msg_apply(c, m);
+		pthread_mutex_unlock(&c->mu);
+		return;
+	}
+	m->next = NULL;
+	pthread_mutex_lock(&c->inbox_mu);
+	if (c->inbox_tail)
+		c->inbox_tail->next = m;
+	else
+		c->inbox = m;
+	c->inbox_tail = m;
+	if (!lazy || atomic_load(&c->hurry)) {
+		c->kicks++;
+		pthread_cond_broadcast(&c->inbox_cv);
+	}
+	pthread_mutex_unlock(&c->inbox_mu);
+}
+
+/* Applies what is in the inbox, in the order it came (mu held). */
+static void inbox_drain(zkl_client *c)
+{
+	pthread_mutex_lock(&c->inbox_mu);
+	struct zkl_msg *m = c->inbox;
+	c->inbox = c->inbox_tail = NULL;
+	pthread_mutex_unlock(&c->inbox_mu);
+	while (m) {
+		struct zkl_msg *next = m->next;
+		msg_apply(c, m);
+		m = next;
+	}
+}
+
+static uint64_t kicks_now(zkl_client *c)
+{
+	pthread_mutex_lock(&c->inbox_mu);
+	uint64_t k = c->kicks;
+	pthread_mutex_unlock(&c->inbox_mu);
+	return k;
+}
+
+/* Waits (mu held, released meanwhile) until the loop was woken after kicks read k, or
+ * until deadline; returns true if the deadline passed. Then applies the inbox. */
+static bool inbox_wait(zkl_client *c, uint64_t k, int64_t deadline)
+{
+	bool timed = false;
+	pthread_mutex_lock(&c->inbox_mu);
+	if (!c->inbox && c->kicks == k) {
+		pthread_mutex_unlock(&c->mu);
+		while (!c->inbox && c->kicks == k)
+			if ((timed = zkl_cond_wait_until(&c->inbox_cv, &c->inbox_mu, deadline)))
+				break;
+		pthread_mutex_unlock(&c->inbox_mu);
+		pthread_mutex_lock(&c->mu);
+	} else {
+		pthread_mutex_unlock(&c->inbox_mu);
+	}
+	inbox_drain(c);
+	return timed;
+}
+
+/* Waits (mu held) for the C client to tell something, on any thread: the event thread
+ * and a closing one apply the inbox themselves. Returns true if the deadline passed. */
+static bool io_wait(zkl_client *c, int64_t deadline)
+{
+	if (c->external)
+		return zkl_cond_wait_until(&c->ev_cv, &c->mu, deadline);
+	return inbox_wait(c, kicks_now(c), deadline);
+}
 static void revwatch_put(zkl_client *c, struct zkl_revwatch *rv);
 static bool watch_unregister_locked(struct zkl_watch *wt);
 static void watch_register(zkl_client *c, struct zkl_op *op, struct zkl_watch *wt,
@@ -268,14 +391,14 @@ int zkl_wait_connected(zkl_client *c, struct zkl_waiter *w, int64_t deadline)
 /* Sessions */
 
 /* A session event of s's handle (mu held): noted, and queued for the loop. */
-static void session_event_locked(zkl_client *c, struct zkl_session *s, zhandle_t *zh,
-                                 int state, struct zkl_event *e)
+static void session_event_locked(zkl_client *c, struct zkl_session *s, int state,
+                                 int64_t id, int timeout, struct zkl_event *e)
 {
 	if (state == ZOO_CONNECTED_STATE) {
 		s->connected = true;
 		s->ever_connected = true;
-		s->id = c->zk->session_id(zh);
-		c->timeout_ms = c->zk->timeout(zh);
+		s->id = id;
+		c->timeout_ms = timeout;
 	} else {
 		s->connected = false;
 		if (state == ZOO_EXPIRED_SESSION_STATE)
@@ -302,10 +425,20 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
 	if (type != ZOO_SESSION_EVENT)
 		return;
 	zkl_client *c = s->c;
+	struct session_msg *m = malloc(sizeof *m);
 	struct zkl_event *e = malloc(sizeof *e);
-	pthread_mutex_lock(&c->mu);
-	session_event_locked(c, s, zh, state, e);
-	pthread_mutex_unlock(&c->mu);
+	/* The handle is read here: by the time the loop applies the event it may be closed. */
+	int64_t id = state == ZOO_CONNECTED_STATE ? c->zk->session_id(zh) : 0;
+	int timeout = state == ZOO_CONNECTED_STATE ? c->zk->timeout(zh) : 0;
+	if (!m) {
+		pthread_mutex_lock(&c->mu);
+		session_event_locked(c, s, state, id, timeout, e);
+		pthread_mutex_unlock(&c->mu);
+		return;
+	}
+	*m = (struct session_msg){.m.kind = MSG_SESSION, .s = s, .state = state, .id = id,
+	                          .timeout = timeout, .e = e};
+	inbox_post(c, &m->m, false);
 }
 
 /* Adopted handles (zkl_client_adopt): the application's global watcher is chained behind
@@ -339,7 +472,9 @@ static void adopted_watcher(zhandle_t *zh, int type, int state, const char *path
 		struct zkl_event *e = malloc(sizeof *e);
 		pthread_mutex_lock(&c->mu);
 		if (c->sess->zh == zh && !c->closing)
-			session_event_locked(c, c->sess, zh, state, e);
+			session_event_locked(c, c->sess, state,
+			                     state == ZOO_CONNECTED_STATE ? c->zk->session_id(zh) : 0,
+			                     state == ZOO_CONNECTED_STATE ? c->zk->timeout(zh) : 0, e);
 		else
 			free(e);
 		pthread_mutex_unlock(&c->mu);
@@ -414,7 +549,7 @@ static void session_free(zkl_client *c, struct zkl_session *s)
 		size_t n = 0, cap = 0;
 		pthread_mutex_lock(&c->mu);
 		while (s->inflight > 0)
-			zkl_cond_wait_until(&c->ev_cv, &c->mu, zkl_now_ms() + 100);
+			io_wait(c, zkl_now_ms() + 100);
 		for (struct zkl_watch *wt = s->watches; wt; wt = wt->next)
 			cap++;
 		for (struct zkl_revwatch *rv = c->revwatches; rv; rv = rv->next)
@@ -439,6 +574,8 @@ static void session_free(zkl_client *c, struct zkl_session *s)
 		c->zk->close(s->zh);
 	}
 	pthread_mutex_lock(&c->mu);
+	/* What the C client said before the close is applied before s goes. */
+	inbox_drain(c);
 	while (s->watches) {
 		struct zkl_watch *wt = s->watches;
 		s->watches = wt->next;
@@ -515,7 +652,8 @@ static void op_finish_locked(zkl_client *c, struct zkl_op *op, int rc)
 	if (s == c->sess && s->given_up && zkl_zk_answered(rc) && op->sent_at > s->given_up_at) {
 		/* An adopted session given up for lost is alive after all: it counts again. */
 		s->given_up = false;
-		session_event_locked(c, s, s->zh, ZOO_CONNECTED_STATE, malloc(sizeof(struct zkl_event)));
+		session_event_locked(c, s, ZOO_CONNECTED_STATE, c->zk->session_id(s->zh),
+		                     c->zk->timeout(s->zh), malloc(sizeof(struct zkl_event)));
 	}
 	/* The C client registers a watch only when the request succeeded. */
 	if (op->watch && rc != ZOK)
@@ -544,34 +682,34 @@ static void op_refused(zkl_client *c, struct zkl_op *op, int rc)
 	pthread_mutex_unlock(&c->mu);
 }
 
+/* A completion: what it carries is in op already, for the loop (completion thread). */
+static void op_answered(struct zkl_op *op, int rc)
+{
+	op->zrc = rc;
+	op->msg.kind = MSG_OP;
+	inbox_post(op->s->c, &op->msg, false);
+}
+
 static void string_stat_done(int rc, const char *value, const struct Stat *stat, const void *data)
 {
 	struct zkl_op *op = (struct zkl_op *)data;
-	zkl_client *c = op->s->c;
 	char *copy = (rc == ZOK && value) ? strdup(value) : NULL;
-	pthread_mutex_lock(&c->mu);
 	if (rc == ZOK && stat)
 		op->stat = *stat;
 	op->value = copy;
 	if (rc == ZOK && value && !copy)
 		rc = ZSYSTEMERROR;
-	op_finish_locked(c, op, rc);
-	pthread_mutex_unlock(&c->mu);
+	op_answered(op, rc);
 }
 
 static void void_done(int rc, const void *data)
 {
-	struct zkl_op *op = (struct zkl_op *)data;
-	zkl_client *c = op->s->c;
-	pthread_mutex_lock(&c->mu);
-	op_finish_locked(c, op, rc);
-	pthread_mutex_unlock(&c->mu);
+	op_answered((struct zkl_op *)data, rc);
 }
 
 static void strings_done(int rc, const struct String_vector *strings, const void *data)
 {
 	struct zkl_op *op = (struct zkl_op *)data;
-	zkl_client *c = op->s->c;
 	char **names = NULL;
 	int count = 0;
 	if (rc == ZOK && strings && strings->count > 0) {
@@ -586,18 +724,15 @@ static void strings_done(int rc, const struct String_vector *strings, const void
 		if (!names || count < strings->count)
 			rc = ZSYSTEMERROR;
 	}
-	pthread_mutex_lock(&c->mu);
 	op->names = names;
 	op->count = count;
-	op_finish_locked(c, op, rc);
-	pthread_mutex_unlock(&c->mu);
+	op_answered(op, rc);
 }
 
 static void data_done(int rc, const char *value, int len, const struct Stat *stat,
                       const void *data)
 {
 	struct zkl_op *op = (struct zkl_op *)data;
-	zkl_client *c = op->s->c;
 	char *copy = NULL;
 	if (rc == ZOK) {
 		int n = len > 0 ? len : 0;
@@ -611,24 +746,19 @@ static void data_done(int rc, const char *value, int len, const struct Stat *sta
 		}
 		len = n;
 	}
-	pthread_mutex_lock(&c->mu);
 	if (rc == ZOK && stat)
 		op->stat = *stat;
 	op->value = copy;
 	op->value_len = copy ? len : 0;
-	op_finish_locked(c, op, rc);
-	pthread_mutex_unlock(&c->mu);
+	op_answered(op, rc);
 }
 
 static void stat_done(int rc, const struct Stat *stat, const void *data)
 {
 	struct zkl_op *op = (struct zkl_op *)data;
-	zkl_client *c = op->s->c;
-	pthread_mutex_lock(&c->mu);
 	if (rc == ZOK && stat)
 		op->stat = *stat;
-	op_finish_locked(c, op, rc);
-	pthread_mutex_unlock(&c->mu);
+	op_answered(op, rc);
 }
 
 struct zkl_op *zkl_op_create(zkl_client *c, struct zkl_waiter *w, const char *path,
@@ -711,14 +841,9 @@ static void watch_register(zkl_client *c, struct zkl_op *op, struct zkl_watch *w
 	pthread_mutex_unlock(&c->mu);
 }
 
-static void node_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+/* A node watch's event (mu held). The C client's reference keeps wt until then. */
+static void node_watch_apply(zkl_client *c, struct zkl_watch *wt, int type)
 {
-	(void)zh;
-	(void)state;
-	(void)path;
-	struct zkl_watch *wt = ctx;
-	zkl_client *c = wt->s->c;
-	pthread_mutex_lock(&c->mu);
 	if (wt->w)
 		zkl_waiter_wake(c, wt->w);
 	/* Session events reach every registered watcher and leave it registered; only a
@@ -728,7 +853,24 @@ static void node_watcher(zhandle_t *zh, int type, int state, const char *path, v
 		wt->event = type;
 		watch_unregister_locked(wt);
 	}
-	pthread_mutex_unlock(&c->mu);
+}
+
+static void node_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+	(void)zh;
+	(void)state;
+	(void)path;
+	struct zkl_watch *wt = ctx;
+	zkl_client *c = wt->s->c;
+	struct watch_msg *m = malloc(sizeof *m);
+	if (!m) {
+		pthread_mutex_lock(&c->mu);
+		node_watch_apply(c, wt, type);
+		pthread_mutex_unlock(&c->mu);
+		return;
+	}
+	*m = (struct watch_msg){.m.kind = MSG_WATCH, .obj = wt, .type = type};
+	inbox_post(c, &m->m, false);
 }
 
 struct zkl_watch *zkl_watch_new(zkl_client *c, struct zkl_waiter *w)
@@ -1135,30 +1277,36 @@ static void task_free(struct zkl_task *t)
 	free(t);
 }
 
+/* A task's request answered (mu held): a delete, or the search of a FIND_DELETE, whose
+ * find is in t->found. */
+static void task_answered(zkl_client *c, struct zkl_task *t, int rc)
+{
+	if (--t->s->inflight == 0)
+		loop_wake(c);
+	if (t->kind == TASK_DELETE && (rc == ZOK || rc == ZNONODE)) {
+		/* Done: the usual end of a release. */
+		task_drop(c, t);
+		return;
+	}
+	t->rc = rc;
+	t->done = true;
+	task_move(c, t, false);
+	loop_wake(c);
+}
+
 static void task_void_done(int rc, const void *data)
 {
 	struct zkl_task *t = (struct zkl_task *)data;
-	zkl_client *c = t->s->c;
-	pthread_mutex_lock(&c->mu);
-	if (--t->s->inflight == 0)
-		loop_wake(c);
-	if (rc == ZOK || rc == ZNONODE) {
-		/* Done: the usual end of a release, finished here without waking the event
-		 * thread. */
-		task_drop(c, t);
-	} else {
-		t->rc = rc;
-		t->done = true;
-		task_move(c, t, false);
-		loop_wake(c);
-	}
-	pthread_mutex_unlock(&c->mu);
+	t->zrc = rc;
+	t->msg.kind = MSG_TASK;
+	/* A delete done is the usual end of a release: nothing to do but forget the task,
+	 * on the loop's next turn. */
+	inbox_post(t->s->c, &t->msg, rc == ZOK || rc == ZNONODE);
 }
 
 static void task_strings_done(int rc, const struct String_vector *sv, const void *data)
 {
 	struct zkl_task *t = (struct zkl_task *)data;
-	zkl_client *c = t->s->c;
 	char *found = NULL;
 	if (rc == ZOK && sv) {
 		for (int i = 0; i < sv->count; i++) {
@@ -1168,15 +1316,10 @@ static void task_strings_done(int rc, const struct String_vector *sv, const void
 			}
 		}
 	}
-	pthread_mutex_lock(&c->mu);
-	t->rc = rc;
 	t->found = found;
-	t->done = true;
-	task_move(c, t, false);
-	if (--t->s->inflight == 0)
-		loop_wake(c);
-	loop_wake(c);
-	pthread_mutex_unlock(&c->mu);
+	t->zrc = rc;
+	t->msg.kind = MSG_TASK;
+	inbox_post(t->s->c, &t->msg, false);
 }
 
 /* One pass over the tasks (event thread, mu held). Returns the earliest time a task
@@ -1322,6 +1465,16 @@ void zkl_revwatch_remove(zkl_client *c, struct zkl_revwatch *rv)
 	revwatch_put(c, rv);
 }
 
+/* A revocation watch's event (mu held). */
+static void revwatch_event_apply(zkl_client *c, struct zkl_revwatch *rv, int type)
+{
+	rv->registered = false;
+	if (type == ZOO_CHANGED_EVENT)
+		rv->want_read = true;
+	loop_wake(c);
+	revwatch_put(c, rv);
+}
+
 static void revwatch_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 {
 	(void)zh;
@@ -1331,14 +1484,18 @@ static void revwatch_watcher(zhandle_t *zh, int type, int state, const char *pat
 	if (type == ZOO_SESSION_EVENT)
 		return;
 	zkl_client *c = rv->s->c;
-	pthread_mutex_lock(&c->mu);
-	rv->registered = false;
-	if (type == ZOO_CHANGED_EVENT)
-		rv->want_read = true;
-	loop_wake(c);
-	revwatch_put(c, rv);
-	pthread_mutex_unlock(&c->mu);
+	struct watch_msg *m = malloc(sizeof *m);
+	if (!m) {
+		pthread_mutex_lock(&c->mu);
+		revwatch_event_apply(c, rv, type);
+		pthread_mutex_unlock(&c->mu);
+		return;
+	}
+	*m = (struct watch_msg){.m.kind = MSG_REVWATCH, .obj = rv, .type = type};
+	inbox_post(c, &m->m, false);
 }
+
+static void revread_apply(zkl_client *c, const struct revread_msg *m);
 
 static void revwatch_read_done(int rc, const char *value, int len, const struct Stat *stat,
                                const void *data)
@@ -1346,9 +1503,31 @@ static void revwatch_read_done(int rc, const char *value, int len, const struct 
 	(void)stat;
 	struct zkl_revwatch *rv = (struct zkl_revwatch *)data;
 	zkl_client *c = rv->s->c;
-	bool revoke = rc == ZOK && len == (int)strlen(ZKL_REVOKE_DATA) &&
-	              memcmp(value, ZKL_REVOKE_DATA, (size_t)len) == 0;
-	pthread_mutex_lock(&c->mu);
+	struct revread_msg one = {.m.kind = MSG_REVREAD, .rv = rv, .rc = rc};
+	one.revoke = rc == ZOK && len == (int)strlen(ZKL_REVOKE_DATA) &&
+	             memcmp(value, ZKL_REVOKE_DATA, (size_t)len) == 0;
+	if (rc == ZOK && len == 4) {
+		const unsigned char *b = (const unsigned char *)value;
+		one.has_value = true;
+		one.value = (int32_t)((uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 |
+		                      (uint32_t)b[2] << 8 | (uint32_t)b[3]);
+	}
+	struct revread_msg *m = malloc(sizeof *m);
+	if (!m) {
+		pthread_mutex_lock(&c->mu);
+		revread_apply(c, &one);
+		pthread_mutex_unlock(&c->mu);
+		return;
+	}
+	*m = one;
+	inbox_post(c, &m->m, false);
+}
+
+/* A revocation watch's read answered (mu held). */
+static void revread_apply(zkl_client *c, const struct revread_msg *m)
+{
+	struct zkl_revwatch *rv = m->rv;
+	int rc = m->rc;
 	rv->inflight = false;
 	if (rc != ZOK && rv->registered) {
 		/* No watch was left with the C client. */
@@ -1357,12 +1536,10 @@ static void revwatch_read_done(int rc, const char *value, int len, const struct 
 	}
 	if (zkl_zk_transient(rc))
 		rv->want_read = true;
-	if (revoke && rv->fn)
+	if (m->revoke && rv->fn)
 		rv->requests++;
-	if (rv->value && rv->active && rc == ZOK && len == 4) {
-		const unsigned char *b = (const unsigned char *)value;
-		*rv->value = (int32_t)((uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 |
-		                       (uint32_t)b[2] << 8 | (uint32_t)b[3]);
+	if (rv->value && rv->active && m->has_value) {
+		*rv->value = m->value;
 		++*rv->epoch;
 		wake_all(c);
 	}
@@ -1370,7 +1547,6 @@ static void revwatch_read_done(int rc, const char *value, int len, const struct 
 		loop_wake(c);
 	loop_wake(c);
 	revwatch_put(c, rv);
-	pthread_mutex_unlock(&c->mu);
 }
 
 /* Arms watches and dispatches requests (event thread, mu held). */
@@ -1420,6 +1596,44 @@ static void revwatches_run(zkl_client *c)
 }
 
 /* ------------------------------------------------------------------------------------ */
+/* The inbox's messages applied */
+
+static void msg_apply(zkl_client *c, struct zkl_msg *m)
+{
+	switch ((enum msg_kind)m->kind) {
+	case MSG_OP: {
+		struct zkl_op *op = (struct zkl_op *)((char *)m - offsetof(struct zkl_op, msg));
+		op_finish_locked(c, op, op->zrc);
+		return;
+	}
+	case MSG_TASK: {
+		struct zkl_task *t = (struct zkl_task *)((char *)m - offsetof(struct zkl_task, msg));
+		task_answered(c, t, t->zrc);
+		return;
+	}
+	case MSG_WATCH: {
+		struct watch_msg *w = (struct watch_msg *)m;
+		node_watch_apply(c, w->obj, w->type);
+		break;
+	}
+	case MSG_REVWATCH: {
+		struct watch_msg *w = (struct watch_msg *)m;
+		revwatch_event_apply(c, w->obj, w->type);
+		break;
+	}
+	case MSG_REVREAD:
+		revread_apply(c, (struct revread_msg *)m);
+		break;
+	case MSG_SESSION: {
+		struct session_msg *e = (struct session_msg *)m;
+		session_event_locked(c, e->s, e->state, e->id, e->timeout, e->e);
+		break;
+	}
+	}
+	free(m);
+}
+
+/* ------------------------------------------------------------------------------------ */
 /* Holds */
 
 void zkl_hold_add(zkl_client *c, struct zkl_hold *h, uint64_t gen)
@@ -1434,8 +1648,10 @@ void zkl_hold_add(zkl_client *c, struct zkl_hold *h, uint64_t gen)
 	if (c->holds)
 		c->holds->prev = h;
 	c->holds = h;
-	if (h->lost)
+	if (h->lost) {
+		c->holds_lost = true;
 		loop_wake(c);
+	}
 }
 
 void zkl_hold_remove(zkl_client *c, struct zkl_hold *h)
@@ -1454,9 +1670,14 @@ void zkl_hold_remove(zkl_client *c, struct zkl_hold *h)
 }
 
 /* Marks every hold of a session other than the current one lost, and calls on_lost for
- * each once, with mu released (event thread). */
+ * each once, with mu released (event thread). Every turn of the loop calls it: it looks
+ * through the holds only when the session changed or a hold was marked lost since it
+ * last found nothing to do, so that a client holding many locks does not pay for them
+ * on every answer. */
 static void holds_notify(zkl_client *c)
 {
+	if (c->holds_gen == c->gen && !c->holds_lost)
+		return;
 	for (;;) {
 		struct zkl_hold *h;
 		for (h = c->holds; h; h = h->next) {
@@ -1465,8 +1686,12 @@ static void holds_notify(zkl_client *c)
 			if (h->lost && !h->notified)
 				break;
 		}
-		if (!h)
+		if (!h) {
+			/* One look through them all, mu held throughout, found nothing. */
+			c->holds_gen = c->gen;
+			c->holds_lost = false;
 			return;
+		}
 		h->notified = true;
 		h->dispatching = true;
 		pthread_mutex_unlock(&c->mu);
@@ -1646,6 +1871,7 @@ static int64_t liveness_run(zkl_client *c)
 		for (struct zkl_hold *h = c->holds; h; h = h->next) {
 			if (h->gen == s->gen && !h->lost) {
 				h->lost = true;
+				c->holds_lost = true;
 				if (h->path)
 					zkl_task_delete(c, h->path, h->gen);
 			}
@@ -1673,6 +1899,7 @@ static int64_t liveness_run(zkl_client *c)
 		for (struct zkl_hold *h = c->holds; h; h = h->next)
 			if (h->gen == gen)
 				h->lost = true;
+		c->holds_lost = true;
 	}
 	holds_notify(c);
 	if (c->state != ZKL_STATE_LOST)
@@ -1747,6 +1974,7 @@ static int64_t loop_waiters_run(zkl_client *c)
 static int64_t loop_once(zkl_client *c)
 {
 	for (;;) {
+		inbox_drain(c);
 		while (c->events) {
 			struct zkl_event *e = c->events;
 			c->events = e->next;
@@ -1778,10 +2006,12 @@ static void *event_main(void *arg)
 	running_loop = c;
 	pthread_mutex_lock(&c->mu);
 	while (!c->closing) {
+		/* A wake-up while the turn runs (mu is released now and then) means another. */
+		uint64_t k = kicks_now(c);
 		int64_t next = loop_once(c);
 		if (c->closing || c->events || c->ready)
 			continue;
-		zkl_cond_wait_until(&c->ev_cv, &c->mu, next);
+		inbox_wait(c, k, next);
 	}
 	/* Acquisitions still under way see the client closing and end. */
 	loop_waiters_run(c);
@@ -1920,6 +2150,8 @@ static void client_free(zkl_client *c)
 	pthread_cond_destroy(&c->ev_cv);
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mu);
+	pthread_cond_destroy(&c->inbox_cv);
+	pthread_mutex_destroy(&c->inbox_mu);
 	if (c->efd >= 0)
 		close(c->efd);
 	free(c);
@@ -1987,8 +2219,8 @@ int zkl_client_handover(zkl_client *c, zhandle_t *zh)
 	if (c->zk->connected(zh)) {
 		pthread_mutex_lock(&c->mu);
 		if (c->sess == s && !s->connected)
-			session_event_locked(c, s, zh, ZOO_CONNECTED_STATE,
-			                     malloc(sizeof(struct zkl_event)));
+			session_event_locked(c, s, ZOO_CONNECTED_STATE, c->zk->session_id(zh),
+			                     c->zk->timeout(zh), malloc(sizeof(struct zkl_event)));
 		pthread_mutex_unlock(&c->mu);
 	}
 	return 0;
@@ -2052,6 +2284,8 @@ servers_checked:
 	c->zk = zk;
 	c->zk_self = zk_self;
 	pthread_mutex_init(&c->mu, NULL);
+	pthread_mutex_init(&c->inbox_mu, NULL);
+	zkl_cond_init(&c->inbox_cv);
 	zkl_cond_init(&c->cv);
 	zkl_cond_init(&c->ev_cv);
 	c->efd = -1;
@@ -2135,7 +2369,8 @@ servers_checked:
 		if (c->zk->connected(adopt)) {
 			pthread_mutex_lock(&c->mu);
 			if (!c->sess->connected)
-				session_event_locked(c, c->sess, adopt, ZOO_CONNECTED_STATE,
+				session_event_locked(c, c->sess, ZOO_CONNECTED_STATE,
+				                     c->zk->session_id(adopt), c->zk->timeout(adopt),
 				                     malloc(sizeof(struct zkl_event)));
 			pthread_mutex_unlock(&c->mu);
 		}
@@ -2221,6 +2456,9 @@ void zkl_client_close(zkl_client *c)
 {
 	if (!c)
 		return;
+	/* From now on every completion wakes the loop: close waits for them. */
+	atomic_store(&c->hurry, true);
+	loop_wake(c);
 	pthread_mutex_lock(&c->mu);
 	if (c->adopted) {
 		/* The session goes on without us: our nodes' background deletes must be done

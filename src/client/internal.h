@@ -2,8 +2,10 @@
  * (src/engine/) and the recipes. Never installed.
  *
  * Locking: every field below marked "mu" is guarded by the owning client's single mutex
- * `zkl_client.mu`. The C client's completion thread takes it briefly to record a result
- * and signal; nothing blocks while holding it, and no zoo_* call is made with it held. */
+ * `zkl_client.mu`; nothing blocks while holding it, and no zoo_* call is made with it
+ * held. The C client's completion thread does not take it: it queues what it hears in
+ * the client's inbox (inbox_mu) for the loop, except with external_loop, where it
+ * applies it under mu itself. */
 #ifndef ZKL_INTERNAL_H
 #define ZKL_INTERNAL_H
 
@@ -81,7 +83,16 @@ enum zkl_op_kind { ZKL_OP_CREATE, ZKL_OP_DELETE, ZKL_OP_CHILDREN, ZKL_OP_GET, ZK
                    ZKL_OP_SYNC };
 
 /* One asynchronous request. Two references: the waiting thread's and the completion's. */
+/* What the C client's completion thread tells the loop: a completion or a watch event,
+ * queued in the client's inbox (client.c) and applied by the loop under mu. */
+struct zkl_msg {
+	struct zkl_msg *next;      /* inbox_mu */
+	int kind;                  /* client.c's enum msg_kind */
+};
+
 struct zkl_op {
+	struct zkl_msg msg;        /* its completion, in the inbox */
+	int zrc;                   /* the completion's return code, until applied */
 	int refs;                  /* mu */
 	int64_t sent_at;           /* when the request went out (ms) */
 	enum zkl_op_kind kind;
@@ -179,6 +190,8 @@ struct zkl_client {
 	struct zkl_waiter *ready, *ready_tail; /* mu: loop waiters woken, to run in order */
 	int64_t loop_next;          /* mu: no loop waiter wants to run before this */
 	struct zkl_hold *holds;     /* mu */
+	uint64_t holds_gen;         /* mu: every hold of an older session has been found lost */
+	bool holds_lost;            /* mu: a hold was marked lost since (holds_notify() looks) */
 	struct zkl_revwatch *revwatches; /* mu */
 
 	/* The event thread: session events, user callbacks, background deletes. */
@@ -201,6 +214,14 @@ struct zkl_client {
 	size_t ntasks;
 	struct zkl_task_folder **task_folders;
 	size_t task_nbuckets, task_nfolders;
+	/* The inbox: what the C client's completion thread hands the loop. It takes only
+	 * inbox_mu (after mu when both are held); with a loop thread of the client's own it
+	 * never takes mu. kicks counts the loop's wake-ups. */
+	pthread_mutex_t inbox_mu;
+	pthread_cond_t inbox_cv;
+	struct zkl_msg *inbox, *inbox_tail; /* inbox_mu */
+	uint64_t kicks;                     /* inbox_mu */
+	atomic_bool hurry;                  /* closing: no message waits for a turn */
 	struct zkl_listener *listeners;         /* mu */
 	size_t nlisteners;
 	bool listener_running;                  /* mu */

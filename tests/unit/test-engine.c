@@ -908,9 +908,18 @@ struct hold_first {
 	atomic_int held;
 };
 
-static bool first_held(void *arg)
+
+/* The first request of k's kind held back: the hook has seen it, and the fake has put
+ * it back in the session's queue (it takes it out to ask the hook). */
+struct held_back {
+	struct fz *z;
+	struct hold_first *k;
+};
+
+static bool first_held_back(void *arg)
 {
-	return atomic_load(&((struct hold_first *)arg)->held) > 0;
+	struct held_back *h = arg;
+	return atomic_load(&h->k->held) > 0 && fz_queued(h->z, h->k->session, h->k->op) == 1;
 }
 
 static enum fz_action hold_first_request(void *arg, const struct fz_request *r, int *rc)
@@ -945,8 +954,8 @@ static void test_release_in_callback_does_not_wait(void **state)
 	arec_wait(&r); /* the callback returned: its release did not wait for the answer */
 	CHECK_OK(r.rc);
 	CHECK_OK(r.release_rc);
-	fz_wait(z, first_held, &k, "the delete held back");
-	assert_int_equal(fz_queued(z, k.session, FZ_DELETE), 1);
+	struct held_back hb = { z, &k };
+	fz_wait(z, first_held_back, &hb, "the delete held back");
 	fz_pause(z, k.session, false);
 	fzh_wait_children(z, "/locks/release-in-callback", 0);
 	fz_set_hook(z, NULL, NULL);
@@ -1041,7 +1050,8 @@ static void test_leader_view_cancel_then_deadline(void **state)
 	fz_set_hook(z, hold_first_request, &k);
 	struct arec r = { .z = z };
 	CHECK_OK(zkl_lock_acquire_async(l, 100, arec_cb, &r));
-	fz_wait(z, first_held, &k, "the node's create held back");
+	struct held_back hb = { z, &k };
+	fz_wait(z, first_held_back, &hb, "the node's create held back");
 	zkl_lock_cancel(l);
 	/* Past the 100 ms deadline, the create still held (time passing is the point), the
 	 * election runs again: a second cancel wakes it. */

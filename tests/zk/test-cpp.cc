@@ -794,6 +794,16 @@ static void test_multilock()
 	EXPECT(!ma.try_lock());
 	empty.unlock();
 	EXPECT(try_any(ma));
+
+	// The C view: the shared verbs, on the multi-lock.
+	zkl_lock *view = ml.native_lock();
+	EXPECT(view != nullptr);
+	EXPECT(std::string_view(zkl_lock_kind(view)) == "multilock");
+	EXPECT_EQ(zkl_lock_acquire(view, 5000), 0);
+	EXPECT(ml.is_held() && zkl_lock_is_held(view));
+	EXPECT_EQ(zkl_lock_token(view), int64_t{ZKL_ENOTSUP});
+	EXPECT_EQ(zkl_lock_release(view), 0);
+	EXPECT(!ml.is_held());
 }
 
 // ---- main ----

@@ -542,6 +542,188 @@ static void test_invalid(void **state)
 	zkl_client_close(c);
 }
 
+/* ---- asynchronous acquires of overlapping multi-locks on two clients, and a blocking
+ * one on a third, keep a shared counter whole ---- */
+
+/* Rounds of one asynchronous multi-lock, each started from the previous round's callback
+ * after its release: everything runs on the client's event thread. */
+struct async_rounds {
+	zkl_lock *view;
+	int left;
+	h_excl *excl;
+	int errors;
+	int rc;         /* the last failure */
+	char error[256];
+	h_counter *done;
+};
+
+static void async_round(zkl_lock *l, int rc, void *data)
+{
+	struct async_rounds *r = data;
+	if (rc == 0) {
+		h_excl_section(r->excl);
+		rc = zkl_lock_release(l);
+	}
+	if (rc == 0 && --r->left > 0)
+		rc = zkl_lock_acquire_async(l, 30000, async_round, r);
+	if (rc != 0) {
+		r->errors++;
+		r->rc = rc;
+		snprintf(r->error, sizeof r->error, "%s: %s", zkl_strerror(rc), zkl_last_error());
+	}
+	if (rc != 0 || r->left == 0)
+		h_counter_add(r->done, 1);
+}
+
+struct blocking_rounds {
+	zkl_multilock *ml;
+	int rounds;
+	h_excl *excl;
+	int errors;
+	h_counter *done;
+};
+
+static void *blocking_round_thread(void *arg)
+{
+	struct blocking_rounds *b = arg;
+	for (int i = 0; i < b->rounds; i++) {
+		if (zkl_multilock_acquire(b->ml, 30000) != 0) {
+			b->errors++;
+			continue;
+		}
+		h_excl_section(b->excl);
+		if (zkl_multilock_release(b->ml) != 0)
+			b->errors++;
+	}
+	h_counter_add(b->done, 1);
+	return NULL;
+}
+
+static void test_async_overlapping(void **state)
+{
+	(void)state;
+	enum { ROUNDS = 40 };
+	const char *base = h_path("async-overlap");
+	const char *p[3] = { h_sub(base, "1"), h_sub(base, "2"), h_sub(base, "3") };
+	/* a: {1, 2} asynchronously; b: {2, 3} asynchronously; c: {1, 3} blocking. Every two
+	 * of them share a member, so at most one is inside at a time. */
+	static const int pick[3][2] = { { 0, 1 }, { 1, 2 }, { 0, 2 } };
+	zkl_client *c[3];
+	zkl_mutex *m[3][2];
+	zkl_multilock *ml[3];
+	for (int i = 0; i < 3; i++) {
+		c[i] = h_client(0);
+		CHECK_OK(zkl_multilock_new(&ml[i], ZKL_MULTILOCK_CANONICAL));
+		for (int j = 0; j < 2; j++) {
+			CHECK_OK(zkl_mutex_new(&m[i][j], c[i], p[pick[i][j]]));
+			CHECK_OK(zkl_multilock_add(ml[i], zkl_mutex_lock(m[i][j])));
+		}
+	}
+	h_excl excl = {0};
+	h_counter done;
+	h_counter_init(&done);
+	struct async_rounds r[2];
+	for (int i = 0; i < 2; i++) {
+		r[i] = (struct async_rounds){ .view = zkl_multilock_lock(ml[i]), .left = ROUNDS,
+		                              .excl = &excl, .done = &done };
+		CHECK_OK(zkl_lock_acquire_async(r[i].view, 30000, async_round, &r[i]));
+	}
+	struct blocking_rounds b = { .ml = ml[2], .rounds = ROUNDS, .excl = &excl,
+	                             .done = &done };
+	pthread_t th;
+	pthread_create(&th, NULL, blocking_round_thread, &b);
+	/* A deadlock shows as rounds that never end: fail rather than hang. */
+	if (!h_counter_wait(&done, 3, 120000))
+		fail_msg("the rounds did not finish: deadlock?");
+	pthread_join(th, NULL);
+	for (int i = 0; i < 2; i++)
+		if (r[i].errors)
+			fail_msg("async rounds of %d: %s", i, r[i].error);
+	assert_int_equal(b.errors, 0);
+	assert_int_equal(excl.max_inside, 1);
+	assert_int_equal(excl.total, 3 * ROUNDS);
+	for (int i = 0; i < 3; i++)
+		assert_false(zkl_multilock_is_held(ml[i]));
+	/* Nothing is left behind once the deletes sent on the loops are answered. */
+	for (int k = 0; k < 3; k++)
+		h_wait_children(p[k], 0);
+	for (int i = 0; i < 3; i++) {
+		zkl_multilock_free(ml[i]);
+		for (int j = 0; j < 2; j++)
+			zkl_mutex_free(m[i][j]);
+		zkl_client_close(c[i]);
+	}
+	h_counter_destroy(&done);
+}
+
+/* ---- asynchronous acquire on a real server: all or nothing ---- */
+
+static void test_async_all_or_nothing(void **state)
+{
+	(void)state;
+	struct three t;
+	three_open(&t, "async-aon");
+	zkl_mutex *other;
+	CHECK_OK(zkl_mutex_new(&other, t.b, t.p[1]));
+	zkl_lock *ol = zkl_mutex_lock(other);
+	CHECK_OK(zkl_lock_acquire(ol, -1));
+	zkl_lock *view = zkl_multilock_lock(t.ml);
+	h_counter done;
+	h_counter_init(&done);
+	struct async_rounds r = { .view = view, .left = 1, .excl = &(h_excl){0}, .done = &done };
+	CHECK_OK(zkl_lock_acquire_async(view, 300, async_round, &r));
+	assert_true(h_counter_wait(&done, 1, 20000));
+	assert_int_equal(r.errors, 1);
+	assert_int_equal(r.rc, ZKL_ETIMEDOUT);
+	assert_non_null(strstr(r.error, t.p[1]));
+	h_wait_children(t.p[0], 0);
+	assert_int_equal(h_children(t.p[1]), 1);
+	assert_true(h_children(t.p[2]) <= 0);
+	assert_true(other_can_take(t.b, t.p[0]));
+	CHECK_OK(zkl_lock_release(ol));
+	zkl_mutex_free(other);
+	h_counter_destroy(&done);
+	three_close(&t);
+}
+
+/* ---- one deadline for the whole asynchronous acquire, not one per member ---- */
+
+static void test_async_one_deadline(void **state)
+{
+	(void)state;
+	struct three t;
+	three_open(&t, "async-deadline");
+	struct staggered s = { .c = t.b, .p2 = t.p[1], .p3 = t.p[2], .ready = h_latch_new(),
+	                       .done = h_latch_new() };
+	pthread_t th;
+	pthread_create(&th, NULL, staggered_thread, &s);
+	assert_true(h_latch_wait(s.ready, 20000));
+	h_counter done;
+	h_counter_init(&done);
+	struct async_rounds r = { .view = zkl_multilock_lock(t.ml), .left = 1,
+	                          .excl = &(h_excl){0}, .done = &done };
+	/* Member 2 comes free after about 500 ms, member 3 never: with one deadline the
+	 * callback comes after about 1000 ms, with one per member after about 1500. */
+	int64_t t0 = now_ms();
+	CHECK_OK(zkl_lock_acquire_async(r.view, 1000, async_round, &r));
+	assert_true(h_counter_wait(&done, 1, 20000));
+	int64_t elapsed = now_ms() - t0;
+	assert_int_equal(r.rc, ZKL_ETIMEDOUT);
+	assert_true(elapsed >= 900);
+	assert_true(elapsed < 1400);
+	assert_non_null(strstr(r.error, t.p[2]));
+	h_wait_children(t.p[0], 0);
+	h_wait_children(t.p[1], 0);
+	assert_int_equal(h_children(t.p[2]), 1);
+	h_latch_set(s.done);
+	pthread_join(th, NULL);
+	CHECK_OK(s.rc);
+	h_latch_free(s.ready);
+	h_latch_free(s.done);
+	h_counter_destroy(&done);
+	three_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -553,6 +735,9 @@ int main(void)
 		cmocka_unit_test(test_as_added_order),
 		cmocka_unit_test(test_nesting_and_free),
 		cmocka_unit_test(test_opposite_orders),
+		cmocka_unit_test(test_async_overlapping),
+		cmocka_unit_test(test_async_all_or_nothing),
+		cmocka_unit_test(test_async_one_deadline),
 	};
 	return H_RUN(tests);
 }
