@@ -39,7 +39,7 @@
 #include "internal.h"
 
 #define MAXC 5   /* clients */
-#define MAXK 8   /* contenders */
+#define MAXK 12  /* contenders (with --multi, a multi-lock's second member too) */
 #define MAXF 24  /* faults */
 #define MAXP 3   /* lock paths */
 
@@ -182,16 +182,23 @@ struct client {
 	int timeout;
 };
 
-enum kind { K_MUTEX, K_READ, K_WRITE, K_SEM, K_SEMMUTEX, K_LEADER };
+enum kind { K_MUTEX, K_READ, K_WRITE, K_SEM, K_SEMMUTEX, K_LEADER, K_MULTI };
 static const char *const kind_names[] = { "mutex", "read", "write", "semaphore",
-                                          "semaphore-mutex", "leader" };
+                                          "semaphore-mutex", "leader", "multi-lock" };
 
 enum cstate { CT_IDLE, CT_ACQUIRING, CT_HOLDING, CT_DONE };
 
+/* A multi-lock (K_MULTI, with --multi) holds two mutexes of its client, on its path and
+ * on its second member's: that member is a contender of its own in W.ct, its "shadow",
+ * never driven by itself, whose hold the multi-lock's grant records, so that every
+ * check of a path counts the multi-lock's hold there too. */
 struct contender {
 	int cl;
 	int path;            /* index in W.paths */
 	enum kind kind;
+	int shadow;          /* K_MULTI: index of its second member in W.ct */
+	int shadow_of;       /* a second member: its multi-lock's index; else -1 */
+	zkl_multilock *ml;
 	zkl_mutex *m;
 	zkl_rwlock *rw;
 	zkl_semaphore *sem;
@@ -267,6 +274,7 @@ struct options {
 	bool sem_peerdel;      /* peers delete semaphore nodes too */
 	bool known_sem;        /* the known semaphore stall is counted, not a failure */
 	bool leaders;          /* the mutex paths are leader elections (latches' views) */
+	bool multi;            /* mutex paths only; some contenders are multi-locks of two */
 };
 
 static struct world {
@@ -1184,7 +1192,7 @@ static bool clock_stood_still(const struct sess *s)
 
 static bool exclusive(enum kind k)
 {
-	return k == K_MUTEX || k == K_WRITE || k == K_SEMMUTEX || k == K_LEADER;
+	return k == K_MUTEX || k == K_WRITE || k == K_SEMMUTEX || k == K_LEADER || k == K_MULTI;
 }
 
 /* The server is about to expire s: a holder on it must have been told already (its own
@@ -1259,6 +1267,8 @@ static int64_t ms_to_start(void)
 static void contender_release(struct contender *t, int j, const char *where)
 {
 	t->believes = false;
+	if (t->kind == K_MULTI)
+		W.ct[t->shadow].believes = false;
 	int saved = W.cur;
 	W.cur = t->cl;
 	int rc = zkl_lock_release(t->l);
@@ -1363,35 +1373,15 @@ static void check_fifo(const struct contender *g, int gj)
 	}
 }
 
-static void on_acquired(zkl_lock *l, int rc, void *data)
+/* Contender t (index j) is told it holds, through view (its lock, or a multi-lock's
+ * member): what the server has is checked, and the hold noted for the checks. */
+static void hold_record(struct contender *t, int j, zkl_lock *view)
 {
-	struct contender *t = data;
-	int j = (int)(t - W.ct);
-	(void)l;
-	if (W.tearing_down) {
-		t->pending = false;
-		return;
-	}
-	if (!t->pending)
-		violation("contender %d: acquire callback without an acquire under way (rc %d)", j, rc);
-	t->pending = false;
-	t->calls++;
-	trace("contender %d: acquired -> %s", j, rc ? zkl_strerror(rc) : "held");
-	if (rc != 0) {
-		if (rc != ZKL_ETIMEDOUT && rc != ZKL_ECANCELED && rc != ZKL_ELOST)
-			violation("contender %d: acquire ended with %s (%s)", j, zkl_strerror(rc),
-			          zkl_last_error());
-		t->st = CT_IDLE;
-		t->cycles--;
-		t->next_at = ms_to_start();
-		return;
-	}
 	struct path_info *pi = &W.paths[t->path];
-	W.holds++;
 	t->believes = true;
 	t->voided = false;
-	t->token = zkl_lock_token(t->l);
-	int n = zkl_lock_node(t->l, t->node, sizeof t->node);
+	t->token = zkl_lock_token(view);
+	int n = zkl_lock_node(view, t->node, sizeof t->node);
 	if (n < 0)
 		violation("contender %d: held, but zkl_lock_node() says %s", j, zkl_strerror(n));
 	struct node *nd = find(t->node);
@@ -1436,6 +1426,39 @@ static void on_acquired(zkl_lock *l, int rc, void *data)
 	}
 	if (!t->voided && exclusive(t->kind))
 		check_fifo(t, j);
+}
+
+static void on_acquired(zkl_lock *l, int rc, void *data)
+{
+	struct contender *t = data;
+	int j = (int)(t - W.ct);
+	(void)l;
+	if (W.tearing_down) {
+		t->pending = false;
+		return;
+	}
+	if (!t->pending)
+		violation("contender %d: acquire callback without an acquire under way (rc %d)", j, rc);
+	t->pending = false;
+	t->calls++;
+	trace("contender %d: acquired -> %s", j, rc ? zkl_strerror(rc) : "held");
+	if (rc != 0) {
+		if (rc != ZKL_ETIMEDOUT && rc != ZKL_ECANCELED && rc != ZKL_ELOST)
+			violation("contender %d: acquire ended with %s (%s)", j, zkl_strerror(rc),
+			          zkl_last_error());
+		t->st = CT_IDLE;
+		t->cycles--;
+		t->next_at = ms_to_start();
+		return;
+	}
+	W.holds++;
+	if (t->kind == K_MULTI) {
+		struct contender *sh = &W.ct[t->shadow];
+		hold_record(t, j, zkl_mutex_lock(t->m));
+		hold_record(sh, t->shadow, zkl_mutex_lock(sh->m));
+	} else {
+		hold_record(t, j, t->l);
+	}
 	t->st = CT_HOLDING;
 	uint64_t r = rnd(20);
 	if (r == 0 && W.depth == 0 && W.cl[t->cl].sess && W.cl[t->cl].sess->lib_connected) {
@@ -1460,6 +1483,8 @@ static void on_lost(zkl_lock *l, int reason, void *data)
 		          t->st != CT_HOLDING ? "without a hold" : "twice for one hold");
 	t->losts++;
 	t->believes = false;
+	if (t->kind == K_MULTI)
+		W.ct[t->shadow].believes = false;
 }
 
 static int contender_make(struct contender *t)
@@ -1490,6 +1515,17 @@ static int contender_make(struct contender *t)
 		if ((rc = zkl_leader_new(&t->ld, c, path, NULL)) == 0)
 			t->l = zkl_leader_lock(t->ld);
 		break;
+	case K_MULTI: {
+		struct contender *sh = &W.ct[t->shadow];
+		if ((rc = zkl_mutex_new(&t->m, c, path)) != 0 ||
+		    (rc = zkl_mutex_new(&sh->m, c, W.paths[sh->path].path)) != 0 ||
+		    (rc = zkl_multilock_new(&t->ml, ZKL_MULTILOCK_CANONICAL)) != 0 ||
+		    (rc = zkl_multilock_add(t->ml, zkl_mutex_lock(t->m))) != 0 ||
+		    (rc = zkl_multilock_add(t->ml, zkl_mutex_lock(sh->m))) != 0)
+			break;
+		t->l = zkl_multilock_lock(t->ml);
+		break;
+	}
 	}
 	if (rc == 0)
 		rc = zkl_lock_on_lost(t->l, on_lost, t);
@@ -1500,12 +1536,18 @@ static void contender_free(struct contender *t)
 {
 	int saved = W.cur;
 	W.cur = t->cl;
+	zkl_multilock_free(t->ml); /* before its members */
+	if (t->kind == K_MULTI) {
+		zkl_mutex_free(W.ct[t->shadow].m);
+		W.ct[t->shadow].m = NULL;
+	}
 	zkl_mutex_free(t->m);
 	zkl_rwlock_free(t->rw);
 	zkl_semaphore_free(t->sem);
 	zkl_semaphore_mutex_free(t->sm);
 	zkl_leader_free(t->ld);
 	W.cur = saved;
+	t->ml = NULL;
 	t->m = NULL;
 	t->rw = NULL;
 	t->sem = NULL;
@@ -1962,12 +2004,14 @@ static void scenario(void)
 	int timeout = (int)between(2, 8) * 1000;
 	W.delay_max = between(1, 120);
 	W.fault_end = between(15000, 40000);
-	W.npaths = (int)between(1, 2);
+	W.npaths = W.o.multi ? (int)between(2, 3) : (int)between(1, 2);
 	for (int p = 0; p < W.npaths; p++) {
 		struct path_info *pi = &W.paths[p];
 		snprintf(pi->path, sizeof pi->path, "/locks/p%d", p);
 		static const enum kind kinds[] = { K_MUTEX, K_WRITE, K_SEM, K_SEMMUTEX };
 		pi->kind = kinds[rnd(4)];
+		if (W.o.multi)
+			pi->kind = K_MUTEX; /* a multi-lock's members are mutexes */
 		if (W.o.leaders && pi->kind == K_MUTEX)
 			pi->kind = K_LEADER; /* the same draws: the rest of the schedule is alike */
 		pi->max = pi->kind == K_SEM ? (int)between(1, 3) : 1;
@@ -1983,10 +2027,28 @@ static void scenario(void)
 		t->cycles = t->cycles0 = (int)between(1, 4);
 		t->st = CT_IDLE;
 		t->next_at = between(0, 2000);
+		t->shadow_of = -1;
+		if (W.o.multi && rnd(2)) {
+			/* A multi-lock of this path and another: its second member goes after the
+			 * contenders drawn (their mask bits stay theirs). */
+			t->kind = K_MULTI;
+			t->shadow = -1 - (int)rnd((uint64_t)W.npaths - 1); /* placed below */
+		}
 		if (!(W.o.cont_mask & (1u << j))) {
 			t->st = CT_DONE;
 			t->cycles = 0;
 		}
+	}
+	for (int j = 0, drawn = W.nct; j < drawn; j++) {
+		struct contender *t = &W.ct[j];
+		if (t->kind != K_MULTI)
+			continue;
+		int other = -1 - t->shadow;
+		struct contender *sh = &W.ct[W.nct];
+		*sh = (struct contender){ .cl = t->cl, .kind = K_MUTEX, .shadow_of = j,
+		                          .path = other >= t->path ? other + 1 : other,
+		                          .st = CT_DONE, .next_at = INT64_MAX };
+		t->shadow = W.nct++;
 	}
 	for (int k = 0; k < W.ncl; k++) {
 		W.cl[k].timeout = timeout;
@@ -2050,9 +2112,11 @@ static void print_schedule(FILE *f)
 		        W.paths[p].kind == K_SEM ? (W.paths[p].max == 1 ? " (1 lease)" :
 		        W.paths[p].max == 2 ? " (2 leases)" : " (3 leases)") : "");
 	for (int j = 0; j < W.nct; j++)
-		if (W.o.cont_mask & (1u << j))
-			fprintf(f, "  contender %d: client %d, %s on %s, %d cycles\n", j, W.ct[j].cl,
-			        kind_names[W.ct[j].kind], W.paths[W.ct[j].path].path,
+		if (W.o.cont_mask & (1u << j) && W.ct[j].shadow_of < 0)
+			fprintf(f, "  contender %d: client %d, %s on %s%s%s, %d cycles\n", j,
+			        W.ct[j].cl, kind_names[W.ct[j].kind], W.paths[W.ct[j].path].path,
+			        W.ct[j].kind == K_MULTI ? " and " : "",
+			        W.ct[j].kind == K_MULTI ? W.paths[W.ct[W.ct[j].shadow].path].path : "",
 			        W.ct[j].cycles0);
 	for (int i = 0; i < W.nf; i++)
 		if (W.o.fault_mask & (1u << i))
@@ -2061,7 +2125,7 @@ static void print_schedule(FILE *f)
 	fprintf(f, "replay: tests/sim/run --seed %" PRIu64 " --faults 0x%x --contenders 0x%x%s%s%s "
 	        "--trace\n", W.o.seed, W.o.fault_mask & ((1u << W.nf) - 1),
 	        W.o.cont_mask & ((1u << W.nct) - 1),
-	        W.o.leaders ? " --leaders" : "",
+	        W.o.leaders ? " --leaders" : W.o.multi ? " --multi" : "",
 	        W.o.sem_peerdel ? " --semaphore-peer-deletes" : "",
 	        W.o.known_sem ? " --known-semaphore-stall" : "");
 }
@@ -2156,7 +2220,7 @@ static int run(const struct options *o, struct stats *out)
 		if (rc != 0)
 			violation("client %d: open failed: %s (%s)", k, zkl_strerror(rc), zkl_last_error());
 		for (int j = 0; j < W.nct; j++) {
-			if (W.ct[j].cl != k || !(o->cont_mask & (1u << j)))
+			if (W.ct[j].cl != k || !(o->cont_mask & (1u << j)) || W.ct[j].shadow_of >= 0)
 				continue;
 			W.cur = k;
 			rc = contender_make(&W.ct[j]);
@@ -2170,7 +2234,8 @@ static int run(const struct options *o, struct stats *out)
 	run_until(W.fault_end, NULL);
 	int64_t bound = W.fault_end + 4 * W.cl[0].timeout;
 	for (int j = 0; j < W.nct; j++)
-		bound += (int64_t)W.ct[j].cycles * (2500 + 2 * W.cl[0].timeout + 3 * W.cl[0].timeout);
+		bound += (int64_t)W.ct[j].cycles * (2500 + 2 * W.cl[0].timeout + 3 * W.cl[0].timeout) *
+		         (W.ct[j].kind == K_MULTI ? 2 : 1);
 	run_until(bound, all_done);
 	bool known = false;
 	if (!all_done()) {
@@ -2529,7 +2594,10 @@ static void usage(void)
 	        "                                  for replays on code before its fix)\n"
 	        "         --semaphore-peer-deletes (a peer deletes semaphore nodes too)\n"
 	        "         --leaders (the mutex paths are leader elections, through the\n"
-	        "           latch's lock view)\n", MAXJOBS);
+	        "           latch's lock view)\n"
+	        "         --multi (mutex paths only; about half the contenders are multi-locks\n"
+	        "           of two of them, taken asynchronously through the multi-lock's view)\n",
+	        MAXJOBS);
 	exit(2);
 }
 
@@ -2573,6 +2641,8 @@ int main(int argc, char **argv)
 			o.known_sem = true;
 		} else if (strcmp(a, "--leaders") == 0) {
 			o.leaders = true;
+		} else if (strcmp(a, "--multi") == 0) {
+			o.multi = true;
 		} else if (strcmp(a, "--keep-going") == 0) {
 			keep_going = keep_going_g = true;
 		} else if (strcmp(a, "--no-shrink") == 0) {
@@ -2580,6 +2650,11 @@ int main(int argc, char **argv)
 		} else {
 			usage();
 		}
+	}
+	if (o.leaders && o.multi) {
+		fprintf(stderr, "zkl-sim: --leaders and --multi do not go together (a multi-lock's "
+		        "members are mutexes)\n");
+		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	shared = mmap(NULL, sizeof *shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
