@@ -528,7 +528,10 @@ static int on_lead(zkl_client *c, struct election *e)
 {
 	if (!want_in(e))
 		return end_lead(e, e->view_pending ? view_check(e) : ZKL_ECLOSED);
-	if (e->hold.lost || e->node.gen != c->gen)
+	/* Past the loss deadline the session may be gone already: the loop gives it up on
+	 * this turn, after the waiters run, so a leadership read now must not begin (an
+	 * answer read after a long stop proves nothing of the session today). */
+	if (e->hold.lost || e->node.gen != c->gen || zkl_now_ms() >= zkl_lost_at(c))
 		return end_lead(e, ZKL_ELOST);
 	if (e->interrupt)
 		return end_lead(e, ZKL_ECANCELED);
