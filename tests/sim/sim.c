@@ -177,6 +177,7 @@ struct client {
 	int64_t wait_until;   /* until when (server clock), if it runs */
 	uint64_t delivered;   /* deliveries so far: wakes a blocked wait */
 	bool owed;            /* a hold of it must be told lost as soon as it runs again */
+	int64_t faulted_until; /* the end of the last fault that touched it */
 	bool stopped_expiry;  /* a session of it expired while its clock stood still, and it
 	                       * has not opened another since: it cannot know */
 	int timeout;
@@ -223,6 +224,11 @@ struct contender {
 	int64_t deadline;
 	int64_t acq_sess;
 	char first[ZKL_NODE_MAX]; /* its first node on that session ("": none yet) */
+	/* A revocable mutex: its holds last longer, and a request to give its node up must
+	 * reach it (the revoke callback) while nothing else gets in the way. */
+	bool revocable;
+	int64_t revoke_at;   /* a request for the current hold's node: when (0: none) */
+	bool revoke_told;
 };
 
 enum fkind {
@@ -242,12 +248,14 @@ enum fkind {
 	F_PEERWRITE, /* a peer writes over the data of a lock node (an operator, a revocation
 	              * request): its watchers hear a change, not a deletion. Not drawn by
 	              * itself: half of the stray faults become this one (see scenario()) */
+	F_REVOKE,    /* a revocation request (the revoke marker written over a revocable
+	              * mutex holder's node, as zkl_revoke() does) */
 	F_NKINDS
 };
 static const char *const fault_names[] = { "lose-answer", "drop", "expire", "freeze", "suspend",
                                            "crash", "peer-delete", "stray", "cut-c>s",
                                            "cut-s>c", "lose-create+cut-s>c",
-                                           "peer-write" };
+                                           "peer-write", "revoke" };
 
 struct fault {
 	enum fkind kind;
@@ -1452,6 +1460,8 @@ static void on_acquired(zkl_lock *l, int rc, void *data)
 		return;
 	}
 	W.holds++;
+	t->revoke_at = 0;
+	t->revoke_told = false;
 	if (t->kind == K_MULTI) {
 		struct contender *sh = &W.ct[t->shadow];
 		hold_record(t, j, zkl_mutex_lock(t->m));
@@ -1468,6 +1478,48 @@ static void on_acquired(zkl_lock *l, int rc, void *data)
 	}
 	int to = W.cl[t->cl].timeout;
 	t->next_at = W.now + (r == 1 ? between(to, 2 * to) : between(0, 2500));
+	if (t->revocable && r > 1)
+		t->next_at = W.now + between(0, 4 * to); /* time for a revocation request */
+}
+
+/* How long a revocation request may take to reach a holder whose client nothing else
+ * disturbs: the write's watch event, the read of the node's data, each way. */
+static int64_t revoke_bound(const struct contender *t)
+{
+	return 4 * W.delay_max + 2000 + W.cl[t->cl].timeout / 3;
+}
+
+/* A revocation request for a hold of t that is still held when t lets go by itself must
+ * have reached it, unless something disturbed its client meanwhile. */
+static void check_revoke_told(const struct contender *t, int j)
+{
+	const struct client *cl = &W.cl[t->cl];
+	if (!t->revoke_at || t->revoke_told || !t->believes || t->voided || !alive(t->sess) ||
+	    cl->faulted_until + cl->timeout >= t->revoke_at ||
+	    W.now - t->revoke_at <= revoke_bound(t))
+		return;
+	violation("contender %d (client %d) still holds %s with node %s, %" PRId64 " ms after a "
+	          "revocation request for it, and was never told", j, t->cl,
+	          W.paths[t->path].path, t->node, W.now - t->revoke_at);
+}
+
+/* The revocation callback of a revocable mutex: only for a hold asked to go; then the
+ * contender lets go. */
+static void on_revoke(zkl_mutex *m, void *data)
+{
+	struct contender *t = data;
+	int j = (int)(t - W.ct);
+	(void)m;
+	trace("contender %d: told to let go (revoke)", j);
+	if (W.tearing_down)
+		return;
+	if (t->st != CT_HOLDING || !t->revoke_at || t->revoke_told)
+		violation("contender %d: revoke callback %s", j,
+		          t->st != CT_HOLDING ? "without a hold" :
+		          t->revoke_told ? "twice for one request" : "without a request for its hold");
+	t->revoke_told = true;
+	if (t->believes && W.depth == 0)
+		contender_release(t, j, "revoked");
 }
 
 static void on_lost(zkl_lock *l, int reason, void *data)
@@ -1496,6 +1548,8 @@ static int contender_make(struct contender *t)
 	case K_MUTEX:
 		if ((rc = zkl_mutex_new(&t->m, c, path)) == 0)
 			t->l = zkl_mutex_lock(t->m);
+		if (rc == 0 && t->revocable)
+			rc = zkl_mutex_make_revocable(t->m, on_revoke, t);
 		break;
 	case K_READ:
 	case K_WRITE:
@@ -1596,6 +1650,7 @@ static void contender_act(int j)
 		t->canceled = true;
 		zkl_lock_cancel(t->l);
 	} else if (t->st == CT_HOLDING) {
+		check_revoke_told(t, j);
 		contender_release(t, j, "after holding");
 	}
 	W.cur = saved;
@@ -1613,6 +1668,8 @@ static void fault_start(int i)
 	struct client *cl = &W.cl[f->cl];
 	if (cl->life == L_CRASHED || !cl->sess)
 		return;
+	if (W.now + f->dur > cl->faulted_until)
+		cl->faulted_until = W.now + f->dur;
 	if (cl->blocked && (f->kind == F_FREEZE || f->kind == F_SUSPEND || f->kind == F_CRASH)) {
 		/* One thread waits in the library (nested steps): it cannot stop meanwhile. */
 		trace("FAULT %d: %s client %d skipped: a thread of it waits", i,
@@ -1659,6 +1716,24 @@ static void fault_start(int i)
 			if (W.ct[j].cl == f->cl && W.ct[j].believes && !W.ct[j].voided)
 				W.exempt++;
 		break;
+	case F_REVOKE: {
+		/* A holder of a revocable mutex, asked once per hold. */
+		int cand[MAXK], n = 0;
+		for (int j = 0; j < W.nct; j++) {
+			struct contender *t = &W.ct[j];
+			if (t->revocable && t->st == CT_HOLDING && t->believes && !t->voided &&
+			    !t->revoke_at && alive(t->sess))
+				cand[n++] = j;
+		}
+		if (n == 0)
+			break;
+		struct contender *t = &W.ct[cand[f->pick % (uint64_t)n]];
+		trace("peer asks the holder of %s to let go (revoke)", t->node);
+		t->revoke_at = W.now;
+		t->revoke_told = false;
+		tree_set(t->node, "__REVOKE__", 10, -1, NULL, NULL, NULL);
+		break;
+	}
 	case F_PEERDEL:
 	case F_PEERWRITE:
 	case F_STRAY: {
@@ -2028,10 +2103,12 @@ static void scenario(void)
 		t->st = CT_IDLE;
 		t->next_at = between(0, 2000);
 		t->shadow_of = -1;
+		t->revocable = t->kind == K_MUTEX && rnd(2);
 		if (W.o.multi && rnd(2)) {
 			/* A multi-lock of this path and another: its second member goes after the
 			 * contenders drawn (their mask bits stay theirs). */
 			t->kind = K_MULTI;
+			t->revocable = false;
 			t->shadow = -1 - (int)rnd((uint64_t)W.npaths - 1); /* placed below */
 		}
 		if (!(W.o.cont_mask & (1u << j))) {
@@ -2055,7 +2132,7 @@ static void scenario(void)
 		W.cl[k].cs_up = W.cl[k].sc_up = true;
 	}
 	/* Faults, more valuable kinds more often. */
-	static const int weight[F_NKINDS] = { 4, 4, 2, 2, 1, 1, 2, 1, 2, 2, 2, 0 };
+	static const int weight[F_NKINDS] = { 4, 4, 2, 2, 1, 1, 2, 1, 2, 2, 2, 0, 2 };
 	int total = 0;
 	for (int i = 0; i < F_NKINDS; i++)
 		total += weight[i];
