@@ -226,6 +226,7 @@ struct contender {
 	char first[ZKL_NODE_MAX]; /* its first node on that session ("": none yet) */
 	/* A revocable mutex: its holds last longer, and a request to give its node up must
 	 * reach it (the revoke callback) while nothing else gets in the way. */
+	int64_t granted_at;  /* when it was told it holds */
 	bool revocable;
 	int64_t revoke_at;   /* a request for the current hold's node: when (0: none) */
 	bool revoke_told;
@@ -250,12 +251,13 @@ enum fkind {
 	              * itself: half of the stray faults become this one (see scenario()) */
 	F_REVOKE,    /* a revocation request (the revoke marker written over a revocable
 	              * mutex holder's node, as zkl_revoke() does) */
+	F_COUNT,     /* a peer sets a semaphore's shared count to 1, 2 or 3 */
 	F_NKINDS
 };
 static const char *const fault_names[] = { "lose-answer", "drop", "expire", "freeze", "suspend",
                                            "crash", "peer-delete", "stray", "cut-c>s",
                                            "cut-s>c", "lose-create+cut-s>c",
-                                           "peer-write", "revoke" };
+                                           "peer-write", "revoke", "count" };
 
 struct fault {
 	enum fkind kind;
@@ -271,6 +273,12 @@ struct path_info {
 	int max;             /* semaphores */
 	int64_t max_token;   /* the highest token granted so far */
 	int64_t max_excl;    /* the highest token of an exclusive hold */
+	/* A semaphore whose limit is a shared count (max is its first value): the values it
+	 * has had, and since when. */
+	bool shared;
+	char count_path[64];
+	int nvals;
+	struct { int64_t at; int v; } vals[16];
 };
 
 struct options {
@@ -1236,6 +1244,7 @@ static void check_all(void)
 		return;
 	for (int p = 0; p < W.npaths; p++) {
 		int excl = 0, shared = 0, first = -1;
+		int64_t oldest = INT64_MAX, faulted = INT64_MIN;
 		for (int j = 0; j < W.nct; j++) {
 			struct contender *t = &W.ct[j];
 			if (t->path != p || !t->believes || t->voided || !alive(t->sess))
@@ -1252,9 +1261,26 @@ static void check_all(void)
 				shared++;
 			if (first < 0)
 				first = j;
+			if (t->granted_at < oldest)
+				oldest = t->granted_at;
+			if (W.cl[t->cl].faulted_until > faulted)
+				faulted = W.cl[t->cl].faulted_until;
 		}
 		const struct path_info *pi = &W.paths[p];
-		if (pi->kind == K_SEM) {
+		if (pi->kind == K_SEM && pi->shared) {
+			/* Leases granted under a higher count stay when it drops, and a taker's view of
+			 * the count may be a round trip old: the limit is the highest value in effect
+			 * since the oldest holder's grant, less that; unknown where a fault touched a
+			 * holder's client meanwhile. */
+			int64_t from = oldest - (4 * W.delay_max + 2000 + W.cl[0].timeout);
+			int limit = 0;
+			for (int i = 0; i < pi->nvals; i++)
+				if (i + 1 == pi->nvals || pi->vals[i + 1].at > from)
+					limit = pi->vals[i].v > limit ? pi->vals[i].v : limit;
+			if (shared > limit && faulted + W.cl[0].timeout < from)
+				violation("%d leases of %s held at once (its shared count was at most %d "
+				          "since the oldest of them was granted)", shared, pi->path, limit);
+		} else if (pi->kind == K_SEM) {
 			if (shared > pi->max)
 				violation("%d leases of %s held at once (limit %d)", shared, pi->path, pi->max);
 		} else if (excl > 1 || (excl == 1 && shared > 0)) {
@@ -1388,6 +1414,7 @@ static void hold_record(struct contender *t, int j, zkl_lock *view)
 	struct path_info *pi = &W.paths[t->path];
 	t->believes = true;
 	t->voided = false;
+	t->granted_at = W.now;
 	t->token = zkl_lock_token(view);
 	int n = zkl_lock_node(view, t->node, sizeof t->node);
 	if (n < 0)
@@ -1558,7 +1585,12 @@ static int contender_make(struct contender *t)
 			                                          zkl_rwlock_write(t->rw));
 		break;
 	case K_SEM:
-		if ((rc = zkl_semaphore_new(&t->sem, c, path, W.paths[t->path].max)) == 0)
+		if (W.paths[t->path].shared)
+			rc = zkl_semaphore_new_shared(&t->sem, c, path, W.paths[t->path].count_path,
+			                              W.paths[t->path].max);
+		else
+			rc = zkl_semaphore_new(&t->sem, c, path, W.paths[t->path].max);
+		if (rc == 0)
 			t->l = zkl_semaphore_lock(t->sem);
 		break;
 	case K_SEMMUTEX:
@@ -1584,6 +1616,23 @@ static int contender_make(struct contender *t)
 	if (rc == 0)
 		rc = zkl_lock_on_lost(t->l, on_lost, t);
 	return rc;
+}
+
+/* Whether contender_make()'s rc is a violation. A semaphore on a shared count reads or
+ * makes the count's node as it is made, a blocking round trip that the connection may
+ * lose: it tries again when it would start its next acquire. */
+static bool make_failed(struct contender *t, int j, int rc)
+{
+	if (rc == 0)
+		return false;
+	if (t->kind == K_SEM && W.paths[t->path].shared &&
+	    (rc == ZKL_ECONNLOSS || rc == ZKL_ELOST || rc == ZKL_ETIMEDOUT)) {
+		trace("contender %d: cannot make its semaphore now: %s", j, zkl_strerror(rc));
+		t->sem = NULL;
+		t->l = NULL;
+		return false;
+	}
+	return true;
 }
 
 static void contender_free(struct contender *t)
@@ -1615,6 +1664,18 @@ static void contender_act(int j)
 	struct contender *t = &W.ct[j];
 	int saved = W.cur;
 	W.cur = t->cl;
+	if (t->st == CT_IDLE && t->cycles > 0 && !t->l) {
+		/* Its semaphore could not be made yet (make_failed()): again, for a cycle. */
+		int rc = contender_make(t);
+		if (make_failed(t, j, rc))
+			violation("contender %d: cannot make its lock: %s", j, zkl_strerror(rc));
+		if (!t->l) {
+			t->cycles--;
+			t->next_at = ms_to_start();
+			W.cur = saved;
+			return;
+		}
+	}
 	if (t->st == CT_IDLE) {
 		if (t->cycles <= 0) {
 			t->st = CT_DONE;
@@ -1716,6 +1777,22 @@ static void fault_start(int i)
 			if (W.ct[j].cl == f->cl && W.ct[j].believes && !W.ct[j].voided)
 				W.exempt++;
 		break;
+	case F_COUNT: {
+		int cand[MAXP], n = 0;
+		for (int p = 0; p < W.npaths; p++)
+			if (W.paths[p].shared && W.paths[p].nvals < 16 && find(W.paths[p].count_path))
+				cand[n++] = p;
+		if (n == 0)
+			break;
+		struct path_info *pi = &W.paths[cand[f->pick % (uint64_t)n]];
+		int v = 1 + (int)((f->pick >> 8) % 3);
+		unsigned char b[4] = { 0, 0, 0, (unsigned char)v };
+		trace("peer sets the count %s to %d", pi->count_path, v);
+		tree_set(pi->count_path, (const char *)b, 4, -1, NULL, NULL, NULL);
+		pi->vals[pi->nvals].at = W.now;
+		pi->vals[pi->nvals++].v = v;
+		break;
+	}
 	case F_REVOKE: {
 		/* A holder of a revocable mutex, asked once per hold. */
 		int cand[MAXK], n = 0;
@@ -1969,7 +2046,7 @@ static bool step(void)
 		/* The application's own calls may wait in the library (a semaphore's first
 		 * start reads its count; a release while disconnected waits for its delete):
 		 * one thread at a time may wait, so they wait while another one does. */
-		if (!t->l || t->st == CT_DONE || !can_run(t->cl) || W.depth > 0)
+		if ((!t->l && t->st != CT_IDLE) || t->st == CT_DONE || !can_run(t->cl) || W.depth > 0)
 			continue;
 		if (t->next_at <= W.now && n < 64)
 			act[n++] = (struct action){ A_ACT, NULL, j };
@@ -2090,6 +2167,13 @@ static void scenario(void)
 		if (W.o.leaders && pi->kind == K_MUTEX)
 			pi->kind = K_LEADER; /* the same draws: the rest of the schedule is alike */
 		pi->max = pi->kind == K_SEM ? (int)between(1, 3) : 1;
+		pi->shared = pi->kind == K_SEM && rnd(2);
+		if (pi->shared) {
+			snprintf(pi->count_path, sizeof pi->count_path, "/counts/p%d", p);
+			pi->nvals = 1;
+			pi->vals[0].at = 0;
+			pi->vals[0].v = pi->max;
+		}
 	}
 	W.nct = (int)between(2, 6);
 	for (int j = 0; j < W.nct; j++) {
@@ -2132,7 +2216,7 @@ static void scenario(void)
 		W.cl[k].cs_up = W.cl[k].sc_up = true;
 	}
 	/* Faults, more valuable kinds more often. */
-	static const int weight[F_NKINDS] = { 4, 4, 2, 2, 1, 1, 2, 1, 2, 2, 2, 0, 2 };
+	static const int weight[F_NKINDS] = { 4, 4, 2, 2, 1, 1, 2, 1, 2, 2, 2, 0, 2, 2 };
 	int total = 0;
 	for (int i = 0; i < F_NKINDS; i++)
 		total += weight[i];
@@ -2302,7 +2386,7 @@ static int run(const struct options *o, struct stats *out)
 			W.cur = k;
 			rc = contender_make(&W.ct[j]);
 			W.cur = -1;
-			if (rc != 0)
+			if (make_failed(&W.ct[j], j, rc))
 				violation("contender %d: cannot make its lock: %s", j, zkl_strerror(rc));
 		}
 	}
