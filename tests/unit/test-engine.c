@@ -564,6 +564,44 @@ static void test_lost_before_expiry(void **state)
 	fz_free(z);
 }
 
+/* ---- a request still out on a session the client gave up and retired: when the client
+ * closes that session's handle (5 s after retiring it), the request ends as on an
+ * expired session, and the acquisition goes on with the client's new session. It used
+ * to end with ZKL_ECLOSED, the error of a client that closes (RELIABILITY.md, the
+ * simulation's finding 6) ---- */
+
+static void test_retired_session_closed(void **state)
+{
+	(void)state;
+	struct fz *z = fz_new();
+	zkl_client_options o;
+	zkl_client_options_init(&o);
+	o.session_timeout_ms = 1000;
+	zkl_client *a;
+	CHECK_OK(fz_client_open(z, &a, &o));
+	zkl_mutex *ma;
+	CHECK_OK(zkl_mutex_new(&ma, a, "/locks/retired"));
+	zkl_lock *la = zkl_mutex_lock(ma);
+	/* A round trip answered: the loss rule's clock runs from it. */
+	CHECK_OK(zkl_lock_acquire(la, -1));
+	CHECK_OK(zkl_lock_release(la));
+	fzh_wait_children(z, "/locks/retired", 0);
+	const int64_t sa = zkl_client_session_id(a);
+	/* Nothing sent on that session is answered any more: the acquire's requests stay
+	 * out while the loss rule moves the client to a new session, and until the client
+	 * closes the old session's handle. */
+	fz_pause(z, sa, true);
+	struct fzh_acq w;
+	fzh_acq_start(&w, z, la, 30000, 0);
+	CHECK_OK(fzh_acq_wait(&w));
+	assert_true(w.held);
+	assert_int_not_equal(zkl_client_session_id(a), sa);
+	CHECK_OK(fzh_acq_finish(&w));
+	zkl_mutex_free(ma);
+	zkl_client_close(a);
+	fz_free(z);
+}
+
 /* ---- stray children are not contenders ---- */
 
 static void test_stray_children(void **state)
@@ -1448,6 +1486,7 @@ int main(void)
 		cmocka_unit_test(test_expiry_while_waiting),
 		cmocka_unit_test(test_expiry_while_holding),
 		cmocka_unit_test(test_lost_before_expiry),
+		cmocka_unit_test(test_retired_session_closed),
 		cmocka_unit_test(test_stray_children),
 		cmocka_unit_test(test_sequence_wrap_sign),
 		cmocka_unit_test(test_sequence_wrap_zero),
