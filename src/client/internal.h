@@ -4,8 +4,9 @@
  * Locking: every field below marked "mu" is guarded by the owning client's single mutex
  * `zkl_client.mu`; nothing blocks while holding it, and no zoo_* call is made with it
  * held. The C client's completion thread does not take it: it queues what it hears in
- * the client's inbox (inbox_mu) for the loop, except with external_loop, where it
- * applies it under mu itself. */
+ * the client's inbox (inbox_mu) for the loop. Two exceptions take mu there: with
+ * external_loop it applies what it hears itself, and an adopted handle's session events
+ * go through the watcher chained with the application's (adopted_watcher()). */
 #ifndef ZKL_INTERNAL_H
 #define ZKL_INTERNAL_H
 
