@@ -77,6 +77,14 @@ ssize_t write(int fd, const void *buf, size_t n)
 	return (ssize_t)sizeof v;
 }
 
+/* Whether a kept descriptor is readable (its counter is not 0): the application's
+ * poll() would return it. */
+int sim_loopfd_readable(int fd);
+int sim_loopfd_readable(int fd)
+{
+	return fd >= 0 && fd < NFD && kept[fd] && counter[fd] != 0;
+}
+
 int close(int fd)
 {
 	if (fd >= 0 && fd < NFD)

@@ -1852,6 +1852,11 @@ static void fault_start(int i)
 		} else if (f->kind == F_PEERWRITE) {
 			trace("peer writes over the data of %s", path);
 			tree_set(path, "peer", 4, -1, NULL, NULL, NULL);
+			/* A revocation request written there is gone before its holder may read it. */
+			for (int j = 0; j < W.nct; j++)
+				if (W.ct[j].revoke_at && !W.ct[j].revoke_told &&
+				    strcmp(W.ct[j].node, path) == 0)
+					W.ct[j].revoke_at = 0;
 		} else {
 			char stray[ZKL_NODE_MAX + 32];
 			snprintf(stray, sizeof stray, "%s/stray-%d", path, i);
@@ -1873,11 +1878,16 @@ static bool can_run(int k)
 	return W.cl[k].c && W.cl[k].life == L_RUN && !W.cl[k].blocked;
 }
 
+int sim_loopfd_readable(int fd); /* loopfd.c */
+
+/* When client k's loop wants zkl_client_process(): at once if its descriptor is
+ * readable (the application polls it, as the contract says), else after its timeout. */
 static int loop_timeout(int k)
 {
 	int saved = W.cur;
 	W.cur = k;
-	int t = zkl_client_loop_timeout(W.cl[k].c);
+	int t = sim_loopfd_readable(zkl_client_loop_fd(W.cl[k].c)) ? 0
+	        : zkl_client_loop_timeout(W.cl[k].c);
 	W.cur = saved;
 	return t;
 }
