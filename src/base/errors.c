@@ -169,20 +169,23 @@ zkl_clear_error(void)
 	errbuf[0] = '\0';
 }
 
-/* Formats into the thread's buffer. errno is kept, because callers often fail right
- * after a system call and may still want to look at it. */
+/* Formats into the thread's buffer, through a copy: an argument may be the buffer itself
+ * (a message that quotes zkl_last_error()). errno is kept, because callers often fail
+ * right after a system call and may still want to look at it. */
 static void
 set_error(const char *fmt, va_list ap)
 {
 	int saved = errno;
-	int n = vsnprintf(errbuf, sizeof(errbuf), fmt, ap);
+	char text[sizeof(errbuf)];
+	int n = vsnprintf(text, sizeof(text), fmt, ap);
 
 	if (n < 0) {
-		errbuf[0] = '\0';
-	} else if ((size_t)n >= sizeof(errbuf)) {
+		text[0] = '\0';
+	} else if ((size_t)n >= sizeof(text)) {
 		/* Say that the text was cut rather than end it in the middle of a word. */
-		memcpy(errbuf + sizeof(errbuf) - 4, "...", 4);
+		memcpy(text + sizeof(text) - 4, "...", 4);
 	}
+	memcpy(errbuf, text, sizeof(errbuf));
 	errno = saved;
 }
 

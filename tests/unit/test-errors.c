@@ -187,6 +187,19 @@ test_fail_keeps_errno(void **state)
 	assert_int_equal(errno, EMFILE);
 }
 
+/* A message may quote the one before it: zkl_last_error() is the thread's own buffer,
+ * which the new message is written into. */
+static void
+test_fail_wraps_last_error(void **state)
+{
+	(void)state;
+	zkl_fail(ZKL_EBUSY, "an acquire of %s is under way", "/locks/a");
+	assert_int_equal(zkl_fail(ZKL_EBUSY, "member 1 of 2 (%s): %s", "/locks/a",
+	                          zkl_last_error()), ZKL_EBUSY);
+	assert_string_equal(zkl_last_error(),
+	                    "member 1 of 2 (/locks/a): an acquire of /locks/a is under way");
+}
+
 static void
 test_fail_truncates(void **state)
 {
@@ -361,6 +374,7 @@ main(void)
 		cmocka_unit_test(test_fail_and_clear),
 		cmocka_unit_test(test_fail_keeps_errno),
 		cmocka_unit_test(test_fail_truncates),
+		cmocka_unit_test(test_fail_wraps_last_error),
 		cmocka_unit_test(test_fail_zk),
 		cmocka_unit_test(test_zk_classes),
 		cmocka_unit_test(test_per_thread),
