@@ -230,6 +230,7 @@ struct contender {
 	bool revocable;
 	int64_t revoke_at;   /* a request for the current hold's node: when (0: none) */
 	bool revoke_told;
+	bool revoke_gone;    /* a peer wrote over the request: it may never be read */
 };
 
 enum fkind {
@@ -1489,6 +1490,7 @@ static void on_acquired(zkl_lock *l, int rc, void *data)
 	W.holds++;
 	t->revoke_at = 0;
 	t->revoke_told = false;
+	t->revoke_gone = false;
 	if (t->kind == K_MULTI) {
 		struct contender *sh = &W.ct[t->shadow];
 		hold_record(t, j, zkl_mutex_lock(t->m));
@@ -1521,7 +1523,8 @@ static int64_t revoke_bound(const struct contender *t)
 static void check_revoke_told(const struct contender *t, int j)
 {
 	const struct client *cl = &W.cl[t->cl];
-	if (!t->revoke_at || t->revoke_told || !t->believes || t->voided || !alive(t->sess) ||
+	if (!t->revoke_at || t->revoke_told || t->revoke_gone || !t->believes || t->voided ||
+	    !alive(t->sess) ||
 	    cl->faulted_until + cl->timeout >= t->revoke_at ||
 	    W.now - t->revoke_at <= revoke_bound(t))
 		return;
@@ -1808,6 +1811,7 @@ static void fault_start(int i)
 		trace("peer asks the holder of %s to let go (revoke)", t->node);
 		t->revoke_at = W.now;
 		t->revoke_told = false;
+		t->revoke_gone = false;
 		tree_set(t->node, "__REVOKE__", 10, -1, NULL, NULL, NULL);
 		break;
 	}
@@ -1852,11 +1856,11 @@ static void fault_start(int i)
 		} else if (f->kind == F_PEERWRITE) {
 			trace("peer writes over the data of %s", path);
 			tree_set(path, "peer", 4, -1, NULL, NULL, NULL);
-			/* A revocation request written there is gone before its holder may read it. */
+			/* A revocation request written there may be gone before its holder reads it:
+			 * it may still be told (it read it first), and is no longer owed. */
 			for (int j = 0; j < W.nct; j++)
-				if (W.ct[j].revoke_at && !W.ct[j].revoke_told &&
-				    strcmp(W.ct[j].node, path) == 0)
-					W.ct[j].revoke_at = 0;
+				if (W.ct[j].revoke_at && strcmp(W.ct[j].node, path) == 0)
+					W.ct[j].revoke_gone = true;
 		} else {
 			char stray[ZKL_NODE_MAX + 32];
 			snprintf(stray, sizeof stray, "%s/stray-%d", path, i);
