@@ -579,8 +579,16 @@ static int on_lead(zkl_client *c, struct election *e)
 	int64_t now = zkl_now_ms();
 	if (!e->verified && c->sess->connected && now >= e->retry_at)
 		return send_check(c, e);
-	if (e->verified && !e->announced && !(e->lose_on_suspend && e->suspended))
+	if (e->verified && !e->announced && !(e->lose_on_suspend && e->suspended)) {
+		/* A read answered past the session's loss deadline proves nothing: the loss
+		 * rule gives the session up on this turn of the loop (as take_turn() does for
+		 * a queue's turn). */
+		if (now >= zkl_lost_at(c)) {
+			zkl_waiter_wake_at(c, &e->w, now + 1);
+			return WAIT;
+		}
 		return announce(c, e);
+	}
 	if (!e->verified && e->retry_at > now)
 		zkl_waiter_wake_at(c, &e->w, e->retry_at);
 	if (e->view_pending && e->view_deadline != INT64_MAX)
