@@ -591,8 +591,13 @@ static void session_free(zkl_client *c, struct zkl_session *s)
 			revwatch_put(c, rv);
 		}
 	}
+	/* A request of s may still be held by whoever sent it (an acquisition reads its
+	 * answer's session on its next step): the last of them frees s (op_free()). */
+	bool last = s->ops == 0;
+	s->gone = true;
 	pthread_mutex_unlock(&c->mu);
-	free(s);
+	if (last)
+		free(s);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -619,12 +624,17 @@ static struct zkl_op *op_begin(zkl_client *c, struct zkl_waiter *w, enum zkl_op_
 	}
 	op->s = c->sess;
 	op->s->inflight++;
+	op->s->ops++;
 	pthread_mutex_unlock(&c->mu);
 	return op;
 }
 
+/* Frees op (mu held), and its session if that is closed and op was its last request. */
 static void op_free(struct zkl_op *op)
 {
+	struct zkl_session *s = op->s;
+	if (--s->ops == 0 && s->gone)
+		free(s);
 	free(op->value);
 	if (op->names) {
 		for (int i = 0; i < op->count; i++)

@@ -50,6 +50,8 @@ struct zkl_session {
 	zhandle_t *zh;
 	uint64_t gen;         /* client-wide session generation, 1, 2, ... */
 	int inflight;         /* mu: requests sent whose completion has not run yet */
+	int ops;              /* mu: requests (struct zkl_op) not freed yet: they point here */
+	bool gone;            /* mu: closed (session_free()); freed with its last request */
 	int64_t id;           /* mu: session id once connected */
 	bool connected;       /* mu: the C client says CONNECTED right now */
 	bool expired;         /* mu */
