@@ -116,6 +116,17 @@ static void rec_wait(struct rec *r)
 	fz_wait(r->z, rec_called, r, "a multilock acquire callback");
 }
 
+/* Member 1 is held by b and a's acquire of the view started: it takes member 0 and
+ * queues for member 1 behind b, watching b's node, when this returns. */
+static void start_behind_b(struct set *s, struct rec *r)
+{
+	CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(s->om[1]), -1));
+	char holder[256];
+	fzh_queue_node(s->z, s->path[1], 0, holder, sizeof holder);
+	CHECK_OK(zkl_lock_acquire_async(s->view, -1, rec_cb, r));
+	fzh_wait_watched(s->z, holder, 1);
+}
+
 static bool session_empty(void *arg)
 {
 	struct set *s = arg;
@@ -227,13 +238,8 @@ static void test_cancel_in_the_middle(void **state)
 	(void)state;
 	struct set s;
 	set_open(&s, "/locks/ml-cancel");
-	CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(s.om[1]), -1));
-	char holder[256];
-	fzh_queue_node(s.z, s.path[1], 0, holder, sizeof holder);
 	struct rec r = { .z = s.z, .members = s.m };
-	CHECK_OK(zkl_lock_acquire_async(s.view, -1, rec_cb, &r));
-	/* Member 1 is held and member 2 queued behind b, watching b's node. */
-	fzh_wait_watched(s.z, holder, 1);
+	start_behind_b(&s, &r);
 	assert_int_equal(fz_ephemerals(s.z, s.sa), 2);
 	assert_int_equal(atomic_load(&r.calls), 0);
 	zkl_lock_cancel(s.view);
@@ -358,12 +364,8 @@ static void test_free_while_waiting(void **state)
 	(void)state;
 	struct set s;
 	set_open(&s, "/locks/ml-free");
-	CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(s.om[1]), -1));
-	char holder[256];
-	fzh_queue_node(s.z, s.path[1], 0, holder, sizeof holder);
 	struct rec r = { .z = s.z, .members = s.m };
-	CHECK_OK(zkl_lock_acquire_async(s.view, -1, rec_cb, &r));
-	fzh_wait_watched(s.z, holder, 1);
+	start_behind_b(&s, &r);
 	zkl_multilock_free(s.ml);
 	/* The callback ran before the free returned. */
 	assert_int_equal(atomic_load(&r.calls), 1);
@@ -407,12 +409,8 @@ static void test_free_on_loop_while_waiting(void **state)
 	(void)state;
 	struct set s;
 	set_open(&s, "/locks/ml-free-loop");
-	CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(s.om[1]), -1));
-	char holder[256];
-	fzh_queue_node(s.z, s.path[1], 0, holder, sizeof holder);
 	struct rec r = { .z = s.z };
-	CHECK_OK(zkl_lock_acquire_async(s.view, -1, rec_cb, &r));
-	fzh_wait_watched(s.z, holder, 1);
+	start_behind_b(&s, &r);
 	assert_int_equal(fz_ephemerals(s.z, s.sa), 2);
 	/* Another lock of client a: its callback, on a's loop, frees the multi-lock. */
 	zkl_mutex *trigger;
@@ -449,12 +447,8 @@ static void test_member_lost_during_chain(void **state)
 	struct fzh_count lost = { .z = s.z }, own = { .z = s.z };
 	CHECK_OK(zkl_lock_on_lost(s.view, fzh_on_lost, &lost));
 	CHECK_OK(zkl_lock_on_lost(zkl_mutex_lock(s.m[0]), fzh_on_lost, &own));
-	CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(s.om[1]), -1));
-	char holder[256];
-	fzh_queue_node(s.z, s.path[1], 0, holder, sizeof holder);
 	struct rec r = { .z = s.z, .members = s.m };
-	CHECK_OK(zkl_lock_acquire_async(s.view, -1, rec_cb, &r));
-	fzh_wait_watched(s.z, holder, 1);
+	start_behind_b(&s, &r);
 	/* Member 1 is held; a's session ends. */
 	fz_expire(s.z, s.sa);
 	fzh_wait_count(&own, 1);
