@@ -141,6 +141,7 @@ struct session_msg {
 };
 
 static void msg_apply(zkl_client *c, struct zkl_msg *m);
+static void watch_apply(zkl_client *c, const struct watch_msg *w);
 
 /* Hands m to the loop (no lock held), or applies it here (external_loop). The loop is
  * woken unless `lazy`: then m waits for its next turn. */
@@ -164,6 +165,22 @@ static void inbox_post(zkl_client *c, struct zkl_msg *m, bool lazy)
 		pthread_cond_broadcast(&c->inbox_cv);
 	}
 	pthread_mutex_unlock(&c->inbox_mu);
+}
+
+/* Hands a watch event to the loop (completion thread). Without memory for the message
+ * it is applied here, under mu, as with external_loop. */
+static void watch_post(zkl_client *c, enum msg_kind kind, void *obj, int type)
+{
+	struct watch_msg one = {.m.kind = kind, .obj = obj, .type = type};
+	struct watch_msg *m = malloc(sizeof *m);
+	if (!m) {
+		pthread_mutex_lock(&c->mu);
+		watch_apply(c, &one);
+		pthread_mutex_unlock(&c->mu);
+		return;
+	}
+	*m = one;
+	inbox_post(c, &m->m, false);
 }
 
 /* Applies what is in the inbox, in the order it came (mu held). */
@@ -871,16 +888,7 @@ static void node_watcher(zhandle_t *zh, int type, int state, const char *path, v
 	(void)state;
 	(void)path;
 	struct zkl_watch *wt = ctx;
-	zkl_client *c = wt->s->c;
-	struct watch_msg *m = malloc(sizeof *m);
-	if (!m) {
-		pthread_mutex_lock(&c->mu);
-		node_watch_apply(c, wt, type);
-		pthread_mutex_unlock(&c->mu);
-		return;
-	}
-	*m = (struct watch_msg){.m.kind = MSG_WATCH, .obj = wt, .type = type};
-	inbox_post(c, &m->m, false);
+	watch_post(wt->s->c, MSG_WATCH, wt, type);
 }
 
 struct zkl_watch *zkl_watch_new(zkl_client *c, struct zkl_waiter *w)
@@ -1493,16 +1501,7 @@ static void revwatch_watcher(zhandle_t *zh, int type, int state, const char *pat
 	struct zkl_revwatch *rv = ctx;
 	if (type == ZOO_SESSION_EVENT)
 		return;
-	zkl_client *c = rv->s->c;
-	struct watch_msg *m = malloc(sizeof *m);
-	if (!m) {
-		pthread_mutex_lock(&c->mu);
-		revwatch_event_apply(c, rv, type);
-		pthread_mutex_unlock(&c->mu);
-		return;
-	}
-	*m = (struct watch_msg){.m.kind = MSG_REVWATCH, .obj = rv, .type = type};
-	inbox_post(c, &m->m, false);
+	watch_post(rv->s->c, MSG_REVWATCH, rv, type);
 }
 
 static void revread_apply(zkl_client *c, const struct revread_msg *m);
@@ -1608,6 +1607,14 @@ static void revwatches_run(zkl_client *c)
 /* ------------------------------------------------------------------------------------ */
 /* The inbox's messages applied */
 
+static void watch_apply(zkl_client *c, const struct watch_msg *w)
+{
+	if (w->m.kind == MSG_WATCH)
+		node_watch_apply(c, w->obj, w->type);
+	else
+		revwatch_event_apply(c, w->obj, w->type);
+}
+
 static void msg_apply(zkl_client *c, struct zkl_msg *m)
 {
 	switch ((enum msg_kind)m->kind) {
@@ -1621,16 +1628,10 @@ static void msg_apply(zkl_client *c, struct zkl_msg *m)
 		task_answered(c, t, t->zrc);
 		return;
 	}
-	case MSG_WATCH: {
-		struct watch_msg *w = (struct watch_msg *)m;
-		node_watch_apply(c, w->obj, w->type);
+	case MSG_WATCH:
+	case MSG_REVWATCH:
+		watch_apply(c, (struct watch_msg *)m);
 		break;
-	}
-	case MSG_REVWATCH: {
-		struct watch_msg *w = (struct watch_msg *)m;
-		revwatch_event_apply(c, w->obj, w->type);
-		break;
-	}
 	case MSG_REVREAD:
 		revread_apply(c, (struct revread_msg *)m);
 		break;
