@@ -140,8 +140,8 @@ struct session_msg {
 	struct zkl_event *e;
 };
 
+static void msg_run(zkl_client *c, struct zkl_msg *m);
 static void msg_apply(zkl_client *c, struct zkl_msg *m);
-static void watch_apply(zkl_client *c, const struct watch_msg *w);
 
 /* Hands m to the loop (no lock held), or applies it here (external_loop). The loop is
  * woken unless `lazy`: then m waits for its next turn. */
@@ -167,20 +167,20 @@ static void inbox_post(zkl_client *c, struct zkl_msg *m, bool lazy)
 	pthread_mutex_unlock(&c->inbox_mu);
 }
 
-/* Hands a watch event to the loop (completion thread). Without memory for the message
- * it is applied here, under mu, as with external_loop. */
-static void watch_post(zkl_client *c, enum msg_kind kind, void *obj, int type)
+/* Hands the loop a copy of one, a message of size bytes on the caller's stack
+ * (completion thread). Without memory for the copy, one is applied here, under mu, as
+ * with external_loop. */
+static void post_copy(zkl_client *c, struct zkl_msg *one, size_t size)
 {
-	struct watch_msg one = {.m.kind = kind, .obj = obj, .type = type};
-	struct watch_msg *m = malloc(sizeof *m);
+	struct zkl_msg *m = malloc(size);
 	if (!m) {
 		pthread_mutex_lock(&c->mu);
-		watch_apply(c, &one);
+		msg_run(c, one);
 		pthread_mutex_unlock(&c->mu);
 		return;
 	}
-	*m = one;
-	inbox_post(c, &m->m, false);
+	memcpy(m, one, size);
+	inbox_post(c, m, false);
 }
 
 /* Applies what is in the inbox, in the order it came (mu held). */
@@ -442,20 +442,14 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
 	if (type != ZOO_SESSION_EVENT)
 		return;
 	zkl_client *c = s->c;
-	struct session_msg *m = malloc(sizeof *m);
-	struct zkl_event *e = malloc(sizeof *e);
 	/* The handle is read here: by the time the loop applies the event it may be closed. */
-	int64_t id = state == ZOO_CONNECTED_STATE ? c->zk->session_id(zh) : 0;
-	int timeout = state == ZOO_CONNECTED_STATE ? c->zk->timeout(zh) : 0;
-	if (!m) {
-		pthread_mutex_lock(&c->mu);
-		session_event_locked(c, s, state, id, timeout, e);
-		pthread_mutex_unlock(&c->mu);
-		return;
+	struct session_msg m = {.m.kind = MSG_SESSION, .s = s, .state = state,
+	                        .e = malloc(sizeof(struct zkl_event))};
+	if (state == ZOO_CONNECTED_STATE) {
+		m.id = c->zk->session_id(zh);
+		m.timeout = c->zk->timeout(zh);
 	}
-	*m = (struct session_msg){.m.kind = MSG_SESSION, .s = s, .state = state, .id = id,
-	                          .timeout = timeout, .e = e};
-	inbox_post(c, &m->m, false);
+	post_copy(c, &m.m, sizeof m);
 }
 
 /* Adopted handles (zkl_client_adopt): the application's global watcher is chained behind
@@ -888,7 +882,8 @@ static void node_watcher(zhandle_t *zh, int type, int state, const char *path, v
 	(void)state;
 	(void)path;
 	struct zkl_watch *wt = ctx;
-	watch_post(wt->s->c, MSG_WATCH, wt, type);
+	struct watch_msg m = {.m.kind = MSG_WATCH, .obj = wt, .type = type};
+	post_copy(wt->s->c, &m.m, sizeof m);
 }
 
 struct zkl_watch *zkl_watch_new(zkl_client *c, struct zkl_waiter *w)
@@ -1501,7 +1496,8 @@ static void revwatch_watcher(zhandle_t *zh, int type, int state, const char *pat
 	struct zkl_revwatch *rv = ctx;
 	if (type == ZOO_SESSION_EVENT)
 		return;
-	watch_post(rv->s->c, MSG_REVWATCH, rv, type);
+	struct watch_msg m = {.m.kind = MSG_REVWATCH, .obj = rv, .type = type};
+	post_copy(rv->s->c, &m.m, sizeof m);
 }
 
 static void revread_apply(zkl_client *c, const struct revread_msg *m);
@@ -1521,15 +1517,7 @@ static void revwatch_read_done(int rc, const char *value, int len, const struct 
 		one.value = (int32_t)((uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 |
 		                      (uint32_t)b[2] << 8 | (uint32_t)b[3]);
 	}
-	struct revread_msg *m = malloc(sizeof *m);
-	if (!m) {
-		pthread_mutex_lock(&c->mu);
-		revread_apply(c, &one);
-		pthread_mutex_unlock(&c->mu);
-		return;
-	}
-	*m = one;
-	inbox_post(c, &m->m, false);
+	post_copy(c, &one.m, sizeof one);
 }
 
 /* A revocation watch's read answered (mu held). */
@@ -1607,30 +1595,25 @@ static void revwatches_run(zkl_client *c)
 /* ------------------------------------------------------------------------------------ */
 /* The inbox's messages applied */
 
-static void watch_apply(zkl_client *c, const struct watch_msg *w)
-{
-	if (w->m.kind == MSG_WATCH)
-		node_watch_apply(c, w->obj, w->type);
-	else
-		revwatch_event_apply(c, w->obj, w->type);
-}
-
-static void msg_apply(zkl_client *c, struct zkl_msg *m)
+/* Applies m (mu held). */
+static void msg_run(zkl_client *c, struct zkl_msg *m)
 {
 	switch ((enum msg_kind)m->kind) {
 	case MSG_OP: {
 		struct zkl_op *op = (struct zkl_op *)((char *)m - offsetof(struct zkl_op, msg));
 		op_finish_locked(c, op, op->zrc);
-		return;
+		break;
 	}
 	case MSG_TASK: {
 		struct zkl_task *t = (struct zkl_task *)((char *)m - offsetof(struct zkl_task, msg));
 		task_answered(c, t, t->zrc);
-		return;
+		break;
 	}
 	case MSG_WATCH:
+		node_watch_apply(c, ((struct watch_msg *)m)->obj, ((struct watch_msg *)m)->type);
+		break;
 	case MSG_REVWATCH:
-		watch_apply(c, (struct watch_msg *)m);
+		revwatch_event_apply(c, ((struct watch_msg *)m)->obj, ((struct watch_msg *)m)->type);
 		break;
 	case MSG_REVREAD:
 		revread_apply(c, (struct revread_msg *)m);
@@ -1641,7 +1624,15 @@ static void msg_apply(zkl_client *c, struct zkl_msg *m)
 		break;
 	}
 	}
-	free(m);
+}
+
+/* Applies m (mu held), and frees it unless its op or task carries it. */
+static void msg_apply(zkl_client *c, struct zkl_msg *m)
+{
+	bool carried = m->kind == MSG_OP || m->kind == MSG_TASK;
+	msg_run(c, m);
+	if (!carried)
+		free(m);
 }
 
 /* ------------------------------------------------------------------------------------ */
