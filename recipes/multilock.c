@@ -155,6 +155,18 @@ zkl_lock *zkl_multilock_lock(zkl_multilock *ml)
 	return ml ? &ml->lock : NULL;
 }
 
+/* The time the next member gets within one deadline for all: what is left of it, or
+ * timeout_ms itself (-1, 0); false once it has passed. */
+static bool member_time(int timeout_ms, int64_t deadline, int *t)
+{
+	*t = timeout_ms;
+	if (timeout_ms <= 0)
+		return true;
+	int64_t left = deadline - zkl_now_ms();
+	*t = left > 0 ? (int)left : 0;
+	return left > 0;
+}
+
 /* Releases members [0, count) in reverse order. Returns the first error, with a detail
  * naming its member. */
 static int release_members(zkl_multilock *ml, size_t count)
@@ -347,17 +359,13 @@ static int multilock_acquire(zkl_lock *lk, int timeout_ms)
 	int rc = 0;
 	for (; taken < ml->n; taken++) {
 		struct member *m = &ml->members[taken];
-		int t = timeout_ms;
-		if (timeout_ms > 0) {
-			int64_t left = deadline - zkl_now_ms();
-			if (left <= 0) {
-				rc = ZKL_ETIMEDOUT;
-				snprintf(detail, sizeof detail, "the deadline of %d ms passed before "
-				         "multilock member %zu of %zu (%s)", timeout_ms, taken + 1,
-				         ml->n, member_path(m));
-				break;
-			}
-			t = (int)left;
+		int t;
+		if (!member_time(timeout_ms, deadline, &t)) {
+			rc = ZKL_ETIMEDOUT;
+			snprintf(detail, sizeof detail, "the deadline of %d ms passed before "
+			         "multilock member %zu of %zu (%s)", timeout_ms, taken + 1,
+			         ml->n, member_path(m));
+			break;
 		}
 		rc = zkl_lock_acquire(m->l, t);
 		if (rc) {
@@ -368,8 +376,7 @@ static int multilock_acquire(zkl_lock *lk, int timeout_ms)
 	}
 	if (taken < ml->n) {
 		/* All or nothing: give back what was taken, newest first. */
-		while (taken-- > 0)
-			(void)zkl_lock_release(ml->members[taken].l);
+		(void)release_members(ml, taken);
 		pthread_mutex_lock(&ml->mu);
 		ml->taking--;
 		pthread_mutex_unlock(&ml->mu);
@@ -440,18 +447,6 @@ static void started(zkl_multilock *ml, zkl_lock *l)
 
 static void member_acquired(zkl_lock *l, int rc, void *arg);
 
-/* The time a member started now gets: the deadline's rest, -1 or 0; false once the
- * deadline has passed (mu held). */
-static bool member_time(const zkl_multilock *ml, int *t)
-{
-	*t = ml->timeout_ms;
-	if (ml->timeout_ms <= 0)
-		return true;
-	int64_t left = ml->deadline - zkl_now_ms();
-	*t = left > 0 ? (int)left : 0;
-	return left > 0;
-}
-
 /* A member's asynchronous acquire ended (the event thread, no lock held). */
 static void member_acquired(zkl_lock *l, int rc, void *arg)
 {
@@ -493,7 +488,7 @@ static void member_acquired(zkl_lock *l, int rc, void *arg)
 		return;
 	} else {
 		int t;
-		if (!member_time(ml, &t)) {
+		if (!member_time(ml->timeout_ms, ml->deadline, &t)) {
 			rc = ZKL_ETIMEDOUT;
 			snprintf(detail, sizeof detail, "the deadline of %d ms passed before multilock "
 			         "member %zu of %zu (%s)", ml->timeout_ms, taken + 1, ml->n,
