@@ -624,13 +624,15 @@ struct sel {
 	int *bad_tokens;
 	bool wait_for_end;   /* atomic: fn sleeps until leadership ends */
 	int wait_rc;
-	bool led;            /* has_leadership inside fn */
+	bool led;            /* atomic: has_leadership inside fn */
+	h_counter started;   /* fn entered (after led is set) */
 };
 
 static void sel_fn(zkl_selector *s, void *data)
 {
 	struct sel *x = data;
-	x->led = zkl_lock_is_held(zkl_selector_lock(s));
+	__atomic_store_n(&x->led, zkl_lock_is_held(zkl_selector_lock(s)), __ATOMIC_SEQ_CST);
+	h_counter_add(&x->started, 1);
 	if (x->inside)
 		h_note_max(x->max_inside, __atomic_add_fetch(x->inside, 1, __ATOMIC_SEQ_CST));
 	if (x->mu) {
@@ -674,13 +676,13 @@ static void test_selector_rotates(void **state)
 		                     .inside = &inside, .max_inside = &max_inside,
 		                     .last_token = &last, .bad_tokens = &bad };
 		h_counter_init(&x[i].runs);
+		h_counter_init(&x[i].started);
 		CHECK_OK(zkl_selector_new(&x[i].s, c[i], path, sel_fn, &x[i], &o));
 	}
 	/* Start the others while the first leads, so that the queue order is known. */
 	x[0].wait_for_end = true;
 	CHECK_OK(zkl_selector_start(x[0].s));
-	for (int i = 0; i < 300 && !zkl_lock_is_held(zkl_selector_lock(x[0].s)); i++)
-		usleep(10000);
+	assert_true(h_counter_wait(&x[0].started, 1, 10000));
 	assert_true(zkl_lock_is_held(zkl_selector_lock(x[0].s)));
 	for (int i = 1; i < 3; i++) {
 		CHECK_OK(zkl_selector_start(x[i].s));
@@ -698,9 +700,10 @@ static void test_selector_rotates(void **state)
 	for (int i = 0; i < 9; i++)
 		assert_int_equal(order[i], i % 3);
 	for (int i = 0; i < 3; i++) {
-		assert_true(x[i].led);
+		assert_true(__atomic_load_n(&x[i].led, __ATOMIC_SEQ_CST));
 		zkl_selector_free(x[i].s);
 		h_counter_destroy(&x[i].runs);
+		h_counter_destroy(&x[i].started);
 		zkl_client_close(c[i]);
 	}
 	assert_true(h_children(path) <= 0);
@@ -715,6 +718,7 @@ static void test_selector_once_and_requeue(void **state)
 	zkl_client *c = h_client(0);
 	struct sel x = { .index = 0 };
 	h_counter_init(&x.runs);
+	h_counter_init(&x.started);
 	zkl_selector_options o;
 	zkl_selector_options_init(&o);
 	o.id = "the-worker";
@@ -738,8 +742,7 @@ static void test_selector_once_and_requeue(void **state)
 		usleep(10000);
 	x.wait_for_end = true;
 	CHECK_OK(zkl_selector_requeue(x.s));
-	for (int i = 0; i < 300 && !zkl_lock_is_held(zkl_selector_lock(x.s)); i++)
-		usleep(10000);
+	assert_true(h_counter_wait(&x.started, 3, 10000));
 	assert_true(zkl_lock_is_held(zkl_selector_lock(x.s)));
 	zkl_mutex *m;
 	CHECK_OK(zkl_mutex_new(&m, c, path));
@@ -767,6 +770,7 @@ static void test_selector_once_and_requeue(void **state)
 	CHECK_RC(ZKL_ECLOSED, zkl_selector_requeue(x.s));
 	zkl_selector_free(x.s);
 	h_counter_destroy(&x.runs);
+	h_counter_destroy(&x.started);
 	zkl_client_close(c);
 }
 
@@ -779,6 +783,7 @@ static void test_selector_interrupt_and_expiry(void **state)
 	zkl_client *c = h_client(0);
 	struct sel x = { .index = 0, .wait_for_end = true };
 	h_counter_init(&x.runs);
+	h_counter_init(&x.started);
 	zkl_selector_options o;
 	zkl_selector_options_init(&o);
 	o.requeue = true;
@@ -787,29 +792,27 @@ static void test_selector_interrupt_and_expiry(void **state)
 	o.lose_on_suspend = false;
 	CHECK_OK(zkl_selector_new(&x.s, c, path, sel_fn, &x, &o));
 	CHECK_OK(zkl_selector_start(x.s));
-	for (int i = 0; i < 300 && !zkl_lock_is_held(zkl_selector_lock(x.s)); i++)
-		usleep(10000);
+	assert_true(h_counter_wait(&x.started, 1, 10000));
 	assert_true(zkl_lock_is_held(zkl_selector_lock(x.s)));
 	CHECK_RC(ZKL_ETIMEDOUT, zkl_selector_wait(x.s, 50));
 	zkl_selector_interrupt(x.s);
 	assert_true(h_counter_wait(&x.runs, 1, 10000));
 	assert_int_equal(x.wait_rc, 0);
 	/* Requeued: leads again. */
-	for (int i = 0; i < 300 && !zkl_lock_is_held(zkl_selector_lock(x.s)); i++)
-		usleep(10000);
+	assert_true(h_counter_wait(&x.started, 2, 10000));
 	assert_true(zkl_lock_is_held(zkl_selector_lock(x.s)));
 	int64_t before = zkl_lock_token(zkl_selector_lock(x.s));
 	h_expire(c);
 	assert_true(h_counter_wait(&x.runs, 2, 10000));
 	assert_int_equal(x.wait_rc, 0);
-	for (int i = 0; i < 500 && !zkl_lock_is_held(zkl_selector_lock(x.s)); i++)
-		usleep(10000);
+	assert_true(h_counter_wait(&x.started, 3, 10000));
 	assert_true(zkl_lock_is_held(zkl_selector_lock(x.s)));
 	assert_true(zkl_lock_token(zkl_selector_lock(x.s)) > before);
 	zkl_selector_free(x.s);
 	assert_int_equal(h_counter_get(&x.runs), 3);
 	assert_true(h_children(path) <= 0);
 	h_counter_destroy(&x.runs);
+	h_counter_destroy(&x.started);
 	zkl_client_close(c);
 }
 
@@ -846,6 +849,7 @@ static void test_selector_view(void **state)
 	zkl_client *c = h_client(0);
 	struct sel x = { .index = 0, .wait_for_end = true };
 	h_counter_init(&x.runs);
+	h_counter_init(&x.started);
 	struct sel_lost sl = { .x = &x };
 	h_counter_init(&sl.calls);
 	zkl_selector_options o;
@@ -872,10 +876,9 @@ static void test_selector_view(void **state)
 	zkl_lock_cancel(v);
 
 	CHECK_OK(zkl_selector_start(x.s));
-	for (int i = 0; i < 300 && !zkl_lock_is_held(v); i++)
-		usleep(10000);
+	assert_true(h_counter_wait(&x.started, 1, 10000));
 	assert_true(zkl_lock_is_held(v));
-	assert_true(x.led);
+	assert_true(__atomic_load_n(&x.led, __ATOMIC_SEQ_CST));
 	assert_true(zkl_lock_node(v, node, sizeof node) > 0);
 	assert_int_equal(h_exists(node), 1);
 	zkl_participant *ps;
@@ -901,8 +904,7 @@ static void test_selector_view(void **state)
 	assert_int_equal(x.wait_rc, 0);
 
 	/* Requeued: leads again with a higher token; an interrupt is no loss. */
-	for (int i = 0; i < 500 && !zkl_lock_is_held(v); i++)
-		usleep(10000);
+	assert_true(h_counter_wait(&x.started, 2, 10000));
 	assert_true(zkl_lock_is_held(v));
 	assert_true(zkl_lock_token(v) > before);
 	zkl_selector_interrupt(x.s);
@@ -913,6 +915,7 @@ static void test_selector_view(void **state)
 	assert_true(h_children(path) <= 0);
 	h_counter_destroy(&sl.calls);
 	h_counter_destroy(&x.runs);
+	h_counter_destroy(&x.started);
 	zkl_client_close(c);
 }
 
