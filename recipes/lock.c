@@ -102,6 +102,16 @@ int zkl_lock_async_start(zkl_lock *l, struct zkl_lock_async *a, const struct zkl
 	return rc;
 }
 
+bool zkl_lock_async_forget(zkl_lock *l, void *data)
+{
+	pthread_mutex_lock(&l->c->mu);
+	bool forgot = l->pending && l->pending->fn_data == data;
+	if (forgot)
+		l->pending->fn_data = NULL;
+	pthread_mutex_unlock(&l->c->mu);
+	return forgot;
+}
+
 bool zkl_lock_async_ending(struct zkl_lock_async *a)
 {
 	if (a->orphaned)

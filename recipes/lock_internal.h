@@ -101,6 +101,11 @@ int zkl_lock_async_start(zkl_lock *l, struct zkl_lock_async *a, const struct zkl
  * a success, then calls zkl_lock_async_call() once no lock is held. */
 bool zkl_lock_async_ending(struct zkl_lock_async *a);
 
+/* On l's event thread (no lock held): if the asynchronous acquire under way on l was
+ * started with data as its callback's data, its callback gets NULL instead from now on
+ * (its caller has gone), and true is returned; else false. */
+bool zkl_lock_async_forget(zkl_lock *l, void *data);
+
 /* Runs the callback of an acquire that zkl_lock_async_ending() let through (no lock
  * held; a may be freed already: its fields are passed). saved is the error detail. */
 void zkl_lock_async_call(zkl_lock *l, zkl_lock_acquired_fn fn, void *data, int rc,

@@ -63,7 +63,8 @@ struct member {
 };
 
 /* One asynchronous acquire. Owned apart from the multi-lock, so that a free on the event
- * thread can leave it to its member callback (orphaned: ml NULL, read on the loop only). */
+ * thread can leave it to its member callback (orphaned: ml NULL, read on the loop only),
+ * unless that member forgets it (zkl_lock_async_forget): then it goes with the free. */
 struct run {
 	zkl_multilock *ml;
 };
@@ -245,15 +246,24 @@ void zkl_multilock_free(zkl_multilock *ml)
 	zkl_client *c = ml->ac;
 	bool on_loop = c && zkl_on_event_thread(c);
 	size_t held = 0;
+	struct run *orphan = NULL;
+	zkl_lock *inflight = NULL;
 	if (ml->astate == ML_RUNNING && on_loop) {
-		ml->run->ml = NULL;
+		orphan = ml->run;
+		orphan->ml = NULL;
 		ml->run = NULL;
 		held = ml->next;
+		if (ml->inflight)
+			inflight = ml->members[ml->next].l;
 		ml->astate = ML_IDLE;
 	}
 	if (in_callback.ml == ml)
 		in_callback.freed = true;
 	pthread_mutex_unlock(&ml->mu);
+	/* The member being taken calls back with NULL from now on, so the run can go now:
+	 * that member may be freed before it calls back, and then it never does. */
+	if (inflight && zkl_lock_async_forget(inflight, orphan))
+		free(orphan);
 	if (held > 0)
 		release_members(ml, held);
 	if (c && !on_loop)
@@ -451,10 +461,10 @@ static void member_acquired(zkl_lock *l, int rc, void *arg);
 static void member_acquired(zkl_lock *l, int rc, void *arg)
 {
 	struct run *run = arg;
-	zkl_multilock *ml = run->ml;
+	zkl_multilock *ml = run ? run->ml : NULL;
 	if (!ml) {
 		/* The multi-lock was freed on the loop meanwhile: give back what this member
-		 * won, and end. */
+		 * won, and end (the run went with the free if it is NULL here). */
 		if (rc == 0)
 			(void)zkl_lock_release(l);
 		free(run);

@@ -81,6 +81,7 @@ struct rec {
 	zkl_multilock *blocking; /* a blocking acquire of this one in the callback */
 	int blocking_rc;
 	zkl_multilock *free_it;  /* freed in the callback */
+	zkl_mutex *free_after;   /* freed in the callback, after free_it */
 };
 
 static void rec_cb(zkl_lock *l, int rc, void *data)
@@ -100,6 +101,8 @@ static void rec_cb(zkl_lock *l, int rc, void *data)
 		r->release_rc = zkl_lock_release(l);
 	if (r->free_it)
 		zkl_multilock_free(r->free_it);
+	if (r->free_after)
+		zkl_mutex_free(r->free_after);
 	/* The test may reuse r once calls is counted: nothing of r is read after. */
 	struct fz *z = r->z;
 	atomic_fetch_add(&r->calls, 1);
@@ -437,6 +440,35 @@ static void test_free_on_loop_while_waiting(void **state)
 	set_close(&s);
 }
 
+/* The same, and the member being taken freed right after it on the loop, before its
+ * acquire could call back (so it never does): the multi-lock's record of the acquire
+ * goes with the free (the sanitizer build's leak check fails otherwise), and nothing of
+ * either is left. */
+static void test_free_on_loop_with_member(void **state)
+{
+	(void)state;
+	struct set s;
+	set_open(&s, "/locks/ml-free-loop-member");
+	struct rec r = { .z = s.z };
+	start_behind_b(&s, &r);
+	zkl_mutex *trigger;
+	CHECK_OK(zkl_mutex_new(&trigger, s.a, "/locks/ml-free-loop-member-trigger"));
+	struct rec t = { .z = s.z, .free_it = s.ml, .free_after = s.m[1] };
+	s.m[1] = NULL;
+	CHECK_OK(zkl_lock_acquire_async(zkl_mutex_lock(trigger), -1, rec_cb, &t));
+	rec_wait(&t);
+	CHECK_OK(t.rc);
+	fz_wait(s.z, session_has_one, &s, "the multi-lock's nodes to go");
+	assert_true(children(s.z, s.path[0]) <= 0);
+	assert_int_equal(children(s.z, s.path[1]), 1); /* b's */
+	CHECK_OK(zkl_lock_release(zkl_mutex_lock(trigger)));
+	fz_wait(s.z, session_empty, &s, "a's nodes to go");
+	assert_int_equal(atomic_load(&r.calls), 0);
+	zkl_mutex_free(trigger);
+	CHECK_OK(zkl_multilock_new(&s.ml, ZKL_MULTILOCK_CANONICAL));
+	set_close(&s);
+}
+
 /* ---- a member lost while the chain takes the others fails it with ZKL_ELOST ---- */
 
 static void test_member_lost_during_chain(void **state)
@@ -557,6 +589,7 @@ int main(void)
 		cmocka_unit_test(test_free_while_waiting),
 		cmocka_unit_test(test_free_in_callback),
 		cmocka_unit_test(test_free_on_loop_while_waiting),
+		cmocka_unit_test(test_free_on_loop_with_member),
 		cmocka_unit_test(test_member_lost_during_chain),
 		cmocka_unit_test(test_blocking_on_loop_takes_nothing),
 		cmocka_unit_test(test_cancel_at_once),
