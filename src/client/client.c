@@ -111,7 +111,7 @@ static void wake_all(zkl_client *c);
  * the loop applies it under mu: the completion thread never waits for the loop, and
  * never takes mu. With external_loop it applies the message itself, under mu, since the
  * application's loop thread may be the one blocked in a zklocks call that waits for it. */
-enum msg_kind { MSG_OP, MSG_TASK, MSG_WATCH, MSG_REVWATCH, MSG_REVREAD, MSG_SESSION };
+enum msg_kind { MSG_OP, MSG_TASK, MSG_WATCH, MSG_REVWATCH, MSG_REVREAD, MSG_SESSION, MSG_CALL };
 
 /* A node watch's or a revocation watch's event. */
 struct watch_msg {
@@ -143,8 +143,29 @@ struct session_msg {
 static void msg_run(zkl_client *c, struct zkl_msg *m);
 static void msg_apply(zkl_client *c, struct zkl_msg *m);
 
-/* Hands m to the loop (no lock held), or applies it here (external_loop). The loop is
- * woken unless `lazy`: then m waits for its next turn. */
+/* Queues m for the loop (no lock held), and wakes it unless `lazy` (then m waits for
+ * the loop's next turn). A call is refused once the loop has ended. */
+static bool inbox_put(zkl_client *c, struct zkl_msg *m, bool lazy)
+{
+	m->next = NULL;
+	pthread_mutex_lock(&c->inbox_mu);
+	bool taken = m->kind != MSG_CALL || !c->loop_ended;
+	if (taken) {
+		if (c->inbox_tail)
+			c->inbox_tail->next = m;
+		else
+			c->inbox = m;
+		c->inbox_tail = m;
+		if (!lazy || atomic_load(&c->hurry)) {
+			c->kicks++;
+			pthread_cond_broadcast(&c->inbox_cv);
+		}
+	}
+	pthread_mutex_unlock(&c->inbox_mu);
+	return taken;
+}
+
+/* Hands m to the loop (no lock held), or applies it here (external_loop). */
 static void inbox_post(zkl_client *c, struct zkl_msg *m, bool lazy)
 {
 	if (c->external) {
@@ -153,18 +174,7 @@ static void inbox_post(zkl_client *c, struct zkl_msg *m, bool lazy)
 		pthread_mutex_unlock(&c->mu);
 		return;
 	}
-	m->next = NULL;
-	pthread_mutex_lock(&c->inbox_mu);
-	if (c->inbox_tail)
-		c->inbox_tail->next = m;
-	else
-		c->inbox = m;
-	c->inbox_tail = m;
-	if (!lazy || atomic_load(&c->hurry)) {
-		c->kicks++;
-		pthread_cond_broadcast(&c->inbox_cv);
-	}
-	pthread_mutex_unlock(&c->inbox_mu);
+	inbox_put(c, m, lazy);
 }
 
 /* Hands the loop a copy of one, a message of size bytes on the caller's stack
@@ -195,6 +205,23 @@ static void inbox_drain(zkl_client *c)
 		msg_apply(c, m);
 		m = next;
 	}
+}
+
+bool zkl_call(zkl_client *c, struct zkl_call *call)
+{
+	call->msg.kind = MSG_CALL;
+	if (!c->external && running_loop != c)
+		return inbox_put(c, &call->msg, false);
+	/* The loop's own thread, or any thread with external_loop (whose completions are
+	 * applied as they come): run it here, after what the inbox holds. */
+	pthread_mutex_lock(&c->mu);
+	bool taken = !c->loop_ended;
+	if (taken) {
+		inbox_drain(c);
+		call->fn(c, call);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return taken;
 }
 
 static uint64_t kicks_now(zkl_client *c)
@@ -372,9 +399,31 @@ void zkl_cancel_owner_locked(zkl_client *c, const void *owner)
 	}
 }
 
+struct cancel_call {
+	struct zkl_call call;
+	const void *owner;
+};
+
+static void cancel_run(zkl_client *c, struct zkl_call *call)
+{
+	struct cancel_call *k = (struct cancel_call *)call;
+	zkl_cancel_owner_locked(c, k->owner);
+	free(k);
+}
+
 void zkl_client_cancel_owner(zkl_client *c, const void *owner)
 {
+	struct cancel_call *k = malloc(sizeof *k);
+	if (k) {
+		k->call.fn = cancel_run;
+		k->owner = owner;
+		if (zkl_call(c, &k->call))
+			return;
+		free(k);
+	}
+	/* No memory for the call, or the loop has ended (closing): cancel here. */
 	pthread_mutex_lock(&c->mu);
+	inbox_drain(c);
 	zkl_cancel_owner_locked(c, owner);
 	pthread_mutex_unlock(&c->mu);
 }
@@ -388,6 +437,18 @@ bool zkl_runs_loop(zkl_client *c)
 {
 	return running_loop == c ||
 	       (c->loop_known && pthread_equal(c->loop_thread, pthread_self()));
+}
+
+bool zkl_is_loop_thread(zkl_client *c)
+{
+	if (running_loop == c)
+		return true;
+	if (!c->external)
+		return false;
+	pthread_mutex_lock(&c->mu);
+	bool r = zkl_runs_loop(c);
+	pthread_mutex_unlock(&c->mu);
+	return r;
 }
 
 int zkl_wait_connected(zkl_client *c, struct zkl_waiter *w, int64_t deadline)
@@ -1623,13 +1684,18 @@ static void msg_run(zkl_client *c, struct zkl_msg *m)
 		session_event_locked(c, e->s, e->state, e->id, e->timeout, e->e);
 		break;
 	}
+	case MSG_CALL: {
+		struct zkl_call *call = (struct zkl_call *)m;
+		call->fn(c, call);
+		break;
+	}
 	}
 }
 
 /* Applies m (mu held), and frees it unless its op or task carries it. */
 static void msg_apply(zkl_client *c, struct zkl_msg *m)
 {
-	bool carried = m->kind == MSG_OP || m->kind == MSG_TASK;
+	bool carried = m->kind == MSG_OP || m->kind == MSG_TASK || m->kind == MSG_CALL;
 	msg_run(c, m);
 	if (!carried)
 		free(m);
@@ -2015,7 +2081,12 @@ static void *event_main(void *arg)
 			continue;
 		inbox_wait(c, k, next);
 	}
-	/* Acquisitions still under way see the client closing and end. */
+	/* No call is taken from now on; those taken run, and the acquisitions still under
+	 * way see the client closing and end. */
+	pthread_mutex_lock(&c->inbox_mu);
+	c->loop_ended = true;
+	pthread_mutex_unlock(&c->inbox_mu);
+	inbox_drain(c);
 	loop_waiters_run(c);
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
@@ -2488,6 +2559,9 @@ void zkl_client_close(zkl_client *c)
 			pthread_cond_wait(&c->ev_cv, &c->mu);
 		zkl_client *outer = running_loop;
 		running_loop = c;
+		pthread_mutex_lock(&c->inbox_mu);
+		c->loop_ended = true;
+		pthread_mutex_unlock(&c->inbox_mu);
 		loop_waiters_run(c);
 		running_loop = outer;
 	}

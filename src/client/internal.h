@@ -6,7 +6,10 @@
  * held. The C client's completion thread does not take it: it queues what it hears in
  * the client's inbox (inbox_mu) for the loop. Two exceptions take mu there: with
  * external_loop it applies what it hears itself, and an adopted handle's session events
- * go through the watcher chained with the application's (adopted_watcher()). */
+ * go through the watcher chained with the application's (adopted_watcher()). An
+ * application thread hands the loop an acquisition or a cancel the same way, as a call
+ * (zkl_call): an acquisition (src/engine/acquire.c) is touched only by the loop from
+ * then on. Its other calls still take mu. */
 #ifndef ZKL_INTERNAL_H
 #define ZKL_INTERNAL_H
 
@@ -85,14 +88,22 @@ struct zkl_watch {
 enum zkl_op_kind { ZKL_OP_CREATE, ZKL_OP_DELETE, ZKL_OP_CHILDREN, ZKL_OP_GET, ZKL_OP_EXISTS, ZKL_OP_SET,
                    ZKL_OP_SYNC };
 
-/* One asynchronous request. Two references: the waiting thread's and the completion's. */
-/* What the C client's completion thread tells the loop: a completion or a watch event,
- * queued in the client's inbox (client.c) and applied by the loop under mu. */
+/* What the loop is told from other threads: a completion or a watch event from the C
+ * client's completion thread, or an application thread's call, queued in the client's
+ * inbox (client.c) and applied by the loop under mu, in order. */
 struct zkl_msg {
 	struct zkl_msg *next;      /* inbox_mu */
 	int kind;                  /* client.c's enum msg_kind */
 };
 
+/* A call an application thread makes of the loop: fn runs with mu held, on the loop,
+ * after everything handed to the loop before it (zkl_call). */
+struct zkl_call {
+	struct zkl_msg msg;
+	void (*fn)(zkl_client *c, struct zkl_call *call); /* may free call */
+};
+
+/* One asynchronous request. Two references: the waiting thread's and the completion's. */
 struct zkl_op {
 	struct zkl_msg msg;        /* its completion, in the inbox */
 	int zrc;                   /* the completion's return code, until applied */
@@ -225,6 +236,8 @@ struct zkl_client {
 	struct zkl_msg *inbox, *inbox_tail; /* inbox_mu */
 	uint64_t kicks;                     /* inbox_mu */
 	atomic_bool hurry;                  /* closing: no message waits for a turn */
+	bool loop_ended;                    /* mu and inbox_mu: the loop runs no more
+	                                     * waiter, so no call is taken */
 	struct zkl_listener *listeners;         /* mu */
 	size_t nlisteners;
 	bool listener_running;                  /* mu */
@@ -251,7 +264,18 @@ void zkl_waiter_wake(zkl_client *c, struct zkl_waiter *w);
 void zkl_waiter_wake_at(zkl_client *c, struct zkl_waiter *w, int64_t t);
 /* Waits with mu held until signalled or deadline; true if the deadline passed. */
 bool zkl_waiter_wait(zkl_client *c, struct zkl_waiter *w, int64_t deadline);
-/* Wakes the waiters of owner with canceled set. */
+/* Has the loop run call->fn (mu held), after every message and call handed to it
+ * before (no lock held). From an application thread the call is queued in the inbox and
+ * the caller goes on: call must live until fn has run (fn may free it). On the loop's
+ * own thread (a callback), with external_loop, it runs here, after what the inbox
+ * holds. Returns false, without running fn, once the loop runs no more: the client is
+ * closing. Only the loop then touches what fn touches: a call is how an application
+ * thread hands the engine an acquisition or a cancel. */
+bool zkl_call(zkl_client *c, struct zkl_call *call);
+/* Whether the calling thread runs c's loop (no lock held): zkl_runs_loop's answer. */
+bool zkl_is_loop_thread(zkl_client *c);
+/* Wakes the waiters of owner with canceled set: a call (above), so that it comes after
+ * an acquisition started before it. */
 void zkl_client_cancel_owner(zkl_client *c, const void *owner);
 /* The same with mu held (on the loop: a recipe's machine cancels what it started). */
 void zkl_cancel_owner_locked(zkl_client *c, const void *owner);

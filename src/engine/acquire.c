@@ -26,9 +26,12 @@
  *   RECOVER (wait for the connection) and TURN (our turn came past the loss deadline:
  *   wait for the new session) lead back to TOP; any failure ends in WITHDRAW.
  *
- * The thread that asked waits on the acquisition's own condition variable
- * (zkl_engine_acquire). A thread that is the event thread itself must not: nothing
- * would ever run the acquisition. */
+ * An acquisition reaches the loop as a call (zkl_call): an application thread queues
+ * it in the client's inbox, behind what was handed to the loop before (so a cancel made
+ * after it finds it), and from then on only the loop touches it. The thread that asked
+ * waits on the acquisition's own condition variable (zkl_engine_acquire). A thread that
+ * runs the loop itself must not: nothing would ever run the acquisition. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +60,7 @@ enum { GO_ON = 0, WAIT = 1, HELD = 2, ANSWERED = 3 };
 
 struct zkl_acquisition {
 	struct zkl_waiter w;           /* first: step() gets it back from the loop */
+	struct zkl_call call;          /* how it reaches the loop (zkl_call) */
 	const struct zkl_queue *q;
 	struct zkl_node *node;         /* the caller's */
 	enum acq_state st;
@@ -912,9 +916,19 @@ static void step(zkl_client *c, struct zkl_waiter *w)
 	finish(c, a);
 }
 
-/* Makes an acquisition and hands it to the event thread (mu held). */
+/* On the loop (mu held): the acquisition begins. */
+static void begin(zkl_client *c, struct zkl_call *call)
+{
+	struct zkl_acquisition *a =
+		(struct zkl_acquisition *)((char *)call - offsetof(struct zkl_acquisition, call));
+	zkl_waiter_enter_loop(c, &a->w, a->q->owner, step);
+}
+
+/* Makes an acquisition and hands it to the loop (no lock held): from here on only the
+ * loop touches it, until it is done. done NULL: the caller waits for it. */
 static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
-                                     struct zkl_node *node, int *err)
+                                     struct zkl_node *node, void (*done)(void *, int),
+                                     void *arg, int *err)
 {
 	zkl_client *c = q->c;
 	memset(node, 0, sizeof *node);
@@ -923,54 +937,47 @@ static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
 		*err = zkl_fail(ZKL_ENOMEM, "out of memory");
 		return NULL;
 	}
-	if (c->closing) {
-		free(a);
-		*err = zkl_fail(ZKL_ECLOSED, "the client is closing");
-		return NULL;
-	}
 	zkl_uuid(node->uuid);
 	a->q = q;
 	a->node = node;
 	a->st = A_TOP;
 	a->try_once = timeout_ms == 0;
 	a->deadline = zkl_deadline(timeout_ms);
+	a->done_fn = done;
+	a->done_arg = arg;
 	zkl_cond_init(&a->cv);
-	zkl_waiter_enter_loop(c, &a->w, q->owner, step);
+	a->call.fn = begin;
+	if (!zkl_call(c, &a->call)) {
+		pthread_cond_destroy(&a->cv);
+		free(a);
+		memset(node, 0, sizeof *node);
+		*err = zkl_fail(ZKL_ECLOSED, "the client is closing");
+		return NULL;
+	}
 	return a;
 }
 
 int zkl_engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
                      void (*done)(void *arg, int rc), void *arg)
 {
-	zkl_client *c = q->c;
 	int err = 0;
-	pthread_mutex_lock(&c->mu);
-	struct zkl_acquisition *a = start(q, timeout_ms, node, &err);
-	if (a) {
-		a->done_fn = done;
-		a->done_arg = arg;
-	}
-	pthread_mutex_unlock(&c->mu);
-	return a ? 0 : err;
+	return start(q, timeout_ms, node, done, arg, &err) ? 0 : err;
 }
 
 int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node)
 {
 	zkl_client *c = q->c;
 	int err = 0;
-	pthread_mutex_lock(&c->mu);
-	if (zkl_runs_loop(c)) {
-		pthread_mutex_unlock(&c->mu);
+	if (zkl_is_loop_thread(c)) {
 		memset(node, 0, sizeof *node);
 		return zkl_fail(ZKL_EDEADLK, "cannot wait for %s on the thread that runs the "
 		                "client's loop (in a callback, or the application's loop thread): "
 		                "nothing would run the acquisition", q->path);
 	}
-	struct zkl_acquisition *a = start(q, timeout_ms, node, &err);
-	if (!a) {
-		pthread_mutex_unlock(&c->mu);
+	struct zkl_acquisition *a = start(q, timeout_ms, node, NULL, NULL, &err);
+	if (!a)
 		return err;
-	}
+	pthread_mutex_lock(&c->mu);
 	while (!a->done)
 		pthread_cond_wait(&a->cv, &c->mu);
 	pthread_mutex_unlock(&c->mu);

@@ -1149,6 +1149,64 @@ static void test_async_cancel_timeout_busy(void **state)
 	pair_close(&p);
 }
 
+/* A callback that keeps the loop's thread until the test lets it go. */
+struct gate {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool inside, open;
+	int rc;
+};
+
+static void gate_cb(zkl_lock *l, int rc, void *data)
+{
+	(void)l;
+	struct gate *g = data;
+	pthread_mutex_lock(&g->mu);
+	g->rc = rc;
+	g->inside = true;
+	pthread_cond_broadcast(&g->cv);
+	while (!g->open)
+		pthread_cond_wait(&g->cv, &g->mu);
+	pthread_mutex_unlock(&g->mu);
+}
+
+/* An application thread's acquire and cancel reach the loop in the order they were
+ * made, even while the loop is busy (here: in a callback) and cannot take them yet: the
+ * cancel finds the acquire it follows, which ends ECANCELED with nothing left behind,
+ * instead of queueing behind a holder for good. */
+static void test_cancel_follows_queued_acquire(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_open(&p, "/locks/call-order");
+	CHECK_OK(zkl_lock_acquire(p.la, -1));
+	zkl_mutex *busy;
+	CHECK_OK(zkl_mutex_new(&busy, p.b, "/locks/call-gate"));
+	struct gate g = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+	CHECK_OK(zkl_lock_acquire_async(zkl_mutex_lock(busy), -1, gate_cb, &g));
+	pthread_mutex_lock(&g.mu);
+	while (!g.inside)
+		pthread_cond_wait(&g.cv, &g.mu);
+	pthread_mutex_unlock(&g.mu);
+	CHECK_OK(g.rc);
+	/* b's loop is in gate_cb: both calls wait for it, in order. */
+	struct arec r = { .z = p.z };
+	CHECK_OK(zkl_lock_acquire_async(p.lb, -1, arec_cb, &r));
+	zkl_lock_cancel(p.lb);
+	pthread_mutex_lock(&g.mu);
+	g.open = true;
+	pthread_cond_broadcast(&g.cv);
+	pthread_mutex_unlock(&g.mu);
+	arec_wait(&r);
+	assert_int_equal(r.rc, ZKL_ECANCELED);
+	assert_int_equal(atomic_load(&r.calls), 1);
+	assert_int_equal(children(p.z, p.path), 1); /* a's, and nothing of b's */
+	CHECK_OK(zkl_lock_release(zkl_mutex_lock(busy)));
+	zkl_mutex_free(busy);
+	CHECK_OK(zkl_lock_release(p.la));
+	pair_close(&p);
+}
+
 static void test_async_callback_calls(void **state)
 {
 	(void)state;
@@ -1495,6 +1553,7 @@ int main(void)
 		cmocka_unit_test(test_list_answer_lost),
 		cmocka_unit_test(test_async_fifo),
 		cmocka_unit_test(test_async_cancel_timeout_busy),
+		cmocka_unit_test(test_cancel_follows_queued_acquire),
 		cmocka_unit_test(test_new_folder_made_once),
 		cmocka_unit_test(test_release_in_callback_does_not_wait),
 		cmocka_unit_test(test_own_leaving_nodes_skipped),
