@@ -135,6 +135,32 @@ void h_wait_children(const char *path, int n)
 	fail_msg("%s never reached %d children (it has %d)", path, n, h_children(path));
 }
 
+void h_wait_participants(zkl_lock *l, size_t n)
+{
+	size_t k = 0;
+	for (int i = 0; i < 2000; i++) {
+		zkl_participant *ps;
+		int rc = zkl_lock_participants(l, &ps, &k);
+		if (rc != 0)
+			fail_msg("zkl_lock_participants: %s: %s", zkl_errname(rc), zkl_last_error());
+		zkl_participants_free(ps, k);
+		if (k == n)
+			return;
+		usleep(5000);
+	}
+	fail_msg("the participants never came to %zu (there are %zu)", n, k);
+}
+
+void h_node_known(zkl_lock *l, char *buf, size_t size)
+{
+	for (int i = 0; i < 2000; i++) {
+		if (zkl_lock_node(l, buf, size) > 0)
+			return;
+		usleep(5000);
+	}
+	fail_msg("the acquire never knew its node: %s", zkl_last_error());
+}
+
 void h_child_except(const char *path, const char *except, char *buf, size_t size)
 {
 	struct String_vector sv = {0};

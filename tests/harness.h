@@ -58,6 +58,14 @@ int h_children(const char *path);
  * after about ten seconds. For n == 0, a path that is gone (a reaped container) will
  * do. */
 void h_wait_children(const char *path, int n);
+/* Waits until l's participant list (zkl_lock_participants) has n entries, or fails the
+ * test after about ten seconds: for a count that a timed-out acquire's node, deleted in
+ * the background once its create is answered, may still hold for a moment. */
+void h_wait_participants(zkl_lock *l, size_t n);
+/* Waits until a queued acquire of l knows its node and copies the node's path into buf,
+ * or fails the test after about ten seconds: the node is on the server a moment before
+ * its client has read the create's answer. */
+void h_node_known(zkl_lock *l, char *buf, size_t size);
 /* Copies into buf the full path of a child of path whose name is not except; fails the
  * test if there is none. */
 void h_child_except(const char *path, const char *except, char *buf, size_t size);

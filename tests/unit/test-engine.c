@@ -351,7 +351,8 @@ static void test_timeout_races_grant(void **state)
 	fzh_queue_node(p.z, p.path, 0, holder, sizeof holder);
 	const int64_t sb = zkl_client_session_id(p.b);
 	struct fzh_acq w;
-	fzh_acq_start(&w, p.z, p.lb, 300, sb);
+	/* Time enough to queue and arm the watch on a loaded machine. */
+	fzh_acq_start(&w, p.z, p.lb, 2000, sb);
 	fzh_wait_watched(p.z, holder, 1);
 	/* The grant is on its way to the waiter when its deadline passes. */
 	fz_pause(p.z, sb, true);

@@ -195,7 +195,8 @@ static void test_member_busy_until_deadline(void **state)
 	/* b holds member 2 throughout. */
 	CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(s.om[1]), -1));
 	struct rec r = { .z = s.z, .members = s.m };
-	CHECK_OK(zkl_lock_acquire_async(s.view, 200, rec_cb, &r));
+	/* Time enough to take member 1 and queue on member 2 on a loaded machine. */
+	CHECK_OK(zkl_lock_acquire_async(s.view, 2000, rec_cb, &r));
 	rec_wait(&r);
 	assert_int_equal(r.rc, ZKL_ETIMEDOUT);
 	assert_non_null(strstr(r.error, s.path[1]));

@@ -120,6 +120,17 @@ static void test_arguments(void **state)
 	zookeeper_close(zh);
 }
 
+/* A state listener: counts ZKL_STATE_LOST in k[0] and ZKL_STATE_RECONNECTED in k[1]. */
+static void count_state(zkl_client *c, zkl_state st, void *data)
+{
+	(void)c;
+	h_counter *k = data;
+	if (st == ZKL_STATE_LOST)
+		h_counter_add(&k[0], 1);
+	else if (st == ZKL_STATE_RECONNECTED)
+		h_counter_add(&k[1], 1);
+}
+
 /* The application's registration and its lock on one session: expire it, both are gone,
  * the lock is reported lost, the application's watcher heard it; after the handover of
  * the next handle, acquisitions work on the new session. */
@@ -143,6 +154,10 @@ static void test_expiry_and_handover(void **state)
 	zkl_lock *l = zkl_mutex_lock(m);
 	h_latch *lost = h_latch_new();
 	CHECK_OK(zkl_lock_on_lost(l, note_lost, lost));
+	h_counter states[2];
+	h_counter_init(&states[0]);
+	h_counter_init(&states[1]);
+	CHECK_OK(zkl_client_add_listener(c, count_state, states));
 	CHECK_OK(zkl_lock_acquire(l, 5000));
 	int64_t first = zkl_lock_token(l);
 	char node[ZKL_NODE_MAX];
@@ -155,6 +170,8 @@ static void test_expiry_and_handover(void **state)
 	assert_false(h_exists(reg));
 	assert_false(h_exists(node));
 	CHECK_RC(ZKL_ELOST, zkl_lock_release(l));
+	/* The client's state moves after the lost callbacks have run: wait for it. */
+	assert_true(h_counter_wait(&states[0], 1, 10000));
 	assert_int_equal(zkl_client_state(c), ZKL_STATE_LOST);
 	/* No session until the handover: an acquire waits, and times out. */
 	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(l, 300));
@@ -175,7 +192,10 @@ static void test_expiry_and_handover(void **state)
 	CHECK_OK(zkl_lock_release(l));
 	h_wait_children(path, 0);
 	zkl_mutex_free(m);
+	CHECK_OK(zkl_client_remove_listener(c, count_state, states));
 	zkl_client_close(c);
+	h_counter_destroy(&states[0]);
+	h_counter_destroy(&states[1]);
 
 	/* The handle is the application's still: open, and its own again. */
 	assert_int_equal(zoo_state(zh2), ZOO_CONNECTED_STATE);
@@ -332,16 +352,6 @@ static void proxy_stop(struct proxy *p)
 	close(p->listen_fd);
 }
 
-static void count_state(zkl_client *c, zkl_state st, void *data)
-{
-	(void)c;
-	h_counter *k = data;
-	if (st == ZKL_STATE_LOST)
-		h_counter_add(&k[0], 1);
-	else if (st == ZKL_STATE_RECONNECTED)
-		h_counter_add(&k[1], 1);
-}
-
 /* The loss rule gives the application's session up (nothing heard for half its
  * timeout) while the server still keeps it: the lock is reported lost and its node is
  * deleted once the partition heals, on the same session, which counts again. Giving
@@ -386,7 +396,7 @@ static void test_loss_rule_keeps_the_session(void **state)
 
 	atomic_store(&px.hold, true);
 	assert_true(h_latch_wait(lost, 10000)); /* at half the timeout of silence */
-	assert_true(h_counter_wait(&states[0], 1, 1000));
+	assert_true(h_counter_wait(&states[0], 1, 10000));
 	assert_true(h_exists(node)); /* the server still keeps the session */
 	atomic_store(&px.hold, false);
 	assert_true(h_wait_deleted(node, 10000));

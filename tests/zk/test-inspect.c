@@ -86,10 +86,12 @@ static void who_close(struct who *w)
 	zkl_client_close(w->c);
 }
 
+/* n is l's node. A waiting acquire learns its node's path on its client's event thread,
+ * a moment after the node is on the server: wait for it. */
 static void assert_node_of(const zkl_node_info *n, zkl_lock *l)
 {
 	char buf[ZKL_NODE_MAX];
-	assert_true(zkl_lock_node(l, buf, sizeof buf) > 0);
+	h_node_known(l, buf, sizeof buf);
 	assert_string_equal(n->path, buf);
 }
 

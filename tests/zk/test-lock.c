@@ -144,18 +144,6 @@ static void ignore(zkl_lock *l, int rc, void *data)
 	*(int *)data = rc;
 }
 
-/* Waits until l knows the node it queued: the node is on the server a moment before its
- * client has read the create's answer. */
-static void node_known(zkl_lock *l, char *buf, size_t size)
-{
-	for (int i = 0; i < 2000; i++) {
-		if (zkl_lock_node(l, buf, size) > 0)
-			return;
-		usleep(5000);
-	}
-	fail_msg("the acquire never knew its node: %s", zkl_last_error());
-}
-
 /* While an acquire waits, zkl_lock_node names the node it queued: the asynchronous one's,
  * a blocking one's from another thread, a semaphore's lease node past the gate. */
 static void test_node_while_queued(void **state)
@@ -174,7 +162,7 @@ static void test_node_while_queued(void **state)
 	CHECK_OK(zkl_lock_acquire_async(lb, -1, ignore, &async_rc));
 	h_wait_children(path, 2);
 	waiter_of(la, NULL, want, sizeof want);
-	node_known(lb, got, sizeof got);
+	h_node_known(lb, got, sizeof got);
 	assert_string_equal(got, want);
 	/* A blocking acquire on another thread: its node, seen from this one. */
 	struct blocked bl = {lc, 1};
@@ -183,7 +171,7 @@ static void test_node_while_queued(void **state)
 	h_wait_children(path, 3);
 	char mine[ZKL_NODE_MAX];
 	waiter_of(la, want, mine, sizeof mine);
-	node_known(lc, got, sizeof got);
+	h_node_known(lc, got, sizeof got);
 	assert_string_equal(got, mine);
 	zkl_lock_cancel(lc);
 	pthread_join(th, NULL);
@@ -205,7 +193,7 @@ static void test_node_while_queued(void **state)
 	CHECK_OK(zkl_lock_acquire_async(vb, -1, ignore, &async_rc));
 	h_wait_children(h_sub(spath, "leases"), 2);
 	waiter_of(va, NULL, want, sizeof want);
-	node_known(vb, got, sizeof got);
+	h_node_known(vb, got, sizeof got);
 	assert_string_equal(got, want);
 	zkl_semaphore_free(sb);
 	CHECK_RC(ZKL_ECANCELED, async_rc);

@@ -79,17 +79,18 @@ static void test_all_or_nothing(void **state)
 	CHECK_OK(zkl_lock_acquire(ol, -1));
 
 	int64_t t0 = now_ms();
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_multilock_acquire(t.ml, 300));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_multilock_acquire(t.ml, 2000));
 	int64_t elapsed = now_ms() - t0;
-	assert_true(elapsed >= 250);
-	assert_true(elapsed < 600);
+	assert_true(elapsed >= 1950);
+	assert_true(elapsed < 7000);
 	assert_non_null(strstr(zkl_last_error(), t.p[1]));
 	assert_false(zkl_multilock_is_held(t.ml));
 	for (int i = 0; i < 3; i++)
 		assert_false(zkl_lock_is_held(t.l[i]));
-	/* Member 1 was taken and given back; member 2 withdrew its node; 3 was not tried. */
+	/* Member 1 was taken and given back; member 2 withdrew its node (a create still out
+	 * at the deadline is deleted when it is answered); 3 was not tried. */
 	assert_true(h_children(t.p[0]) <= 0);
-	assert_int_equal(h_children(t.p[1]), 1);
+	h_wait_children(t.p[1], 1);
 	assert_true(h_children(t.p[2]) <= 0);
 	assert_true(other_can_take(t.b, t.p[0]));
 	assert_true(other_can_take(t.b, t.p[2]));
@@ -128,7 +129,7 @@ struct staggered {
 	int rc;
 };
 
-/* Holds p2 and p3, gives p2 back after 500 ms, and p3 when told. */
+/* Holds p2 and p3, gives p2 back after 2000 ms, and p3 when told. */
 static void *staggered_thread(void *arg)
 {
 	struct staggered *s = arg;
@@ -139,7 +140,7 @@ static void *staggered_thread(void *arg)
 	s->rc |= zkl_lock_acquire(l2, -1);
 	s->rc |= zkl_lock_acquire(l3, -1);
 	h_latch_set(s->ready);
-	usleep(500 * 1000);
+	usleep(2000 * 1000);
 	s->rc |= zkl_lock_release(l2);
 	h_latch_wait(s->done, 60000);
 	s->rc |= zkl_lock_release(l3);
@@ -159,13 +160,13 @@ static void test_one_deadline(void **state)
 	pthread_create(&th, NULL, staggered_thread, &s);
 	assert_true(h_latch_wait(s.ready, 20000));
 
-	/* Member 2 comes free after about 500 ms, member 3 never: with one deadline the call
-	 * ends after about 1000 ms, with one per member it would take about 1500. */
+	/* Member 2 comes free after about 2000 ms, member 3 never: with one deadline the call
+	 * ends after about 4000 ms, with one per member it would take about 6000. */
 	int64_t t0 = now_ms();
-	CHECK_RC(ZKL_ETIMEDOUT, zkl_multilock_acquire(t.ml, 1000));
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_multilock_acquire(t.ml, 4000));
 	int64_t elapsed = now_ms() - t0;
-	assert_true(elapsed >= 900);
-	assert_true(elapsed < 1400);
+	assert_true(elapsed >= 3900);
+	assert_true(elapsed < 5500);
 	assert_non_null(strstr(zkl_last_error(), t.p[2]));
 	assert_true(h_children(t.p[0]) <= 0);
 	assert_true(h_children(t.p[1]) <= 0);
@@ -671,13 +672,13 @@ static void test_async_all_or_nothing(void **state)
 	h_counter done;
 	h_counter_init(&done);
 	struct async_rounds r = { .view = view, .left = 1, .excl = &(h_excl){0}, .done = &done };
-	CHECK_OK(zkl_lock_acquire_async(view, 300, async_round, &r));
+	CHECK_OK(zkl_lock_acquire_async(view, 2000, async_round, &r));
 	assert_true(h_counter_wait(&done, 1, 20000));
 	assert_int_equal(r.errors, 1);
 	assert_int_equal(r.rc, ZKL_ETIMEDOUT);
 	assert_non_null(strstr(r.error, t.p[1]));
 	h_wait_children(t.p[0], 0);
-	assert_int_equal(h_children(t.p[1]), 1);
+	h_wait_children(t.p[1], 1);
 	assert_true(h_children(t.p[2]) <= 0);
 	assert_true(other_can_take(t.b, t.p[0]));
 	CHECK_OK(zkl_lock_release(ol));
@@ -702,15 +703,15 @@ static void test_async_one_deadline(void **state)
 	h_counter_init(&done);
 	struct async_rounds r = { .view = zkl_multilock_lock(t.ml), .left = 1,
 	                          .excl = &(h_excl){0}, .done = &done };
-	/* Member 2 comes free after about 500 ms, member 3 never: with one deadline the
-	 * callback comes after about 1000 ms, with one per member after about 1500. */
+	/* Member 2 comes free after about 2000 ms, member 3 never: with one deadline the
+	 * callback comes after about 4000 ms, with one per member after about 6000. */
 	int64_t t0 = now_ms();
-	CHECK_OK(zkl_lock_acquire_async(r.view, 1000, async_round, &r));
+	CHECK_OK(zkl_lock_acquire_async(r.view, 4000, async_round, &r));
 	assert_true(h_counter_wait(&done, 1, 20000));
 	int64_t elapsed = now_ms() - t0;
 	assert_int_equal(r.rc, ZKL_ETIMEDOUT);
-	assert_true(elapsed >= 900);
-	assert_true(elapsed < 1400);
+	assert_true(elapsed >= 3900);
+	assert_true(elapsed < 5500);
 	assert_non_null(strstr(r.error, t.p[2]));
 	h_wait_children(t.p[0], 0);
 	h_wait_children(t.p[1], 0);

@@ -29,6 +29,14 @@ static int nlocks(const char *path)
 	return nkids(h_sub(path, "locks"));
 }
 
+/* Waits until a semaphore's path has n lease nodes and locks queued takers: after an
+ * acquire that timed out, a create still out at its deadline is deleted once answered. */
+static void wait_nodes(const char *path, int leases, int locks)
+{
+	h_wait_children(h_sub(path, "leases"), leases);
+	h_wait_children(h_sub(path, "locks"), locks);
+}
+
 /* Two clients a and b, each with its own handle on one semaphore of max leases: where
  * most tests start. */
 struct two {
@@ -126,6 +134,7 @@ static void test_simple(void **state)
 
 	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_acquire(t.sb, 1, 300, &lb));
 	assert_null(lb);
+	wait_nodes(path, 1, 0);
 	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_acquire(t.sb, 1, 0, &lb));
 	assert_null(lb);
 	assert_int_equal(nleases(path), 1);
@@ -161,7 +170,7 @@ static void test_simple3(void **state)
 	assert_int_equal(nleases(path), 3);
 	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_acquire(ss[3], 1, 300, &ls[3]));
 	assert_null(ls[3]);
-	assert_int_equal(nleases(path), 3);
+	wait_nodes(path, 3, 0);
 	CHECK_OK(zkl_lease_release(ls[1]));
 	CHECK_OK(zkl_semaphore_acquire(ss[3], 1, 5000, &ls[3]));
 	assert_int_equal(nleases(path), 3);
@@ -343,7 +352,7 @@ static void test_acquire_many(void **state)
 	/* 3 more do not fit (2 left); the partial leases are given back. */
 	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_acquire(t.sb, 3, 300, lb));
 	assert_null(lb[0]);
-	assert_int_equal(nleases(path), 3);
+	wait_nodes(path, 3, 0);
 	CHECK_OK(zkl_semaphore_acquire(t.sb, 2, 5000, lb));
 	assert_int_equal(nleases(path), 5);
 	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_acquire(t.sb, 1, 0, &lb[2]));
