@@ -408,27 +408,41 @@ static bool session_has_one(void *arg)
 	return fz_ephemerals(s->z, s->sa) == 1;
 }
 
+/* Starts a's acquire of the view behind b, then frees the multi-lock on a's loop (the
+ * callback of another lock of a), and with `member` the member being taken right after
+ * it, before that member's acquire could call back (so it never does). What the
+ * multi-lock took or queued goes: only the trigger's node stays, then nothing of a's. */
+static void free_on_loop(struct set *s, struct rec *r, const char *trigger_path, bool member)
+{
+	start_behind_b(s, r);
+	assert_int_equal(fz_ephemerals(s->z, s->sa), 2);
+	zkl_mutex *trigger;
+	CHECK_OK(zkl_mutex_new(&trigger, s->a, trigger_path));
+	struct rec t = { .z = s->z, .free_it = s->ml };
+	if (member) {
+		t.free_after = s->m[1];
+		s->m[1] = NULL;
+	}
+	CHECK_OK(zkl_lock_acquire_async(zkl_mutex_lock(trigger), -1, rec_cb, &t));
+	rec_wait(&t);
+	CHECK_OK(t.rc);
+	/* Member 1 given back, member 2 withdrawn. */
+	fz_wait(s->z, session_has_one, s, "the multi-lock's nodes to go");
+	assert_true(children(s->z, s->path[0]) <= 0);
+	assert_int_equal(children(s->z, s->path[1]), 1); /* b's */
+	CHECK_OK(zkl_lock_release(zkl_mutex_lock(trigger)));
+	fz_wait(s->z, session_empty, s, "a's nodes to go");
+	zkl_mutex_free(trigger);
+	CHECK_OK(zkl_multilock_new(&s->ml, ZKL_MULTILOCK_CANONICAL));
+}
+
 static void test_free_on_loop_while_waiting(void **state)
 {
 	(void)state;
 	struct set s;
 	set_open(&s, "/locks/ml-free-loop");
 	struct rec r = { .z = s.z };
-	start_behind_b(&s, &r);
-	assert_int_equal(fz_ephemerals(s.z, s.sa), 2);
-	/* Another lock of client a: its callback, on a's loop, frees the multi-lock. */
-	zkl_mutex *trigger;
-	CHECK_OK(zkl_mutex_new(&trigger, s.a, "/locks/ml-free-loop-trigger"));
-	struct rec t = { .z = s.z, .free_it = s.ml };
-	CHECK_OK(zkl_lock_acquire_async(zkl_mutex_lock(trigger), -1, rec_cb, &t));
-	rec_wait(&t);
-	CHECK_OK(t.rc);
-	/* Only the trigger's node stays: member 1 given back, member 2 withdrawn. */
-	fz_wait(s.z, session_has_one, &s, "the multi-lock's nodes to go");
-	assert_true(children(s.z, s.path[0]) <= 0);
-	assert_int_equal(children(s.z, s.path[1]), 1); /* b's */
-	CHECK_OK(zkl_lock_release(zkl_mutex_lock(trigger)));
-	fz_wait(s.z, session_empty, &s, "a's nodes to go");
+	free_on_loop(&s, &r, "/locks/ml-free-loop-trigger", false);
 	/* b's member 2 free again: a's member 2 must not take it now. */
 	CHECK_OK(zkl_lock_release(zkl_mutex_lock(s.om[1])));
 	CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(s.om[1]), 0));
@@ -436,37 +450,19 @@ static void test_free_on_loop_while_waiting(void **state)
 	for (int i = 0; i < N; i++)
 		assert_false(zkl_lock_is_held(zkl_mutex_lock(s.m[i])));
 	assert_int_equal(atomic_load(&r.calls), 0);
-	zkl_mutex_free(trigger);
-	CHECK_OK(zkl_multilock_new(&s.ml, ZKL_MULTILOCK_CANONICAL));
 	set_close(&s);
 }
 
-/* The same, and the member being taken freed right after it on the loop, before its
- * acquire could call back (so it never does): the multi-lock's record of the acquire
- * goes with the free (the sanitizer build's leak check fails otherwise), and nothing of
- * either is left. */
+/* The same, with the member being taken freed too: the multi-lock's record of the
+ * acquire goes with the free (the sanitizer build's leak check fails otherwise). */
 static void test_free_on_loop_with_member(void **state)
 {
 	(void)state;
 	struct set s;
 	set_open(&s, "/locks/ml-free-loop-member");
 	struct rec r = { .z = s.z };
-	start_behind_b(&s, &r);
-	zkl_mutex *trigger;
-	CHECK_OK(zkl_mutex_new(&trigger, s.a, "/locks/ml-free-loop-member-trigger"));
-	struct rec t = { .z = s.z, .free_it = s.ml, .free_after = s.m[1] };
-	s.m[1] = NULL;
-	CHECK_OK(zkl_lock_acquire_async(zkl_mutex_lock(trigger), -1, rec_cb, &t));
-	rec_wait(&t);
-	CHECK_OK(t.rc);
-	fz_wait(s.z, session_has_one, &s, "the multi-lock's nodes to go");
-	assert_true(children(s.z, s.path[0]) <= 0);
-	assert_int_equal(children(s.z, s.path[1]), 1); /* b's */
-	CHECK_OK(zkl_lock_release(zkl_mutex_lock(trigger)));
-	fz_wait(s.z, session_empty, &s, "a's nodes to go");
+	free_on_loop(&s, &r, "/locks/ml-free-loop-member-trigger", true);
 	assert_int_equal(atomic_load(&r.calls), 0);
-	zkl_mutex_free(trigger);
-	CHECK_OK(zkl_multilock_new(&s.ml, ZKL_MULTILOCK_CANONICAL));
 	set_close(&s);
 }
 
