@@ -41,7 +41,9 @@
  *         locks taken per second; rss_held_kib: peak RSS once all are held)
  *   s8    one thread starts -n asynchronous acquires (default 10000) at once on -c locks
  *         (default 100), one client; each callback releases at once (latency: start to
- *         grant; prints drain_ms; fails if a lock was granted out of queue order)
+ *         grant; prints drain_ms, and from zkl_client_get_stats() wakes/release and
+ *         listings/acq; fails if a lock was granted out of queue order, or if there were
+ *         more wakes than releases)
  *   all   s0a s0b s0m s1 s2 s3 s4 s5 s6 s7 mem
  *
  * Cycles of the first -W seconds (default: a fifth of -d, at most 1) are a warm-up and
@@ -1608,6 +1610,16 @@ static void s8(void)
 	if (st.failed || st.out_of_order)
 		die("S8: %ld acquires failed, %ld granted out of queue order", st.failed,
 		    st.out_of_order);
+	/* Each release may wake the one waiter behind it, no more: more wakes than
+	 * releases would be a herd. (A waiter granted from a listing that shows the nodes
+	 * ahead already leaving needs no wake at all.) */
+	zkl_client_stats cs;
+	int src = zkl_client_get_stats(c, &cs, sizeof cs);
+	if (src != 0)
+		die_zkl("zkl_client_get_stats", src);
+	if (cs.wakes > (uint64_t)n)
+		die("S8: %llu wakes for %ld releases: a release woke more than one waiter",
+		    (unsigned long long)cs.wakes, n);
 	for (long i = 0; i < n; i++)
 		zkl_mutex_free(ms[i]);
 	zkl_client_close(c);
@@ -1620,9 +1632,9 @@ static void s8(void)
 	res->rss = peak_rss_kib();
 	snprintf(res->extra, sizeof res->extra,
 	         "acquires=%ld locks=%d threads=1 start_ms=%.0f drain_ms=%.0f rss_start_kib=%ld "
-	         "fifo=yes",
+	         "fifo=yes wakes/release=%.2f listings/acq=%.2f",
 	         n, nlocks, (double)(started - st.t0) / 1e6, (double)(t1 - st.t0) / 1e6,
-	         rss_before);
+	         rss_before, (double)cs.wakes / (double)n, (double)cs.listings / (double)n);
 	report(res);
 	free(ms);
 	free(as);

@@ -239,6 +239,24 @@ ZKL_API int zkl_client_process(zkl_client *c);
 /* The current state. Thread-safe. */
 ZKL_API zkl_state zkl_client_state(const zkl_client *c);
 
+/* What a client's acquisitions have done since it was opened: for monitoring, and to
+ * check that a queue wakes only the waiter whose turn came (a node that goes wakes the
+ * one waiter behind it, not the whole queue). */
+typedef struct zkl_client_stats {
+	uint64_t acquisitions; /* started, blocking or asynchronous, of every kind */
+	uint64_t granted;      /* of those, the ones that ended holding */
+	uint64_t wakes;        /* times a waiting acquisition was woken because what it
+	                        * waited for changed: the node it watched went or changed,
+	                        * or a semaphore's shared count moved */
+	uint64_t listings;     /* listings of a queue sent by acquisitions */
+} zkl_client_stats;
+
+/* Copies c's counters into *out, whose size is size (sizeof *out where the caller was
+ * built: fields a newer library adds past it are left out). Thread-safe; the counters
+ * are read one by one, not as one snapshot. Returns 0, or ZKL_EINVAL (c or out NULL,
+ * size too small for the first field). */
+ZKL_API int zkl_client_get_stats(const zkl_client *c, zkl_client_stats *out, size_t size);
+
 /* A static name for a state ("connected", "suspended", ...). */
 ZKL_API const char *zkl_state_name(zkl_state s);
 

@@ -2658,6 +2658,23 @@ int zkl_client_process(zkl_client *c)
 	return 0;
 }
 
+int zkl_client_get_stats(const zkl_client *c, zkl_client_stats *out, size_t size)
+{
+	zkl_clear_error();
+	if (!c || !out)
+		return zkl_fail(ZKL_EINVAL, "%s is NULL", c ? "out" : "client");
+	if (size < sizeof out->acquisitions)
+		return zkl_fail(ZKL_EINVAL, "size %zu is too small for zkl_client_stats", size);
+	zkl_client_stats s = {
+		.acquisitions = atomic_load_explicit(&c->n_acquisitions, memory_order_relaxed),
+		.granted = atomic_load_explicit(&c->n_granted, memory_order_relaxed),
+		.wakes = atomic_load_explicit(&c->n_wakes, memory_order_relaxed),
+		.listings = atomic_load_explicit(&c->n_listings, memory_order_relaxed),
+	};
+	memcpy(out, &s, size < sizeof s ? size : sizeof s);
+	return 0;
+}
+
 zkl_state zkl_client_state(const zkl_client *c)
 {
 	if (!c)

@@ -238,6 +238,8 @@ struct zkl_client {
 	atomic_bool hurry;                  /* closing: no message waits for a turn */
 	bool loop_ended;                    /* mu and inbox_mu: the loop runs no more
 	                                     * waiter, so no call is taken */
+	/* zkl_client_get_stats(): counted on the loop, read by any thread. */
+	atomic_uint_fast64_t n_acquisitions, n_granted, n_wakes, n_listings;
 	struct zkl_listener *listeners;         /* mu */
 	size_t nlisteners;
 	bool listener_running;                  /* mu */

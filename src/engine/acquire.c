@@ -91,6 +91,12 @@ struct zkl_acquisition {
 	void *done_arg;
 };
 
+/* One more of what zkl_client_get_stats() counts. */
+static void tally(atomic_uint_fast64_t *k)
+{
+	atomic_fetch_add_explicit(k, 1, memory_order_relaxed);
+}
+
 static int session_timeout(const zkl_client *c)
 {
 	return c->timeout_ms > 0 ? c->timeout_ms : 10000;
@@ -319,6 +325,7 @@ static int on_top(zkl_client *c, struct zkl_acquisition *a)
 			pthread_mutex_lock(&c->mu);
 			if (!op)
 				return err;
+			tally(&c->n_listings);
 			a->op = op;
 			a->st = A_FIND;
 			return GO_ON;
@@ -440,6 +447,8 @@ static int start_create(zkl_client *c, struct zkl_acquisition *a)
 		list = zkl_op_children(c, &a->w, q->path, NULL, &err);
 	pthread_mutex_lock(&c->mu);
 	free(target);
+	if (list)
+		tally(&c->n_listings);
 	a->folder = folder;
 	a->create = create;
 	a->list = list;
@@ -633,6 +642,7 @@ static int start_list(zkl_client *c, struct zkl_acquisition *a)
 		pthread_mutex_lock(&c->mu);
 		if (!list)
 			return err;
+		tally(&c->n_listings);
 		a->list = list;
 	}
 	a->st = A_LIST;
@@ -732,6 +742,8 @@ static int on_list(zkl_client *c, struct zkl_acquisition *a)
 	                            : zkl_op_get(c, &a->w, target, wt, &err);
 	pthread_mutex_lock(&c->mu);
 	free(target);
+	if (get && folder)
+		tally(&c->n_listings);
 	a->wt = wt;
 	if (!get)
 		return err;
@@ -798,6 +810,8 @@ static int on_wait(zkl_client *c, struct zkl_acquisition *a)
 		zkl_waiter_wake_at(a->q->c, &a->w, a->deadline);
 		return WAIT;
 	}
+	if (!a->w.canceled && c->gen == a->ggen)
+		tally(&c->n_wakes); /* what it waited for changed */
 	return after_watch(c, a, ZOK);
 }
 
@@ -901,6 +915,7 @@ static void step(zkl_client *c, struct zkl_waiter *w)
 		rc = zkl_fail(ZKL_ELOST, "the session of %s changed", a->q->path);
 	if (rc == HELD) {
 		a->rc = 0;
+		tally(&c->n_granted);
 		finish(c, a);
 		return;
 	}
@@ -921,6 +936,7 @@ static void begin(zkl_client *c, struct zkl_call *call)
 {
 	struct zkl_acquisition *a =
 		(struct zkl_acquisition *)((char *)call - offsetof(struct zkl_acquisition, call));
+	tally(&c->n_acquisitions);
 	zkl_waiter_enter_loop(c, &a->w, a->q->owner, step);
 }
 

@@ -99,6 +99,28 @@ static void test_fifo_handoff(void **state)
 		token = w[i].token;
 		CHECK_OK(fzh_acq_finish(&w[i]));
 	}
+	/* One wake per release: each waiter was woken once, when the node ahead of its own
+	 * went. The first waiter watched the holder's node and held at once; the others
+	 * watched a waiter's node, whose going may be a withdrawal, so they listed once
+	 * more before holding. */
+	for (int i = 0; i < N; i++) {
+		zkl_client_stats st;
+		CHECK_OK(zkl_client_get_stats(c[i], &st, sizeof st));
+		assert_int_equal(st.acquisitions, 1);
+		assert_int_equal(st.granted, 1);
+		assert_int_equal(st.wakes, i == 0 ? 0 : 1);
+		if (i > 0)
+			assert_int_equal(st.listings, i == 1 ? 1 : 2);
+	}
+	zkl_client_stats st;
+	assert_int_equal(zkl_client_get_stats(NULL, &st, sizeof st), ZKL_EINVAL);
+	assert_int_equal(zkl_client_get_stats(c[0], NULL, sizeof st), ZKL_EINVAL);
+	assert_int_equal(zkl_client_get_stats(c[0], &st, 4), ZKL_EINVAL);
+	/* An older, shorter struct gets its own fields and nothing past them. */
+	uint64_t older[2] = { 0, 0xfeed };
+	CHECK_OK(zkl_client_get_stats(c[1], (zkl_client_stats *)older, sizeof older[0]));
+	assert_int_equal(older[0], 1);
+	assert_int_equal(older[1], 0xfeed);
 	for (int i = 0; i < N; i++) {
 		zkl_mutex_free(m[i]);
 		zkl_client_close(c[i]);
