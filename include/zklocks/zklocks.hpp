@@ -316,6 +316,14 @@ public:
 	zkl_state state() const noexcept { return c_ ? zkl_client_state(c_) : ZKL_STATE_CLOSED; }
 	std::int64_t session_id() const noexcept { return c_ ? zkl_client_session_id(c_) : 0; }
 	int session_timeout_ms() const noexcept { return c_ ? zkl_client_session_timeout(c_) : 0; }
+	/* zkl_client_get_stats(): all zero when empty. */
+	zkl_client_stats stats() const noexcept
+	{
+		zkl_client_stats s{};
+		if (c_)
+			(void)zkl_client_get_stats(c_, &s, sizeof s);
+		return s;
+	}
 
 private:
 	client(zkl_client *c, int) noexcept : c_(c) {}

@@ -480,6 +480,8 @@ static void test_moves()
 	EXPECT_THROWS(ZKL_EINVAL, (void)zkl::mutex(c1, p));
 	zkl::mutex on2(c2, q);
 	EXPECT(try_any(on2));
+	EXPECT(c2.stats().acquisitions == 1 && c2.stats().granted == 1);
+	EXPECT(c1.stats().acquisitions == 0);
 	zkl::client c3 = zkl::client::adopt(nullptr);
 	EXPECT(!c3);
 }
