@@ -240,8 +240,8 @@ ZKL_API int zkl_client_process(zkl_client *c);
 ZKL_API zkl_state zkl_client_state(const zkl_client *c);
 
 /* What a client's acquisitions have done since it was opened: for monitoring, and to
- * check that a queue wakes only the waiter whose turn came (a node that goes wakes the
- * one waiter behind it, not the whole queue). */
+ * check that a queue wakes only the waiter whose turn came (a lock's node that goes
+ * wakes the one waiter behind it, not the whole queue). */
 typedef struct zkl_client_stats {
 	uint64_t acquisitions; /* started, blocking or asynchronous, of every kind */
 	uint64_t granted;      /* of those, the ones that ended holding */
