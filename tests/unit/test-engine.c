@@ -56,6 +56,15 @@ static void pair_close(struct pair *p)
 	fz_free(p->z);
 }
 
+/* Opens a client with a 1 s session, for tests that let the session be given up. */
+static void open_short(struct fz *z, zkl_client **out)
+{
+	zkl_client_options o;
+	zkl_client_options_init(&o);
+	o.session_timeout_ms = 1000;
+	CHECK_OK(fz_client_open(z, out, &o));
+}
+
 static int children(struct fz *z, const char *path)
 {
 	char buf[8192];
@@ -553,11 +562,8 @@ static void test_lost_before_expiry(void **state)
 {
 	(void)state;
 	struct fz *z = fz_new();
-	zkl_client_options o;
-	zkl_client_options_init(&o);
-	o.session_timeout_ms = 1000;
 	zkl_client *a, *b;
-	CHECK_OK(fz_client_open(z, &a, &o));
+	open_short(z, &a);
 	CHECK_OK(fz_client_open(z, &b, NULL));
 	zkl_mutex *ma, *mb;
 	CHECK_OK(zkl_mutex_new(&ma, a, "/locks/own-clock"));
@@ -597,11 +603,8 @@ static void test_retired_session_closed(void **state)
 {
 	(void)state;
 	struct fz *z = fz_new();
-	zkl_client_options o;
-	zkl_client_options_init(&o);
-	o.session_timeout_ms = 1000;
 	zkl_client *a;
-	CHECK_OK(fz_client_open(z, &a, &o));
+	open_short(z, &a);
 	zkl_mutex *ma;
 	CHECK_OK(zkl_mutex_new(&ma, a, "/locks/retired"));
 	zkl_lock *la = zkl_mutex_lock(ma);
@@ -1360,11 +1363,8 @@ static void test_semaphore_start_on_loop(void **state)
 {
 	(void)state;
 	struct fz *z = fz_new();
-	zkl_client_options o;
-	zkl_client_options_init(&o);
-	o.session_timeout_ms = 1000;
 	zkl_client *a;
-	CHECK_OK(fz_client_open(z, &a, &o));
+	open_short(z, &a);
 	const int64_t sa = zkl_client_session_id(a);
 	/* A hold on a, which must be told "lost" before the server may expire a's session. */
 	zkl_semaphore_mutex *held;
@@ -1503,11 +1503,8 @@ static void test_semaphore_gate_session(void **state)
 {
 	(void)state;
 	struct fz *z = fz_new();
-	zkl_client_options o;
-	zkl_client_options_init(&o);
-	o.session_timeout_ms = 1000;
 	zkl_client *a, *b;
-	CHECK_OK(fz_client_open(z, &a, &o));
+	open_short(z, &a);
 	CHECK_OK(fz_client_open(z, &b, NULL));
 	const char *path = "/locks/gate-session";
 	zkl_semaphore_mutex *ma, *mb;
