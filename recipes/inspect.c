@@ -90,13 +90,6 @@ static void rq_free(zkl_client *c, struct rq *r, size_t n)
 	free(r);
 }
 
-static struct zkl_op *rq_send(zkl_client *c, struct zkl_waiter *w, struct rq *r, int *err)
-{
-	if (r->kind == ZKL_OP_GET)
-		return zkl_op_get(c, w, r->path, NULL, err);
-	return zkl_op_children(c, w, r->path, NULL, err);
-}
-
 static int timed_out(const struct call *x, const char *path)
 {
 	if (!path)
@@ -127,12 +120,21 @@ static int rq_run(struct call *x, struct rq *r, size_t n)
 		uint64_t gone_gen = 0;  /* a session that answered "expired" */
 		for (size_t from = 0; from < n && rc == 0; from += WINDOW) {
 			size_t to = from + WINDOW < n ? from + WINDOW : n;
+			/* The window's requests still unanswered, sent together by the loop. */
+			struct zkl_req reqs[WINDOW];
+			struct zkl_op *sent[WINDOW];
+			size_t k = 0;
 			for (size_t i = from; i < to; i++) {
 				ops[i - from] = NULL;
-				if (r[i].zrc == RQ_PENDING && rc == 0)
-					ops[i - from] = rq_send(c, &w, &r[i], &rc);
+				if (r[i].zrc == RQ_PENDING)
+					reqs[k++] = (struct zkl_req){.kind = r[i].kind, .path = r[i].path};
 			}
 			pthread_mutex_lock(&c->mu);
+			rc = zkl_send(c, &w, reqs, k, sent);
+			k = 0;
+			for (size_t i = from; i < to; i++)
+				if (r[i].zrc == RQ_PENDING)
+					ops[i - from] = sent[k++];
 			for (size_t i = from; i < to; i++) {
 				struct zkl_op *op = ops[i - from];
 				if (!op)

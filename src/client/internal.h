@@ -9,7 +9,9 @@
  * go through the watcher chained with the application's (adopted_watcher()). An
  * application thread hands the loop an acquisition or a cancel the same way, as a call
  * (zkl_call): an acquisition (src/engine/acquire.c) is touched only by the loop from
- * then on. Its other calls still take mu. */
+ * then on. Only the loop sends requests, with one exception: a thread that waits for
+ * answers hands the loop its requests (zkl_send), but a release sends its delete itself
+ * (zkl_task_delete_now), leaving the answer to the loop. Its other calls still take mu. */
 #ifndef ZKL_INTERNAL_H
 #define ZKL_INTERNAL_H
 
@@ -307,6 +309,13 @@ struct zkl_req {
 	int mode;           /* CREATE */
 	int version;        /* SET */
 };
+/* Has the loop send the n requests r, each bound to w (a thread's waiter, entered), and
+ * waits (mu held, released meanwhile) until they are out: only the loop sends (zk.h).
+ * ops[i] is the op of r[i], or NULL if it was not sent; sending stops at the first
+ * failure, whose code (ZKL_ENOMEM, ZKL_ECLOSED) is returned with its detail. The
+ * loop's own thread, and any thread with external_loop, sends them itself. */
+int zkl_send(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *r, size_t n,
+             struct zkl_op **ops);
 /* Sends r and waits (mu NOT held) until its answer or the deadline. Returns the ZooKeeper
  * code of the answer, or ZKL_ETIMEDOUT / ZKL_ECLOSED / ZKL_ENOMEM. If out is not NULL
  * and an answer came, *out is the op for its results: release it with zkl_op_release(). */
@@ -325,9 +334,9 @@ void zkl_watch_put(zkl_client *c, struct zkl_watch *watch);
 /* Background cleanup, retried until it succeeds or the session `gen` is gone (mu held). */
 void zkl_task_delete(zkl_client *c, const char *path, uint64_t gen);
 void zkl_task_find_delete(zkl_client *c, const char *parent, const char *uuid, uint64_t gen);
-/* Sends the delete of path at once (mu held; released around the send) and leaves its
- * answer to the background task. Returns false if it could not be sent now (then the
- * task sends it when it can). */
+/* Sends the delete of path at once (mu held; released around the send), from any thread,
+ * and leaves its answer to the background task. Returns false if it could not be sent
+ * now (then the task sends it when it can). */
 bool zkl_task_delete_now(zkl_client *c, const char *path, uint64_t gen);
 /* Whether parent/name is one of our nodes on its way out (mu held): a queue we list must
  * not count it as a contender. */

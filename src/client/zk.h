@@ -4,6 +4,11 @@
  * the C client's asynchronous calls, and the unit suite puts an in-memory ZooKeeper in
  * its place (tests/unit/fakezk.c), so the engine and the recipes run without a server.
  *
+ * Only the client's loop makes requests (create ... sync): its own thread, or with
+ * external_loop the thread that holds the client's mutex; an application thread that
+ * waits for an answer hands its requests to the loop (zkl_send). The one exception is
+ * a release's delete, which the releasing thread sends (zkl_task_delete_now).
+ *
  * The contract is the C client's: every call returns ZOK once the request is queued,
  * and then its completion runs exactly once; any other return means it was not sent
  * and no completion will run. Completions and watch events of one handle run in order

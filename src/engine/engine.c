@@ -31,7 +31,8 @@
  * The acquisition itself is a state machine the client's event thread runs (acquire.c).
  * This file holds what it shares, and the blocking helpers: release, the queue's listing
  * and participants, the downgrade's fixed node. They wait on the calling thread with
- * the client mutex held around state checks, and send without it.
+ * the client mutex held around state checks, and have the loop send their requests
+ * (zkl_send): only the loop sends.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -163,10 +164,9 @@ static int delete_node(zkl_client *c, struct zkl_waiter *w, struct zkl_node *nod
 			result = patient ? ZKL_ELOST : 0;
 			break;
 		}
-		int err = 0;
-		pthread_mutex_unlock(&c->mu);
-		struct zkl_op *op = zkl_op_delete(c, w, node->path, &err);
-		pthread_mutex_lock(&c->mu);
+		struct zkl_op *op;
+		const struct zkl_req del = {.kind = ZKL_OP_DELETE, .path = node->path};
+		int err = zkl_send(c, w, &del, 1, &op);
 		if (!op) {
 			zkl_task_delete(c, node->path, node->gen);
 			result = err;
@@ -263,17 +263,15 @@ int zkl_engine_list(zkl_client *c, const char *path, zkl_child **queue, size_t *
                     char ***names, int *count)
 {
 	struct zkl_waiter w;
-	int err = 0;
+	struct zkl_op *op;
 	*queue = NULL;
 	*n = 0;
 	*names = NULL;
 	*count = 0;
 	pthread_mutex_lock(&c->mu);
 	zkl_waiter_enter(c, &w, NULL);
-	pthread_mutex_unlock(&c->mu);
-	struct zkl_op *op = zkl_op_children(c, &w, path, NULL, &err);
-	pthread_mutex_lock(&c->mu);
-	int rc = err;
+	const struct zkl_req list = {.kind = ZKL_OP_CHILDREN, .path = path};
+	int rc = zkl_send(c, &w, &list, 1, &op);
 	if (op) {
 		rc = zkl_op_wait(c, &w, op, INT64_MAX);
 		if (rc == 0) {
@@ -310,27 +308,27 @@ int zkl_engine_participants(zkl_client *c, const char *path, size_t holders,
 	}
 	zkl_participant *p = n ? calloc(n, sizeof *p) : NULL;
 	struct zkl_op **ops = n ? calloc(n, sizeof *ops) : NULL;
-	if (n && (!p || !ops)) {
+	struct zkl_req *gets = n ? calloc(n, sizeof *gets) : NULL;
+	if (n && (!p || !ops || !gets)) {
 		free(p);
 		free(ops);
+		free(gets);
 		free(queue);
 		zkl_names_free(names, nnames);
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	}
-	struct zkl_waiter w;
-	pthread_mutex_lock(&c->mu);
-	zkl_waiter_enter(c, &w, NULL);
-	pthread_mutex_unlock(&c->mu);
 	/* Read every node's data in one round trip. */
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		p[i].path = zkl_path_join(path, queue[i].name);
-		if (!p[i].path) {
+		if (!p[i].path)
 			rc = zkl_fail(ZKL_ENOMEM, "out of memory");
-			break;
-		}
-		ops[i] = zkl_op_get(c, &w, p[i].path, NULL, &rc);
+		gets[i] = (struct zkl_req){.kind = ZKL_OP_GET, .path = p[i].path};
 	}
+	struct zkl_waiter w;
 	pthread_mutex_lock(&c->mu);
+	zkl_waiter_enter(c, &w, NULL);
+	if (rc == 0)
+		rc = zkl_send(c, &w, gets, n, ops);
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (!ops[i])
@@ -359,6 +357,7 @@ int zkl_engine_participants(zkl_client *c, const char *path, size_t holders,
 	zkl_waiter_leave(c, &w);
 	pthread_mutex_unlock(&c->mu);
 	free(ops);
+	free(gets);
 	free(queue);
 	zkl_names_free(names, nnames);
 	if (rc != 0) {
@@ -400,16 +399,13 @@ int zkl_engine_create_fixed(const struct zkl_queue *q, const char *name, int tim
 	bool retried = false;
 	pthread_mutex_lock(&c->mu);
 	zkl_waiter_enter(c, &w, q->owner);
+	const struct zkl_req create = {.kind = ZKL_OP_CREATE, .path = target, .data = q->data,
+	                               .len = q->data_len, .mode = ZOO_EPHEMERAL};
+	const struct zkl_req exists = {.kind = ZKL_OP_EXISTS, .path = target};
 	for (;;) {
-		int err = 0;
-		pthread_mutex_unlock(&c->mu);
-		struct zkl_op *op = zkl_op_create(c, &w, target, q->data, q->data_len,
-		                                  ZOO_EPHEMERAL, &err);
-		pthread_mutex_lock(&c->mu);
-		if (!op) {
-			rc = err;
+		struct zkl_op *op;
+		if ((rc = zkl_send(c, &w, &create, 1, &op)) != 0)
 			break;
-		}
 		rc = wait_op(c, &w, op, deadline, try_once);
 		if (rc != 0) {
 			/* The node may appear after we give up: its session owns it, so the
@@ -432,13 +428,8 @@ int zkl_engine_create_fixed(const struct zkl_queue *q, const char *name, int tim
 		}
 		if (zrc == ZNODEEXISTS && retried) {
 			/* Our earlier attempt got through before the connection dropped. */
-			pthread_mutex_unlock(&c->mu);
-			op = zkl_op_exists(c, &w, target, &err);
-			pthread_mutex_lock(&c->mu);
-			if (!op) {
-				rc = err;
+			if ((rc = zkl_send(c, &w, &exists, 1, &op)) != 0)
 				break;
-			}
 			rc = wait_op(c, &w, op, deadline, try_once);
 			if (rc == 0 && op->rc == ZOK && op->stat.ephemeralOwner == c->sess->id) {
 				node->path = target;

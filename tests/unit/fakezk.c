@@ -85,6 +85,10 @@ struct fz {
 	int64_t next_id;
 	fz_hook_fn hook;
 	void *hook_arg;
+	/* The first request sent by a thread that does not run its client's loop (only the
+	 * loop sends: zk.h), and how many there were. */
+	char stray[300];
+	unsigned strays;
 };
 
 /* ------------------------------------------------------------------------------------ */
@@ -686,6 +690,13 @@ static int submit(zhandle_t *zh, enum fz_op op, const char *path, const char *da
 {
 	struct session *s = (struct session *)zh;
 	struct fz *z = s->z;
+	/* Sessions are opened by zkl_client_open_on(), whose watcher context is the
+	 * client's session record. */
+	zkl_client *owner = ((struct zkl_session *)s->ctx)->c;
+	/* A release's delete is sent by the releasing thread (zkl_task_delete_now); with
+	 * confirm_release the release waits for the answer and the loop sends it. */
+	const bool release = op == FZ_DELETE && !owner->confirm_release;
+	const bool stray = !owner->external && !zkl_on_event_thread(owner) && !release;
 	struct item *it = calloc(1, sizeof *it);
 	if (!it || !(it->path = strdup(path)))
 		abort();
@@ -705,6 +716,8 @@ static int submit(zhandle_t *zh, enum fz_op op, const char *path, const char *da
 	it->done = done;
 	it->arg = arg;
 	pthread_mutex_lock(&z->mu);
+	if (stray && z->strays++ == 0)
+		snprintf(z->stray, sizeof z->stray, "request %d on %s", (int)op, path);
 	if (s->state == S_EXPIRED || s->state == S_CLOSED) {
 		pthread_mutex_unlock(&z->mu);
 		item_free(it);
@@ -800,6 +813,11 @@ void fz_free(struct fz *z)
 		return;
 	if (z->sessions) {
 		fprintf(stderr, "fakezk: freed with a session still open\n");
+		abort();
+	}
+	if (z->strays) {
+		fprintf(stderr, "fakezk: %u requests were sent by a thread that does not run "
+		        "the client's loop, the first: %s\n", z->strays, z->stray);
 		abort();
 	}
 	while (z->watches) {

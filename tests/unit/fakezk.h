@@ -14,7 +14,11 @@
  * made the change come before that request's answer; other sessions get theirs queued
  * behind what they already have. A test steers this with a hook, called on the delivery
  * thread before each request is applied, and with fz_pause() (a session's requests wait,
- * unapplied, and nothing reaches it). */
+ * unapplied, and nothing reaches it).
+ *
+ * Only a client's loop sends requests (src/client/zk.h): a request from any other thread
+ * of a client with a loop thread of its own is counted, and fz_free() aborts naming the
+ * first. The exception is a release's delete, unless the client has confirm_release. */
 #ifndef FAKEZK_H
 #define FAKEZK_H
 
@@ -55,7 +59,8 @@ struct fz_request {
 typedef enum fz_action (*fz_hook_fn)(void *arg, const struct fz_request *r, int *rc);
 
 struct fz *fz_new(void);
-/* Every client on it must be closed first. */
+/* Every client on it must be closed first. Aborts if a request came from a thread that
+ * does not run its client's loop. */
 void fz_free(struct fz *z);
 void fz_set_hook(struct fz *z, fz_hook_fn fn, void *arg);
 

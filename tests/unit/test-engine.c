@@ -1028,6 +1028,63 @@ static void test_release_in_callback_does_not_wait(void **state)
 	fz_free(z);
 }
 
+/* ---- only the loop sends ----
+ * Each blocking call of an application thread that needs an answer from ZooKeeper has
+ * the loop send its requests; fz_free() aborts if any came from another thread. These
+ * are the calls whose requests are not an acquisition's: a confirmed release, the
+ * participants' listing and reads, a downgrade's read node, a record's write and read,
+ * a revocation request, and a semaphore's shared count. */
+static void test_only_the_loop_sends(void **state)
+{
+	(void)state;
+	struct fz *z = fz_new();
+	zkl_client_options o;
+	zkl_client_options_init(&o);
+	o.confirm_release = true;
+	zkl_client *c;
+	CHECK_OK(fz_client_open(z, &c, &o));
+
+	zkl_rwlock *rw;
+	CHECK_OK(zkl_rwlock_new(&rw, c, "/locks/only-loop"));
+	zkl_lock *wr = zkl_mutex_lock(zkl_rwlock_write(rw));
+	zkl_lock *rd = zkl_mutex_lock(zkl_rwlock_read(rw));
+	CHECK_OK(zkl_lock_acquire(wr, -1));
+	CHECK_OK(zkl_lock_acquire(rd, -1)); /* a downgrade: a read node at the writer's place */
+	zkl_participant *p;
+	size_t n;
+	CHECK_OK(zkl_lock_participants(rd, &p, &n));
+	assert_int_equal(n, 2);
+	assert_true(p[0].holder);
+	zkl_participants_free(p, n);
+	CHECK_OK(zkl_lock_release(wr)); /* confirmed: waits for the delete's answer */
+	assert_int_equal(children(z, "/locks/only-loop"), 1);
+	CHECK_OK(zkl_lock_release(rd));
+	assert_int_equal(children(z, "/locks/only-loop"), 0);
+
+	CHECK_OK(zkl_record_set(c, "/locks/only-loop-record", "abc", 3));
+	char *data;
+	size_t len;
+	CHECK_OK(zkl_record_get(c, "/locks/only-loop-record", &data, &len, NULL));
+	assert_int_equal(len, 3);
+	assert_memory_equal(data, "abc", 3);
+	free(data);
+
+	zkl_semaphore *sem;
+	CHECK_OK(zkl_semaphore_new_shared(&sem, c, "/locks/only-loop-sem", "/locks/only-loop-count",
+	                                  2));
+	zkl_lock *ls = zkl_semaphore_lock(sem);
+	CHECK_OK(zkl_lock_acquire(ls, -1));
+	char node[256];
+	assert_true(zkl_lock_node(ls, node, sizeof node) > 0);
+	CHECK_OK(zkl_revoke(c, node));
+	CHECK_OK(zkl_lock_release(ls));
+	zkl_semaphore_free(sem);
+
+	zkl_rwlock_free(rw);
+	zkl_client_close(c);
+	fz_free(z);
+}
+
 /* ---- our own nodes on their way out are no contenders ---- */
 
 static atomic_int refusing, refused;
@@ -1576,6 +1633,7 @@ int main(void)
 		cmocka_unit_test(test_cancel_follows_queued_acquire),
 		cmocka_unit_test(test_new_folder_made_once),
 		cmocka_unit_test(test_release_in_callback_does_not_wait),
+		cmocka_unit_test(test_only_the_loop_sends),
 		cmocka_unit_test(test_own_leaving_nodes_skipped),
 		cmocka_unit_test(test_leader_view_cancel_then_deadline),
 		cmocka_unit_test(test_async_callback_calls),
