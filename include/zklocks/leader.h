@@ -125,7 +125,8 @@ ZKL_API void zkl_leader_free(zkl_leader *l);
 
 /* The id of the current leader (the first participant), NUL-terminated, in *id: the
  * caller's, freed with free(). Returns 0, or ZKL_ENOTHELD (with *id NULL) if nobody
- * takes part in the election. */
+ * takes part in the election, or ZKL_EDEADLK on the client's event thread (it waits
+ * for ZooKeeper's answer, which comes through that thread). */
 ZKL_API int zkl_leader_leader_id(zkl_leader *l, char **id);
 
 /* The latch's zkl_lock view (lock.h), kind "leader", valid as long as l; NULL for NULL.

@@ -123,7 +123,8 @@ ZKL_API int zkl_lock_set_data(zkl_lock *l, const void *data, size_t len);
  * holder's session after its gate node, when the leases outnumber the limit the path
  * records, else the handle's); <zklocks/inspect.h> shows every layout, gate included.
  * On success *out is the caller's: free it with zkl_participants_free(*out, *count). An
- * absent path gives an empty list. */
+ * absent path gives an empty list. It waits for ZooKeeper's answers: on the client's
+ * event thread (in a callback) it fails at once with ZKL_EDEADLK. */
 ZKL_API int zkl_lock_participants(zkl_lock *l, zkl_participant **out, size_t *count);
 
 /* The lock path (borrowed, valid as long as the handle). NULL for NULL. */

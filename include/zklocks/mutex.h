@@ -51,7 +51,8 @@ ZKL_API int zkl_mutex_make_revocable(zkl_mutex *m, zkl_revoke_fn fn, void *data)
 
 /* Asks the owner of node_path (a full node path, as listed by zkl_lock_participants()) to
  * release it, by writing "__REVOKE__" into the node. Returns 0, or ZKL_ENOTHELD if the
- * node does not exist. Whether the owner listens is up to it. */
+ * node does not exist, or ZKL_EDEADLK on the client's event thread (in a callback: the
+ * answer would have to come through it). Whether the owner listens is up to it. */
 ZKL_API int zkl_revoke(zkl_client *c, const char *node_path);
 
 ZKL_END_DECLS

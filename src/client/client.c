@@ -1086,6 +1086,10 @@ int zkl_send(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *r, size_
 	struct send_call k = {.call.fn = send_run, .w = w, .r = r, .n = n, .ops = ops};
 	for (size_t i = 0; i < n; i++)
 		ops[i] = NULL;
+	if (running_loop == c && !c->external)
+		return zkl_fail(ZKL_EDEADLK, "cannot wait for ZooKeeper's answer on the client's "
+		                "event thread (in a callback): answers reach waiting threads "
+		                "through that thread");
 	pthread_mutex_unlock(&c->mu);
 	bool taken = zkl_call(c, &k.call);
 	pthread_mutex_lock(&c->mu);

@@ -312,8 +312,10 @@ struct zkl_req {
 /* Has the loop send the n requests r, each bound to w (a thread's waiter, entered), and
  * waits (mu held, released meanwhile) until they are out: only the loop sends (zk.h).
  * ops[i] is the op of r[i], or NULL if it was not sent; sending stops at the first
- * failure, whose code (ZKL_ENOMEM, ZKL_ECLOSED) is returned with its detail. The
- * loop's own thread, and any thread with external_loop, sends them itself. */
+ * failure, whose code (ZKL_ENOMEM, ZKL_ECLOSED) is returned with its detail. Any
+ * thread with external_loop sends them itself (its answers are applied as they come).
+ * On the client's own event thread (a callback) nothing is sent: ZKL_EDEADLK, since
+ * the answers would reach w through that very thread. */
 int zkl_send(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *r, size_t n,
              struct zkl_op **ops);
 /* Sends r and waits (mu NOT held) until its answer or the deadline. Returns the ZooKeeper

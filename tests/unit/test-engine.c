@@ -1085,6 +1085,66 @@ static void test_only_the_loop_sends(void **state)
 	fz_free(z);
 }
 
+/* ---- a callback cannot wait for an answer ----
+ * Answers reach a client's waiting threads through its loop: a callback on the loop's
+ * own thread that waited for one would wait for itself. Each blocking call that needs
+ * an answer fails there at once with ZKL_EDEADLK, and does nothing. */
+struct waits_in_callback {
+	struct fz *z;
+	zkl_client *c;
+	atomic_int calls;
+	int rc;
+	int participants, revoke, inspect, record;
+};
+
+static void waits_cb(zkl_lock *l, int rc, void *data)
+{
+	struct waits_in_callback *w = data;
+	w->rc = rc;
+	zkl_participant *p = NULL;
+	size_t n = 0;
+	w->participants = zkl_lock_participants(l, &p, &n);
+	zkl_participants_free(p, n);
+	char node[256];
+	w->revoke = zkl_lock_node(l, node, sizeof node) > 0 ? zkl_revoke(w->c, node) : -1;
+	zkl_inspection *in = NULL;
+	w->inspect = zkl_inspect(w->c, zkl_lock_path(l), 5000, &in);
+	zkl_inspection_free(in);
+	w->record = zkl_record_set(w->c, "/locks/waits-record", "x", 1);
+	atomic_fetch_add(&w->calls, 1);
+	fz_poke(w->z);
+}
+
+static bool waits_called(void *arg)
+{
+	return atomic_load(&((struct waits_in_callback *)arg)->calls) > 0;
+}
+
+static void test_no_wait_in_callback(void **state)
+{
+	(void)state;
+	struct fz *z = fz_new();
+	struct waits_in_callback w = { .z = z };
+	CHECK_OK(fz_client_open(z, &w.c, NULL));
+	zkl_mutex *m;
+	CHECK_OK(zkl_mutex_new(&m, w.c, "/locks/waits"));
+	zkl_lock *l = zkl_mutex_lock(m);
+	CHECK_OK(zkl_lock_acquire_async(l, -1, waits_cb, &w));
+	fz_wait(z, waits_called, &w, "the acquired callback");
+	CHECK_OK(w.rc);
+	assert_int_equal(w.participants, ZKL_EDEADLK);
+	assert_int_equal(w.revoke, ZKL_EDEADLK);
+	assert_int_equal(w.inspect, ZKL_EDEADLK);
+	assert_int_equal(w.record, ZKL_EDEADLK);
+	assert_false(fz_stat(z, "/locks/waits-record", NULL));
+	/* Nothing was written into the holder's node: it is still held, unrevoked. */
+	assert_true(zkl_lock_is_held(l));
+	CHECK_OK(zkl_lock_release(l));
+	zkl_mutex_free(m);
+	zkl_client_close(w.c);
+	fz_free(z);
+}
+
 /* ---- our own nodes on their way out are no contenders ---- */
 
 static atomic_int refusing, refused;
@@ -1634,6 +1694,7 @@ int main(void)
 		cmocka_unit_test(test_new_folder_made_once),
 		cmocka_unit_test(test_release_in_callback_does_not_wait),
 		cmocka_unit_test(test_only_the_loop_sends),
+		cmocka_unit_test(test_no_wait_in_callback),
 		cmocka_unit_test(test_own_leaving_nodes_skipped),
 		cmocka_unit_test(test_leader_view_cancel_then_deadline),
 		cmocka_unit_test(test_async_callback_calls),
