@@ -197,6 +197,7 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 	struct zkl_acq **op = m->other ? find_own(m->other) : NULL;
 	bool downgrade = op && m->kind == ZKL_KIND_READ && !(*op)->hold.lost;
 	int64_t writer_seq = downgrade ? (*op)->node.seq : 0;
+	uint64_t writer_gen = downgrade ? (*op)->node.gen : 0;
 	if (op && m->kind == ZKL_KIND_WRITE) {
 		pthread_mutex_unlock(&c->mu);
 		return zkl_fail(ZKL_EDEADLK, "the calling thread holds the read lock of %s: "
@@ -234,7 +235,10 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 	};
 	if (downgrade) {
 		/* Curator's downgrade: a non-sequential read node that sorts at the writer's
-		 * place, so writers queued behind the writer stay behind the reader. */
+		 * place, so writers queued behind the writer stay behind the reader. It holds
+		 * because the write lock does: only on the write lock's session, which another
+		 * writer may already hold once that session is gone. */
+		q.gen = writer_gen;
 		char uuid[ZKL_UUID_LEN + 1], name[ZKL_PROTECT_PREFIX_LEN + 40];
 		zkl_uuid(uuid);
 		int k = zkl_node_prefix(name, sizeof name, uuid, kind);

@@ -373,6 +373,12 @@ int zkl_engine_participants(zkl_client *c, const char *path, size_t holders,
 	return 0;
 }
 
+/* A node bound to a session (q->gen) cannot be made: that session is gone. */
+static int lost_session(const struct zkl_queue *q)
+{
+	return zkl_fail(ZKL_ELOST, "the session that %s was taken on has ended", q->path);
+}
+
 /* Waits for the connection after a transient failure; the caller's loop then retries. */
 static int recover(zkl_client *c, struct zkl_waiter *w, int64_t deadline, bool try_once)
 {
@@ -404,6 +410,10 @@ int zkl_engine_create_fixed(const struct zkl_queue *q, const char *name, int tim
 	const struct zkl_req exists = {.kind = ZKL_OP_EXISTS, .path = target};
 	for (;;) {
 		struct zkl_op *op;
+		if (q->gen && c->gen != q->gen) {
+			rc = lost_session(q);
+			break;
+		}
 		if ((rc = zkl_send(c, &w, &create, 1, &op)) != 0)
 			break;
 		rc = wait_op(c, &w, op, deadline, try_once);
@@ -418,6 +428,14 @@ int zkl_engine_create_fixed(const struct zkl_queue *q, const char *name, int tim
 		uint64_t gen = op->s->gen;
 		int64_t czxid = op->stat.czxid;
 		zkl_op_put(c, op);
+		if (q->gen && (gen != q->gen || zkl_now_ms() >= zkl_lost_at(c))) {
+			/* Sent after the session changed, or answered once it is being given up
+			 * for lost (as a turn is, acquire.c): whatever it made goes. */
+			if (zrc == ZOK || zkl_zk_transient(zrc))
+				zkl_task_delete(c, target, gen);
+			rc = lost_session(q);
+			break;
+		}
 		if (zrc == ZOK) {
 			node->path = target;
 			target = NULL;
@@ -442,6 +460,10 @@ int zkl_engine_create_fixed(const struct zkl_queue *q, const char *name, int tim
 				              target);
 			}
 			zkl_op_put(c, op);
+			break;
+		}
+		if (q->gen && zkl_zk_session_gone(zrc)) {
+			rc = lost_session(q);
 			break;
 		}
 		if (zkl_zk_transient(zrc) || zkl_zk_session_gone(zrc)) {

@@ -93,7 +93,9 @@ void zkl_engine_release_later(zkl_client *c, struct zkl_node *node);
 void zkl_node_clear(struct zkl_node *node);
 
 /* Creates the non-sequential ephemeral node "<q->path>/<name>" (a downgrade read node)
- * and fills *node. Returns 0, or a ZKL_E* code with nothing left behind. */
+ * and fills *node. With q->gen set, the node is made on that session only: once the
+ * client is on another, or past that session's loss deadline, ZKL_ELOST. Returns 0, or a ZKL_E* code with nothing left
+ * behind. */
 int zkl_engine_create_fixed(const struct zkl_queue *q, const char *name, int timeout_ms,
                             struct zkl_node *node);
 

@@ -320,6 +320,65 @@ static void test_downgrade_blocks_shortcut(void **state)
 	fz_free(z);
 }
 
+/* A downgrade's read node belongs to the write lock's session. If that session expires
+ * while the node is being made, the write lock is gone (another writer may hold it
+ * already), so the read lock is not taken on the new session: making the node there,
+ * at the old writer's place, would let the reader in beside the new writer. */
+struct expire_read_create {
+	struct fz *z;
+	int64_t session;
+	atomic_int expired;
+};
+
+static enum fz_action expire_on_read_create(void *arg, const struct fz_request *r, int *rc)
+{
+	struct expire_read_create *k = arg;
+	if (r->session != k->session || r->op != FZ_CREATE || !strstr(r->path, "__READ__") ||
+	    atomic_exchange(&k->expired, 1))
+		return FZ_APPLY;
+	fz_expire(k->z, k->session);
+	*rc = ZSESSIONEXPIRED;
+	return FZ_REFUSE;
+}
+
+static void test_downgrade_bound_to_writer_session(void **state)
+{
+	(void)state;
+	struct fz *z = fz_new();
+	zkl_client *a, *b;
+	zkl_rwlock *ra, *rb;
+	CHECK_OK(fz_client_open(z, &a, NULL));
+	CHECK_OK(fz_client_open(z, &b, NULL));
+	CHECK_OK(zkl_rwlock_new(&ra, a, "/locks/rw-expire"));
+	CHECK_OK(zkl_rwlock_new(&rb, b, "/locks/rw-expire"));
+	zkl_lock *write_a = zkl_mutex_lock(zkl_rwlock_write(ra));
+	zkl_lock *read_a = zkl_mutex_lock(zkl_rwlock_read(ra));
+	CHECK_OK(zkl_lock_acquire(write_a, -1));
+	char writer[256];
+	fzh_queue_node(z, "/locks/rw-expire", 0, writer, sizeof writer);
+	struct fzh_acq w;
+	fzh_acq_start(&w, z, zkl_mutex_lock(zkl_rwlock_write(rb)), -1, 0);
+	fzh_wait_watched(z, writer, 1);
+	struct expire_read_create k = { .z = z, .session = zkl_client_session_id(a) };
+	fz_set_hook(z, expire_on_read_create, &k);
+	/* The downgrade's create meets the expiry: the write lock went with the session. */
+	assert_int_equal(zkl_lock_acquire(read_a, 5000), ZKL_ELOST);
+	assert_true(atomic_load(&k.expired));
+	assert_false(zkl_lock_is_held(read_a));
+	CHECK_OK(fzh_acq_wait(&w));
+	assert_true(w.held);
+	/* Only b's write node is in the queue: a made no read node on its new session. */
+	assert_int_equal(children(z, "/locks/rw-expire"), 1);
+	fz_set_hook(z, NULL, NULL);
+	assert_int_equal(zkl_lock_release(write_a), ZKL_ELOST);
+	CHECK_OK(fzh_acq_finish(&w));
+	zkl_rwlock_free(ra);
+	zkl_rwlock_free(rb);
+	zkl_client_close(a);
+	zkl_client_close(b);
+	fz_free(z);
+}
+
 /* ---- and where nothing can stand ahead, the handoff is one watch event: no list ---- */
 
 struct count_lists {
@@ -1674,6 +1733,7 @@ int main(void)
 		cmocka_unit_test(test_adopt_only_own_session),
 		cmocka_unit_test(test_withdrew_is_not_released),
 		cmocka_unit_test(test_downgrade_blocks_shortcut),
+		cmocka_unit_test(test_downgrade_bound_to_writer_session),
 		cmocka_unit_test(test_next_in_line_shortcut),
 		cmocka_unit_test(test_timeout_races_grant),
 		cmocka_unit_test(test_cancel_races_grant),
