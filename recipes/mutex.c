@@ -256,21 +256,19 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&c->mu);
-	if (rc != 0) {
-		free(l);
-		return rc;
+	if (rc == 0) {
+		l->count = 1;
+		l->hold.on_lost = mutex_lost;
+		l->hold.ctx = m;
+		l->hold.path = l->node.path;
+		l->next = m->leases;
+		m->leases = l;
+		zkl_hold_add(c, &l->hold, l->node.gen);
 	}
-	l->count = 1;
-	l->hold.on_lost = mutex_lost;
-	l->hold.ctx = m;
-	l->hold.path = l->node.path;
-	pthread_mutex_lock(&c->mu);
-	l->next = m->leases;
-	m->leases = l;
-	zkl_hold_add(c, &l->hold, l->node.gen);
 	pthread_mutex_unlock(&c->mu);
-	return 0;
+	if (rc != 0)
+		free(l);
+	return rc;
 }
 
 /* The end of an asynchronous acquire (event thread, no lock held). */

@@ -29,8 +29,9 @@
  * An acquisition reaches the loop as a call (zkl_call): an application thread queues
  * it in the client's inbox, behind what was handed to the loop before (so a cancel made
  * after it finds it), and from then on only the loop touches it. The thread that asked
- * waits on the acquisition's own condition variable (zkl_engine_acquire). A thread that
- * runs the loop itself must not: nothing would ever run the acquisition. */
+ * waits on the acquisition's own mutex and condition variable, not the client's
+ * (zkl_engine_acquire). A thread that runs the loop itself must not: nothing would
+ * ever run the acquisition. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,8 +86,12 @@ struct zkl_acquisition {
 	uint64_t found_gen;
 	int rc;                        /* once done: the result, and its message */
 	char error[256];
-	bool done;
-	pthread_cond_t cv;             /* the waiting thread's */
+	/* The waiting thread's: done turns true under done_mu, and nothing of the
+	 * acquisition changes after. The client's mutex is not taken for the wait, so the
+	 * woken thread does not wait for the rest of the loop's turn. */
+	pthread_mutex_t done_mu;
+	pthread_cond_t cv;
+	bool done;                     /* done_mu */
 	void (*done_fn)(void *arg, int rc); /* or, started by zkl_engine_start: its end */
 	void *done_arg;
 };
@@ -230,9 +235,11 @@ static void finish(zkl_client *c, struct zkl_acquisition *a)
 {
 	drop_requests(c, a);
 	zkl_waiter_leave(c, &a->w);
-	a->done = true;
 	if (!a->done_fn) {
+		pthread_mutex_lock(&a->done_mu);
+		a->done = true;
 		pthread_cond_signal(&a->cv);
+		pthread_mutex_unlock(&a->done_mu);
 		return;
 	}
 	pthread_mutex_unlock(&c->mu);
@@ -242,6 +249,7 @@ static void finish(zkl_client *c, struct zkl_acquisition *a)
 		zkl_clear_error();
 	a->done_fn(a->done_arg, a->rc);
 	pthread_cond_destroy(&a->cv);
+	pthread_mutex_destroy(&a->done_mu);
 	free(a);
 	pthread_mutex_lock(&c->mu);
 }
@@ -962,9 +970,11 @@ static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
 	a->done_fn = done;
 	a->done_arg = arg;
 	zkl_cond_init(&a->cv);
+	pthread_mutex_init(&a->done_mu, NULL);
 	a->call.fn = begin;
 	if (!zkl_call(c, &a->call)) {
 		pthread_cond_destroy(&a->cv);
+		pthread_mutex_destroy(&a->done_mu);
 		free(a);
 		memset(node, 0, sizeof *node);
 		*err = zkl_fail(ZKL_ECLOSED, "the client is closing");
@@ -993,14 +1003,15 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 	struct zkl_acquisition *a = start(q, timeout_ms, node, NULL, NULL, &err);
 	if (!a)
 		return err;
-	pthread_mutex_lock(&c->mu);
+	pthread_mutex_lock(&a->done_mu);
 	while (!a->done)
-		pthread_cond_wait(&a->cv, &c->mu);
-	pthread_mutex_unlock(&c->mu);
+		pthread_cond_wait(&a->cv, &a->done_mu);
+	pthread_mutex_unlock(&a->done_mu);
 	int rc = a->rc;
 	if (rc != 0)
 		zkl_fail(rc, "%s", a->error);
 	pthread_cond_destroy(&a->cv);
+	pthread_mutex_destroy(&a->done_mu);
 	free(a);
 	return rc;
 }

@@ -341,6 +341,19 @@ static enum fz_action expire_on_read_create(void *arg, const struct fz_request *
 	return FZ_REFUSE;
 }
 
+/* Whether c is on a session other than from. */
+struct moved {
+	zkl_client *c;
+	int64_t from;
+};
+
+static bool session_moved(void *arg)
+{
+	struct moved *m = arg;
+	int64_t id = zkl_client_session_id(m->c);
+	return id != 0 && id != m->from;
+}
+
 static void test_downgrade_bound_to_writer_session(void **state)
 {
 	(void)state;
@@ -370,6 +383,9 @@ static void test_downgrade_bound_to_writer_session(void **state)
 	/* Only b's write node is in the queue: a made no read node on its new session. */
 	assert_int_equal(children(z, "/locks/rw-expire"), 1);
 	fz_set_hook(z, NULL, NULL);
+	/* Once a is on its new session, its write lock is known lost. */
+	struct moved mv = { a, k.session };
+	fz_wait(z, session_moved, &mv, "a new session");
 	assert_int_equal(zkl_lock_release(write_a), ZKL_ELOST);
 	CHECK_OK(fzh_acq_finish(&w));
 	zkl_rwlock_free(ra);
@@ -1649,18 +1665,6 @@ static bool a_paused(void *arg)
 static bool b_paused(void *arg)
 {
 	return atomic_load(&((struct gate_faults *)arg)->b_paused) > 0;
-}
-
-struct moved {
-	zkl_client *c;
-	int64_t from;
-};
-
-static bool session_moved(void *arg)
-{
-	struct moved *m = arg;
-	int64_t id = zkl_client_session_id(m->c);
-	return id != 0 && id != m->from;
 }
 
 /* a's lease is made on its new session (2 leases), or a queues at the gate again. */
