@@ -39,8 +39,8 @@
  *   inside it.
  * - Lost members. The multi-lock listens to each member (zkl_lock_listen), so the
  *   member's own lost callback stays its owner's; a loss while held is told once on the
- *   view's lost callback; a loss while an asynchronous acquire is still taking the others
- *   fails it with ZKL_ELOST.
+ *   view's lost callback; a loss while an acquire, asynchronous or blocking, is still
+ *   taking the others fails it with ZKL_ELOST, and every member taken is given back.
  * - Locks: ml->mu guards the state that the loop and other threads share. Member verbs
  *   are never called with ml->mu held; a free that waits for the loop takes the client's
  *   mutex first, then ml->mu (the only nesting). A multi-lock with only blocking holds is
@@ -81,6 +81,8 @@ struct zkl_multilock {
 	size_t cap;
 	int depth;                      /* mu: blocking acquires not yet released */
 	int taking;                     /* mu: blocking acquires under way */
+	bool taking_lost;               /* mu: a member was lost while the outermost one
+	                                 * took the others */
 	pthread_t owner;                /* mu: the thread of the outermost, when depth > 0 */
 	bool lost_told;                 /* mu: the current hold's loss has been told */
 	/* The asynchronous acquire (mu). */
@@ -211,6 +213,8 @@ static void member_lost(zkl_lock *l, int reason, void *ctx)
 		ml->lost_told = true;
 	if (ml->astate == ML_RUNNING)
 		ml->chain_lost = true;
+	if (ml->taking > 0 && ml->depth == 0)
+		ml->taking_lost = true;
 	pthread_mutex_unlock(&ml->mu);
 	if (tell)
 		zkl_lock_report_lost(&ml->lock, reason);
@@ -357,8 +361,8 @@ static int multilock_acquire(zkl_lock *lk, int timeout_ms)
 	}
 	pthread_mutex_lock(&ml->mu);
 	bool busy = ml->astate != ML_IDLE;
-	if (!busy)
-		ml->taking++;
+	if (!busy && ml->taking++ == 0 && ml->depth == 0)
+		ml->taking_lost = false;
 	pthread_mutex_unlock(&ml->mu);
 	if (busy)
 		return zkl_fail(ZKL_EBUSY, "an asynchronous acquire of the multilock is under way "
@@ -384,7 +388,32 @@ static int multilock_acquire(zkl_lock *lk, int timeout_ms)
 			break;
 		}
 	}
-	if (taken < ml->n) {
+	/* A member taken first may have been lost while the others were taken: then the
+	 * whole is not held (that member's lock may be someone else's already). Its loss
+	 * is either known here or recorded by member_lost() before the hold counts. */
+	for (size_t i = 0; i < taken && rc == 0; i++) {
+		if (!zkl_lock_is_held(ml->members[i].l)) {
+			rc = ZKL_ELOST;
+			snprintf(detail, sizeof detail, "multilock member %zu of %zu (%s) was lost "
+			         "while the others were taken", i + 1, ml->n,
+			         member_path(&ml->members[i]));
+		}
+	}
+	pthread_mutex_lock(&ml->mu);
+	if (rc == 0 && ml->depth == 0 && ml->taking_lost) {
+		rc = ZKL_ELOST;
+		snprintf(detail, sizeof detail, "a multilock member was lost while the others "
+		         "were taken");
+	}
+	if (rc == 0) {
+		ml->taking--;
+		if (ml->depth++ == 0) {
+			ml->owner = pthread_self();
+			ml->lost_told = false;
+		}
+	}
+	pthread_mutex_unlock(&ml->mu);
+	if (rc != 0) {
 		/* All or nothing: give back what was taken, newest first. */
 		(void)release_members(ml, taken);
 		pthread_mutex_lock(&ml->mu);
@@ -392,13 +421,6 @@ static int multilock_acquire(zkl_lock *lk, int timeout_ms)
 		pthread_mutex_unlock(&ml->mu);
 		return zkl_fail(rc, "%s", detail);
 	}
-	pthread_mutex_lock(&ml->mu);
-	ml->taking--;
-	if (ml->depth++ == 0) {
-		ml->owner = pthread_self();
-		ml->lost_told = false;
-	}
-	pthread_mutex_unlock(&ml->mu);
 	zkl_clear_error();
 	return 0;
 }

@@ -728,6 +728,13 @@ static void op_finish_locked(zkl_client *c, struct zkl_op *op, int rc)
 		rc = ZSESSIONEXPIRED;
 	op->rc = rc;
 	op->done = true;
+	/* The handle has seen its session expire (ZINVALIDSTATE is the C client refusing
+	 * every request after that): nothing sent on it can succeed. Its expiry event may
+	 * still be on its way to the loop; until it comes, nobody may take the session for
+	 * connected, or a machine that waits for the connection would send again at once,
+	 * be refused at once, and never let the loop get to that event. */
+	if (s == c->sess && zkl_zk_class(rc) == ZKL_ZK_EXPIRED)
+		s->connected = false;
 	/* An answer from the server proves the session alive when the request was sent. */
 	if (s == c->sess && zkl_zk_answered(rc) && op->sent_at > s->last_ok_sent)
 		s->last_ok_sent = op->sent_at;

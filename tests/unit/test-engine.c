@@ -1466,6 +1466,47 @@ static void test_async_callback_calls(void **state)
 	pair_close(&p);
 }
 
+/* ---- a session the handle has seen expire is not connected ----
+ * Once the C client has seen its session expire it refuses every request with
+ * ZINVALIDSTATE, and the expiry event reaches the loop after. Until it does, an
+ * acquisition that waits for the connection must not take the session for connected:
+ * it would list again at once, be refused at once, and so on, past its deadline (with
+ * the real client, refused on the spot, the loop itself would spin). */
+struct refuse_lists {
+	int64_t session;
+	atomic_int lists;
+};
+
+static enum fz_action refuse_lists_invalid(void *arg, const struct fz_request *r, int *rc)
+{
+	struct refuse_lists *k = arg;
+	if (r->op != FZ_CHILDREN || r->session != k->session)
+		return FZ_APPLY;
+	atomic_fetch_add(&k->lists, 1);
+	*rc = ZINVALIDSTATE;
+	return FZ_REFUSE;
+}
+
+static void test_expired_handle_not_connected(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_open(&p, "/locks/expired-handle");
+	pair_folder(&p);
+	CHECK_OK(zkl_lock_acquire(p.lb, -1));
+	struct refuse_lists k = { .session = zkl_client_session_id(p.a) };
+	fz_set_hook(p.z, refuse_lists_invalid, &k);
+	struct fzh_acq w;
+	fzh_acq_start(&w, p.z, p.la, 500, 0);
+	assert_int_equal(fzh_acq_wait(&w), ZKL_ETIMEDOUT);
+	/* One list, refused; then a wait for the session, not a storm of lists. */
+	assert_int_equal(atomic_load(&k.lists), 1);
+	fz_set_hook(p.z, NULL, NULL);
+	CHECK_OK(fzh_acq_finish(&w));
+	CHECK_OK(zkl_lock_release(p.lb));
+	pair_close(&p);
+}
+
 /* ---- a list whose answer is lost: recover and list again ---- */
 
 struct lose_list {
@@ -1752,6 +1793,7 @@ int main(void)
 		cmocka_unit_test(test_watch_target_vanishes),
 		cmocka_unit_test(test_blocking_from_callback),
 		cmocka_unit_test(test_list_answer_lost),
+		cmocka_unit_test(test_expired_handle_not_connected),
 		cmocka_unit_test(test_async_fifo),
 		cmocka_unit_test(test_async_cancel_timeout_busy),
 		cmocka_unit_test(test_cancel_follows_queued_acquire),

@@ -500,6 +500,45 @@ static void test_member_lost_during_chain(void **state)
 	set_close(&s);
 }
 
+/* ---- the same in a blocking acquire: a member lost while the others are being taken
+ * makes the whole acquire fail with ZKL_ELOST, and nothing stays held (the lost member's
+ * lock may be someone else's already) ---- */
+
+static void test_member_lost_during_blocking_acquire(void **state)
+{
+	(void)state;
+	struct set s;
+	set_open(&s, "/locks/ml-lost-blocking");
+	struct fzh_count lost = { .z = s.z }, own = { .z = s.z };
+	CHECK_OK(zkl_lock_on_lost(s.view, fzh_on_lost, &lost));
+	CHECK_OK(zkl_lock_on_lost(zkl_mutex_lock(s.m[0]), fzh_on_lost, &own));
+	/* b holds member 2's lock: a takes member 1 and queues for member 2. */
+	CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(s.om[1]), -1));
+	struct fzh_acq w;
+	fzh_acq_start(&w, s.z, s.view, -1, 0);
+	fzh_wait_children(s.z, s.path[1], 2);
+	assert_int_equal(children(s.z, s.path[0]), 1);
+	/* Member 1 is held; a's session ends, and member 1's lock with it. */
+	fz_expire(s.z, s.sa);
+	fzh_wait_count(&own, 1);
+	/* Member 2 comes free, on whatever session a has now. */
+	CHECK_OK(zkl_lock_release(zkl_mutex_lock(s.om[1])));
+	assert_int_equal(fzh_acq_wait(&w), ZKL_ELOST);
+	assert_false(w.held);
+	for (int i = 0; i < N; i++)
+		assert_false(zkl_lock_is_held(zkl_mutex_lock(s.m[i])));
+	for (int i = 0; i < N; i++)
+		fzh_wait_children(s.z, s.path[i], 0);
+	/* Never held, so the view's lost callback was not told. */
+	assert_int_equal(atomic_load(&lost.n), 0);
+	CHECK_OK(fzh_acq_finish(&w));
+	/* And the next blocking acquire takes all three. */
+	CHECK_OK(zkl_lock_acquire(s.view, -1));
+	CHECK_OK(zkl_lock_release(s.view));
+	assert_int_equal(atomic_load(&lost.n), 0);
+	set_close(&s);
+}
+
 /* ---- a blocking acquire on a member's loop fails at once, before taking any member
  * (here the first member is on another client, which could have been taken) ---- */
 
@@ -588,6 +627,7 @@ int main(void)
 		cmocka_unit_test(test_free_on_loop_while_waiting),
 		cmocka_unit_test(test_free_on_loop_with_member),
 		cmocka_unit_test(test_member_lost_during_chain),
+		cmocka_unit_test(test_member_lost_during_blocking_acquire),
 		cmocka_unit_test(test_blocking_on_loop_takes_nothing),
 		cmocka_unit_test(test_cancel_at_once),
 	};
