@@ -528,6 +528,22 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 		free(got);
 		return zkl_fail(rc, "%s", saved);
 	}
+	/* All or none: a lease taken first may have been lost (its session ended) while the
+	 * others were taken, and its slot may be someone else's already. A loss after this
+	 * look is told by the lost callback, as for any lease held. */
+	int lost = -1;
+	pthread_mutex_lock(&c->mu);
+	for (int i = 0; i < n && lost < 0; i++)
+		if (!got[i]->held || got[i]->hold.lost)
+			lost = i;
+	pthread_mutex_unlock(&c->mu);
+	if (lost >= 0) {
+		for (int i = n; i-- > 0;)
+			zkl_lease_free(got[i]);
+		free(got);
+		return zkl_fail(ZKL_ELOST, "lease %d of the %d asked of %s was lost while the "
+		                "others were taken: none is held", lost + 1, n, s->lock.path);
+	}
 	memcpy(out, got, (size_t)n * sizeof *got);
 	free(got);
 	return 0;

@@ -1,6 +1,7 @@
 /* The engine and the recipes on the in-memory ZooKeeper (fakezk.h): the queue protocol,
  * its races and its faults, with real clients and no server. Each test names the rule
  * it guards; breaking that rule in the code makes the test fail. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1770,6 +1771,69 @@ static void test_semaphore_gate_session(void **state)
 	fz_free(z);
 }
 
+/* ---- several leases in one call are all or none: a lease lost while the others are
+ * taken fails the call, and every lease taken is given back ---- */
+
+struct take_two {
+	struct fz *z;
+	zkl_semaphore *s;
+	zkl_lease *got[2];
+	int rc;
+	atomic_bool done;
+};
+
+static void *take_two_main(void *arg)
+{
+	struct take_two *t = arg;
+	t->rc = zkl_semaphore_acquire(t->s, 2, 10000, t->got);
+	atomic_store(&t->done, true);
+	fz_poke(t->z);
+	return NULL;
+}
+
+static bool two_taken(void *arg)
+{
+	return atomic_load(&((struct take_two *)arg)->done);
+}
+
+static void test_semaphore_lease_lost_while_taking(void **state)
+{
+	(void)state;
+	struct fz *z = fz_new();
+	zkl_client *a, *b;
+	CHECK_OK(fz_client_open(z, &a, NULL));
+	CHECK_OK(fz_client_open(z, &b, NULL));
+	const char *path = "/locks/sem-two";
+	zkl_semaphore *sa, *sb;
+	CHECK_OK(zkl_semaphore_new(&sa, a, path, 2));
+	CHECK_OK(zkl_semaphore_new(&sb, b, path, 2));
+	zkl_lease *lb;
+	CHECK_OK(zkl_semaphore_acquire(sb, 1, -1, &lb));
+	/* a takes one lease and waits for the second: b's holds the other slot. */
+	struct take_two t = { .z = z, .s = sa };
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, take_two_main, &t), 0);
+	fzh_wait_children(z, "/locks/sem-two/leases", 3);
+	/* a's session ends: its first lease with it. */
+	const int64_t old = zkl_client_session_id(a);
+	fz_expire(z, old);
+	struct moved m = { .c = a, .from = old };
+	fz_wait(z, session_moved, &m, "a's new session");
+	/* The slot comes free: a takes a lease on its new session, but it had asked for two,
+	 * and holds one. */
+	CHECK_OK(zkl_lease_release(lb));
+	fz_wait(z, two_taken, &t, "the acquire of two leases");
+	pthread_join(th, NULL);
+	assert_int_equal(t.rc, ZKL_ELOST);
+	fzh_wait_children(z, "/locks/sem-two/leases", 0);
+	zkl_lease_free(lb);
+	zkl_semaphore_free(sa);
+	zkl_semaphore_free(sb);
+	zkl_client_close(a);
+	zkl_client_close(b);
+	fz_free(z);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1807,6 +1871,7 @@ int main(void)
 		cmocka_unit_test(test_semaphore_start_on_loop),
 		cmocka_unit_test(test_semaphore_count_differs_async),
 		cmocka_unit_test(test_semaphore_gate_session),
+		cmocka_unit_test(test_semaphore_lease_lost_while_taking),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
