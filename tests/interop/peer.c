@@ -399,15 +399,6 @@ void peer_stop(peer *p)
 	free(p);
 }
 
-void wait_children(const char *path, int n)
-{
-	for (int i = 0; i < 1000; i++) {
-		if (h_children(path) == n)
-			return;
-		usleep(10000);
-	}
-	fail_msg("%s never had %d children (it has %d)", path, n, h_children(path));
-}
 
 /* ---- zklocks contenders ---- */
 
@@ -580,7 +571,7 @@ void peer_check_peer_holds(peer *p, const char *path, zkl_naming naming, const c
 	CHECK_RC(ZKL_ETIMEDOUT, zh_acquire(z, PEER_TRY));
 	CHECK_RC(ZKL_ETIMEDOUT, zh_acquire(z, 0));
 	zh_start_acquire(z, 30000);
-	wait_children(path, 2);
+	h_wait_children(path, 2);
 	assert_int_equal(zh_wait(z, 300), ZH_PENDING);
 	peer_do(p, "a", "released", PEER_SOON, "release");
 	CHECK_OK(zh_wait(z, PEER_SOON));
@@ -599,13 +590,13 @@ void peer_check_fifo_alternating(peer *p, const char *path, zkl_naming naming,
 	zh *e = zh_new(ZH_MUTEX, path, naming, 0, NULL);
 	CHECK_OK(zh_acquire(h, -1));
 	peer_send(p, "b acquire %s %s -1", verb, path);
-	wait_children(path, 2);
+	h_wait_children(path, 2);
 	zh_start_acquire(c, -1);
-	wait_children(path, 3);
+	h_wait_children(path, 3);
 	peer_send(p, "d acquire %s %s -1", verb, path);
-	wait_children(path, 4);
+	h_wait_children(path, 4);
 	zh_start_acquire(e, -1);
-	wait_children(path, 5);
+	h_wait_children(path, 5);
 
 	CHECK_OK(zh_release(h));
 	peer_expect(p, "b", "acquired", PEER_SOON);
@@ -621,7 +612,7 @@ void peer_check_fifo_alternating(peer *p, const char *path, zkl_naming naming,
 	peer_do(p, "d", "released", PEER_SOON, "release");
 	CHECK_OK(zh_wait(e, PEER_SOON));
 	CHECK_OK(zh_release(e));
-	wait_children(path, 0);
+	h_wait_children(path, 0);
 	zh_free(h);
 	zh_free(c);
 	zh_free(e);
@@ -635,7 +626,7 @@ void peer_check_peer_writer_blocks_readers(peer *p, const char *path, zkl_naming
 	CHECK_RC(ZKL_ETIMEDOUT, zh_acquire(r1, PEER_TRY));
 	zh_start_acquire(r1, 30000);
 	zh_start_acquire(r2, 30000);
-	wait_children(path, 3);
+	h_wait_children(path, 3);
 	assert_int_equal(zh_wait(r1, 300), ZH_PENDING);
 	assert_int_equal(zh_wait(r2, 0), ZH_PENDING);
 	peer_do(p, "w", "released", PEER_SOON, "release");

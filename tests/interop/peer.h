@@ -56,9 +56,6 @@ void peer_expire(peer *p);
 /* Asks the peer to quit and waits for it (kills it after 10 s). NULL is a no-op. */
 void peer_stop(peer *p);
 
-/* Waits until path has n children (the count is the event), or fails after ~10 s. */
-void wait_children(const char *path, int n);
-
 /* ---- zklocks contenders, each on its own client (session), as another process ---- */
 
 /* A zklocks lock held by a thread of its own, so that a test can start an acquire, go on

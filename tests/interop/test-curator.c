@@ -28,10 +28,10 @@ static void test_mutex_zklocks_holds(void **state)
 	CHECK_OK(zh_acquire(z, -1));
 	/* Curator's try times out and withdraws its node. */
 	peer_do(P, "a", "timeout", SOON, "acquire mutex %s %d", path, TRY);
-	wait_children(path, 1);
+	h_wait_children(path, 1);
 	/* A waiting Curator contender watches our node and gets the lock when it goes. */
 	peer_send(P, "a acquire mutex %s %d", path, 30000);
-	wait_children(path, 2);
+	h_wait_children(path, 2);
 	assert_true(peer_quiet(P, "a", 300));
 	CHECK_OK(zh_release(z));
 	peer_expect(P, "a", "acquired", SOON);
@@ -75,7 +75,7 @@ static void test_rw_zklocks_writer_blocks_curator_readers(void **state)
 	peer_do(P, "r1", "timeout", SOON, "acquire read %s %d", path, TRY);
 	peer_send(P, "r1 acquire read %s 30000", path);
 	peer_send(P, "r2 acquire read %s 30000", path);
-	wait_children(path, 3);
+	h_wait_children(path, 3);
 	assert_true(peer_quiet(P, "r1", 300));
 	assert_true(peer_quiet(P, "r2", 0));
 	CHECK_OK(zh_release(w));
@@ -109,7 +109,7 @@ static void test_rw_readers_overlap(void **state)
 
 	/* A Curator writer queues behind the readers; later readers wait for it. */
 	peer_send(P, "w acquire write %s 30000", path);
-	wait_children(path, 4);
+	h_wait_children(path, 4);
 	zh *z3 = zh_new(ZH_READ, path, ZKL_NAMING_CURATOR, 0, NULL);
 	CHECK_RC(ZKL_ETIMEDOUT, zh_acquire(z3, TRY));
 	peer_do(P, "r2", "timeout", SOON, "acquire read %s %d", path, TRY);
@@ -123,7 +123,7 @@ static void test_rw_readers_overlap(void **state)
 	peer_do(P, "w", "released", SOON, "release");
 	peer_do(P, "r1", "acquired", SOON, "acquire read %s %d", path, SOON);
 	zh_start_acquire(zw, 30000);
-	wait_children(path, 2);
+	h_wait_children(path, 2);
 	peer_do(P, "r2", "timeout", SOON, "acquire read %s %d", path, TRY);
 	CHECK_RC(ZKL_ETIMEDOUT, zh_acquire(z3, TRY));
 	assert_int_equal(zh_wait(zw, 0), ZH_PENDING);
@@ -294,7 +294,7 @@ static void test_participants(void **state)
 	zh *z = zh_new(ZH_MUTEX, path, ZKL_NAMING_CURATOR, 0, "zklocks-holder");
 	CHECK_OK(zh_acquire(z, -1));
 	peer_send(P, "a acquire mutex %s 30000", path);
-	wait_children(path, 2);
+	h_wait_children(path, 2);
 
 	zkl_participant *list;
 	size_t n;
@@ -343,7 +343,7 @@ static void test_curator_session_expiry(void **state)
 	peer_do(P, "x", "acquired", SOON, "acquire mutex %s -1", path);
 	zh *z = zh_new(ZH_MUTEX, path, ZKL_NAMING_CURATOR, 0, NULL);
 	zh_start_acquire(z, 60000);
-	wait_children(path, 2);
+	h_wait_children(path, 2);
 	peer_expire(P);
 	CHECK_OK(zh_wait(z, SOON));
 	CHECK_OK(zh_release(z));

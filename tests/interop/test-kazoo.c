@@ -31,9 +31,9 @@ static void test_lock_zklocks_holds(void **state)
 	CHECK_OK(zh_acquire(z, -1));
 	peer_do(P, "a", "timeout", SOON, "acquire lock %s %d", path, TRY);
 	peer_do(P, "a", "timeout", SOON, "acquire lock %s 0", path);
-	wait_children(path, 1);
+	h_wait_children(path, 1);
 	peer_send(P, "a acquire lock %s 30000", path);
-	wait_children(path, 2);
+	h_wait_children(path, 2);
 	assert_true(peer_quiet(P, "a", 300));
 	CHECK_OK(zh_release(z));
 	peer_expect(P, "a", "acquired", SOON);
@@ -77,7 +77,7 @@ static void test_rw_zklocks_writer_blocks_kazoo_readers(void **state)
 	peer_do(P, "r1", "timeout", SOON, "acquire read %s %d", path, TRY);
 	peer_send(P, "r1 acquire read %s 30000", path);
 	peer_send(P, "r2 acquire read %s 30000", path);
-	wait_children(path, 3);
+	h_wait_children(path, 3);
 	assert_true(peer_quiet(P, "r1", 300));
 	assert_true(peer_quiet(P, "r2", 0));
 	CHECK_OK(zh_release(w));
@@ -121,7 +121,7 @@ static void test_rw_readers_overlap(void **state)
 	CHECK_RC(ZKL_ETIMEDOUT, zh_acquire(zw, TRY));
 
 	peer_send(P, "w acquire write %s 30000", path);
-	wait_children(path, 4);
+	h_wait_children(path, 4);
 	CHECK_RC(ZKL_ETIMEDOUT, zh_acquire(z3, TRY));
 	/* A kazoo reader queued after the writer waits for it too (kazoo is right here:
 	 * the writer is ahead of it). */
@@ -150,9 +150,9 @@ static void test_rw_reader_before_later_writer(void **state)
 	peer_do(P, "w1", "acquired", SOON, "acquire write %s -1", path);
 	zh *r = zh_new(ZH_READ, path, K, 0, NULL);
 	zh_start_acquire(r, 30000);
-	wait_children(path, 2);
+	h_wait_children(path, 2);
 	peer_send(P, "w2 acquire write %s 30000", path);
-	wait_children(path, 3);
+	h_wait_children(path, 3);
 	assert_int_equal(zh_wait(r, 300), ZH_PENDING);
 	peer_do(P, "w1", "released", SOON, "release");
 	CHECK_OK(zh_wait(r, SOON));
@@ -172,7 +172,7 @@ static void test_participants(void **state)
 	peer_do(P, "a", "acquired", SOON, "acquire lock %s -1", path);
 	zh *z = zh_new(ZH_MUTEX, path, K, 0, "zklocks-waiter");
 	zh_start_acquire(z, 30000);
-	wait_children(path, 2);
+	h_wait_children(path, 2);
 
 	zkl_participant *list;
 	size_t n;
@@ -205,7 +205,7 @@ static void test_kazoo_session_expiry(void **state)
 	peer_do(P, "x", "acquired", SOON, "acquire lock %s -1", path);
 	zh *z = zh_new(ZH_MUTEX, path, K, 0, NULL);
 	zh_start_acquire(z, 60000);
-	wait_children(path, 2);
+	h_wait_children(path, 2);
 	assert_int_equal(zh_wait(z, 300), ZH_PENDING);
 	peer_expire(P);
 	CHECK_OK(zh_wait(z, SOON));

@@ -52,7 +52,7 @@ static void test_curator_and_kazoo_both_hold(void **state)
 	zkl_participants_free(list, n);
 
 	zh_start_acquire(zc, 30000);
-	wait_children(path, 3);
+	h_wait_children(path, 3);
 	peer_do(Z, "a", "released", SOON, "release");
 	assert_int_equal(zh_wait(zc, 300), ZH_PENDING); /* Curator's holder is still there */
 	peer_do(C, "b", "released", SOON, "release");
