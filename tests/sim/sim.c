@@ -116,10 +116,10 @@ struct msg {
 };
 
 /* C_EXPIRING: the C client knows the session expired, and its event is on the way to
- * the library: requests fail (ZSESSIONEXPIRED) until the event is delivered; from then
- * on (C_DEAD) they are refused with ZINVALIDSTATE. The C client has a window where it
- * refuses before the event arrives; a single thread cannot model it without spinning
- * (README.md, "Findings"). */
+ * the library; C_DEAD: the event was delivered. Either way every request is refused on
+ * the spot with ZINVALIDSTATE, as the C client does once its handle has seen the
+ * expiry: the library must not take such a session for connected while the event is on
+ * its way (RELIABILITY.md, finding 4). */
 enum conn { C_CONNECTING, C_UP, C_DOWN, C_EXPIRING, C_DEAD };
 
 struct sess {
@@ -1083,7 +1083,7 @@ static int submit(zhandle_t *zh, enum op op, const char *path, const char *data,
                   const void *arg)
 {
 	struct sess *s = (struct sess *)zh;
-	if (s->closed || s->conn == C_DEAD)
+	if (s->closed || s->conn == C_DEAD || s->conn == C_EXPIRING)
 		return ZINVALIDSTATE;
 	struct msg *m = xcalloc(1, sizeof *m);
 	m->kind = M_REQUEST;
@@ -1104,7 +1104,7 @@ static int submit(zhandle_t *zh, enum op op, const char *path, const char *data,
 	if (s->conn != C_UP) {
 		/* The C client fails requests at once while it is not connected. */
 		m->kind = M_ANSWER;
-		m->rc = s->conn == C_EXPIRING ? ZSESSIONEXPIRED : ZCONNECTIONLOSS;
+		m->rc = ZCONNECTIONLOSS;
 		m->local = true;
 		push_in(s, m, W.now);
 		return ZOK;
