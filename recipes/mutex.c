@@ -174,6 +174,18 @@ static int node_data(zkl_mutex *m, struct zkl_data *data, enum zkl_kind *kind)
 	return rc;
 }
 
+/* A granted acquisition becomes one of the handle's holds (c->mu held). */
+static void install(zkl_mutex *m, struct zkl_acq *l)
+{
+	l->count = 1;
+	l->hold.on_lost = mutex_lost;
+	l->hold.ctx = m;
+	l->hold.path = l->node.path;
+	l->next = m->leases;
+	m->leases = l;
+	zkl_hold_add(m->lock.c, &l->hold, l->node.gen);
+}
+
 static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 {
 	zkl_mutex *m = MUTEX(lk);
@@ -256,15 +268,8 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 			break;
 		}
 	}
-	if (rc == 0) {
-		l->count = 1;
-		l->hold.on_lost = mutex_lost;
-		l->hold.ctx = m;
-		l->hold.path = l->node.path;
-		l->next = m->leases;
-		m->leases = l;
-		zkl_hold_add(c, &l->hold, l->node.gen);
-	}
+	if (rc == 0)
+		install(m, l);
 	pthread_mutex_unlock(&c->mu);
 	if (rc != 0)
 		free(l);
@@ -287,13 +292,7 @@ static void mutex_async_done(void *arg, int rc)
 		if (rc == 0) {
 			l->async = true;
 			l->owner = pthread_self();
-			l->count = 1;
-			l->hold.on_lost = mutex_lost;
-			l->hold.ctx = m;
-			l->hold.path = l->node.path;
-			l->next = m->leases;
-			m->leases = l;
-			zkl_hold_add(c, &l->hold, l->node.gen);
+			install(m, l);
 			if (m->revoke_fn)
 				l->node.rev = zkl_revwatch_add(c, l->node.path, l->node.gen, mutex_revoked,
 				                               m);

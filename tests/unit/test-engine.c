@@ -282,43 +282,63 @@ static void test_withdrew_is_not_released(void **state)
 /* ---- the next in line holds when its predecessor goes, unless that one may have
  * downgraded: a write holder's read node then sorts ahead ---- */
 
+/* a holds the write half of a read-write lock; b's write half waits behind it (on its
+ * own thread, w), watching a's write node. */
+struct downgrade {
+	struct fz *z;
+	zkl_client *a, *b;
+	zkl_rwlock *ra, *rb;
+	zkl_lock *write_a, *read_a;
+	const char *path;
+	struct fzh_acq w;
+};
+
+static void downgrade_open(struct downgrade *d, const char *path)
+{
+	d->z = fz_new();
+	d->path = path;
+	CHECK_OK(fz_client_open(d->z, &d->a, NULL));
+	CHECK_OK(fz_client_open(d->z, &d->b, NULL));
+	CHECK_OK(zkl_rwlock_new(&d->ra, d->a, path));
+	CHECK_OK(zkl_rwlock_new(&d->rb, d->b, path));
+	d->write_a = zkl_mutex_lock(zkl_rwlock_write(d->ra));
+	d->read_a = zkl_mutex_lock(zkl_rwlock_read(d->ra));
+	CHECK_OK(zkl_lock_acquire(d->write_a, -1));
+	char writer[256];
+	fzh_queue_node(d->z, path, 0, writer, sizeof writer);
+	fzh_acq_start(&d->w, d->z, zkl_mutex_lock(zkl_rwlock_write(d->rb)), -1, 0);
+	fzh_wait_watched(d->z, writer, 1);
+}
+
+static void downgrade_close(struct downgrade *d)
+{
+	CHECK_OK(fzh_acq_finish(&d->w));
+	zkl_rwlock_free(d->ra);
+	zkl_rwlock_free(d->rb);
+	zkl_client_close(d->a);
+	zkl_client_close(d->b);
+	fz_free(d->z);
+}
+
 static void test_downgrade_blocks_shortcut(void **state)
 {
 	(void)state;
-	struct fz *z = fz_new();
-	zkl_client *a, *b;
-	zkl_rwlock *ra, *rb;
-	CHECK_OK(fz_client_open(z, &a, NULL));
-	CHECK_OK(fz_client_open(z, &b, NULL));
-	CHECK_OK(zkl_rwlock_new(&ra, a, "/locks/rw"));
-	CHECK_OK(zkl_rwlock_new(&rb, b, "/locks/rw"));
-	zkl_lock *write_a = zkl_mutex_lock(zkl_rwlock_write(ra));
-	zkl_lock *read_a = zkl_mutex_lock(zkl_rwlock_read(ra));
-	CHECK_OK(zkl_lock_acquire(write_a, -1));
-	char writer[256];
-	fzh_queue_node(z, "/locks/rw", 0, writer, sizeof writer);
-	struct fzh_acq w;
-	fzh_acq_start(&w, z, zkl_mutex_lock(zkl_rwlock_write(rb)), -1, 0);
-	fzh_wait_watched(z, writer, 1);
+	struct downgrade d;
+	downgrade_open(&d, "/locks/rw");
 	/* Downgrade: read while writing, then let the write go. */
-	CHECK_OK(zkl_lock_acquire(read_a, -1));
+	CHECK_OK(zkl_lock_acquire(d.read_a, -1));
 	/* Its read node sorts right after its write node, ahead of the waiting writer. */
 	char reader[256];
-	fzh_queue_node(z, "/locks/rw", 1, reader, sizeof reader);
+	fzh_queue_node(d.z, d.path, 1, reader, sizeof reader);
 	assert_non_null(strstr(reader, "__READ__"));
-	CHECK_OK(zkl_lock_release(write_a));
+	CHECK_OK(zkl_lock_release(d.write_a));
 	/* The waiting writer sees the read node ahead and waits for it. */
-	fzh_wait_done_or_watched(z, &w, reader);
-	assert_false(atomic_load(&w.done));
-	CHECK_OK(zkl_lock_release(read_a));
-	CHECK_OK(fzh_acq_wait(&w));
-	assert_true(w.held);
-	CHECK_OK(fzh_acq_finish(&w));
-	zkl_rwlock_free(ra);
-	zkl_rwlock_free(rb);
-	zkl_client_close(a);
-	zkl_client_close(b);
-	fz_free(z);
+	fzh_wait_done_or_watched(d.z, &d.w, reader);
+	assert_false(atomic_load(&d.w.done));
+	CHECK_OK(zkl_lock_release(d.read_a));
+	CHECK_OK(fzh_acq_wait(&d.w));
+	assert_true(d.w.held);
+	downgrade_close(&d);
 }
 
 /* A downgrade's read node belongs to the write lock's session. If that session expires
@@ -358,42 +378,24 @@ static bool session_moved(void *arg)
 static void test_downgrade_bound_to_writer_session(void **state)
 {
 	(void)state;
-	struct fz *z = fz_new();
-	zkl_client *a, *b;
-	zkl_rwlock *ra, *rb;
-	CHECK_OK(fz_client_open(z, &a, NULL));
-	CHECK_OK(fz_client_open(z, &b, NULL));
-	CHECK_OK(zkl_rwlock_new(&ra, a, "/locks/rw-expire"));
-	CHECK_OK(zkl_rwlock_new(&rb, b, "/locks/rw-expire"));
-	zkl_lock *write_a = zkl_mutex_lock(zkl_rwlock_write(ra));
-	zkl_lock *read_a = zkl_mutex_lock(zkl_rwlock_read(ra));
-	CHECK_OK(zkl_lock_acquire(write_a, -1));
-	char writer[256];
-	fzh_queue_node(z, "/locks/rw-expire", 0, writer, sizeof writer);
-	struct fzh_acq w;
-	fzh_acq_start(&w, z, zkl_mutex_lock(zkl_rwlock_write(rb)), -1, 0);
-	fzh_wait_watched(z, writer, 1);
-	struct expire_read_create k = { .z = z, .session = zkl_client_session_id(a) };
-	fz_set_hook(z, expire_on_read_create, &k);
+	struct downgrade d;
+	downgrade_open(&d, "/locks/rw-expire");
+	struct expire_read_create k = { .z = d.z, .session = zkl_client_session_id(d.a) };
+	fz_set_hook(d.z, expire_on_read_create, &k);
 	/* The downgrade's create meets the expiry: the write lock went with the session. */
-	assert_int_equal(zkl_lock_acquire(read_a, 5000), ZKL_ELOST);
+	assert_int_equal(zkl_lock_acquire(d.read_a, 5000), ZKL_ELOST);
 	assert_true(atomic_load(&k.expired));
-	assert_false(zkl_lock_is_held(read_a));
-	CHECK_OK(fzh_acq_wait(&w));
-	assert_true(w.held);
+	assert_false(zkl_lock_is_held(d.read_a));
+	CHECK_OK(fzh_acq_wait(&d.w));
+	assert_true(d.w.held);
 	/* Only b's write node is in the queue: a made no read node on its new session. */
-	assert_int_equal(children(z, "/locks/rw-expire"), 1);
-	fz_set_hook(z, NULL, NULL);
+	assert_int_equal(children(d.z, d.path), 1);
+	fz_set_hook(d.z, NULL, NULL);
 	/* Once a is on its new session, its write lock is known lost. */
-	struct moved mv = { a, k.session };
-	fz_wait(z, session_moved, &mv, "a new session");
-	assert_int_equal(zkl_lock_release(write_a), ZKL_ELOST);
-	CHECK_OK(fzh_acq_finish(&w));
-	zkl_rwlock_free(ra);
-	zkl_rwlock_free(rb);
-	zkl_client_close(a);
-	zkl_client_close(b);
-	fz_free(z);
+	struct moved mv = { d.a, k.session };
+	fz_wait(d.z, session_moved, &mv, "a new session");
+	assert_int_equal(zkl_lock_release(d.write_a), ZKL_ELOST);
+	downgrade_close(&d);
 }
 
 /* ---- and where nothing can stand ahead, the handoff is one watch event: no list ---- */
