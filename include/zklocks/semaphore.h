@@ -90,10 +90,13 @@ ZKL_API int zkl_semaphore_make_revocable(zkl_semaphore *s, zkl_lease_revoke_fn f
                                          void *data);
 
 /* The current limit: the fixed one, or the shared count as last read (one round trip).
- * Returns the limit (>= 0) or a ZKL_E* code. */
+ * Returns the limit (>= 0) or a ZKL_E* code (ZKL_EDEADLK for a shared limit asked on the
+ * client's event thread, which would have to deliver the answer). */
 ZKL_API int zkl_semaphore_max(zkl_semaphore *s);
 
-/* Reads the shared count at path into *value. ZKL_EZK if the node's data is not 4 bytes. */
+/* Reads the shared count at path into *value. ZKL_EZK if the node's data is not 4 bytes.
+ * This and zkl_shared_count_set() wait for ZooKeeper's answer: on the client's event
+ * thread (in a callback) they fail at once with ZKL_EDEADLK. */
 ZKL_API int zkl_shared_count_get(zkl_client *c, const char *path, int32_t *value);
 
 /* Sets the shared count at path (creating the node if needed). */
