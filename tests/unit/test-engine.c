@@ -1172,7 +1172,7 @@ struct waits_in_callback {
 	zkl_client *c;
 	atomic_int calls;
 	int rc;
-	int participants, revoke, inspect, record;
+	int participants, revoke, inspect, record, count;
 };
 
 static void waits_cb(zkl_lock *l, int rc, void *data)
@@ -1189,6 +1189,8 @@ static void waits_cb(zkl_lock *l, int rc, void *data)
 	w->inspect = zkl_inspect(w->c, zkl_lock_path(l), 5000, &in);
 	zkl_inspection_free(in);
 	w->record = zkl_record_set(w->c, "/locks/waits-record", "x", 1);
+	int32_t v;
+	w->count = zkl_shared_count_get(w->c, "/locks/waits-count", &v);
 	atomic_fetch_add(&w->calls, 1);
 	fz_poke(w->z);
 }
@@ -1214,6 +1216,7 @@ static void test_no_wait_in_callback(void **state)
 	assert_int_equal(w.revoke, ZKL_EDEADLK);
 	assert_int_equal(w.inspect, ZKL_EDEADLK);
 	assert_int_equal(w.record, ZKL_EDEADLK);
+	assert_int_equal(w.count, ZKL_EDEADLK);
 	assert_false(fz_stat(z, "/locks/waits-record", NULL));
 	/* Nothing was written into the holder's node: it is still held, unrevoked. */
 	assert_true(zkl_lock_is_held(l));
