@@ -1503,7 +1503,7 @@ static void test_expired_handle_not_connected(void **state)
 	struct refuse_lists k = { .session = zkl_client_session_id(p.a) };
 	fz_set_hook(p.z, refuse_lists_invalid, &k);
 	struct fzh_acq w;
-	fzh_acq_start(&w, p.z, p.la, 500, 0);
+	fzh_acq_start(&w, p.z, p.la, 1500, 0);
 	assert_int_equal(fzh_acq_wait(&w), ZKL_ETIMEDOUT);
 	/* One list, refused; then a wait for the session, not a storm of lists. */
 	assert_int_equal(atomic_load(&k.lists), 1);
