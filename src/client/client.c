@@ -1093,6 +1093,8 @@ int zkl_send(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *r, size_
 	struct send_call k = {.call.fn = send_run, .w = w, .r = r, .n = n, .ops = ops};
 	for (size_t i = 0; i < n; i++)
 		ops[i] = NULL;
+	if (n == 0)
+		return 0;
 	if (running_loop == c && !c->external)
 		return zkl_fail(ZKL_EDEADLK, "cannot wait for ZooKeeper's answer on the client's "
 		                "event thread (in a callback): answers reach waiting threads "
