@@ -1472,20 +1472,57 @@ static void test_async_callback_calls(void **state)
 	pair_close(&p);
 }
 
+/* ---- a list whose answer is lost: recover and list again ---- */
+
+/* The lists a session sent, counted by a hook. */
+
+struct list_count {
+	int64_t session;
+	atomic_int lists;
+};
+
+static enum fz_action lose_first_list(void *arg, const struct fz_request *r, int *rc)
+{
+	(void)rc;
+	struct list_count *l = arg;
+	if (r->op == FZ_CHILDREN && r->session == l->session &&
+	    atomic_fetch_add(&l->lists, 1) == 0)
+		return FZ_LOSE;
+	return FZ_APPLY;
+}
+
+static void test_list_answer_lost(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_open(&p, "/locks/lost-list");
+	pair_folder(&p);
+	CHECK_OK(zkl_lock_acquire(p.la, -1));
+	struct list_count l = { .session = zkl_client_session_id(p.b) };
+	fz_set_hook(p.z, lose_first_list, &l);
+	struct fzh_acq w;
+	fzh_acq_start(&w, p.z, p.lb, 10000, 0);
+	char holder[256];
+	fzh_queue_node(p.z, p.path, 0, holder, sizeof holder);
+	fzh_wait_done_or_watched(p.z, &w, holder);
+	assert_false(atomic_load(&w.done));
+	CHECK_OK(zkl_lock_release(p.la));
+	CHECK_OK(fzh_acq_wait(&w));
+	fz_set_hook(p.z, NULL, NULL);
+	assert_true(atomic_load(&l.lists) >= 2);
+	CHECK_OK(fzh_acq_finish(&w));
+	pair_close(&p);
+}
+
 /* ---- a session the handle has seen expire is not connected ----
  * Once the C client has seen its session expire it refuses every request with
  * ZINVALIDSTATE, and the expiry event reaches the loop after. Until it does, an
  * acquisition that waits for the connection must not take the session for connected:
  * it would list again at once, be refused at once, and so on, past its deadline (with
  * the real client, refused on the spot, the loop itself would spin). */
-struct refuse_lists {
-	int64_t session;
-	atomic_int lists;
-};
-
 static enum fz_action refuse_lists_invalid(void *arg, const struct fz_request *r, int *rc)
 {
-	struct refuse_lists *k = arg;
+	struct list_count *k = arg;
 	if (r->op != FZ_CHILDREN || r->session != k->session)
 		return FZ_APPLY;
 	atomic_fetch_add(&k->lists, 1);
@@ -1500,7 +1537,7 @@ static void test_expired_handle_not_connected(void **state)
 	pair_open(&p, "/locks/expired-handle");
 	pair_folder(&p);
 	CHECK_OK(zkl_lock_acquire(p.lb, -1));
-	struct refuse_lists k = { .session = zkl_client_session_id(p.a) };
+	struct list_count k = { .session = zkl_client_session_id(p.a) };
 	fz_set_hook(p.z, refuse_lists_invalid, &k);
 	struct fzh_acq w;
 	fzh_acq_start(&w, p.z, p.la, 1500, 0);
@@ -1510,46 +1547,6 @@ static void test_expired_handle_not_connected(void **state)
 	fz_set_hook(p.z, NULL, NULL);
 	CHECK_OK(fzh_acq_finish(&w));
 	CHECK_OK(zkl_lock_release(p.lb));
-	pair_close(&p);
-}
-
-/* ---- a list whose answer is lost: recover and list again ---- */
-
-struct lose_list {
-	int64_t session;
-	atomic_int lists;
-};
-
-static enum fz_action lose_first_list(void *arg, const struct fz_request *r, int *rc)
-{
-	(void)rc;
-	struct lose_list *l = arg;
-	if (r->op == FZ_CHILDREN && r->session == l->session &&
-	    atomic_fetch_add(&l->lists, 1) == 0)
-		return FZ_LOSE;
-	return FZ_APPLY;
-}
-
-static void test_list_answer_lost(void **state)
-{
-	(void)state;
-	struct pair p;
-	pair_open(&p, "/locks/lost-list");
-	pair_folder(&p);
-	CHECK_OK(zkl_lock_acquire(p.la, -1));
-	struct lose_list l = { .session = zkl_client_session_id(p.b) };
-	fz_set_hook(p.z, lose_first_list, &l);
-	struct fzh_acq w;
-	fzh_acq_start(&w, p.z, p.lb, 10000, 0);
-	char holder[256];
-	fzh_queue_node(p.z, p.path, 0, holder, sizeof holder);
-	fzh_wait_done_or_watched(p.z, &w, holder);
-	assert_false(atomic_load(&w.done));
-	CHECK_OK(zkl_lock_release(p.la));
-	CHECK_OK(fzh_acq_wait(&w));
-	fz_set_hook(p.z, NULL, NULL);
-	assert_true(atomic_load(&l.lists) >= 2);
-	CHECK_OK(fzh_acq_finish(&w));
 	pair_close(&p);
 }
 
