@@ -1475,7 +1475,6 @@ static void test_async_callback_calls(void **state)
 /* ---- a list whose answer is lost: recover and list again ---- */
 
 /* The lists a session sent, counted by a hook. */
-
 struct list_count {
 	int64_t session;
 	atomic_int lists;
