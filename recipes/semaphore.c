@@ -532,11 +532,9 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 	 * others were taken, and its slot may be someone else's already. A loss after this
 	 * look is told by the lost callback, as for any lease held. */
 	int lost = -1;
-	pthread_mutex_lock(&c->mu);
 	for (int i = 0; i < n && lost < 0; i++)
-		if (!got[i]->held || got[i]->hold.lost)
+		if (!zkl_lease_is_held(got[i]))
 			lost = i;
-	pthread_mutex_unlock(&c->mu);
 	if (lost >= 0) {
 		for (int i = n; i-- > 0;)
 			zkl_lease_free(got[i]);
