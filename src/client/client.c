@@ -697,8 +697,30 @@ static struct zkl_op *op_begin(zkl_client *c, struct zkl_waiter *w, enum zkl_op_
 	op->s = c->sess;
 	op->s->inflight++;
 	op->s->ops++;
+	op->idle = !c->holds && !c->waiters;
 	pthread_mutex_unlock(&c->mu);
 	return op;
+}
+
+/* Whether op's answer proves the session alive when op was sent (zkl_lost_at).
+ *
+ * Once the client holds or waits for a lock, only a write that succeeded does: a quorum
+ * committed it, so the leader that saw it was the ensemble's. A leader cut off from the
+ * others goes on answering syncs and reads, and its clients' pings, until syncLimit
+ * passes; the others may elect a new leader meanwhile (they too wait syncLimit for the
+ * old one), which gives the session a fresh timeout from its own start and then expires
+ * it. A holder that took the old leader's answers for proof would hold on past that
+ * expiry. While the client holds and waits for nothing, any answer will do: no hold's
+ * deadline rests on it, and the first write of an acquisition proves the session
+ * again. */
+static bool op_proves(const struct zkl_op *op, int rc)
+{
+	if (op->idle)
+		return zkl_zk_answered(rc);
+	if (rc != ZOK)
+		return false;
+	return op->kind == ZKL_OP_CREATE || op->kind == ZKL_OP_DELETE || op->kind == ZKL_OP_SET ||
+	       op->kind == ZKL_OP_CHECK;
 }
 
 /* Frees op (mu held), and its session if that is closed and op was its last request. */
@@ -735,10 +757,16 @@ static void op_finish_locked(zkl_client *c, struct zkl_op *op, int rc)
 	 * be refused at once, and never let the loop get to that event. */
 	if (s == c->sess && zkl_zk_class(rc) == ZKL_ZK_EXPIRED)
 		s->connected = false;
-	/* An answer from the server proves the session alive when the request was sent. */
-	if (s == c->sess && zkl_zk_answered(rc) && op->sent_at > s->last_ok_sent)
+	if (op->kind == ZKL_OP_CHECK && rc != ZOK && zkl_zk_answered(rc) && !s->check_refused) {
+		s->check_refused = true;
+		zkl_log(c, ZKL_LOG_ERROR, "the heartbeat, a check of the version of /, was refused: "
+		        "%s; without it nothing proves the session while locks are held or "
+		        "awaited (the client needs read access to /)", zerror(rc));
+	}
+	const bool proof = op_proves(op, rc);
+	if (s == c->sess && proof && op->sent_at > s->last_ok_sent)
 		s->last_ok_sent = op->sent_at;
-	if (s == c->sess && s->given_up && zkl_zk_answered(rc) && op->sent_at > s->given_up_at) {
+	if (s == c->sess && s->given_up && proof && op->sent_at > s->given_up_at) {
 		/* An adopted session given up for lost is alive after all: it counts again. */
 		s->given_up = false;
 		session_event_locked(c, s, ZOO_CONNECTED_STATE, c->zk->session_id(s->zh),
@@ -1027,6 +1055,17 @@ struct zkl_op *zkl_op_sync(zkl_client *c, struct zkl_waiter *w, const char *path
 	return op;
 }
 
+struct zkl_op *zkl_op_check(zkl_client *c, struct zkl_waiter *w, const char *path, int *err)
+{
+	struct zkl_op *op = op_begin(c, w, ZKL_OP_CHECK, err);
+	if (!op)
+		return NULL;
+	int rc = c->zk->check(op->s->zh, path, void_done, op);
+	if (rc != ZOK)
+		op_refused(c, op, rc);
+	return op;
+}
+
 void zkl_op_put(zkl_client *c, struct zkl_op *op)
 {
 	(void)c;
@@ -1055,6 +1094,8 @@ static struct zkl_op *op_send(zkl_client *c, struct zkl_waiter *w, const struct 
 		return zkl_op_set(c, w, r->path, r->data, r->len, r->version, err);
 	case ZKL_OP_SYNC:
 		return zkl_op_sync(c, w, r->path, err);
+	case ZKL_OP_CHECK:
+		return zkl_op_check(c, w, r->path, err);
 	}
 	*err = zkl_fail(ZKL_EINVAL, "unknown request");
 	return NULL;
@@ -1955,10 +1996,14 @@ int64_t zkl_lost_at(zkl_client *c)
  *
  * While connected, a heartbeat every sixth of t keeps T recent, so that a client that
  * must find another server (the C client notices silence after 2/3 t) still has time to
- * reconnect before T + loss_percent of t. The heartbeat is a sync, which only the
- * ensemble's leader answers: sessions expire at the leader, and a follower cut off from
- * it still answers reads (and the C client's pings) until it gives up on the leader
- * (syncLimit ticks), while the leader, hearing nothing of the session, expires it. */
+ * reconnect before T + loss_percent of t. While the client holds or waits for a lock,
+ * the heartbeat is a write that changes nothing (a version check of "/"), answered only
+ * once a quorum has committed it; only such answers move T then (op_proves()). A
+ * follower cut off from the leader still answers reads (and the C client's pings) until
+ * it gives up on the leader (syncLimit ticks), while the leader, hearing nothing of the
+ * session, expires it; and a leader cut off from the others answers syncs too, until
+ * syncLimit passes, while they elect a new one that may expire the session first. With
+ * nothing held or awaited, the heartbeat is a sync, which costs the ensemble no write. */
 static int64_t liveness_run(zkl_client *c)
 {
 	int64_t now = zkl_now_ms();
@@ -1968,8 +2013,10 @@ static int64_t liveness_run(zkl_client *c)
 		if (now >= c->next_heartbeat) {
 			c->next_heartbeat = now + session_timeout_ms(c) / 6;
 			int err = 0;
+			const bool idle = !c->holds && !c->waiters;
 			pthread_mutex_unlock(&c->mu);
-			struct zkl_op *op = zkl_op_sync(c, NULL, "/", &err);
+			struct zkl_op *op = idle ? zkl_op_sync(c, NULL, "/", &err)
+			                         : zkl_op_check(c, NULL, "/", &err);
 			pthread_mutex_lock(&c->mu);
 			zkl_op_put(c, op);
 			if (c->sess != s)

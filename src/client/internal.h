@@ -60,6 +60,7 @@ struct zkl_session {
 	int64_t id;           /* mu: session id once connected */
 	bool connected;       /* mu: the C client says CONNECTED right now */
 	bool expired;         /* mu */
+	bool check_refused;   /* mu: a heartbeat's check was refused (said once) */
 	bool ever_connected;  /* mu */
 	/* mu: when the last request this session's server answered was sent (0: none yet).
 	 * The server cannot expire the session before last_ok_sent + the session timeout. */
@@ -88,7 +89,7 @@ struct zkl_watch {
 };
 
 enum zkl_op_kind { ZKL_OP_CREATE, ZKL_OP_DELETE, ZKL_OP_CHILDREN, ZKL_OP_GET, ZKL_OP_EXISTS, ZKL_OP_SET,
-                   ZKL_OP_SYNC };
+                   ZKL_OP_SYNC, ZKL_OP_CHECK };
 
 /* What the loop is told from other threads: a completion or a watch event from the C
  * client's completion thread, or an application thread's call, queued in the client's
@@ -112,6 +113,9 @@ struct zkl_op {
 	int refs;                  /* mu */
 	int64_t sent_at;           /* when the request went out (ms) */
 	enum zkl_op_kind kind;
+	/* What its answer proves of the session (zkl_lost_at): sent while the client held
+	 * or waited for nothing, any answer; else only a write's success. */
+	bool idle;
 	struct zkl_session *s;
 	struct zkl_waiter *w;      /* mu: NULL once abandoned */
 	bool done;                 /* mu */
@@ -300,6 +304,7 @@ struct zkl_op *zkl_op_set(zkl_client *c, struct zkl_waiter *w, const char *path,
 /* A sync: answered only once the ensemble's leader has seen it (a read is answered by
  * the server alone, even one cut off from the leader). */
 struct zkl_op *zkl_op_sync(zkl_client *c, struct zkl_waiter *w, const char *path, int *err);
+struct zkl_op *zkl_op_check(zkl_client *c, struct zkl_waiter *w, const char *path, int *err);
 /* One request, run to its answer by zkl_request(). */
 struct zkl_req {
 	enum zkl_op_kind kind;

@@ -284,6 +284,37 @@ static int zk_sync(zhandle_t *zh, const char *path, string_completion_t done, co
 	return zoo_async(zh, path, done, arg);
 }
 
+/* The check's result lives until its completion; the C client writes it there. */
+struct check_call {
+	zoo_op_result_t result;
+	void_completion_t done;
+	const void *arg;
+};
+
+static void check_done(int rc, const void *data)
+{
+	struct check_call *k = (struct check_call *)data;
+	void_completion_t done = k->done;
+	const void *arg = k->arg;
+	free(k);
+	done(rc, arg);
+}
+
+static int zk_check(zhandle_t *zh, const char *path, void_completion_t done, const void *arg)
+{
+	struct check_call *k = calloc(1, sizeof *k);
+	if (!k)
+		return ZSYSTEMERROR;
+	k->done = done;
+	k->arg = arg;
+	zoo_op_t op;
+	zoo_check_op_init(&op, path, -1);
+	int rc = zoo_amulti(zh, 1, &op, &k->result, check_done, k);
+	if (rc != ZOK)
+		free(k);
+	return rc;
+}
+
 static watcher_fn zk_set_watcher(zhandle_t *zh, watcher_fn fn)
 {
 	return zoo_set_watcher(zh, fn);
@@ -318,6 +349,7 @@ const struct zkl_zk_ops zkl_zk_client = {
 	.exists = zk_exists,
 	.set = zk_set,
 	.sync = zk_sync,
+	.check = zk_check,
 	.set_watcher = zk_set_watcher,
 	.connected = zk_connected,
 	.remove_watch = zk_remove_watch,

@@ -80,6 +80,11 @@ struct zkl_zk_ops {
 	           stat_completion_t done, const void *arg);
 	/* Answered only once the ensemble's leader has seen it. */
 	int (*sync)(zhandle_t *zh, const char *path, string_completion_t done, const void *arg);
+	/* A write that changes nothing: a multi of one check of path's version, which any
+	 * version passes. Answered (ZOK) only once a quorum has committed it: a leader cut
+	 * off from the others still answers syncs and reads until syncLimit passes, while
+	 * the others may already have a new leader, but it commits nothing. */
+	int (*check)(zhandle_t *zh, const char *path, void_completion_t done, const void *arg);
 
 	/* For a handle the application made (zkl_client_adopt); NULL where there is none.
 	 * set_watcher puts fn in the handle's global watcher's place and returns the one it

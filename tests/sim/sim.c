@@ -78,9 +78,9 @@ struct watch {
 	void *ctx;
 };
 
-enum op { OP_CREATE, OP_DELETE, OP_CHILDREN, OP_GET, OP_EXISTS, OP_SET, OP_SYNC };
+enum op { OP_CREATE, OP_DELETE, OP_CHILDREN, OP_GET, OP_EXISTS, OP_SET, OP_SYNC, OP_CHECK };
 static const char *const op_names[] = { "create", "delete", "children", "get", "exists", "set",
-                                        "sync" };
+                                        "sync", "check" };
 
 /* A message: a request travelling to the server, or something travelling back (an
  * answer, a watch event, a session event). */
@@ -903,6 +903,10 @@ static void apply(struct sess *s)
 		}
 		case OP_SYNC:
 			break;
+		case OP_CHECK:
+			if (!find(m->path))
+				rc = ZNONODE;
+			break;
 		}
 	}
 	trace("server: %" PRIx64 " %s %s -> %d", (uint64_t)s->id, op_names[m->op], m->path, rc);
@@ -987,6 +991,7 @@ static void deliver(struct sess *s, struct msg *m)
 		                                     rc == ZOK ? &m->st : NULL, m->arg);
 		break;
 	case OP_DELETE:
+	case OP_CHECK:
 		((void_completion_t)m->done)(rc, m->arg);
 		break;
 	case OP_CHILDREN:
@@ -1169,6 +1174,11 @@ static int op_sync(zhandle_t *zh, const char *path, string_completion_t done, co
 	return submit(zh, OP_SYNC, path, NULL, -1, 0, -1, NULL, NULL, (void (*)(void))done, arg);
 }
 
+static int op_check(zhandle_t *zh, const char *path, void_completion_t done, const void *arg)
+{
+	return submit(zh, OP_CHECK, path, NULL, -1, 0, -1, NULL, NULL, (void (*)(void))done, arg);
+}
+
 static const struct zkl_zk_ops sim_ops = {
 	.open = op_open,
 	.close = op_close,
@@ -1181,6 +1191,7 @@ static const struct zkl_zk_ops sim_ops = {
 	.exists = op_exists,
 	.set = op_set,
 	.sync = op_sync,
+	.check = op_check,
 };
 
 /* ------------------------------------------------------------------------------------ */

@@ -70,6 +70,7 @@ struct session {
 	bool stop;
 	bool dropping;           /* a connection loss is being delivered */
 	struct item *head, *tail;
+	struct item *swallowed;  /* FZ_SWALLOW: left unanswered */
 	pthread_t thread;
 	pthread_cond_t cv;
 };
@@ -146,6 +147,16 @@ static void enqueue(struct session *s, struct item *it)
 		s->head = it;
 	s->tail = it;
 	pthread_cond_signal(&s->cv);
+}
+
+/* The requests swallowed go back in line, to fail as the session's state says (mu). */
+static void unswallow(struct session *s)
+{
+	while (s->swallowed) {
+		struct item *it = s->swallowed;
+		s->swallowed = it->next;
+		enqueue(s, it);
+	}
 }
 
 /* Fires the watches of kind on path with event type. Those of `self` go to *own, to be
@@ -395,6 +406,7 @@ static void answer(struct item *it, int rc, const struct answer *a)
 		((string_stat_completion_t)it->done)(rc, a->created, a->st, it->arg);
 		break;
 	case FZ_DELETE:
+	case FZ_CHECK:
 		((void_completion_t)it->done)(rc, it->arg);
 		break;
 	case FZ_CHILDREN:
@@ -492,6 +504,10 @@ static void apply(struct session *s, struct item *it, enum fz_action action, int
 			break;
 		}
 		case FZ_SYNC:
+			break;
+		case FZ_CHECK:
+			if (!find(z, it->path))
+				rc = ZNONODE;
 			break;
 		}
 	}
@@ -605,6 +621,13 @@ static void *delivery_main(void *arg)
 				changed(z);
 				continue;
 			}
+			if (action == FZ_SWALLOW) {
+				pthread_mutex_lock(&z->mu);
+				it->next = s->swallowed;
+				s->swallowed = it;
+				changed(z);
+				continue;
+			}
 			apply(s, it, action, rc);
 		}
 		item_free(it);
@@ -655,6 +678,7 @@ static void op_close(zhandle_t *zh)
 	if (s->state != S_EXPIRED)
 		end_session(z, s->id, s);
 	s->state = S_CLOSED;
+	unswallow(s);
 	s->stop = true;
 	pthread_cond_signal(&s->cv);
 	pthread_mutex_unlock(&z->mu);
@@ -775,6 +799,11 @@ static int op_sync(zhandle_t *zh, const char *path, string_completion_t done, co
 	return submit(zh, FZ_SYNC, path, NULL, -1, 0, -1, NULL, NULL, (void (*)(void))done, arg);
 }
 
+static int op_check(zhandle_t *zh, const char *path, void_completion_t done, const void *arg)
+{
+	return submit(zh, FZ_CHECK, path, NULL, -1, 0, -1, NULL, NULL, (void (*)(void))done, arg);
+}
+
 static const struct zkl_zk_ops fz_ops = {
 	.open = op_open,
 	.close = op_close,
@@ -787,6 +816,7 @@ static const struct zkl_zk_ops fz_ops = {
 	.exists = op_exists,
 	.set = op_set,
 	.sync = op_sync,
+	.check = op_check,
 };
 
 /* ------------------------------------------------------------------------------------ */
@@ -989,6 +1019,7 @@ void fz_expire(struct fz *z, int64_t id)
 		/* Every watch hears of it, then they are gone. */
 		session_event(s, ZOO_EXPIRED_SESSION_STATE, true);
 		s->state = S_EXPIRED;
+		unswallow(s);
 	}
 	end_session(z, id, s);
 	changed(z);
@@ -1022,6 +1053,7 @@ void fz_drop(struct fz *z, int64_t id)
 			queued = it->next;
 			enqueue(s, it); /* answered ZCONNECTIONLOSS: the session is disconnected */
 		}
+		unswallow(s);
 		struct item *r = calloc(1, sizeof *r);
 		if (!r)
 			abort();

@@ -32,7 +32,7 @@
 
 struct fz;
 
-enum fz_op { FZ_CREATE, FZ_DELETE, FZ_CHILDREN, FZ_GET, FZ_EXISTS, FZ_SET, FZ_SYNC };
+enum fz_op { FZ_CREATE, FZ_DELETE, FZ_CHILDREN, FZ_GET, FZ_EXISTS, FZ_SET, FZ_SYNC, FZ_CHECK };
 
 /* What the hook wants done with a request. */
 enum fz_action {
@@ -43,6 +43,10 @@ enum fz_action {
 	FZ_REFUSE,  /* not applied; answered with the code the hook put in *rc */
 	FZ_PAUSE,   /* not applied yet: the session pauses (fz_pause) with this request
 	             * first in line; resuming applies it, without asking the hook again */
+	FZ_SWALLOW, /* not applied, and not answered while the session stays connected
+	             * (a leader cut off from the others does so with writes); the
+	             * requests behind it go on. It fails with the connection (fz_drop),
+	             * the session's expiry or its close */
 };
 
 struct fz_request {

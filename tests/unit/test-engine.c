@@ -11,6 +11,7 @@
 #include <time.h>
 #include <cmocka.h>
 
+#include "clock.h"
 #include "fzh.h"
 
 #define CHECK_OK(x) assert_int_equal((x), 0)
@@ -668,6 +669,133 @@ static void test_lost_before_expiry(void **state)
 	zkl_mutex_free(mb);
 	zkl_client_close(a);
 	zkl_client_close(b);
+	fz_free(z);
+}
+
+/* ---- the holder's server is a leader cut off from the others: it answers reads and
+ * syncs (until syncLimit passes, while the others elect a new leader that may expire
+ * the session), but commits no write. Only a write's success proves the session for a
+ * holder: it is told lost while its node still stands. With a sync for heartbeat, or any
+ * answer for proof, it held on for ever ---- */
+
+struct cut_leader {
+	atomic_llong session; /* whose writes go unanswered; 0: nobody's */
+	atomic_int reads;     /* its requests answered meanwhile */
+};
+
+static enum fz_action cut_leader_hook(void *arg, const struct fz_request *r, int *rc)
+{
+	(void)rc;
+	struct cut_leader *k = arg;
+	if (r->session != atomic_load(&k->session))
+		return FZ_APPLY;
+	if (r->op == FZ_CREATE || r->op == FZ_DELETE || r->op == FZ_SET || r->op == FZ_CHECK)
+		return FZ_SWALLOW;
+	atomic_fetch_add(&k->reads, 1);
+	return FZ_APPLY;
+}
+
+static void test_lost_on_cut_off_leader(void **state)
+{
+	(void)state;
+	struct fz *z = fz_new();
+	struct cut_leader k = {0};
+	fz_set_hook(z, cut_leader_hook, &k);
+	zkl_client *a, *b;
+	open_short(z, &a);
+	CHECK_OK(fz_client_open(z, &b, NULL));
+	zkl_mutex *ma, *mb;
+	CHECK_OK(zkl_mutex_new(&ma, a, "/locks/cut-leader"));
+	CHECK_OK(zkl_mutex_new(&mb, b, "/locks/cut-leader"));
+	zkl_lock *la = zkl_mutex_lock(ma), *lb = zkl_mutex_lock(mb);
+	const int64_t sa = zkl_client_session_id(a);
+	struct fzh_count lost = { .z = z, .session = sa };
+	CHECK_OK(zkl_lock_on_lost(la, fzh_on_lost, &lost));
+	CHECK_OK(zkl_lock_acquire(la, -1));
+	atomic_store(&k.session, sa);
+	/* The holder reads all along (its participants), and is answered. */
+	const int64_t give_up = zkl_now_ms() + 30000;
+	while (atomic_load(&lost.n) == 0) {
+		zkl_participant *ps = NULL;
+		size_t n = 0;
+		int rc = zkl_lock_participants(la, &ps, &n);
+		zkl_participants_free(ps, n);
+		assert_true(rc == 0 || atomic_load(&lost.n) > 0);
+		if (zkl_now_ms() > give_up)
+			fail_msg("a holder whose writes go unanswered was never told lost");
+	}
+	assert_true(atomic_load(&k.reads) > 0);
+	assert_int_equal(lost.nodes, 1);
+	assert_false(zkl_lock_is_held(la));
+	assert_int_equal(zkl_lock_release(la), ZKL_ELOST);
+	/* Only then may the new leader expire it, and the lock pass on. */
+	atomic_store(&k.session, 0);
+	fz_expire(z, sa);
+	fzh_wait_children(z, "/locks/cut-leader", 0);
+	CHECK_OK(zkl_lock_acquire(lb, 0));
+	CHECK_OK(zkl_lock_release(lb));
+	assert_int_equal(atomic_load(&lost.n), 1);
+	zkl_mutex_free(ma);
+	zkl_mutex_free(mb);
+	zkl_client_close(a);
+	zkl_client_close(b);
+	fz_free(z);
+}
+
+/* ---- a heartbeat refused (no read access to /) is said, not left to look like a
+ * silent server ---- */
+
+struct refused_log {
+	struct fz *z;
+	atomic_int said;
+};
+
+static void refused_log_fn(zkl_log_level level, const char *message, void *data)
+{
+	struct refused_log *k = data;
+	if (level == ZKL_LOG_ERROR && strstr(message, "heartbeat") &&
+	    strstr(message, "not authenticated")) {
+		atomic_fetch_add(&k->said, 1);
+		fz_poke(k->z);
+	}
+}
+
+static bool refused_said(void *arg)
+{
+	return atomic_load(&((struct refused_log *)arg)->said) > 0;
+}
+
+static enum fz_action refuse_check_hook(void *arg, const struct fz_request *r, int *rc)
+{
+	(void)arg;
+	if (r->op != FZ_CHECK)
+		return FZ_APPLY;
+	*rc = ZNOAUTH;
+	return FZ_REFUSE;
+}
+
+static void test_heartbeat_refused_said(void **state)
+{
+	(void)state;
+	struct fz *z = fz_new();
+	fz_set_hook(z, refuse_check_hook, NULL);
+	struct refused_log k = { .z = z };
+	zkl_client_options o;
+	zkl_client_options_init(&o);
+	o.session_timeout_ms = 1000;
+	o.log = refused_log_fn;
+	o.log_data = &k;
+	zkl_client *a;
+	CHECK_OK(fz_client_open(z, &a, &o));
+	zkl_mutex *m;
+	CHECK_OK(zkl_mutex_new(&m, a, "/locks/refused"));
+	CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(m), -1));
+	fz_wait(z, refused_said, &k, "the refused heartbeat said");
+	/* Nothing proves the session: it may be given up by now. */
+	int rc = zkl_lock_release(zkl_mutex_lock(m));
+	assert_true(rc == 0 || rc == ZKL_ELOST);
+	zkl_mutex_free(m);
+	zkl_client_close(a);
 	fz_free(z);
 }
 
@@ -1851,6 +1979,8 @@ int main(void)
 		cmocka_unit_test(test_expiry_while_waiting),
 		cmocka_unit_test(test_expiry_while_holding),
 		cmocka_unit_test(test_lost_before_expiry),
+		cmocka_unit_test(test_lost_on_cut_off_leader),
+		cmocka_unit_test(test_heartbeat_refused_said),
 		cmocka_unit_test(test_retired_session_closed),
 		cmocka_unit_test(test_stray_children),
 		cmocka_unit_test(test_sequence_wrap_sign),
