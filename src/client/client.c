@@ -2627,6 +2627,18 @@ servers_checked:
 	return 0;
 }
 
+/* Whether a request is out on the current session, or on a retired one still connected
+ * (mu held). */
+static bool requests_out(const zkl_client *c)
+{
+	if (c->sess->inflight > 0)
+		return true;
+	for (const struct zkl_session *s = c->retired; s; s = s->next)
+		if (s->inflight > 0 && s->connected)
+			return true;
+	return false;
+}
+
 void zkl_client_close(zkl_client *c)
 {
 	if (!c)
@@ -2647,9 +2659,12 @@ void zkl_client_close(zkl_client *c)
 			        "application's session: their nodes stay until it ends");
 	}
 	/* Let the requests already sent complete, so their memory is not lost with the
-	 * handle; bounded, since a dead connection fails them within the session timeout. */
+	 * handle (the C client frees nothing of a request still out when it is closed from
+	 * another thread); bounded, since a dead connection fails them within the session
+	 * timeout. That holds for retired sessions still connected too: one given up a
+	 * moment ago has a heartbeat out. */
 	int64_t deadline = zkl_now_ms() + 3000;
-	while (c->sess->inflight > 0 && !zkl_cond_wait_until(&c->ev_cv, &c->mu, deadline))
+	while (requests_out(c) && !zkl_cond_wait_until(&c->ev_cv, &c->mu, deadline))
 		;
 	c->closing = true;
 	wake_all(c);
