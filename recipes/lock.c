@@ -251,7 +251,11 @@ int zkl_lock_node(zkl_lock *l, char *buf, size_t size)
 	if (!l->ops->node)
 		return zkl_fail(ZKL_ENOTSUP, "a %s has no node of its own: each of its members "
 		                "has one (ask the member)", l->kind);
+	/* A kind with a mutex of its own keeps nodes the engine writes: both are held. */
+	pthread_mutex_t *cmu = l->c && l->mu != &l->c->mu ? &l->c->mu : NULL;
 	pthread_mutex_lock(l->mu);
+	if (cmu)
+		pthread_mutex_lock(cmu);
 	const char *node = l->ops->node(l);
 	size_t n = node ? strlen(node) : 0;
 	int rc = (int)n;
@@ -261,6 +265,8 @@ int zkl_lock_node(zkl_lock *l, char *buf, size_t size)
 		rc = ZKL_EINVAL;
 	else
 		memcpy(buf, node, n + 1);
+	if (cmu)
+		pthread_mutex_unlock(cmu);
 	pthread_mutex_unlock(l->mu);
 	if (rc == ZKL_ENOTHELD)
 		return zkl_fail(rc, "%s %s is not held here", l->kind, l->path);

@@ -20,9 +20,10 @@ struct zkl_lock_ops {
 	void (*cancel)(zkl_lock *l);
 	bool (*is_held)(zkl_lock *l);
 	int64_t (*token)(zkl_lock *l);
-	/* The node l holds, as zkl_lock_node() describes it (c->mu held), or NULL. */
+	/* The node l holds, as zkl_lock_node() describes it (l->mu and c->mu held), or
+	 * NULL. */
 	const char *(*node)(zkl_lock *l);
-	/* Whether an asynchronous acquire holds l (c->mu held). */
+	/* Whether an asynchronous acquire holds l (l->mu and c->mu held). */
 	bool (*holds_async)(zkl_lock *l);
 	int (*participants)(zkl_lock *l, zkl_participant **out, size_t *count);
 	/* Optional: replaces the view's own node data (a multi-lock passes it on to its
@@ -45,8 +46,9 @@ struct zkl_lock {
 	const char *kind;               /* "mutex", ... (static) */
 	zkl_client *c;                  /* NULL for a multi-lock, whose members have theirs */
 	pthread_mutex_t *mu;            /* guards the view's fields: &c->mu, or the
-	                                 * multi-lock's own */
-	pthread_cond_t *cv;             /* with mu: &c->cv, or the multi-lock's own */
+	                                 * handle's own (a mutex's, a multi-lock's);
+	                                 * taken before c->mu */
+	pthread_cond_t *cv;             /* with mu: &c->cv, or the handle's own */
 	char *path;                     /* the handle's lock path, owned here */
 	struct zkl_data data;           /* mu: data of the nodes created from now on */
 	zkl_lock_lost_fn lost_fn;       /* mu */
@@ -82,8 +84,8 @@ void zkl_lock_dispose(zkl_lock *l);
  * gone. No lock held. */
 void zkl_lock_async_drain(zkl_lock *l);
 
-/* Claims l for a (c->mu held): ZKL_EBUSY if an asynchronous acquire is under way or holds
- * l. */
+/* Claims l for a (l->mu and c->mu held): ZKL_EBUSY if an asynchronous acquire is under
+ * way or holds l. */
 int zkl_lock_async_claim(zkl_lock *l, struct zkl_lock_async *a, zkl_lock_acquired_fn fn,
                          void *data);
 
@@ -122,7 +124,7 @@ void zkl_lock_listen(zkl_lock *l, struct zkl_lock_listener *w);
  * report under way, if any, skips w. */
 void zkl_lock_unlisten(zkl_lock *l, struct zkl_lock_listener *w);
 
-/* Copies l's node data (c->mu held) for an acquisition to send. */
+/* Copies l's node data (l->mu held) for an acquisition to send. */
 int zkl_lock_data_copy(zkl_lock *l, struct zkl_data *out);
 
 #endif

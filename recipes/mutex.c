@@ -5,7 +5,9 @@
  * any other contender. The handle keeps a list of the acquisitions it holds, one per
  * thread; normally there is at most one, but a hold lost with an expired session stays
  * on the list until its thread releases it, while another thread may already hold the
- * lock again on the new session. Handle state is guarded by the client's mutex.
+ * lock again on the new session. Handle state is guarded by the handle's own mutex
+ * (mutex_internal.h), so that the verbs of one handle neither wait for the client's loop
+ * nor hold up another handle's.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +41,7 @@ static _Thread_local pthread_t revoking_owner;
 static void mutex_revoked(void *ctx, const char *node)
 {
 	zkl_mutex *m = ctx;
-	pthread_mutex_lock(&m->lock.c->mu);
+	pthread_mutex_lock(m->lock.mu);
 	zkl_revoke_fn fn = m->revoke_fn;
 	void *data = m->revoke_data;
 	bool found = false;
@@ -49,7 +51,7 @@ static void mutex_revoked(void *ctx, const char *node)
 			found = true;
 		}
 	}
-	pthread_mutex_unlock(&m->lock.c->mu);
+	pthread_mutex_unlock(m->lock.mu);
 	zkl_log(m->lock.c, ZKL_LOG_INFO, "revocation of %s requested", node);
 	if (!fn)
 		return;
@@ -67,7 +69,7 @@ static void mutex_lost(struct zkl_hold *h, void *ctx)
 	zkl_lock_report_lost(&m->lock, ZKL_ELOST);
 }
 
-/* The calling thread's acquisition (c->mu held). */
+/* The calling thread's acquisition (mu held). */
 static struct zkl_acq **find_own(zkl_mutex *m)
 {
 	pthread_t self = revoking == m ? revoking_owner : pthread_self();
@@ -77,7 +79,7 @@ static struct zkl_acq **find_own(zkl_mutex *m)
 	return NULL;
 }
 
-/* The handle's asynchronous acquisition (c->mu held). */
+/* The handle's asynchronous acquisition (mu held). */
 static struct zkl_acq **find_async(zkl_mutex *m)
 {
 	for (struct zkl_acq **pp = &m->leases; *pp; pp = &(*pp)->next)
@@ -97,7 +99,20 @@ int zkl_mutex_init(zkl_mutex *m, zkl_client *c, const char *path, enum zkl_kind 
 {
 	memset(m, 0, sizeof *m);
 	m->kind = kind;
-	return zkl_lock_init(&m->lock, &mutex_ops, kind_name(kind), c, path);
+	int rc = zkl_lock_init(&m->lock, &mutex_ops, kind_name(kind), c, path);
+	if (rc != 0)
+		return rc;
+	pthread_mutex_init(&m->own_mu, NULL);
+	pthread_cond_init(&m->own_cv, NULL);
+	m->lock.mu = &m->own_mu;
+	m->lock.cv = &m->own_cv;
+	return 0;
+}
+
+void zkl_mutex_share_mu(zkl_mutex *b, zkl_mutex *a)
+{
+	b->lock.mu = a->lock.mu;
+	b->lock.cv = a->lock.cv;
 }
 
 int zkl_mutex_new(zkl_mutex **out, zkl_client *c, const char *path)
@@ -136,34 +151,45 @@ static int mutex_release(zkl_lock *lk);
 void zkl_mutex_dispose(zkl_mutex *m)
 {
 	zkl_client *c = m->lock.c;
+	pthread_mutex_t *mu = m->lock.mu;
 	/* An asynchronous acquire under way ends with ZKL_ECANCELED. */
 	zkl_client_cancel_owner(c, m);
 	zkl_lock_async_drain(&m->lock);
 	/* The calling thread's hold, however deep, ends here. */
-	pthread_mutex_lock(&c->mu);
+	pthread_mutex_lock(mu);
 	struct zkl_acq **pp = find_own(m);
 	if (pp)
 		(*pp)->count = 1;
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(mu);
 	if (pp)
 		mutex_release(&m->lock);
 	/* Holds of other threads: the contract says none, but never leave a node or a
 	 * registration behind. */
-	pthread_mutex_lock(&c->mu);
+	pthread_mutex_lock(mu);
 	while (m->leases) {
 		struct zkl_acq *l = m->leases;
 		m->leases = l->next;
+		pthread_mutex_unlock(mu);
+		pthread_mutex_lock(&c->mu);
 		zkl_hold_remove(c, &l->hold);
 		pthread_mutex_unlock(&c->mu);
 		zkl_engine_release(c, &l->node);
 		free(l);
-		pthread_mutex_lock(&c->mu);
+		pthread_mutex_lock(mu);
 	}
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(mu);
 	zkl_lock_dispose(&m->lock);
+	if (m->kind == ZKL_KIND_LOCK)
+		zkl_mutex_fini(m); /* a rwlock's halves share one: rwlock.c, after both */
 }
 
-/* Node data and kind of a new acquisition (c->mu held). Nodes of revocable handles carry
+void zkl_mutex_fini(zkl_mutex *m)
+{
+	pthread_mutex_destroy(&m->own_mu);
+	pthread_cond_destroy(&m->own_cv);
+}
+
+/* Node data and kind of a new acquisition (mu held). Nodes of revocable handles carry
  * no data, as Curator's do. */
 static int node_data(zkl_mutex *m, struct zkl_data *data, enum zkl_kind *kind)
 {
@@ -174,16 +200,21 @@ static int node_data(zkl_mutex *m, struct zkl_data *data, enum zkl_kind *kind)
 	return rc;
 }
 
-/* A granted acquisition becomes one of the handle's holds (c->mu held). */
+/* A granted acquisition becomes one of the handle's holds (mu held). */
 static void install(zkl_mutex *m, struct zkl_acq *l)
 {
+	zkl_client *c = m->lock.c;
 	l->count = 1;
 	l->hold.on_lost = mutex_lost;
 	l->hold.ctx = m;
 	l->hold.path = l->node.path;
 	l->next = m->leases;
 	m->leases = l;
-	zkl_hold_add(m->lock.c, &l->hold, l->node.gen);
+	pthread_mutex_lock(&c->mu);
+	zkl_hold_add(c, &l->hold, l->node.gen);
+	if (l->async && m->revoke_fn)
+		l->node.rev = zkl_revwatch_add(c, l->node.path, l->node.gen, mutex_revoked, m);
+	pthread_mutex_unlock(&c->mu);
 }
 
 static int mutex_acquire(zkl_lock *lk, int timeout_ms)
@@ -191,18 +222,18 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 	zkl_mutex *m = MUTEX(lk);
 	zkl_client *c = lk->c;
 
-	pthread_mutex_lock(&c->mu);
+	pthread_mutex_lock(lk->mu);
 	struct zkl_acq **pp = find_own(m);
 	if (pp) {
 		/* Re-entry costs no round trip. */
 		struct zkl_acq *l = *pp;
 		if (l->hold.lost) {
-			pthread_mutex_unlock(&c->mu);
+			pthread_mutex_unlock(lk->mu);
 			return zkl_fail(ZKL_ELOST, "lock %s was lost; release it before acquiring "
 			                "again", lk->path);
 		}
 		l->count++;
-		pthread_mutex_unlock(&c->mu);
+		pthread_mutex_unlock(lk->mu);
 		return 0;
 	}
 	/* The other half of a rwlock, held by this thread: downgrade or upgrade. */
@@ -211,7 +242,7 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 	int64_t writer_seq = downgrade ? (*op)->node.seq : 0;
 	uint64_t writer_gen = downgrade ? (*op)->node.gen : 0;
 	if (op && m->kind == ZKL_KIND_WRITE) {
-		pthread_mutex_unlock(&c->mu);
+		pthread_mutex_unlock(lk->mu);
 		return zkl_fail(ZKL_EDEADLK, "the calling thread holds the read lock of %s: "
 		                "upgrading to the write lock can never succeed", lk->path);
 	}
@@ -219,20 +250,19 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 	enum zkl_kind kind;
 	int rc = node_data(m, &data, &kind);
 	bool revocable = m->revoke_fn != NULL;
-	pthread_mutex_unlock(&c->mu);
+	struct zkl_acq *l = rc == 0 ? calloc(1, sizeof *l) : NULL;
+	if (l) {
+		l->owner = pthread_self();
+		l->next = m->waiting;
+		m->waiting = l;
+	}
+	pthread_mutex_unlock(lk->mu);
 	if (rc != 0)
 		return rc;
-
-	struct zkl_acq *l = calloc(1, sizeof *l);
 	if (!l) {
 		zkl_data_free(&data);
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	}
-	l->owner = pthread_self();
-	pthread_mutex_lock(&c->mu);
-	l->next = m->waiting;
-	m->waiting = l;
-	pthread_mutex_unlock(&c->mu);
 	struct zkl_queue q = {
 		.c = c,
 		.path = lk->path,
@@ -261,7 +291,7 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 		rc = zkl_engine_acquire(&q, timeout_ms, &l->node);
 	}
 	zkl_data_free(&data);
-	pthread_mutex_lock(&c->mu);
+	pthread_mutex_lock(lk->mu);
 	for (struct zkl_acq **pp = &m->waiting; *pp; pp = &(*pp)->next) {
 		if (*pp == l) {
 			*pp = l->next;
@@ -270,13 +300,18 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 	}
 	if (rc == 0)
 		install(m, l);
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(lk->mu);
 	if (rc != 0)
 		free(l);
 	return rc;
 }
 
-/* The end of an asynchronous acquire (event thread, no lock held). */
+/* The end of an asynchronous acquire (event thread, no lock held).
+ *
+ * The handle lives on while its acquire is pending (zkl_lock_async_drain() waits for it
+ * on any other thread, and this is the loop's): the hold is installed first, with the
+ * handle's mutex, and only then does the acquire end, so that no second asynchronous
+ * acquire can be claimed in between. */
 static void mutex_async_done(void *arg, int rc)
 {
 	struct mutex_async *pa = arg;
@@ -286,19 +321,20 @@ static void mutex_async_done(void *arg, int rc)
 	char saved[256];
 	snprintf(saved, sizeof saved, "%s", zkl_last_error());
 	pthread_mutex_lock(&c->mu);
-	const bool call = zkl_lock_async_ending(&pa->a);
-	if (call) {
+	const bool alive = !pa->a.orphaned;
+	if (alive)
 		m->folder_seen |= pa->folder_seen;
-		if (rc == 0) {
-			l->async = true;
-			l->owner = pthread_self();
-			install(m, l);
-			if (m->revoke_fn)
-				l->node.rev = zkl_revwatch_add(c, l->node.path, l->node.gen, mutex_revoked,
-				                               m);
-			l = NULL;
-		}
+	pthread_mutex_unlock(&c->mu);
+	if (alive && rc == 0) {
+		pthread_mutex_lock(m->lock.mu);
+		l->async = true;
+		l->owner = pthread_self();
+		install(m, l);
+		pthread_mutex_unlock(m->lock.mu);
+		l = NULL;
 	}
+	pthread_mutex_lock(&c->mu);
+	const bool call = zkl_lock_async_ending(&pa->a);
 	pthread_mutex_unlock(&c->mu);
 	if (l && rc == 0)
 		zkl_engine_release_later(c, &l->node); /* won for a handle that is gone */
@@ -323,14 +359,19 @@ static int mutex_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, vo
 		free(pa);
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	}
+	pthread_mutex_lock(lk->mu);
 	pthread_mutex_lock(&c->mu);
 	enum zkl_kind kind;
 	int rc = zkl_lock_async_claim(lk, &pa->a, fn, data);
-	if (rc == 0 && (rc = node_data(m, &pa->data, &kind)) != 0)
+	pa->folder_seen = m->folder_seen;
+	pthread_mutex_unlock(&c->mu);
+	if (rc == 0 && (rc = node_data(m, &pa->data, &kind)) != 0) {
+		pthread_mutex_lock(&c->mu);
 		zkl_lock_async_unclaim(lk, &pa->a);
+		pthread_mutex_unlock(&c->mu);
+	}
 	if (rc == 0) {
 		pa->m = m;
-		pa->folder_seen = m->folder_seen;
 		pa->q = (struct zkl_queue){
 			.c = c,
 			.path = pa->path,
@@ -342,7 +383,7 @@ static int mutex_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, vo
 			.folder_seen = &pa->folder_seen,
 		};
 	}
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(lk->mu);
 	if (rc == 0)
 		rc = zkl_lock_async_start(lk, &pa->a, &pa->q, timeout_ms, &pa->l->node,
 		                          mutex_async_done, pa);
@@ -359,23 +400,26 @@ static int mutex_release(zkl_lock *lk)
 {
 	zkl_mutex *m = MUTEX(lk);
 	zkl_client *c = lk->c;
-	pthread_mutex_lock(&c->mu);
+	pthread_mutex_lock(lk->mu);
 	struct zkl_acq **pp = find_own(m);
 	if (!pp)
 		pp = find_async(m); /* the handle's: any thread may release it */
 	if (!pp) {
-		pthread_mutex_unlock(&c->mu);
+		pthread_mutex_unlock(lk->mu);
 		return zkl_fail(ZKL_ENOTOWNER, "the calling thread does not hold %s", lk->path);
 	}
 	struct zkl_acq *l = *pp;
 	if (--l->count > 0) {
 		bool lost = l->hold.lost;
-		pthread_mutex_unlock(&c->mu);
+		pthread_mutex_unlock(lk->mu);
 		return lost ? zkl_fail(ZKL_ELOST, "lock %s was lost", lk->path) : 0;
 	}
 	/* Forget the hold before deleting the node, so that the next holder on this handle
-	 * never sees it. */
+	 * never sees it; then take it off the client's list (which waits for its lost
+	 * callback, should one run right now: that takes the handle's mutex). */
 	*pp = l->next;
+	pthread_mutex_unlock(lk->mu);
+	pthread_mutex_lock(&c->mu);
 	zkl_hold_remove(c, &l->hold);
 	bool lost = l->hold.lost;
 	pthread_mutex_unlock(&c->mu);
@@ -386,7 +430,7 @@ static int mutex_release(zkl_lock *lk)
 	return rc;
 }
 
-/* The hold the verbs see (c->mu held): the calling thread's, else the asynchronous one. */
+/* The hold the verbs see (mu held): the calling thread's, else the asynchronous one. */
 static struct zkl_acq *current(zkl_mutex *m)
 {
 	struct zkl_acq **pp = find_own(m);
@@ -397,10 +441,10 @@ static struct zkl_acq *current(zkl_mutex *m)
 
 static bool mutex_is_held(zkl_lock *lk)
 {
-	pthread_mutex_lock(&lk->c->mu);
+	pthread_mutex_lock(lk->mu);
 	struct zkl_acq *l = current(MUTEX(lk));
 	bool held = l && !l->hold.lost;
-	pthread_mutex_unlock(&lk->c->mu);
+	pthread_mutex_unlock(lk->mu);
 	return held;
 }
 
@@ -409,19 +453,20 @@ static bool mutex_is_held(zkl_lock *lk)
 static int64_t mutex_token(zkl_lock *lk)
 {
 	int64_t token = ZKL_ENOTHELD;
-	pthread_mutex_lock(&lk->c->mu);
+	pthread_mutex_lock(lk->mu);
 	struct zkl_acq *own = current(MUTEX(lk));
 	if (own && !own->hold.lost)
 		token = own->node.czxid;
 	for (struct zkl_acq *l = MUTEX(lk)->leases; l && token < 0; l = l->next)
 		if (!l->hold.lost)
 			token = l->node.czxid;
-	pthread_mutex_unlock(&lk->c->mu);
+	pthread_mutex_unlock(lk->mu);
 	return token;
 }
 
 /* The hold's node; else the node an acquire under way has queued: the asynchronous one,
- * the calling thread's, another thread's. */
+ * the calling thread's, another thread's (mu and c->mu held: the engine writes the nodes
+ * of acquisitions under way). */
 static const char *mutex_node(zkl_lock *lk)
 {
 	zkl_mutex *m = MUTEX(lk);
@@ -478,18 +523,18 @@ int zkl_mutex_set_naming(zkl_mutex *m, zkl_naming naming)
 	if (naming != ZKL_NAMING_CURATOR && naming != ZKL_NAMING_KAZOO)
 		return zkl_fail(ZKL_EINVAL, "naming %d is neither ZKL_NAMING_CURATOR nor "
 		                "ZKL_NAMING_KAZOO", (int)naming);
-	pthread_mutex_lock(&m->lock.c->mu);
+	pthread_mutex_lock(m->lock.mu);
 	m->naming = naming;
-	pthread_mutex_unlock(&m->lock.c->mu);
+	pthread_mutex_unlock(m->lock.mu);
 	return 0;
 }
 
 int zkl_mutex_make_revocable(zkl_mutex *m, zkl_revoke_fn fn, void *data)
 {
 	ZKL_CHECK_HANDLE(m, "mutex");
-	pthread_mutex_lock(&m->lock.c->mu);
+	pthread_mutex_lock(m->lock.mu);
 	m->revoke_fn = fn;
 	m->revoke_data = data;
-	pthread_mutex_unlock(&m->lock.c->mu);
+	pthread_mutex_unlock(m->lock.mu);
 	return 0;
 }

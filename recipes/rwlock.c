@@ -24,14 +24,17 @@ int zkl_rwlock_new(zkl_rwlock **out, zkl_client *c, const char *path)
 	if (!rw)
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	rc = zkl_mutex_init(&rw->read, c, path, ZKL_KIND_READ);
-	if (rc == 0 && (rc = zkl_mutex_init(&rw->write, c, path, ZKL_KIND_WRITE)) != 0)
+	if (rc == 0 && (rc = zkl_mutex_init(&rw->write, c, path, ZKL_KIND_WRITE)) != 0) {
 		zkl_lock_dispose(&rw->read.lock);
+		zkl_mutex_fini(&rw->read);
+	}
 	if (rc != 0) {
 		free(rw);
 		return rc;
 	}
 	rw->read.other = &rw->write;
 	rw->write.other = &rw->read;
+	zkl_mutex_share_mu(&rw->write, &rw->read);
 	*out = rw;
 	return 0;
 }
@@ -43,6 +46,8 @@ void zkl_rwlock_free(zkl_rwlock *rw)
 	/* Read first: a downgraded thread holds both, and its read node sorts after. */
 	zkl_mutex_dispose(&rw->read);
 	zkl_mutex_dispose(&rw->write);
+	zkl_mutex_fini(&rw->read);
+	zkl_mutex_fini(&rw->write);
 	free(rw);
 }
 

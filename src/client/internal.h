@@ -136,7 +136,7 @@ struct zkl_hold {
 	struct zkl_hold *next, *prev;     /* mu */
 	uint64_t gen;                     /* session it was acquired on */
 	const char *path;                 /* its node (the owner's string), or NULL */
-	bool lost;                        /* mu */
+	atomic_bool lost;                 /* written with mu held; read by anyone */
 	bool notified;                    /* mu: on_lost has been or is being called */
 	bool dispatching;                 /* mu: on_lost is running right now */
 	bool linked;                      /* mu */
