@@ -873,6 +873,29 @@ def short_stop_costs_nothing():
 
 
 @case
+def chroot_holder_keeps_lock():
+    """Under a chroot, a holder past its loss deadline (3.6 s of 4 s) keeps its lock: its
+    heartbeat, a check of "/", finds the chroot's root there and proves the session."""
+    k = kazoo_client()
+    chroot = ROOT + "-chroot"
+    try:
+        k.ensure_path(chroot)
+        servers = SERVERS + chroot
+        a = Proc(WD_OPTS + ["-s", servers, "/held", "--", "bash", "-c",
+                            "echo ready; sleep 5; exit 7"])
+        a.wait_line("^ready$", stream="out")
+        check(len(k.get_children(chroot + "/held")) == 1,
+              "no node under the chroot: %r" % k.get_children(chroot))
+        rc = a.wait(20)
+        check(rc == 7, "exit %s, expected 7; stderr %r" % (rc, a.stderr()))
+        check("lost" not in a.stderr(), "stderr %r" % a.stderr())
+        check("refused" not in a.stderr(), "stderr %r" % a.stderr())
+    finally:
+        k.delete(chroot, recursive=True)
+        k.stop()
+
+
+@case
 def status_shows_deadline():
     """`zklock status` shows, for our own holder on this host, the time left until the
     deadline its watchdog enforces (less than 90% of the 4 s session ahead); for a
