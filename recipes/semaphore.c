@@ -16,6 +16,13 @@
  * semaphore's leases carry empty data and a revocation watch, armed by the engine as
  * soon as the lease node exists; the watch calls lease_revoked(), which names the lease
  * to the application.
+ *
+ * Locking. The semaphore's own mutex (mu: lock.mu) guards its lease handles and what
+ * only the application's threads touch; the client's (c->mu) guards what the engine and
+ * the loop read or write: the shared count, cancels, the folders seen, the count check.
+ * mu is taken before c->mu, and is never held while waiting for the loop to finish a
+ * callback of this semaphore (a lost or revocation callback takes mu): a hold is taken
+ * off the client's list, and a lease node released, with mu let go.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -37,24 +44,27 @@ struct zkl_semaphore {
 	int32_t shared_max;            /* c->mu, kept by the count watch */
 	unsigned epoch;                /* c->mu, bumped on every count change */
 	struct zkl_revwatch *count;    /* c->mu */
-	struct zkl_lease *leases;      /* c->mu: every lease handle not yet freed */
-	struct zkl_lease *view;        /* c->mu: the view's leases, the last taken first */
-	struct zkl_lease *waiting;     /* c->mu: leases a blocking acquire is taking */
+	struct zkl_lease *leases;      /* mu: every lease handle not yet freed */
+	struct zkl_lease *view;        /* mu: the view's leases, the last taken first */
+	struct zkl_lease *waiting;     /* mu: leases a blocking acquire is taking (their
+	                                * nodes are the engine's: c->mu) */
 	bool locks_seen, leases_seen;  /* c->mu: the engine has listed these folders */
 	unsigned cancels;              /* c->mu: bumped by every cancel */
 	bool count_agreed;             /* c->mu: the recorded count was found equal ours */
-	zkl_lease_revoke_fn revoke_fn; /* c->mu: revocable if set */
+	zkl_lease_revoke_fn revoke_fn; /* mu: revocable if set */
 	void *revoke_data;
+	pthread_mutex_t own_mu;
+	pthread_cond_t own_cv;
 };
 
 struct zkl_lease {
 	zkl_semaphore *s;
-	struct zkl_lease *next, *prev; /* c->mu */
-	struct zkl_node node;          /* c->mu: path NULL once released */
+	struct zkl_lease *next, *prev; /* mu */
+	struct zkl_node node;          /* mu once installed: path NULL once released */
 	struct zkl_hold hold;
-	bool held;                     /* c->mu */
+	bool held;                     /* mu */
 	char *path;                    /* the node's path, kept after release */
-	struct zkl_lease *below;       /* c->mu: the view's lease taken before this one, or the
+	struct zkl_lease *below;       /* mu: the view's lease taken before this one, or the
 	                                * next in s->waiting while it is being taken */
 	pthread_t taker;               /* the thread taking it, while in s->waiting */
 	bool async;                    /* taken by the view's asynchronous acquire */
@@ -81,21 +91,21 @@ static void lease_revoked(void *ctx, const char *node)
 {
 	zkl_semaphore *s = ctx;
 	zkl_client *c = s->lock.c;
-	pthread_mutex_lock(&c->mu);
+	pthread_mutex_lock(s->lock.mu);
 	zkl_lease_revoke_fn fn = s->revoke_fn;
 	void *data = s->revoke_data;
 	zkl_lease *lease = NULL;
 	for (zkl_lease *l = s->leases; l && !lease; l = l->next)
 		if (l->held && l->node.path && strcmp(l->node.path, node) == 0)
 			lease = l;
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(s->lock.mu);
 	zkl_log(c, ZKL_LOG_INFO, "revocation of lease %s requested%s", node,
 	        lease ? "" : " while it waits for its turn");
 	if (fn)
 		fn(s, lease, data);
 }
 
-/* Node data of new leases (c->mu held): none for a revocable semaphore, as Curator's
+/* Node data of new leases (mu held): none for a revocable semaphore, as Curator's
  * revocable nodes carry none (a revocation writes over it). */
 static int lease_data(zkl_semaphore *s, struct zkl_data *data)
 {
@@ -117,6 +127,10 @@ static int semaphore_make(zkl_semaphore **out, zkl_client *c, const char *path)
 		free(s);
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	}
+	pthread_mutex_init(&s->own_mu, NULL);
+	pthread_cond_init(&s->own_cv, NULL);
+	s->lock.mu = &s->own_mu;
+	s->lock.cv = &s->own_cv;
 	s->locks_path = zkl_path_join(path, "locks");
 	s->leases_path = zkl_path_join(path, "leases");
 	if (!s->locks_path || !s->leases_path) {
@@ -187,26 +201,33 @@ int zkl_semaphore_new_shared(zkl_semaphore **out, zkl_client *c, const char *pat
 	return 0;
 }
 
-/* Ends a lease's hold (c->mu held on entry and exit) and returns its release result. */
-static int lease_end(zkl_lease *l)
+/* Ends a lease's hold (no lock held) and returns its release result; quiet_unheld: 0
+ * instead of ZKL_ENOTHELD for a lease no longer held. */
+static int lease_end(zkl_lease *l, bool quiet_unheld)
 {
-	zkl_client *c = l->s->lock.c;
-	if (!l->held)
-		return zkl_fail(ZKL_ENOTHELD, "lease %s was released already",
-		                l->path ? l->path : "(none)");
+	zkl_semaphore *s = l->s;
+	zkl_client *c = s->lock.c;
+	pthread_mutex_lock(s->lock.mu);
+	if (!l->held) {
+		pthread_mutex_unlock(s->lock.mu);
+		return quiet_unheld ? 0 : zkl_fail(ZKL_ENOTHELD, "lease %s was released already",
+		                                   l->path ? l->path : "(none)");
+	}
 	l->held = false;
-	zkl_hold_remove(c, &l->hold);
-	bool lost = l->hold.lost;
 	struct zkl_node node = l->node;
 	memset(&l->node, 0, sizeof l->node);
+	pthread_mutex_unlock(s->lock.mu);
+	pthread_mutex_lock(&c->mu);
+	zkl_hold_remove(c, &l->hold);
+	bool lost = l->hold.lost;
 	pthread_mutex_unlock(&c->mu);
 	int rc = zkl_engine_release(c, &node);
-	pthread_mutex_lock(&c->mu);
 	if (lost || rc == ZKL_ELOST)
 		return zkl_fail(ZKL_ELOST, "lease %s was lost before it was released", l->path);
 	return rc;
 }
 
+/* (mu held) */
 static void lease_unlink(zkl_lease *l)
 {
 	zkl_semaphore *s = l->s;
@@ -225,19 +246,24 @@ void zkl_semaphore_free(zkl_semaphore *s)
 	zkl_client *c = s->lock.c;
 	semaphore_view_cancel(&s->lock); /* between its two queues too */
 	zkl_lock_async_drain(&s->lock);
-	pthread_mutex_lock(&c->mu);
+	pthread_mutex_lock(s->lock.mu);
 	s->view = NULL;
 	while (s->leases) {
 		zkl_lease *l = s->leases;
-		if (l->held)
-			lease_end(l);
 		lease_unlink(l);
+		pthread_mutex_unlock(s->lock.mu);
+		lease_end(l, true);
 		free(l->path);
 		free(l);
+		pthread_mutex_lock(s->lock.mu);
 	}
+	pthread_mutex_unlock(s->lock.mu);
+	pthread_mutex_lock(&c->mu);
 	zkl_revwatch_remove(c, s->count);
 	pthread_mutex_unlock(&c->mu);
 	zkl_lock_dispose(&s->lock);
+	pthread_mutex_destroy(&s->own_mu);
+	pthread_cond_destroy(&s->own_cv);
 	free(s->locks_path);
 	free(s->leases_path);
 	free(s->count_path);
@@ -252,9 +278,10 @@ static int remaining(int64_t deadline, int timeout_ms)
 	return left > 0 ? (int)left : 0;
 }
 
-/* Registers a lease just taken (c->mu held). */
+/* Registers a lease just taken (mu held). */
 static void lease_install(zkl_semaphore *s, zkl_lease *l)
 {
+	zkl_client *c = s->lock.c;
 	l->s = s;
 	l->held = true;
 	l->hold.on_lost = lease_lost;
@@ -264,7 +291,9 @@ static void lease_install(zkl_semaphore *s, zkl_lease *l)
 	if (s->leases)
 		s->leases->prev = l;
 	s->leases = l;
-	zkl_hold_add(s->lock.c, &l->hold, l->node.gen);
+	pthread_mutex_lock(&c->mu);
+	zkl_hold_add(c, &l->hold, l->node.gen);
+	pthread_mutex_unlock(&c->mu);
 }
 
 /* The queue of takers at the gate, and the queue of leases behind it. */
@@ -286,9 +315,9 @@ static struct zkl_queue gate_queue(zkl_semaphore *s, const struct zkl_data *data
 static struct zkl_queue lease_queue(zkl_semaphore *s, const struct zkl_data *data,
                                     struct zkl_limit *max, bool *seen)
 {
-	pthread_mutex_lock(&s->lock.c->mu);
+	pthread_mutex_lock(s->lock.mu);
 	bool revocable = s->revoke_fn != NULL;
-	pthread_mutex_unlock(&s->lock.c->mu);
+	pthread_mutex_unlock(s->lock.mu);
 	return (struct zkl_queue){
 		.c = s->lock.c,
 		.path = s->leases_path,
@@ -462,10 +491,10 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 	int64_t deadline = zkl_deadline(timeout_ms);
 	if ((rc = count_agree(s, deadline, timeout_ms)) != 0)
 		return rc;
-	pthread_mutex_lock(&c->mu);
+	pthread_mutex_lock(s->lock.mu);
 	struct zkl_data data = {0};
 	rc = lease_data(s, &data);
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(s->lock.mu);
 	if (rc != 0)
 		return rc;
 	zkl_lease **got = calloc((size_t)n, sizeof *got);
@@ -481,12 +510,12 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 			break;
 		}
 		l->taker = pthread_self();
-		pthread_mutex_lock(&c->mu);
+		pthread_mutex_lock(s->lock.mu);
 		l->below = s->waiting;
 		s->waiting = l;
-		pthread_mutex_unlock(&c->mu);
+		pthread_mutex_unlock(s->lock.mu);
 		rc = take_one(s, &data, deadline, timeout_ms, &l->node);
-		pthread_mutex_lock(&c->mu);
+		pthread_mutex_lock(s->lock.mu);
 		for (zkl_lease **pp = &s->waiting; *pp; pp = &(*pp)->below) {
 			if (*pp == l) {
 				*pp = l->below;
@@ -494,7 +523,7 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 			}
 		}
 		l->below = NULL;
-		pthread_mutex_unlock(&c->mu);
+		pthread_mutex_unlock(s->lock.mu);
 		if (rc == 0 && !(l->path = strdup(l->node.path))) {
 			zkl_engine_release(c, &l->node);
 			rc = zkl_fail(ZKL_ENOMEM, "out of memory");
@@ -503,9 +532,9 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 			free(l);
 			break;
 		}
-		pthread_mutex_lock(&c->mu);
+		pthread_mutex_lock(s->lock.mu);
 		lease_install(s, l);
-		pthread_mutex_unlock(&c->mu);
+		pthread_mutex_unlock(s->lock.mu);
 		got[k] = l;
 	}
 	zkl_data_free(&data);
@@ -550,23 +579,18 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 int zkl_lease_release(zkl_lease *l)
 {
 	ZKL_CHECK_HANDLE(l, "lease");
-	zkl_client *c = l->s->lock.c;
-	pthread_mutex_lock(&c->mu);
-	int rc = lease_end(l);
-	pthread_mutex_unlock(&c->mu);
-	return rc;
+	return lease_end(l, false);
 }
 
 void zkl_lease_free(zkl_lease *l)
 {
 	if (!l)
 		return;
-	zkl_client *c = l->s->lock.c;
-	pthread_mutex_lock(&c->mu);
-	if (l->held)
-		lease_end(l);
+	zkl_semaphore *s = l->s;
+	lease_end(l, true);
+	pthread_mutex_lock(s->lock.mu);
 	lease_unlink(l);
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(s->lock.mu);
 	free(l->path);
 	free(l);
 }
@@ -575,9 +599,9 @@ bool zkl_lease_is_held(zkl_lease *l)
 {
 	if (!l)
 		return false;
-	pthread_mutex_lock(&l->s->lock.c->mu);
+	pthread_mutex_lock(l->s->lock.mu);
 	bool held = l->held && !l->hold.lost;
-	pthread_mutex_unlock(&l->s->lock.c->mu);
+	pthread_mutex_unlock(l->s->lock.mu);
 	return held;
 }
 
@@ -585,9 +609,9 @@ int64_t zkl_lease_token(zkl_lease *l)
 {
 	if (!l)
 		return ZKL_EINVAL;
-	pthread_mutex_lock(&l->s->lock.c->mu);
+	pthread_mutex_lock(l->s->lock.mu);
 	int64_t t = l->held && !l->hold.lost ? l->node.czxid : ZKL_ENOTHELD;
-	pthread_mutex_unlock(&l->s->lock.c->mu);
+	pthread_mutex_unlock(l->s->lock.mu);
 	return t;
 }
 
@@ -599,10 +623,10 @@ const char *zkl_lease_path(const zkl_lease *l)
 int zkl_semaphore_make_revocable(zkl_semaphore *s, zkl_lease_revoke_fn fn, void *data)
 {
 	ZKL_CHECK_HANDLE(s, "semaphore");
-	pthread_mutex_lock(&s->lock.c->mu);
+	pthread_mutex_lock(s->lock.mu);
 	s->revoke_fn = fn;
 	s->revoke_data = data;
-	pthread_mutex_unlock(&s->lock.c->mu);
+	pthread_mutex_unlock(s->lock.mu);
 	return 0;
 }
 
@@ -634,7 +658,7 @@ static int semaphore_participants(zkl_lock *lk, zkl_participant **out, size_t *c
  * acquire succeeds again (which drops the lost ones, as a semaphore-mutex replaces its
  * lost lease). */
 
-/* Pushes a lease the view took, dropping lost ones (c->mu held); returns the lost leases,
+/* Pushes a lease the view took, dropping lost ones (mu held); returns the lost leases,
  * unlinked from the view, for the caller to free once no lock is held. */
 static zkl_lease *view_push(zkl_semaphore *s, zkl_lease *l)
 {
@@ -671,9 +695,9 @@ static int semaphore_view_acquire(zkl_lock *lk, int timeout_ms)
 	int rc = zkl_semaphore_acquire(s, 1, timeout_ms, &l);
 	if (rc != 0)
 		return rc;
-	pthread_mutex_lock(&s->lock.c->mu);
+	pthread_mutex_lock(s->lock.mu);
 	zkl_lease *lost = view_push(s, l);
-	pthread_mutex_unlock(&s->lock.c->mu);
+	pthread_mutex_unlock(s->lock.mu);
 	free_leases(lost);
 	return 0;
 }
@@ -683,7 +707,7 @@ static int semaphore_view_release(zkl_lock *lk)
 	zkl_semaphore *s = SEM(lk);
 	/* Leases released through their handle (from a revocation callback) are skipped. */
 	zkl_lease *released = NULL;
-	pthread_mutex_lock(&s->lock.c->mu);
+	pthread_mutex_lock(s->lock.mu);
 	zkl_lease *l = s->view;
 	while (l && !l->held) {
 		s->view = l->below;
@@ -693,7 +717,7 @@ static int semaphore_view_release(zkl_lock *lk)
 	}
 	if (l)
 		s->view = l->below;
-	pthread_mutex_unlock(&s->lock.c->mu);
+	pthread_mutex_unlock(s->lock.mu);
 	free_leases(released);
 	if (!l)
 		return zkl_fail(ZKL_ENOTHELD, "%s %s is not held by this handle", lk->kind,
@@ -708,21 +732,21 @@ static int semaphore_view_release(zkl_lock *lk)
 static bool semaphore_view_is_held(zkl_lock *lk)
 {
 	zkl_semaphore *s = SEM(lk);
-	pthread_mutex_lock(&s->lock.c->mu);
+	pthread_mutex_lock(s->lock.mu);
 	bool held = false;
 	for (zkl_lease *l = s->view; l && !held; l = l->below)
 		held = l->held && !l->hold.lost;
-	pthread_mutex_unlock(&s->lock.c->mu);
+	pthread_mutex_unlock(s->lock.mu);
 	return held;
 }
 
 static int64_t semaphore_view_token(zkl_lock *lk)
 {
 	zkl_semaphore *s = SEM(lk);
-	pthread_mutex_lock(&s->lock.c->mu);
+	pthread_mutex_lock(s->lock.mu);
 	zkl_lease *l = s->view;
 	int64_t t = l && l->held && !l->hold.lost ? l->node.czxid : ZKL_ENOTHELD;
-	pthread_mutex_unlock(&s->lock.c->mu);
+	pthread_mutex_unlock(s->lock.mu);
 	return t;
 }
 
@@ -730,7 +754,8 @@ struct sem_async;
 static const char *sem_async_node(const struct sem_async *pa);
 
 /* The lease taken last; else the lease node an acquire under way has made (past the
- * gate): the asynchronous one, the calling thread's, another thread's. */
+ * gate): the asynchronous one, the calling thread's, another thread's (mu and c->mu
+ * held). */
 static const char *semaphore_view_node(zkl_lock *lk)
 {
 	zkl_semaphore *s = SEM(lk);
@@ -825,18 +850,27 @@ static void sem_async_end(struct sem_async *pa, int rc)
 	snprintf(saved, sizeof saved, "%s", zkl_last_error());
 	if (rc == 0 && !(l->path = strdup(l->node.path)))
 		rc = ZKL_ENOMEM;
+	/* The semaphore lives on while its acquire is pending: the lease is installed
+	 * first, with the semaphore's mutex, and only then does the acquire end, so that
+	 * no second asynchronous acquire can be claimed in between (mutex.c does the
+	 * same). */
 	pthread_mutex_lock(&c->mu);
-	const bool call = zkl_lock_async_ending(&pa->a);
-	if (call) {
+	const bool alive = !pa->a.orphaned;
+	if (alive) {
 		s->locks_seen |= pa->locks_seen;
 		s->leases_seen |= pa->leases_seen;
-		if (rc == 0) {
-			lease_install(s, l);
-			l->async = true;
-			lost = view_push(s, l);
-			pa->lease = NULL;
-		}
 	}
+	pthread_mutex_unlock(&c->mu);
+	if (alive && rc == 0) {
+		pthread_mutex_lock(s->lock.mu);
+		lease_install(s, l);
+		l->async = true;
+		lost = view_push(s, l);
+		pthread_mutex_unlock(s->lock.mu);
+		pa->lease = NULL;
+	}
+	pthread_mutex_lock(&c->mu);
+	const bool call = zkl_lock_async_ending(&pa->a);
 	pthread_mutex_unlock(&c->mu);
 	if (pa->lease) {
 		if (l->node.path)
@@ -1036,6 +1070,7 @@ static int semaphore_view_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	}
 	bool check = false;
+	pthread_mutex_lock(s->lock.mu);
 	pthread_mutex_lock(&c->mu);
 	int rc = zkl_lock_async_claim(lk, &pa->a, fn, data);
 	if (rc == 0 && (rc = lease_data(s, &pa->data)) != 0)
@@ -1063,6 +1098,7 @@ static int semaphore_view_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_
 		}
 	}
 	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(s->lock.mu);
 	if (rc == 0 && !check)
 		rc = zkl_lock_async_start(lk, &pa->a, &pa->q, timeout_ms, &pa->gate,
 		                          sem_async_gated, pa);
