@@ -479,6 +479,28 @@ def leader_node():
                               text=True, check=True).stdout)
 
 
+def pinned_pair(nodes, n, path, name):
+    """A holder A pinned to node n, its job running, and B queued behind it on the other
+    two nodes (its job writes for 0.3 s once it holds); their records are "a-NAME" and
+    "b-NAME"."""
+    a = Zklock("A", path, job("a-" + name), extra=["-s", "127.0.0.1:%d" % nodes[n][1]])
+    a.wait_line(r"acquired")
+    others = ",".join("127.0.0.1:%d" % v[1] for m, v in nodes.items() if m != n)
+    b = Zklock("B", path, job("b-" + name, exit_after=0.3), extra=["-s", others])
+    wait_until(lambda: queue_len(path) == 2, "B queued")
+    wait_until(lambda: records("a-" + name), "A's first record")
+    return a, b
+
+
+def pair_outcome(a, b, name, b_timeout):
+    """B ran its job to its end, A was stopped (70) first: returns the gap in ms."""
+    rc = b.wait(timeout=b_timeout)
+    check(rc == 5, "B's job did not run to its end: " + b.stderr())
+    rc = a.wait(timeout=30)
+    check(rc == 70, "A exited %d, not 70: %s" % (rc, a.stderr()))
+    return check_order("a-" + name, "b-" + name)
+
+
 @case
 def client_moves_from_minority():
     """The server a holder is connected to, a follower, is cut off from the other two, and
@@ -533,19 +555,10 @@ def holder_on_silent_minority():
     # A follower: an isolated leader answers syncs and keeps the session itself, and
     # nobody else can lead until the followers give up on it.
     n = min(m for m in nodes if m != leader)
-    a = Zklock("A", path, job("a-silent"), extra=["-s", "127.0.0.1:%d" % nodes[n][1]])
-    a.wait_line(r"acquired")
-    others = ",".join("127.0.0.1:%d" % v[1] for m, v in nodes.items() if m != n)
-    b = Zklock("B", path, job("b-silent", exit_after=0.3), extra=["-s", others])
-    wait_until(lambda: queue_len(path) == 2, "B queued")
-    wait_until(lambda: records("a-silent"), "A's first record")
+    a, b = pinned_pair(nodes, n, path, "silent")
     cut = Minority(nodes, n, "drop")
     try:
-        rc = b.wait(timeout=40)
-        check(rc == 5, "B's job did not run to its end: " + b.stderr())
-        rc = a.wait(timeout=30)
-        check(rc == 70, "A exited %d, not 70: %s" % (rc, a.stderr()))
-        gap = check_order("a-silent", "b-silent")
+        gap = pair_outcome(a, b, "silent", 40)
     finally:
         a.kill()
         cut.heal()
@@ -567,20 +580,11 @@ def holder_on_cut_leader():
         raise Skip("needs the ensemble")
     path = ROOT + "/cut-leader"
     n = leader_node()
-    a = Zklock("A", path, job("a-leader"), extra=["-s", "127.0.0.1:%d" % nodes[n][1]])
-    a.wait_line(r"acquired")
-    others = ",".join("127.0.0.1:%d" % v[1] for m, v in nodes.items() if m != n)
-    b = Zklock("B", path, job("b-leader", exit_after=0.3), extra=["-s", others])
-    wait_until(lambda: queue_len(path) == 2, "B queued")
-    wait_until(lambda: records("a-leader"), "A's first record")
+    a, b = pinned_pair(nodes, n, path, "leader")
     cut = Minority(nodes, n, "reject")
     t_cut = now_ns()
     try:
-        rc = b.wait(timeout=60)
-        check(rc == 5, "B's job did not run to its end: " + b.stderr())
-        rc = a.wait(timeout=30)
-        check(rc == 70, "A exited %d, not 70: %s" % (rc, a.stderr()))
-        gap = check_order("a-leader", "b-leader")
+        gap = pair_outcome(a, b, "leader", 60)
         late = (max(records("a-leader")) - t_cut) / 1e6
         check(late < SESSION_MS, "A's job wrote %.0f ms after the cut, more than a session "
               "timeout (%d ms): %s" % (late, SESSION_MS, a.stderr()))

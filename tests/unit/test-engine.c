@@ -637,39 +637,70 @@ static void test_expiry_while_holding(void **state)
 /* ---- the session given up on the client's own clock, before the server expires it:
  * a client that is no longer heard is told while its node still stands ---- */
 
+/* A holder on a client with a 1 s session (a), and another client (b) on the same
+ * path; lost counts a's lost callbacks. */
+struct own_clock {
+	struct fz *z;
+	const char *path;
+	zkl_client *a, *b;
+	zkl_mutex *ma, *mb;
+	zkl_lock *la, *lb;
+	int64_t sa;
+	struct fzh_count lost;
+};
+
+static void own_clock_hold(struct own_clock *t, struct fz *z, const char *path)
+{
+	t->z = z;
+	t->path = path;
+	open_short(z, &t->a);
+	CHECK_OK(fz_client_open(z, &t->b, NULL));
+	CHECK_OK(zkl_mutex_new(&t->ma, t->a, path));
+	CHECK_OK(zkl_mutex_new(&t->mb, t->b, path));
+	t->la = zkl_mutex_lock(t->ma);
+	t->lb = zkl_mutex_lock(t->mb);
+	t->sa = zkl_client_session_id(t->a);
+	t->lost = (struct fzh_count){ .z = z, .session = t->sa };
+	CHECK_OK(zkl_lock_on_lost(t->la, fzh_on_lost, &t->lost));
+	CHECK_OK(zkl_lock_acquire(t->la, -1));
+}
+
+/* a was told, once, while its node still stood. */
+static void own_clock_told(struct own_clock *t)
+{
+	assert_int_equal(t->lost.nodes, 1);
+	assert_false(zkl_lock_is_held(t->la));
+	assert_int_equal(zkl_lock_release(t->la), ZKL_ELOST);
+}
+
+/* Once the server has expired a's session, the lock passes on to b; then everything
+ * goes. */
+static void own_clock_passes_on(struct own_clock *t)
+{
+	fzh_wait_children(t->z, t->path, 0);
+	CHECK_OK(zkl_lock_acquire(t->lb, 0));
+	CHECK_OK(zkl_lock_release(t->lb));
+	assert_int_equal(atomic_load(&t->lost.n), 1);
+	zkl_mutex_free(t->ma);
+	zkl_mutex_free(t->mb);
+	zkl_client_close(t->a);
+	zkl_client_close(t->b);
+	fz_free(t->z);
+}
+
 static void test_lost_before_expiry(void **state)
 {
 	(void)state;
-	struct fz *z = fz_new();
-	zkl_client *a, *b;
-	open_short(z, &a);
-	CHECK_OK(fz_client_open(z, &b, NULL));
-	zkl_mutex *ma, *mb;
-	CHECK_OK(zkl_mutex_new(&ma, a, "/locks/own-clock"));
-	CHECK_OK(zkl_mutex_new(&mb, b, "/locks/own-clock"));
-	zkl_lock *la = zkl_mutex_lock(ma), *lb = zkl_mutex_lock(mb);
-	const int64_t sa = zkl_client_session_id(a);
-	struct fzh_count lost = { .z = z, .session = sa };
-	CHECK_OK(zkl_lock_on_lost(la, fzh_on_lost, &lost));
-	CHECK_OK(zkl_lock_acquire(la, -1));
+	struct own_clock t;
+	own_clock_hold(&t, fz_new(), "/locks/own-clock");
 	/* Nothing it sends is answered from now on; the server has not expired it. */
-	fz_pause(z, sa, true);
-	fzh_wait_count(&lost, 1);
-	assert_int_equal(lost.nodes, 1);
-	assert_false(zkl_lock_is_held(la));
-	assert_int_equal(zkl_lock_release(la), ZKL_ELOST);
+	fz_pause(t.z, t.sa, true);
+	fzh_wait_count(&t.lost, 1);
+	own_clock_told(&t);
 	/* Only then may the server expire it, and the lock pass on. */
-	fz_expire(z, sa);
-	fz_pause(z, sa, false);
-	fzh_wait_children(z, "/locks/own-clock", 0);
-	CHECK_OK(zkl_lock_acquire(lb, 0));
-	CHECK_OK(zkl_lock_release(lb));
-	assert_int_equal(atomic_load(&lost.n), 1);
-	zkl_mutex_free(ma);
-	zkl_mutex_free(mb);
-	zkl_client_close(a);
-	zkl_client_close(b);
-	fz_free(z);
+	fz_expire(t.z, t.sa);
+	fz_pause(t.z, t.sa, false);
+	own_clock_passes_on(&t);
 }
 
 /* ---- the holder's server is a leader cut off from the others: it answers reads and
@@ -701,45 +732,26 @@ static void test_lost_on_cut_off_leader(void **state)
 	struct fz *z = fz_new();
 	struct cut_leader k = {0};
 	fz_set_hook(z, cut_leader_hook, &k);
-	zkl_client *a, *b;
-	open_short(z, &a);
-	CHECK_OK(fz_client_open(z, &b, NULL));
-	zkl_mutex *ma, *mb;
-	CHECK_OK(zkl_mutex_new(&ma, a, "/locks/cut-leader"));
-	CHECK_OK(zkl_mutex_new(&mb, b, "/locks/cut-leader"));
-	zkl_lock *la = zkl_mutex_lock(ma), *lb = zkl_mutex_lock(mb);
-	const int64_t sa = zkl_client_session_id(a);
-	struct fzh_count lost = { .z = z, .session = sa };
-	CHECK_OK(zkl_lock_on_lost(la, fzh_on_lost, &lost));
-	CHECK_OK(zkl_lock_acquire(la, -1));
-	atomic_store(&k.session, sa);
+	struct own_clock t;
+	own_clock_hold(&t, z, "/locks/cut-leader");
+	atomic_store(&k.session, t.sa);
 	/* The holder reads all along (its participants), and is answered. */
 	const int64_t give_up = zkl_now_ms() + 30000;
-	while (atomic_load(&lost.n) == 0) {
+	while (atomic_load(&t.lost.n) == 0) {
 		zkl_participant *ps = NULL;
 		size_t n = 0;
-		int rc = zkl_lock_participants(la, &ps, &n);
+		int rc = zkl_lock_participants(t.la, &ps, &n);
 		zkl_participants_free(ps, n);
-		assert_true(rc == 0 || atomic_load(&lost.n) > 0);
+		assert_true(rc == 0 || atomic_load(&t.lost.n) > 0);
 		if (zkl_now_ms() > give_up)
 			fail_msg("a holder whose writes go unanswered was never told lost");
 	}
 	assert_true(atomic_load(&k.reads) > 0);
-	assert_int_equal(lost.nodes, 1);
-	assert_false(zkl_lock_is_held(la));
-	assert_int_equal(zkl_lock_release(la), ZKL_ELOST);
+	own_clock_told(&t);
 	/* Only then may the new leader expire it, and the lock pass on. */
 	atomic_store(&k.session, 0);
-	fz_expire(z, sa);
-	fzh_wait_children(z, "/locks/cut-leader", 0);
-	CHECK_OK(zkl_lock_acquire(lb, 0));
-	CHECK_OK(zkl_lock_release(lb));
-	assert_int_equal(atomic_load(&lost.n), 1);
-	zkl_mutex_free(ma);
-	zkl_mutex_free(mb);
-	zkl_client_close(a);
-	zkl_client_close(b);
-	fz_free(z);
+	fz_expire(z, t.sa);
+	own_clock_passes_on(&t);
 }
 
 /* ---- a heartbeat refused (no read access to /) is said, not left to look like a
