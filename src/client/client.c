@@ -2033,7 +2033,7 @@ static int64_t liveness_run(zkl_client *c)
 		/* The application's session cannot be replaced here, and may live on: report
 		 * every hold lost, and delete their nodes in the background (a node of this
 		 * generation stays unless deleted). The session counts again once it answers. */
-		zkl_log(c, ZKL_LOG_WARN, "ZooKeeper answered nothing sent in the last %lld ms "
+		zkl_log(c, ZKL_LOG_WARN, "ZooKeeper confirmed nothing sent in the last %lld ms "
 		        "(more than %d%% of the session timeout) on the application's session: "
 		        "locks held are lost", (long long)(now - s->last_ok_sent), c->loss_percent);
 		s->given_up = true;
@@ -2054,7 +2054,7 @@ static int64_t liveness_run(zkl_client *c)
 	bool any = false;
 	for (struct zkl_hold *h = c->holds; h; h = h->next)
 		any |= h->gen == s->gen && !h->lost;
-	zkl_log(c, ZKL_LOG_WARN, "ZooKeeper answered nothing sent in the last %lld ms "
+	zkl_log(c, ZKL_LOG_WARN, "ZooKeeper confirmed nothing sent in the last %lld ms "
 	        "(more than %d%% of the session timeout; %s): %s; opening a new session",
 	        (long long)(now - s->last_ok_sent), c->loss_percent,
 	        s->connected ? "connected" : "disconnected",
