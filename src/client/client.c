@@ -675,6 +675,13 @@ static void session_free(zkl_client *c, struct zkl_session *s)
 /* ------------------------------------------------------------------------------------ */
 /* Requests */
 
+/* Whether the client holds nothing and waits for nothing (mu held): then any answer
+ * proves its session (op_proves()), and its heartbeat need not be a write. */
+static bool client_idle(const zkl_client *c)
+{
+	return !c->holds && !c->waiters;
+}
+
 static struct zkl_op *op_begin(zkl_client *c, struct zkl_waiter *w, enum zkl_op_kind kind,
                                int *err)
 {
@@ -697,7 +704,7 @@ static struct zkl_op *op_begin(zkl_client *c, struct zkl_waiter *w, enum zkl_op_
 	op->s = c->sess;
 	op->s->inflight++;
 	op->s->ops++;
-	op->idle = !c->holds && !c->waiters;
+	op->idle = client_idle(c);
 	pthread_mutex_unlock(&c->mu);
 	return op;
 }
@@ -2013,7 +2020,7 @@ static int64_t liveness_run(zkl_client *c)
 		if (now >= c->next_heartbeat) {
 			c->next_heartbeat = now + session_timeout_ms(c) / 6;
 			int err = 0;
-			const bool idle = !c->holds && !c->waiters;
+			const bool idle = client_idle(c);
 			pthread_mutex_unlock(&c->mu);
 			struct zkl_op *op = idle ? zkl_op_sync(c, NULL, "/", &err)
 			                         : zkl_op_check(c, NULL, "/", &err);
