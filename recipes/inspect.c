@@ -11,7 +11,8 @@
  * round asks only for a semaphore's parts. A request answered with a lost connection or
  * an expired session is sent again once the client is connected (to a new session if
  * need be), unless the caller may not wait: a try-once call, or the thread that runs the
- * client's loop, which would have to open that session itself.
+ * client's loop, which would have to open that session itself. Each round is a job
+ * (zkl_requests): on the client's own event thread, ZKL_EDEADLK.
  *
  * Roles. The rules are the recipes' own (names.c says which markers are writers, the
  * predicates when a node holds), applied to the snapshot, after the nodes that vanished
@@ -109,82 +110,59 @@ static int timed_out(const struct call *x, const char *path)
 static int rq_run(struct call *x, struct rq *r, size_t n)
 {
 	zkl_client *c = x->c;
-	struct zkl_waiter w;
-	struct zkl_op *ops[WINDOW];
 	int rc = 0;
-	pthread_mutex_lock(&c->mu);
-	zkl_waiter_enter(c, &w, NULL);
-	pthread_mutex_unlock(&c->mu);
 	for (;;) {
 		int again = 0;          /* a lost answer to send again */
 		uint64_t gone_gen = 0;  /* a session that answered "expired" */
 		for (size_t from = 0; from < n && rc == 0; from += WINDOW) {
 			size_t to = from + WINDOW < n ? from + WINDOW : n;
-			/* The window's requests still unanswered, sent together by the loop. */
+			/* The window's requests still unanswered, run together. */
 			struct zkl_req reqs[WINDOW];
-			struct zkl_op *sent[WINDOW];
+			struct zkl_op *ops[WINDOW];
+			size_t at[WINDOW];
 			size_t k = 0;
 			for (size_t i = from; i < to; i++) {
-				ops[i - from] = NULL;
-				if (r[i].zrc == RQ_PENDING)
+				if (r[i].zrc == RQ_PENDING) {
+					at[k] = i;
 					reqs[k++] = (struct zkl_req){.kind = r[i].kind, .path = r[i].path};
+				}
 			}
+			rc = zkl_requests(c, reqs, k, x->deadline, ops);
+			if (rc == ZKL_ETIMEDOUT)
+				rc = timed_out(x, reqs[0].path);
 			pthread_mutex_lock(&c->mu);
-			rc = zkl_send(c, &w, reqs, k, sent);
-			k = 0;
-			for (size_t i = from; i < to; i++)
-				if (r[i].zrc == RQ_PENDING)
-					ops[i - from] = sent[k++];
-			for (size_t i = from; i < to; i++) {
-				struct zkl_op *op = ops[i - from];
-				if (!op)
-					continue;
-				if (rc == 0 && zkl_op_wait(c, &w, op, x->deadline) != 0)
-					rc = timed_out(x, r[i].path);
+			for (size_t i = 0; i < k && rc == 0; i++) {
+				struct zkl_op *op = ops[i];
 				/* Lost, or expired (a client opens a new session by itself): worth
 				 * asking again. A session moved elsewhere is not. */
-				bool expired = rc == 0 && zkl_zk_class(op->rc) == ZKL_ZK_EXPIRED;
-				if (rc == 0 && (zkl_zk_transient(op->rc) || expired)) {
+				bool expired = zkl_zk_class(op->rc) == ZKL_ZK_EXPIRED;
+				if (zkl_zk_transient(op->rc) || expired) {
 					if (!x->patient)
-						rc = zkl_fail_zk(op->rc, "cannot read", r[i].path);
+						rc = zkl_fail_zk(op->rc, "cannot read", r[at[i]].path);
 					else if (expired)
 						gone_gen = op->s->gen;
 					again = again ? again : op->rc;
-				} else if (rc == 0) {
-					r[i].zrc = op->rc;
+				} else {
+					r[at[i]].zrc = op->rc;
 					if (op->rc == ZOK) {
-						r[i].op = op;
-						op = NULL;
+						r[at[i]].op = op;
+						ops[i] = NULL;
 					}
 				}
-				if (op)
-					zkl_op_put(c, op); /* abandoned if still out */
 			}
 			pthread_mutex_unlock(&c->mu);
+			zkl_ops_release(c, ops, k);
 		}
 		if (rc != 0 || !again)
 			break;
 		/* Wait for the connection (a new session, after an expiry), then ask again. The
 		 * loss may be answered before the client hears that the connection is down:
 		 * then give it a moment rather than asking again at once. */
-		pthread_mutex_lock(&c->mu);
-		if (c->sess->connected && !gone_gen) {
-			int64_t pause = zkl_now_ms() + 100;
-			zkl_waiter_wait(c, &w, pause < x->deadline ? pause : x->deadline);
-		}
-		while (rc == 0 && (!c->sess->connected || (gone_gen && c->gen == gone_gen))) {
-			if (c->closing)
-				rc = zkl_fail(ZKL_ECLOSED, "the client is closing");
-			else if (zkl_waiter_wait(c, &w, x->deadline))
-				rc = timed_out(x, NULL);
-		}
-		pthread_mutex_unlock(&c->mu);
-		if (rc != 0)
-			break;
+		rc = zkl_await_connection(c, gone_gen, gone_gen ? 0 : zkl_now_ms() + 100,
+		                          x->deadline);
+		if (rc == ZKL_ETIMEDOUT)
+			rc = timed_out(x, NULL);
 	}
-	pthread_mutex_lock(&c->mu);
-	zkl_waiter_leave(c, &w);
-	pthread_mutex_unlock(&c->mu);
 	return rc;
 }
 

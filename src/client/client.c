@@ -301,12 +301,12 @@ int zkl_default_data(char *buf, size_t size)
 /* ------------------------------------------------------------------------------------ */
 /* Waiters */
 
-void zkl_waiter_enter(zkl_client *c, struct zkl_waiter *w, const void *owner)
+void zkl_waiter_enter_loop(zkl_client *c, struct zkl_waiter *w, const void *owner,
+                           void (*run)(zkl_client *c, struct zkl_waiter *w))
 {
-	zkl_cond_init(&w->cv);
 	w->owner = owner;
 	w->canceled = false;
-	w->run = NULL;
+	w->run = run;
 	w->queued = false;
 	w->wake_at = INT64_MAX;
 	w->prev = NULL;
@@ -314,24 +314,11 @@ void zkl_waiter_enter(zkl_client *c, struct zkl_waiter *w, const void *owner)
 	if (c->waiters)
 		c->waiters->prev = w;
 	c->waiters = w;
-}
-
-void zkl_waiter_enter_loop(zkl_client *c, struct zkl_waiter *w, const void *owner,
-                           void (*run)(zkl_client *c, struct zkl_waiter *w))
-{
-	zkl_waiter_enter(c, w, owner);
-	w->run = run;
-	w->wake_at = INT64_MAX;
-	w->queued = false;
 	zkl_waiter_wake(c, w);
 }
 
 void zkl_waiter_wake(zkl_client *c, struct zkl_waiter *w)
 {
-	if (!w->run) {
-		pthread_cond_signal(&w->cv);
-		return;
-	}
 	if (w->queued)
 		return;
 	w->queued = true;
@@ -351,35 +338,44 @@ void zkl_waiter_wake_at(zkl_client *c, struct zkl_waiter *w, int64_t t)
 		c->loop_next = t;
 }
 
+/* Takes w off the queue of waiters ready to run (mu held). */
+static void waiter_unqueue(zkl_client *c, struct zkl_waiter *w)
+{
+	if (!w->queued)
+		return;
+	struct zkl_waiter *prev = NULL;
+	for (struct zkl_waiter *r = c->ready; r; prev = r, r = r->ready_next) {
+		if (r != w)
+			continue;
+		if (prev)
+			prev->ready_next = r->ready_next;
+		else
+			c->ready = r->ready_next;
+		if (c->ready_tail == r)
+			c->ready_tail = prev;
+		break;
+	}
+	w->queued = false;
+}
+
+bool zkl_waiter_due(zkl_client *c, struct zkl_waiter *w)
+{
+	if (!w->queued && w->wake_at > zkl_now_ms())
+		return false;
+	waiter_unqueue(c, w);
+	w->wake_at = INT64_MAX;
+	return true;
+}
+
 void zkl_waiter_leave(zkl_client *c, struct zkl_waiter *w)
 {
-	if (w->queued) {
-		struct zkl_waiter *prev = NULL;
-		for (struct zkl_waiter *r = c->ready; r; prev = r, r = r->ready_next) {
-			if (r != w)
-				continue;
-			if (prev)
-				prev->ready_next = r->ready_next;
-			else
-				c->ready = r->ready_next;
-			if (c->ready_tail == r)
-				c->ready_tail = prev;
-			break;
-		}
-		w->queued = false;
-	}
+	waiter_unqueue(c, w);
 	if (w->prev)
 		w->prev->next = w->next;
 	else
 		c->waiters = w->next;
 	if (w->next)
 		w->next->prev = w->prev;
-	pthread_cond_destroy(&w->cv);
-}
-
-bool zkl_waiter_wait(zkl_client *c, struct zkl_waiter *w, int64_t deadline)
-{
-	return zkl_cond_wait_until(&w->cv, &c->mu, deadline);
 }
 
 static void wake_all(zkl_client *c)
@@ -449,20 +445,6 @@ bool zkl_is_loop_thread(zkl_client *c)
 	bool r = zkl_runs_loop(c);
 	pthread_mutex_unlock(&c->mu);
 	return r;
-}
-
-int zkl_wait_connected(zkl_client *c, struct zkl_waiter *w, int64_t deadline)
-{
-	for (;;) {
-		if (c->closing)
-			return ZKL_ECLOSED;
-		if (w->canceled)
-			return ZKL_ECANCELED;
-		if (c->sess->connected)
-			return 0;
-		if (zkl_waiter_wait(c, w, deadline))
-			return c->sess->connected ? 0 : ZKL_ETIMEDOUT;
-	}
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1083,8 +1065,8 @@ void zkl_op_put(zkl_client *c, struct zkl_op *op)
 		op_free(op);
 }
 
-static struct zkl_op *op_send(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *r,
-                              int *err)
+struct zkl_op *zkl_op_send(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *r,
+                           int *err)
 {
 	switch (r->kind) {
 	case ZKL_OP_CREATE:
@@ -1108,98 +1090,11 @@ static struct zkl_op *op_send(zkl_client *c, struct zkl_waiter *w, const struct 
 	return NULL;
 }
 
-/* Requests a thread hands the loop to send (zkl_send). */
-struct send_call {
-	struct zkl_call call;
-	struct zkl_waiter *w;
-	const struct zkl_req *r;
-	size_t n;
-	struct zkl_op **ops;
-	int err;
-	bool sent;                 /* mu */
-	char error[256];
-};
-
-/* On the loop (mu held, released around the sends). */
-static void send_run(zkl_client *c, struct zkl_call *call)
-{
-	struct send_call *k = (struct send_call *)call;
-	pthread_mutex_unlock(&c->mu);
-	for (size_t i = 0; i < k->n; i++) {
-		k->ops[i] = k->err ? NULL : op_send(c, k->w, &k->r[i], &k->err);
-		if (!k->ops[i] && k->err && !k->error[0])
-			snprintf(k->error, sizeof k->error, "%s", zkl_last_error());
-	}
-	pthread_mutex_lock(&c->mu);
-	k->sent = true;
-	pthread_cond_signal(&k->w->cv);
-}
-
-int zkl_send(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *r, size_t n,
-             struct zkl_op **ops)
-{
-	struct send_call k = {.call.fn = send_run, .w = w, .r = r, .n = n, .ops = ops};
-	for (size_t i = 0; i < n; i++)
-		ops[i] = NULL;
-	if (n == 0)
-		return 0;
-	if (running_loop == c && !c->external)
-		return zkl_fail(ZKL_EDEADLK, "cannot wait for ZooKeeper's answer on the client's "
-		                "event thread (in a callback): answers reach waiting threads "
-		                "through that thread");
-	pthread_mutex_unlock(&c->mu);
-	bool taken = zkl_call(c, &k.call);
-	pthread_mutex_lock(&c->mu);
-	if (!taken)
-		return zkl_fail(ZKL_ECLOSED, "the client is closing");
-	while (!k.sent)
-		pthread_cond_wait(&w->cv, &c->mu);
-	if (k.err)
-		zkl_fail(k.err, "%s", k.error);
-	return k.err;
-}
-
-int zkl_request(zkl_client *c, const struct zkl_req *r, int64_t deadline, struct zkl_op **out)
-{
-	struct zkl_waiter w;
-	struct zkl_op *op;
-	pthread_mutex_lock(&c->mu);
-	zkl_waiter_enter(c, &w, NULL);
-	int rc = zkl_send(c, &w, r, 1, &op);
-	if (op) {
-		rc = zkl_op_wait(c, &w, op, deadline);
-		if (rc == 0) {
-			rc = op->rc;
-			if (out) {
-				*out = op;
-				op = NULL;
-			}
-		}
-		if (op)
-			zkl_op_put(c, op);
-	}
-	zkl_waiter_leave(c, &w);
-	pthread_mutex_unlock(&c->mu);
-	return rc;
-}
-
 void zkl_op_release(zkl_client *c, struct zkl_op *op)
 {
 	pthread_mutex_lock(&c->mu);
 	zkl_op_put(c, op);
 	pthread_mutex_unlock(&c->mu);
-}
-
-int zkl_op_wait(zkl_client *c, struct zkl_waiter *w, struct zkl_op *op, int64_t deadline)
-{
-	for (;;) {
-		if (op->done)
-			return 0;
-		if (w->canceled)
-			return ZKL_ECANCELED;
-		if (zkl_waiter_wait(c, w, deadline))
-			return op->done ? 0 : ZKL_ETIMEDOUT;
-	}
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -2132,7 +2027,7 @@ static int64_t loop_waiters_run(zkl_client *c)
 			return c->loop_next;
 		int64_t next = INT64_MAX;
 		for (struct zkl_waiter *w = c->waiters; w; w = w->next) {
-			if (!w->run || w->queued)
+			if (w->queued)
 				continue;
 			if (w->wake_at <= now)
 				zkl_waiter_wake(c, w);

@@ -7,11 +7,12 @@
  * the client's inbox (inbox_mu) for the loop. Two exceptions take mu there: with
  * external_loop it applies what it hears itself, and an adopted handle's session events
  * go through the watcher chained with the application's (adopted_watcher()). An
- * application thread hands the loop an acquisition or a cancel the same way, as a call
- * (zkl_call): an acquisition (src/engine/acquire.c) is touched only by the loop from
- * then on. Only the loop sends requests, with one exception: a thread that waits for
- * answers hands the loop its requests (zkl_send), but a release sends its delete itself
- * (zkl_task_delete_now), leaving the answer to the loop. Its other calls still take mu. */
+ * application thread hands the loop an acquisition, a job (a request it waits for,
+ * job.c) or a cancel the same way, as a call (zkl_call), and waits, if it does, on that
+ * acquisition or job alone, never on mu: from the call on, only the loop touches it.
+ * Only the loop sends requests, with one exception: a release sends its delete itself
+ * (zkl_task_delete_now), leaving the answer to the loop. Its other calls still take mu,
+ * briefly. */
 #ifndef ZKL_INTERNAL_H
 #define ZKL_INTERNAL_H
 
@@ -31,17 +32,14 @@
 #include "paths.h"
 #include "zk.h"
 
-/* A thread blocked in the library. It lives on that thread's stack and is linked into
- * the client's list while the thread is inside a call, so that completions, watches,
- * state changes and cancel requests can wake it. */
+/* Something the loop runs: an acquisition, a job (a thread's request, job.c), or a
+ * recipe's machine. It is linked into the client's list while it is under way, so that
+ * completions, watches, state changes and cancel requests can wake it: waking queues it,
+ * and the loop calls run() with mu held. */
 struct zkl_waiter {
-	pthread_cond_t cv;
 	struct zkl_waiter *next, *prev; /* mu: in client->waiters */
 	const void *owner;              /* recipe handle, for *_cancel() */
 	bool canceled;                  /* mu */
-	/* A waiter the event thread runs instead of a blocked thread (an acquisition):
-	 * waking it queues it, and the event thread calls run() with mu held. NULL for a
-	 * thread blocked in a call, which waking signals. */
 	void (*run)(zkl_client *c, struct zkl_waiter *w);
 	int64_t wake_at;                /* mu: run it then even if nothing wakes it */
 	bool queued;                    /* mu: in client->ready */
@@ -260,18 +258,17 @@ int zkl_client_open_on(zkl_client **out, const zkl_client_options *o,
 void zkl_log(zkl_client *c, zkl_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* Waiters: register with mu held, unregister with mu held. */
-void zkl_waiter_enter(zkl_client *c, struct zkl_waiter *w, const void *owner);
-/* Registers a waiter the event thread runs (run != NULL), and queues it to run. */
+/* Waiters (mu held). Registers w and queues it to run. */
 void zkl_waiter_enter_loop(zkl_client *c, struct zkl_waiter *w, const void *owner,
                            void (*run)(zkl_client *c, struct zkl_waiter *w));
 void zkl_waiter_leave(zkl_client *c, struct zkl_waiter *w);
-/* Wakes w (mu held): signals its thread, or queues it for the event thread. */
+/* Wakes w (mu held): queues it for the loop. */
 void zkl_waiter_wake(zkl_client *c, struct zkl_waiter *w);
-/* A loop waiter that returns to wait asks to be run at t at the latest (mu held). */
+/* A waiter that returns to wait asks to be run at t at the latest (mu held). */
 void zkl_waiter_wake_at(zkl_client *c, struct zkl_waiter *w, int64_t t);
-/* Waits with mu held until signalled or deadline; true if the deadline passed. */
-bool zkl_waiter_wait(zkl_client *c, struct zkl_waiter *w, int64_t deadline);
+/* Whether w is due to run (mu held): woken, or past its wake_at. If so, it is taken off
+ * the loop's queue, for the caller to run it. */
+bool zkl_waiter_due(zkl_client *c, struct zkl_waiter *w);
 /* Has the loop run call->fn (mu held), after every message and call handed to it
  * before (no lock held). From an application thread the call is queued in the inbox and
  * the caller goes on: call must live until fn has run (fn may free it). On the loop's
@@ -288,8 +285,8 @@ void zkl_client_cancel_owner(zkl_client *c, const void *owner);
 /* The same with mu held (on the loop: a recipe's machine cancels what it started). */
 void zkl_cancel_owner_locked(zkl_client *c, const void *owner);
 
-/* Requests. zkl_op_start_* issue an asynchronous request on the current session (mu must
- * NOT be held) and return the op, bound to w, or NULL with *err set (ENOMEM, ECLOSED).
+/* Requests. zkl_op_* issue an asynchronous request on the current session (mu must
+ * NOT be held; on the loop) and return the op, bound to w, or NULL with *err set (ENOMEM, ECLOSED).
  * The op's `done` turns true under mu when its completion has run. */
 struct zkl_op *zkl_op_create(zkl_client *c, struct zkl_waiter *w, const char *path,
                              const void *data, int len, int mode, int *err);
@@ -314,25 +311,77 @@ struct zkl_req {
 	int mode;           /* CREATE */
 	int version;        /* SET */
 };
-/* Has the loop send the n requests r, each bound to w (a thread's waiter, entered), and
- * waits (mu held, released meanwhile) until they are out: only the loop sends (zk.h).
- * ops[i] is the op of r[i], or NULL if it was not sent; sending stops at the first
- * failure, whose code (ZKL_ENOMEM, ZKL_ECLOSED) is returned with its detail. Any
- * thread with external_loop sends them itself (its answers are applied as they come).
- * On the client's own event thread (a callback) nothing is sent: ZKL_EDEADLK, since
- * the answers would reach w through that very thread. */
-int zkl_send(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *r, size_t n,
-             struct zkl_op **ops);
-/* Sends r and waits (mu NOT held) until its answer or the deadline. Returns the ZooKeeper
- * code of the answer, or ZKL_ETIMEDOUT / ZKL_ECLOSED / ZKL_ENOMEM. If out is not NULL
- * and an answer came, *out is the op for its results: release it with zkl_op_release(). */
+/* Sends r now, bound to w (mu NOT held): the loop's way to send one request. Returns
+ * the op, or NULL with *err set. */
+struct zkl_op *zkl_op_send(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *r,
+                           int *err);
+
+/* A job: a machine the loop runs for a thread that waits for its end, or for an end
+ * function (src/client/job.c). Fill step (and drop, end) and hand it to
+ * zkl_job_run(), or to zkl_job_start() and then zkl_job_wait(). */
+enum { ZKL_JOB_WAIT = 1 };
+struct zkl_job {
+	struct zkl_waiter w;       /* first: the loop hands it back */
+	struct zkl_call call;      /* how it reaches the loop */
+	const void *owner;         /* a cancel of owner cancels it (w.canceled) */
+	/* On the loop (mu held), each time the job is woken: ZKL_JOB_WAIT, or its result
+	 * (0 or a ZKL_E* code with its detail set). Not called once the client closes:
+	 * the job ends with ZKL_ECLOSED. */
+	int (*step)(zkl_client *c, struct zkl_job *j);
+	/* On the loop (mu held), at the end: lets go of what the steps hold. May be NULL.
+	 * Also called (mu held) if the job never reached the loop. */
+	void (*drop)(zkl_client *c, struct zkl_job *j);
+	/* NULL: a thread waits for the end (zkl_job_wait). Else the end, on the loop (mu
+	 * held), with rc and error set; the job is not touched after it. */
+	void (*end)(zkl_client *c, struct zkl_job *j);
+	int rc;                    /* once ended: its result, and its detail */
+	char error[256];
+	pthread_mutex_t done_mu;   /* the waiting thread's */
+	pthread_cond_t cv;
+	bool finished;             /* done_mu */
+};
+/* Hands j to the loop (no lock held). Returns 0, or ZKL_ECLOSED (the loop runs no more,
+ * j is left as it was). */
+int zkl_job_start(zkl_client *c, struct zkl_job *j, const void *owner);
+/* Waits (no lock held) for the end of j, started without an end function. Returns its
+ * result, with its detail for zkl_last_error(). With external_loop the waiting thread
+ * runs j's steps itself. */
+int zkl_job_wait(zkl_client *c, struct zkl_job *j);
+/* Frees what zkl_job_start() set up, for a job with an end function, once it ended. */
+void zkl_job_destroy(struct zkl_job *j);
+/* ZKL_EDEADLK, with a message naming what, on c's own event thread (a callback): it
+ * cannot wait for a job. Else 0. */
+int zkl_job_refuse_on_loop(zkl_client *c, const char *what);
+/* Refuses on the loop's thread, starts j and waits for it. */
+int zkl_job_run(zkl_client *c, struct zkl_job *j, const void *owner, const char *what);
+/* For steps (on the loop, mu held; released around the send): sends r bound to j.
+ * Returns 0 with *op set, or a ZKL_E* code with *op NULL. */
+int zkl_job_send(zkl_client *c, struct zkl_job *j, const struct zkl_req *r,
+                 struct zkl_op **op);
+/* For steps: 0 once op has its answer; else ZKL_JOB_WAIT (j runs again by deadline at
+ * the latest), or, without a detail, ZKL_ECANCELED or ZKL_ETIMEDOUT. */
+int zkl_job_await(zkl_client *c, struct zkl_job *j, const struct zkl_op *op,
+                  int64_t deadline);
+/* The same for the current session's connection. */
+int zkl_job_await_connected(zkl_client *c, struct zkl_job *j, int64_t deadline);
+
+/* Jobs that run requests (no lock held; from the loop's thread, ZKL_EDEADLK):
+ * zkl_requests() sends the n requests r and waits until each has its answer, or the
+ * deadline passes. Returns 0 with ops[i] the op of r[i] (release them with
+ * zkl_ops_release()), or ZKL_ETIMEDOUT / ZKL_ECLOSED / ZKL_ENOMEM with no op left.
+ * zkl_request() is the same for one request, and returns the ZooKeeper code of its
+ * answer: if out is not NULL, *out is its op (release it with zkl_op_release()). */
+int zkl_requests(zkl_client *c, const struct zkl_req *r, size_t n, int64_t deadline,
+                 struct zkl_op **ops);
 int zkl_request(zkl_client *c, const struct zkl_req *r, int64_t deadline, struct zkl_op **out);
+void zkl_ops_release(zkl_client *c, struct zkl_op **ops, size_t n);
+/* Waits (no lock held) no sooner than pause, and then until the current session is
+ * connected and is not the session `gone` (0: any). Returns 0, ZKL_ETIMEDOUT,
+ * ZKL_ECLOSED or ZKL_EDEADLK (on the loop's thread). */
+int zkl_await_connection(zkl_client *c, uint64_t gone, int64_t pause, int64_t deadline);
 void zkl_op_release(zkl_client *c, struct zkl_op *op);
 /* Drops the caller's reference (mu held). If the op has not completed, it is abandoned. */
 void zkl_op_put(zkl_client *c, struct zkl_op *op);
-/* Waits (mu held) until op is done, w is canceled, or the deadline passes. Returns 0
- * when done, ZKL_ECANCELED, or ZKL_ETIMEDOUT. */
-int zkl_op_wait(zkl_client *c, struct zkl_waiter *w, struct zkl_op *op, int64_t deadline);
 
 /* Watches: new with mu held; zkl_op_get registers it; put with mu held. */
 struct zkl_watch *zkl_watch_new(zkl_client *c, struct zkl_waiter *w);
@@ -370,10 +419,6 @@ void zkl_revwatch_remove(zkl_client *c, struct zkl_revwatch *rv);
 
 /* The data a revoker writes into a node. */
 #define ZKL_REVOKE_DATA "__REVOKE__"
-
-/* Waits (mu held) until the current session is connected, the deadline passes, or w is
- * canceled. Returns 0, ZKL_ETIMEDOUT, ZKL_ECANCELED or ZKL_ECLOSED. */
-int zkl_wait_connected(zkl_client *c, struct zkl_waiter *w, int64_t deadline);
 
 /* When the client gives the current session up for lost, unless the server answers a
  * request sent later (mu held); INT64_MAX while the session has answered nothing. */

@@ -29,10 +29,10 @@
  * still in flight when we give up carries the cleanup to its completion.
  *
  * The acquisition itself is a state machine the client's event thread runs (acquire.c).
- * This file holds what it shares, and the blocking helpers: release, the queue's listing
- * and participants, the downgrade's fixed node. They wait on the calling thread with
- * the client mutex held around state checks, and have the loop send their requests
- * (zkl_send): only the loop sends.
+ * This file holds what it shares, and the other requests a thread makes and waits for:
+ * a confirmed release, the queue's listing and participants, the downgrade's node of a
+ * fixed name. Each is a job the loop runs (src/client/job.c), and the thread waits on
+ * the job alone: nothing here waits on the client's mutex, and only the loop sends.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -125,92 +125,89 @@ const char *zkl_basename(const char *path)
 	return s ? s + 1 : path;
 }
 
-/* Waits for op with mu held. try_once calls wait for answers even past their deadline:
- * "try once" means one round trip, and the C client answers within the session timeout. */
-static int wait_op(zkl_client *c, struct zkl_waiter *w, struct zkl_op *op, int64_t deadline,
-                   bool try_once)
+/* ---- a confirmed release ---------------------------------------------------------- */
+
+/* The delete of a node we hold, as a job: retried through connection loss until it
+ * succeeds or its session is given up for lost, and says which. A node whose delete is
+ * not confirmed while its session may live goes to the background task, which retries
+ * until it succeeds or the session ends. */
+struct delete_job {
+	struct zkl_job job;            /* first */
+	struct zkl_node *node;         /* the caller's */
+	struct zkl_op *op;             /* the delete out */
+	int64_t until;                 /* its answer's deadline */
+	bool reconnect;                /* waiting for the connection after a loss */
+};
+
+static int gone_with_session(const struct zkl_node *node)
 {
-	if (try_once) {
-		int64_t t = zkl_now_ms() + (c->timeout_ms > 0 ? c->timeout_ms : 10000);
-		if (t > deadline)
-			deadline = t;
-	}
-	return zkl_op_wait(c, w, op, deadline);
+	return zkl_fail(ZKL_ELOST, "the session of %s is gone; the node goes with it",
+	                node->path);
 }
 
-/* Deletes *node (mu held). A patient delete (a release) retries through connection loss
- * until the delete succeeds or the session is given up for lost, and says which; an
- * impatient one (withdrawing from a queue) tries once and leaves the rest to the
- * background task. Either way, a node whose delete is not confirmed while its session may
- * live goes to the background task, which retries until it succeeds or the session ends. */
-static int delete_node(zkl_client *c, struct zkl_waiter *w, struct zkl_node *node, bool patient)
+static int delete_step(zkl_client *c, struct zkl_job *j)
 {
-	if (!node->path)
-		return 0;
-	zkl_revwatch_remove(c, node->rev);
-	node->rev = NULL;
-	/* A cancelled acquire withdraws its node like any other: wait for the delete. */
-	w->canceled = false;
-	int result = 0;
+	struct delete_job *d = (struct delete_job *)j;
+	struct zkl_node *node = d->node;
 	for (;;) {
-		if (node->gen != c->gen) {
-			result = ZKL_ELOST; /* gone with its session */
-			break;
-		}
-		/* Past the loss deadline the session is being given up: its nodes go with it,
-		 * or with the background task if it turns out to be alive. */
-		if (zkl_now_ms() >= zkl_lost_at(c) || (!patient && !c->sess->connected)) {
+		if (node->gen != c->gen)
+			return gone_with_session(node);
+		/* Past the loss deadline the session is being given up: its node goes with
+		 * it, or with the background task if it turns out to be alive. */
+		const int64_t lost_at = zkl_lost_at(c);
+		if (zkl_now_ms() >= lost_at) {
 			zkl_task_delete(c, node->path, node->gen);
-			result = patient ? ZKL_ELOST : 0;
-			break;
+			return gone_with_session(node);
 		}
-		struct zkl_op *op;
-		const struct zkl_req del = {.kind = ZKL_OP_DELETE, .path = node->path};
-		int err = zkl_send(c, w, &del, 1, &op);
-		if (!op) {
-			zkl_task_delete(c, node->path, node->gen);
-			result = err;
-			break;
+		if (d->reconnect) {
+			/* Wait for the connection, but no longer than the session can be alive. */
+			int rc = zkl_job_await_connected(c, j, lost_at);
+			if (rc == ZKL_JOB_WAIT)
+				return rc;
+			if (rc != 0)
+				continue; /* past the loss deadline, or the session changed */
+			d->reconnect = false;
 		}
-		int64_t until = zkl_now_ms() + (c->timeout_ms > 0 ? c->timeout_ms : 10000);
-		if (until > zkl_lost_at(c))
-			until = zkl_lost_at(c);
-		int rc = zkl_op_wait(c, w, op, until);
-		int zrc = rc == 0 ? op->rc : ZOPERATIONTIMEOUT;
-		zkl_op_put(c, op);
+		if (!d->op) {
+			const struct zkl_req del = {.kind = ZKL_OP_DELETE, .path = node->path};
+			int rc = zkl_job_send(c, j, &del, &d->op);
+			if (rc != 0) {
+				zkl_task_delete(c, node->path, node->gen);
+				return rc;
+			}
+			d->until = zkl_now_ms() + (c->timeout_ms > 0 ? c->timeout_ms : 10000);
+			if (d->until > lost_at)
+				d->until = lost_at;
+		}
+		int rc = zkl_job_await(c, j, d->op, d->until);
+		if (rc == ZKL_JOB_WAIT)
+			return rc;
+		const int zrc = rc == 0 ? d->op->rc : ZOPERATIONTIMEOUT;
+		zkl_op_put(c, d->op);
+		d->op = NULL;
 		if (zrc == ZOK || zrc == ZNONODE)
-			break;
-		if (zkl_zk_session_gone(zrc)) {
-			result = ZKL_ELOST;
-			break;
-		}
+			return 0;
+		if (zkl_zk_session_gone(zrc))
+			return gone_with_session(node);
 		if (!zkl_zk_transient(zrc)) {
 			zkl_log(c, ZKL_LOG_ERROR, "cannot delete %s: %s", node->path, zerror(zrc));
-			result = zkl_fail_zk(zrc, "cannot delete", node->path);
-			break;
+			return zkl_fail_zk(zrc, "cannot delete", node->path);
 		}
-		if (!patient) {
-			zkl_task_delete(c, node->path, node->gen);
-			break;
-		}
-		/* Wait for the connection, but no longer than the session can be alive. */
-		while (!c->sess->connected && node->gen == c->gen &&
-		       !c->closing && !zkl_waiter_wait(c, w, zkl_lost_at(c)))
-			;
-		if (c->closing) {
-			result = ZKL_ECLOSED;
-			break;
-		}
+		d->reconnect = true;
 	}
-	if (result == ZKL_ELOST)
-		zkl_fail(result, "the session of %s is gone; the node goes with it", node->path);
-	zkl_node_clear(node);
-	return result;
+}
+
+static void delete_drop(zkl_client *c, struct zkl_job *j)
+{
+	struct delete_job *d = (struct delete_job *)j;
+	if (d->op)
+		zkl_op_put(c, d->op); /* abandoned: the client is closing */
+	d->op = NULL;
+	zkl_node_clear(d->node);
 }
 
 int zkl_engine_release(zkl_client *c, struct zkl_node *node)
 {
-	struct zkl_waiter w;
 	pthread_mutex_lock(&c->mu);
 	/* On the loop (a callback releases) nothing may wait, not even with confirm_release:
 	 * the delete goes to the background task, sent at once if connected. */
@@ -224,26 +221,23 @@ int zkl_engine_release(zkl_client *c, struct zkl_node *node)
 		pthread_mutex_unlock(&c->mu);
 		return 0;
 	}
-	if (on_loop) {
-		int rc = 0;
-		if (node->path) {
-			zkl_revwatch_remove(c, node->rev);
-			node->rev = NULL;
-			if (node->gen == c->gen)
-				zkl_task_delete(c, node->path, node->gen);
-			else
-				rc = zkl_fail(ZKL_ELOST, "the session of %s is gone; the node goes "
-				              "with it", node->path);
-			zkl_node_clear(node);
-		}
+	int rc = 0;
+	if (node->path) {
+		zkl_revwatch_remove(c, node->rev);
+		node->rev = NULL;
+		if (node->gen != c->gen)
+			rc = gone_with_session(node);
+		else if (on_loop)
+			zkl_task_delete(c, node->path, node->gen);
+	}
+	if (rc != 0 || on_loop || !node->path) {
+		zkl_node_clear(node);
 		pthread_mutex_unlock(&c->mu);
 		return rc;
 	}
-	zkl_waiter_enter(c, &w, NULL);
-	int rc = delete_node(c, &w, node, true);
-	zkl_waiter_leave(c, &w);
 	pthread_mutex_unlock(&c->mu);
-	return rc;
+	struct delete_job d = {.job = {.step = delete_step, .drop = delete_drop}, .node = node};
+	return zkl_job_run(c, &d.job, NULL, "a release");
 }
 
 void zkl_engine_release_later(zkl_client *c, struct zkl_node *node)
@@ -259,30 +253,26 @@ void zkl_engine_release_later(zkl_client *c, struct zkl_node *node)
 	pthread_mutex_unlock(&c->mu);
 }
 
+/* ---- listing ---------------------------------------------------------------------- */
+
 int zkl_engine_list(zkl_client *c, const char *path, zkl_child **queue, size_t *n,
                     char ***names, int *count)
 {
-	struct zkl_waiter w;
 	struct zkl_op *op;
 	*queue = NULL;
 	*n = 0;
 	*names = NULL;
 	*count = 0;
-	pthread_mutex_lock(&c->mu);
-	zkl_waiter_enter(c, &w, NULL);
 	const struct zkl_req list = {.kind = ZKL_OP_CHILDREN, .path = path};
-	int rc = zkl_send(c, &w, &list, 1, &op);
-	if (op) {
-		rc = zkl_op_wait(c, &w, op, INT64_MAX);
-		if (rc == 0) {
-			if (op->rc == ZOK)
-				rc = zkl_take_queue(c, path, op, queue, n, names, count);
-			else if (op->rc != ZNONODE)
-				rc = zkl_fail_zk(op->rc, "cannot list", path);
-		}
-		zkl_op_put(c, op);
-	}
-	zkl_waiter_leave(c, &w);
+	int rc = zkl_requests(c, &list, 1, INT64_MAX, &op);
+	if (rc != 0)
+		return rc;
+	pthread_mutex_lock(&c->mu);
+	if (op->rc == ZOK)
+		rc = zkl_take_queue(c, path, op, queue, n, names, count);
+	else if (op->rc != ZNONODE)
+		rc = zkl_fail_zk(op->rc, "cannot list", path);
+	zkl_op_put(c, op);
 	pthread_mutex_unlock(&c->mu);
 	return rc;
 }
@@ -324,19 +314,12 @@ int zkl_engine_participants(zkl_client *c, const char *path, size_t holders,
 			rc = zkl_fail(ZKL_ENOMEM, "out of memory");
 		gets[i] = (struct zkl_req){.kind = ZKL_OP_GET, .path = p[i].path};
 	}
-	struct zkl_waiter w;
-	pthread_mutex_lock(&c->mu);
-	zkl_waiter_enter(c, &w, NULL);
 	if (rc == 0)
-		rc = zkl_send(c, &w, gets, n, ops);
+		rc = zkl_requests(c, gets, n, INT64_MAX, ops);
 	size_t k = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (!ops[i])
-			continue;
-		int wrc = zkl_op_wait(c, &w, ops[i], INT64_MAX);
-		if (rc == 0 && wrc != 0)
-			rc = wrc;
-		if (rc == 0 && ops[i]->rc == ZOK) {
+	pthread_mutex_lock(&c->mu);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		if (ops[i]->rc == ZOK) {
 			/* Compact: a node deleted meanwhile is left out. */
 			zkl_participant tmp = p[i];
 			p[i] = p[k];
@@ -349,13 +332,12 @@ int zkl_engine_participants(zkl_client *c, const char *path, size_t holders,
 			p[k].ctime = ops[i]->stat.ctime;
 			p[k].holder = k < holders;
 			k++;
-		} else if (rc == 0 && ops[i]->rc != ZNONODE) {
+		} else if (ops[i]->rc != ZNONODE) {
 			rc = zkl_fail_zk(ops[i]->rc, "cannot read", p[i].path);
 		}
-		zkl_op_put(c, ops[i]);
 	}
-	zkl_waiter_leave(c, &w);
 	pthread_mutex_unlock(&c->mu);
+	zkl_ops_release(c, ops, n);
 	free(ops);
 	free(gets);
 	free(queue);
@@ -373,110 +355,161 @@ int zkl_engine_participants(zkl_client *c, const char *path, size_t holders,
 	return 0;
 }
 
+/* ---- a node of a fixed name ------------------------------------------------------ */
+
 /* A node bound to a session (q->gen) cannot be made: that session is gone. */
 static int lost_session(const struct zkl_queue *q)
 {
 	return zkl_fail(ZKL_ELOST, "the session that %s was taken on has ended", q->path);
 }
 
-/* Waits for the connection after a transient failure; the caller's loop then retries. */
-static int recover(zkl_client *c, struct zkl_waiter *w, int64_t deadline, bool try_once)
+/* fixed_answer(): send the next request. */
+enum { AGAIN = ZKL_JOB_WAIT + 1 };
+
+/* The create of "<q->path>/<name>", as a job. A create that failed with connection loss
+ * may have been applied: the retry's "exists" answer is ours if its ephemeral owner is
+ * our session. */
+struct fixed_job {
+	struct zkl_job job;            /* first */
+	const struct zkl_queue *q;
+	struct zkl_node *node;         /* the caller's */
+	char *target;
+	bool try_once;                 /* timeout 0: one round trip, then give up */
+	int64_t deadline;
+	struct zkl_op *op;             /* the create or the exists out */
+	bool exists;                   /* op is the exists */
+	bool retried;                  /* a create was sent again after a loss */
+	bool recover;                  /* waiting for the connection */
+};
+
+/* The deadline of op's answer. Trying once means one round trip, which the C client ends
+ * within the session timeout: it waits for answers past the deadline. */
+static int64_t fixed_until(const zkl_client *c, const struct fixed_job *f)
 {
-	if (try_once)
-		return zkl_fail(ZKL_ETIMEDOUT, "the connection to ZooKeeper was lost");
-	int rc = zkl_wait_connected(c, w, deadline);
-	if (rc == ZKL_ETIMEDOUT)
-		return zkl_fail(ZKL_ETIMEDOUT, "timed out while disconnected from ZooKeeper");
-	return rc;
+	if (!f->try_once)
+		return f->deadline;
+	int64_t t = f->op->sent_at + (c->timeout_ms > 0 ? c->timeout_ms : 10000);
+	return t > f->deadline ? t : f->deadline;
+}
+
+static int fixed_gave_up(const struct fixed_job *f, int rc)
+{
+	if (rc == ZKL_ECANCELED)
+		return zkl_fail(rc, "the creation of %s was cancelled", f->target);
+	return zkl_fail(rc, "timed out creating %s", f->target);
+}
+
+/* Our node exists (mu held). */
+static int fixed_made(struct fixed_job *f, const struct zkl_op *op)
+{
+	f->node->path = f->target;
+	f->target = NULL;
+	f->node->gen = op->s->gen;
+	f->node->czxid = op->stat.czxid;
+	zkl_node_known(f->q, f->node);
+	return 0;
+}
+
+static int fixed_answer(zkl_client *c, struct fixed_job *f)
+{
+	const struct zkl_queue *q = f->q;
+	struct zkl_op *op = f->op;
+	if (f->exists) {
+		if (op->rc == ZOK && op->stat.ephemeralOwner == c->sess->id)
+			return fixed_made(f, op);
+		return zkl_fail(ZKL_EZK, "%s exists and belongs to another session", f->target);
+	}
+	const int zrc = op->rc;
+	const uint64_t gen = op->s->gen;
+	if (q->gen && (gen != q->gen || zkl_now_ms() >= zkl_lost_at(c))) {
+		/* Sent after the session changed, or answered once it is being given up for
+		 * lost (as a turn is, acquire.c): whatever it made goes. */
+		if (zrc == ZOK || zkl_zk_transient(zrc))
+			zkl_task_delete(c, f->target, gen);
+		return lost_session(q);
+	}
+	if (zrc == ZOK)
+		return fixed_made(f, op);
+	if (zrc == ZNODEEXISTS && f->retried) {
+		/* Our earlier attempt may have got through before the connection dropped. */
+		f->exists = true;
+		return AGAIN;
+	}
+	if (q->gen && zkl_zk_session_gone(zrc))
+		return lost_session(q);
+	if (zkl_zk_transient(zrc) || zkl_zk_session_gone(zrc)) {
+		if (f->try_once)
+			return zkl_fail(ZKL_ETIMEDOUT, "the connection to ZooKeeper was lost");
+		f->retried = true;
+		f->recover = true;
+		return AGAIN;
+	}
+	return zkl_fail_zk(zrc, "cannot create", f->target);
+}
+
+static int fixed_step(zkl_client *c, struct zkl_job *j)
+{
+	struct fixed_job *f = (struct fixed_job *)j;
+	const struct zkl_queue *q = f->q;
+	for (;;) {
+		if (f->recover) {
+			int rc = zkl_job_await_connected(c, j, f->deadline);
+			if (rc == ZKL_JOB_WAIT)
+				return rc;
+			if (rc == ZKL_ETIMEDOUT)
+				return zkl_fail(rc, "timed out while disconnected from ZooKeeper");
+			if (rc != 0)
+				return fixed_gave_up(f, rc);
+			f->recover = false;
+		}
+		if (!f->op) {
+			if (q->gen && c->gen != q->gen)
+				return lost_session(q);
+			const struct zkl_req create = {.kind = ZKL_OP_CREATE, .path = f->target,
+			                               .data = q->data, .len = q->data_len,
+			                               .mode = ZOO_EPHEMERAL};
+			const struct zkl_req exists = {.kind = ZKL_OP_EXISTS, .path = f->target};
+			int rc = zkl_job_send(c, j, f->exists ? &exists : &create, &f->op);
+			if (rc != 0)
+				return rc;
+		}
+		int rc = zkl_job_await(c, j, f->op, fixed_until(c, f));
+		if (rc == ZKL_JOB_WAIT)
+			return rc;
+		if (rc != 0)
+			return fixed_gave_up(f, rc); /* fixed_drop() sees to the create */
+		rc = fixed_answer(c, f);
+		zkl_op_put(c, f->op);
+		f->op = NULL;
+		if (rc != AGAIN)
+			return rc;
+	}
+}
+
+static void fixed_drop(zkl_client *c, struct zkl_job *j)
+{
+	struct fixed_job *f = (struct fixed_job *)j;
+	if (f->op) {
+		/* A create given up may still be applied: its session owns the node, so the
+		 * background task deletes it by name. */
+		if (!f->exists && !f->op->done)
+			zkl_task_delete(c, f->target, f->op->s->gen);
+		zkl_op_put(c, f->op);
+		f->op = NULL;
+	}
 }
 
 int zkl_engine_create_fixed(const struct zkl_queue *q, const char *name, int timeout_ms,
                             struct zkl_node *node)
 {
-	zkl_client *c = q->c;
-	const bool try_once = timeout_ms == 0;
-	const int64_t deadline = zkl_deadline(timeout_ms);
 	memset(node, 0, sizeof *node);
-	char *target = zkl_path_join(q->path, name);
-	if (!target)
+	struct fixed_job f = {.job = {.step = fixed_step, .drop = fixed_drop}, .q = q,
+	                      .node = node, .try_once = timeout_ms == 0,
+	                      .deadline = zkl_deadline(timeout_ms)};
+	f.target = zkl_path_join(q->path, name);
+	if (!f.target)
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
-	struct zkl_waiter w;
-	int rc = 0;
-	bool retried = false;
-	pthread_mutex_lock(&c->mu);
-	zkl_waiter_enter(c, &w, q->owner);
-	const struct zkl_req create = {.kind = ZKL_OP_CREATE, .path = target, .data = q->data,
-	                               .len = q->data_len, .mode = ZOO_EPHEMERAL};
-	const struct zkl_req exists = {.kind = ZKL_OP_EXISTS, .path = target};
-	for (;;) {
-		struct zkl_op *op;
-		if (q->gen && c->gen != q->gen) {
-			rc = lost_session(q);
-			break;
-		}
-		if ((rc = zkl_send(c, &w, &create, 1, &op)) != 0)
-			break;
-		rc = wait_op(c, &w, op, deadline, try_once);
-		if (rc != 0) {
-			/* The node may appear after we give up: its session owns it, so the
-			 * background task deletes it by name. */
-			zkl_task_delete(c, target, op->s->gen);
-			zkl_op_put(c, op);
-			break;
-		}
-		int zrc = op->rc;
-		uint64_t gen = op->s->gen;
-		int64_t czxid = op->stat.czxid;
-		zkl_op_put(c, op);
-		if (q->gen && (gen != q->gen || zkl_now_ms() >= zkl_lost_at(c))) {
-			/* Sent after the session changed, or answered once it is being given up
-			 * for lost (as a turn is, acquire.c): whatever it made goes. */
-			if (zrc == ZOK || zkl_zk_transient(zrc))
-				zkl_task_delete(c, target, gen);
-			rc = lost_session(q);
-			break;
-		}
-		if (zrc == ZOK) {
-			node->path = target;
-			target = NULL;
-			node->gen = gen;
-			node->czxid = czxid;
-			zkl_node_known(q, node);
-			break;
-		}
-		if (zrc == ZNODEEXISTS && retried) {
-			/* Our earlier attempt got through before the connection dropped. */
-			if ((rc = zkl_send(c, &w, &exists, 1, &op)) != 0)
-				break;
-			rc = wait_op(c, &w, op, deadline, try_once);
-			if (rc == 0 && op->rc == ZOK && op->stat.ephemeralOwner == c->sess->id) {
-				node->path = target;
-				target = NULL;
-				node->gen = op->s->gen;
-				node->czxid = op->stat.czxid;
-				zkl_node_known(q, node);
-			} else if (rc == 0) {
-				rc = zkl_fail(ZKL_EZK, "%s exists and belongs to another session",
-				              target);
-			}
-			zkl_op_put(c, op);
-			break;
-		}
-		if (q->gen && zkl_zk_session_gone(zrc)) {
-			rc = lost_session(q);
-			break;
-		}
-		if (zkl_zk_transient(zrc) || zkl_zk_session_gone(zrc)) {
-			retried = true;
-			if ((rc = recover(c, &w, deadline, try_once)) != 0)
-				break;
-			continue;
-		}
-		rc = zkl_fail_zk(zrc, "cannot create", target);
-		break;
-	}
-	zkl_waiter_leave(c, &w);
-	pthread_mutex_unlock(&c->mu);
-	free(target);
+	int rc = zkl_job_run(q->c, &f.job, q->owner, "a node's creation");
+	free(f.target);
 	return rc;
 }

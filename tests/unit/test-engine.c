@@ -1653,6 +1653,82 @@ static void test_list_answer_lost(void **state)
 	pair_close(&p);
 }
 
+/* ---- a thread's requests are jobs of the loop: retried through connection loss ----
+ * A confirmed release and a downgrade's read node are jobs the loop runs while the
+ * calling thread waits. A delete or a create applied whose answer is lost is sent again
+ * once the connection is back: the delete then finds the node gone (done), the create
+ * finds it there, owned by our session (ours). */
+struct lose_one {
+	int64_t session;
+	enum fz_op op;
+	const char *mark;     /* only a request whose path has this in it */
+	atomic_int seen;
+};
+
+static enum fz_action lose_one_request(void *arg, const struct fz_request *r, int *rc)
+{
+	(void)rc;
+	struct lose_one *k = arg;
+	if (r->session != k->session || r->op != k->op || !strstr(r->path, k->mark))
+		return FZ_APPLY;
+	return atomic_fetch_add(&k->seen, 1) == 0 ? FZ_LOSE : FZ_APPLY;
+}
+
+static void test_confirmed_release_answer_lost(void **state)
+{
+	(void)state;
+	struct fz *z = fz_new();
+	zkl_client_options o;
+	zkl_client_options_init(&o);
+	o.confirm_release = true;
+	zkl_client *c;
+	CHECK_OK(fz_client_open(z, &c, &o));
+	zkl_mutex *m;
+	CHECK_OK(zkl_mutex_new(&m, c, "/locks/release-lost"));
+	zkl_lock *l = zkl_mutex_lock(m);
+	CHECK_OK(zkl_lock_acquire(l, -1));
+	assert_int_equal(children(z, "/locks/release-lost"), 1);
+	struct lose_one k = { .session = zkl_client_session_id(c), .op = FZ_DELETE,
+	                      .mark = "/locks/release-lost/" };
+	fz_set_hook(z, lose_one_request, &k);
+	/* Confirmed: the answer that was lost is asked for again, and the node is gone. */
+	CHECK_OK(zkl_lock_release(l));
+	assert_int_equal(children(z, "/locks/release-lost"), 0);
+	assert_int_equal(atomic_load(&k.seen), 2);
+	fz_set_hook(z, NULL, NULL);
+	assert_false(zkl_lock_is_held(l));
+	zkl_mutex_free(m);
+	zkl_client_close(c);
+	fz_free(z);
+}
+
+static void test_downgrade_answer_lost(void **state)
+{
+	(void)state;
+	struct downgrade d;
+	downgrade_open(&d, "/locks/rw-lost");
+	struct lose_one k = { .session = zkl_client_session_id(d.a), .op = FZ_CREATE,
+	                      .mark = "__READ__" };
+	fz_set_hook(d.z, lose_one_request, &k);
+	/* The read node was made, its answer lost: the retry finds it, ours, and holds. */
+	CHECK_OK(zkl_lock_acquire(d.read_a, 5000));
+	fz_set_hook(d.z, NULL, NULL);
+	assert_int_equal(atomic_load(&k.seen), 2);
+	assert_true(zkl_lock_is_held(d.read_a));
+	char reader[256];
+	fzh_queue_node(d.z, d.path, 1, reader, sizeof reader);
+	assert_non_null(strstr(reader, "__READ__"));
+	assert_int_equal(fz_ephemerals(d.z, zkl_client_session_id(d.a)), 2);
+	/* It holds as a reader: the waiting writer still waits for it. */
+	CHECK_OK(zkl_lock_release(d.write_a));
+	fzh_wait_done_or_watched(d.z, &d.w, reader);
+	assert_false(atomic_load(&d.w.done));
+	CHECK_OK(zkl_lock_release(d.read_a));
+	CHECK_OK(fzh_acq_wait(&d.w));
+	assert_true(d.w.held);
+	downgrade_close(&d);
+}
+
 /* ---- a session the handle has seen expire is not connected ----
  * Once the C client has seen its session expire it refuses every request with
  * ZINVALIDSTATE, and the expiry event reaches the loop after. Until it does, an
@@ -2000,6 +2076,8 @@ int main(void)
 		cmocka_unit_test(test_watch_target_vanishes),
 		cmocka_unit_test(test_blocking_from_callback),
 		cmocka_unit_test(test_list_answer_lost),
+		cmocka_unit_test(test_confirmed_release_answer_lost),
+		cmocka_unit_test(test_downgrade_answer_lost),
 		cmocka_unit_test(test_expired_handle_not_connected),
 		cmocka_unit_test(test_async_fifo),
 		cmocka_unit_test(test_async_cancel_timeout_busy),

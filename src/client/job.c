@@ -1,0 +1,280 @@
+/* Jobs: what a thread asks of ZooKeeper and waits for, run by the client's loop.
+ *
+ * Design notes.
+ *
+ * A job is a loop waiter (zkl_waiter_enter_loop) with a step function. The loop runs
+ * the step, with the client mutex held, whenever the job is woken: an answer to a
+ * request it sent, a watch it armed, a session change, a cancel of its owner, or the
+ * time it asked to be run at (zkl_waiter_wake_at). The step sends what comes next and
+ * returns ZKL_JOB_WAIT, or returns the job's result. Nothing in a step blocks.
+ *
+ * The thread that asked waits on the job's own mutex and condition variable, not on the
+ * client's (zkl_job_wait), so a blocking call is a thin wait on the loop: the same as a
+ * blocking acquire, which is a job too (src/engine/acquire.c). A job reaches the loop as
+ * a call (zkl_call), behind everything handed to the loop before it, and from then on
+ * only the loop touches it, until its end.
+ *
+ * The client's event thread cannot wait for a job: nothing would run it. Such a call (a
+ * callback's) fails at once with ZKL_EDEADLK (zkl_job_run). With external_loop, the C
+ * client's completion thread applies the answers as they come, and the waiting thread
+ * runs its job's steps itself when they are due: the application's loop may be that
+ * very thread, or not run at all while it waits. */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+static void job_step(zkl_client *c, struct zkl_waiter *w)
+{
+	struct zkl_job *j = (struct zkl_job *)w;
+	int rc = c->closing ? zkl_fail(ZKL_ECLOSED, "the client is closing") : j->step(c, j);
+	if (rc == ZKL_JOB_WAIT)
+		return;
+	if (rc != 0 && !j->error[0])
+		snprintf(j->error, sizeof j->error, "%s", zkl_last_error());
+	j->rc = rc;
+	if (j->drop)
+		j->drop(c, j);
+	zkl_waiter_leave(c, &j->w);
+	if (j->end) {
+		j->end(c, j); /* j may be gone */
+		return;
+	}
+	pthread_mutex_lock(&j->done_mu);
+	j->finished = true;
+	pthread_cond_signal(&j->cv);
+	pthread_mutex_unlock(&j->done_mu);
+	if (c->external)
+		pthread_cond_broadcast(&c->ev_cv); /* its thread may wait there (zkl_job_wait) */
+}
+
+/* On the loop (mu held): the job begins with its first step. */
+static void job_begin(zkl_client *c, struct zkl_call *call)
+{
+	struct zkl_job *j = (struct zkl_job *)((char *)call - offsetof(struct zkl_job, call));
+	zkl_waiter_enter_loop(c, &j->w, j->owner, job_step);
+}
+
+static void job_destroy(struct zkl_job *j)
+{
+	pthread_cond_destroy(&j->cv);
+	pthread_mutex_destroy(&j->done_mu);
+}
+
+int zkl_job_start(zkl_client *c, struct zkl_job *j, const void *owner)
+{
+	j->owner = owner;
+	j->rc = 0;
+	j->error[0] = '\0';
+	j->finished = false;
+	zkl_cond_init(&j->cv);
+	pthread_mutex_init(&j->done_mu, NULL);
+	j->call.fn = job_begin;
+	if (!zkl_call(c, &j->call)) {
+		job_destroy(j);
+		return zkl_fail(ZKL_ECLOSED, "the client is closing");
+	}
+	return 0;
+}
+
+int zkl_job_wait(zkl_client *c, struct zkl_job *j)
+{
+	if (c->external) {
+		/* The waiting thread runs its job itself, as the completion thread applies
+		 * what it hears: the application's loop may be this very thread, and then
+		 * nothing else would run it. The loop may run it too, under the same mutex. */
+		pthread_mutex_lock(&c->mu);
+		while (!j->finished) {
+			if (zkl_waiter_due(c, &j->w))
+				job_step(c, &j->w);
+			else
+				zkl_cond_wait_until(&c->ev_cv, &c->mu, j->w.wake_at);
+		}
+		pthread_mutex_unlock(&c->mu);
+	} else {
+		pthread_mutex_lock(&j->done_mu);
+		while (!j->finished)
+			pthread_cond_wait(&j->cv, &j->done_mu);
+		pthread_mutex_unlock(&j->done_mu);
+	}
+	job_destroy(j);
+	if (j->rc != 0)
+		zkl_fail(j->rc, "%s", j->error);
+	else
+		zkl_clear_error();
+	return j->rc;
+}
+
+void zkl_job_destroy(struct zkl_job *j)
+{
+	job_destroy(j);
+}
+
+int zkl_job_refuse_on_loop(zkl_client *c, const char *what)
+{
+	if (c->external || !zkl_on_event_thread(c))
+		return 0;
+	return zkl_fail(ZKL_EDEADLK, "cannot wait for %s on the client's event thread (in a "
+	                "callback): the loop would wait for itself", what);
+}
+
+int zkl_job_run(zkl_client *c, struct zkl_job *j, const void *owner, const char *what)
+{
+	int rc = zkl_job_refuse_on_loop(c, what);
+	if (rc == 0)
+		rc = zkl_job_start(c, j, owner);
+	if (rc != 0) {
+		if (j->drop) {
+			pthread_mutex_lock(&c->mu);
+			j->drop(c, j);
+			pthread_mutex_unlock(&c->mu);
+		}
+		return rc;
+	}
+	return zkl_job_wait(c, j);
+}
+
+int zkl_job_send(zkl_client *c, struct zkl_job *j, const struct zkl_req *r, struct zkl_op **op)
+{
+	int err = 0;
+	pthread_mutex_unlock(&c->mu);
+	*op = zkl_op_send(c, &j->w, r, &err);
+	pthread_mutex_lock(&c->mu);
+	return *op ? 0 : err;
+}
+
+int zkl_job_await(zkl_client *c, struct zkl_job *j, const struct zkl_op *op, int64_t deadline)
+{
+	if (op->done)
+		return 0;
+	if (j->w.canceled)
+		return ZKL_ECANCELED;
+	if (zkl_now_ms() >= deadline)
+		return ZKL_ETIMEDOUT;
+	zkl_waiter_wake_at(c, &j->w, deadline);
+	return ZKL_JOB_WAIT;
+}
+
+int zkl_job_await_connected(zkl_client *c, struct zkl_job *j, int64_t deadline)
+{
+	if (c->sess->connected)
+		return 0;
+	if (j->w.canceled)
+		return ZKL_ECANCELED;
+	if (zkl_now_ms() >= deadline)
+		return ZKL_ETIMEDOUT;
+	zkl_waiter_wake_at(c, &j->w, deadline);
+	return ZKL_JOB_WAIT;
+}
+
+/* ---- requests run to their answers ------------------------------------------------ */
+
+struct request_job {
+	struct zkl_job job;        /* first */
+	const struct zkl_req *r;
+	size_t n;
+	int64_t deadline;
+	struct zkl_op **ops;
+	size_t sent;               /* r[0..sent) are out, with their ops */
+};
+
+static int request_step(zkl_client *c, struct zkl_job *j)
+{
+	struct request_job *k = (struct request_job *)j;
+	for (; k->sent < k->n; k->sent++) {
+		int rc = zkl_job_send(c, j, &k->r[k->sent], &k->ops[k->sent]);
+		if (rc != 0)
+			return rc;
+	}
+	for (size_t i = 0; i < k->n; i++) {
+		int rc = zkl_job_await(c, j, k->ops[i], k->deadline);
+		if (rc == ZKL_ETIMEDOUT)
+			return zkl_fail(rc, "no answer from ZooKeeper for %s in time", k->r[i].path);
+		if (rc != 0)
+			return rc; /* ZKL_JOB_WAIT */
+	}
+	return 0; /* every one answered, whatever ZooKeeper said */
+}
+
+static void request_drop(zkl_client *c, struct zkl_job *j)
+{
+	struct request_job *k = (struct request_job *)j;
+	if (j->rc == 0)
+		return; /* the caller's now */
+	for (size_t i = 0; i < k->n; i++) {
+		if (k->ops[i])
+			zkl_op_put(c, k->ops[i]);
+		k->ops[i] = NULL;
+	}
+}
+
+int zkl_requests(zkl_client *c, const struct zkl_req *r, size_t n, int64_t deadline,
+                 struct zkl_op **ops)
+{
+	for (size_t i = 0; i < n; i++)
+		ops[i] = NULL;
+	if (n == 0)
+		return 0;
+	struct request_job k = {.job = {.step = request_step, .drop = request_drop},
+	                        .r = r, .n = n, .deadline = deadline, .ops = ops};
+	return zkl_job_run(c, &k.job, NULL, "ZooKeeper's answer");
+}
+
+int zkl_request(zkl_client *c, const struct zkl_req *r, int64_t deadline, struct zkl_op **out)
+{
+	struct zkl_op *op;
+	int rc = zkl_requests(c, r, 1, deadline, &op);
+	if (rc != 0)
+		return rc;
+	rc = op->rc;
+	if (out)
+		*out = op;
+	else
+		zkl_op_release(c, op);
+	return rc;
+}
+
+void zkl_ops_release(zkl_client *c, struct zkl_op **ops, size_t n)
+{
+	pthread_mutex_lock(&c->mu);
+	for (size_t i = 0; i < n; i++) {
+		if (ops[i])
+			zkl_op_put(c, ops[i]);
+		ops[i] = NULL;
+	}
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- waiting for the connection --------------------------------------------------- */
+
+struct connect_job {
+	struct zkl_job job;        /* first */
+	uint64_t gone;             /* a session to see replaced, or 0 */
+	int64_t pause;             /* look again no sooner than this */
+	int64_t deadline;
+};
+
+static int connect_step(zkl_client *c, struct zkl_job *j)
+{
+	struct connect_job *k = (struct connect_job *)j;
+	const int64_t now = zkl_now_ms();
+	if (now < k->pause && now < k->deadline) {
+		zkl_waiter_wake_at(c, &j->w, k->pause < k->deadline ? k->pause : k->deadline);
+		return ZKL_JOB_WAIT;
+	}
+	if (c->sess->connected && (!k->gone || c->gen != k->gone))
+		return 0;
+	if (now >= k->deadline)
+		return zkl_fail(ZKL_ETIMEDOUT, "the connection to ZooKeeper did not come back "
+		                "in time");
+	zkl_waiter_wake_at(c, &j->w, k->deadline);
+	return ZKL_JOB_WAIT;
+}
+
+int zkl_await_connection(zkl_client *c, uint64_t gone, int64_t pause, int64_t deadline)
+{
+	struct connect_job k = {.job = {.step = connect_step}, .gone = gone, .pause = pause,
+	                        .deadline = deadline};
+	return zkl_job_run(c, &k.job, NULL, "the connection");
+}
