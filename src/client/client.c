@@ -308,6 +308,7 @@ void zkl_waiter_enter_loop(zkl_client *c, struct zkl_waiter *w, const void *owne
 	w->canceled = false;
 	w->run = run;
 	w->queued = false;
+	w->woken = false;
 	w->wake_at = INT64_MAX;
 	w->prev = NULL;
 	w->next = c->waiters;
@@ -319,6 +320,11 @@ void zkl_waiter_enter_loop(zkl_client *c, struct zkl_waiter *w, const void *owne
 
 void zkl_waiter_wake(zkl_client *c, struct zkl_waiter *w)
 {
+	if (w->own_thread) {
+		w->woken = true;
+		pthread_cond_broadcast(&c->ev_cv);
+		return;
+	}
 	if (w->queued)
 		return;
 	w->queued = true;
@@ -360,9 +366,10 @@ static void waiter_unqueue(zkl_client *c, struct zkl_waiter *w)
 
 bool zkl_waiter_due(zkl_client *c, struct zkl_waiter *w)
 {
-	if (!w->queued && w->wake_at > zkl_now_ms())
+	(void)c;
+	if (!w->woken && w->wake_at > zkl_now_ms())
 		return false;
-	waiter_unqueue(c, w);
+	w->woken = false;
 	w->wake_at = INT64_MAX;
 	return true;
 }
@@ -2027,7 +2034,7 @@ static int64_t loop_waiters_run(zkl_client *c)
 			return c->loop_next;
 		int64_t next = INT64_MAX;
 		for (struct zkl_waiter *w = c->waiters; w; w = w->next) {
-			if (w->queued)
+			if (w->queued || w->own_thread)
 				continue;
 			if (w->wake_at <= now)
 				zkl_waiter_wake(c, w);

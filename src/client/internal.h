@@ -43,6 +43,10 @@ struct zkl_waiter {
 	void (*run)(zkl_client *c, struct zkl_waiter *w);
 	int64_t wake_at;                /* mu: run it then even if nothing wakes it */
 	bool queued;                    /* mu: in client->ready */
+	/* Run by the thread that waits for it (a job with external_loop), never by the
+	 * loop: waking it sets woken and wakes that thread (zkl_waiter_due). */
+	bool own_thread;
+	bool woken;                     /* mu */
 	struct zkl_waiter *ready_next;  /* mu */
 };
 
@@ -266,8 +270,8 @@ void zkl_waiter_leave(zkl_client *c, struct zkl_waiter *w);
 void zkl_waiter_wake(zkl_client *c, struct zkl_waiter *w);
 /* A waiter that returns to wait asks to be run at t at the latest (mu held). */
 void zkl_waiter_wake_at(zkl_client *c, struct zkl_waiter *w, int64_t t);
-/* Whether w is due to run (mu held): woken, or past its wake_at. If so, it is taken off
- * the loop's queue, for the caller to run it. */
+/* Whether w, a waiter of the caller's own thread, is due to run (mu held): woken, or
+ * past its wake_at. */
 bool zkl_waiter_due(zkl_client *c, struct zkl_waiter *w);
 /* Has the loop run call->fn (mu held), after every message and call handed to it
  * before (no lock held). From an application thread the call is queued in the inbox and
@@ -325,9 +329,10 @@ struct zkl_job {
 	struct zkl_call call;      /* how it reaches the loop */
 	const void *owner;         /* a cancel of owner cancels it (w.canceled) */
 	/* On the loop (mu held), each time the job is woken: ZKL_JOB_WAIT, or its result
-	 * (0 or a ZKL_E* code with its detail set). Not called once the client closes:
-	 * the job ends with ZKL_ECLOSED. */
+	 * (0 or a ZKL_E* code with its detail set). Once the client closes it is not called
+	 * (the job ends with ZKL_ECLOSED), unless runs_closing: then it must end. */
 	int (*step)(zkl_client *c, struct zkl_job *j);
+	bool runs_closing;
 	/* On the loop (mu held), at the end: lets go of what the steps hold. May be NULL.
 	 * Also called (mu held) if the job never reached the loop. */
 	void (*drop)(zkl_client *c, struct zkl_job *j);

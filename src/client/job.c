@@ -28,7 +28,8 @@
 static void job_step(zkl_client *c, struct zkl_waiter *w)
 {
 	struct zkl_job *j = (struct zkl_job *)w;
-	int rc = c->closing ? zkl_fail(ZKL_ECLOSED, "the client is closing") : j->step(c, j);
+	int rc = c->closing && !j->runs_closing ? zkl_fail(ZKL_ECLOSED, "the client is closing")
+	                                        : j->step(c, j);
 	if (rc == ZKL_JOB_WAIT)
 		return;
 	if (rc != 0 && !j->error[0])
@@ -71,6 +72,7 @@ int zkl_job_start(zkl_client *c, struct zkl_job *j, const void *owner)
 	zkl_cond_init(&j->cv);
 	pthread_mutex_init(&j->done_mu, NULL);
 	j->call.fn = job_begin;
+	j->w.own_thread = c->external && !j->end;
 	if (!zkl_call(c, &j->call)) {
 		job_destroy(j);
 		return zkl_fail(ZKL_ECLOSED, "the client is closing");
@@ -83,7 +85,7 @@ int zkl_job_wait(zkl_client *c, struct zkl_job *j)
 	if (c->external) {
 		/* The waiting thread runs its job itself, as the completion thread applies
 		 * what it hears: the application's loop may be this very thread, and then
-		 * nothing else would run it. The loop may run it too, under the same mutex. */
+		 * nothing else would run it. The loop leaves it alone (own_thread). */
 		pthread_mutex_lock(&c->mu);
 		while (!j->finished) {
 			if (zkl_waiter_due(c, &j->w))

@@ -10,13 +10,13 @@
  * A create whose answer was lost is found again by the uuid in its name; everything we
  * leave on failure is deleted before we report it.
  *
- * Nothing here blocks. An acquisition is a loop waiter (zkl_waiter_enter_loop): each
- * request it sends and each watch it arms names its waiter, so the answer, the watch
- * event, every session change, a cancel, a change of a shared count, and its own
- * deadline wake it, and the event thread calls step(), with the client mutex held.
- * step() looks at the current state, at what has arrived, and moves on: it sends the
- * next request (letting go of the mutex while it does, as every sender must), or
- * returns to wait. A state that waits says until when (zkl_waiter_wake_at).
+ * Nothing here blocks. An acquisition is a job of the client's loop (src/client/job.c):
+ * each request it sends and each watch it arms names its waiter, so the answer, the
+ * watch event, every session change, a cancel, a change of a shared count, and its own
+ * deadline wake it, and the loop calls step(), with the client mutex held. step() looks
+ * at the current state, at what has arrived, and moves on: it sends the next request
+ * (letting go of the mutex while it does, as every sender must), or returns to wait. A
+ * state that waits says until when (zkl_waiter_wake_at).
  *
  *   TOP ──▶ CREATE ──▶ LIST ──▶ WATCH ──▶ WAIT ──▶ TOP (list again) or held
  *    │        │ └▶ ENSURE (folder missing) ──▶ TOP
@@ -29,9 +29,10 @@
  * An acquisition reaches the loop as a call (zkl_call): an application thread queues
  * it in the client's inbox, behind what was handed to the loop before (so a cancel made
  * after it finds it), and from then on only the loop touches it. The thread that asked
- * waits on the acquisition's own mutex and condition variable, not the client's
- * (zkl_engine_acquire). A thread that runs the loop itself must not: nothing would
- * ever run the acquisition. */
+ * waits on the job's own mutex and condition variable, not the client's
+ * (zkl_engine_acquire); with external_loop that thread runs the steps itself instead of
+ * the loop. A thread that runs the loop must not wait: nothing would ever run the
+ * acquisition. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,8 +61,7 @@ enum acq_state {
 enum { GO_ON = 0, WAIT = 1, HELD = 2, ANSWERED = 3 };
 
 struct zkl_acquisition {
-	struct zkl_waiter w;           /* first: step() gets it back from the loop */
-	struct zkl_call call;          /* how it reaches the loop (zkl_call) */
+	struct zkl_job job;            /* first: the loop runs it (src/client/job.c) */
 	const struct zkl_queue *q;
 	struct zkl_node *node;         /* the caller's */
 	enum acq_state st;
@@ -84,14 +84,8 @@ struct zkl_acquisition {
 	struct zkl_acquisition *folder_next; /* FOLDER: next waiter of folder_made */
 	char *found;                   /* FIND_EXISTS */
 	uint64_t found_gen;
-	int rc;                        /* once done: the result, and its message */
-	char error[256];
-	/* The waiting thread's: done turns true under done_mu, and nothing of the
-	 * acquisition changes after. The client's mutex is not taken for the wait, so the
-	 * woken thread does not wait for the rest of the loop's turn. */
-	pthread_mutex_t done_mu;
-	pthread_cond_t cv;
-	bool done;                     /* done_mu */
+	int failed;                    /* the failure being withdrawn from */
+	bool begun;                    /* counted (zkl_client_get_stats) */
 	void (*done_fn)(void *arg, int rc); /* or, started by zkl_engine_start: its end */
 	void *done_arg;
 };
@@ -113,11 +107,11 @@ static int await(struct zkl_acquisition *a, const struct zkl_op *op, int64_t dea
 {
 	if (op->done)
 		return ANSWERED;
-	if (a->w.canceled)
+	if (a->job.w.canceled)
 		return ZKL_ECANCELED;
 	if (zkl_now_ms() >= deadline)
 		return ZKL_ETIMEDOUT;
-	zkl_waiter_wake_at(a->q->c, &a->w, deadline);
+	zkl_waiter_wake_at(a->q->c, &a->job.w, deadline);
 	return WAIT;
 }
 
@@ -180,7 +174,7 @@ static void folder_done(zkl_client *c, struct zkl_folder *f, bool made)
 		w->folder_next = NULL;
 		if (made && w->q->folder_seen)
 			*w->q->folder_seen = true;
-		zkl_waiter_wake(c, &w->w);
+		zkl_waiter_wake(c, &w->job.w);
 	}
 	free(f->path);
 	free(f);
@@ -229,29 +223,25 @@ static void drop_requests(zkl_client *c, struct zkl_acquisition *a)
 	a->ensure = NULL;
 }
 
-/* The end: the waiting thread, or the done function, learns a->rc. The done function
- * runs here, on the event thread, with no lock held; a is freed after it. */
-static void finish(zkl_client *c, struct zkl_acquisition *a)
+/* The end of an acquisition started by zkl_engine_start (the job's end, on the loop,
+ * mu held): the done function runs with no lock held, and a is freed after it. */
+static void end_async(zkl_client *c, struct zkl_job *j)
 {
-	drop_requests(c, a);
-	zkl_waiter_leave(c, &a->w);
-	if (!a->done_fn) {
-		pthread_mutex_lock(&a->done_mu);
-		a->done = true;
-		pthread_cond_signal(&a->cv);
-		pthread_mutex_unlock(&a->done_mu);
-		return;
-	}
+	struct zkl_acquisition *a = (struct zkl_acquisition *)j;
 	pthread_mutex_unlock(&c->mu);
-	if (a->rc != 0)
-		zkl_fail(a->rc, "%s", a->error);
+	if (j->rc != 0)
+		zkl_fail(j->rc, "%s", j->error);
 	else
 		zkl_clear_error();
-	a->done_fn(a->done_arg, a->rc);
-	pthread_cond_destroy(&a->cv);
-	pthread_mutex_destroy(&a->done_mu);
+	a->done_fn(a->done_arg, j->rc);
+	zkl_job_destroy(j);
 	free(a);
 	pthread_mutex_lock(&c->mu);
+}
+
+static void drop_job(zkl_client *c, struct zkl_job *j)
+{
+	drop_requests(c, (struct zkl_acquisition *)j);
 }
 
 /* ---- the way in ---------------------------------------------------------------- */
@@ -270,7 +260,7 @@ static int start_recover(struct zkl_acquisition *a)
 
 static int on_recover(zkl_client *c, struct zkl_acquisition *a)
 {
-	if (a->w.canceled)
+	if (a->job.w.canceled)
 		return gave_up(a, ZKL_ECANCELED);
 	if (c->sess->connected) {
 		a->st = A_TOP;
@@ -278,7 +268,7 @@ static int on_recover(zkl_client *c, struct zkl_acquisition *a)
 	}
 	if (zkl_now_ms() >= a->deadline)
 		return zkl_fail(ZKL_ETIMEDOUT, "timed out while disconnected from ZooKeeper");
-	zkl_waiter_wake_at(a->q->c, &a->w, a->deadline);
+	zkl_waiter_wake_at(a->q->c, &a->job.w, a->deadline);
 	return WAIT;
 }
 
@@ -299,10 +289,10 @@ static int take_turn(zkl_client *c, struct zkl_acquisition *a)
 
 static int on_turn(zkl_client *c, struct zkl_acquisition *a)
 {
-	if (a->node->gen == c->gen && !a->w.canceled) {
+	if (a->node->gen == c->gen && !a->job.w.canceled) {
 		if (zkl_now_ms() >= a->deadline)
 			return zkl_fail(ZKL_ETIMEDOUT, "timed out while the session was given up");
-		zkl_waiter_wake_at(a->q->c, &a->w, a->deadline);
+		zkl_waiter_wake_at(a->q->c, &a->job.w, a->deadline);
 		return WAIT;
 	}
 	a->st = A_TOP;
@@ -313,7 +303,7 @@ static int on_top(zkl_client *c, struct zkl_acquisition *a)
 {
 	const struct zkl_queue *q = a->q;
 	struct zkl_node *node = a->node;
-	if (a->w.canceled)
+	if (a->job.w.canceled)
 		return gave_up(a, ZKL_ECANCELED);
 	a->epoch = q->epoch ? *q->epoch : 0;
 	if (node->path && node->gen != c->gen) {
@@ -329,7 +319,7 @@ static int on_top(zkl_client *c, struct zkl_acquisition *a)
 		if (a->unknown_gen == c->gen) {
 			int err = 0;
 			pthread_mutex_unlock(&c->mu);
-			struct zkl_op *op = zkl_op_children(c, &a->w, q->path, NULL, &err);
+			struct zkl_op *op = zkl_op_children(c, &a->job.w, q->path, NULL, &err);
 			pthread_mutex_lock(&c->mu);
 			if (!op)
 				return err;
@@ -382,7 +372,7 @@ static int on_find(zkl_client *c, struct zkl_acquisition *a)
 	}
 	int err = 0;
 	pthread_mutex_unlock(&c->mu);
-	op = zkl_op_exists(c, &a->w, found, &err);
+	op = zkl_op_exists(c, &a->job.w, found, &err);
 	pthread_mutex_lock(&c->mu);
 	if (!op) {
 		free(found);
@@ -448,11 +438,11 @@ static int start_create(zkl_client *c, struct zkl_acquisition *a)
 	struct zkl_op *folder = make_folder ? zkl_op_create(c, NULL, q->path, NULL, 0,
 	                                                    ZOO_CONTAINER, &err)
 	                                    : NULL;
-	struct zkl_op *create = zkl_op_create(c, &a->w, target, q->data, q->data_len,
+	struct zkl_op *create = zkl_op_create(c, &a->job.w, target, q->data, q->data_len,
 	                                      ZOO_EPHEMERAL_SEQUENTIAL, &err);
 	struct zkl_op *list = NULL;
 	if (create && !make_folder)
-		list = zkl_op_children(c, &a->w, q->path, NULL, &err);
+		list = zkl_op_children(c, &a->job.w, q->path, NULL, &err);
 	pthread_mutex_lock(&c->mu);
 	free(target);
 	if (list)
@@ -477,7 +467,7 @@ static int on_create(zkl_client *c, struct zkl_acquisition *a)
 	if (rc == ZKL_ECANCELED) {
 		/* A cancelled acquire returns with nothing of its own left in the queue: wait
 		 * for the create's answer (unless cancelled again), then withdraw. */
-		a->w.canceled = false;
+		a->job.w.canceled = false;
 		a->until = zkl_now_ms() + session_timeout(c);
 		a->st = A_SETTLE;
 		return GO_ON;
@@ -501,7 +491,7 @@ static int on_create(zkl_client *c, struct zkl_acquisition *a)
 	const uint64_t cgen = create->s->gen;
 	put_op(c, &a->create);
 	zkl_child me;
-	if (zrc == ZOK && !a->w.canceled && zkl_child_parse(zkl_basename(node->path), &me) &&
+	if (zrc == ZOK && !a->job.w.canceled && zkl_child_parse(zkl_basename(node->path), &me) &&
 	    zkl_queue_alone(made, &me)) {
 		/* No node was ever made in the folder before ours: no list needed. */
 		size_t watch = 0;
@@ -554,9 +544,9 @@ static int on_settle(struct zkl_acquisition *a)
 {
 	struct zkl_op *create = a->create;
 	if (!create->done) {
-		if (a->w.canceled || zkl_now_ms() >= a->until)
+		if (a->job.w.canceled || zkl_now_ms() >= a->until)
 			return gave_up(a, ZKL_ECANCELED); /* the completion cleans up */
-		zkl_waiter_wake_at(a->q->c, &a->w, a->until);
+		zkl_waiter_wake_at(a->q->c, &a->job.w, a->until);
 		return WAIT;
 	}
 	if (create->rc == ZOK && create->value) {
@@ -580,7 +570,7 @@ static int on_ensure(zkl_client *c, struct zkl_acquisition *a)
 		buf[a->ensure_len] = 0;
 		int err = 0;
 		pthread_mutex_unlock(&c->mu);
-		struct zkl_op *op = zkl_op_create(c, &a->w, buf, NULL, 0, ZOO_CONTAINER, &err);
+		struct zkl_op *op = zkl_op_create(c, &a->job.w, buf, NULL, 0, ZOO_CONTAINER, &err);
 		pthread_mutex_lock(&c->mu);
 		if (!op)
 			return err;
@@ -631,11 +621,11 @@ static int on_folder(zkl_client *c, struct zkl_acquisition *a)
 		a->st = A_TOP;
 		return GO_ON;
 	}
-	if (a->w.canceled)
+	if (a->job.w.canceled)
 		return gave_up(a, ZKL_ECANCELED);
 	if (zkl_now_ms() >= a->until)
 		return gave_up(a, ZKL_ETIMEDOUT);
-	zkl_waiter_wake_at(c, &a->w, a->until);
+	zkl_waiter_wake_at(c, &a->job.w, a->until);
 	return WAIT;
 }
 
@@ -646,7 +636,7 @@ static int start_list(zkl_client *c, struct zkl_acquisition *a)
 	if (!a->list) {
 		int err = 0;
 		pthread_mutex_unlock(&c->mu);
-		struct zkl_op *list = zkl_op_children(c, &a->w, a->q->path, NULL, &err);
+		struct zkl_op *list = zkl_op_children(c, &a->job.w, a->q->path, NULL, &err);
 		pthread_mutex_lock(&c->mu);
 		if (!list)
 			return err;
@@ -711,7 +701,7 @@ static int on_list(zkl_client *c, struct zkl_acquisition *a)
 		return GO_ON;
 	}
 	node->seq = queue[self].seq;
-	if (a->w.canceled) {
+	if (a->job.w.canceled) {
 		/* Its owner may be gone, and the predicate's argument with it. */
 		free(queue);
 		zkl_names_free(names, count);
@@ -739,15 +729,15 @@ static int on_list(zkl_client *c, struct zkl_acquisition *a)
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	/* Watch the one node before us (a get on a vanished node registers nothing, so no
 	 * stray watch is left), or the folder's children. */
-	struct zkl_watch *wt = zkl_watch_new(c, &a->w);
+	struct zkl_watch *wt = zkl_watch_new(c, &a->job.w);
 	if (!wt) {
 		free(target);
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	}
 	int err = 0;
 	pthread_mutex_unlock(&c->mu);
-	struct zkl_op *get = folder ? zkl_op_children(c, &a->w, target, wt, &err)
-	                            : zkl_op_get(c, &a->w, target, wt, &err);
+	struct zkl_op *get = folder ? zkl_op_children(c, &a->job.w, target, wt, &err)
+	                            : zkl_op_get(c, &a->job.w, target, wt, &err);
 	pthread_mutex_lock(&c->mu);
 	free(target);
 	if (get && folder)
@@ -768,7 +758,7 @@ static int after_watch(zkl_client *c, struct zkl_acquisition *a, int grc)
 	const bool gone = grc == ZNONODE || (a->wt->fired && a->wt->event == ZOO_DELETED_EVENT);
 	zkl_watch_put(c, a->wt);
 	a->wt = NULL;
-	if (a->heir && gone && !a->w.canceled && a->ggen == node->gen && c->gen == node->gen)
+	if (a->heir && gone && !a->job.w.canceled && a->ggen == node->gen && c->gen == node->gen)
 		return take_turn(c, a); /* the one node ahead is gone, and nothing can take its place */
 	if (zkl_zk_transient(grc) || zkl_zk_session_gone(grc))
 		return start_recover(a);
@@ -811,14 +801,14 @@ static int on_wait(zkl_client *c, struct zkl_acquisition *a)
 {
 	const struct zkl_queue *q = a->q;
 	/* A canceled acquisition reads nothing of its queue's owner, which may be gone. */
-	if (!a->w.canceled && !a->wt->fired && c->gen == a->ggen &&
+	if (!a->job.w.canceled && !a->wt->fired && c->gen == a->ggen &&
 	    (!q->epoch || *q->epoch == a->epoch)) {
 		if (zkl_now_ms() >= a->deadline)
 			return gave_up(a, ZKL_ETIMEDOUT);
-		zkl_waiter_wake_at(a->q->c, &a->w, a->deadline);
+		zkl_waiter_wake_at(a->q->c, &a->job.w, a->deadline);
 		return WAIT;
 	}
-	if (!a->w.canceled && c->gen == a->ggen)
+	if (!a->job.w.canceled && c->gen == a->ggen)
 		tally(&c->n_wakes); /* what it waited for changed */
 	return after_watch(c, a, ZOK);
 }
@@ -850,7 +840,7 @@ static int withdraw(zkl_client *c, struct zkl_acquisition *a)
 		}
 		int err = 0;
 		pthread_mutex_unlock(&c->mu);
-		struct zkl_op *op = zkl_op_delete(c, &a->w, node->path, &err);
+		struct zkl_op *op = zkl_op_delete(c, &a->job.w, node->path, &err);
 		pthread_mutex_lock(&c->mu);
 		if (!op) {
 			zkl_task_delete(c, node->path, node->gen);
@@ -865,7 +855,7 @@ static int withdraw(zkl_client *c, struct zkl_acquisition *a)
 	if (!op)
 		return GO_ON;
 	if (!op->done && !c->closing && zkl_now_ms() < a->until) {
-		zkl_waiter_wake_at(a->q->c, &a->w, a->until);
+		zkl_waiter_wake_at(a->q->c, &a->job.w, a->until);
 		return WAIT;
 	}
 	const int zrc = op->done ? op->rc : ZOPERATIONTIMEOUT;
@@ -888,9 +878,16 @@ static bool bound(const zkl_client *c, const struct zkl_acquisition *a)
 	return !gen || (c->gen == gen && (!a->node->path || a->node->gen == gen));
 }
 
-static void step(zkl_client *c, struct zkl_waiter *w)
+/* The job's step (on the loop, mu held): ZKL_JOB_WAIT, or the acquisition's result once
+ * everything it leaves on failure is withdrawn. It runs while the client closes too, and
+ * then ends at once. */
+static int step(zkl_client *c, struct zkl_job *j)
 {
-	struct zkl_acquisition *a = (struct zkl_acquisition *)w;
+	struct zkl_acquisition *a = (struct zkl_acquisition *)j;
+	if (!a->begun) {
+		a->begun = true;
+		tally(&c->n_acquisitions);
+	}
 	int rc = GO_ON;
 	while (rc == GO_ON && a->st != A_WITHDRAW) {
 		if (c->closing) {
@@ -918,34 +915,23 @@ static void step(zkl_client *c, struct zkl_waiter *w)
 		}
 	}
 	if (rc == WAIT)
-		return;
+		return ZKL_JOB_WAIT;
 	if (rc == HELD && !bound(c, a))
 		rc = zkl_fail(ZKL_ELOST, "the session of %s changed", a->q->path);
 	if (rc == HELD) {
-		a->rc = 0;
 		tally(&c->n_granted);
-		finish(c, a);
-		return;
+		return 0;
 	}
 	if (a->st != A_WITHDRAW) {
 		/* A failure: keep its message for the waiting thread, then withdraw. */
-		a->rc = rc;
-		snprintf(a->error, sizeof a->error, "%s", zkl_last_error());
+		a->failed = rc;
+		snprintf(j->error, sizeof j->error, "%s", zkl_last_error());
 	}
 	if (withdraw(c, a) == WAIT)
-		return;
+		return ZKL_JOB_WAIT;
 	zkl_node_forget(c, a->node);
 	zkl_node_clear(a->node);
-	finish(c, a);
-}
-
-/* On the loop (mu held): the acquisition begins. */
-static void begin(zkl_client *c, struct zkl_call *call)
-{
-	struct zkl_acquisition *a =
-		(struct zkl_acquisition *)((char *)call - offsetof(struct zkl_acquisition, call));
-	tally(&c->n_acquisitions);
-	zkl_waiter_enter_loop(c, &a->w, a->q->owner, step);
+	return a->failed;
 }
 
 /* Makes an acquisition and hands it to the loop (no lock held): from here on only the
@@ -969,15 +955,13 @@ static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
 	a->deadline = zkl_deadline(timeout_ms);
 	a->done_fn = done;
 	a->done_arg = arg;
-	zkl_cond_init(&a->cv);
-	pthread_mutex_init(&a->done_mu, NULL);
-	a->call.fn = begin;
-	if (!zkl_call(c, &a->call)) {
-		pthread_cond_destroy(&a->cv);
-		pthread_mutex_destroy(&a->done_mu);
+	a->job.step = step;
+	a->job.drop = drop_job;
+	a->job.end = done ? end_async : NULL;
+	a->job.runs_closing = true;
+	if ((*err = zkl_job_start(c, &a->job, q->owner)) != 0) {
 		free(a);
 		memset(node, 0, sizeof *node);
-		*err = zkl_fail(ZKL_ECLOSED, "the client is closing");
 		return NULL;
 	}
 	return a;
@@ -1003,15 +987,7 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 	struct zkl_acquisition *a = start(q, timeout_ms, node, NULL, NULL, &err);
 	if (!a)
 		return err;
-	pthread_mutex_lock(&a->done_mu);
-	while (!a->done)
-		pthread_cond_wait(&a->cv, &a->done_mu);
-	pthread_mutex_unlock(&a->done_mu);
-	int rc = a->rc;
-	if (rc != 0)
-		zkl_fail(rc, "%s", a->error);
-	pthread_cond_destroy(&a->cv);
-	pthread_mutex_destroy(&a->done_mu);
+	int rc = zkl_job_wait(c, &a->job);
 	free(a);
 	return rc;
 }
