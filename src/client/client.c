@@ -91,8 +91,9 @@ static void loop_wake(zkl_client *c)
 	if (!c->external) {
 		pthread_mutex_lock(&c->inbox_mu);
 		c->kicks++;
-		pthread_cond_broadcast(&c->inbox_cv);
 		pthread_mutex_unlock(&c->inbox_mu);
+		/* After the unlock: the woken loop does not then wait for inbox_mu. */
+		pthread_cond_broadcast(&c->inbox_cv);
 	}
 	pthread_cond_broadcast(&c->ev_cv);
 	if (c->efd >= 0 && !atomic_exchange(&c->efd_armed, true)) {
@@ -150,6 +151,7 @@ static bool inbox_put(zkl_client *c, struct zkl_msg *m, bool lazy)
 	m->next = NULL;
 	pthread_mutex_lock(&c->inbox_mu);
 	bool taken = m->kind != MSG_CALL || !c->loop_ended;
+	bool wake = false;
 	if (taken) {
 		if (c->inbox_tail)
 			c->inbox_tail->next = m;
@@ -158,10 +160,12 @@ static bool inbox_put(zkl_client *c, struct zkl_msg *m, bool lazy)
 		c->inbox_tail = m;
 		if (!lazy || atomic_load(&c->hurry)) {
 			c->kicks++;
-			pthread_cond_broadcast(&c->inbox_cv);
+			wake = true;
 		}
 	}
 	pthread_mutex_unlock(&c->inbox_mu);
+	if (wake)
+		pthread_cond_broadcast(&c->inbox_cv); /* after the unlock, as loop_wake() */
 	return taken;
 }
 
@@ -232,14 +236,30 @@ static uint64_t kicks_now(zkl_client *c)
 	return k;
 }
 
+/* Tells the threads of the jobs ended in this turn (mu held, released meanwhile). */
+static void tell_jobs(zkl_client *c)
+{
+	struct zkl_job *told = c->told;
+	if (!told)
+		return;
+	c->told = NULL;
+	pthread_mutex_unlock(&c->mu);
+	zkl_jobs_tell(told);
+	pthread_mutex_lock(&c->mu);
+}
+
 /* Waits (mu held, released meanwhile) until the loop was woken after kicks read k, or
  * until deadline; returns true if the deadline passed. Then applies the inbox. */
 static bool inbox_wait(zkl_client *c, uint64_t k, int64_t deadline)
 {
 	bool timed = false;
+	struct zkl_job *told = c->told;
+	c->told = NULL;
 	pthread_mutex_lock(&c->inbox_mu);
 	if (!c->inbox && c->kicks == k) {
 		pthread_mutex_unlock(&c->mu);
+		zkl_jobs_tell(told);
+		told = NULL;
 		while (!c->inbox && c->kicks == k)
 			if ((timed = zkl_cond_wait_until(&c->inbox_cv, &c->inbox_mu, deadline)))
 				break;
@@ -248,9 +268,14 @@ static bool inbox_wait(zkl_client *c, uint64_t k, int64_t deadline)
 	} else {
 		pthread_mutex_unlock(&c->inbox_mu);
 	}
+	if (told) {
+		c->told = told;
+		tell_jobs(c);
+	}
 	inbox_drain(c);
 	return timed;
 }
+
 
 /* Waits (mu held) for the C client to tell something, on any thread: the event thread
  * and a closing one apply the inbox themselves. Returns true if the deadline passed. */
@@ -2088,8 +2113,10 @@ static void *event_main(void *arg)
 		/* A wake-up while the turn runs (mu is released now and then) means another. */
 		uint64_t k = kicks_now(c);
 		int64_t next = loop_once(c);
-		if (c->closing || c->events || c->ready)
+		if (c->closing || c->events || c->ready) {
+			tell_jobs(c);
 			continue;
+		}
 		inbox_wait(c, k, next);
 	}
 	/* No call is taken from now on; those taken run, and the acquisitions still under
@@ -2099,7 +2126,10 @@ static void *event_main(void *arg)
 	pthread_mutex_unlock(&c->inbox_mu);
 	inbox_drain(c);
 	loop_waiters_run(c);
+	struct zkl_job *told = c->told;
+	c->told = NULL;
 	pthread_mutex_unlock(&c->mu);
+	zkl_jobs_tell(told);
 	return NULL;
 }
 

@@ -17,6 +17,7 @@
 #define ZKL_INTERNAL_H
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -215,6 +216,9 @@ struct zkl_client {
 	uint64_t holds_gen;         /* mu: every hold of an older session has been found lost */
 	bool holds_lost;            /* mu: a hold was marked lost since (holds_notify() looks) */
 	struct zkl_revwatch *revwatches; /* mu */
+	/* mu: jobs ended in this turn of the loop whose threads wait: told once the loop
+	 * lets go of mu, so that a woken thread does not wait for the rest of the turn. */
+	struct zkl_job *told;
 
 	/* The event thread: session events, user callbacks, background deletes. */
 	pthread_t ev_thread;
@@ -341,10 +345,12 @@ struct zkl_job {
 	void (*end)(zkl_client *c, struct zkl_job *j);
 	int rc;                    /* once ended: its result, and its detail */
 	char error[256];
-	pthread_mutex_t done_mu;   /* the waiting thread's */
-	pthread_cond_t cv;
-	bool finished;             /* done_mu */
+	sem_t done;                /* posted once it ended: its waiting thread's wait */
+	bool finished;             /* mu: it ended (own_thread's wait) */
+	struct zkl_job *told_next; /* mu: in client->told */
 };
+/* Tells the waiting threads of the jobs in the list that they ended (no lock held). */
+void zkl_jobs_tell(struct zkl_job *list);
 /* Hands j to the loop (no lock held). Returns 0, or ZKL_ECLOSED (the loop runs no more,
  * j is left as it was). */
 int zkl_job_start(zkl_client *c, struct zkl_job *j, const void *owner);

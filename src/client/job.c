@@ -19,11 +19,19 @@
  * client's completion thread applies the answers as they come, and the waiting thread
  * runs its job's steps itself when they are due: the application's loop may be that
  * very thread, or not run at all while it waits. */
+#include <semaphore.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
+
+/* Wakes the thread that waits for j. A semaphore, not a condition variable: the woken
+ * thread takes no mutex the loop may still hold, and may free j as soon as it wakes. */
+static void tell(struct zkl_job *j)
+{
+	sem_post(&j->done);
+}
 
 static void job_step(zkl_client *c, struct zkl_waiter *w)
 {
@@ -42,12 +50,27 @@ static void job_step(zkl_client *c, struct zkl_waiter *w)
 		j->end(c, j); /* j may be gone */
 		return;
 	}
-	pthread_mutex_lock(&j->done_mu);
-	j->finished = true;
-	pthread_cond_signal(&j->cv);
-	pthread_mutex_unlock(&j->done_mu);
-	if (c->external)
-		pthread_cond_broadcast(&c->ev_cv); /* its thread may wait there (zkl_job_wait) */
+	if (j->w.own_thread) {
+		j->finished = true;
+		pthread_cond_broadcast(&c->ev_cv); /* its thread waits there (zkl_job_wait) */
+		return;
+	}
+	if (!c->external && zkl_on_event_thread(c)) {
+		/* Told when the loop lets go of the mutex (client.c, tell_jobs). */
+		j->told_next = c->told;
+		c->told = j;
+		return;
+	}
+	tell(j);
+}
+
+void zkl_jobs_tell(struct zkl_job *list)
+{
+	while (list) {
+		struct zkl_job *next = list->told_next;
+		tell(list); /* list may be gone */
+		list = next;
+	}
 }
 
 /* On the loop (mu held): the job begins with its first step. */
@@ -59,8 +82,7 @@ static void job_begin(zkl_client *c, struct zkl_call *call)
 
 static void job_destroy(struct zkl_job *j)
 {
-	pthread_cond_destroy(&j->cv);
-	pthread_mutex_destroy(&j->done_mu);
+	sem_destroy(&j->done);
 }
 
 int zkl_job_start(zkl_client *c, struct zkl_job *j, const void *owner)
@@ -69,8 +91,7 @@ int zkl_job_start(zkl_client *c, struct zkl_job *j, const void *owner)
 	j->rc = 0;
 	j->error[0] = '\0';
 	j->finished = false;
-	zkl_cond_init(&j->cv);
-	pthread_mutex_init(&j->done_mu, NULL);
+	sem_init(&j->done, 0, 0);
 	j->call.fn = job_begin;
 	j->w.own_thread = c->external && !j->end;
 	if (!zkl_call(c, &j->call)) {
@@ -95,10 +116,8 @@ int zkl_job_wait(zkl_client *c, struct zkl_job *j)
 		}
 		pthread_mutex_unlock(&c->mu);
 	} else {
-		pthread_mutex_lock(&j->done_mu);
-		while (!j->finished)
-			pthread_cond_wait(&j->cv, &j->done_mu);
-		pthread_mutex_unlock(&j->done_mu);
+		while (sem_wait(&j->done) != 0)
+			; /* EINTR: a signal handler ran */
 	}
 	job_destroy(j);
 	if (j->rc != 0)
