@@ -242,6 +242,65 @@ static void on_state(zkl_client *c, zkl_state st, void *data)
 		atomic_fetch_add(&k->lost_state, 1);
 }
 
+/* A thread that waits in a blocking call runs its own request, so it is served while the
+ * application runs no loop at all: a blocking acquire queued behind another client's
+ * hold is granted when that hold goes, and the participants' listing and a confirmed
+ * release work the same way. (If they waited for the application's loop, which never
+ * runs here, the acquire would time out.) */
+struct unlooped {
+	zkl_lock *l;
+	int rc, listed, n, release_rc;
+	atomic_int finished;
+};
+
+static void *acquire_unlooped(void *arg)
+{
+	struct unlooped *u = arg;
+	u->rc = zkl_lock_acquire(u->l, 20000);
+	zkl_participant *p = NULL;
+	size_t n = 0;
+	u->listed = zkl_lock_participants(u->l, &p, &n);
+	u->n = (int)n;
+	zkl_participants_free(p, n);
+	u->release_rc = zkl_lock_release(u->l);
+	atomic_store(&u->finished, 1);
+	return NULL;
+}
+
+static void test_blocking_without_the_loop(void **state)
+{
+	(void)state;
+	zkl_client_options o;
+	zkl_client_options_init(&o);
+	o.servers = h_servers();
+	o.session_timeout_ms = 4000;
+	o.external_loop = true;
+	o.confirm_release = true;
+	zkl_client *c;
+	CHECK_OK(zkl_client_open(&c, &o));
+	zkl_client *other = h_client(0);
+	const char *path = h_path("unlooped");
+	zkl_mutex *mine, *theirs;
+	CHECK_OK(zkl_mutex_new(&mine, c, path));
+	CHECK_OK(zkl_mutex_new(&theirs, other, path));
+	CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(theirs), -1));
+	struct unlooped u = {.l = zkl_mutex_lock(mine)};
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, acquire_unlooped, &u), 0);
+	h_wait_children(path, 2); /* queued behind the other client */
+	CHECK_OK(zkl_lock_release(zkl_mutex_lock(theirs)));
+	pthread_join(th, NULL);
+	CHECK_OK(u.rc);
+	CHECK_OK(u.listed);
+	assert_int_equal(u.n, 1);
+	CHECK_OK(u.release_rc);
+	assert_int_equal(h_children(path), 0); /* confirmed: gone before release returned */
+	zkl_mutex_free(mine);
+	zkl_mutex_free(theirs);
+	zkl_client_close(other);
+	zkl_client_close(c);
+}
+
 struct expirer {
 	zkl_client *c;
 	atomic_int finished;
@@ -319,6 +378,7 @@ int main(void)
 		cmocka_unit_test(test_contract),
 		cmocka_unit_test(test_hundred_on_the_application_loop),
 		cmocka_unit_test(test_blocking_from_other_threads),
+		cmocka_unit_test(test_blocking_without_the_loop),
 		cmocka_unit_test(test_lost_on_the_application_loop),
 		cmocka_unit_test(test_free_while_waiting),
 	};
