@@ -386,6 +386,12 @@ int zkl_requests(zkl_client *c, const struct zkl_req *r, size_t n, int64_t deadl
                  struct zkl_op **ops);
 int zkl_request(zkl_client *c, const struct zkl_req *r, int64_t deadline, struct zkl_op **out);
 void zkl_ops_release(zkl_client *c, struct zkl_op **ops, size_t n);
+/* The same, with what the answers say read on the loop: once every one is answered,
+ * answered(c, ops, n, arg) runs there (mu held) and its return is the result. The ops
+ * stay the job's (ops is its room for them, n long) and go with it. */
+typedef int (*zkl_answered_fn)(zkl_client *c, struct zkl_op **ops, size_t n, void *arg);
+int zkl_requests_then(zkl_client *c, const struct zkl_req *r, size_t n, int64_t deadline,
+                      struct zkl_op **ops, zkl_answered_fn answered, void *arg);
 /* Waits (no lock held) no sooner than pause, and then until the current session is
  * connected and is not the session `gone` (0: any). Returns 0, ZKL_ETIMEDOUT,
  * ZKL_ECLOSED or ZKL_EDEADLK (on the loop's thread). */

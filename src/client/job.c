@@ -198,6 +198,8 @@ struct request_job {
 	int64_t deadline;
 	struct zkl_op **ops;
 	size_t sent;               /* r[0..sent) are out, with their ops */
+	zkl_answered_fn answered;  /* or NULL: the ops go to the caller */
+	void *arg;
 };
 
 static int request_step(zkl_client *c, struct zkl_job *j)
@@ -215,13 +217,14 @@ static int request_step(zkl_client *c, struct zkl_job *j)
 		if (rc != 0)
 			return rc; /* ZKL_JOB_WAIT */
 	}
-	return 0; /* every one answered, whatever ZooKeeper said */
+	/* Every one answered, whatever ZooKeeper said. */
+	return k->answered ? k->answered(c, k->ops, k->n, k->arg) : 0;
 }
 
 static void request_drop(zkl_client *c, struct zkl_job *j)
 {
 	struct request_job *k = (struct request_job *)j;
-	if (j->rc == 0)
+	if (j->rc == 0 && !k->answered)
 		return; /* the caller's now */
 	for (size_t i = 0; i < k->n; i++) {
 		if (k->ops[i])
@@ -230,16 +233,23 @@ static void request_drop(zkl_client *c, struct zkl_job *j)
 	}
 }
 
-int zkl_requests(zkl_client *c, const struct zkl_req *r, size_t n, int64_t deadline,
-                 struct zkl_op **ops)
+int zkl_requests_then(zkl_client *c, const struct zkl_req *r, size_t n, int64_t deadline,
+                      struct zkl_op **ops, zkl_answered_fn answered, void *arg)
 {
 	for (size_t i = 0; i < n; i++)
 		ops[i] = NULL;
 	if (n == 0)
 		return 0;
 	struct request_job k = {.job = {.step = request_step, .drop = request_drop},
-	                        .r = r, .n = n, .deadline = deadline, .ops = ops};
+	                        .r = r, .n = n, .deadline = deadline, .ops = ops,
+	                        .answered = answered, .arg = arg};
 	return zkl_job_run(c, &k.job, NULL, "ZooKeeper's answer");
+}
+
+int zkl_requests(zkl_client *c, const struct zkl_req *r, size_t n, int64_t deadline,
+                 struct zkl_op **ops)
+{
+	return zkl_requests_then(c, r, n, deadline, ops, NULL, NULL);
 }
 
 int zkl_request(zkl_client *c, const struct zkl_req *r, int64_t deadline, struct zkl_op **out)

@@ -255,6 +255,26 @@ void zkl_engine_release_later(zkl_client *c, struct zkl_node *node)
 
 /* ---- listing ---------------------------------------------------------------------- */
 
+/* A listing's result, taken on the loop. */
+struct listing {
+	const char *path;
+	zkl_child **queue;
+	size_t *n;
+	char ***names;
+	int *count;
+};
+
+static int list_answered(zkl_client *c, struct zkl_op **ops, size_t n, void *arg)
+{
+	(void)n;
+	struct listing *l = arg;
+	if (ops[0]->rc == ZOK)
+		return zkl_take_queue(c, l->path, ops[0], l->queue, l->n, l->names, l->count);
+	if (ops[0]->rc != ZNONODE)
+		return zkl_fail_zk(ops[0]->rc, "cannot list", l->path);
+	return 0;
+}
+
 int zkl_engine_list(zkl_client *c, const char *path, zkl_child **queue, size_t *n,
                     char ***names, int *count)
 {
@@ -264,17 +284,44 @@ int zkl_engine_list(zkl_client *c, const char *path, zkl_child **queue, size_t *
 	*names = NULL;
 	*count = 0;
 	const struct zkl_req list = {.kind = ZKL_OP_CHILDREN, .path = path};
-	int rc = zkl_requests(c, &list, 1, INT64_MAX, &op);
-	if (rc != 0)
-		return rc;
-	pthread_mutex_lock(&c->mu);
-	if (op->rc == ZOK)
-		rc = zkl_take_queue(c, path, op, queue, n, names, count);
-	else if (op->rc != ZNONODE)
-		rc = zkl_fail_zk(op->rc, "cannot list", path);
-	zkl_op_put(c, op);
-	pthread_mutex_unlock(&c->mu);
-	return rc;
+	struct listing l = {path, queue, n, names, count};
+	return zkl_requests_then(c, &list, 1, INT64_MAX, &op, list_answered, &l);
+}
+
+/* The participants' reads, taken on the loop. */
+struct reads {
+	zkl_participant *p;
+	const zkl_child *queue;
+	size_t holders;
+	size_t kept;
+};
+
+static int reads_answered(zkl_client *c, struct zkl_op **ops, size_t n, void *arg)
+{
+	(void)c;
+	struct reads *r = arg;
+	zkl_participant *p = r->p;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (ops[i]->rc == ZOK) {
+			/* Compact: a node deleted meanwhile is left out. */
+			zkl_participant tmp = p[i];
+			p[i] = p[k];
+			p[k] = tmp;
+			p[k].data = ops[i]->value;
+			ops[i]->value = NULL;
+			p[k].data_len = ops[i]->value_len;
+			p[k].sequence = r->queue[i].seq;
+			p[k].czxid = ops[i]->stat.czxid;
+			p[k].ctime = ops[i]->stat.ctime;
+			p[k].holder = k < r->holders;
+			k++;
+		} else if (ops[i]->rc != ZNONODE) {
+			return zkl_fail_zk(ops[i]->rc, "cannot read", p[i].path);
+		}
+	}
+	r->kept = k;
+	return 0;
 }
 
 int zkl_engine_participants(zkl_client *c, const char *path, size_t holders,
@@ -314,30 +361,10 @@ int zkl_engine_participants(zkl_client *c, const char *path, size_t holders,
 			rc = zkl_fail(ZKL_ENOMEM, "out of memory");
 		gets[i] = (struct zkl_req){.kind = ZKL_OP_GET, .path = p[i].path};
 	}
+	struct reads r = {.p = p, .queue = queue, .holders = holders};
 	if (rc == 0)
-		rc = zkl_requests(c, gets, n, INT64_MAX, ops);
-	size_t k = 0;
-	pthread_mutex_lock(&c->mu);
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		if (ops[i]->rc == ZOK) {
-			/* Compact: a node deleted meanwhile is left out. */
-			zkl_participant tmp = p[i];
-			p[i] = p[k];
-			p[k] = tmp;
-			p[k].data = ops[i]->value;
-			ops[i]->value = NULL;
-			p[k].data_len = ops[i]->value_len;
-			p[k].sequence = queue[i].seq;
-			p[k].czxid = ops[i]->stat.czxid;
-			p[k].ctime = ops[i]->stat.ctime;
-			p[k].holder = k < holders;
-			k++;
-		} else if (ops[i]->rc != ZNONODE) {
-			rc = zkl_fail_zk(ops[i]->rc, "cannot read", p[i].path);
-		}
-	}
-	pthread_mutex_unlock(&c->mu);
-	zkl_ops_release(c, ops, n);
+		rc = zkl_requests_then(c, gets, n, INT64_MAX, ops, reads_answered, &r);
+	const size_t k = r.kept;
 	free(ops);
 	free(gets);
 	free(queue);
