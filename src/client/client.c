@@ -825,7 +825,7 @@ static void op_answered(struct zkl_op *op, int rc)
 {
 	op->zrc = rc;
 	op->msg.kind = MSG_OP;
-	inbox_post(op->s->c, &op->msg, false);
+	inbox_post(op->s->c, &op->msg, atomic_load_explicit(&op->lazy, memory_order_relaxed));
 }
 
 static void string_stat_done(int rc, const char *value, const struct Stat *stat, const void *data)
@@ -899,16 +899,34 @@ static void stat_done(int rc, const struct Stat *stat, const void *data)
 	op_answered(op, rc);
 }
 
-struct zkl_op *zkl_op_create(zkl_client *c, struct zkl_waiter *w, const char *path,
-                             const void *data, int len, int mode, int *err)
+static struct zkl_op *op_create(zkl_client *c, struct zkl_waiter *w, const char *path,
+                                const void *data, int len, int mode, bool lazy, int *err)
 {
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_CREATE, err);
 	if (!op)
 		return NULL;
+	atomic_store_explicit(&op->lazy, lazy, memory_order_relaxed);
 	int rc = c->zk->create(op->s->zh, path, data, len, c->acl, mode, string_stat_done, op);
 	if (rc != ZOK)
 		op_refused(c, op, rc);
 	return op;
+}
+
+struct zkl_op *zkl_op_create(zkl_client *c, struct zkl_waiter *w, const char *path,
+                             const void *data, int len, int mode, int *err)
+{
+	return op_create(c, w, path, data, len, mode, false, err);
+}
+
+struct zkl_op *zkl_op_create_lazy(zkl_client *c, struct zkl_waiter *w, const char *path,
+                                  const void *data, int len, int mode, int *err)
+{
+	return op_create(c, w, path, data, len, mode, true, err);
+}
+
+void zkl_op_hasten(struct zkl_op *op)
+{
+	atomic_store_explicit(&op->lazy, false, memory_order_relaxed);
 }
 
 struct zkl_op *zkl_op_delete(zkl_client *c, struct zkl_waiter *w, const char *path, int *err)

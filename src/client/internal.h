@@ -119,6 +119,10 @@ struct zkl_op {
 	/* What its answer proves of the session (zkl_lost_at): sent while the client held
 	 * or waited for nothing, any answer; else only a write's success. */
 	bool idle;
+	/* Its answer does not wake the loop: the answer of a request sent after it on the
+	 * same session will, and the session answers in order (a create followed by its
+	 * list). Read by the completion thread; zkl_op_hasten() clears it. */
+	atomic_bool lazy;
 	struct zkl_session *s;
 	struct zkl_waiter *w;      /* mu: NULL once abandoned */
 	bool done;                 /* mu */
@@ -298,6 +302,11 @@ void zkl_cancel_owner_locked(zkl_client *c, const void *owner);
  * The op's `done` turns true under mu when its completion has run. */
 struct zkl_op *zkl_op_create(zkl_client *c, struct zkl_waiter *w, const char *path,
                              const void *data, int len, int mode, int *err);
+/* The same, whose answer does not wake the loop (lazy, above): the caller sends another
+ * request right after it, or calls zkl_op_hasten() if it cannot. */
+struct zkl_op *zkl_op_create_lazy(zkl_client *c, struct zkl_waiter *w, const char *path,
+                                  const void *data, int len, int mode, int *err);
+void zkl_op_hasten(struct zkl_op *op);
 struct zkl_op *zkl_op_delete(zkl_client *c, struct zkl_waiter *w, const char *path, int *err);
 struct zkl_op *zkl_op_children(zkl_client *c, struct zkl_waiter *w, const char *path,
                                struct zkl_watch *watch, int *err);
