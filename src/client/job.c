@@ -80,11 +80,6 @@ static void job_begin(zkl_client *c, struct zkl_call *call)
 	zkl_waiter_enter_loop(c, &j->w, j->owner, job_step);
 }
 
-static void job_destroy(struct zkl_job *j)
-{
-	sem_destroy(&j->done);
-}
-
 int zkl_job_start(zkl_client *c, struct zkl_job *j, const void *owner)
 {
 	j->owner = owner;
@@ -95,7 +90,7 @@ int zkl_job_start(zkl_client *c, struct zkl_job *j, const void *owner)
 	j->call.fn = job_begin;
 	j->w.own_thread = c->external && !j->end;
 	if (!zkl_call(c, &j->call)) {
-		job_destroy(j);
+		zkl_job_destroy(j);
 		return zkl_fail(ZKL_ECLOSED, "the client is closing");
 	}
 	return 0;
@@ -119,7 +114,7 @@ int zkl_job_wait(zkl_client *c, struct zkl_job *j)
 		while (sem_wait(&j->done) != 0)
 			; /* EINTR: a signal handler ran */
 	}
-	job_destroy(j);
+	zkl_job_destroy(j);
 	if (j->rc != 0)
 		zkl_fail(j->rc, "%s", j->error);
 	else
@@ -129,7 +124,7 @@ int zkl_job_wait(zkl_client *c, struct zkl_job *j)
 
 void zkl_job_destroy(struct zkl_job *j)
 {
-	job_destroy(j);
+	sem_destroy(&j->done);
 }
 
 int zkl_job_refuse_on_loop(zkl_client *c, const char *what)
