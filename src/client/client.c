@@ -255,27 +255,19 @@ static bool inbox_wait(zkl_client *c, uint64_t k, int64_t deadline)
 	bool timed = false;
 	struct zkl_job *told = c->told;
 	c->told = NULL;
+	pthread_mutex_unlock(&c->mu);
+	/* The threads of the jobs that ended first, while inbox_mu is free: a woken thread's
+	 * next call (an acquire) takes it at once. */
+	zkl_jobs_tell(told);
 	pthread_mutex_lock(&c->inbox_mu);
-	if (!c->inbox && c->kicks == k) {
-		pthread_mutex_unlock(&c->mu);
-		zkl_jobs_tell(told);
-		told = NULL;
-		while (!c->inbox && c->kicks == k)
-			if ((timed = zkl_cond_wait_until(&c->inbox_cv, &c->inbox_mu, deadline)))
-				break;
-		pthread_mutex_unlock(&c->inbox_mu);
-		pthread_mutex_lock(&c->mu);
-	} else {
-		pthread_mutex_unlock(&c->inbox_mu);
-	}
-	if (told) {
-		c->told = told;
-		tell_jobs(c);
-	}
+	while (!c->inbox && c->kicks == k)
+		if ((timed = zkl_cond_wait_until(&c->inbox_cv, &c->inbox_mu, deadline)))
+			break;
+	pthread_mutex_unlock(&c->inbox_mu);
+	pthread_mutex_lock(&c->mu);
 	inbox_drain(c);
 	return timed;
 }
-
 
 /* Waits (mu held) for the C client to tell something, on any thread: the event thread
  * and a closing one apply the inbox themselves. Returns true if the deadline passed. */
