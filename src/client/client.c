@@ -158,6 +158,10 @@ static bool inbox_put(zkl_client *c, struct zkl_msg *m, bool lazy)
 		else
 			c->inbox = m;
 		c->inbox_tail = m;
+		/* An op's laziness is read again here, under inbox_mu: zkl_op_hasten() takes
+		 * inbox_mu after clearing it, so the loop finds m in the inbox or is woken. */
+		if (lazy && m->kind == MSG_OP)
+			lazy = atomic_load(&((struct zkl_op *)m)->lazy);
 		if (!lazy || atomic_load(&c->hurry)) {
 			c->kicks++;
 			wake = true;
@@ -817,7 +821,7 @@ static void op_answered(struct zkl_op *op, int rc)
 {
 	op->zrc = rc;
 	op->msg.kind = MSG_OP;
-	inbox_post(op->s->c, &op->msg, atomic_load_explicit(&op->lazy, memory_order_relaxed));
+	inbox_post(op->s->c, &op->msg, atomic_load(&op->lazy));
 }
 
 static void string_stat_done(int rc, const char *value, const struct Stat *stat, const void *data)
@@ -897,7 +901,7 @@ static struct zkl_op *op_create(zkl_client *c, struct zkl_waiter *w, const char 
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_CREATE, err);
 	if (!op)
 		return NULL;
-	atomic_store_explicit(&op->lazy, lazy, memory_order_relaxed);
+	atomic_store(&op->lazy, lazy);
 	int rc = c->zk->create(op->s->zh, path, data, len, c->acl, mode, string_stat_done, op);
 	if (rc != ZOK)
 		op_refused(c, op, rc);
@@ -916,9 +920,14 @@ struct zkl_op *zkl_op_create_lazy(zkl_client *c, struct zkl_waiter *w, const cha
 	return op_create(c, w, path, data, len, mode, true, err);
 }
 
-void zkl_op_hasten(struct zkl_op *op)
+void zkl_op_hasten(zkl_client *c, struct zkl_op *op)
 {
-	atomic_store_explicit(&op->lazy, false, memory_order_relaxed);
+	atomic_store(&op->lazy, false);
+	/* An answer queued lazily before this is in the inbox once we have passed its
+	 * mutex, and the loop that called us looks there before it sleeps; one queued
+	 * after reads the flag false (inbox_put) and wakes the loop. */
+	pthread_mutex_lock(&c->inbox_mu);
+	pthread_mutex_unlock(&c->inbox_mu);
 }
 
 struct zkl_op *zkl_op_delete(zkl_client *c, struct zkl_waiter *w, const char *path, int *err)

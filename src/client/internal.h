@@ -306,7 +306,7 @@ struct zkl_op *zkl_op_create(zkl_client *c, struct zkl_waiter *w, const char *pa
  * request right after it, or calls zkl_op_hasten() if it cannot. */
 struct zkl_op *zkl_op_create_lazy(zkl_client *c, struct zkl_waiter *w, const char *path,
                                   const void *data, int len, int mode, int *err);
-void zkl_op_hasten(struct zkl_op *op);
+void zkl_op_hasten(zkl_client *c, struct zkl_op *op);
 struct zkl_op *zkl_op_delete(zkl_client *c, struct zkl_waiter *w, const char *path, int *err);
 struct zkl_op *zkl_op_children(zkl_client *c, struct zkl_waiter *w, const char *path,
                                struct zkl_watch *watch, int *err);

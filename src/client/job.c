@@ -8,8 +8,8 @@
  * time it asked to be run at (zkl_waiter_wake_at). The step sends what comes next and
  * returns ZKL_JOB_WAIT, or returns the job's result. Nothing in a step blocks.
  *
- * The thread that asked waits on the job's own mutex and condition variable, not on the
- * client's (zkl_job_wait), so a blocking call is a thin wait on the loop: the same as a
+ * The thread that asked waits on the job's own semaphore, not on the client's mutex
+ * (zkl_job_wait), so a blocking call is a thin wait on the loop: the same as a
  * blocking acquire, which is a job too (src/engine/acquire.c). A job reaches the loop as
  * a call (zkl_call), behind everything handed to the loop before it, and from then on
  * only the loop touches it, until its end.

@@ -29,7 +29,7 @@
  * An acquisition reaches the loop as a call (zkl_call): an application thread queues
  * it in the client's inbox, behind what was handed to the loop before (so a cancel made
  * after it finds it), and from then on only the loop touches it. The thread that asked
- * waits on the job's own mutex and condition variable, not the client's
+ * waits on the job's own semaphore, not on the client's mutex
  * (zkl_engine_acquire); with external_loop that thread runs the steps itself instead of
  * the loop. A thread that runs the loop must not wait: nothing would ever run the
  * acquisition. */
@@ -449,9 +449,9 @@ static int start_create(zkl_client *c, struct zkl_acquisition *a)
 		list = zkl_op_children(c, &a->job.w, q->path, NULL, &err);
 	/* What was not followed after all wakes the loop itself. */
 	if (folder && !create)
-		zkl_op_hasten(folder);
+		zkl_op_hasten(c, folder);
 	if (create && !make_folder && !list)
-		zkl_op_hasten(create);
+		zkl_op_hasten(c, create);
 	pthread_mutex_lock(&c->mu);
 	free(target);
 	if (list)
