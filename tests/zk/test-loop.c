@@ -295,6 +295,18 @@ static void test_blocking_without_the_loop(void **state)
 	assert_int_equal(u.n, 1);
 	CHECK_OK(u.release_rc);
 	assert_int_equal(h_children(path), 0); /* confirmed: gone before release returned */
+	/* On the loop's thread between two zkl_client_process() calls, a listing works; a
+	 * blocking acquire is refused. */
+	CHECK_OK(zkl_client_process(c));
+	CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(theirs), -1));
+	zkl_participant *p = NULL;
+	size_t n = 0;
+	CHECK_OK(zkl_lock_participants(zkl_mutex_lock(mine), &p, &n));
+	assert_int_equal(n, 1);
+	assert_true(p[0].holder);
+	zkl_participants_free(p, n);
+	CHECK_RC(ZKL_EDEADLK, zkl_lock_acquire(zkl_mutex_lock(mine), 1000));
+	CHECK_OK(zkl_lock_release(zkl_mutex_lock(theirs)));
 	zkl_mutex_free(mine);
 	zkl_mutex_free(theirs);
 	zkl_client_close(other);
