@@ -160,9 +160,10 @@ int zkl_job_send(zkl_client *c, struct zkl_job *j, const struct zkl_req *r, stru
 	return *op ? 0 : err;
 }
 
-int zkl_job_await(zkl_client *c, struct zkl_job *j, const struct zkl_op *op, int64_t deadline)
+/* 0 once ready; else ZKL_JOB_WAIT until deadline, ZKL_ECANCELED or ZKL_ETIMEDOUT. */
+static int await_until(zkl_client *c, struct zkl_job *j, bool ready, int64_t deadline)
 {
-	if (op->done)
+	if (ready)
 		return 0;
 	if (j->w.canceled)
 		return ZKL_ECANCELED;
@@ -172,16 +173,14 @@ int zkl_job_await(zkl_client *c, struct zkl_job *j, const struct zkl_op *op, int
 	return ZKL_JOB_WAIT;
 }
 
+int zkl_job_await(zkl_client *c, struct zkl_job *j, const struct zkl_op *op, int64_t deadline)
+{
+	return await_until(c, j, op->done, deadline);
+}
+
 int zkl_job_await_connected(zkl_client *c, struct zkl_job *j, int64_t deadline)
 {
-	if (c->sess->connected)
-		return 0;
-	if (j->w.canceled)
-		return ZKL_ECANCELED;
-	if (zkl_now_ms() >= deadline)
-		return ZKL_ETIMEDOUT;
-	zkl_waiter_wake_at(c, &j->w, deadline);
-	return ZKL_JOB_WAIT;
+	return await_until(c, j, c->sess->connected, deadline);
 }
 
 /* ---- requests run to their answers ------------------------------------------------ */

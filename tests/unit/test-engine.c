@@ -1214,6 +1214,17 @@ static enum fz_action hold_first_request(void *arg, const struct fz_request *r, 
 	return FZ_APPLY;
 }
 
+/* A client whose releases wait for the delete's answer (confirm_release). */
+static zkl_client *open_confirming(struct fz *z)
+{
+	zkl_client_options o;
+	zkl_client_options_init(&o);
+	o.confirm_release = true;
+	zkl_client *c;
+	CHECK_OK(fz_client_open(z, &c, &o));
+	return c;
+}
+
 /* With confirm_release, a release waits for the delete's answer, except on the client's
  * loop: a callback that releases returns at once, while the delete is held back, and the
  * node goes once it is let through. (Waiting there would stop every other acquisition,
@@ -1222,11 +1233,7 @@ static void test_release_in_callback_does_not_wait(void **state)
 {
 	(void)state;
 	struct fz *z = fz_new();
-	zkl_client_options o;
-	zkl_client_options_init(&o);
-	o.confirm_release = true;
-	zkl_client *c;
-	CHECK_OK(fz_client_open(z, &c, &o));
+	zkl_client *c = open_confirming(z);
 	zkl_mutex *m;
 	CHECK_OK(zkl_mutex_new(&m, c, "/locks/release-in-callback"));
 	struct hold_first k = { .session = zkl_client_session_id(c), .op = FZ_DELETE };
@@ -1256,11 +1263,7 @@ static void test_only_the_loop_sends(void **state)
 {
 	(void)state;
 	struct fz *z = fz_new();
-	zkl_client_options o;
-	zkl_client_options_init(&o);
-	o.confirm_release = true;
-	zkl_client *c;
-	CHECK_OK(fz_client_open(z, &c, &o));
+	zkl_client *c = open_confirming(z);
 
 	zkl_rwlock *rw;
 	CHECK_OK(zkl_rwlock_new(&rw, c, "/locks/only-loop"));
@@ -1678,11 +1681,7 @@ static void test_confirmed_release_answer_lost(void **state)
 {
 	(void)state;
 	struct fz *z = fz_new();
-	zkl_client_options o;
-	zkl_client_options_init(&o);
-	o.confirm_release = true;
-	zkl_client *c;
-	CHECK_OK(fz_client_open(z, &c, &o));
+	zkl_client *c = open_confirming(z);
 	zkl_mutex *m;
 	CHECK_OK(zkl_mutex_new(&m, c, "/locks/release-lost"));
 	zkl_lock *l = zkl_mutex_lock(m);
