@@ -626,6 +626,7 @@ struct sel {
 	int wait_rc;
 	bool led;            /* atomic: has_leadership inside fn */
 	h_counter started;   /* fn entered (after led is set) */
+	int *rotate;         /* atomic: fn returns once this many are queued (0: at once) */
 };
 
 static void sel_fn(zkl_selector *s, void *data)
@@ -651,6 +652,18 @@ static void sel_fn(zkl_selector *s, void *data)
 		x->wait_rc = zkl_selector_wait(s, 30000);
 	else
 		usleep(3000);
+	/* Lead until every other selector has queued again, so that this one's next node
+	 * goes behind theirs whatever the machine's load: the order is then the queue's. */
+	for (int i = 0; x->rotate && i < 2000; i++) {
+		int want = __atomic_load_n(x->rotate, __ATOMIC_SEQ_CST);
+		zkl_participant *p = NULL;
+		size_t n = 0;
+		int rc = zkl_lock_participants(zkl_selector_lock(s), &p, &n);
+		zkl_participants_free(p, n);
+		if (want == 0 || (rc == 0 && (int)n >= want))
+			break;
+		usleep(2000);
+	}
 	if (x->inside)
 		__atomic_sub_fetch(x->inside, 1, __ATOMIC_SEQ_CST);
 	h_counter_add(&x->runs, 1);
@@ -663,7 +676,7 @@ static void test_selector_rotates(void **state)
 	(void)state;
 	const char *path = h_path("selector-rotate");
 	pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-	int order[64], norder = 0, inside = 0, max_inside = 0, bad = 0;
+	int order[64], norder = 0, inside = 0, max_inside = 0, bad = 0, rotate = 3;
 	int64_t last = 0;
 	zkl_client *c[3];
 	struct sel x[3];
@@ -674,7 +687,7 @@ static void test_selector_rotates(void **state)
 		c[i] = h_client(0);
 		x[i] = (struct sel){ .index = i, .order = order, .norder = &norder, .mu = &mu,
 		                     .inside = &inside, .max_inside = &max_inside,
-		                     .last_token = &last, .bad_tokens = &bad };
+		                     .last_token = &last, .bad_tokens = &bad, .rotate = &rotate };
 		h_counter_init(&x[i].runs);
 		h_counter_init(&x[i].started);
 		CHECK_OK(zkl_selector_new(&x[i].s, c[i], path, sel_fn, &x[i], &o));
@@ -692,6 +705,7 @@ static void test_selector_rotates(void **state)
 	zkl_selector_interrupt(x[0].s);
 	for (int i = 0; i < 3; i++)
 		assert_true(h_counter_wait(&x[i].runs, 4, 20000));
+	__atomic_store_n(&rotate, 0, __ATOMIC_SEQ_CST); /* closing: nobody queues again */
 	for (int i = 0; i < 3; i++)
 		CHECK_OK(zkl_selector_close(x[i].s));
 	assert_int_equal(max_inside, 1);
