@@ -240,16 +240,13 @@ static uint64_t kicks_now(zkl_client *c)
 	return k;
 }
 
-/* Tells the threads of the jobs ended in this turn (mu held, released meanwhile). */
-static void tell_jobs(zkl_client *c)
+/* Lets go of mu (held), then tells the threads of the jobs ended in this turn. */
+static void unlock_and_tell(zkl_client *c)
 {
 	struct zkl_job *told = c->told;
-	if (!told)
-		return;
 	c->told = NULL;
 	pthread_mutex_unlock(&c->mu);
 	zkl_jobs_tell(told);
-	pthread_mutex_lock(&c->mu);
 }
 
 /* Waits (mu held, released meanwhile) until the loop was woken after kicks read k, or
@@ -257,12 +254,9 @@ static void tell_jobs(zkl_client *c)
 static bool inbox_wait(zkl_client *c, uint64_t k, int64_t deadline)
 {
 	bool timed = false;
-	struct zkl_job *told = c->told;
-	c->told = NULL;
-	pthread_mutex_unlock(&c->mu);
 	/* The threads of the jobs that ended first, while inbox_mu is free: a woken thread's
 	 * next call (an acquire) takes it at once. */
-	zkl_jobs_tell(told);
+	unlock_and_tell(c);
 	pthread_mutex_lock(&c->inbox_mu);
 	while (!c->inbox && c->kicks == k)
 		if ((timed = zkl_cond_wait_until(&c->inbox_cv, &c->inbox_mu, deadline)))
@@ -385,9 +379,8 @@ static void waiter_unqueue(zkl_client *c, struct zkl_waiter *w)
 	w->queued = false;
 }
 
-bool zkl_waiter_due(zkl_client *c, struct zkl_waiter *w)
+bool zkl_waiter_due(struct zkl_waiter *w)
 {
-	(void)c;
 	if (!w->woken && w->wake_at > zkl_now_ms())
 		return false;
 	w->woken = false;
@@ -895,13 +888,14 @@ static void stat_done(int rc, const struct Stat *stat, const void *data)
 	op_answered(op, rc);
 }
 
-static struct zkl_op *op_create(zkl_client *c, struct zkl_waiter *w, const char *path,
-                                const void *data, int len, int mode, bool lazy, int *err)
+struct zkl_op *zkl_op_create_followed(zkl_client *c, struct zkl_waiter *w, const char *path,
+                                      const void *data, int len, int mode, bool followed,
+                                      int *err)
 {
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_CREATE, err);
 	if (!op)
 		return NULL;
-	atomic_store(&op->lazy, lazy);
+	atomic_store(&op->lazy, followed);
 	int rc = c->zk->create(op->s->zh, path, data, len, c->acl, mode, string_stat_done, op);
 	if (rc != ZOK)
 		op_refused(c, op, rc);
@@ -911,13 +905,7 @@ static struct zkl_op *op_create(zkl_client *c, struct zkl_waiter *w, const char 
 struct zkl_op *zkl_op_create(zkl_client *c, struct zkl_waiter *w, const char *path,
                              const void *data, int len, int mode, int *err)
 {
-	return op_create(c, w, path, data, len, mode, false, err);
-}
-
-struct zkl_op *zkl_op_create_lazy(zkl_client *c, struct zkl_waiter *w, const char *path,
-                                  const void *data, int len, int mode, int *err)
-{
-	return op_create(c, w, path, data, len, mode, true, err);
+	return zkl_op_create_followed(c, w, path, data, len, mode, false, err);
 }
 
 void zkl_op_hasten(zkl_client *c, struct zkl_op *op)
@@ -2133,7 +2121,8 @@ static void *event_main(void *arg)
 		uint64_t k = kicks_now(c);
 		int64_t next = loop_once(c);
 		if (c->closing || c->events || c->ready) {
-			tell_jobs(c);
+			unlock_and_tell(c);
+			pthread_mutex_lock(&c->mu);
 			continue;
 		}
 		inbox_wait(c, k, next);
@@ -2145,10 +2134,7 @@ static void *event_main(void *arg)
 	pthread_mutex_unlock(&c->inbox_mu);
 	inbox_drain(c);
 	loop_waiters_run(c);
-	struct zkl_job *told = c->told;
-	c->told = NULL;
-	pthread_mutex_unlock(&c->mu);
-	zkl_jobs_tell(told);
+	unlock_and_tell(c);
 	return NULL;
 }
 

@@ -280,7 +280,7 @@ void zkl_waiter_wake(zkl_client *c, struct zkl_waiter *w);
 void zkl_waiter_wake_at(zkl_client *c, struct zkl_waiter *w, int64_t t);
 /* Whether w, a waiter of the caller's own thread, is due to run (mu held): woken, or
  * past its wake_at. */
-bool zkl_waiter_due(zkl_client *c, struct zkl_waiter *w);
+bool zkl_waiter_due(struct zkl_waiter *w);
 /* Has the loop run call->fn (mu held), after every message and call handed to it
  * before (no lock held). From an application thread the call is queued in the inbox and
  * the caller goes on: call must live until fn has run (fn may free it). On the loop's
@@ -302,10 +302,11 @@ void zkl_cancel_owner_locked(zkl_client *c, const void *owner);
  * The op's `done` turns true under mu when its completion has run. */
 struct zkl_op *zkl_op_create(zkl_client *c, struct zkl_waiter *w, const char *path,
                              const void *data, int len, int mode, int *err);
-/* The same, whose answer does not wake the loop (lazy, above): the caller sends another
- * request right after it, or calls zkl_op_hasten() if it cannot. */
-struct zkl_op *zkl_op_create_lazy(zkl_client *c, struct zkl_waiter *w, const char *path,
-                                  const void *data, int len, int mode, int *err);
+/* The same; followed: its answer does not wake the loop (lazy, above), since the caller
+ * sends another request right after it, or calls zkl_op_hasten() if it cannot. */
+struct zkl_op *zkl_op_create_followed(zkl_client *c, struct zkl_waiter *w, const char *path,
+                                      const void *data, int len, int mode, bool followed,
+                                      int *err);
 void zkl_op_hasten(zkl_client *c, struct zkl_op *op);
 struct zkl_op *zkl_op_delete(zkl_client *c, struct zkl_waiter *w, const char *path, int *err);
 struct zkl_op *zkl_op_children(zkl_client *c, struct zkl_waiter *w, const char *path,
@@ -369,10 +370,8 @@ int zkl_job_start(zkl_client *c, struct zkl_job *j, const void *owner);
 int zkl_job_wait(zkl_client *c, struct zkl_job *j);
 /* Frees what zkl_job_start() set up, for a job with an end function, once it ended. */
 void zkl_job_destroy(struct zkl_job *j);
-/* ZKL_EDEADLK, with a message naming what, on c's own event thread (a callback): it
- * cannot wait for a job. Else 0. */
-int zkl_job_refuse_on_loop(zkl_client *c, const char *what);
-/* Refuses on the loop's thread, starts j and waits for it. */
+/* Starts j and waits for it; on c's own event thread (a callback), which cannot wait
+ * for a job, fails at once with ZKL_EDEADLK, naming what. */
 int zkl_job_run(zkl_client *c, struct zkl_job *j, const void *owner, const char *what);
 /* For steps (on the loop, mu held; released around the send): sends r bound to j.
  * Returns 0 with *op set, or a ZKL_E* code with *op NULL. */

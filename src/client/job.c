@@ -56,7 +56,7 @@ static void job_step(zkl_client *c, struct zkl_waiter *w)
 		return;
 	}
 	if (!c->external && zkl_on_event_thread(c)) {
-		/* Told when the loop lets go of the mutex (client.c, tell_jobs). */
+		/* Told when the loop lets go of the mutex (client.c, unlock_and_tell). */
 		j->told_next = c->told;
 		c->told = j;
 		return;
@@ -104,7 +104,7 @@ int zkl_job_wait(zkl_client *c, struct zkl_job *j)
 		 * nothing else would run it. The loop leaves it alone (own_thread). */
 		pthread_mutex_lock(&c->mu);
 		while (!j->finished) {
-			if (zkl_waiter_due(c, &j->w))
+			if (zkl_waiter_due(&j->w))
 				job_step(c, &j->w);
 			else
 				zkl_cond_wait_until(&c->ev_cv, &c->mu, j->w.wake_at);
@@ -127,7 +127,7 @@ void zkl_job_destroy(struct zkl_job *j)
 	sem_destroy(&j->done);
 }
 
-int zkl_job_refuse_on_loop(zkl_client *c, const char *what)
+static int refuse_on_loop(zkl_client *c, const char *what)
 {
 	if (c->external || !zkl_on_event_thread(c))
 		return 0;
@@ -137,7 +137,7 @@ int zkl_job_refuse_on_loop(zkl_client *c, const char *what)
 
 int zkl_job_run(zkl_client *c, struct zkl_job *j, const void *owner, const char *what)
 {
-	int rc = zkl_job_refuse_on_loop(c, what);
+	int rc = refuse_on_loop(c, what);
 	if (rc == 0)
 		rc = zkl_job_start(c, j, owner);
 	if (rc != 0) {
@@ -215,16 +215,21 @@ static int request_step(zkl_client *c, struct zkl_job *j)
 	return k->answered ? k->answered(c, k->ops, k->n, k->arg) : 0;
 }
 
+/* Drops the ops that are there (mu held). */
+static void ops_put(zkl_client *c, struct zkl_op **ops, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (ops[i])
+			zkl_op_put(c, ops[i]);
+		ops[i] = NULL;
+	}
+}
+
 static void request_drop(zkl_client *c, struct zkl_job *j)
 {
 	struct request_job *k = (struct request_job *)j;
-	if (j->rc == 0 && !k->answered)
-		return; /* the caller's now */
-	for (size_t i = 0; i < k->n; i++) {
-		if (k->ops[i])
-			zkl_op_put(c, k->ops[i]);
-		k->ops[i] = NULL;
-	}
+	if (j->rc != 0 || k->answered)
+		ops_put(c, k->ops, k->n); /* else the caller's now */
 }
 
 int zkl_requests_then(zkl_client *c, const struct zkl_req *r, size_t n, int64_t deadline,
@@ -263,11 +268,7 @@ int zkl_request(zkl_client *c, const struct zkl_req *r, int64_t deadline, struct
 void zkl_ops_release(zkl_client *c, struct zkl_op **ops, size_t n)
 {
 	pthread_mutex_lock(&c->mu);
-	for (size_t i = 0; i < n; i++) {
-		if (ops[i])
-			zkl_op_put(c, ops[i]);
-		ops[i] = NULL;
-	}
+	ops_put(c, ops, n);
 	pthread_mutex_unlock(&c->mu);
 }
 

@@ -436,14 +436,12 @@ static int start_create(zkl_client *c, struct zkl_acquisition *a)
 	pthread_mutex_unlock(&c->mu);
 	/* Nobody waits for the folder's answer alone (it comes before the node's), nor for
 	 * the node's alone when the list follows: only the last answer wakes the loop. */
-	struct zkl_op *folder = make_folder ? zkl_op_create_lazy(c, NULL, q->path, NULL, 0,
-	                                                         ZOO_CONTAINER, &err)
+	struct zkl_op *folder = make_folder ? zkl_op_create_followed(c, NULL, q->path, NULL, 0,
+	                                                             ZOO_CONTAINER, true, &err)
 	                                    : NULL;
-	struct zkl_op *create =
-		make_folder ? zkl_op_create(c, &a->job.w, target, q->data, q->data_len,
-		                            ZOO_EPHEMERAL_SEQUENTIAL, &err)
-		            : zkl_op_create_lazy(c, &a->job.w, target, q->data, q->data_len,
-		                                 ZOO_EPHEMERAL_SEQUENTIAL, &err);
+	struct zkl_op *create = zkl_op_create_followed(c, &a->job.w, target, q->data,
+	                                               q->data_len, ZOO_EPHEMERAL_SEQUENTIAL,
+	                                               !make_folder, &err);
 	struct zkl_op *list = NULL;
 	if (create && !make_folder)
 		list = zkl_op_children(c, &a->job.w, q->path, NULL, &err);

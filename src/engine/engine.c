@@ -209,28 +209,26 @@ static void delete_drop(zkl_client *c, struct zkl_job *j)
 int zkl_engine_release(zkl_client *c, struct zkl_node *node)
 {
 	pthread_mutex_lock(&c->mu);
-	/* On the loop (a callback releases) nothing may wait, not even with confirm_release:
-	 * the delete goes to the background task, sent at once if connected. */
-	const bool on_loop = zkl_on_event_thread(c);
-	if ((on_loop || !c->confirm_release) && node->path && node->gen == c->gen &&
-	    c->sess->connected) {
-		zkl_revwatch_remove(c, node->rev);
-		node->rev = NULL;
-		zkl_task_delete_now(c, node->path, node->gen);
-		zkl_node_clear(node);
+	if (!node->path) {
 		pthread_mutex_unlock(&c->mu);
 		return 0;
 	}
+	zkl_revwatch_remove(c, node->rev);
+	node->rev = NULL;
+	/* On the loop (a callback releases) nothing may wait, not even with confirm_release:
+	 * the delete goes to the background task, sent at once if connected. */
+	const bool on_loop = zkl_on_event_thread(c);
 	int rc = 0;
-	if (node->path) {
-		zkl_revwatch_remove(c, node->rev);
-		node->rev = NULL;
-		if (node->gen != c->gen)
-			rc = gone_with_session(node);
-		else if (on_loop)
-			zkl_task_delete(c, node->path, node->gen);
-	}
-	if (rc != 0 || on_loop || !node->path) {
+	bool wait = false; /* confirmed, or disconnected: wait for the delete below */
+	if (node->gen != c->gen)
+		rc = gone_with_session(node);
+	else if ((on_loop || !c->confirm_release) && c->sess->connected)
+		zkl_task_delete_now(c, node->path, node->gen);
+	else if (on_loop)
+		zkl_task_delete(c, node->path, node->gen);
+	else
+		wait = true;
+	if (!wait) {
 		zkl_node_clear(node);
 		pthread_mutex_unlock(&c->mu);
 		return rc;
