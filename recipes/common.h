@@ -12,7 +12,7 @@ struct zkl_acq {
 	bool async;                /* taken by an asynchronous acquire: the handle's, not a thread's */
 	int count;
 	struct zkl_node node;
-	struct zkl_hold hold;
+	struct zkl_hold *hold;     /* once installed; the loop's once released */
 };
 
 /* Node data of a handle: "<host>:<pid>" until set. */

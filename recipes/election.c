@@ -23,7 +23,7 @@
  * says we are first, and the read proves the node is ours and alive. After a suspension
  * the read is done again before leadership is announced again. Leadership ends when:
  *
- *   - the session is gone: a hold (zkl_hold_add) whose on_lost clears `leading` at once;
+ *   - the session is gone: a hold (zkl_hold_add_locked) whose on_lost clears `leading` at once;
  *   - the connection drops (lose_on_suspend): the state listener clears `leading` at
  *     once and counts the suspension; a latch keeps its node and leads again once the
  *     read shows it still ours; a selector or a view's leadership ends;
@@ -353,6 +353,8 @@ static int on_out(zkl_client *c, struct election *e)
 	return WAIT;
 }
 
+static int end_lead(struct election *e, int reason);
+
 static int on_queue(zkl_client *c, struct election *e)
 {
 	if (!e->queue_done) {
@@ -383,9 +385,10 @@ static int on_queue(zkl_client *c, struct election *e)
 		e->susp_seen = e->suspensions;
 		e->retry_at = 0;
 		e->end = 0;
-		e->hold = (struct zkl_hold){ .on_lost = hold_lost, .ctx = e, .path = e->node.path };
-		zkl_hold_add(c, &e->hold, e->node.gen);
-		e->hold_added = true;
+		e->hold = zkl_hold_new(e->node.path, e->node.gen, hold_lost, e);
+		if (!e->hold)
+			return end_lead(e, zkl_fail(ZKL_ENOMEM, "out of memory"));
+		zkl_hold_add_locked(c, e->hold);
 		if (e->view_pending && e->view_timeout == 0)
 			e->view_deadline = zkl_now_ms() + session_timeout(c); /* one look */
 		return GO_ON;
@@ -531,7 +534,7 @@ static int on_lead(zkl_client *c, struct election *e)
 	/* Past the loss deadline the session may be gone already: the loop gives it up on
 	 * this turn, after the waiters run, so a leadership read now must not begin (an
 	 * answer read after a long stop proves nothing of the session today). */
-	if (e->hold.lost || e->node.gen != c->gen || zkl_now_ms() >= zkl_lost_at(c))
+	if (zkl_hold_lost(e->hold) || e->node.gen != c->gen || zkl_now_ms() >= zkl_lost_at(c))
 		return end_lead(e, ZKL_ELOST);
 	if (e->interrupt)
 		return end_lead(e, ZKL_ECANCELED);
@@ -643,9 +646,9 @@ static int on_ending(zkl_client *c, struct election *e)
 		e->wt = NULL;
 	}
 	e->check_watch = false;
-	if (e->hold_added) {
-		zkl_hold_remove(c, &e->hold);
-		e->hold_added = false;
+	if (e->hold) {
+		zkl_hold_end_locked(c, e->hold);
+		e->hold = NULL;
 	}
 	e->in_lead = false;
 	if (e->fn && !e->requeue && !e->again)

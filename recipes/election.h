@@ -63,8 +63,7 @@ struct election {
 	int64_t retry_at;
 
 	/* Leading. */
-	struct zkl_hold hold;
-	bool hold_added;
+	struct zkl_hold *hold;         /* while leading */
 	unsigned susp_seen;
 	bool verified;                 /* our node was read back as ours since the last look */
 	bool announced;                /* gained called, the function started, or the view

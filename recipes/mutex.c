@@ -170,9 +170,7 @@ void zkl_mutex_dispose(zkl_mutex *m)
 		struct zkl_acq *l = m->leases;
 		m->leases = l->next;
 		pthread_mutex_unlock(mu);
-		pthread_mutex_lock(&c->mu);
-		zkl_hold_remove(c, &l->hold);
-		pthread_mutex_unlock(&c->mu);
+		zkl_hold_end(c, l->hold);
 		zkl_engine_release(c, &l->node);
 		free(l);
 		pthread_mutex_lock(mu);
@@ -200,21 +198,20 @@ static int node_data(zkl_mutex *m, struct zkl_data *data, enum zkl_kind *kind)
 	return rc;
 }
 
-/* A granted acquisition becomes one of the handle's holds (mu held). */
+/* A granted acquisition becomes one of the handle's holds (mu held), its hold made
+ * beforehand (zkl_hold_new). */
 static void install(zkl_mutex *m, struct zkl_acq *l)
 {
 	zkl_client *c = m->lock.c;
 	l->count = 1;
-	l->hold.on_lost = mutex_lost;
-	l->hold.ctx = m;
-	l->hold.path = l->node.path;
 	l->next = m->leases;
 	m->leases = l;
-	pthread_mutex_lock(&c->mu);
-	zkl_hold_add(c, &l->hold, l->node.gen);
-	if (l->async && m->revoke_fn)
+	zkl_hold_add(c, l->hold);
+	if (l->async && m->revoke_fn) {
+		pthread_mutex_lock(&c->mu);
 		l->node.rev = zkl_revwatch_add(c, l->node.path, l->node.gen, mutex_revoked, m);
-	pthread_mutex_unlock(&c->mu);
+		pthread_mutex_unlock(&c->mu);
+	}
 }
 
 static int mutex_acquire(zkl_lock *lk, int timeout_ms)
@@ -227,7 +224,7 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 	if (pp) {
 		/* Re-entry costs no round trip. */
 		struct zkl_acq *l = *pp;
-		if (l->hold.lost) {
+		if (zkl_hold_lost(l->hold)) {
 			pthread_mutex_unlock(lk->mu);
 			return zkl_fail(ZKL_ELOST, "lock %s was lost; release it before acquiring "
 			                "again", lk->path);
@@ -238,7 +235,7 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 	}
 	/* The other half of a rwlock, held by this thread: downgrade or upgrade. */
 	struct zkl_acq **op = m->other ? find_own(m->other) : NULL;
-	bool downgrade = op && m->kind == ZKL_KIND_READ && !(*op)->hold.lost;
+	bool downgrade = op && m->kind == ZKL_KIND_READ && !zkl_hold_lost((*op)->hold);
 	int64_t writer_seq = downgrade ? (*op)->node.seq : 0;
 	uint64_t writer_gen = downgrade ? (*op)->node.gen : 0;
 	if (op && m->kind == ZKL_KIND_WRITE) {
@@ -291,6 +288,10 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 		rc = zkl_engine_acquire(&q, timeout_ms, &l->node);
 	}
 	zkl_data_free(&data);
+	if (rc == 0 && !(l->hold = zkl_hold_new(l->node.path, l->node.gen, mutex_lost, m))) {
+		zkl_engine_release(c, &l->node);
+		rc = zkl_fail(ZKL_ENOMEM, "out of memory");
+	}
 	pthread_mutex_lock(lk->mu);
 	for (struct zkl_acq **pp = &m->waiting; *pp; pp = &(*pp)->next) {
 		if (*pp == l) {
@@ -325,6 +326,12 @@ static void mutex_async_done(void *arg, int rc)
 	if (alive)
 		m->folder_seen |= pa->folder_seen;
 	pthread_mutex_unlock(&c->mu);
+	if (alive && rc == 0 &&
+	    !(l->hold = zkl_hold_new(l->node.path, l->node.gen, mutex_lost, m))) {
+		zkl_engine_release(c, &l->node);
+		rc = zkl_fail(ZKL_ENOMEM, "out of memory");
+		snprintf(saved, sizeof saved, "%s", zkl_last_error());
+	}
 	if (alive && rc == 0) {
 		pthread_mutex_lock(m->lock.mu);
 		l->async = true;
@@ -410,7 +417,7 @@ static int mutex_release(zkl_lock *lk)
 	}
 	struct zkl_acq *l = *pp;
 	if (--l->count > 0) {
-		bool lost = l->hold.lost;
+		bool lost = zkl_hold_lost(l->hold);
 		pthread_mutex_unlock(lk->mu);
 		return lost ? zkl_fail(ZKL_ELOST, "lock %s was lost", lk->path) : 0;
 	}
@@ -419,10 +426,7 @@ static int mutex_release(zkl_lock *lk)
 	 * callback, should one run right now: that takes the handle's mutex). */
 	*pp = l->next;
 	pthread_mutex_unlock(lk->mu);
-	pthread_mutex_lock(&c->mu);
-	zkl_hold_remove(c, &l->hold);
-	bool lost = l->hold.lost;
-	pthread_mutex_unlock(&c->mu);
+	bool lost = zkl_hold_end(c, l->hold);
 	int rc = zkl_engine_release(c, &l->node);
 	free(l);
 	if (lost || rc == ZKL_ELOST)
@@ -443,7 +447,7 @@ static bool mutex_is_held(zkl_lock *lk)
 {
 	pthread_mutex_lock(lk->mu);
 	struct zkl_acq *l = current(MUTEX(lk));
-	bool held = l && !l->hold.lost;
+	bool held = l && !zkl_hold_lost(l->hold);
 	pthread_mutex_unlock(lk->mu);
 	return held;
 }
@@ -455,10 +459,10 @@ static int64_t mutex_token(zkl_lock *lk)
 	int64_t token = ZKL_ENOTHELD;
 	pthread_mutex_lock(lk->mu);
 	struct zkl_acq *own = current(MUTEX(lk));
-	if (own && !own->hold.lost)
+	if (own && !zkl_hold_lost(own->hold))
 		token = own->node.czxid;
 	for (struct zkl_acq *l = MUTEX(lk)->leases; l && token < 0; l = l->next)
-		if (!l->hold.lost)
+		if (!zkl_hold_lost(l->hold))
 			token = l->node.czxid;
 	pthread_mutex_unlock(lk->mu);
 	return token;
@@ -472,7 +476,7 @@ static const char *mutex_node(zkl_lock *lk)
 	zkl_mutex *m = MUTEX(lk);
 	struct zkl_acq *l = current(m);
 	if (l)
-		return l->hold.lost ? NULL : l->node.path;
+		return zkl_hold_lost(l->hold) ? NULL : l->node.path;
 	if (lk->pending) {
 		const struct mutex_async *pa = (const struct mutex_async *)(void *)lk->pending;
 		if (pa->l->node.path)

@@ -11,7 +11,7 @@
  * or for both halves of a rwlock the read half's, since each half looks at the other's
  * holds. Lock order: mu, then the client's. mu is never held while waiting for the
  * client's loop to finish a callback of this handle (a lost or revocation callback
- * takes mu): zkl_hold_remove(), zkl_engine_release() and zkl_client_cancel_owner() are
+ * takes mu): zkl_hold_end(), zkl_engine_release() and zkl_client_cancel_owner() are
  * called without it. */
 struct zkl_mutex {
 	zkl_lock lock;                 /* the view: path, client, node data, lost callback */

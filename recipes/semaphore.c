@@ -61,8 +61,9 @@ struct zkl_lease {
 	zkl_semaphore *s;
 	struct zkl_lease *next, *prev; /* mu */
 	struct zkl_node node;          /* mu once installed: path NULL once released */
-	struct zkl_hold hold;
+	struct zkl_hold *hold;         /* while held; the loop's once released */
 	bool held;                     /* mu */
+	bool was_lost;                 /* mu: lost when it was released */
 	char *path;                    /* the node's path, kept after release */
 	struct zkl_lease *below;       /* mu: the view's lease taken before this one, or the
 	                                * next in s->waiting while it is being taken */
@@ -214,13 +215,13 @@ static int lease_end(zkl_lease *l, bool quiet_unheld)
 		                                   l->path ? l->path : "(none)");
 	}
 	l->held = false;
+	l->was_lost = zkl_hold_lost(l->hold);
+	struct zkl_hold *h = l->hold;
+	l->hold = NULL;
 	struct zkl_node node = l->node;
 	memset(&l->node, 0, sizeof l->node);
 	pthread_mutex_unlock(s->lock.mu);
-	pthread_mutex_lock(&c->mu);
-	zkl_hold_remove(c, &l->hold);
-	bool lost = l->hold.lost;
-	pthread_mutex_unlock(&c->mu);
+	bool lost = zkl_hold_end(c, h);
 	int rc = zkl_engine_release(c, &node);
 	if (lost || rc == ZKL_ELOST)
 		return zkl_fail(ZKL_ELOST, "lease %s was lost before it was released", l->path);
@@ -278,22 +279,30 @@ static int remaining(int64_t deadline, int timeout_ms)
 	return left > 0 ? (int)left : 0;
 }
 
-/* Registers a lease just taken (mu held). */
+/* Makes the hold of a lease just taken (no lock held): 0, or ZKL_ENOMEM with its node
+ * released. */
+static int lease_hold_new(zkl_semaphore *s, zkl_lease *l)
+{
+	if (!(l->path = strdup(l->node.path)) ||
+	    !(l->hold = zkl_hold_new(l->node.path, l->node.gen, lease_lost, l))) {
+		free(l->path);
+		l->path = NULL;
+		zkl_engine_release(s->lock.c, &l->node);
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+/* Registers a lease just taken, its hold made (mu held). */
 static void lease_install(zkl_semaphore *s, zkl_lease *l)
 {
-	zkl_client *c = s->lock.c;
 	l->s = s;
 	l->held = true;
-	l->hold.on_lost = lease_lost;
-	l->hold.ctx = l;
-	l->hold.path = l->node.path;
 	l->next = s->leases;
 	if (s->leases)
 		s->leases->prev = l;
 	s->leases = l;
-	pthread_mutex_lock(&c->mu);
-	zkl_hold_add(c, &l->hold, l->node.gen);
-	pthread_mutex_unlock(&c->mu);
+	zkl_hold_add(s->lock.c, l->hold);
 }
 
 /* The queue of takers at the gate, and the queue of leases behind it. */
@@ -524,10 +533,8 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 		}
 		l->below = NULL;
 		pthread_mutex_unlock(s->lock.mu);
-		if (rc == 0 && !(l->path = strdup(l->node.path))) {
-			zkl_engine_release(c, &l->node);
-			rc = zkl_fail(ZKL_ENOMEM, "out of memory");
-		}
+		if (rc == 0)
+			rc = lease_hold_new(s, l);
 		if (rc != 0) {
 			free(l);
 			break;
@@ -600,7 +607,7 @@ bool zkl_lease_is_held(zkl_lease *l)
 	if (!l)
 		return false;
 	pthread_mutex_lock(l->s->lock.mu);
-	bool held = l->held && !l->hold.lost;
+	bool held = l->held && !zkl_hold_lost(l->hold);
 	pthread_mutex_unlock(l->s->lock.mu);
 	return held;
 }
@@ -610,7 +617,7 @@ int64_t zkl_lease_token(zkl_lease *l)
 	if (!l)
 		return ZKL_EINVAL;
 	pthread_mutex_lock(l->s->lock.mu);
-	int64_t t = l->held && !l->hold.lost ? l->node.czxid : ZKL_ENOTHELD;
+	int64_t t = l->held && !zkl_hold_lost(l->hold) ? l->node.czxid : ZKL_ENOTHELD;
 	pthread_mutex_unlock(l->s->lock.mu);
 	return t;
 }
@@ -665,7 +672,7 @@ static zkl_lease *view_push(zkl_semaphore *s, zkl_lease *l)
 	zkl_lease *lost = NULL, *keep = NULL, **tail = &keep;
 	for (zkl_lease *v = s->view, *next; v; v = next) {
 		next = v->below;
-		if (v->hold.lost) {
+		if (v->held ? zkl_hold_lost(v->hold) : v->was_lost) {
 			v->below = lost;
 			lost = v;
 		} else {
@@ -735,7 +742,7 @@ static bool semaphore_view_is_held(zkl_lock *lk)
 	pthread_mutex_lock(s->lock.mu);
 	bool held = false;
 	for (zkl_lease *l = s->view; l && !held; l = l->below)
-		held = l->held && !l->hold.lost;
+		held = l->held && !zkl_hold_lost(l->hold);
 	pthread_mutex_unlock(s->lock.mu);
 	return held;
 }
@@ -745,7 +752,7 @@ static int64_t semaphore_view_token(zkl_lock *lk)
 	zkl_semaphore *s = SEM(lk);
 	pthread_mutex_lock(s->lock.mu);
 	zkl_lease *l = s->view;
-	int64_t t = l && l->held && !l->hold.lost ? l->node.czxid : ZKL_ENOTHELD;
+	int64_t t = l && l->held && !zkl_hold_lost(l->hold) ? l->node.czxid : ZKL_ENOTHELD;
 	pthread_mutex_unlock(s->lock.mu);
 	return t;
 }
@@ -761,7 +768,7 @@ static const char *semaphore_view_node(zkl_lock *lk)
 	zkl_semaphore *s = SEM(lk);
 	zkl_lease *l = s->view;
 	if (l)
-		return l->held && !l->hold.lost ? l->path : NULL;
+		return l->held && !zkl_hold_lost(l->hold) ? l->path : NULL;
 	const char *node = lk->pending ? sem_async_node((const void *)lk->pending) : NULL;
 	if (node)
 		return node;
@@ -848,8 +855,6 @@ static void sem_async_end(struct sem_async *pa, int rc)
 	zkl_lease *l = pa->lease, *lost = NULL;
 	char saved[256];
 	snprintf(saved, sizeof saved, "%s", zkl_last_error());
-	if (rc == 0 && !(l->path = strdup(l->node.path)))
-		rc = ZKL_ENOMEM;
 	/* The semaphore lives on while its acquire is pending: the lease is installed
 	 * first, with the semaphore's mutex, and only then does the acquire end, so that
 	 * no second asynchronous acquire can be claimed in between (mutex.c does the
@@ -861,6 +866,8 @@ static void sem_async_end(struct sem_async *pa, int rc)
 		s->leases_seen |= pa->leases_seen;
 	}
 	pthread_mutex_unlock(&c->mu);
+	if (alive && rc == 0)
+		rc = lease_hold_new(s, l);
 	if (alive && rc == 0) {
 		pthread_mutex_lock(s->lock.mu);
 		lease_install(s, l);

@@ -112,7 +112,8 @@ static void wake_all(zkl_client *c);
  * the loop applies it under mu: the completion thread never waits for the loop, and
  * never takes mu. With external_loop it applies the message itself, under mu, since the
  * application's loop thread may be the one blocked in a zklocks call that waits for it. */
-enum msg_kind { MSG_OP, MSG_TASK, MSG_WATCH, MSG_REVWATCH, MSG_REVREAD, MSG_SESSION, MSG_CALL };
+enum msg_kind { MSG_OP, MSG_TASK, MSG_WATCH, MSG_REVWATCH, MSG_REVREAD, MSG_SESSION, MSG_CALL,
+                MSG_HOLD_ADD, MSG_HOLD_END };
 
 /* A node watch's or a revocation watch's event. */
 struct watch_msg {
@@ -142,6 +143,7 @@ struct session_msg {
 };
 
 static void msg_run(zkl_client *c, struct zkl_msg *m);
+static void hold_unlink(zkl_client *c, struct zkl_hold *h);
 static void msg_apply(zkl_client *c, struct zkl_msg *m);
 
 /* Queues m for the loop (no lock held), and wakes it unless `lazy` (then m waits for
@@ -1726,13 +1728,20 @@ static void msg_run(zkl_client *c, struct zkl_msg *m)
 		call->fn(c, call);
 		break;
 	}
+	case MSG_HOLD_ADD:
+		zkl_hold_add_locked(c, (struct zkl_hold *)((char *)m - offsetof(struct zkl_hold, add)));
+		break;
+	case MSG_HOLD_END:
+		hold_unlink(c, (struct zkl_hold *)((char *)m - offsetof(struct zkl_hold, end)));
+		break;
 	}
 }
 
 /* Applies m (mu held), and frees it unless its op or task carries it. */
 static void msg_apply(zkl_client *c, struct zkl_msg *m)
 {
-	bool carried = m->kind == MSG_OP || m->kind == MSG_TASK || m->kind == MSG_CALL;
+	bool carried = m->kind == MSG_OP || m->kind == MSG_TASK || m->kind == MSG_CALL ||
+	               m->kind == MSG_HOLD_ADD || m->kind == MSG_HOLD_END;
 	msg_run(c, m);
 	if (!carried)
 		free(m);
@@ -1741,37 +1750,107 @@ static void msg_apply(zkl_client *c, struct zkl_msg *m)
 /* ------------------------------------------------------------------------------------ */
 /* Holds */
 
-void zkl_hold_add(zkl_client *c, struct zkl_hold *h, uint64_t gen)
+struct zkl_hold *zkl_hold_new(const char *path, uint64_t gen,
+                              void (*on_lost)(struct zkl_hold *h, void *ctx), void *ctx)
 {
+	size_t len = path ? strlen(path) : 0;
+	struct zkl_hold *h = calloc(1, sizeof *h + len + 1);
+	if (!h)
+		return NULL;
 	h->gen = gen;
-	h->lost = gen != c->gen;
-	h->notified = false;
-	h->dispatching = false;
+	atomic_init(&h->state, ZKL_HOLD_HELD);
+	atomic_init(&h->lost, false);
+	h->on_lost = on_lost;
+	h->ctx = ctx;
+	if (len)
+		memcpy(h->path, path, len + 1);
+	return h;
+}
+
+void zkl_hold_add_locked(zkl_client *c, struct zkl_hold *h)
+{
 	h->linked = true;
 	h->prev = NULL;
 	h->next = c->holds;
 	if (c->holds)
 		c->holds->prev = h;
 	c->holds = h;
-	if (h->lost) {
+	/* A hold of a session the loop has moved on from, or given up, is lost already:
+	 * holds_notify() reports it on this turn. */
+	if (h->gen != c->gen || c->sess->given_up) {
+		atomic_store(&h->lost, true);
 		c->holds_lost = true;
 		loop_wake(c);
 	}
 }
 
-void zkl_hold_remove(zkl_client *c, struct zkl_hold *h)
+void zkl_hold_add(zkl_client *c, struct zkl_hold *h)
 {
-	if (!h->linked)
-		return;
-	while (h->dispatching && !zkl_on_event_thread(c))
-		pthread_cond_wait(&c->cv, &c->mu);
-	if (h->prev)
-		h->prev->next = h->next;
+	/* No wake: a hold needs the loop only once its session changes, which wakes it;
+	 * unless the session changed already. The loop publishes a new session before it
+	 * last looks at the inbox before sleeping, and the hold is in the inbox before its
+	 * session is compared here: either the loop finds the hold, or it is woken. */
+	h->add.kind = MSG_HOLD_ADD;
+	inbox_post(c, &h->add, true);
+	if (h->gen != atomic_load(&c->gen_pub))
+		loop_wake(c);
+}
+
+/* Takes h off the client's list and frees it (mu held): an ended hold, or one whose
+ * owner is the loop. One whose on_lost runs right now goes when it returns. */
+static void hold_unlink(zkl_client *c, struct zkl_hold *h)
+{
+	if (h->linked) {
+		if (h->prev)
+			h->prev->next = h->next;
+		else
+			c->holds = h->next;
+		if (h->next)
+			h->next->prev = h->prev;
+		h->linked = false;
+	}
+	if (h->in_dispatch)
+		h->unlinked = true;
 	else
-		c->holds = h->next;
-	if (h->next)
-		h->next->prev = h->prev;
-	h->linked = false;
+		free(h);
+}
+
+/* Moves h from held to ended, waiting out a dispatch of its on_lost on another thread;
+ * returns whether it was lost. */
+static bool hold_finish(zkl_client *c, struct zkl_hold *h)
+{
+	for (;;) {
+		int st = ZKL_HOLD_HELD;
+		if (atomic_compare_exchange_strong(&h->state, &st, ZKL_HOLD_ENDED))
+			break;
+		if (st != ZKL_HOLD_DISPATCHING)
+			break; /* ended already */
+		if (zkl_on_event_thread(c)) {
+			/* Only the loop dispatches: this is a release inside h's own on_lost. */
+			atomic_store(&h->state, ZKL_HOLD_ENDED);
+			break;
+		}
+		pthread_mutex_lock(&c->mu);
+		while (atomic_load(&h->state) == ZKL_HOLD_DISPATCHING)
+			pthread_cond_wait(&c->cv, &c->mu);
+		pthread_mutex_unlock(&c->mu);
+	}
+	return atomic_load(&h->lost);
+}
+
+bool zkl_hold_end(zkl_client *c, struct zkl_hold *h)
+{
+	bool lost = hold_finish(c, h);
+	/* No wake: an ended hold is nothing to the loop but memory. */
+	h->end.kind = MSG_HOLD_END;
+	inbox_post(c, &h->end, true);
+	return lost;
+}
+
+void zkl_hold_end_locked(zkl_client *c, struct zkl_hold *h)
+{
+	atomic_store(&h->state, ZKL_HOLD_ENDED);
+	hold_unlink(c, h);
 }
 
 /* Marks every hold of a session other than the current one lost, and calls on_lost for
@@ -1798,13 +1877,20 @@ static void holds_notify(zkl_client *c)
 			return;
 		}
 		h->notified = true;
-		h->dispatching = true;
+		int st = ZKL_HOLD_HELD;
+		if (!atomic_compare_exchange_strong(&h->state, &st, ZKL_HOLD_DISPATCHING))
+			continue; /* ended by its owner: nobody to tell */
+		h->in_dispatch = true;
 		pthread_mutex_unlock(&c->mu);
 		if (h->on_lost)
 			h->on_lost(h, h->ctx);
 		pthread_mutex_lock(&c->mu);
-		h->dispatching = false;
+		h->in_dispatch = false;
+		st = ZKL_HOLD_DISPATCHING;
+		atomic_compare_exchange_strong(&h->state, &st, ZKL_HOLD_HELD);
 		pthread_cond_broadcast(&c->cv);
+		if (h->unlinked)
+			free(h);
 	}
 }
 
@@ -1874,6 +1960,7 @@ static void session_replace(zkl_client *c)
 	}
 	c->sess = s;
 	c->gen = s->gen;
+	atomic_store(&c->gen_pub, c->gen);
 	old->retired_at = zkl_now_ms();
 	old->next = c->retired;
 	c->retired = old;
@@ -1983,7 +2070,8 @@ static int64_t liveness_run(zkl_client *c)
 			if (h->gen == s->gen && !h->lost) {
 				h->lost = true;
 				c->holds_lost = true;
-				if (h->path)
+				/* An ended hold's node is its owner's to delete. */
+				if (h->path[0] && atomic_load(&h->state) != ZKL_HOLD_ENDED)
 					zkl_task_delete(c, h->path, h->gen);
 			}
 		}
@@ -2247,6 +2335,8 @@ static void client_free(zkl_client *c)
 		c->events = e->next;
 		free(e);
 	}
+	while (c->holds)
+		hold_unlink(c, c->holds); /* of handles not freed first, against the contract */
 	while (c->tasks)
 		task_drop(c, c->tasks);
 	while (c->tasks_out)
@@ -2509,6 +2599,7 @@ servers_checked:
 		                o->servers, strerror(e));
 	}
 	c->gen = 1;
+	atomic_store(&c->gen_pub, c->gen);
 	if (!c->external && pthread_create(&c->ev_thread, NULL, event_main, c) != 0) {
 		session_free(c, c->sess);
 		client_free(c);

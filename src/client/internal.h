@@ -138,17 +138,29 @@ struct zkl_op {
 	char uuid[ZKL_UUID_LEN + 1];
 };
 
-/* Something held on a session (a lock, a lease); the client reports it lost once. */
+/* Something held on a session (a lock, a lease); the loop reports it lost once. The
+ * loop owns the record: its owner makes it (zkl_hold_new), hands it over (zkl_hold_add)
+ * and ends it (zkl_hold_end), and the loop links, unlinks and frees it. No thread but
+ * the loop takes mu for a hold: its state is atomic. */
+enum zkl_hold_state {
+	ZKL_HOLD_HELD,        /* the owner's */
+	ZKL_HOLD_DISPATCHING, /* the loop runs on_lost: an end waits for it to return */
+	ZKL_HOLD_ENDED,       /* let go of by its owner: the loop calls nothing more */
+};
+
 struct zkl_hold {
-	struct zkl_hold *next, *prev;     /* mu */
+	struct zkl_msg add, end;          /* the owner's messages to the loop */
+	struct zkl_hold *next, *prev;     /* loop: in client->holds */
 	uint64_t gen;                     /* session it was acquired on */
-	const char *path;                 /* its node (the owner's string), or NULL */
-	atomic_bool lost;                 /* written with mu held; read by anyone */
-	bool notified;                    /* mu: on_lost has been or is being called */
-	bool dispatching;                 /* mu: on_lost is running right now */
-	bool linked;                      /* mu */
+	atomic_int state;                 /* enum zkl_hold_state */
+	atomic_bool lost;                 /* set by the loop; read by anyone */
+	bool notified;                    /* loop: on_lost has been or is being called */
+	bool linked;                      /* loop */
+	bool in_dispatch;                 /* loop: its on_lost runs right now */
+	bool unlinked;                    /* loop: ended and unlinked while on_lost ran */
 	void (*on_lost)(struct zkl_hold *h, void *ctx);
 	void *ctx;
+	char path[];                      /* its node, or "" */
 };
 
 /* A revocation watch on one of our nodes (Curator's protocol): the event thread keeps a
@@ -201,6 +213,7 @@ struct zkl_client {
 	struct zkl_session *sess;   /* mu: current session */
 	struct zkl_session *retired;/* mu: old sessions waiting to be closed */
 	uint64_t gen;               /* mu: == sess->gen */
+	atomic_uint_fast64_t gen_pub; /* gen, for threads without mu (zkl_hold_add) */
 	zkl_state state;            /* mu: public state */
 	int timeout_ms;             /* mu: negotiated */
 	bool auth_failed;           /* mu */
@@ -429,9 +442,24 @@ bool zkl_task_pending(zkl_client *c, const char *parent, size_t parent_len, cons
 size_t zkl_tasks_pending(zkl_client *c, const char *parent, size_t parent_len,
                          const char **names, size_t max);
 
-/* Holds (mu held for add/remove). Removing waits while on_lost runs on another thread. */
-void zkl_hold_add(zkl_client *c, struct zkl_hold *h, uint64_t gen);
-void zkl_hold_remove(zkl_client *c, struct zkl_hold *h);
+/* Holds. zkl_hold_new() makes one (NULL without memory; path may be NULL), not yet
+ * seen by the loop. zkl_hold_add() hands it to the loop, which links it on its next turn
+ * and marks it lost at once if its session is not the current one; zkl_hold_end() lets
+ * go of it: it waits while on_lost runs on another thread, returns whether the hold was
+ * lost, and the loop frees it. Both take no lock but the inbox's (any thread, mu not
+ * held). The _locked forms are the loop's own, mu held, for a hold that is the loop's
+ * from start to end (an election's). */
+struct zkl_hold *zkl_hold_new(const char *path, uint64_t gen,
+                              void (*on_lost)(struct zkl_hold *h, void *ctx), void *ctx);
+void zkl_hold_add(zkl_client *c, struct zkl_hold *h);
+bool zkl_hold_end(zkl_client *c, struct zkl_hold *h);
+void zkl_hold_add_locked(zkl_client *c, struct zkl_hold *h);
+void zkl_hold_end_locked(zkl_client *c, struct zkl_hold *h);
+/* Whether h is lost (NULL: not lost). */
+static inline bool zkl_hold_lost(const struct zkl_hold *h)
+{
+	return h && atomic_load(&h->lost);
+}
 
 /* Revocation watches (mu held). remove waits while fn runs on another thread; the
  * record is freed once the C client lets go of it. */

@@ -2,6 +2,7 @@
  * its races and its faults, with real clients and no server. Each test names the rule
  * it guards; breaking that rule in the code makes the test fail. */
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -631,6 +632,60 @@ static void test_expiry_while_holding(void **state)
 	CHECK_OK(zkl_lock_acquire(p.la, 0));
 	CHECK_OK(zkl_lock_release(p.la));
 	assert_int_equal(atomic_load(&lost.n), 1);
+	pair_close(&p);
+}
+
+/* ---- a release from another thread while the lost callback runs returns only once
+ * the callback has: after a release returns, the holder's callback is over, so the
+ * handle may be freed ---- */
+
+struct slow_lost {
+	atomic_bool running, releasing, released, released_during;
+	atomic_int calls;
+};
+
+static void slow_lost_fn(zkl_lock *l, int reason, void *data)
+{
+	(void)l;
+	(void)reason;
+	struct slow_lost *s = data;
+	atomic_fetch_add(&s->calls, 1);
+	atomic_store(&s->running, true);
+	while (!atomic_load(&s->releasing))
+		sched_yield();
+	/* The release is under way on the test's thread: it must wait for this callback,
+	 * however long it runs. A release that did not wait returns in microseconds. */
+	const int64_t until = zkl_now_ms() + 200;
+	while (zkl_now_ms() < until && !atomic_load(&s->released))
+		sched_yield();
+	atomic_store(&s->released_during, atomic_load(&s->released));
+	atomic_store(&s->running, false);
+}
+
+static void test_release_waits_for_lost_callback(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_open(&p, "/locks/release-during-lost");
+	struct slow_lost s = {0};
+	CHECK_OK(zkl_lock_on_lost(p.la, slow_lost_fn, &s));
+	CHECK_OK(zkl_lock_acquire(p.la, -1));
+	fz_expire(p.z, zkl_client_session_id(p.a));
+	const int64_t give_up = zkl_now_ms() + 30000;
+	while (!atomic_load(&s.running))
+		if (sched_yield() != 0 || zkl_now_ms() > give_up)
+			fail_msg("the holder was never told its lock was lost");
+	atomic_store(&s.releasing, true);
+	assert_int_equal(zkl_lock_release(p.la), ZKL_ELOST);
+	atomic_store(&s.released, true);
+	assert_false(atomic_load(&s.running));
+	assert_false(atomic_load(&s.released_during));
+	assert_int_equal(atomic_load(&s.calls), 1);
+	/* The handle can go at once: nothing of it runs any more. */
+	zkl_mutex_free(p.ma);
+	p.ma = NULL;
+	CHECK_OK(zkl_lock_acquire(p.lb, 0));
+	CHECK_OK(zkl_lock_release(p.lb));
 	pair_close(&p);
 }
 
@@ -2065,6 +2120,7 @@ int main(void)
 		cmocka_unit_test(test_cancel_races_create),
 		cmocka_unit_test(test_expiry_while_waiting),
 		cmocka_unit_test(test_expiry_while_holding),
+		cmocka_unit_test(test_release_waits_for_lost_callback),
 		cmocka_unit_test(test_lost_before_expiry),
 		cmocka_unit_test(test_lost_on_cut_off_leader),
 		cmocka_unit_test(test_heartbeat_refused_said),
