@@ -1784,6 +1784,19 @@ void zkl_hold_add_locked(zkl_client *c, struct zkl_hold *h)
 	}
 }
 
+/* Hands the loop one of a hold's messages (no lock held), or applies it here
+ * (external_loop). */
+static void hold_post(zkl_client *c, struct zkl_msg *m)
+{
+	if (c->external) {
+		pthread_mutex_lock(&c->mu);
+		msg_run(c, m);
+		pthread_mutex_unlock(&c->mu);
+		return;
+	}
+	inbox_put(c, m, true);
+}
+
 void zkl_hold_add(zkl_client *c, struct zkl_hold *h)
 {
 	/* No wake: a hold needs the loop only once its session changes, which wakes it;
@@ -1791,7 +1804,7 @@ void zkl_hold_add(zkl_client *c, struct zkl_hold *h)
 	 * last looks at the inbox before sleeping, and the hold is in the inbox before its
 	 * session is compared here: either the loop finds the hold, or it is woken. */
 	h->add.kind = MSG_HOLD_ADD;
-	inbox_post(c, &h->add, true);
+	hold_post(c, &h->add);
 	if (h->gen != atomic_load(&c->gen_pub))
 		loop_wake(c);
 }
@@ -1843,7 +1856,7 @@ bool zkl_hold_end(zkl_client *c, struct zkl_hold *h)
 	bool lost = hold_finish(c, h);
 	/* No wake: an ended hold is nothing to the loop but memory. */
 	h->end.kind = MSG_HOLD_END;
-	inbox_post(c, &h->end, true);
+	hold_post(c, &h->end);
 	return lost;
 }
 
