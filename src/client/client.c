@@ -56,6 +56,7 @@ enum task_kind { TASK_DELETE, TASK_FIND_DELETE };
  * on their way out without going through every task of the client. */
 struct zkl_task {
 	struct zkl_msg msg;                /* its completion, in the inbox */
+	struct zkl_msg rel;                /* a release's: the loop takes the task over */
 	int zrc;                           /* the completion's return code, until applied */
 	struct zkl_task *next, *prev;      /* mu: in c->tasks or c->tasks_out */
 	bool out;                          /* mu: in c->tasks_out */
@@ -113,7 +114,7 @@ static void wake_all(zkl_client *c);
  * never takes mu. With external_loop it applies the message itself, under mu, since the
  * application's loop thread may be the one blocked in a zklocks call that waits for it. */
 enum msg_kind { MSG_OP, MSG_TASK, MSG_WATCH, MSG_REVWATCH, MSG_REVREAD, MSG_SESSION, MSG_CALL,
-                MSG_HOLD_ADD, MSG_HOLD_END };
+                MSG_HOLD_ADD, MSG_HOLD_END, MSG_RELEASE };
 
 /* A node watch's or a revocation watch's event. */
 struct watch_msg {
@@ -144,6 +145,7 @@ struct session_msg {
 
 static void msg_run(zkl_client *c, struct zkl_msg *m);
 static void hold_unlink(zkl_client *c, struct zkl_hold *h);
+static void task_take_over(zkl_client *c, struct zkl_task *t);
 static void msg_apply(zkl_client *c, struct zkl_msg *m);
 
 /* Queues m for the loop (no lock held), and wakes it unless `lazy` (then m waits for
@@ -1384,6 +1386,58 @@ bool zkl_task_delete_now(zkl_client *c, const char *path, uint64_t gen)
 	return true;
 }
 
+/* One release's delete fewer under way (zkl_task_delete_sent). */
+static void unpin(zkl_client *c)
+{
+	if (atomic_fetch_sub(&c->pins, 1) == 1)
+		pthread_cond_broadcast(&c->ev_cv); /* a close may wait for it */
+}
+
+bool zkl_task_delete_sent(zkl_client *c, char *path, uint64_t gen)
+{
+	/* Pinned from here until the loop takes the task over: meanwhile it closes no
+	 * session's handle, so the one read below stays open. The pin is counted before
+	 * the session is read, and the loop publishes a new session before it looks at the
+	 * pins: one of the two sees the other. */
+	atomic_fetch_add(&c->pins, 1);
+	struct zkl_session *s = atomic_load(&c->sess_pub);
+	struct zkl_task *t = NULL;
+	if (!s || s->gen != gen || !s->connected || !(t = calloc(1, sizeof *t))) {
+		unpin(c);
+		return false;
+	}
+	t->kind = TASK_DELETE;
+	t->path = path;
+	t->gen = gen;
+	t->s = s;
+	t->inflight = true;
+	t->msg.kind = MSG_TASK;
+	t->rel.kind = MSG_RELEASE;
+	/* Handed over before it is sent, so that the loop knows the task before its answer,
+	 * and without a wake: it has nothing to do with it until the answer comes. */
+	inbox_put(c, &t->rel, true);
+	/* Sent from here, at once: it travels ahead of whatever this thread sends next,
+	 * and a release costs no thread switch (handing the send to the loop made a
+	 * lock-and-release cycle about 6% dearer). Once sent, t is the loop's. */
+	int rc = c->zk->remove(s->zh, path, -1, task_void_done, t);
+	if (rc != ZOK) {
+		/* Refused: no completion will come; the loop sends it again when it can. */
+		t->zrc = rc;
+		inbox_put(c, &t->msg, false);
+	}
+	return true;
+}
+
+/* The loop takes over a release's delete sent by its releasing thread (mu held). */
+static void task_take_over(zkl_client *c, struct zkl_task *t)
+{
+	t->s->inflight++; /* its answer, or its refusal, comes after this */
+	task_link(c, t, true);
+	c->ntasks++;
+	task_index(c, t);
+	unpin(c);
+}
+
 bool zkl_task_pending(zkl_client *c, const char *parent, size_t parent_len, const char *name)
 {
 	struct zkl_task_folder *f = folder_find(c, parent, parent_len);
@@ -1734,6 +1788,9 @@ static void msg_run(zkl_client *c, struct zkl_msg *m)
 	case MSG_HOLD_END:
 		hold_unlink(c, (struct zkl_hold *)((char *)m - offsetof(struct zkl_hold, end)));
 		break;
+	case MSG_RELEASE:
+		task_take_over(c, (struct zkl_task *)((char *)m - offsetof(struct zkl_task, rel)));
+		break;
 	}
 }
 
@@ -1741,7 +1798,8 @@ static void msg_run(zkl_client *c, struct zkl_msg *m)
 static void msg_apply(zkl_client *c, struct zkl_msg *m)
 {
 	bool carried = m->kind == MSG_OP || m->kind == MSG_TASK || m->kind == MSG_CALL ||
-	               m->kind == MSG_HOLD_ADD || m->kind == MSG_HOLD_END;
+	               m->kind == MSG_HOLD_ADD || m->kind == MSG_HOLD_END ||
+	               m->kind == MSG_RELEASE;
 	msg_run(c, m);
 	if (!carried)
 		free(m);
@@ -1974,6 +2032,8 @@ static void session_replace(zkl_client *c)
 	c->sess = s;
 	c->gen = s->gen;
 	atomic_store(&c->gen_pub, c->gen);
+	if (!c->adopted && !c->external)
+		atomic_store(&c->sess_pub, s);
 	old->retired_at = zkl_now_ms();
 	old->next = c->retired;
 	c->retired = old;
@@ -2130,6 +2190,15 @@ static int64_t retired_reap(zkl_client *c, bool all)
 		/* An adopted handle stays open: its requests complete by themselves, and only
 		 * then can it go without blocking the loop. */
 		bool waited = !c->adopted && zkl_now_ms() - s->retired_at >= 5000;
+		/* A release's delete may be on its way out on s (zkl_task_delete_sent): its
+		 * task is the loop's on its next turn. */
+		if (!all && atomic_load(&c->pins) > 0) {
+			int64_t at = zkl_now_ms() + 10;
+			if (at < next)
+				next = at;
+			pp = &s->next;
+			continue;
+		}
 		if (all || s->inflight == 0 || waited) {
 			*pp = s->next;
 			pthread_mutex_unlock(&c->mu);
@@ -2613,6 +2682,8 @@ servers_checked:
 	}
 	c->gen = 1;
 	atomic_store(&c->gen_pub, c->gen);
+	if (!c->adopted && !c->external)
+		atomic_store(&c->sess_pub, c->sess);
 	if (!c->external && pthread_create(&c->ev_thread, NULL, event_main, c) != 0) {
 		session_free(c, c->sess);
 		client_free(c);
@@ -2677,9 +2748,9 @@ servers_checked:
 
 /* Whether a request is out on the current session, or on a retired one still connected
  * (mu held). */
-static bool requests_out(const zkl_client *c)
+static bool requests_out(zkl_client *c)
 {
-	if (c->sess->inflight > 0)
+	if (c->sess->inflight > 0 || atomic_load(&c->pins) > 0)
 		return true;
 	for (const struct zkl_session *s = c->retired; s; s = s->next)
 		if (s->inflight > 0 && s->connected)
@@ -2691,6 +2762,9 @@ void zkl_client_close(zkl_client *c)
 {
 	if (!c)
 		return;
+	/* No release sends its delete by itself any more (zkl_task_delete_sent): those
+	 * under way are waited for below, as requests out. */
+	atomic_store(&c->sess_pub, NULL);
 	/* From now on every completion wakes the loop: close waits for them. */
 	atomic_store(&c->hurry, true);
 	loop_wake(c);
@@ -2735,6 +2809,7 @@ void zkl_client_close(zkl_client *c)
 		pthread_join(c->ev_thread, NULL);
 	c->ev_running = false;
 	pthread_mutex_lock(&c->mu);
+	inbox_drain(c); /* releases handed over after the loop's last turn */
 	retired_reap(c, true);
 	struct zkl_session *s = c->sess;
 	c->sess = NULL;

@@ -61,7 +61,7 @@ struct zkl_session {
 	int ops;              /* mu: requests (struct zkl_op) not freed yet: they point here */
 	bool gone;            /* mu: closed (session_free()); freed with its last request */
 	int64_t id;           /* mu: session id once connected */
-	bool connected;       /* mu: the C client says CONNECTED right now */
+	atomic_bool connected;/* written with mu held: the C client says CONNECTED right now */
 	bool expired;         /* mu */
 	bool check_refused;   /* mu: a heartbeat's check was refused (said once) */
 	bool ever_connected;  /* mu */
@@ -211,6 +211,12 @@ struct zkl_client {
 	struct zkl_folder *folders;
 
 	struct zkl_session *sess;   /* mu: current session */
+	/* The current session, for a release's delete sent without mu (NULL: send nothing
+	 * so; adopted and external_loop clients never do), and the number of such deletes
+	 * under way whose task the loop has not taken over yet: while it is not 0, the loop
+	 * closes no session's handle (zkl_task_delete_sent). */
+	_Atomic(struct zkl_session *) sess_pub;
+	atomic_int pins;
 	struct zkl_session *retired;/* mu: old sessions waiting to be closed */
 	uint64_t gen;               /* mu: == sess->gen */
 	atomic_uint_fast64_t gen_pub; /* gen, for threads without mu (zkl_hold_add) */
@@ -432,6 +438,11 @@ void zkl_task_find_delete(zkl_client *c, const char *parent, const char *uuid, u
  * and leaves its answer to the background task. Returns false if it could not be sent
  * now (then the task sends it when it can). */
 bool zkl_task_delete_now(zkl_client *c, const char *path, uint64_t gen);
+/* A release's delete of path, sent at once from the calling thread (any but the loop's,
+ * no lock held) when gen is the current session's and it is connected; its answer goes
+ * to the loop, which then owns the task as any background delete. Takes path and
+ * returns true; false, with path left to the caller, if it cannot be sent so. */
+bool zkl_task_delete_sent(zkl_client *c, char *path, uint64_t gen);
 /* Whether parent/name is one of our nodes on its way out (mu held): a queue we list must
  * not count it as a contender. */
 bool zkl_task_pending(zkl_client *c, const char *parent, size_t parent_len, const char *name);

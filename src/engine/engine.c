@@ -208,6 +208,14 @@ static void delete_drop(zkl_client *c, struct zkl_job *j)
 
 int zkl_engine_release(zkl_client *c, struct zkl_node *node)
 {
+	/* The usual release, from an application's thread: its delete is sent from here,
+	 * without the client's mutex, and the loop takes it over. */
+	if (node->path && !node->rev && !c->confirm_release && !zkl_on_event_thread(c) &&
+	    zkl_task_delete_sent(c, node->path, node->gen)) {
+		node->path = NULL; /* the task's now */
+		zkl_node_clear(node);
+		return 0;
+	}
 	pthread_mutex_lock(&c->mu);
 	if (!node->path) {
 		pthread_mutex_unlock(&c->mu);
