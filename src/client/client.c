@@ -1835,7 +1835,7 @@ void zkl_hold_add_locked(zkl_client *c, struct zkl_hold *h)
 	c->holds = h;
 	/* A hold of a session the loop has moved on from, or given up, is lost already:
 	 * holds_notify() reports it on this turn. */
-	if (h->gen != c->gen || c->sess->given_up) {
+	if (h->gen != c->gen || (c->sess && c->sess->given_up)) {
 		atomic_store(&h->lost, true);
 		c->holds_lost = true;
 		loop_wake(c);

@@ -80,10 +80,13 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 int zkl_engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
                      void (*done)(void *arg, int rc), void *arg);
 
-/* Deletes a node we hold. Waits for the answer; if the connection is down, the delete is
- * left to the background and retried until it succeeds or the session is gone. Returns 0
- * or ZKL_ELOST if the node's session was already gone. Clears *node. On the client's
- * loop (a callback) it never waits: the delete goes to the background at once. */
+/* Deletes a node we hold. Connected, the delete is sent at once and its answer is the
+ * background's, which retries it until it succeeds or the session is gone; from an
+ * application's thread that takes no lock of the client (zkl_task_delete_sent). With
+ * confirm_release, or while disconnected, it waits for the answer, no longer than the
+ * session can be alive. Returns 0 or ZKL_ELOST if the node's session was already gone.
+ * Clears *node. On the client's loop (a callback) it never waits: the delete goes to the
+ * background at once. */
 int zkl_engine_release(zkl_client *c, struct zkl_node *node);
 
 /* Deletes a node we hold in the background, without waiting (so also on the event
