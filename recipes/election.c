@@ -23,7 +23,8 @@
  * says we are first, and the read proves the node is ours and alive. After a suspension
  * the read is done again before leadership is announced again. Leadership ends when:
  *
- *   - the session is gone: a hold (zkl_hold_add_locked) whose on_lost clears `leading` at once;
+ *   - the session is gone: a hold (zkl_hold_add_locked) whose on_lost clears `leading`
+ *     at once;
  *   - the connection drops (lose_on_suspend): the state listener clears `leading` at
  *     once and counts the suspension; a latch keeps its node and leads again once the
  *     read shows it still ours; a selector or a view's leadership ends;

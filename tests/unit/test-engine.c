@@ -1629,6 +1629,44 @@ static void test_cancel_follows_queued_acquire(void **state)
 	pair_close(&p);
 }
 
+/* A release's delete that the C client refuses (its session expired, which the loop has
+ * not heard yet: it is busy in a callback) is the loop's all the same: once the loop
+ * runs, the session is replaced, the task dropped with it, and the client works on. */
+static void test_release_refused(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_open(&p, "/locks/release-refused");
+	CHECK_OK(zkl_lock_acquire(p.la, -1));
+	const int64_t old = zkl_client_session_id(p.a);
+	zkl_mutex *busy;
+	CHECK_OK(zkl_mutex_new(&busy, p.a, "/locks/release-refused-gate"));
+	struct gate g = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+	CHECK_OK(zkl_lock_acquire_async(zkl_mutex_lock(busy), -1, gate_cb, &g));
+	pthread_mutex_lock(&g.mu);
+	while (!g.inside)
+		pthread_cond_wait(&g.cv, &g.mu);
+	pthread_mutex_unlock(&g.mu);
+	CHECK_OK(g.rc);
+	fz_expire(p.z, old);
+	/* a's loop has not heard of the expiry: the release sends its delete itself, and
+	 * the C client refuses it. */
+	int rc = zkl_lock_release(p.la);
+	assert_true(rc == 0 || rc == ZKL_ELOST);
+	pthread_mutex_lock(&g.mu);
+	g.open = true;
+	pthread_cond_broadcast(&g.cv);
+	pthread_mutex_unlock(&g.mu);
+	CHECK_OK(zkl_lock_acquire(p.lb, -1));
+	CHECK_OK(zkl_lock_release(p.lb));
+	fzh_wait_children(p.z, p.path, 0);
+	CHECK_OK(zkl_lock_acquire(p.la, -1));
+	assert_true(zkl_client_session_id(p.a) != old);
+	CHECK_OK(zkl_lock_release(p.la));
+	zkl_mutex_free(busy); /* its hold went with the old session */
+	pair_close(&p);
+}
+
 static void test_async_callback_calls(void **state)
 {
 	(void)state;
@@ -2137,6 +2175,7 @@ int main(void)
 		cmocka_unit_test(test_async_fifo),
 		cmocka_unit_test(test_async_cancel_timeout_busy),
 		cmocka_unit_test(test_cancel_follows_queued_acquire),
+		cmocka_unit_test(test_release_refused),
 		cmocka_unit_test(test_new_folder_made_once),
 		cmocka_unit_test(test_release_in_callback_does_not_wait),
 		cmocka_unit_test(test_only_the_loop_sends),
