@@ -1842,11 +1842,13 @@ void zkl_hold_add_locked(zkl_client *c, struct zkl_hold *h)
 	}
 }
 
-/* Hands the loop one of a hold's messages (no lock held), or applies it here
- * (external_loop). */
+/* Hands the loop one of a hold's messages (no lock held), or applies it here: with
+ * external_loop, and on the loop's own thread (a callback), where a hold granted in
+ * this turn must count before the turn's heartbeat goes out (a client that holds
+ * nothing may prove its session with a sync: op_proves()). */
 static void hold_post(zkl_client *c, struct zkl_msg *m)
 {
-	if (c->external) {
+	if (c->external || running_loop == c) {
 		pthread_mutex_lock(&c->mu);
 		msg_run(c, m);
 		pthread_mutex_unlock(&c->mu);
