@@ -198,15 +198,14 @@ static int node_data(zkl_mutex *m, struct zkl_data *data, enum zkl_kind *kind)
 	return rc;
 }
 
-/* A granted acquisition becomes one of the handle's holds (mu held), its hold made
- * beforehand (zkl_hold_new). */
+/* A granted acquisition becomes one of the handle's holds (mu held); the engine made
+ * its hold at the grant. */
 static void install(zkl_mutex *m, struct zkl_acq *l)
 {
 	zkl_client *c = m->lock.c;
 	l->count = 1;
 	l->next = m->leases;
 	m->leases = l;
-	zkl_hold_add(c, l->hold);
 	if (l->async && m->revoke_fn) {
 		pthread_mutex_lock(&c->mu);
 		l->node.rev = zkl_revwatch_add(c, l->node.path, l->node.gen, mutex_revoked, m);
@@ -271,6 +270,9 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 		.on_revoke = revocable ? mutex_revoked : NULL,
 		.revoke_ctx = m,
 		.folder_seen = &m->folder_seen,
+		.hold = &l->hold,
+		.on_lost = mutex_lost,
+		.lost_ctx = m,
 	};
 	if (downgrade) {
 		/* Curator's downgrade: a non-sequential read node that sorts at the writer's
@@ -288,10 +290,6 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 		rc = zkl_engine_acquire(&q, timeout_ms, &l->node);
 	}
 	zkl_data_free(&data);
-	if (rc == 0 && !(l->hold = zkl_hold_new(l->node.path, l->node.gen, mutex_lost, m))) {
-		zkl_engine_release(c, &l->node);
-		rc = zkl_fail(ZKL_ENOMEM, "out of memory");
-	}
 	pthread_mutex_lock(lk->mu);
 	for (struct zkl_acq **pp = &m->waiting; *pp; pp = &(*pp)->next) {
 		if (*pp == l) {
@@ -326,12 +324,6 @@ static void mutex_async_done(void *arg, int rc)
 	if (alive)
 		m->folder_seen |= pa->folder_seen;
 	pthread_mutex_unlock(&c->mu);
-	if (alive && rc == 0 &&
-	    !(l->hold = zkl_hold_new(l->node.path, l->node.gen, mutex_lost, m))) {
-		zkl_engine_release(c, &l->node);
-		rc = zkl_fail(ZKL_ENOMEM, "out of memory");
-		snprintf(saved, sizeof saved, "%s", zkl_last_error());
-	}
 	if (alive && rc == 0) {
 		pthread_mutex_lock(m->lock.mu);
 		l->async = true;
@@ -343,8 +335,11 @@ static void mutex_async_done(void *arg, int rc)
 	pthread_mutex_lock(&c->mu);
 	const bool call = zkl_lock_async_ending(&pa->a);
 	pthread_mutex_unlock(&c->mu);
-	if (l && rc == 0)
-		zkl_engine_release_later(c, &l->node); /* won for a handle that is gone */
+	if (l && rc == 0) {
+		/* Won for a handle that is gone. */
+		zkl_hold_end(c, l->hold);
+		zkl_engine_release_later(c, &l->node);
+	}
 	free(l);
 	zkl_data_free(&pa->data);
 	free(pa->path);
@@ -388,6 +383,9 @@ static int mutex_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, vo
 			.pred = m->kind == ZKL_KIND_READ ? &zkl_pred_read : &zkl_pred_first,
 			.owner = m,
 			.folder_seen = &pa->folder_seen,
+			.hold = &pa->l->hold,
+			.on_lost = mutex_lost,
+			.lost_ctx = m,
 		};
 	}
 	pthread_mutex_unlock(lk->mu);

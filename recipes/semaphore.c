@@ -73,12 +73,13 @@ struct zkl_lease {
 
 #define SEM(l) ((zkl_semaphore *)(void *)(l))
 
+/* (loop) It may come as soon as the lease is granted, before the lease is installed:
+ * l->s is set before the lease is taken, and the path is the hold's. */
 static void lease_lost(struct zkl_hold *h, void *ctx)
 {
-	(void)h;
 	zkl_lease *l = ctx;
 	zkl_semaphore *s = l->s;
-	zkl_log(s->lock.c, ZKL_LOG_WARN, "lease %s lost with its session", l->path);
+	zkl_log(s->lock.c, ZKL_LOG_WARN, "lease %s lost with its session", h->path);
 	zkl_lock_report_lost(&s->lock, ZKL_ELOST);
 }
 
@@ -279,30 +280,27 @@ static int remaining(int64_t deadline, int timeout_ms)
 	return left > 0 ? (int)left : 0;
 }
 
-/* Makes the hold of a lease just taken (no lock held): 0, or ZKL_ENOMEM with its node
- * released. */
-static int lease_hold_new(zkl_semaphore *s, zkl_lease *l)
+/* Keeps the path of a lease just taken (no lock held): 0, or ZKL_ENOMEM with its hold
+ * ended and its node released. */
+static int lease_keep_path(zkl_semaphore *s, zkl_lease *l)
 {
-	if (!(l->path = strdup(l->node.path)) ||
-	    !(l->hold = zkl_hold_new(l->node.path, l->node.gen, lease_lost, l))) {
-		free(l->path);
-		l->path = NULL;
+	if (!(l->path = strdup(l->node.path))) {
+		zkl_hold_end(s->lock.c, l->hold);
+		l->hold = NULL;
 		zkl_engine_release(s->lock.c, &l->node);
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	}
 	return 0;
 }
 
-/* Registers a lease just taken, its hold made (mu held). */
+/* Registers a lease just taken (mu held); the engine made its hold at the grant. */
 static void lease_install(zkl_semaphore *s, zkl_lease *l)
 {
-	l->s = s;
 	l->held = true;
 	l->next = s->leases;
 	if (s->leases)
 		s->leases->prev = l;
 	s->leases = l;
-	zkl_hold_add(s->lock.c, l->hold);
 }
 
 /* The queue of takers at the gate, and the queue of leases behind it. */
@@ -434,7 +432,7 @@ static int count_agree(zkl_semaphore *s, int64_t deadline, int timeout_ms)
  * and another taker may be past the gate already, so the lease's acquisition ends
  * (ZKL_ELOST, the engine's q->gen) and the taker starts over from the gate. */
 static int take_one(zkl_semaphore *s, const struct zkl_data *data, int64_t deadline,
-                    int timeout_ms, struct zkl_node *lease)
+                    int timeout_ms, zkl_lease *l)
 {
 	pthread_mutex_lock(&s->lock.c->mu);
 	const unsigned cancels = s->cancels;
@@ -456,7 +454,10 @@ static int take_one(zkl_semaphore *s, const struct zkl_data *data, int64_t deadl
 		struct zkl_limit max = {&s->fixed_max, &s->shared_max};
 		struct zkl_queue lq = lease_queue(s, data, &max, &s->leases_seen);
 		lq.gen = gate.gen;
-		rc = zkl_engine_acquire(&lq, remaining(deadline, timeout_ms), lease);
+		lq.hold = &l->hold;
+		lq.on_lost = lease_lost;
+		lq.lost_ctx = l;
+		rc = zkl_engine_acquire(&lq, remaining(deadline, timeout_ms), &l->node);
 		/* Let the next taker in, whatever happened. */
 		char saved[256];
 		snprintf(saved, sizeof saved, "%s", zkl_last_error());
@@ -518,12 +519,13 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 			rc = zkl_fail(ZKL_ENOMEM, "out of memory");
 			break;
 		}
+		l->s = s;
 		l->taker = pthread_self();
 		pthread_mutex_lock(s->lock.mu);
 		l->below = s->waiting;
 		s->waiting = l;
 		pthread_mutex_unlock(s->lock.mu);
-		rc = take_one(s, &data, deadline, timeout_ms, &l->node);
+		rc = take_one(s, &data, deadline, timeout_ms, l);
 		pthread_mutex_lock(s->lock.mu);
 		for (zkl_lease **pp = &s->waiting; *pp; pp = &(*pp)->below) {
 			if (*pp == l) {
@@ -534,7 +536,7 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 		l->below = NULL;
 		pthread_mutex_unlock(s->lock.mu);
 		if (rc == 0)
-			rc = lease_hold_new(s, l);
+			rc = lease_keep_path(s, l);
 		if (rc != 0) {
 			free(l);
 			break;
@@ -867,7 +869,7 @@ static void sem_async_end(struct sem_async *pa, int rc)
 	}
 	pthread_mutex_unlock(&c->mu);
 	if (alive && rc == 0)
-		rc = lease_hold_new(s, l);
+		rc = lease_keep_path(s, l);
 	if (alive && rc == 0) {
 		pthread_mutex_lock(s->lock.mu);
 		lease_install(s, l);
@@ -880,8 +882,11 @@ static void sem_async_end(struct sem_async *pa, int rc)
 	const bool call = zkl_lock_async_ending(&pa->a);
 	pthread_mutex_unlock(&c->mu);
 	if (pa->lease) {
-		if (l->node.path)
-			zkl_engine_release_later(c, &l->node); /* won for a handle that is gone */
+		if (l->node.path) {
+			/* Won for a handle that is gone. */
+			zkl_hold_end(c, l->hold);
+			zkl_engine_release_later(c, &l->node);
+		}
 		free(l->path);
 	}
 	zkl_lock_acquired_fn fn = pa->a.fn;
@@ -963,6 +968,9 @@ static void sem_async_gated(void *arg, int rc)
 	pa->q = lease_queue(pa->s, &pa->data, &pa->max, &pa->leases_seen);
 	pa->q.path = pa->leases_path;
 	pa->q.gen = pa->gate.gen; /* the lease belongs to the gate's session */
+	pa->q.hold = &pa->lease->hold;
+	pa->q.on_lost = lease_lost;
+	pa->q.lost_ctx = pa->lease;
 	rc = zkl_engine_start(&pa->q, remaining(pa->deadline, pa->timeout_ms), &pa->lease->node,
 	                      sem_async_leased, pa);
 	if (rc != 0)
@@ -1076,6 +1084,7 @@ static int semaphore_view_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_
 			sem_async_free(pa);
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	}
+	pa->lease->s = s;
 	bool check = false;
 	pthread_mutex_lock(s->lock.mu);
 	pthread_mutex_lock(&c->mu);

@@ -114,7 +114,7 @@ static void wake_all(zkl_client *c);
  * never takes mu. With external_loop it applies the message itself, under mu, since the
  * application's loop thread may be the one blocked in a zklocks call that waits for it. */
 enum msg_kind { MSG_OP, MSG_TASK, MSG_WATCH, MSG_REVWATCH, MSG_REVREAD, MSG_SESSION, MSG_CALL,
-                MSG_HOLD_ADD, MSG_HOLD_END, MSG_RELEASE };
+                MSG_HOLD_END, MSG_RELEASE };
 
 /* A node watch's or a revocation watch's event. */
 struct watch_msg {
@@ -1782,9 +1782,6 @@ static void msg_run(zkl_client *c, struct zkl_msg *m)
 		call->fn(c, call);
 		break;
 	}
-	case MSG_HOLD_ADD:
-		zkl_hold_add_locked(c, (struct zkl_hold *)((char *)m - offsetof(struct zkl_hold, add)));
-		break;
 	case MSG_HOLD_END:
 		hold_unlink(c, (struct zkl_hold *)((char *)m - offsetof(struct zkl_hold, end)));
 		break;
@@ -1798,8 +1795,7 @@ static void msg_run(zkl_client *c, struct zkl_msg *m)
 static void msg_apply(zkl_client *c, struct zkl_msg *m)
 {
 	bool carried = m->kind == MSG_OP || m->kind == MSG_TASK || m->kind == MSG_CALL ||
-	               m->kind == MSG_HOLD_ADD || m->kind == MSG_HOLD_END ||
-	               m->kind == MSG_RELEASE;
+	               m->kind == MSG_HOLD_END || m->kind == MSG_RELEASE;
 	msg_run(c, m);
 	if (!carried)
 		free(m);
@@ -1842,10 +1838,8 @@ void zkl_hold_add_locked(zkl_client *c, struct zkl_hold *h)
 	}
 }
 
-/* Hands the loop one of a hold's messages (no lock held), or applies it here: with
- * external_loop, and on the loop's own thread (a callback), where a hold granted in
- * this turn must count before the turn's heartbeat goes out (a client that holds
- * nothing may prove its session with a sync: op_proves()). */
+/* Hands the loop a hold's end (no lock held), or applies it here: with external_loop,
+ * and on the loop's own thread (a callback). */
 static void hold_post(zkl_client *c, struct zkl_msg *m)
 {
 	if (c->external || running_loop == c) {
@@ -1855,18 +1849,6 @@ static void hold_post(zkl_client *c, struct zkl_msg *m)
 		return;
 	}
 	inbox_put(c, m, true);
-}
-
-void zkl_hold_add(zkl_client *c, struct zkl_hold *h)
-{
-	/* No wake: a hold needs the loop only once its session changes, which wakes it;
-	 * unless the session changed already. The loop publishes a new session before it
-	 * last looks at the inbox before sleeping, and the hold is in the inbox before its
-	 * session is compared here: either the loop finds the hold, or it is woken. */
-	h->add.kind = MSG_HOLD_ADD;
-	hold_post(c, &h->add);
-	if (h->gen != atomic_load(&c->gen_pub))
-		loop_wake(c);
 }
 
 /* Takes h off the client's list and frees it (mu held): an ended hold, or one whose
@@ -2033,7 +2015,6 @@ static void session_replace(zkl_client *c)
 	}
 	c->sess = s;
 	c->gen = s->gen;
-	atomic_store(&c->gen_pub, c->gen);
 	if (!c->adopted && !c->external)
 		atomic_store(&c->sess_pub, s);
 	old->retired_at = zkl_now_ms();
@@ -2683,7 +2664,6 @@ servers_checked:
 		                o->servers, strerror(e));
 	}
 	c->gen = 1;
-	atomic_store(&c->gen_pub, c->gen);
 	if (!c->adopted && !c->external)
 		atomic_store(&c->sess_pub, c->sess);
 	if (!c->external && pthread_create(&c->ev_thread, NULL, event_main, c) != 0) {

@@ -139,9 +139,9 @@ struct zkl_op {
 };
 
 /* Something held on a session (a lock, a lease); the loop reports it lost once. The
- * loop owns the record: its owner makes it (zkl_hold_new), hands it over (zkl_hold_add)
- * and ends it (zkl_hold_end), and the loop links, unlinks and frees it. No thread but
- * the loop takes mu for a hold: its state is atomic. */
+ * loop owns the record: it makes and links it at the grant (zkl_queue.hold), its owner
+ * ends it (zkl_hold_end), and the loop unlinks and frees it. No thread but the loop
+ * takes mu for a hold: its state is atomic. */
 enum zkl_hold_state {
 	ZKL_HOLD_HELD,        /* the owner's */
 	ZKL_HOLD_DISPATCHING, /* the loop runs on_lost: an end waits for it to return */
@@ -149,7 +149,7 @@ enum zkl_hold_state {
 };
 
 struct zkl_hold {
-	struct zkl_msg add, end;          /* the owner's messages to the loop */
+	struct zkl_msg end;               /* its end, handed to the loop */
 	struct zkl_hold *next, *prev;     /* loop: in client->holds */
 	uint64_t gen;                     /* session it was acquired on */
 	atomic_int state;                 /* enum zkl_hold_state */
@@ -219,7 +219,6 @@ struct zkl_client {
 	atomic_int pins;
 	struct zkl_session *retired;/* mu: old sessions waiting to be closed */
 	uint64_t gen;               /* mu: == sess->gen */
-	atomic_uint_fast64_t gen_pub; /* gen, for threads without mu (zkl_hold_add) */
 	zkl_state state;            /* mu: public state */
 	int timeout_ms;             /* mu: negotiated */
 	bool auth_failed;           /* mu */
@@ -453,18 +452,16 @@ bool zkl_task_pending(zkl_client *c, const char *parent, size_t parent_len, cons
 size_t zkl_tasks_pending(zkl_client *c, const char *parent, size_t parent_len,
                          const char **names, size_t max);
 
-/* Holds. zkl_hold_new() makes one (NULL without memory; path may be NULL), not yet
- * seen by the loop. zkl_hold_add() hands it to the loop, which links it on its next turn
- * and marks it lost at once if its session is not the current one; zkl_hold_end() lets
- * go of it: it waits while on_lost runs on another thread, returns whether the hold was
- * lost, and the loop frees it. Both take no lock but the inbox's (any thread, mu not
- * held). The _locked forms are the loop's own, mu held, for a hold that is the loop's
- * from start to end (an election's). */
+/* Holds (src/engine links them at a grant). zkl_hold_new() makes one (NULL without
+ * memory; path may be NULL) and zkl_hold_add_locked() links it (mu held, loop), marking
+ * it lost at once if its session is not the current one. zkl_hold_end() lets go of it,
+ * from any thread without mu: it waits while on_lost runs on another thread, returns
+ * whether the hold was lost, and the loop frees it. zkl_hold_end_locked() is the loop's
+ * own, mu held, for a hold that is the loop's from start to end (an election's). */
 struct zkl_hold *zkl_hold_new(const char *path, uint64_t gen,
                               void (*on_lost)(struct zkl_hold *h, void *ctx), void *ctx);
-void zkl_hold_add(zkl_client *c, struct zkl_hold *h);
-bool zkl_hold_end(zkl_client *c, struct zkl_hold *h);
 void zkl_hold_add_locked(zkl_client *c, struct zkl_hold *h);
+bool zkl_hold_end(zkl_client *c, struct zkl_hold *h);
 void zkl_hold_end_locked(zkl_client *c, struct zkl_hold *h);
 /* Whether h is lost (NULL: not lost). */
 static inline bool zkl_hold_lost(const struct zkl_hold *h)

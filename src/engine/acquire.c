@@ -926,6 +926,11 @@ static int step(zkl_client *c, struct zkl_job *j)
 	if (rc == HELD && !bound(c, a))
 		rc = zkl_fail(ZKL_ELOST, "the session of %s changed", a->q->path);
 	if (rc == HELD) {
+		int hrc = zkl_engine_hold(c, a->q, a->node);
+		if (hrc != 0)
+			rc = hrc;
+	}
+	if (rc == HELD) {
 		tally(&c->n_granted);
 		return 0;
 	}

@@ -433,14 +433,33 @@ static int fixed_gave_up(const struct fixed_job *f, int rc)
 }
 
 /* Our node exists (mu held). */
-static int fixed_made(struct fixed_job *f, const struct zkl_op *op)
+int zkl_engine_hold(zkl_client *c, const struct zkl_queue *q, const struct zkl_node *node)
 {
-	f->node->path = f->target;
-	f->target = NULL;
-	f->node->gen = op->s->gen;
-	f->node->czxid = op->stat.czxid;
-	zkl_node_known(f->q, f->node);
+	if (!q->hold)
+		return 0;
+	struct zkl_hold *h = zkl_hold_new(node->path, node->gen, q->on_lost, q->lost_ctx);
+	if (!h)
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	zkl_hold_add_locked(c, h);
+	*q->hold = h;
 	return 0;
+}
+
+static int fixed_made(zkl_client *c, struct fixed_job *f, const struct zkl_op *op)
+{
+	struct zkl_node *node = f->node;
+	node->path = f->target;
+	f->target = NULL;
+	node->gen = op->s->gen;
+	node->czxid = op->stat.czxid;
+	zkl_node_known(f->q, node);
+	int rc = zkl_engine_hold(c, f->q, node);
+	if (rc != 0) {
+		zkl_task_delete(c, node->path, node->gen);
+		zkl_node_forget(c, node);
+		zkl_node_clear(node);
+	}
+	return rc;
 }
 
 static int fixed_answer(zkl_client *c, struct fixed_job *f)
@@ -449,7 +468,7 @@ static int fixed_answer(zkl_client *c, struct fixed_job *f)
 	struct zkl_op *op = f->op;
 	if (f->exists) {
 		if (op->rc == ZOK && op->stat.ephemeralOwner == c->sess->id)
-			return fixed_made(f, op);
+			return fixed_made(c, f, op);
 		return zkl_fail(ZKL_EZK, "%s exists and belongs to another session", f->target);
 	}
 	const int zrc = op->rc;
@@ -462,7 +481,7 @@ static int fixed_answer(zkl_client *c, struct fixed_job *f)
 		return lost_session(q);
 	}
 	if (zrc == ZOK)
-		return fixed_made(f, op);
+		return fixed_made(c, f, op);
 	if (zrc == ZNODEEXISTS && f->retried) {
 		/* Our earlier attempt may have got through before the connection dropped. */
 		f->exists = true;

@@ -58,6 +58,14 @@ struct zkl_queue {
 	 * folder is created ahead of our node in the same round trip (instead of after a
 	 * create that failed for want of it), and the list is sent only if needed. */
 	bool *folder_seen;
+	/* If set, the hold the grant makes: at the grant, in the loop's turn that decides it,
+	 * *hold becomes a hold of our node (zkl_hold_new) on the client's list, reported
+	 * lost through on_lost(lost_ctx), so that it counts from that moment (a client
+	 * holding nothing may prove its session with a sync). After a grant it is the
+	 * caller's to end (zkl_hold_end). Without memory for it the acquisition fails. */
+	struct zkl_hold **hold;
+	void (*on_lost)(struct zkl_hold *h, void *ctx);
+	void *lost_ctx;
 	/* If not 0, the session the acquisition belongs to (a semaphore's lease belongs to
 	 * the session its gate node lives on): once the client is on another session, or
 	 * our node would be made on another, the acquisition ends with ZKL_ELOST instead of
