@@ -106,7 +106,8 @@ ZKL_API int zkl_lock_node(zkl_lock *l, char *buf, size_t size);
  * proven alive in time), on the client's event thread, with no zklocks lock held; reason
  * is ZKL_ELOST. It may call zkl_lock_release() (which returns ZKL_ELOST) but not free
  * l's handle. If zkl_lock_release() is the first to find the loss, its ZKL_ELOST is the
- * report and fn is not called. */
+ * report and fn is not called. A hold counts from the moment it is granted: fn may run
+ * while the blocking acquire that took it is still returning. */
 typedef void (*zkl_lock_lost_fn)(zkl_lock *l, int reason, void *data);
 
 /* Sets the lost callback (NULL to clear). Returns 0 or ZKL_EINVAL. */
