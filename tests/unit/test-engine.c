@@ -1592,6 +1592,26 @@ static void gate_cb(zkl_lock *l, int rc, void *data)
 	pthread_mutex_unlock(&g->mu);
 }
 
+/* Keeps the loop of l's client in gate_cb, l acquired: returns once it is there. */
+static void gate_enter(struct gate *g, zkl_lock *l)
+{
+	*g = (struct gate){ .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+	CHECK_OK(zkl_lock_acquire_async(l, -1, gate_cb, g));
+	pthread_mutex_lock(&g->mu);
+	while (!g->inside)
+		pthread_cond_wait(&g->cv, &g->mu);
+	pthread_mutex_unlock(&g->mu);
+	CHECK_OK(g->rc);
+}
+
+static void gate_open(struct gate *g)
+{
+	pthread_mutex_lock(&g->mu);
+	g->open = true;
+	pthread_cond_broadcast(&g->cv);
+	pthread_mutex_unlock(&g->mu);
+}
+
 /* An application thread's acquire and cancel reach the loop in the order they were
  * made, even while the loop is busy (here: in a callback) and cannot take them yet: the
  * cancel finds the acquire it follows, which ends ECANCELED with nothing left behind,
@@ -1604,21 +1624,13 @@ static void test_cancel_follows_queued_acquire(void **state)
 	CHECK_OK(zkl_lock_acquire(p.la, -1));
 	zkl_mutex *busy;
 	CHECK_OK(zkl_mutex_new(&busy, p.b, "/locks/call-gate"));
-	struct gate g = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
-	CHECK_OK(zkl_lock_acquire_async(zkl_mutex_lock(busy), -1, gate_cb, &g));
-	pthread_mutex_lock(&g.mu);
-	while (!g.inside)
-		pthread_cond_wait(&g.cv, &g.mu);
-	pthread_mutex_unlock(&g.mu);
-	CHECK_OK(g.rc);
+	struct gate g;
+	gate_enter(&g, zkl_mutex_lock(busy));
 	/* b's loop is in gate_cb: both calls wait for it, in order. */
 	struct arec r = { .z = p.z };
 	CHECK_OK(zkl_lock_acquire_async(p.lb, -1, arec_cb, &r));
 	zkl_lock_cancel(p.lb);
-	pthread_mutex_lock(&g.mu);
-	g.open = true;
-	pthread_cond_broadcast(&g.cv);
-	pthread_mutex_unlock(&g.mu);
+	gate_open(&g);
 	arec_wait(&r);
 	assert_int_equal(r.rc, ZKL_ECANCELED);
 	assert_int_equal(atomic_load(&r.calls), 1);
@@ -1641,22 +1653,14 @@ static void test_release_refused(void **state)
 	const int64_t old = zkl_client_session_id(p.a);
 	zkl_mutex *busy;
 	CHECK_OK(zkl_mutex_new(&busy, p.a, "/locks/release-refused-gate"));
-	struct gate g = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
-	CHECK_OK(zkl_lock_acquire_async(zkl_mutex_lock(busy), -1, gate_cb, &g));
-	pthread_mutex_lock(&g.mu);
-	while (!g.inside)
-		pthread_cond_wait(&g.cv, &g.mu);
-	pthread_mutex_unlock(&g.mu);
-	CHECK_OK(g.rc);
+	struct gate g;
+	gate_enter(&g, zkl_mutex_lock(busy));
 	fz_expire(p.z, old);
 	/* a's loop has not heard of the expiry: the release sends its delete itself, and
 	 * the C client refuses it. */
 	int rc = zkl_lock_release(p.la);
 	assert_true(rc == 0 || rc == ZKL_ELOST);
-	pthread_mutex_lock(&g.mu);
-	g.open = true;
-	pthread_cond_broadcast(&g.cv);
-	pthread_mutex_unlock(&g.mu);
+	gate_open(&g);
 	CHECK_OK(zkl_lock_acquire(p.lb, -1));
 	CHECK_OK(zkl_lock_release(p.lb));
 	fzh_wait_children(p.z, p.path, 0);
