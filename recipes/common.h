@@ -11,8 +11,7 @@ struct zkl_acq {
 	pthread_t owner;
 	bool async;                /* taken by an asynchronous acquire: the handle's, not a thread's */
 	int count;
-	struct zkl_node node;
-	struct zkl_hold *hold;     /* once installed; the loop's once released */
+	struct zkl_node node;      /* its hold: node.hold, made at the grant */
 };
 
 /* Node data of a handle: "<host>:<pid>" until set. */

@@ -170,7 +170,6 @@ void zkl_mutex_dispose(zkl_mutex *m)
 		struct zkl_acq *l = m->leases;
 		m->leases = l->next;
 		pthread_mutex_unlock(mu);
-		zkl_hold_end(c, l->hold);
 		zkl_engine_release(c, &l->node);
 		free(l);
 		pthread_mutex_lock(mu);
@@ -223,7 +222,7 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 	if (pp) {
 		/* Re-entry costs no round trip. */
 		struct zkl_acq *l = *pp;
-		if (zkl_hold_lost(l->hold)) {
+		if (zkl_hold_lost(l->node.hold)) {
 			pthread_mutex_unlock(lk->mu);
 			return zkl_fail(ZKL_ELOST, "lock %s was lost; release it before acquiring "
 			                "again", lk->path);
@@ -234,7 +233,7 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 	}
 	/* The other half of a rwlock, held by this thread: downgrade or upgrade. */
 	struct zkl_acq **op = m->other ? find_own(m->other) : NULL;
-	bool downgrade = op && m->kind == ZKL_KIND_READ && !zkl_hold_lost((*op)->hold);
+	bool downgrade = op && m->kind == ZKL_KIND_READ && !zkl_hold_lost((*op)->node.hold);
 	int64_t writer_seq = downgrade ? (*op)->node.seq : 0;
 	uint64_t writer_gen = downgrade ? (*op)->node.gen : 0;
 	if (op && m->kind == ZKL_KIND_WRITE) {
@@ -270,7 +269,6 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 		.on_revoke = revocable ? mutex_revoked : NULL,
 		.revoke_ctx = m,
 		.folder_seen = &m->folder_seen,
-		.hold = &l->hold,
 		.on_lost = mutex_lost,
 		.lost_ctx = m,
 	};
@@ -335,11 +333,8 @@ static void mutex_async_done(void *arg, int rc)
 	pthread_mutex_lock(&c->mu);
 	const bool call = zkl_lock_async_ending(&pa->a);
 	pthread_mutex_unlock(&c->mu);
-	if (l && rc == 0) {
-		/* Won for a handle that is gone. */
-		zkl_hold_end(c, l->hold);
-		zkl_engine_release_later(c, &l->node);
-	}
+	if (l && rc == 0)
+		zkl_engine_release_later(c, &l->node); /* won for a handle that is gone */
 	free(l);
 	zkl_data_free(&pa->data);
 	free(pa->path);
@@ -383,7 +378,6 @@ static int mutex_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, vo
 			.pred = m->kind == ZKL_KIND_READ ? &zkl_pred_read : &zkl_pred_first,
 			.owner = m,
 			.folder_seen = &pa->folder_seen,
-			.hold = &pa->l->hold,
 			.on_lost = mutex_lost,
 			.lost_ctx = m,
 		};
@@ -415,7 +409,7 @@ static int mutex_release(zkl_lock *lk)
 	}
 	struct zkl_acq *l = *pp;
 	if (--l->count > 0) {
-		bool lost = zkl_hold_lost(l->hold);
+		bool lost = zkl_hold_lost(l->node.hold);
 		pthread_mutex_unlock(lk->mu);
 		return lost ? zkl_fail(ZKL_ELOST, "lock %s was lost", lk->path) : 0;
 	}
@@ -424,10 +418,9 @@ static int mutex_release(zkl_lock *lk)
 	 * callback, should one run right now: that takes the handle's mutex). */
 	*pp = l->next;
 	pthread_mutex_unlock(lk->mu);
-	bool lost = zkl_hold_end(c, l->hold);
 	int rc = zkl_engine_release(c, &l->node);
 	free(l);
-	if (lost || rc == ZKL_ELOST)
+	if (rc == ZKL_ELOST)
 		return zkl_fail(ZKL_ELOST, "lock %s was lost before it was released", lk->path);
 	return rc;
 }
@@ -445,7 +438,7 @@ static bool mutex_is_held(zkl_lock *lk)
 {
 	pthread_mutex_lock(lk->mu);
 	struct zkl_acq *l = current(MUTEX(lk));
-	bool held = l && !zkl_hold_lost(l->hold);
+	bool held = l && !zkl_hold_lost(l->node.hold);
 	pthread_mutex_unlock(lk->mu);
 	return held;
 }
@@ -457,10 +450,10 @@ static int64_t mutex_token(zkl_lock *lk)
 	int64_t token = ZKL_ENOTHELD;
 	pthread_mutex_lock(lk->mu);
 	struct zkl_acq *own = current(MUTEX(lk));
-	if (own && !zkl_hold_lost(own->hold))
+	if (own && !zkl_hold_lost(own->node.hold))
 		token = own->node.czxid;
 	for (struct zkl_acq *l = MUTEX(lk)->leases; l && token < 0; l = l->next)
-		if (!zkl_hold_lost(l->hold))
+		if (!zkl_hold_lost(l->node.hold))
 			token = l->node.czxid;
 	pthread_mutex_unlock(lk->mu);
 	return token;
@@ -474,7 +467,7 @@ static const char *mutex_node(zkl_lock *lk)
 	zkl_mutex *m = MUTEX(lk);
 	struct zkl_acq *l = current(m);
 	if (l)
-		return zkl_hold_lost(l->hold) ? NULL : l->node.path;
+		return zkl_hold_lost(l->node.hold) ? NULL : l->node.path;
 	if (lk->pending) {
 		const struct mutex_async *pa = (const struct mutex_async *)(void *)lk->pending;
 		if (pa->l->node.path)

@@ -60,8 +60,8 @@ struct zkl_semaphore {
 struct zkl_lease {
 	zkl_semaphore *s;
 	struct zkl_lease *next, *prev; /* mu */
-	struct zkl_node node;          /* mu once installed: path NULL once released */
-	struct zkl_hold *hold;         /* while held; the loop's once released */
+	struct zkl_node node;          /* mu once installed: path NULL once released; its
+	                                * hold, node.hold, made at the grant */
 	bool held;                     /* mu */
 	bool was_lost;                 /* mu: lost when it was released */
 	char *path;                    /* the node's path, kept after release */
@@ -216,15 +216,12 @@ static int lease_end(zkl_lease *l, bool quiet_unheld)
 		                                   l->path ? l->path : "(none)");
 	}
 	l->held = false;
-	l->was_lost = zkl_hold_lost(l->hold);
-	struct zkl_hold *h = l->hold;
-	l->hold = NULL;
+	l->was_lost = zkl_hold_lost(l->node.hold);
 	struct zkl_node node = l->node;
 	memset(&l->node, 0, sizeof l->node);
 	pthread_mutex_unlock(s->lock.mu);
-	bool lost = zkl_hold_end(c, h);
 	int rc = zkl_engine_release(c, &node);
-	if (lost || rc == ZKL_ELOST)
+	if (rc == ZKL_ELOST)
 		return zkl_fail(ZKL_ELOST, "lease %s was lost before it was released", l->path);
 	return rc;
 }
@@ -280,13 +277,11 @@ static int remaining(int64_t deadline, int timeout_ms)
 	return left > 0 ? (int)left : 0;
 }
 
-/* Keeps the path of a lease just taken (no lock held): 0, or ZKL_ENOMEM with its hold
- * ended and its node released. */
+/* Keeps the path of a lease just taken (no lock held): 0, or ZKL_ENOMEM with its node
+ * released. */
 static int lease_keep_path(zkl_semaphore *s, zkl_lease *l)
 {
 	if (!(l->path = strdup(l->node.path))) {
-		zkl_hold_end(s->lock.c, l->hold);
-		l->hold = NULL;
 		zkl_engine_release(s->lock.c, &l->node);
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	}
@@ -454,7 +449,6 @@ static int take_one(zkl_semaphore *s, const struct zkl_data *data, int64_t deadl
 		struct zkl_limit max = {&s->fixed_max, &s->shared_max};
 		struct zkl_queue lq = lease_queue(s, data, &max, &s->leases_seen);
 		lq.gen = gate.gen;
-		lq.hold = &l->hold;
 		lq.on_lost = lease_lost;
 		lq.lost_ctx = l;
 		rc = zkl_engine_acquire(&lq, remaining(deadline, timeout_ms), &l->node);
@@ -609,7 +603,7 @@ bool zkl_lease_is_held(zkl_lease *l)
 	if (!l)
 		return false;
 	pthread_mutex_lock(l->s->lock.mu);
-	bool held = l->held && !zkl_hold_lost(l->hold);
+	bool held = l->held && !zkl_hold_lost(l->node.hold);
 	pthread_mutex_unlock(l->s->lock.mu);
 	return held;
 }
@@ -619,7 +613,7 @@ int64_t zkl_lease_token(zkl_lease *l)
 	if (!l)
 		return ZKL_EINVAL;
 	pthread_mutex_lock(l->s->lock.mu);
-	int64_t t = l->held && !zkl_hold_lost(l->hold) ? l->node.czxid : ZKL_ENOTHELD;
+	int64_t t = l->held && !zkl_hold_lost(l->node.hold) ? l->node.czxid : ZKL_ENOTHELD;
 	pthread_mutex_unlock(l->s->lock.mu);
 	return t;
 }
@@ -674,7 +668,7 @@ static zkl_lease *view_push(zkl_semaphore *s, zkl_lease *l)
 	zkl_lease *lost = NULL, *keep = NULL, **tail = &keep;
 	for (zkl_lease *v = s->view, *next; v; v = next) {
 		next = v->below;
-		if (v->held ? zkl_hold_lost(v->hold) : v->was_lost) {
+		if (v->held ? zkl_hold_lost(v->node.hold) : v->was_lost) {
 			v->below = lost;
 			lost = v;
 		} else {
@@ -744,7 +738,7 @@ static bool semaphore_view_is_held(zkl_lock *lk)
 	pthread_mutex_lock(s->lock.mu);
 	bool held = false;
 	for (zkl_lease *l = s->view; l && !held; l = l->below)
-		held = l->held && !zkl_hold_lost(l->hold);
+		held = l->held && !zkl_hold_lost(l->node.hold);
 	pthread_mutex_unlock(s->lock.mu);
 	return held;
 }
@@ -754,7 +748,7 @@ static int64_t semaphore_view_token(zkl_lock *lk)
 	zkl_semaphore *s = SEM(lk);
 	pthread_mutex_lock(s->lock.mu);
 	zkl_lease *l = s->view;
-	int64_t t = l && l->held && !zkl_hold_lost(l->hold) ? l->node.czxid : ZKL_ENOTHELD;
+	int64_t t = l && l->held && !zkl_hold_lost(l->node.hold) ? l->node.czxid : ZKL_ENOTHELD;
 	pthread_mutex_unlock(s->lock.mu);
 	return t;
 }
@@ -770,7 +764,7 @@ static const char *semaphore_view_node(zkl_lock *lk)
 	zkl_semaphore *s = SEM(lk);
 	zkl_lease *l = s->view;
 	if (l)
-		return l->held && !zkl_hold_lost(l->hold) ? l->path : NULL;
+		return l->held && !zkl_hold_lost(l->node.hold) ? l->path : NULL;
 	const char *node = lk->pending ? sem_async_node((const void *)lk->pending) : NULL;
 	if (node)
 		return node;
@@ -882,11 +876,8 @@ static void sem_async_end(struct sem_async *pa, int rc)
 	const bool call = zkl_lock_async_ending(&pa->a);
 	pthread_mutex_unlock(&c->mu);
 	if (pa->lease) {
-		if (l->node.path) {
-			/* Won for a handle that is gone. */
-			zkl_hold_end(c, l->hold);
-			zkl_engine_release_later(c, &l->node);
-		}
+		if (l->node.path)
+			zkl_engine_release_later(c, &l->node); /* won for a handle that is gone */
 		free(l->path);
 	}
 	zkl_lock_acquired_fn fn = pa->a.fn;
@@ -968,7 +959,6 @@ static void sem_async_gated(void *arg, int rc)
 	pa->q = lease_queue(pa->s, &pa->data, &pa->max, &pa->leases_seen);
 	pa->q.path = pa->leases_path;
 	pa->q.gen = pa->gate.gen; /* the lease belongs to the gate's session */
-	pa->q.hold = &pa->lease->hold;
 	pa->q.on_lost = lease_lost;
 	pa->q.lost_ctx = pa->lease;
 	rc = zkl_engine_start(&pa->q, remaining(pa->deadline, pa->timeout_ms), &pa->lease->node,

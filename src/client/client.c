@@ -1416,9 +1416,8 @@ bool zkl_task_delete_sent(zkl_client *c, char *path, uint64_t gen)
 	/* Handed over before it is sent, so that the loop knows the task before its answer,
 	 * and without a wake: it has nothing to do with it until the answer comes. */
 	inbox_put(c, &t->rel, true);
-	/* Sent from here, at once: it travels ahead of whatever this thread sends next,
-	 * and a release costs no thread switch (handing the send to the loop made a
-	 * lock-and-release cycle about 6% dearer). Once sent, t is the loop's. */
+	/* Sent from here, at once, for the reasons zkl_task_delete_now() gives. Once sent,
+	 * t is the loop's. */
 	int rc = c->zk->remove(s->zh, path, -1, task_void_done, t);
 	if (rc != ZOK) {
 		/* Refused: no completion will come; the loop sends it again when it can. */
@@ -1823,7 +1822,6 @@ struct zkl_hold *zkl_hold_new(const char *path, uint64_t gen,
 
 void zkl_hold_add_locked(zkl_client *c, struct zkl_hold *h)
 {
-	h->linked = true;
 	h->prev = NULL;
 	h->next = c->holds;
 	if (c->holds)
@@ -1855,15 +1853,12 @@ static void hold_post(zkl_client *c, struct zkl_msg *m)
  * owner is the loop. One whose on_lost runs right now goes when it returns. */
 static void hold_unlink(zkl_client *c, struct zkl_hold *h)
 {
-	if (h->linked) {
-		if (h->prev)
-			h->prev->next = h->next;
-		else
-			c->holds = h->next;
-		if (h->next)
-			h->next->prev = h->prev;
-		h->linked = false;
-	}
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		c->holds = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
 	if (h->in_dispatch)
 		h->unlinked = true;
 	else

@@ -155,7 +155,6 @@ struct zkl_hold {
 	atomic_int state;                 /* enum zkl_hold_state */
 	atomic_bool lost;                 /* set by the loop; read by anyone */
 	bool notified;                    /* loop: on_lost has been or is being called */
-	bool linked;                      /* loop */
 	bool in_dispatch;                 /* loop: its on_lost runs right now */
 	bool unlinked;                    /* loop: ended and unlinked while on_lost ran */
 	void (*on_lost)(struct zkl_hold *h, void *ctx);

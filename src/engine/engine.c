@@ -206,7 +206,8 @@ static void delete_drop(zkl_client *c, struct zkl_job *j)
 	zkl_node_clear(d->node);
 }
 
-int zkl_engine_release(zkl_client *c, struct zkl_node *node)
+/* Deletes node (its hold ended); as zkl_engine_release(). */
+static int release_node(zkl_client *c, struct zkl_node *node)
 {
 	/* The usual release, from an application's thread: its delete is sent from here,
 	 * without the client's mutex, and the loop takes it over. */
@@ -246,8 +247,27 @@ int zkl_engine_release(zkl_client *c, struct zkl_node *node)
 	return zkl_job_run(c, &d.job, NULL, "a release");
 }
 
+/* Ends node's hold, if it has one (no lock held); returns whether it was lost. */
+static bool hold_end(zkl_client *c, struct zkl_node *node)
+{
+	const bool lost = node->hold && zkl_hold_end(c, node->hold);
+	node->hold = NULL;
+	return lost;
+}
+
+int zkl_engine_release(zkl_client *c, struct zkl_node *node)
+{
+	/* The hold goes first: once the delete is out, the node's loss is nobody's news. */
+	const bool lost = hold_end(c, node);
+	int rc = release_node(c, node);
+	if (lost)
+		rc = zkl_fail(ZKL_ELOST, "the lock was lost before it was released");
+	return rc;
+}
+
 void zkl_engine_release_later(zkl_client *c, struct zkl_node *node)
 {
+	hold_end(c, node);
 	pthread_mutex_lock(&c->mu);
 	if (node->path) {
 		zkl_revwatch_remove(c, node->rev);
@@ -433,15 +453,15 @@ static int fixed_gave_up(const struct fixed_job *f, int rc)
 }
 
 /* Our node exists (mu held). */
-int zkl_engine_hold(zkl_client *c, const struct zkl_queue *q, const struct zkl_node *node)
+int zkl_engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *node)
 {
-	if (!q->hold)
+	if (!q->on_lost)
 		return 0;
 	struct zkl_hold *h = zkl_hold_new(node->path, node->gen, q->on_lost, q->lost_ctx);
 	if (!h)
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	zkl_hold_add_locked(c, h);
-	*q->hold = h;
+	node->hold = h;
 	return 0;
 }
 

@@ -36,6 +36,7 @@ struct zkl_node {
 	int64_t czxid;                 /* fencing token */
 	int64_t seq;
 	struct zkl_revwatch *rev;      /* revocation watch, while the node lives */
+	struct zkl_hold *hold;         /* made at the grant if the queue asked (on_lost) */
 };
 
 /* What the engine needs to know about a queue. */
@@ -58,12 +59,11 @@ struct zkl_queue {
 	 * folder is created ahead of our node in the same round trip (instead of after a
 	 * create that failed for want of it), and the list is sent only if needed. */
 	bool *folder_seen;
-	/* If set, the hold the grant makes: at the grant, in the loop's turn that decides it,
-	 * *hold becomes a hold of our node (zkl_hold_new) on the client's list, reported
-	 * lost through on_lost(lost_ctx), so that it counts from that moment (a client
-	 * holding nothing may prove its session with a sync). After a grant it is the
-	 * caller's to end (zkl_hold_end). Without memory for it the acquisition fails. */
-	struct zkl_hold **hold;
+	/* If set, the grant makes node->hold: at the grant, in the loop's turn that decides
+	 * it, a hold of our node (zkl_hold_new) goes on the client's list, reported lost
+	 * through on_lost(lost_ctx), so that it counts from that moment (a client holding
+	 * nothing may prove its session with a sync). The node's release ends it. Without
+	 * memory for it the acquisition fails. */
 	void (*on_lost)(struct zkl_hold *h, void *ctx);
 	void *lost_ctx;
 	/* If not 0, the session the acquisition belongs to (a semaphore's lease belongs to
@@ -88,17 +88,19 @@ int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_nod
 int zkl_engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
                      void (*done)(void *arg, int rc), void *arg);
 
-/* Deletes a node we hold. Connected, the delete is sent at once and its answer is the
+/* Deletes a node we hold, ending its hold first. Connected, the delete is sent at once and its answer is the
  * background's, which retries it until it succeeds or the session is gone; from an
  * application's thread that takes no lock of the client (zkl_task_delete_sent). With
  * confirm_release, or while disconnected, it waits for the answer, no longer than the
- * session can be alive. Returns 0 or ZKL_ELOST if the node's session was already gone.
+ * session can be alive. Returns 0, or ZKL_ELOST if the node's hold was lost or its
+ * session already gone.
  * Clears *node. On the client's loop (a callback) it never waits: the delete goes to the
  * background at once. */
 int zkl_engine_release(zkl_client *c, struct zkl_node *node);
 
 /* Deletes a node we hold in the background, without waiting (so also on the event
- * thread): sent at once if connected, else when the session reconnects. Clears *node. */
+ * thread), ending its hold first: sent at once if connected, else when the session
+ * reconnects. Clears *node. */
 void zkl_engine_release_later(zkl_client *c, struct zkl_node *node);
 
 void zkl_node_clear(struct zkl_node *node);

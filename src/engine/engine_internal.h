@@ -9,9 +9,9 @@ void zkl_node_known(const struct zkl_queue *q, struct zkl_node *node);
 /* Forgets our node (mu held): its revocation watch goes too. */
 void zkl_node_forget(zkl_client *c, struct zkl_node *node);
 
-/* Makes the hold q asks for at a grant (mu held, loop): 0, or ZKL_ENOMEM with nothing
- * made. */
-int zkl_engine_hold(zkl_client *c, const struct zkl_queue *q, const struct zkl_node *node);
+/* Makes node->hold if q asks for one, at a grant (mu held, loop): 0, or ZKL_ENOMEM
+ * with nothing made. */
+int zkl_engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *node);
 
 /* Parses and sorts op's children into a new array (mu held), leaving out our own nodes
  * whose delete is on its way. Takes the names from the op: free them with
