@@ -1,4 +1,4 @@
-/* Internal structures shared by the client (client.c), the lock-queue engine
+/* Internal structures shared by the client (src/client), the lock-queue engine
  * (src/engine/) and the recipes. Never installed.
  *
  * Locking: every field below marked "mu" is guarded by the owning client's single mutex
@@ -96,10 +96,10 @@ enum zkl_op_kind { ZKL_OP_CREATE, ZKL_OP_DELETE, ZKL_OP_CHILDREN, ZKL_OP_GET, ZK
 
 /* What the loop is told from other threads: a completion or a watch event from the C
  * client's completion thread, or an application thread's call, queued in the client's
- * inbox (client.c) and applied by the loop under mu, in order. */
+ * inbox (loop.c) and applied by the loop under mu, in order. */
 struct zkl_msg {
 	struct zkl_msg *next;      /* inbox_mu */
-	int kind;                  /* client.c's enum msg_kind */
+	int kind;                  /* core.h's enum msg_kind */
 };
 
 /* A call an application thread makes of the loop: fn runs with mu held, on the loop,
@@ -255,7 +255,7 @@ struct zkl_client {
 	pthread_t loop_thread;
 	int64_t loop_due;           /* mu: when the loop next has something to do */
 	struct zkl_event *events, *events_tail; /* mu */
-	/* mu: background deletes (client.c): to look at, with a request out, how many in
+	/* mu: background deletes (tasks.c): to look at, with a request out, how many in
 	 * all, and an index of the pending deletes by folder. */
 	struct zkl_task *tasks, *tasks_out;
 	size_t ntasks;
@@ -479,6 +479,10 @@ void zkl_revwatch_remove(zkl_client *c, struct zkl_revwatch *rv);
 
 /* The data a revoker writes into a node. */
 #define ZKL_REVOKE_DATA "__REVOKE__"
+
+/* The session timeout in ms (mu held): the one the server gave the session, or the one
+ * asked for until it has answered. */
+int zkl__session_timeout_ms(const zkl_client *c);
 
 /* When the client gives the current session up for lost, unless the server answers a
  * request sent later (mu held); INT64_MAX while the session has answered nothing. */

@@ -56,7 +56,7 @@ static void job_step(zkl_client *c, struct zkl_waiter *w)
 		return;
 	}
 	if (!c->external && zkl_on_event_thread(c)) {
-		/* Told when the loop lets go of the mutex (client.c, unlock_and_tell). */
+		/* Told when the loop lets go of the mutex (loop.c, unlock_and_tell). */
 		j->told_next = c->told;
 		c->told = j;
 		return;

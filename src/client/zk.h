@@ -1,6 +1,6 @@
 /* The request layer's one door to ZooKeeper: a table of operations.
  *
- * The client (client.c) reaches ZooKeeper only through this table; zk.c fills it with
+ * The client (src/client) reaches ZooKeeper only through this table; zk.c fills it with
  * the C client's asynchronous calls, and the unit suite puts an in-memory ZooKeeper in
  * its place (tests/unit/fakezk.c), so the engine and the recipes run without a server.
  *

@@ -1,0 +1,486 @@
+/* The request layer's client side: every request the loop sends (struct zkl_op), its
+ * completion handed to the loop, what its answer proves of the session, and node watches.
+ *
+ * Requests go out through the request layer's table (zk.h), never to the C client
+ * directly: zk.c fills it with the C client's calls, and the unit suite puts an in-memory
+ * ZooKeeper in their place, with the same threading contract. A completion runs on the C
+ * client's completion thread: it copies what the answer carries into the op and posts the
+ * op to the loop's inbox (loop.c), nothing more.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core.h"
+
+static bool watch_unregister_locked(struct zkl_watch *wt);
+static void watch_register(zkl_client *c, struct zkl_op *op, struct zkl_watch *wt,
+                           const char *path);
+
+void zkl__watch_free(struct zkl_watch *wt)
+{
+	free(wt->path);
+	free(wt);
+}
+
+/* Whether the client holds nothing and waits for nothing (mu held): then any answer
+ * proves its session (op_proves()), and its heartbeat need not be a write. */
+bool zkl__client_idle(const zkl_client *c)
+{
+	return !c->holds && !c->waiters;
+}
+
+static struct zkl_op *op_begin(zkl_client *c, struct zkl_waiter *w, enum zkl_op_kind kind,
+                               int *err)
+{
+	struct zkl_op *op = calloc(1, sizeof *op);
+	if (!op) {
+		*err = zkl_fail(ZKL_ENOMEM, "out of memory");
+		return NULL;
+	}
+	op->kind = kind;
+	op->refs = 2;
+	op->w = w;
+	op->sent_at = zkl_now_ms();
+	pthread_mutex_lock(&c->mu);
+	if (c->closing) {
+		pthread_mutex_unlock(&c->mu);
+		free(op);
+		*err = zkl_fail(ZKL_ECLOSED, "the client is closing");
+		return NULL;
+	}
+	op->s = c->sess;
+	op->s->inflight++;
+	op->s->ops++;
+	op->idle = zkl__client_idle(c);
+	pthread_mutex_unlock(&c->mu);
+	return op;
+}
+
+/* Whether op's answer proves the session alive when op was sent (zkl_lost_at).
+ *
+ * Once the client holds or waits for a lock, only a write that succeeded does: a quorum
+ * committed it, so the leader that saw it was the ensemble's. A leader cut off from the
+ * others goes on answering syncs and reads, and its clients' pings, until syncLimit
+ * passes; the others may elect a new leader meanwhile (they too wait syncLimit for the
+ * old one), which gives the session a fresh timeout from its own start and then expires
+ * it. A holder that took the old leader's answers for proof would hold on past that
+ * expiry. While the client holds and waits for nothing, any answer will do: no hold's
+ * deadline rests on it, and the first write of an acquisition proves the session
+ * again. */
+static bool op_proves(const struct zkl_op *op, int rc)
+{
+	if (op->idle)
+		return zkl_zk_answered(rc);
+	if (rc != ZOK)
+		return false;
+	return op->kind == ZKL_OP_CREATE || op->kind == ZKL_OP_DELETE || op->kind == ZKL_OP_SET ||
+	       op->kind == ZKL_OP_CHECK;
+}
+
+/* Frees op (mu held), and its session if that is closed and op was its last request. */
+static void op_free(struct zkl_op *op)
+{
+	struct zkl_session *s = op->s;
+	if (--s->ops == 0 && s->gone)
+		free(s);
+	free(op->value);
+	if (op->names) {
+		for (int i = 0; i < op->count; i++)
+			free(op->names[i]);
+		free(op->names);
+	}
+	free(op->cleanup_parent);
+	free(op);
+}
+
+/* Runs on the completion thread (or on the caller's, when a request was refused before
+ * it was sent): records, signals, and drops the completion's reference. */
+void zkl__op_finish_locked(zkl_client *c, struct zkl_op *op, int rc)
+{
+	struct zkl_session *s = op->s;
+	/* A retired session's handle closed with this request still out (zkl__retired_reap()):
+	 * the session is gone for it, not the client, which goes on with a new one. */
+	if (zkl_zk_class(rc) == ZKL_ZK_CLOSING && s != c->sess && !c->closing)
+		rc = ZSESSIONEXPIRED;
+	op->rc = rc;
+	op->done = true;
+	/* The handle has seen its session expire (ZINVALIDSTATE is the C client refusing
+	 * every request after that): nothing sent on it can succeed. Its expiry event may
+	 * still be on its way to the loop; until it comes, nobody may take the session for
+	 * connected, or a machine that waits for the connection would send again at once,
+	 * be refused at once, and never let the loop get to that event. */
+	if (s == c->sess && zkl_zk_class(rc) == ZKL_ZK_EXPIRED)
+		s->connected = false;
+	if (op->kind == ZKL_OP_CHECK && rc != ZOK && zkl_zk_answered(rc) && !s->check_refused) {
+		s->check_refused = true;
+		zkl_log(c, ZKL_LOG_ERROR, "the heartbeat, a check of the version of /, was refused: "
+		        "%s; without it nothing proves the session while locks are held or "
+		        "awaited (the client needs read access to /)", zerror(rc));
+	}
+	const bool proof = op_proves(op, rc);
+	if (s == c->sess && proof && op->sent_at > s->last_ok_sent)
+		s->last_ok_sent = op->sent_at;
+	if (s == c->sess && s->given_up && proof && op->sent_at > s->given_up_at) {
+		/* An adopted session given up for lost is alive after all: it counts again. */
+		s->given_up = false;
+		zkl__session_event_locked(c, s, ZOO_CONNECTED_STATE, c->zk->session_id(s->zh),
+		                     c->zk->timeout(s->zh), malloc(sizeof(struct zkl_event)));
+	}
+	/* The C client registers a watch only when the request succeeded. */
+	if (op->watch && rc != ZOK)
+		watch_unregister_locked(op->watch);
+	op->watch = NULL;
+	if (op->w)
+		zkl_waiter_wake(c, op->w);
+	if (op->kind == ZKL_OP_CREATE && op->cleanup_parent && !op->w) {
+		/* The waiter gave up while the create was out. If it was applied, or may
+		 * have been, the node must go. */
+		if (rc == ZOK && op->value)
+			zkl_task_delete(c, op->value, s->gen);
+		else if (zkl_zk_transient(rc))
+			zkl_task_find_delete(c, op->cleanup_parent, op->uuid, s->gen);
+	}
+	if (--s->inflight == 0)
+		zkl__loop_wake(c);
+	if (--op->refs == 0)
+		op_free(op);
+}
+
+static void op_refused(zkl_client *c, struct zkl_op *op, int rc)
+{
+	pthread_mutex_lock(&c->mu);
+	zkl__op_finish_locked(c, op, rc);
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* A completion: what it carries is in op already, for the loop (completion thread). */
+static void op_answered(struct zkl_op *op, int rc)
+{
+	op->zrc = rc;
+	op->msg.kind = MSG_OP;
+	zkl__inbox_post(op->s->c, &op->msg, atomic_load(&op->lazy));
+}
+
+static void string_stat_done(int rc, const char *value, const struct Stat *stat, const void *data)
+{
+	struct zkl_op *op = (struct zkl_op *)data;
+	char *copy = (rc == ZOK && value) ? strdup(value) : NULL;
+	if (rc == ZOK && stat)
+		op->stat = *stat;
+	op->value = copy;
+	if (rc == ZOK && value && !copy)
+		rc = ZSYSTEMERROR;
+	op_answered(op, rc);
+}
+
+static void void_done(int rc, const void *data)
+{
+	op_answered((struct zkl_op *)data, rc);
+}
+
+static void strings_done(int rc, const struct String_vector *strings, const void *data)
+{
+	struct zkl_op *op = (struct zkl_op *)data;
+	char **names = NULL;
+	int count = 0;
+	if (rc == ZOK && strings && strings->count > 0) {
+		names = calloc((size_t)strings->count, sizeof *names);
+		if (names) {
+			for (count = 0; count < strings->count; count++) {
+				names[count] = strdup(strings->data[count]);
+				if (!names[count])
+					break;
+			}
+		}
+		if (!names || count < strings->count)
+			rc = ZSYSTEMERROR;
+	}
+	op->names = names;
+	op->count = count;
+	op_answered(op, rc);
+}
+
+static void data_done(int rc, const char *value, int len, const struct Stat *stat,
+                      const void *data)
+{
+	struct zkl_op *op = (struct zkl_op *)data;
+	char *copy = NULL;
+	if (rc == ZOK) {
+		int n = len > 0 ? len : 0;
+		copy = malloc((size_t)n + 1);
+		if (copy) {
+			if (n)
+				memcpy(copy, value, (size_t)n);
+			copy[n] = 0;
+		} else {
+			rc = ZSYSTEMERROR;
+		}
+		len = n;
+	}
+	if (rc == ZOK && stat)
+		op->stat = *stat;
+	op->value = copy;
+	op->value_len = copy ? len : 0;
+	op_answered(op, rc);
+}
+
+static void stat_done(int rc, const struct Stat *stat, const void *data)
+{
+	struct zkl_op *op = (struct zkl_op *)data;
+	if (rc == ZOK && stat)
+		op->stat = *stat;
+	op_answered(op, rc);
+}
+
+struct zkl_op *zkl_op_create_followed(zkl_client *c, struct zkl_waiter *w, const char *path,
+                                      const void *data, int len, int mode, bool followed,
+                                      int *err)
+{
+	struct zkl_op *op = op_begin(c, w, ZKL_OP_CREATE, err);
+	if (!op)
+		return NULL;
+	atomic_store(&op->lazy, followed);
+	int rc = c->zk->create(op->s->zh, path, data, len, c->acl, mode, string_stat_done, op);
+	if (rc != ZOK)
+		op_refused(c, op, rc);
+	return op;
+}
+
+struct zkl_op *zkl_op_create(zkl_client *c, struct zkl_waiter *w, const char *path,
+                             const void *data, int len, int mode, int *err)
+{
+	return zkl_op_create_followed(c, w, path, data, len, mode, false, err);
+}
+
+void zkl_op_hasten(zkl_client *c, struct zkl_op *op)
+{
+	atomic_store(&op->lazy, false);
+	/* An answer queued lazily before this is in the inbox once we have passed its
+	 * mutex, and the loop that called us looks there before it sleeps; one queued
+	 * after reads the flag false (zkl__inbox_put) and wakes the loop. */
+	pthread_mutex_lock(&c->inbox_mu);
+	pthread_mutex_unlock(&c->inbox_mu);
+}
+
+struct zkl_op *zkl_op_delete(zkl_client *c, struct zkl_waiter *w, const char *path, int *err)
+{
+	struct zkl_op *op = op_begin(c, w, ZKL_OP_DELETE, err);
+	if (!op)
+		return NULL;
+	int rc = c->zk->remove(op->s->zh, path, -1, void_done, op);
+	if (rc != ZOK)
+		op_refused(c, op, rc);
+	return op;
+}
+
+struct zkl_op *zkl_op_children(zkl_client *c, struct zkl_waiter *w, const char *path,
+                               struct zkl_watch *wt, int *err)
+{
+	struct zkl_op *op = op_begin(c, w, ZKL_OP_CHILDREN, err);
+	if (!op)
+		return NULL;
+	if (wt)
+		watch_register(c, op, wt, path);
+	int rc = c->zk->children(op->s->zh, path, wt ? zkl__node_watcher : NULL, wt, strings_done, op);
+	if (rc != ZOK)
+		op_refused(c, op, rc);
+	return op;
+}
+
+/* Drops the C client's reference to a watch it will not call again (mu held). Returns
+ * true if the watch was freed. */
+static bool watch_unregister_locked(struct zkl_watch *wt)
+{
+	if (!wt->registered)
+		return false;
+	struct zkl_session *s = wt->s;
+	if (wt->prev)
+		wt->prev->next = wt->next;
+	else
+		s->watches = wt->next;
+	if (wt->next)
+		wt->next->prev = wt->prev;
+	wt->registered = false;
+	wt->next = wt->prev = NULL;
+	if (--wt->refs == 0) {
+		zkl__watch_free(wt);
+		return true;
+	}
+	return false;
+}
+
+/* Registers a watch for op before the request goes out: the watcher may run before the
+ * completion does. */
+static void watch_register(zkl_client *c, struct zkl_op *op, struct zkl_watch *wt,
+                           const char *path)
+{
+	char *copy = c->adopted ? strdup(path) : NULL;
+	pthread_mutex_lock(&c->mu);
+	free(wt->path);
+	wt->path = copy;
+	wt->s = op->s;
+	wt->refs++;
+	wt->registered = true;
+	wt->prev = NULL;
+	wt->next = op->s->watches;
+	if (op->s->watches)
+		op->s->watches->prev = wt;
+	op->s->watches = wt;
+	op->watch = wt;
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* A node watch's event (mu held). The C client's reference keeps wt until then. */
+void zkl__node_watch_apply(zkl_client *c, struct zkl_watch *wt, int type)
+{
+	if (wt->w)
+		zkl_waiter_wake(c, wt->w);
+	/* Session events reach every registered watcher and leave it registered; only a
+	 * node event ends the watch. */
+	if (type != ZOO_SESSION_EVENT) {
+		wt->fired = true;
+		wt->event = type;
+		watch_unregister_locked(wt);
+	}
+}
+
+void zkl__node_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+	(void)zh;
+	(void)state;
+	(void)path;
+	struct zkl_watch *wt = ctx;
+	struct watch_msg m = {.m.kind = MSG_WATCH, .obj = wt, .type = type};
+	zkl__post_copy(wt->s->c, &m.m, sizeof m);
+}
+
+struct zkl_watch *zkl_watch_new(zkl_client *c, struct zkl_waiter *w)
+{
+	(void)c;
+	struct zkl_watch *wt = calloc(1, sizeof *wt);
+	if (!wt)
+		return NULL;
+	wt->refs = 1;
+	wt->w = w;
+	return wt;
+}
+
+void zkl_watch_put(zkl_client *c, struct zkl_watch *wt)
+{
+	(void)c;
+	wt->w = NULL;
+	if (--wt->refs == 0)
+		zkl__watch_free(wt);
+}
+
+struct zkl_op *zkl_op_get(zkl_client *c, struct zkl_waiter *w, const char *path,
+                          struct zkl_watch *wt, int *err)
+{
+	struct zkl_op *op = op_begin(c, w, ZKL_OP_GET, err);
+	if (!op)
+		return NULL;
+	if (wt)
+		watch_register(c, op, wt, path);
+	int rc = c->zk->get(op->s->zh, path, wt ? zkl__node_watcher : NULL, wt, data_done, op);
+	if (rc != ZOK)
+		op_refused(c, op, rc);
+	return op;
+}
+
+struct zkl_op *zkl_op_exists(zkl_client *c, struct zkl_waiter *w, const char *path, int *err)
+{
+	struct zkl_op *op = op_begin(c, w, ZKL_OP_EXISTS, err);
+	if (!op)
+		return NULL;
+	int rc = c->zk->exists(op->s->zh, path, stat_done, op);
+	if (rc != ZOK)
+		op_refused(c, op, rc);
+	return op;
+}
+
+struct zkl_op *zkl_op_set(zkl_client *c, struct zkl_waiter *w, const char *path,
+                          const void *data, int len, int version, int *err)
+{
+	struct zkl_op *op = op_begin(c, w, ZKL_OP_SET, err);
+	if (!op)
+		return NULL;
+	int rc = c->zk->set(op->s->zh, path, data, len, version, stat_done, op);
+	if (rc != ZOK)
+		op_refused(c, op, rc);
+	return op;
+}
+
+static void string_done(int rc, const char *value, const void *data)
+{
+	(void)value;
+	void_done(rc, data);
+}
+
+struct zkl_op *zkl_op_sync(zkl_client *c, struct zkl_waiter *w, const char *path, int *err)
+{
+	struct zkl_op *op = op_begin(c, w, ZKL_OP_SYNC, err);
+	if (!op)
+		return NULL;
+	int rc = c->zk->sync(op->s->zh, path, string_done, op);
+	if (rc != ZOK)
+		op_refused(c, op, rc);
+	return op;
+}
+
+struct zkl_op *zkl_op_check(zkl_client *c, struct zkl_waiter *w, const char *path, int *err)
+{
+	struct zkl_op *op = op_begin(c, w, ZKL_OP_CHECK, err);
+	if (!op)
+		return NULL;
+	int rc = c->zk->check(op->s->zh, path, void_done, op);
+	if (rc != ZOK)
+		op_refused(c, op, rc);
+	return op;
+}
+
+void zkl_op_put(zkl_client *c, struct zkl_op *op)
+{
+	(void)c;
+	if (!op)
+		return;
+	op->w = NULL;
+	if (--op->refs == 0)
+		op_free(op);
+}
+
+struct zkl_op *zkl_op_send(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *r,
+                           int *err)
+{
+	switch (r->kind) {
+	case ZKL_OP_CREATE:
+		return zkl_op_create(c, w, r->path, r->data, r->len, r->mode, err);
+	case ZKL_OP_DELETE:
+		return zkl_op_delete(c, w, r->path, err);
+	case ZKL_OP_CHILDREN:
+		return zkl_op_children(c, w, r->path, NULL, err);
+	case ZKL_OP_GET:
+		return zkl_op_get(c, w, r->path, NULL, err);
+	case ZKL_OP_EXISTS:
+		return zkl_op_exists(c, w, r->path, err);
+	case ZKL_OP_SET:
+		return zkl_op_set(c, w, r->path, r->data, r->len, r->version, err);
+	case ZKL_OP_SYNC:
+		return zkl_op_sync(c, w, r->path, err);
+	case ZKL_OP_CHECK:
+		return zkl_op_check(c, w, r->path, err);
+	}
+	*err = zkl_fail(ZKL_EINVAL, "unknown request");
+	return NULL;
+}
+
+void zkl_op_release(zkl_client *c, struct zkl_op *op)
+{
+	pthread_mutex_lock(&c->mu);
+	zkl_op_put(c, op);
+	pthread_mutex_unlock(&c->mu);
+}
+
