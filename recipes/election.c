@@ -51,11 +51,6 @@
 /* What a state's function tells step(). */
 enum { GO_ON, WAIT, GONE };
 
-static int session_timeout(const zkl_client *c)
-{
-	return c->timeout_ms > 0 ? c->timeout_ms : 10000;
-}
-
 /* ---- notifications from other threads (no lock held) ---- */
 
 /* The session that held our node is gone (loop). */
@@ -242,7 +237,7 @@ static int leave(zkl_client *c, struct election *e, enum election_state next)
 		return GO_ON;
 	}
 	e->leave_op = op;
-	e->leave_until = zkl_now_ms() + session_timeout(c);
+	e->leave_until = zkl_now_ms() + zkl__session_timeout_ms(c);
 	if (e->leave_until > zkl_lost_at(c))
 		e->leave_until = zkl_lost_at(c);
 	return GO_ON;
@@ -391,7 +386,7 @@ static int on_queue(zkl_client *c, struct election *e)
 			return end_lead(e, zkl_fail(ZKL_ENOMEM, "out of memory"));
 		zkl_hold_add_locked(c, e->hold);
 		if (e->view_pending && e->view_timeout == 0)
-			e->view_deadline = zkl_now_ms() + session_timeout(c); /* one look */
+			e->view_deadline = zkl_now_ms() + zkl__session_timeout_ms(c); /* one look */
 		return GO_ON;
 	}
 	e->st = E_OUT;
@@ -494,7 +489,7 @@ static int send_check(zkl_client *c, struct election *e)
 		return GO_ON;
 	}
 	e->check = op;
-	e->check_until = zkl_now_ms() + session_timeout(c);
+	e->check_until = zkl_now_ms() + zkl__session_timeout_ms(c);
 	if (nw) {
 		e->wt = nw;
 		e->check_watch = true;

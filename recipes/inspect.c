@@ -65,7 +65,7 @@ static int call_init(struct call *x, zkl_client *c, int timeout_ms)
 	x->timeout_ms = timeout_ms;
 	pthread_mutex_lock(&c->mu);
 	bool loop = zkl_runs_loop(c);
-	int session_ms = c->timeout_ms > 0 ? c->timeout_ms : 10000;
+	int session_ms = zkl__session_timeout_ms(c);
 	bool closing = c->closing;
 	pthread_mutex_unlock(&c->mu);
 	if (closing)

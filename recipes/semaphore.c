@@ -365,7 +365,7 @@ static int count_differs(const char *path, long theirs, int mine)
  * session timeout (an answer that does not come by then leaves the count unchecked). */
 static int64_t count_deadline(zkl_client *c, int64_t deadline, int timeout_ms)
 {
-	int64_t cap = zkl_now_ms() + (c->timeout_ms > 0 ? c->timeout_ms : 10000);
+	int64_t cap = zkl_now_ms() + zkl__session_timeout_ms(c);
 	return timeout_ms < 0 || deadline > cap ? cap : deadline;
 }
 
@@ -993,7 +993,7 @@ static int sem_count_check(zkl_client *c, struct sem_async *pa)
 				return err;
 			pa->cop = op;
 			const int64_t now = zkl_now_ms();
-			pa->cuntil = now + (c->timeout_ms > 0 ? c->timeout_ms : 10000);
+			pa->cuntil = now + zkl__session_timeout_ms(c);
 			if (pa->timeout_ms > 0 && pa->deadline < pa->cuntil)
 				pa->cuntil = pa->deadline;
 		}

@@ -96,11 +96,6 @@ static void tally(atomic_uint_fast64_t *k)
 	atomic_fetch_add_explicit(k, 1, memory_order_relaxed);
 }
 
-static int session_timeout(const zkl_client *c)
-{
-	return c->timeout_ms > 0 ? c->timeout_ms : 10000;
-}
-
 /* Whether op has its answer (ANSWERED) or is still out (WAIT: the loop runs us again at
  * `deadline` at the latest), or the wait is over: ZKL_ECANCELED or ZKL_ETIMEDOUT. */
 static int await(struct zkl_acquisition *a, const struct zkl_op *op, int64_t deadline)
@@ -122,7 +117,7 @@ static int64_t answer_deadline(const zkl_client *c, const struct zkl_acquisition
 {
 	if (!a->try_once)
 		return a->deadline;
-	int64_t t = op->sent_at + session_timeout(c);
+	int64_t t = op->sent_at + zkl__session_timeout_ms(c);
 	return t > a->deadline ? t : a->deadline;
 }
 
@@ -475,7 +470,7 @@ static int on_create(zkl_client *c, struct zkl_acquisition *a)
 		/* A cancelled acquire returns with nothing of its own left in the queue: wait
 		 * for the create's answer (unless cancelled again), then withdraw. */
 		a->job.w.canceled = false;
-		a->until = zkl_now_ms() + session_timeout(c);
+		a->until = zkl_now_ms() + zkl__session_timeout_ms(c);
 		a->st = A_SETTLE;
 		return GO_ON;
 	}
@@ -515,7 +510,7 @@ static int on_create(zkl_client *c, struct zkl_acquisition *a)
 		/* The folder was missing: the next first acquire bets on a new one. Making
 		 * the folder is part of trying once, not waiting. */
 		c->folders_new = true;
-		a->until = a->try_once ? zkl_now_ms() + session_timeout(c) : a->deadline;
+		a->until = a->try_once ? zkl_now_ms() + zkl__session_timeout_ms(c) : a->deadline;
 		struct zkl_folder *f = folder_find(c, q->path);
 		if (f) {
 			a->folder_made = f;
@@ -854,7 +849,7 @@ static int withdraw(zkl_client *c, struct zkl_acquisition *a)
 			return GO_ON;
 		}
 		a->op = op;
-		a->until = zkl_now_ms() + session_timeout(c);
+		a->until = zkl_now_ms() + zkl__session_timeout_ms(c);
 		if (a->until > zkl_lost_at(c))
 			a->until = zkl_lost_at(c);
 	}

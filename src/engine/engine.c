@@ -175,7 +175,7 @@ static int delete_step(zkl_client *c, struct zkl_job *j)
 				zkl_task_delete(c, node->path, node->gen);
 				return rc;
 			}
-			d->until = zkl_now_ms() + (c->timeout_ms > 0 ? c->timeout_ms : 10000);
+			d->until = zkl_now_ms() + zkl__session_timeout_ms(c);
 			if (d->until > lost_at)
 				d->until = lost_at;
 		}
@@ -441,7 +441,7 @@ static int64_t fixed_until(const zkl_client *c, const struct fixed_job *f)
 {
 	if (!f->try_once)
 		return f->deadline;
-	int64_t t = f->op->sent_at + (c->timeout_ms > 0 ? c->timeout_ms : 10000);
+	int64_t t = f->op->sent_at + zkl__session_timeout_ms(c);
 	return t > f->deadline ? t : f->deadline;
 }
 
