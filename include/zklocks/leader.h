@@ -5,9 +5,9 @@
  * election path, with the participant's id as its data, exactly as Curator's LeaderLatch
  * does, so C and Java participants of one path elect one leader among them. The first
  * node leads, once a read of it has shown that its ephemeral owner is our current
- * session; every other participant watches the node just before its own. The election
- * runs on a thread of the handle's own, started by zkl_leader_start(): after a loss the
- * handle joins the election again by itself, until it is closed.
+ * session; every other participant watches the node just before its own. Once started
+ * with zkl_leader_start(), a latch joins the election again by itself after a loss,
+ * until it is closed (the election runs on the client's loop: see below).
  *
  * zkl_selector queues "_c_<uuid>-lock-<seq>" nodes (Curator's LeaderSelector, which is a
  * mutex: zkl_mutex and `zklock` on the same path exclude it) and, while it leads, runs a
@@ -22,9 +22,10 @@
  * its node is still there and still its session's.
  *
  * Whether this participant leads (zkl_lock_is_held() of the latch's or the selector's
- * view) turns false as soon as the loss is known, on the thread
- * that learns it (the client's loop for a session or connection loss), before any
- * callback runs. Every fencing token (zkl_lock_token() of either view) is the czxid of the leader's node: it only grows from one leader to the next.
+ * view) turns false as soon as the loss is known, on the thread that learns it (the
+ * client's loop for a session or connection loss), before any callback runs. Every
+ * fencing token (zkl_lock_token() of either view) is the czxid of the leader's node: it
+ * only grows from one leader to the next.
  *
  * The election runs on the client's loop: no thread of its own, and every callback
  * (gained, lost, the view's acquired and lost callbacks) runs there, like every other
