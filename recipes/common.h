@@ -29,6 +29,15 @@ void zkl_data_free(struct zkl_data *d);
  * a client, and a valid lock path. Returns 0 or ZKL_EINVAL with the reason. */
 int zkl_check_new(const void *out, const zkl_client *c, const char *path);
 
+/* Curator's revocation protocol: the data a revoker writes into a holder's node
+ * (revoke.c), and the decoder of a revocation watch, which finds a request in it. */
+#define ZKL_REVOKE_DATA "__REVOKE__"
+enum zkl_data_read zkl__revoke_decode(const char *data, int len, int32_t *value);
+
+/* A shared count (Curator's SharedCount): a 4-byte big-endian integer. The decoder of a
+ * semaphore's count watch (shared_count.c). */
+enum zkl_data_read zkl__count_decode(const char *data, int len, int32_t *value);
+
 /* Checks a timeout argument: -1, 0 or positive. */
 int zkl_check_timeout(int timeout_ms);
 

@@ -207,7 +207,8 @@ static void install(zkl_mutex *m, struct zkl_acq *l)
 	m->leases = l;
 	if (l->async && m->revoke_fn) {
 		pthread_mutex_lock(&c->mu);
-		l->node.rev = zkl_revwatch_add(c, l->node.path, l->node.gen, mutex_revoked, m);
+		l->node.rev = zkl_revwatch_add(c, l->node.path, l->node.gen, zkl__revoke_decode,
+		                              mutex_revoked, m);
 		pthread_mutex_unlock(&c->mu);
 	}
 }
@@ -268,6 +269,7 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 		.owner = m,
 		.on_revoke = revocable ? mutex_revoked : NULL,
 		.revoke_ctx = m,
+		.revoke_decode = zkl__revoke_decode,
 		.folder_seen = &m->folder_seen,
 		.on_lost = mutex_lost,
 		.lost_ctx = m,

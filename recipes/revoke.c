@@ -1,11 +1,20 @@
 /* Revocation, Curator's cooperative protocol: a revoker writes "__REVOKE__" into a
- * holder's node; the holder's revocation watch (src/client) calls its recipe, which asks
- * the application to release. This file is the revoker's side. */
+ * holder's node; the holder's revocation watch (a data watch of src/client, decoded
+ * here) calls its recipe, which asks the application to release. This file is the
+ * protocol's format and the revoker's side. */
 #include <string.h>
 
 #include <zklocks/mutex.h>
 
 #include "common.h"
+
+enum zkl_data_read zkl__revoke_decode(const char *data, int len, int32_t *value)
+{
+	(void)value;
+	const size_t n = strlen(ZKL_REVOKE_DATA);
+	return data && len == (int)n && memcmp(data, ZKL_REVOKE_DATA, n) == 0 ? ZKL_DATA_REQUEST
+	                                                                       : ZKL_DATA_NOTHING;
+}
 
 int zkl_revoke(zkl_client *c, const char *node_path)
 {

@@ -193,7 +193,8 @@ int zkl_semaphore_new_shared(zkl_semaphore **out, zkl_client *c, const char *pat
 	}
 	pthread_mutex_lock(&c->mu);
 	s->shared_max = value;
-	s->count = zkl_countwatch_add(c, count_path, &s->shared_max, &s->epoch);
+	s->count = zkl_countwatch_add(c, count_path, zkl__count_decode, &s->shared_max,
+	                              &s->epoch);
 	pthread_mutex_unlock(&c->mu);
 	if (!s->count) {
 		zkl_semaphore_free(s);
@@ -331,6 +332,7 @@ static struct zkl_queue lease_queue(zkl_semaphore *s, const struct zkl_data *dat
 		.owner = s,
 		.on_revoke = revocable ? lease_revoked : NULL,
 		.revoke_ctx = s,
+		.revoke_decode = zkl__revoke_decode,
 		.epoch = s->count ? &s->epoch : NULL,
 		.folder_seen = seen,
 	};

@@ -1,10 +1,20 @@
 /* The shared count: a 4-byte big-endian integer in a node, Curator's SharedCount
  * layout, which a semaphore may take its limit from (semaphore.c keeps a watch on it
- * through the client's count watch). */
+ * through the client's data watch, decoded here). */
 
 #include <zklocks/semaphore.h>
 
 #include "common.h"
+
+enum zkl_data_read zkl__count_decode(const char *data, int len, int32_t *value)
+{
+	if (!data || len != 4)
+		return ZKL_DATA_NOTHING;
+	const unsigned char *b = (const unsigned char *)data;
+	*value = (int32_t)((uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 |
+	                   (uint32_t)b[3]);
+	return ZKL_DATA_VALUE;
+}
 
 int zkl_shared_count_get(zkl_client *c, const char *path, int32_t *value)
 {
@@ -26,14 +36,9 @@ int zkl_shared_count_get(zkl_client *c, const char *path, int32_t *value)
 	if (zrc != ZOK)
 		return zkl_fail_zk(zrc, "cannot read", path);
 	rc = 0;
-	if (op->value_len != 4) {
+	if (zkl__count_decode(op->value, op->value_len, value) != ZKL_DATA_VALUE)
 		rc = zkl_fail(ZKL_EZK, "shared count %s holds %d bytes, not a 4-byte integer",
 		              path, op->value_len);
-	} else {
-		const unsigned char *b = (const unsigned char *)op->value;
-		*value = (int32_t)((uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 |
-		                   (uint32_t)b[2] << 8 | (uint32_t)b[3]);
-	}
 	zkl_op_release(c, op);
 	return rc;
 }

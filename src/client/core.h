@@ -64,9 +64,8 @@ struct revread_msg {
 	struct zkl_msg m;
 	struct zkl_revwatch *rv;
 	int rc;
-	bool revoke;               /* the data asks the holder to let go */
-	bool has_value;            /* a shared count's four bytes */
-	int32_t value;
+	enum zkl_data_read read;   /* what the watch's decoder found */
+	int32_t value;             /* ZKL_DATA_VALUE's */
 };
 
 /* A session event, with what the handle said when it happened. */

@@ -162,8 +162,15 @@ struct zkl_hold {
 	char path[];                      /* its node, or "" */
 };
 
-/* A revocation watch on one of our nodes (Curator's protocol): the event thread keeps a
- * data watch on the node and calls fn each time its data turns to "__REVOKE__".
+/* What a data watch found in its node's data. The recipe that keeps the watch decodes
+ * it (recipes/revoke.c, recipes/shared_count.c): the client knows no format. A decoder
+ * runs on the C client's completion thread, so it only reads its arguments. */
+enum zkl_data_read { ZKL_DATA_NOTHING, ZKL_DATA_REQUEST, ZKL_DATA_VALUE };
+typedef enum zkl_data_read (*zkl_data_decode_fn)(const char *data, int len, int32_t *value);
+
+/* A data watch on one node: a revocation watch on one of our nodes (Curator's protocol),
+ * whose fn the loop calls each time decode finds a request in the data, or a value
+ * watch (a shared count).
  * References: the owner's, one per request in flight, one while the C client holds the
  * watch. */
 struct zkl_revwatch {
@@ -182,6 +189,7 @@ struct zkl_revwatch {
 	int32_t *value;
 	unsigned *epoch;
 	bool dispatching;   /* mu */
+	zkl_data_decode_fn decode;
 	void (*fn)(void *ctx, const char *path);
 	void *ctx;
 };
@@ -468,17 +476,18 @@ static inline bool zkl_hold_lost(const struct zkl_hold *h)
 	return h && atomic_load(&h->lost);
 }
 
-/* Revocation watches (mu held). remove waits while fn runs on another thread; the
- * record is freed once the C client lets go of it. */
+/* Data watches (mu held), kept by the loop across events. A request watch calls fn each
+ * time decode finds a request in the node's data (a revocation); remove waits while fn
+ * runs on another thread, and the record is freed once the C client lets go of it. */
 struct zkl_revwatch *zkl_revwatch_add(zkl_client *c, const char *path, uint64_t gen,
+                                      zkl_data_decode_fn decode,
                                       void (*fn)(void *ctx, const char *path), void *ctx);
-/* A watch that keeps *value equal to the shared count at path (mu held). */
-struct zkl_revwatch *zkl_countwatch_add(zkl_client *c, const char *path, int32_t *value,
+/* A value watch keeps *value equal to what decode reads at path, on whatever session the
+ * client has (a semaphore's shared count), bumps *epoch and wakes every waiter. */
+struct zkl_revwatch *zkl_countwatch_add(zkl_client *c, const char *path,
+                                        zkl_data_decode_fn decode, int32_t *value,
                                         unsigned *epoch);
 void zkl_revwatch_remove(zkl_client *c, struct zkl_revwatch *rv);
-
-/* The data a revoker writes into a node. */
-#define ZKL_REVOKE_DATA "__REVOKE__"
 
 /* The session timeout in ms (mu held): the one the server gave the session, or the one
  * asked for until it has answered. */

@@ -1,6 +1,7 @@
 /* Data watches on single nodes, kept by the loop: revocation requests on our lock nodes
  * (Curator's protocol) and a semaphore's shared count. The watch is re-armed after each
- * event; a read's answer is decoded on the completion thread and applied on the loop.
+ * event; a read's answer is decoded on the completion thread by the decoder of the recipe
+ * that keeps the watch (the client knows no format) and applied on the loop.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -26,6 +27,7 @@ void zkl__revwatch_put(zkl_client *c, struct zkl_revwatch *rv)
 }
 
 struct zkl_revwatch *zkl_revwatch_add(zkl_client *c, const char *path, uint64_t gen,
+                                      zkl_data_decode_fn decode,
                                       void (*fn)(void *ctx, const char *path), void *ctx)
 {
 	struct zkl_revwatch *rv = calloc(1, sizeof *rv);
@@ -37,6 +39,7 @@ struct zkl_revwatch *zkl_revwatch_add(zkl_client *c, const char *path, uint64_t 
 	rv->gen = gen;
 	rv->active = true;
 	rv->want_read = true;
+	rv->decode = decode;
 	rv->fn = fn;
 	rv->ctx = ctx;
 	rv->next = c->revwatches;
@@ -47,10 +50,11 @@ struct zkl_revwatch *zkl_revwatch_add(zkl_client *c, const char *path, uint64_t 
 	return rv;
 }
 
-struct zkl_revwatch *zkl_countwatch_add(zkl_client *c, const char *path, int32_t *value,
+struct zkl_revwatch *zkl_countwatch_add(zkl_client *c, const char *path,
+                                        zkl_data_decode_fn decode, int32_t *value,
                                         unsigned *epoch)
 {
-	struct zkl_revwatch *rv = zkl_revwatch_add(c, path, c->gen, NULL, NULL);
+	struct zkl_revwatch *rv = zkl_revwatch_add(c, path, c->gen, decode, NULL, NULL);
 	if (rv) {
 		rv->value = value;
 		rv->epoch = epoch;
@@ -90,7 +94,6 @@ void zkl__revwatch_watcher(zhandle_t *zh, int type, int state, const char *path,
 	zkl__post_copy(rv->s->c, &m.m, sizeof m);
 }
 
-
 static void revwatch_read_done(int rc, const char *value, int len, const struct Stat *stat,
                                const void *data)
 {
@@ -98,14 +101,8 @@ static void revwatch_read_done(int rc, const char *value, int len, const struct 
 	struct zkl_revwatch *rv = (struct zkl_revwatch *)data;
 	zkl_client *c = rv->s->c;
 	struct revread_msg one = {.m.kind = MSG_REVREAD, .rv = rv, .rc = rc};
-	one.revoke = rc == ZOK && len == (int)strlen(ZKL_REVOKE_DATA) &&
-	             memcmp(value, ZKL_REVOKE_DATA, (size_t)len) == 0;
-	if (rc == ZOK && len == 4) {
-		const unsigned char *b = (const unsigned char *)value;
-		one.has_value = true;
-		one.value = (int32_t)((uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 |
-		                      (uint32_t)b[2] << 8 | (uint32_t)b[3]);
-	}
+	if (rc == ZOK)
+		one.read = rv->decode(value, len, &one.value);
 	zkl__post_copy(c, &one.m, sizeof one);
 }
 
@@ -122,9 +119,9 @@ void zkl__revread_apply(zkl_client *c, const struct revread_msg *m)
 	}
 	if (zkl_zk_transient(rc))
 		rv->want_read = true;
-	if (m->revoke && rv->fn)
+	if (m->read == ZKL_DATA_REQUEST && rv->fn)
 		rv->requests++;
-	if (rv->value && rv->active && m->has_value) {
+	if (rv->value && rv->active && m->read == ZKL_DATA_VALUE) {
 		*rv->value = m->value;
 		++*rv->epoch;
 		zkl__wake_all(c);

@@ -58,8 +58,8 @@ void zkl_node_forget(zkl_client *c, struct zkl_node *node)
 void zkl_node_known(const struct zkl_queue *q, struct zkl_node *node)
 {
 	if (q->on_revoke && !node->rev)
-		node->rev = zkl_revwatch_add(q->c, node->path, node->gen, q->on_revoke,
-		                             q->revoke_ctx);
+		node->rev = zkl_revwatch_add(q->c, node->path, node->gen, q->revoke_decode,
+		                             q->on_revoke, q->revoke_ctx);
 }
 
 void zkl_node_clear(struct zkl_node *node)

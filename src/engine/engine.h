@@ -49,9 +49,11 @@ struct zkl_queue {
 	const struct zkl_predicate *pred;
 	void *pred_arg;
 	const void *owner;          /* for cancel */
-	/* If set, our node carries a revocation watch that calls this (event thread). */
+	/* If set, our node carries a revocation watch that calls this (event thread) each
+	 * time revoke_decode finds a request in the node's data. */
 	void (*on_revoke)(void *ctx, const char *path);
 	void *revoke_ctx;
+	zkl_data_decode_fn revoke_decode;
 	/* If set, a change of *epoch (mu) ends a wait as a fired watch does: the predicate's
 	 * inputs changed (a semaphore's shared limit). */
 	const unsigned *epoch;
