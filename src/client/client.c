@@ -202,12 +202,18 @@ int zkl_client_open_on(zkl_client **out, const zkl_client_options *o,
 
 int zkl_client_adopt(zkl_client **out, zhandle_t *zh, const zkl_client_options *o)
 {
+	return zkl_client_adopt_on(out, zh, o, &zkl_zk_client, NULL);
+}
+
+int zkl_client_adopt_on(zkl_client **out, zhandle_t *zh, const zkl_client_options *o,
+                        const struct zkl_zk_ops *zk, void *zk_self)
+{
 	zkl_clear_error();
 	if (out)
 		*out = NULL;
 	if (!zh)
 		return zkl_fail(ZKL_EINVAL, "the ZooKeeper handle is NULL");
-	return client_open(out, o, &zkl_zk_client, NULL, zh);
+	return client_open(out, o, zk, zk_self, zh);
 }
 
 static int client_open(zkl_client **out, const zkl_client_options *o,

@@ -69,6 +69,8 @@ struct zkl_session {
 	 * The server cannot expire the session before last_ok_sent + the session timeout. */
 	int64_t last_ok_sent;
 	struct zkl_watch *watches; /* mu: watches the C client may still call */
+	bool standin;         /* mu: an adopted client's expired handle, standing in until the
+	                       * application hands the next one over */
 	bool given_up;        /* mu: an adopted session (c->adopted: the application's handle,
 	                       * never closed here) given up by the loss rule, and not
 	                       * heard from since */
@@ -262,6 +264,7 @@ struct zkl_client {
 	bool loop_known;            /* mu: loop_thread is the last caller of process */
 	pthread_t loop_thread;
 	int64_t loop_due;           /* mu: when the loop next has something to do */
+	uint64_t loop_work;         /* mu: waiters run and messages applied, so far */
 	struct zkl_event *events, *events_tail; /* mu */
 	/* mu: background deletes (tasks.c): to look at, with a request out, how many in
 	 * all, and an index of the pending deletes by folder. */
@@ -290,6 +293,10 @@ struct zkl_client {
  * unit suite an in-memory ZooKeeper). */
 int zkl_client_open_on(zkl_client **out, const zkl_client_options *o,
                        const struct zkl_zk_ops *zk, void *zk_self);
+/* The same for a handle the application made (zkl_client_adopt), on zk: the simulator
+ * adopts handles of its model of ZooKeeper. */
+int zkl_client_adopt_on(zkl_client **out, zhandle_t *zh, const zkl_client_options *o,
+                        const struct zkl_zk_ops *zk, void *zk_self);
 
 /* Logging. */
 void zkl_log(zkl_client *c, zkl_log_level level, const char *fmt, ...)
@@ -504,7 +511,8 @@ bool zkl_on_event_thread(zkl_client *c);
  * for an acquisition. */
 bool zkl_runs_loop(zkl_client *c);
 /* On the application's loop thread outside zkl_client_process() (mu held): runs the loop
- * once and waits for more work or its next timer; returns true. Elsewhere returns false
+ * once and, if the turn did nothing, waits for more work or its next timer; returns true
+ * (the caller looks again at what it waits for). Elsewhere returns false
  * at once: then the loop runs elsewhere, and the caller waits as usual. For waits that
  * the loop must end (an asynchronous acquire canceled by a free). */
 bool zkl_loop_step(zkl_client *c);

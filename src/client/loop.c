@@ -389,6 +389,7 @@ void zkl__msg_run(zkl_client *c, struct zkl_msg *m)
 /* Applies m (mu held), and frees it unless its op or task carries it. */
 static void msg_apply(zkl_client *c, struct zkl_msg *m)
 {
+	c->loop_work++;
 	bool carried = m->kind == MSG_OP || m->kind == MSG_TASK || m->kind == MSG_CALL ||
 	               m->kind == MSG_HOLD_END || m->kind == MSG_RELEASE;
 	zkl__msg_run(c, m);
@@ -409,6 +410,7 @@ int64_t zkl__loop_waiters_run(zkl_client *c)
 				c->ready_tail = NULL;
 			w->queued = false;
 			w->wake_at = INT64_MAX;
+			c->loop_work++;
 			w->run(c, w); /* may free w */
 		}
 		/* Timers: look through the waiters only when one of them is due (loop_next
@@ -495,10 +497,14 @@ bool zkl_loop_step(zkl_client *c)
 {
 	if (!c->external || zkl__running_loop == c || c->processing || !zkl_runs_loop(c))
 		return false;
+	const uint64_t work = c->loop_work;
 	zkl__running_loop = c;
 	int64_t next = c->loop_due = zkl__loop_once(c);
 	zkl__running_loop = NULL;
-	zkl_cond_wait_until(&c->ev_cv, &c->mu, next);
+	/* What the turn did may be what the caller waits for (an acquisition that ended):
+	 * it looks before the loop waits for more, which may never come (nothing due). */
+	if (c->loop_work == work)
+		zkl_cond_wait_until(&c->ev_cv, &c->mu, next);
 	return true;
 }
 

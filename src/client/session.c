@@ -277,6 +277,7 @@ void zkl__session_replace(zkl_client *c)
 			s->gen = old->gen + 1;
 			s->zh = old->zh;
 			s->expired = true;
+			s->standin = true;
 		}
 	}
 	pthread_mutex_unlock(&c->mu);
@@ -348,9 +349,12 @@ int zkl_client_handover(zkl_client *c, zhandle_t *zh)
 		rc = zkl_fail(ZKL_ECLOSED, "the client is closing");
 	else if (old == zh)
 		rc = zkl_fail(ZKL_EINVAL, "that handle is the client's already");
-	else if (!s->expired)
-		rc = zkl_fail(ZKL_EBUSY, "the current session has not expired: hand the next "
-		              "handle over once it has (the state listener hears \"lost\")");
+	else if (!s->standin)
+		/* Not before the loop has moved on from the expired session: it would move
+		 * the new handle's session aside as expired when it gets to the expiry. */
+		rc = zkl_fail(ZKL_EBUSY, "the current session has not expired, or the client "
+		              "has not yet moved on from it: hand the next handle over once it "
+		              "has (the state listener hears \"lost\")");
 	pthread_mutex_unlock(&c->mu);
 	if (rc != 0)
 		return rc;
@@ -358,6 +362,7 @@ int zkl_client_handover(zkl_client *c, zhandle_t *zh)
 	pthread_mutex_lock(&c->mu);
 	s->zh = zh;
 	s->expired = false;
+	s->standin = false;
 	s->connected = false;
 	s->ever_connected = false;
 	s->id = 0;

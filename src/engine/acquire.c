@@ -267,14 +267,22 @@ static int on_recover(zkl_client *c, struct zkl_acquisition *a)
 	return WAIT;
 }
 
-/* Our turn has come. The grant stands if its session is current and short of its loss
- * deadline: a watch event proves nothing about the server hearing us (a client cut off
- * one way still hears it), so a turn learned past the deadline waits for the new
- * session the event thread is about to open, and queues again there. */
+/* Whether a grant of node stands: its session is current, not given up, and short of its
+ * loss deadline. */
+static bool grant_stands(zkl_client *c, const struct zkl_node *node)
+{
+	return node->gen == c->gen && !c->sess->given_up && zkl_now_ms() < zkl_lost_at(c);
+}
+
+/* Our turn has come. The grant stands (grant_stands) or it waits: a watch event proves
+ * nothing about the server hearing us (a client cut off one way still hears it), so a
+ * turn learned past the deadline waits for the new session the event thread is about to
+ * open, and queues again there (an adopted session given up waits until it counts again,
+ * on_turn). */
 static int take_turn(zkl_client *c, struct zkl_acquisition *a)
 {
 	const struct zkl_node *node = a->node;
-	if (node->gen == c->gen && zkl_now_ms() < zkl_lost_at(c))
+	if (grant_stands(c, node))
 		return HELD;
 	zkl_log(c, ZKL_LOG_INFO, "turn for %s came past the session's loss deadline; "
 	        "queueing again on a new session", node->path);
@@ -284,6 +292,14 @@ static int take_turn(zkl_client *c, struct zkl_acquisition *a)
 
 static int on_turn(zkl_client *c, struct zkl_acquisition *a)
 {
+	/* An application's session (zkl_client_adopt) given up by the loss rule is not
+	 * replaced: it counts again once ZooKeeper answers a write sent after (liveness.c),
+	 * and then our node, which lived on with it, may take its turn there. */
+	if (a->node->gen == c->gen && !a->job.w.canceled && !c->sess->given_up &&
+	    zkl_now_ms() < zkl_lost_at(c)) {
+		a->st = A_TOP;
+		return GO_ON;
+	}
 	if (a->node->gen == c->gen && !a->job.w.canceled) {
 		if (zkl_now_ms() >= a->deadline)
 			return zkl_fail(ZKL_ETIMEDOUT, "timed out while the session was given up");
@@ -499,8 +515,7 @@ static int on_create(zkl_client *c, struct zkl_acquisition *a)
 		size_t watch = 0;
 		node->seq = 0;
 		*q->folder_seen = true;
-		if (q->pred->holds(&me, 1, 0, q->pred_arg, &watch) && node->gen == c->gen &&
-		    zkl_now_ms() < zkl_lost_at(c))
+		if (q->pred->holds(&me, 1, 0, q->pred_arg, &watch) && grant_stands(c, node))
 			return HELD;
 	}
 	if (zrc == ZOK)

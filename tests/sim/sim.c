@@ -181,6 +181,16 @@ struct client {
 	bool stopped_expiry;  /* a session of it expired while its clock stood still, and it
 	                       * has not opened another since: it cannot know */
 	int timeout;
+	/* --adopt: the application opens the client's sessions and lends them
+	 * (zkl_client_adopt); after an expiry it opens the next one and hands it over
+	 * (zkl_client_handover) at handover_at, and closes the expired handle, its own, at
+	 * close_at. */
+	int64_t handover_at;  /* 0: none due */
+	/* How many times its state listener heard "lost": an adopted session given up by
+	 * the loss rule keeps its id, but its client let go of everything on it. */
+	int losses;
+	struct sess *to_close;
+	int64_t close_at;
 };
 
 enum kind { K_MUTEX, K_READ, K_WRITE, K_SEM, K_SEMMUTEX, K_LEADER, K_MULTI };
@@ -223,6 +233,7 @@ struct contender {
 	bool canceled;
 	int64_t deadline;
 	int64_t acq_sess;
+	int acq_losses;      /* its client's losses when it started */
 	char first[ZKL_NODE_MAX]; /* its first node on that session ("": none yet) */
 	/* A revocable mutex: its holds last longer, and a request to give its node up must
 	 * reach it (the revoke callback) while nothing else gets in the way. */
@@ -292,6 +303,7 @@ struct options {
 	bool known_sem;        /* the known semaphore stall is counted, not a failure */
 	bool leaders;          /* the mutex paths are leader elections (latches' views) */
 	bool multi;            /* mutex paths only; some contenders are multi-locks of two */
+	bool adopt;            /* the clients' sessions are the application's (adopted) */
 };
 
 static struct world {
@@ -1073,22 +1085,34 @@ static void op_close(zhandle_t *zh)
 	cwatches_free(s);
 }
 
+/* A handle closed (zookeeper_close) is freed memory in the C client: nothing may use it
+ * again, neither the library nor, for an adopted one, the library after the application
+ * closed it. */
+static struct sess *open_handle(zhandle_t *zh, const char *what)
+{
+	struct sess *s = (struct sess *)zh;
+	if (s->closed)
+		violation("client %d: the library used session %" PRIx64 "'s handle (%s) after it "
+		          "was closed", s->cl, (uint64_t)s->id, what);
+	return s;
+}
+
 static int64_t op_session_id(zhandle_t *zh)
 {
-	return ((struct sess *)zh)->id;
+	return open_handle(zh, "session id")->id;
 }
 
 static int op_timeout(zhandle_t *zh)
 {
-	return ((struct sess *)zh)->timeout;
+	return open_handle(zh, "timeout")->timeout;
 }
 
 static int submit(zhandle_t *zh, enum op op, const char *path, const char *data, int len,
                   int mode, int version, watcher_fn wfn, void *wctx, void (*done)(void),
                   const void *arg)
 {
-	struct sess *s = (struct sess *)zh;
-	if (s->closed || s->conn == C_DEAD || s->conn == C_EXPIRING)
+	struct sess *s = open_handle(zh, op_names[op]);
+	if (s->conn == C_DEAD || s->conn == C_EXPIRING)
 		return ZINVALIDSTATE;
 	struct msg *m = xcalloc(1, sizeof *m);
 	m->kind = M_REQUEST;
@@ -1179,6 +1203,49 @@ static int op_check(zhandle_t *zh, const char *path, void_completion_t done, con
 	return submit(zh, OP_CHECK, path, NULL, -1, 0, -1, NULL, NULL, (void (*)(void))done, arg);
 }
 
+/* The entries for a handle the application lends (--adopt). */
+static watcher_fn op_set_watcher(zhandle_t *zh, watcher_fn fn)
+{
+	struct sess *s = open_handle(zh, "set watcher");
+	watcher_fn old = s->fn;
+	s->fn = fn;
+	return old;
+}
+
+static bool op_connected(zhandle_t *zh)
+{
+	return open_handle(zh, "state")->conn == C_UP;
+}
+
+/* Takes the watches of (path, fn, ctx) off the handle and off the server at once: none
+ * of them is called again. */
+static int op_remove_watch(zhandle_t *zh, const char *path, int type, watcher_fn fn, void *ctx)
+{
+	(void)type;
+	struct sess *s = open_handle(zh, "remove watch");
+	for (struct cwatch **pp = &s->cw; *pp;) {
+		struct cwatch *w = *pp;
+		if (w->fn == fn && w->ctx == ctx && strcmp(w->path, path) == 0) {
+			*pp = w->next;
+			free(w->path);
+			free(w);
+		} else {
+			pp = &w->next;
+		}
+	}
+	for (struct watch **pp = &W.watches; *pp;) {
+		struct watch *w = *pp;
+		if (w->s == s && w->fn == fn && w->ctx == ctx && strcmp(w->path, path) == 0) {
+			*pp = w->next;
+			free(w->path);
+			free(w);
+		} else {
+			pp = &w->next;
+		}
+	}
+	return ZOK;
+}
+
 static const struct zkl_zk_ops sim_ops = {
 	.open = op_open,
 	.close = op_close,
@@ -1192,6 +1259,9 @@ static const struct zkl_zk_ops sim_ops = {
 	.set = op_set,
 	.sync = op_sync,
 	.check = op_check,
+	.set_watcher = op_set_watcher,
+	.connected = op_connected,
+	.remove_watch = op_remove_watch,
 };
 
 /* ------------------------------------------------------------------------------------ */
@@ -1352,7 +1422,15 @@ static bool fifo_clean(const struct contender *t)
 {
 	return exclusive(t->kind) && t->st == CT_ACQUIRING && t->pending && !t->canceled &&
 	       W.cl[t->cl].life != L_CRASHED && clock_of(t->cl) < t->deadline &&
-	       W.cl[t->cl].sess && W.cl[t->cl].sess->id == t->acq_sess && alive(t->acq_sess);
+	       W.cl[t->cl].sess && W.cl[t->cl].sess->id == t->acq_sess && alive(t->acq_sess) &&
+	       W.cl[t->cl].losses == t->acq_losses;
+}
+
+static void on_state(zkl_client *c, zkl_state st, void *data)
+{
+	(void)c;
+	if (st == ZKL_STATE_LOST)
+		((struct client *)data)->losses++;
 }
 
 /* Notes the first node (its place in the line) of each clean acquire of client k that has
@@ -1703,6 +1781,7 @@ static void contender_act(int j)
 			t->canceled = false;
 			t->deadline = timeout < 0 ? INT64_MAX : clock_of(t->cl) + timeout;
 			t->acq_sess = W.cl[t->cl].sess ? W.cl[t->cl].sess->id : 0;
+			t->acq_losses = W.cl[t->cl].losses;
 			t->first[0] = 0;
 			int rc = zkl_lock_acquire_async(t->l, timeout, on_acquired, t);
 			trace("contender %d: acquire %s %s, timeout %d -> %s", j, kind_names[t->kind],
@@ -1886,6 +1965,61 @@ static void fault_start(int i)
 }
 
 /* ------------------------------------------------------------------------------------ */
+/* The application of an adopted client (--adopt) */
+
+/* The application's global watcher, chained behind the library's: once its session has
+ * expired, it opens the next one and hands it over a moment later (handover()). */
+static void app_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+	(void)path;
+	struct client *cl = ctx;
+	if (type == ZOO_SESSION_EVENT && state == ZOO_EXPIRED_SESSION_STATE &&
+	    (struct sess *)zh == cl->sess && !cl->handover_at)
+		cl->handover_at = W.now + between(0, 500);
+}
+
+static zhandle_t *app_open(int k)
+{
+	return op_open(&W.cl[k], "sim:2181", W.cl[k].timeout, app_watcher, &W.cl[k], true, NULL);
+}
+
+/* The application closes a handle of its own; the library must have let go of it. */
+static void app_close(struct sess *s)
+{
+	if (s && !s->closed)
+		op_close((zhandle_t *)s);
+}
+
+static void handover(int k)
+{
+	struct client *cl = &W.cl[k];
+	cl->handover_at = 0;
+	struct sess *old = cl->sess;
+	int saved = W.cur;
+	W.cur = k;
+	zhandle_t *zh = app_open(k);
+	int rc = zkl_client_handover(cl->c, zh);
+	W.cur = saved;
+	trace("client %d: the application hands session %" PRIx64 " over: %s", k,
+	      (uint64_t)((struct sess *)zh)->id, zkl_strerror(rc));
+	if (rc == ZKL_EBUSY) {
+		/* Its watcher heard the expiry before the client's loop got to it: the
+		 * application tries again a moment later, with the handle it opened. */
+		op_close(zh);
+		cl->sess = old;
+		cl->handover_at = W.now + between(1, 300);
+		return;
+	}
+	if (rc != 0)
+		violation("client %d: zkl_client_handover() after an expiry returned %s (%s)", k,
+		          zkl_strerror(rc), zkl_last_error());
+	/* The handle before is closed now, this one a moment later: "after the handover". */
+	app_close(cl->to_close);
+	cl->to_close = old;
+	cl->close_at = W.now + between(0, 1000);
+}
+
+/* ------------------------------------------------------------------------------------ */
 /* The scheduler */
 
 static bool can_run(int k)
@@ -2015,7 +2149,7 @@ static bool step(void)
 	if (++W.steps > 4000000)
 		violation("more than 4 million steps: something spins");
 	ticks();
-	enum { A_ARRIVE, A_DELIVER, A_PROCESS, A_ACT };
+	enum { A_ARRIVE, A_DELIVER, A_PROCESS, A_ACT, A_HANDOVER, A_APPCLOSE };
 	struct action act[64];
 	int n = 0;
 	int64_t next = INT64_MAX;
@@ -2060,6 +2194,18 @@ static bool step(void)
 			next = min64(next, cl->wait_until);
 		if (!can_run(k))
 			continue;
+		if (cl->handover_at && W.depth == 0) {
+			if (cl->handover_at <= W.now && n < 64)
+				act[n++] = (struct action){ A_HANDOVER, NULL, k };
+			else
+				next = min64(next, cl->handover_at);
+		}
+		if (cl->to_close && W.depth == 0) {
+			if (cl->close_at <= W.now && n < 64)
+				act[n++] = (struct action){ A_APPCLOSE, NULL, k };
+			else
+				next = min64(next, cl->close_at);
+		}
 		int t = loop_timeout(k);
 		if (t == 0 && n < 64)
 			act[n++] = (struct action){ A_PROCESS, NULL, k };
@@ -2112,6 +2258,14 @@ static bool step(void)
 	case A_ACT:
 		contender_act(act[c].i);
 		fifo_note(W.ct[act[c].i].cl);
+		break;
+	case A_HANDOVER:
+		handover(act[c].i);
+		break;
+	case A_APPCLOSE:
+		trace("client %d: the application closes its expired handle", act[c].i);
+		app_close(W.cl[act[c].i].to_close);
+		W.cl[act[c].i].to_close = NULL;
 		break;
 	}
 	check_all();
@@ -2308,10 +2462,11 @@ static void print_schedule(FILE *f)
 		if (W.o.fault_mask & (1u << i))
 			fprintf(f, "  fault %d: at %" PRId64 " ms, %s, client %d, %" PRId64 " ms\n", i,
 			        W.f[i].at, fault_names[W.f[i].kind], W.f[i].cl, W.f[i].dur);
-	fprintf(f, "replay: tests/sim/run --seed %" PRIu64 " --faults 0x%x --contenders 0x%x%s%s%s "
+	fprintf(f, "replay: tests/sim/run --seed %" PRIu64 " --faults 0x%x --contenders 0x%x%s%s%s%s "
 	        "--trace\n", W.o.seed, W.o.fault_mask & ((1u << W.nf) - 1),
 	        W.o.cont_mask & ((1u << W.nct) - 1),
 	        W.o.leaders ? " --leaders" : W.o.multi ? " --multi" : "",
+	        W.o.adopt ? " --adopt" : "",
 	        W.o.sem_peerdel ? " --semaphore-peer-deletes" : "",
 	        W.o.known_sem ? " --known-semaphore-stall" : "");
 }
@@ -2401,10 +2556,17 @@ static int run(const struct options *o, struct stats *out)
 		opt.connect_timeout_ms = 60000;
 		opt.external_loop = true;
 		W.cur = k;
-		int rc = zkl_client_open_on(&W.cl[k].c, &opt, &sim_ops, &W.cl[k]);
+		int rc = W.o.adopt ? zkl_client_adopt_on(&W.cl[k].c, app_open(k), &opt, &sim_ops,
+		                                         &W.cl[k])
+		                   : zkl_client_open_on(&W.cl[k].c, &opt, &sim_ops, &W.cl[k]);
 		W.cur = -1;
 		if (rc != 0)
 			violation("client %d: open failed: %s (%s)", k, zkl_strerror(rc), zkl_last_error());
+		W.cur = k;
+		rc = zkl_client_add_listener(W.cl[k].c, on_state, &W.cl[k]);
+		W.cur = -1;
+		if (rc != 0)
+			violation("client %d: cannot add a state listener: %s", k, zkl_strerror(rc));
 		for (int j = 0; j < W.nct; j++) {
 			if (W.ct[j].cl != k || !(o->cont_mask & (1u << j)) || W.ct[j].shadow_of >= 0)
 				continue;
@@ -2477,6 +2639,10 @@ static int run(const struct options *o, struct stats *out)
 		W.cur = k;
 		zkl_client_close(W.cl[k].c);
 		W.cl[k].c = NULL;
+		if (W.o.adopt) {
+			app_close(W.cl[k].to_close);
+			app_close(W.cl[k].sess);
+		}
 		W.cur = -1;
 	}
 	zkl_clock_hook = NULL;
@@ -2782,7 +2948,9 @@ static void usage(void)
 	        "         --leaders (the mutex paths are leader elections, through the\n"
 	        "           latch's lock view)\n"
 	        "         --multi (mutex paths only; about half the contenders are multi-locks\n"
-	        "           of two of them, taken asynchronously through the multi-lock's view)\n",
+	        "           of two of them, taken asynchronously through the multi-lock's view)\n"
+	        "         --adopt (the clients' sessions are the application's: adopted, and\n"
+	        "           handed over after an expiry)\n",
 	        MAXJOBS);
 	exit(2);
 }
@@ -2829,6 +2997,8 @@ int main(int argc, char **argv)
 			o.leaders = true;
 		} else if (strcmp(a, "--multi") == 0) {
 			o.multi = true;
+		} else if (strcmp(a, "--adopt") == 0) {
+			o.adopt = true;
 		} else if (strcmp(a, "--keep-going") == 0) {
 			keep_going = keep_going_g = true;
 		} else if (strcmp(a, "--no-shrink") == 0) {
