@@ -63,11 +63,22 @@ struct fake {
 #endif
 };
 
-/* Waits until fd is readable (or writable); false after 5 s or on error. */
+/* The running fake server (one at a time; stopped by the teardown if a test failed), and
+ * the read end of its stop pipe. */
+static struct fake *running;
+static int stop_fd = -1;
+
+/* Waits until fd is readable (or writable); false once the fake server is told to stop,
+ * after a minute, or on error. A client may take seconds over its part of a handshake
+ * (under valgrind). */
 static bool wait_fd(int fd, bool out)
 {
-	struct pollfd p = { .fd = fd, .events = out ? POLLOUT : POLLIN };
-	return poll(&p, 1, 5000) == 1;
+	struct pollfd p[2] = { { .fd = fd, .events = out ? POLLOUT : POLLIN },
+		               { .fd = stop_fd, .events = POLLIN } };
+	int n;
+	while ((n = poll(p, 2, 60000)) < 0 && errno == EINTR)
+		;
+	return n > 0 && p[0].revents && !p[1].revents;
 }
 
 static bool read_full(int fd, void *buf, size_t n)
@@ -332,6 +343,8 @@ static struct fake *fake_start(enum point point, bool tls)
 	assert_int_equal(getsockname(f->lfd, (struct sockaddr *)&a, &len), 0);
 	f->port = ntohs(a.sin_port);
 	assert_int_equal(pipe2(f->stop, O_CLOEXEC), 0);
+	stop_fd = f->stop[0];
+	running = f;
 	assert_int_equal(pthread_create(&f->tid, NULL, fake_main, f), 0);
 	return f;
 }
@@ -343,6 +356,8 @@ static int fake_stop(struct fake *f)
 	pthread_join(f->tid, NULL);
 	close(f->stop[0]);
 	close(f->stop[1]);
+	stop_fd = -1;
+	running = NULL;
 	close(f->lfd);
 #ifdef ZKL_HAVE_ZK_TLS
 	SSL_CTX_free(f->ctx);
@@ -364,12 +379,20 @@ static const char *cert(int i, const char *name)
 	return cert_buf[i];
 }
 
+/* How long a client tries the fake server: long enough for a TLS handshake with the fake
+ * server in this process, which under valgrind (ZKL_TEST_WRAPPER) takes seconds. */
+static int connect_ms(void)
+{
+	const char *w = getenv("ZKL_TEST_WRAPPER");
+	return w && *w ? 15000 : 1500;
+}
+
 static void client_options(zkl_client_options *o, const char *servers, bool tls)
 {
 	zkl_client_options_init(o);
 	o->servers = servers;
 	o->session_timeout_ms = 4000;
-	o->connect_timeout_ms = 1500;
+	o->connect_timeout_ms = connect_ms();
 	if (tls) {
 		o->tls_ca = cert(0, "ca.pem");
 		o->tls_cert = cert(1, "client.pem");
@@ -424,7 +447,7 @@ static int run_zklock(const char *const *args, char *err, size_t err_size)
 static void expect_zklock(int want, const char *servers, bool tls, const char *path)
 {
 	char timeout[16];
-	snprintf(timeout, sizeof timeout, "%d", 1500);
+	snprintf(timeout, sizeof timeout, "%d", connect_ms());
 	const char *args[20];
 	int n = 0;
 	args[n++] = "-s";
@@ -466,9 +489,14 @@ static void drop_at(enum point point, bool tls)
 	zkl_client_options o;
 	client_options(&o, servers, tls);
 	zkl_client *c = NULL;
-	int rc = zkl_client_open(&c, &o);
+	int rc;
 	if (point == P_SESSION) {
 		/* Connected, until the first request: the connection drops under it. */
+		/* It returns once connected: bounds for a handshake under valgrind and load (the
+		 * C client gives a connection up after the session timeout). */
+		o.connect_timeout_ms = 60000;
+		o.session_timeout_ms = 30000;
+		rc = zkl_client_open(&c, &o);
 		CHECK_OK(rc);
 		zkl_mutex *m;
 		CHECK_OK(zkl_mutex_new(&m, c, "/drop"));
@@ -478,6 +506,7 @@ static void drop_at(enum point point, bool tls)
 		zkl_mutex_free(m);
 		zkl_client_close(c);
 	} else {
+		rc = zkl_client_open(&c, &o);
 		if (rc != ZKL_ECONNECT) {
 			zkl_client_close(c);
 			fail_msg("%s at %s: expected ZKL_ECONNECT, got %s: %s",
@@ -512,6 +541,15 @@ static void real_server(bool tls)
 	zkl_mutex_free(m);
 	zkl_client_close(c);
 	expect_zklock(0, h_servers(), tls, h_path("drop-real-zklock"));
+}
+
+/* After a failed test, the fake server it left running. */
+static int stop_fake(void **state)
+{
+	(void)state;
+	if (running)
+		fake_stop(running);
+	return 0;
 }
 
 #ifdef ZKL_HAVE_ZK_TLS
@@ -601,16 +639,16 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_UNBLOCK, &pipe_set, NULL);
 
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_plain_accept),
-		cmocka_unit_test(test_plain_connect),
-		cmocka_unit_test(test_plain_session),
+		cmocka_unit_test_teardown(test_plain_accept, stop_fake),
+		cmocka_unit_test_teardown(test_plain_connect, stop_fake),
+		cmocka_unit_test_teardown(test_plain_session, stop_fake),
 #ifdef ZKL_HAVE_ZK_TLS
-		cmocka_unit_test(test_tls_accept),
-		cmocka_unit_test(test_tls_hello),
-		cmocka_unit_test(test_tls_flight),
-		cmocka_unit_test(test_tls_handshake),
-		cmocka_unit_test(test_tls_connect),
-		cmocka_unit_test(test_tls_session),
+		cmocka_unit_test_teardown(test_tls_accept, stop_fake),
+		cmocka_unit_test_teardown(test_tls_hello, stop_fake),
+		cmocka_unit_test_teardown(test_tls_flight, stop_fake),
+		cmocka_unit_test_teardown(test_tls_handshake, stop_fake),
+		cmocka_unit_test_teardown(test_tls_connect, stop_fake),
+		cmocka_unit_test_teardown(test_tls_session, stop_fake),
 #endif
 		cmocka_unit_test(test_real_server),
 	};
