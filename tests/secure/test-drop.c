@@ -558,61 +558,29 @@ static int stop_fake(void **state)
 #define TLS_SERVER false
 #endif
 
-static void test_plain_accept(void **state)
+/* One case: a point, over TLS or plaintext. */
+struct drop_case {
+	enum point point;
+	bool tls;
+};
+
+static void test_drop(void **state)
 {
-	(void)state;
-	drop_at(P_ACCEPT, false);
+	const struct drop_case *d = *state;
+	drop_at(d->point, d->tls);
 }
 
-static void test_plain_connect(void **state)
-{
-	(void)state;
-	drop_at(P_CONNECT, false);
-}
-
-static void test_plain_session(void **state)
-{
-	(void)state;
-	drop_at(P_SESSION, false);
-}
-
+static const struct drop_case plain[] = { { P_ACCEPT, false }, { P_CONNECT, false },
+	                                  { P_SESSION, false } };
 #ifdef ZKL_HAVE_ZK_TLS
-static void test_tls_accept(void **state)
-{
-	(void)state;
-	drop_at(P_ACCEPT, true);
-}
-
-static void test_tls_hello(void **state)
-{
-	(void)state;
-	drop_at(P_HELLO, true);
-}
-
-static void test_tls_flight(void **state)
-{
-	(void)state;
-	drop_at(P_FLIGHT, true);
-}
-
-static void test_tls_handshake(void **state)
-{
-	(void)state;
-	drop_at(P_HANDSHAKE, true);
-}
-
-static void test_tls_connect(void **state)
-{
-	(void)state;
-	drop_at(P_CONNECT, true);
-}
-
-static void test_tls_session(void **state)
-{
-	(void)state;
-	drop_at(P_SESSION, true);
-}
+static const struct drop_case tls[] = { { P_ACCEPT, true }, { P_HELLO, true },
+	                                { P_FLIGHT, true }, { P_HANDSHAKE, true },
+	                                { P_CONNECT, true }, { P_SESSION, true } };
 #endif
+
+/* The case named test_<plain|tls>_<point>, run by test_drop. */
+#define DROP_CASE(kind, i, name)                                                       \
+	{ "test_" #kind "_" name, test_drop, NULL, stop_fake, (void *)&kind[i] }
 
 static void test_real_server(void **state)
 {
@@ -639,16 +607,16 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_UNBLOCK, &pipe_set, NULL);
 
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_plain_accept, stop_fake),
-		cmocka_unit_test_teardown(test_plain_connect, stop_fake),
-		cmocka_unit_test_teardown(test_plain_session, stop_fake),
+		DROP_CASE(plain, 0, "accept"),
+		DROP_CASE(plain, 1, "connect"),
+		DROP_CASE(plain, 2, "session"),
 #ifdef ZKL_HAVE_ZK_TLS
-		cmocka_unit_test_teardown(test_tls_accept, stop_fake),
-		cmocka_unit_test_teardown(test_tls_hello, stop_fake),
-		cmocka_unit_test_teardown(test_tls_flight, stop_fake),
-		cmocka_unit_test_teardown(test_tls_handshake, stop_fake),
-		cmocka_unit_test_teardown(test_tls_connect, stop_fake),
-		cmocka_unit_test_teardown(test_tls_session, stop_fake),
+		DROP_CASE(tls, 0, "accept"),
+		DROP_CASE(tls, 1, "hello"),
+		DROP_CASE(tls, 2, "flight"),
+		DROP_CASE(tls, 3, "handshake"),
+		DROP_CASE(tls, 4, "connect"),
+		DROP_CASE(tls, 5, "session"),
 #endif
 		cmocka_unit_test(test_real_server),
 	};
