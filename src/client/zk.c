@@ -8,6 +8,7 @@
 
 #include <zklocks/client.h>
 
+#include "sigpipe.h"
 #include "zk.h"
 
 #ifdef ZKL_HAVE_ZK_SASL
@@ -150,10 +151,9 @@ void zkl_zk_creds_release(struct zkl_zk_creds *creds)
 	creds->state = NULL;
 }
 
-static zhandle_t *zk_open(void *self, const char *servers, int timeout_ms, watcher_fn watcher,
-                          void *ctx, bool quiet, struct zkl_zk_creds *creds)
+static zhandle_t *open_handle(const char *servers, int timeout_ms, watcher_fn watcher,
+                              void *ctx, bool quiet, struct zkl_zk_creds *creds)
 {
-	(void)self;
 	const int flags = ZOO_NO_LOG_CLIENTENV;
 	zhandle_t *zh = NULL;
 	if (creds->tls && creds->sasl_mechanism) {
@@ -224,9 +224,27 @@ static zhandle_t *zk_open(void *self, const char *servers, int timeout_ms, watch
 	return zh;
 }
 
+/* The C client's threads start here, and inherit a mask that blocks SIGPIPE
+ * (sigpipe.h). */
+static zhandle_t *zk_open(void *self, const char *servers, int timeout_ms, watcher_fn watcher,
+                          void *ctx, bool quiet, struct zkl_zk_creds *creds)
+{
+	(void)self;
+	struct zkl_sigpipe_guard g;
+	zkl_sigpipe_block(&g);
+	zhandle_t *zh = open_handle(servers, timeout_ms, watcher, ctx, quiet, creds);
+	zkl_sigpipe_restore(&g);
+	return zh;
+}
+
+/* zookeeper_close() writes the close request, and reads its answer, on the calling
+ * thread. */
 static void zk_close(zhandle_t *zh)
 {
+	struct zkl_sigpipe_guard g;
+	zkl_sigpipe_block(&g);
 	zookeeper_close(zh);
+	zkl_sigpipe_restore(&g);
 }
 
 static int64_t zk_session_id(zhandle_t *zh)

@@ -326,6 +326,28 @@ def signal_mask_and_dispositions_restored():
 
 
 @case
+def command_dies_of_sigpipe():
+    # The command sees SIGPIPE as usual (at its default action, unblocked), whatever
+    # zklock and the library do about their own connections: a command that writes to a
+    # pipe nobody reads any more dies of it, and zklock says so with 128+13.
+    p = lock_path("sigpipe")
+    proc = subprocess.Popen(zklock_cmd([p, "--", "yes"]), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+    PROCS.append(proc)
+    check(proc.stdout.read(4096).startswith(b"y\n"), "the command wrote nothing")
+    proc.stdout.close()
+    try:
+        rc = proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        raise Failure("zklock did not end once its command's pipe was closed")
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    check(rc == 128 + signal.SIGPIPE, "zklock exited %s, expected %s; stderr %r" %
+          (rc, 128 + signal.SIGPIPE, err))
+    check(status(p) == [], "the lock was not released")
+
+
+@case
 def command_not_found_or_not_executable():
     p = lock_path("exec")
     expect([p, "--", "zklock-no-such-command-" + uuid.uuid4().hex], 127,
