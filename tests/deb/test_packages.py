@@ -38,21 +38,12 @@ import tempfile
 import time
 import uuid
 
+# fail() records a failure, finish() exits with them, skip() exits 77 (1 under CI=true):
+# the docs suite's, the same for both suites.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs"))
+from check import fail, finish, skip  # noqa: E402 (found through the path above)
+
 PACKAGES = ["libzklocks0", "libzklocks-dev", "zklock"]
-FAILURES = []
-
-
-def fail(msg):
-    FAILURES.append(msg)
-    print("FAIL: " + msg, flush=True)
-
-
-def skip(reason):
-    if os.environ.get("CI") == "true":
-        print("FAIL: " + reason + " (a skip is a failure under CI=true)")
-        sys.exit(1)
-    print("skip: " + reason)
-    sys.exit(77)
 
 
 def run(cmd, cwd=None, env=None, check=True, timeout=600):
@@ -352,10 +343,7 @@ def main():
         purge()
         steps.done("apt-get purge")
         steps.total()
-    if FAILURES:
-        print("%d failure(s)" % len(FAILURES))
-        sys.exit(1)
-    print("ok")
+    finish()
 
 
 if __name__ == "__main__":
