@@ -27,7 +27,9 @@
     docker SRCROOT                docker/compose.yaml passes `docker-compose config`,
                                   and the Dockerfile builds with scripts/build-release,
                                   as the README says, on Debian 12
-    changelog CHANGELOG VERSION   the newest version in CHANGELOG.md is VERSION
+    changelog CHANGELOG VERSION [DEBIAN_CHANGELOG]
+                                  the newest version in CHANGELOG.md is VERSION, and so
+                                  is the newest entry of debian/changelog
     links FILE...                 every relative link in the Markdown FILEs resolves
 
 Exit status 0 passes, 1 fails, 77 skips (a missing tool), except under CI=true, where a
@@ -690,7 +692,7 @@ def check_docker(srcroot):
 
 # ---- changelog and links ----
 
-def check_changelog(path, version):
+def check_changelog(path, version, debian_changelog=None):
     text = open(path, encoding="utf-8").read()
     versions = re.findall(r"^##\s+\[?(\d+\.\d+\.\d+)\]?", text, flags=re.M)
     if not versions:
@@ -698,6 +700,13 @@ def check_changelog(path, version):
     elif versions[0] != version:
         fail("the newest version in %s is %s, but meson's project version is %s" %
              (path, versions[0], version))
+    if debian_changelog:
+        # The Debian packages' version: the first line is "zklocks (VERSION) ...".
+        first = open(debian_changelog, encoding="utf-8").readline()
+        m = re.match(r"zklocks \(([^)]+)\) ", first)
+        if not m or m.group(1) != version:
+            fail("%s starts %r, not with zklocks (%s): add an entry (dch -v %s)" %
+                 (debian_changelog, first.strip(), version, version))
 
 
 def check_links(files):
