@@ -1,18 +1,30 @@
 /* Internal structures shared by the client (src/client), the lock-queue engine
  * (src/engine/) and the recipes. Never installed.
  *
- * Locking: every field below marked "mu" is guarded by the owning client's single mutex
- * `zkl_client.mu`; nothing blocks while holding it, and no zoo_* call is made with it
- * held. The C client's completion thread does not take it: it queues what it hears in
- * the client's inbox (inbox_mu) for the loop. Two exceptions take mu there: with
- * external_loop it applies what it hears itself, and an adopted handle's session events
- * go through the watcher chained with the application's (adopted_watcher()). An
- * application thread hands the loop an acquisition, a job (a request it waits for,
- * job.c) or a cancel the same way, as a call (zkl_call), and waits, if it does, on that
- * acquisition or job alone, never on mu: from the call on, only the loop touches it.
- * Only the loop sends requests, with one exception: a release sends its delete itself
- * (zkl_task_delete_now), leaving the answer to the loop. Its other calls still take mu,
- * briefly. */
+ * What is shared between threads, and what guards it:
+ *
+ *   - The client's mutex `zkl_client.mu` guards every field below marked "mu": engine
+ *     and recipe state, waiters, sessions, background tasks, data watches, listeners.
+ *     The loop holds it for its whole turn and lets go of it around each request it
+ *     sends; nothing blocks while holding it, and no zoo_* call is made with it held.
+ *     Application threads still take it briefly in the recipes' calls (ARCHITECTURE.md,
+ *     "One owner: where it stands", says what is left to move to the loop).
+ *   - `inbox_mu` guards the inbox and the loop's wake count: the C client's completion
+ *     thread queues what it hears there and never takes mu (with external_loop it
+ *     applies what it hears itself, under mu; an adopted handle's session events go
+ *     through the watcher chained with the application's, which takes mu).
+ *   - Atomics, read by any thread without a lock: a hold's state and whether it is lost
+ *     (written by the loop and its owner), the published session and the count of
+ *     releases sending their delete on it (`sess_pub`, `pins`), a session's `connected`,
+ *     an op's laziness, the statistics, `hurry` and `efd_armed`.
+ *   - `adoptions_mu` (session.c) guards the list of adopted handles, which the C
+ *     client's completion thread reads to find the client of a handle.
+ *
+ * An application thread hands the loop an acquisition, a job (a request it waits for,
+ * job.c) or a cancel as a call (zkl_call), through the inbox, and waits, if it does, on
+ * that acquisition or job alone, never on mu: from the call on, only the loop touches
+ * it. Only the loop sends requests, with one exception: a release sends its delete
+ * itself (zkl_task_delete_sent), leaving the answer to the loop. */
 #ifndef ZKL_INTERNAL_H
 #define ZKL_INTERNAL_H
 
