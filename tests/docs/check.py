@@ -162,6 +162,18 @@ def api_fields(incdir):
     return fields
 
 
+def adapter_names(incdir):
+    """The functions and types of the header-only adapters (adapters/*.h), which are
+    documented as the library's own are."""
+    names = set()
+    for h in glob.glob(os.path.join(incdir, "adapters", "*.h")):
+        text = strip_comments(open(h, encoding="utf-8").read())
+        names |= {n for n in re.findall(r"\bstatic\s+inline\s+[\w\s\*]*?\b(zkl_\w+)\s*\(",
+                                        text) if "__" not in n}
+        names |= set(re.findall(r"\btypedef\s+struct\s+\w+\s+(\w+)\s*;", text))
+    return names
+
+
 def error_codes(incdir):
     text = strip_comments(open(os.path.join(incdir, "errors.h"), encoding="utf-8").read())
     body = re.search(r"enum\s+zkl_error\s*\{(.*?)\}", text, flags=re.S).group(1)
@@ -252,7 +264,8 @@ def check_man_coverage(mandir, incdir, docs_meson):
             fail("%s is on no page's NAME line" % name)
     for page, n in names.items():
         if page.endswith(".3"):
-            documented = set(api_functions(incdir)) | api_types(incdir)
+            documented = set(api_functions(incdir)) | api_types(incdir) | \
+                adapter_names(incdir)
             for x in n:
                 if x not in documented:
                     fail("%s names %s on its NAME line, which is not a public function" %
@@ -317,10 +330,18 @@ def check_man_examples(cc, incdir, buildinc, lib, mandir):
             src = os.path.join(tmp, page.replace(".", "_") + ".c")
             with open(src, "w", encoding="utf-8") as f:
                 f.write("\n".join(blocks))
+            extra = []
+            if "#include <uv.h>" in blocks[0]:
+                status, flags = run(["pkg-config", "--cflags", "--libs", "libuv"],
+                                    check=False)
+                if status != 0:
+                    print("note: libuv not found; the example of %s was not built" % page)
+                    continue
+                extra = shlex.split(flags)
             cmd = shlex.split(cc) + [
                 "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-pedantic", "-Wall", "-Wextra",
                 "-Werror", "-I", os.path.dirname(incdir), "-I", buildinc, src, lib,
-                "-pthread", "-o", src[:-2]] + EXTRA_FLAGS
+                "-pthread", "-o", src[:-2]] + extra + EXTRA_FLAGS
             status, _ = run(cmd)
             if status == 0:
                 count += 1
