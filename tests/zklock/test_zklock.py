@@ -1424,6 +1424,57 @@ def verbose_progress():
     check(h.wait() == 0 and w.wait() == 0, "exits %s %s" % (h.p.returncode, w.p.returncode))
 
 
+# ---- the docs ----
+
+GUIDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                     "GUIDE.md")
+
+
+def guide_status_sample():
+    """The lines of docs/GUIDE.md's sample `zklock status` output, split on tabs."""
+    with open(GUIDE, encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(r"^\$ zklock status (\S+)\n(.*?)^```", text, flags=re.M | re.S)
+    check(m is not None, "GUIDE.md has no sample of zklock status")
+    return m.group(1), [line.split("\t") for line in m.group(2).splitlines()]
+
+
+@case
+def guide_status_sample_is_real():
+    """GUIDE's sample of `zklock status` (a holder and a waiter of a mutex) has the
+    fields, roles and forms that the tool prints for the same queue."""
+    path, sample = guide_status_sample()
+    p = lock_path("guide")
+    h = holder(p)
+    w = Proc([p, "--", "true"])
+    try:
+        waiter_queued(p, w, 1)
+        rc, out, err, _ = run(["status", p])
+    finally:
+        h.release()
+    check(h.wait() == 0 and w.wait() == 0, "exits %s %s" % (h.p.returncode, w.p.returncode))
+    real = [line.split("\t") for line in out.splitlines()]
+    check(len(real) == 2 and len(sample) == 2, "lines: real %r, GUIDE %r" % (real, sample))
+    forms = [("node", r"^%s/_c_[0-9a-f-]{36}-lock-\d{10}$"), ("data", r"^[\w.-]+:\d+$"),
+             ("role", None), ("layout", None), ("host", r"^[\w.-]+$"), ("pid", r"^\d+$"),
+             ("since", r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"),
+             ("token", r"^\d+$"), ("deadline", r"^(-|-?\d+ms)$")]
+    for which, lines, base in (("real", real, p), ("GUIDE", sample, path)):
+        for f in lines:
+            check(len(f) == len(forms), "%s line has %d fields, not %d: %r" %
+                  (which, len(f), len(forms), f))
+            for (name, form), value in zip(forms, f):
+                if form:
+                    form = form.replace("%s", re.escape(base)) if "%s" in form else form
+                    check(re.match(form, value), "%s %s %r is not of the form %s" %
+                          (which, name, value, form))
+            check(f[1] == "%s:%s" % (f[4], f[5]), "%s: data %r is not host:pid" % (which, f))
+    for k, name in ((2, "role"), (3, "layout")):
+        check([f[k] for f in real] == [f[k] for f in sample],
+              "%s: real %r, GUIDE %r" % (name, [f[k] for f in real], [f[k] for f in sample]))
+    check(int(sample[0][7]) < int(sample[1][7]), "GUIDE's tokens do not grow: %r" % sample)
+
+
 # ---- cron: --once-per ----
 
 @case
