@@ -40,8 +40,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "reach.h" /* (before internal.h: it needs nothing of it) */
+
 #include "internal.h"
-#include "reach.h"
 
 struct zkl_event {
 	struct zkl_event *next;
