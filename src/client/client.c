@@ -39,8 +39,7 @@
 #include <strings.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
-
-#include "reach.h" /* (before internal.h: it needs nothing of it) */
+#include "reach.h" /* why no session comes up (reach.c) */
 
 #include "internal.h"
 
