@@ -850,11 +850,16 @@ static void test_leader()
 	}
 
 	// Started: in the election for good, the functions tell each leadership.
+	// (await() may return before the loop has run the gained function: wait for it.)
 	std::atomic<int> gained_x{0}, lost_x{0}, lost_reason{0}, gained_y{0};
+	std::promise<void> px, py;
 	zkl::leader_options ox;
 	ox.id = "x-id";
 	ox.notify_on_close = true;
-	ox.on_gained = [&] { gained_x++; };
+	ox.on_gained = [&] {
+		if (gained_x++ == 0)
+			px.set_value();
+	};
 	ox.on_lost = [&](int reason) {
 		lost_reason = reason;
 		lost_x++;
@@ -862,12 +867,16 @@ static void test_leader()
 	zkl::leader x(a, q, std::move(ox));
 	zkl::leader_options oy;
 	oy.id = "y-id";
-	oy.on_gained = [&] { gained_y++; };
+	oy.on_gained = [&] {
+		if (gained_y++ == 0)
+			py.set_value();
+	};
 	zkl::leader y(b, q, std::move(oy));
 	EXPECT_THROWS(ZKL_EINVAL, (void)x.await(0ms)); // not started
 	x.start();
 	EXPECT(x.await(5s));
 	EXPECT(x.has_leadership());
+	EXPECT(px.get_future().wait_for(5s) == std::future_status::ready);
 	EXPECT_EQ(gained_x.load(), 1);
 	EXPECT_THROWS(ZKL_EBUSY, x.start());
 	y.start();
@@ -878,6 +887,7 @@ static void test_leader()
 	EXPECT_EQ(lost_reason.load(), ZKL_ECLOSED);
 	EXPECT(!x.has_leadership());
 	EXPECT(y.await(5s));
+	EXPECT(py.get_future().wait_for(5s) == std::future_status::ready);
 	EXPECT_EQ(gained_y.load(), 1);
 	EXPECT(x.leader_id() == "y-id");
 	EXPECT_EQ(gained_x.load(), 1);
