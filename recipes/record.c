@@ -17,7 +17,7 @@ int zkl_node_put(zkl_client *c, const char *path, const void *data, int len, con
 			return 0;
 		if (zrc != ZNONODE)
 			return zrc < -1000 ? zrc : zkl_fail_zk(zrc, "cannot set", path);
-		/* Create it, with its parents (containers would vanish: make them persistent). */
+		/* Create it (persistent), and its missing parents. */
 		struct zkl_req create = {.kind = ZKL_OP_CREATE, .path = path, .data = data,
 		                         .len = len, .mode = ZOO_PERSISTENT};
 		zrc = zkl_request(c, &create, zkl_deadline(-1), NULL);
@@ -28,9 +28,18 @@ int zkl_node_put(zkl_client *c, const char *path, const void *data, int len, con
 			char *parent = strndup(path, p);
 			if (!parent)
 				return zkl_fail(ZKL_ENOMEM, "out of memory");
-			struct zkl_req mk = {.kind = ZKL_OP_CREATE, .path = parent, .mode = ZOO_PERSISTENT};
+			/* Containers: once the node is deleted and nothing else is in them, the
+			 * server removes them (a server without containers: persistent). */
+			struct zkl_req mk = {.kind = ZKL_OP_CREATE, .path = parent, .mode = ZOO_CONTAINER};
 			/* Walk up until a create works, then come back down on the next attempts. */
-			while ((zrc = zkl_request(c, &mk, zkl_deadline(-1), NULL)) == ZNONODE) {
+			for (;;) {
+				zrc = zkl_request(c, &mk, zkl_deadline(-1), NULL);
+				if (zrc == ZUNIMPLEMENTED && mk.mode == ZOO_CONTAINER) {
+					mk.mode = ZOO_PERSISTENT;
+					continue;
+				}
+				if (zrc != ZNONODE)
+					break;
 				size_t pp = zkl_path_parent_len(parent);
 				if (pp == 0)
 					break;
@@ -110,4 +119,20 @@ int zkl_record_set(zkl_client *c, const char *path, const void *data, size_t len
 	if (!data && len > 0)
 		return zkl_fail(ZKL_EINVAL, "record data is NULL with a length of %zu", len);
 	return zkl_node_put(c, path, data, (int)len, "record");
+}
+
+int zkl_record_delete(zkl_client *c, const char *path)
+{
+	int rc = record_check(c, path);
+	if (rc != 0)
+		return rc;
+	struct zkl_req del = {.kind = ZKL_OP_DELETE, .path = path, .version = -1};
+	int zrc = zkl_request(c, &del, zkl_deadline(-1), NULL);
+	if (zrc == ZOK)
+		return 0;
+	if (zrc == ZNONODE)
+		return zkl_fail(ZKL_ENOTHELD, "record %s does not exist", path);
+	if (zrc == ZNOTEMPTY)
+		return zkl_fail(ZKL_EINVAL, "%s has children: it is not a record", path);
+	return zrc < -1000 ? zrc : zkl_fail_zk(zrc, "cannot delete", path);
 }

@@ -161,8 +161,11 @@ ZKL_API void zkl_client_options_init(zkl_client_options *o);
 /* Connects and waits until the session is established or o->connect_timeout_ms passes.
  * On success *out is the caller's, to be closed with zkl_client_close(). Returns 0,
  * ZKL_EINVAL (bad options), ZKL_ENOTSUP (TLS or SASL asked of a build without them:
- * zkl_last_error() says how to get one), ZKL_ECONNECT (no server answered: zkl_last_error()
- * names the servers and the time waited, and over TLS the handshake's likely causes),
+ * zkl_last_error() says how to get one), ZKL_ECONNECT (no session; zkl_last_error() names
+ * the cause: every server refused the connection, nothing listens (it fails within
+ * about half a second); a port accepted connections but never answered (after
+ * connect_timeout_ms: a port that takes only TLS stays silent to a plaintext client);
+ * no answer in the time waited; over TLS the handshake's likely causes),
  * ZKL_EAUTH (credentials refused, SASL's included) or ZKL_ENOMEM. o may be NULL for
  * defaults. */
 ZKL_API int zkl_client_open(zkl_client **out, const zkl_client_options *o);

@@ -14,8 +14,8 @@
  * function of the caller's; when the function returns, leadership is given up, and with
  * `requeue` the selector joins the election again.
  *
- * Leadership ends when the session is lost (expired, or nothing heard from ZooKeeper for
- * the session timeout: see zkl_state), when the leader's node is deleted from outside,
+ * Leadership ends when the session is lost (expired, or given up for lost by the loss
+ * rule of zkl_client_options.loss_percent: see zkl_state), when the leader's node is deleted from outside,
  * and, unless lose_on_suspend is false, as soon as the connection drops (SUSPENDED: the
  * session may still live, but nothing can be proven; Curator's default). A latch that
  * lost leadership to a suspension keeps its node and leads again if, once reconnected,

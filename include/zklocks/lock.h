@@ -2,9 +2,11 @@
  *
  * Each kind gives a view of itself: zkl_mutex_lock() (a mutex, or either half of a
  * read-write lock), zkl_semaphore_lock() (one lease of a semaphore per acquire),
- * zkl_semaphore_mutex_lock() and zkl_leader_lock() (one leadership of an election per
- * acquire: leader.h); zkl_multilock_lock() gives them to several locks held as one
- * (multilock.h says how it answers). The view lives as long as its handle and is freed
+ * zkl_semaphore_mutex_lock(), zkl_leader_lock() (one leadership of an election per
+ * acquire: leader.h) and zkl_selector_lock() (a selector's leadership, which it takes
+ * through zkl_selector_start(): its acquire and release fail with ZKL_ENOTSUP);
+ * zkl_multilock_lock() gives them to several locks held as one (multilock.h says how
+ * it answers). The view lives as long as its handle and is freed
  * with it; it is never freed by itself. What is specific to a kind stays with the kind: making a
  * mutex revocable, its naming, several leases at once, the semaphore's limit.
  *

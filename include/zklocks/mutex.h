@@ -25,8 +25,11 @@ typedef struct zkl_mutex zkl_mutex;
 ZKL_API int zkl_mutex_new(zkl_mutex **out, zkl_client *c, const char *path);
 
 /* Frees m and its view. If the calling thread holds it, it is released first; an
- * asynchronous acquire under way is canceled (see zkl_lock_acquire_async()). NULL is a
- * no-op. No other thread may be using m. */
+ * asynchronous acquire under way is canceled (see zkl_lock_acquire_async()). The hold of
+ * a completed asynchronous acquire belongs to the handle, not to a thread: freeing m
+ * (from any thread) releases it as zkl_lock_release() would, so there is no need to
+ * release it first; its lost callback does not run. NULL is a no-op. No other thread
+ * may be using m. */
 ZKL_API void zkl_mutex_free(zkl_mutex *m);
 
 /* The view of m (or of a half of a read-write lock) that the shared verbs take; it lives

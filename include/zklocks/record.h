@@ -1,10 +1,13 @@
 /* zkl_record: a small persistent node of the application's own, beside its locks, read
  * and written through the client's session (no second session needed): the last run of
- * a job, a checkpoint, a note for operators. Records live until deleted (by an operator,
- * or zkCli's deleteall); a lock's path is not a place for one (its children are its
- * queue): put it beside, as zklock's --once-per keeps "<lock>.last-run".
+ * a job, a checkpoint, a note for operators. Records live until deleted
+ * (zkl_record_delete(), `zklock forget`); a lock's path is not a place for one (its
+ * children are its queue): put it beside, as zklock's --once-per keeps "<lock>.last-run".
+ * A record keeps its parent folders for as long as it lives; the folders a write creates
+ * are containers, which the server removes once the record is deleted and nothing else is
+ * in them (persistent on a server without containers, ZooKeeper 3.4).
  *
- * Both functions are thread-safe and block until ZooKeeper answers (or the session is
+ * The functions are thread-safe and block until ZooKeeper answers (or the session is
  * lost): never call them on the client's event thread (they then fail with
  * ZKL_EDEADLK). */
 #ifndef ZKLOCKS_RECORD_H
@@ -28,10 +31,16 @@ ZKL_API int zkl_record_get(zkl_client *c, const char *path, char **data, size_t 
 
 /* Writes len bytes of data (NULL with len 0 for an empty record) as the record at path,
  * replacing what it held, and creating it (a persistent node), and its missing parents
- * (persistent too), if needed. Returns 0; ZKL_EINVAL (bad path, len above
+ * (containers), if needed. Returns 0; ZKL_EINVAL (bad path, len above
  * ZKL_RECORD_MAX); ZKL_EACL; ZKL_ECONNLOSS (the write may or may not have been applied:
  * write again); ZKL_ECLOSED; ZKL_ENOMEM; ZKL_EZK. */
 ZKL_API int zkl_record_set(zkl_client *c, const char *path, const void *data, size_t len);
+
+/* Deletes the record at path (whatever its version). Returns 0; ZKL_ENOTHELD if there is
+ * no node at path; ZKL_EINVAL (bad path, or a node with children: not a record);
+ * ZKL_EACL; ZKL_ECONNLOSS (the delete may or may not have been applied: delete again);
+ * ZKL_ECLOSED; ZKL_ENOMEM; ZKL_EZK. */
+ZKL_API int zkl_record_delete(zkl_client *c, const char *path);
 
 ZKL_END_DECLS
 

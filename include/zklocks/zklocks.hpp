@@ -19,6 +19,8 @@
  *   and frees it in its destructor. All of them but zkl::rwlock are a zkl::lockable, the
  *   verbs every kind shares (<zklocks/lock.h>); zkl::rwlock forwards lock() to its write
  *   half and lock_shared() to its read half, as std::shared_timed_mutex does.
+ * - zkl::leader: a participant of a leader election (Curator's LeaderLatch), a lock
+ *   too: std::unique_lock<zkl::leader> leads for its scope.
  * - zkl::multilock: several of them held as one, all or nothing.
  * - zkl::error, the exception every throwing member throws.
  *
@@ -89,6 +91,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <initializer_list>
@@ -824,6 +827,157 @@ public:
 
 private:
 	zkl_semaphore *s_ = nullptr;
+};
+
+/* ---- leader election ---- */
+
+/* The options of a zkl::leader (zkl_leader_options, with functions instead of C
+ * callbacks). */
+struct leader_options {
+	/* The participant id stored in our node; empty: "<hostname>:<pid>". */
+	std::string id;
+	/* Run on the client's loop when this participant becomes the leader, and when that
+	 * leadership ends (with the reason: ZKL_ELOST, ZKL_ECONNLOSS, ZKL_ENOTHELD,
+	 * ZKL_ECLOSED, ZKL_EZK, as zkl_leader_lost_fn says); once per leadership each,
+	 * alternating, gained first. Each may be empty. They must not throw, block, or
+	 * destroy the leader. */
+	std::function<void()> on_gained;
+	std::function<void(int)> on_lost;
+	/* Leadership ends as soon as the connection drops (Curator's default). */
+	bool lose_on_suspend = true;
+	/* close() of the leader calls on_lost with ZKL_ECLOSED first. */
+	bool notify_on_close = false;
+};
+
+namespace detail {
+
+/* What a leader keeps on the heap for its C callbacks (it stays put while the object
+ * moves). */
+struct leader_state {
+	std::function<void()> gained;
+	std::function<void(int)> lost;
+};
+
+extern "C" {
+
+inline void zklocks_hpp_gained(zkl_leader *, void *data) noexcept
+{
+	auto *st = static_cast<leader_state *>(data);
+	if (st->gained)
+		st->gained();
+}
+
+inline void zklocks_hpp_leader_lost(zkl_leader *, int reason, void *data) noexcept
+{
+	auto *st = static_cast<leader_state *>(data);
+	if (st->lost)
+		st->lost(reason);
+}
+
+} // extern "C"
+
+} // namespace detail
+
+/* A participant of a leader election (zkl_leader, Curator's LeaderLatch,
+ * <zklocks/leader.h>), made by the constructor and freed (leaving the election) by the
+ * destructor. Two ways to use it, not both:
+ * - as a lock: std::unique_lock<zkl::leader> (or lock(), try_lock_for(), ...) joins the
+ *   election and returns once this participant leads; unlock() leaves it. While
+ *   locked, is_held() says whether leadership lasts (false as soon as it is lost), and
+ *   on_lost() of the lockable reports the loss;
+ * - started: start() joins for good (after a loss the latch joins again by itself),
+ *   await() waits until it leads, and the functions of leader_options report each
+ *   leadership; close() or the destructor leaves.
+ * token() is the leader's fencing token. Move-only. */
+class leader : public lockable {
+public:
+	leader() noexcept = default;
+
+	/* A participant of the election at the absolute path on c (nothing is sent yet).
+	 * Throws ZKL_EINVAL. */
+	leader(client &c, const std::string &path, leader_options o = {})
+	{
+		auto st = std::make_unique<detail::lock_state>();
+		auto ls = std::make_unique<detail::leader_state>();
+		ls->gained = std::move(o.on_gained);
+		ls->lost = std::move(o.on_lost);
+		zkl_leader_options co;
+		zkl_leader_options_init(&co);
+		co.id = o.id.empty() ? nullptr : o.id.c_str();
+		co.on_gained = &detail::zklocks_hpp_gained;
+		co.on_lost = &detail::zklocks_hpp_leader_lost;
+		co.data = ls.get();
+		co.lose_on_suspend = o.lose_on_suspend;
+		co.notify_on_close = o.notify_on_close;
+		check(zkl_leader_new(&l_, c.native_handle(), path.c_str(), &co));
+		ls_ = std::move(ls);
+		attach(zkl_leader_lock(l_), std::move(st));
+	}
+
+	leader(leader &&o) noexcept
+		: lockable(std::move(o)), l_(std::exchange(o.l_, nullptr)), ls_(std::move(o.ls_))
+	{
+	}
+	leader &operator=(leader &&o) noexcept
+	{
+		if (this != &o) {
+			zkl_leader_free(std::exchange(l_, std::exchange(o.l_, nullptr)));
+			lockable::operator=(std::move(o));
+			ls_ = std::move(o.ls_);
+		}
+		return *this;
+	}
+	/* zkl_leader_free(): leaves the election; no function of it runs afterwards. */
+	~leader() { zkl_leader_free(l_); }
+
+	/* Joins the election for good (zkl_leader_start()). Throws ZKL_EBUSY (started
+	 * already, or led through the lock verbs), ZKL_ECLOSED, ZKL_EINVAL. */
+	void start() { check(zkl_leader_start(l_)); }
+
+	/* Waits until this participant leads, at most timeout (see "Timeouts"): true if it
+	 * leads, false if the time passed. Throws ZKL_ECLOSED, ZKL_EINVAL (not started),
+	 * ZKL_EDEADLK (on the client's loop). */
+	template <class Rep, class Period>
+	bool await(const std::chrono::duration<Rep, Period> &timeout)
+	{
+		const int rc = detail::acquire_for(timeout,
+		                                   [this](int ms) { return zkl_leader_await(l_, ms); });
+		if (rc == ZKL_ETIMEDOUT)
+			return false;
+		check(rc);
+		return true;
+	}
+
+	/* Whether this participant leads now (zkl_lock_is_held() of the latch's view). */
+	bool has_leadership() const noexcept { return is_held(); }
+
+	/* Leaves the election for good (zkl_leader_close()); once it returns, no function of
+	 * leader_options runs any more (unless called from one of them). Never throws. */
+	void close() noexcept
+	{
+		if (l_)
+			(void)zkl_leader_close(l_);
+	}
+
+	/* The id of the current leader (zkl_leader_leader_id()); empty if nobody takes
+	 * part. Throws ZKL_EDEADLK (on the client's loop), ZKL_ECONNLOSS, ... */
+	std::string leader_id()
+	{
+		char *id = nullptr;
+		const int rc = zkl_leader_leader_id(l_, &id);
+		if (rc == ZKL_ENOTHELD)
+			return std::string();
+		check(rc);
+		std::unique_ptr<char, decltype(&std::free)> hold(id, &std::free);
+		return std::string(id);
+	}
+
+	/* The C handle (borrowed; NULL when empty). */
+	zkl_leader *native_leader() const noexcept { return l_; }
+
+private:
+	zkl_leader *l_ = nullptr;
+	std::unique_ptr<detail::leader_state> ls_;
 };
 
 /* A mutex that is not reentrant, a semaphore of one lease (zkl_semaphore_mutex,

@@ -23,6 +23,7 @@
 #include <strings.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
+#include "reach.h" /* why no session comes up (reach.c) */
 
 #include "core.h"
 
@@ -393,15 +394,30 @@ servers_checked:
 	pthread_mutex_lock(&c->mu);
 	/* A SASL refusal shows only in the handle's state: look at it now and then. */
 	bool poll_auth = c->creds.sasl_mechanism && c->zk->auth_failed;
+	/* Why no session comes up, if none does: looked at with connects of our own. */
+	bool reach = !adopt && zk == &zkl_zk_client, refused = false;
+	struct zkl_reach r;
+	zkl_reach_init(&r);
 	while (c->state == ZKL_STATE_CONNECTING && !c->auth_failed) {
 		if (poll_auth && c->zk->auth_failed(c->sess->zh)) {
 			c->auth_failed = true;
 			break;
 		}
+		if (reach && zkl_now_ms() >= r.next_ms) {
+			pthread_mutex_unlock(&c->mu);
+			refused = zkl_reach_step(&r, o->servers);
+			pthread_mutex_lock(&c->mu);
+			if (refused || c->state != ZKL_STATE_CONNECTING)
+				break;
+		}
+		int64_t wake = deadline;
+		if (poll_auth && zkl_now_ms() + 20 < wake)
+			wake = zkl_now_ms() + 20;
+		if (reach && r.next_ms < wake)
+			wake = r.next_ms;
 		if (!c->external) {
-			int64_t until = poll_auth ? zkl_now_ms() + 20 : deadline;
-			if (zkl_cond_wait_until(&c->cv, &c->mu, until < deadline ? until : deadline) &&
-			    zkl_now_ms() >= deadline)
+			zkl_cond_wait_until(&c->cv, &c->mu, wake);
+			if (zkl_now_ms() >= deadline)
 				break;
 			continue;
 		}
@@ -412,10 +428,8 @@ servers_checked:
 		zkl__running_loop = NULL;
 		if (c->state != ZKL_STATE_CONNECTING || c->auth_failed)
 			break;
-		if (poll_auth && next > zkl_now_ms() + 20)
-			next = zkl_now_ms() + 20;
-		if (zkl_cond_wait_until(&c->ev_cv, &c->mu, next < deadline ? next : deadline) &&
-		    zkl_now_ms() >= deadline)
+		zkl_cond_wait_until(&c->ev_cv, &c->mu, next < wake ? next : wake);
+		if (zkl_now_ms() >= deadline)
 			break;
 	}
 	bool ok = c->state != ZKL_STATE_CONNECTING && !c->auth_failed;
@@ -436,9 +450,17 @@ servers_checked:
 			                "a client certificate (%s)?", servers, o->connect_timeout_ms,
 			                o->tls_ca, o->tls_cert ? "it was sent: does it trust its CA"
 			                : "none was given: tls_cert, tls_key");
-		return zkl_fail(ZKL_ECONNECT, "no ZooKeeper server answered at %s within %d ms "
-		                "(a port that takes only TLS answers no plaintext client: set "
-		                "tls_ca)", servers, o->connect_timeout_ms);
+		if (refused)
+			return zkl_fail(ZKL_ECONNECT, "connection refused at %s: nothing listens "
+			                "there (is the ZooKeeper server running, on that port?)",
+			                servers);
+		if (r.accepted)
+			return zkl_fail(ZKL_ECONNECT, "no answer from ZooKeeper at %s within %d ms: "
+			                "the port accepts connections but says nothing (a port that "
+			                "takes only TLS stays silent to a plaintext client: set "
+			                "tls_ca)", servers, o->connect_timeout_ms);
+		return zkl_fail(ZKL_ECONNECT, "no ZooKeeper server answered at %s within %d ms",
+		                servers, o->connect_timeout_ms);
 	}
 	*out = c;
 	return 0;

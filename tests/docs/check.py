@@ -20,7 +20,11 @@
                                   usual sections and renders without warnings
     man-examples CC INCDIR BUILDINC LIB MANDIR
                                   the EXAMPLE program of every page compiles and links
-    install SRCROOT VERSION       scripts/build-release into a temporary prefix; then
+    install SRCROOT VERSION       scripts/build-release -j 2 into a temporary prefix;
+                                  the installed zklock runs under env -i (there and
+                                  moved elsewhere) and has no run path with
+                                  -Drelative_rpath=false; the PKG_CONFIG_PATH that
+                                  build-release prints is the real one; then
                                   examples/consumer builds against it with make (shared
                                   and static), with CMake, and as a meson subproject; the
                                   epoll, libuv and C++ examples build against it
@@ -160,6 +164,18 @@ def api_fields(incdir):
     return fields
 
 
+def adapter_names(incdir):
+    """The functions and types of the header-only adapters (adapters/*.h), which are
+    documented as the library's own are."""
+    names = set()
+    for h in glob.glob(os.path.join(incdir, "adapters", "*.h")):
+        text = strip_comments(open(h, encoding="utf-8").read())
+        names |= {n for n in re.findall(r"\bstatic\s+inline\s+[\w\s\*]*?\b(zkl_\w+)\s*\(",
+                                        text) if "__" not in n}
+        names |= set(re.findall(r"\btypedef\s+struct\s+\w+\s+(\w+)\s*;", text))
+    return names
+
+
 def error_codes(incdir):
     text = strip_comments(open(os.path.join(incdir, "errors.h"), encoding="utf-8").read())
     body = re.search(r"enum\s+zkl_error\s*\{(.*?)\}", text, flags=re.S).group(1)
@@ -250,7 +266,8 @@ def check_man_coverage(mandir, incdir, docs_meson):
             fail("%s is on no page's NAME line" % name)
     for page, n in names.items():
         if page.endswith(".3"):
-            documented = set(api_functions(incdir)) | api_types(incdir)
+            documented = set(api_functions(incdir)) | api_types(incdir) | \
+                adapter_names(incdir)
             for x in n:
                 if x not in documented:
                     fail("%s names %s on its NAME line, which is not a public function" %
@@ -315,10 +332,18 @@ def check_man_examples(cc, incdir, buildinc, lib, mandir):
             src = os.path.join(tmp, page.replace(".", "_") + ".c")
             with open(src, "w", encoding="utf-8") as f:
                 f.write("\n".join(blocks))
+            extra = []
+            if "#include <uv.h>" in blocks[0]:
+                status, flags = run(["pkg-config", "--cflags", "--libs", "libuv"],
+                                    check=False)
+                if status != 0:
+                    print("note: libuv not found; the example of %s was not built" % page)
+                    continue
+                extra = shlex.split(flags)
             cmd = shlex.split(cc) + [
                 "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-pedantic", "-Wall", "-Wextra",
                 "-Werror", "-I", os.path.dirname(incdir), "-I", buildinc, src, lib,
-                "-pthread", "-o", src[:-2]] + EXTRA_FLAGS
+                "-pthread", "-o", src[:-2]] + extra + EXTRA_FLAGS
             status, _ = run(cmd)
             if status == 0:
                 count += 1
@@ -470,8 +495,46 @@ def check_consumer_output(what, exe, env, version):
         print("%s: %s" % (what, out.strip()))
 
 
+def run_path(exe):
+    """The RUNPATH or RPATH of an ELF file ('' for none)."""
+    _, out = run(["objdump", "-p", exe])
+    m = re.search(r"^\s*(?:RUNPATH|RPATH)\s+(\S+)", out, flags=re.M)
+    return m.group(1) if m else ""
+
+
+def check_installed_zklock(prefix, build, tmp, version):
+    """The installed zklock starts with a clean environment (env -i), from its prefix and
+    from a copy of the prefix moved elsewhere; -Drelative_rpath=false installs it with
+    no run path (distribution packages)."""
+    exe = os.path.join(prefix, "bin", "zklock")
+    rpath = run_path(exe)
+    if not rpath.startswith("$ORIGIN/"):
+        fail("the installed zklock's run path is %r, not relative to it ($ORIGIN/...)" %
+             rpath)
+    moved = os.path.join(tmp, "moved")
+    shutil.copytree(prefix, moved, symlinks=True)
+    for where in (prefix, moved):
+        status, out = run(["env", "-i", os.path.join(where, "bin", "zklock"), "--version"])
+        if status == 0 and version not in out:
+            fail("env -i %s/bin/zklock --version says %r, not %s" % (where, out.strip(),
+                                                                     version))
+        elif status == 0:
+            print("env -i %s/bin/zklock --version: %s" % (where, out.strip()))
+    shutil.rmtree(moved, ignore_errors=True)
+    stage = os.path.join(tmp, "stage")
+    status, _ = run(["meson", "configure", build, "-Drelative_rpath=false"])
+    if status == 0:
+        status, _ = run(["meson", "install", "-C", build, "--destdir", stage])
+    if status == 0:
+        staged = os.path.join(stage, prefix.lstrip("/"), "bin", "zklock")
+        if run_path(staged):
+            fail("with -Drelative_rpath=false, zklock still has the run path %r" %
+                 run_path(staged))
+    shutil.rmtree(stage, ignore_errors=True)
+
+
 def check_install(srcroot, version):
-    for tool in ("meson", "ninja", "pkg-config", "make", "cmake", "ldd"):
+    for tool in ("meson", "ninja", "pkg-config", "make", "cmake", "ldd", "objdump"):
         if not shutil.which(tool):
             skip("%s not found (scripts/deps installs it)" % tool)
     tmp = tempfile.mkdtemp(prefix="zkl-install.")
@@ -479,8 +542,9 @@ def check_install(srcroot, version):
         prefix = os.path.join(tmp, "prefix")
         env = dict(os.environ)
         env.pop("DESTDIR", None)
-        status, out = run([os.path.join(srcroot, "scripts", "build-release"),
-                           os.path.join(tmp, "build"), "--prefix=" + prefix], env=env)
+        build = os.path.join(tmp, "build")
+        status, built = run([os.path.join(srcroot, "scripts", "build-release"), "-j", "2",
+                             build, "--prefix=" + prefix], env=env)
         if status != 0:
             return
 
@@ -528,12 +592,15 @@ def check_install(srcroot, version):
         if os.path.isfile(os.path.join(srcroot, "docs", "zklock.1")) and \
                 not os.path.isfile(os.path.join(mandir, "man1", "zklock.1")):
             fail("zklock.1 is not installed")
-        runenv = dict(env, LD_LIBRARY_PATH=libdir)
-        status, out = run([os.path.join(prefix, "bin", "zklock"), "--version"], env=runenv)
-        if status == 0 and version not in out:
-            fail("zklock --version says %r, not %s" % (out.strip(), version))
+        check_installed_zklock(prefix, build, tmp, version)
 
-        # pkg-config
+        # pkg-config, as build-release says to export it
+        exports = dict(re.findall(r"^\s*export (PKG_CONFIG_PATH)=([^$\s]+)", built,
+                                  flags=re.M))
+        if exports.get("PKG_CONFIG_PATH") != os.path.join(libdir, "pkgconfig"):
+            fail("build-release says to export PKG_CONFIG_PATH=%s, not %s:\n%s" %
+                 (exports.get("PKG_CONFIG_PATH"), os.path.join(libdir, "pkgconfig"),
+                  built[-600:]))
         pcenv = dict(env, PKG_CONFIG_PATH=os.path.join(libdir, "pkgconfig"))
         _, modversion = run(["pkg-config", "--modversion", "zklocks"], env=pcenv)
         if modversion.strip() != version:

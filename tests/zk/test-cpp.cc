@@ -815,6 +815,89 @@ struct test_case {
 	void (*fn)();
 };
 
+// ---- leader election ----
+
+static void test_leader()
+{
+	zkl::client a = open_client(), b = open_client();
+	const std::string p = fresh_path("leader"), q = fresh_path("leader");
+
+	// As a lock: leads for the scope of the guard.
+	zkl::leader la(a, p), lb(b, p);
+	EXPECT(!la.has_leadership());
+	std::int64_t first = 0;
+	{
+		std::unique_lock<zkl::leader> g(la);
+		EXPECT(la.has_leadership());
+		EXPECT(la.kind() == "leader");
+		first = la.token();
+		EXPECT(first > 0);
+		EXPECT(!lb.try_lock_for(100ms)); // one leader at a time
+		EXPECT(!lb.has_leadership());
+	}
+	EXPECT(!la.has_leadership());
+	EXPECT_EQ(la.last_unlock_error(), 0);
+	{
+		std::unique_lock<zkl::leader> g(lb, std::defer_lock);
+		EXPECT(g.try_lock_for(5s));
+		EXPECT(lb.token() > first); // tokens grow from one leader to the next
+		zkl::leader moved(std::move(lb)); // leadership moves with the object
+		EXPECT(moved.has_leadership());
+		EXPECT(!lb.has_leadership());
+		g.release();
+		moved.unlock();
+		EXPECT_EQ(moved.last_unlock_error(), 0);
+	}
+
+	// Started: in the election for good, the functions tell each leadership.
+	// (await() may return before the loop has run the gained function: wait for it.)
+	std::atomic<int> gained_x{0}, lost_x{0}, lost_reason{0}, gained_y{0};
+	std::promise<void> px, py;
+	zkl::leader_options ox;
+	ox.id = "x-id";
+	ox.notify_on_close = true;
+	ox.on_gained = [&] {
+		if (gained_x++ == 0)
+			px.set_value();
+	};
+	ox.on_lost = [&](int reason) {
+		lost_reason = reason;
+		lost_x++;
+	};
+	zkl::leader x(a, q, std::move(ox));
+	zkl::leader_options oy;
+	oy.id = "y-id";
+	oy.on_gained = [&] {
+		if (gained_y++ == 0)
+			py.set_value();
+	};
+	zkl::leader y(b, q, std::move(oy));
+	EXPECT_THROWS(ZKL_EINVAL, (void)x.await(0ms)); // not started
+	x.start();
+	EXPECT(x.await(5s));
+	EXPECT(x.has_leadership());
+	EXPECT(px.get_future().wait_for(5s) == std::future_status::ready);
+	EXPECT_EQ(gained_x.load(), 1);
+	EXPECT_THROWS(ZKL_EBUSY, x.start());
+	y.start();
+	EXPECT(!y.await(100ms)); // x leads
+	EXPECT(y.leader_id() == "x-id");
+	x.close(); // y takes over; x's on_lost says why, once, before close returns
+	EXPECT_EQ(lost_x.load(), 1);
+	EXPECT_EQ(lost_reason.load(), ZKL_ECLOSED);
+	EXPECT(!x.has_leadership());
+	EXPECT(y.await(5s));
+	EXPECT(py.get_future().wait_for(5s) == std::future_status::ready);
+	EXPECT_EQ(gained_y.load(), 1);
+	EXPECT(x.leader_id() == "y-id");
+	EXPECT_EQ(gained_x.load(), 1);
+
+	// An empty leader fails as every empty lock does.
+	zkl::leader empty;
+	EXPECT(!empty.has_leadership());
+	EXPECT_THROWS(ZKL_EINVAL, empty.start());
+}
+
 int main(int argc, char **argv)
 {
 	static const test_case tests[] = {
@@ -830,6 +913,7 @@ int main(int argc, char **argv)
 		{"on_lost", test_on_lost},
 		{"node_and_data", test_node_and_data},
 		{"multilock", test_multilock},
+		{"leader", test_leader},
 	};
 	h_servers(); // exits 77 (skip) without a server
 	std::setvbuf(stdout, nullptr, _IOLBF, 0);

@@ -1,4 +1,4 @@
-/* Records (zkl_record_get, zkl_record_set) on a real ZooKeeper server (run through
+/* Records (zkl_record_get, zkl_record_set, zkl_record_delete) on a real ZooKeeper server (run through
  * tests/with-zk): persistent nodes of the application's own, on the client's session. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +47,34 @@ static void test_get_set(void **state)
 	assert_int_equal(h_exists(path), 1);
 	h_delete(path);
 	CHECK_RC(ZKL_ENOTHELD, zkl_record_get(c, path, &data, &len, NULL));
+	zkl_client_close(c);
+}
+
+/* Deleted; its folders, which the write made, go with it (containers). */
+static void test_delete(void **state)
+{
+	(void)state;
+	zkl_client *c = h_client(0);
+	const char *folder = h_sub(h_path("record-delete"), "deep");
+	const char *path = h_sub(folder, "job.last-run");
+	CHECK_RC(ZKL_ENOTHELD, zkl_record_delete(c, path));
+	CHECK_OK(zkl_record_set(c, path, "x", 1));
+	assert_int_equal(h_exists(folder), 1);
+	/* A node with children is no record: left alone. */
+	CHECK_RC(ZKL_EINVAL, zkl_record_delete(c, folder));
+	assert_non_null(strstr(zkl_last_error(), "not a record"));
+	assert_int_equal(h_exists(path), 1);
+	CHECK_OK(zkl_record_delete(c, path));
+	assert_int_equal(h_exists(path), 0);
+	char *data = NULL;
+	size_t len;
+	CHECK_RC(ZKL_ENOTHELD, zkl_record_get(c, path, &data, &len, NULL));
+	CHECK_RC(ZKL_ENOTHELD, zkl_record_delete(c, path));
+	assert_non_null(strstr(zkl_last_error(), "does not exist"));
+	/* The server reaps empty containers every 100 ms in the test configuration. */
+	assert_true(h_wait_deleted(folder, 20000));
+	CHECK_RC(ZKL_EINVAL, zkl_record_delete(c, "relative"));
+	CHECK_RC(ZKL_EINVAL, zkl_record_delete(NULL, path));
 	zkl_client_close(c);
 }
 
@@ -113,6 +141,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_get_set),
+		cmocka_unit_test(test_delete),
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_event_thread_refused),
 	};

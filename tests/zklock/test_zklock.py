@@ -16,6 +16,7 @@ node (data "<host>:<pid>") shows up in `zklock status`, and a holder whose comma
 `cat` releases when the test closes its stdin.
 """
 
+import calendar
 import json
 import os
 import re
@@ -211,6 +212,8 @@ def status_lines(path):
     nodes = []
     for line in out.splitlines():
         fields = line.split("\t")
+        if fields[0] == path + ".last-run":
+            continue  # the --once-per record (last_run_line())
         check(len(fields) == len(STATUS_FIELDS) and fields[0].startswith(path + "/"),
               "zklock status %s: bad line %r" % (path, line))
         nodes.append(dict(zip(STATUS_FIELDS, fields)))
@@ -423,10 +426,14 @@ def wait_timeout():
 
 @case
 def cannot_connect():
-    _, err, secs = expect(["-s", "127.0.0.1:1", "--connect-timeout", "1000",
+    # Nothing listens at port 1: refused, said so, at once (not after the 20 s timeout),
+    # and no word of TLS.
+    _, err, secs = expect(["-s", "127.0.0.1:1", "--connect-timeout", "20000",
                            lock_path("connect"), "--", "true"], 69,
-                          stderr_has=["zklock: ", "127.0.0.1:1"])
-    check(secs < 10, "took %.1f s" % secs)
+                          stderr_has=["zklock: ", "127.0.0.1:1", "connection refused",
+                                      "nothing listens"])
+    check(secs < 5, "took %.1f s" % secs)
+    check("TLS" not in err, "a refused connection mentions TLS: %r" % err)
     env = dict(ENV)
     env["ZKLOCK_SERVERS"] = "127.0.0.1:1"
     expect(["--connect-timeout", "500", lock_path("connect"), "--", "true"], 69,
@@ -1428,12 +1435,70 @@ def verbose_progress():
         waiter_queued(p, first, 1)
         w = Proc(["-v", p, "--", "true"])
         w.wait_line(r"waiting for %s: held by \S+:%d, 2 ahead$" % (re.escape(p), h.pid))
+        # Queued, and past a turn of its progress report (every 0.5 s), with nothing
+        # changed: the line is not said again.
+        waiter_queued(p, w, 2)
+        time.sleep(0.7)
         first.signal(signal.SIGTERM)
         check(first.wait() == 128 + signal.SIGTERM, "first waiter: %s" % first.p.returncode)
         w.wait_line(r"waiting for %s: held by \S+:%d, 1 ahead$" % (re.escape(p), h.pid))
+        said = [line for line in w.stderr().splitlines() if "waiting for" in line]
+        check(len(said) == 2 and said[0].endswith("2 ahead") and
+              said[1].endswith("1 ahead"), "the waiting lines: %r" % said)
     finally:
         h.release()
     check(h.wait() == 0 and w.wait() == 0, "exits %s %s" % (h.p.returncode, w.p.returncode))
+
+
+# ---- the docs ----
+
+GUIDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                     "GUIDE.md")
+
+
+def guide_status_sample():
+    """The lines of docs/GUIDE.md's sample `zklock status` output, split on tabs."""
+    with open(GUIDE, encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(r"^\$ zklock status (\S+)\n(.*?)^```", text, flags=re.M | re.S)
+    check(m is not None, "GUIDE.md has no sample of zklock status")
+    return m.group(1), [line.split("\t") for line in m.group(2).splitlines()]
+
+
+@case
+def guide_status_sample_is_real():
+    """GUIDE's sample of `zklock status` (a holder and a waiter of a mutex) has the
+    fields, roles and forms that the tool prints for the same queue."""
+    path, sample = guide_status_sample()
+    p = lock_path("guide")
+    h = holder(p)
+    w = Proc([p, "--", "true"])
+    try:
+        waiter_queued(p, w, 1)
+        rc, out, err, _ = run(["status", p])
+    finally:
+        h.release()
+    check(h.wait() == 0 and w.wait() == 0, "exits %s %s" % (h.p.returncode, w.p.returncode))
+    real = [line.split("\t") for line in out.splitlines()]
+    check(len(real) == 2 and len(sample) == 2, "lines: real %r, GUIDE %r" % (real, sample))
+    forms = [("node", r"^%s/_c_[0-9a-f-]{36}-lock-\d{10}$"), ("data", r"^[\w.-]+:\d+$"),
+             ("role", None), ("layout", None), ("host", r"^[\w.-]+$"), ("pid", r"^\d+$"),
+             ("since", r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"),
+             ("token", r"^\d+$"), ("deadline", r"^(-|-?\d+ms)$")]
+    for which, lines, base in (("real", real, p), ("GUIDE", sample, path)):
+        for f in lines:
+            check(len(f) == len(forms), "%s line has %d fields, not %d: %r" %
+                  (which, len(f), len(forms), f))
+            for (name, form), value in zip(forms, f):
+                if form:
+                    form = form.replace("%s", re.escape(base)) if "%s" in form else form
+                    check(re.match(form, value), "%s %s %r is not of the form %s" %
+                          (which, name, value, form))
+            check(f[1] == "%s:%s" % (f[4], f[5]), "%s: data %r is not host:pid" % (which, f))
+    for k, name in ((2, "role"), (3, "layout")):
+        check([f[k] for f in real] == [f[k] for f in sample],
+              "%s: real %r, GUIDE %r" % (name, [f[k] for f in real], [f[k] for f in sample]))
+    check(int(sample[0][7]) < int(sample[1][7]), "GUIDE's tokens do not grow: %r" % sample)
 
 
 # ---- cron: --once-per ----
@@ -1469,6 +1534,79 @@ def once_per_runs_once():
     marker = os.path.join(TMP, "once-after-fail")
     expect(["--once-per", "1d", p2, "--", "touch", marker], 0)
     check(os.path.exists(marker), "the run after a failure was skipped")
+
+
+def last_run_line(path):
+    """The --once-per record's line of `zklock status path` as a dict of the nine
+    fields, or None."""
+    rc, out, err, _ = run(["status", path])
+    check(rc == 0, "zklock status %s: exit %s; stderr %r" % (path, rc, err))
+    rec = [line.split("\t") for line in out.splitlines()
+           if line.split("\t")[0].endswith(".last-run")]
+    check(len(rec) <= 1, "zklock status %s: %d records: %r" % (path, len(rec), out))
+    if rec:
+        check(len(rec[0]) == len(STATUS_FIELDS), "bad record line %r" % rec[0])
+    return dict(zip(STATUS_FIELDS, rec[0])) if rec else None
+
+
+@case
+def once_per_record_shown_and_forgotten():
+    """status shows the record of the last run (who, when by the server's clock), list
+    too; forget deletes it, so the job runs again; the record's folders go with it."""
+    p = lock_path("once-rec/job")
+    marker = os.path.join(TMP, "once-rec-runs")
+    cmd = ["sh", "-c", "echo ran >> %s" % shlex.quote(marker)]
+    check(last_run_line(p) is None, "a record before any run")
+    t0 = time.time()
+    x = Proc(["--once-per", "1d", p, "--"] + cmd)
+    check(x.wait() == 0, "exit %s; %r" % (x.p.returncode, x.stderr()))
+    t1 = time.time()
+    rec = last_run_line(p)
+    check(rec is not None, "status shows no record after a run")
+    check(rec["node"] == p + ".last-run" and rec["role"] == "last-run" and
+          rec["layout"] == "record", "record line %r" % rec)
+    check(rec["pid"] == str(x.pid) and rec["host"] == socket.gethostname() and
+          rec["data"] == "%s:%d" % (socket.gethostname(), x.pid), "by whom: %r" % rec)
+    at = calendar.timegm(time.strptime(rec["since"][:19], "%Y-%m-%dT%H:%M:%S"))
+    # The server's clock is this host's here: the run was asked for between t0 and t1.
+    check(t0 - 2 <= at <= t1 + 1, "last run at %s, not between %s and %s" %
+          (rec["since"], t0, t1))
+    check(rec["token"] == "-" and rec["deadline"] == "-", "record line %r" % rec)
+    check(last_run_line(p + ".last-run") == rec, "status of the record itself: %r" %
+          last_run_line(p + ".last-run"))
+    rc, out, err, _ = run(["status", "--json", p])
+    j = json.loads(out)
+    check(j["nodes"] == [] and j["last_run"]["node"] == p + ".last-run" and
+          j["last_run"]["pid"] == x.pid and j["last_run"]["at"] == rec["since"],
+          "status --json: %r" % out)
+    # list shows the record of a lock in use.
+    h = holder(p)
+    try:
+        rc, out, err, _ = run(["list", lock_path("once-rec")])
+        check(rc == 0 and "%s.last-run\trecord\t-\t-\t%s at %s" % (p, rec["data"],
+                                                                rec["since"]) in out,
+              "list: %r %r" % (out, err))
+    finally:
+        h.release()
+    check(h.wait() == 0, "holder exit %s" % h.p.returncode)
+    expect(["--once-per", "1d", p, "--"] + cmd, 0, stderr_has="already ran")
+    # The record keeps its folder; forget deletes it, and the folder goes with it.
+    k = kazoo_client()
+    try:
+        check(k.exists(lock_path("once-rec")) is not None, "the record's folder is gone")
+        expect(["forget", p], 0, stderr_has="forgot the last run of %s" % p)
+        check(last_run_line(p) is None, "forget left the record")
+        expect(["forget", p], 1, stderr_has="no record")
+        wait_until(lambda: k.exists(lock_path("once-rec")) is None,
+                   "the empty folder of a forgotten record is removed")
+    finally:
+        k.stop()
+        k.close()
+    expect(["--once-per", "1d", p, "--"] + cmd, 0)
+    with open(marker) as f:
+        check(f.read() == "ran\n" * 2, "runs after forget: %r" % open(marker).read())
+    expect(["forget", p + ".last-run"], 0)
+    expect(["forget", "relative"], 64, stderr_has="not absolute")
 
 
 # ---- cron: quiet, shell strings, flock's names ----

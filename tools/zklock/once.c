@@ -86,3 +86,110 @@ int once_record(zkl_client *c, const char *rec, int64_t arrival, const char *id)
 	}
 	return 0;
 }
+
+/* ---- the record, as status and list show it; `zklock forget` ---- */
+
+static bool is_record_path(const char *path)
+{
+	size_t n = strlen(path), k = strlen(".last-run");
+	return n > k && strcmp(path + n - k, ".last-run") == 0;
+}
+
+int last_run_read(zkl_client *c, const char *path, struct last_run *r)
+{
+	memset(r, 0, sizeof *r);
+	r->node = is_record_path(path) ? strdup(path) : record_path(path);
+	if (!r->node) {
+		msg("out of memory");
+		return EXIT_SOFTWARE;
+	}
+	char *buf;
+	size_t len;
+	int64_t mtime = 0;
+	int rc = zkl_record_get(c, r->node, &buf, &len, &mtime);
+	if (rc == ZKL_ENOTHELD)
+		return 0;
+	if (rc != 0)
+		return report_failure("reading", r->node, rc);
+	/* "<ms> <host>:<pid>", as once_record() writes it; anything else: when it was
+	 * written, by whom unknown. */
+	char *end;
+	long long v = strtoll(buf, &end, 10);
+	if (end != buf && v > 0 && (*end == ' ' || *end == '\0')) {
+		r->at_ms = v;
+		while (*end == ' ')
+			end++;
+		printable(r->by, sizeof r->by, end, strcspn(end, "\n"));
+	} else {
+		r->at_ms = mtime;
+	}
+	r->found = true;
+	free(buf);
+	return 0;
+}
+
+void last_run_free(struct last_run *r)
+{
+	free(r->node);
+	r->node = NULL;
+}
+
+void print_last_run_text(FILE *f, const struct last_run *r)
+{
+	char at[40], host[256];
+	long pid = 0;
+	format_utc(at, sizeof at, r->at_ms);
+	bool hp = host_pid(r->by, strlen(r->by), host, sizeof host, &pid);
+	fprintf(f, "%s\t%s\tlast-run\trecord\t", r->node, *r->by ? r->by : "-");
+	if (hp)
+		fprintf(f, "%s\t%ld", host, pid);
+	else
+		fputs("-\t-", f);
+	fprintf(f, "\t%s\t-\t-\n", at);
+}
+
+void print_last_run_json(FILE *f, const struct last_run *r)
+{
+	if (!r->found) {
+		fputs("null", f);
+		return;
+	}
+	char at[40], host[256];
+	long pid = 0;
+	format_utc(at, sizeof at, r->at_ms);
+	bool hp = host_pid(r->by, strlen(r->by), host, sizeof host, &pid);
+	fputs("{\"node\": ", f);
+	print_json_cstr(f, r->node);
+	fputs(", \"by\": ", f);
+	print_json_cstr(f, *r->by ? r->by : NULL);
+	fputs(", \"host\": ", f);
+	print_json_cstr(f, hp ? host : NULL);
+	if (hp)
+		fprintf(f, ", \"pid\": %ld", pid);
+	else
+		fputs(", \"pid\": null", f);
+	fprintf(f, ", \"at\": \"%s\", \"at_ms\": %lld}", at, (long long)r->at_ms);
+}
+
+int run_forget(const struct opts *o)
+{
+	zkl_client *c = NULL;
+	int status = open_client(o, &c);
+	if (status != 0)
+		return status;
+	char *rec = is_record_path(o->path) ? strdup(o->path) : record_path(o->path);
+	int rc = rec ? zkl_record_delete(c, rec) : ZKL_ENOMEM;
+	if (rc == 0) {
+		if (!o->quiet)
+			msg("forgot the last run of %s (%s)", o->path, rec);
+	} else if (rc == ZKL_ENOTHELD) {
+		if (!o->quiet)
+			msg("%s has no record of a last run (%s)", o->path, rec);
+		status = 1;
+	} else {
+		status = report_failure("forgetting", rec ? rec : o->path, rc);
+	}
+	free(rec);
+	zkl_client_close(c);
+	return status;
+}

@@ -341,7 +341,7 @@ static int check_path(const char *what, const char *path)
 	return 0;
 }
 
-/* The options of a subcommand (status, list, revoke) come before or after its operand. */
+/* The options of a subcommand (status, list, revoke, forget) come before or after its operand. */
 static int parse_subcommand(int argc, char **argv, int next, struct opts *o, const char *what)
 {
 	int sub_argc = argc - next, sub_next;
@@ -393,6 +393,7 @@ int parse_args(int argc, char **argv, struct opts *o)
 		{ "status", CMD_STATUS, "lock path" },
 		{ "list", CMD_LIST, "prefix" },
 		{ "revoke", CMD_REVOKE, "lock path" },
+		{ "forget", CMD_FORGET, "lock path" },
 	};
 	for (size_t i = 0; next < argc && i < sizeof subs / sizeof subs[0]; i++) {
 		if (strcmp(argv[next], subs[i].name) == 0) {

@@ -215,7 +215,8 @@ void print_lock_text(FILE *f, const zkl_inspection *in, const zkl_lock_info *li)
 	}
 }
 
-void print_lock_json(FILE *f, const zkl_inspection *in, const zkl_lock_info *li)
+void print_lock_json(FILE *f, const zkl_inspection *in, const zkl_lock_info *li,
+                     const struct last_run *r)
 {
 	fputs("{\"path\": ", f);
 	print_json_cstr(f, li->path);
@@ -244,7 +245,12 @@ void print_lock_json(FILE *f, const zkl_inspection *in, const zkl_lock_info *li)
 		else
 			fputs(", \"deadline_ms\": null}", f);
 	}
-	fputs("]}", f);
+	fputs("]", f);
+	if (r) {
+		fputs(", \"last_run\": ", f);
+		print_last_run_json(f, r);
+	}
+	fputs("}", f);
 }
 
 /* ---- the subcommands ---- */

@@ -9,10 +9,28 @@
 
 /* ---- -v: the queue while waiting ---- */
 
+/* The last "waiting ..." line printed: a line is printed only when it differs. Written
+ * before the progress thread starts, then by that thread alone. */
+static char waiting_said[512];
+
+/* "waiting for PATH: held by X, N ahead" into line; false if nobody holds it. */
+static bool waiting_line(struct lock *lk, char *line, size_t size)
+{
+	char holder[400];
+	size_t ahead;
+	bool held = describe_holder(lk, holder, sizeof holder, &ahead);
+	if (held)
+		snprintf(line, size, "waiting for %s%s: held by %s, %zu ahead", lock_what(lk),
+		         lk->path, holder, ahead);
+	else
+		snprintf(line, size, "waiting for %s%s: %zu ahead", lock_what(lk), lk->path,
+		         ahead);
+	return held;
+}
+
 static void *progress_thread(void *arg)
 {
 	struct lock *lk = arg;
-	char last[512] = "";
 	pthread_mutex_lock(&st.mu);
 	while (st.phase == PH_WAITING || st.phase == PH_CONNECTING) {
 		struct timespec t = after_ms(500);
@@ -20,19 +38,12 @@ static void *progress_thread(void *arg)
 		if (st.phase != PH_WAITING)
 			break;
 		pthread_mutex_unlock(&st.mu);
-		char holder[400], line[512];
-		size_t ahead;
-		bool held = describe_holder(lk, holder, sizeof holder, &ahead);
-		if (held)
-			snprintf(line, sizeof line, "waiting for %s%s: held by %s, %zu ahead",
-			         lock_what(lk), lk->path, holder, ahead);
-		else
-			snprintf(line, sizeof line, "waiting for %s%s: %zu ahead", lock_what(lk),
-			         lk->path, ahead);
+		char line[512];
+		waiting_line(lk, line, sizeof line);
 		pthread_mutex_lock(&st.mu);
-		if (st.phase == PH_WAITING && strcmp(line, last) != 0) {
+		if (st.phase == PH_WAITING && strcmp(line, waiting_said) != 0) {
 			msg("%s", line);
-			snprintf(last, sizeof last, "%s", line);
+			snprintf(waiting_said, sizeof waiting_said, "%s", line);
 		}
 	}
 	pthread_mutex_unlock(&st.mu);
@@ -47,11 +58,13 @@ static bool acquire(const struct opts *o, struct lock *lk, int *status, pthread_
                     bool *progressing)
 {
 	char holder[400];
+	waiting_said[0] = '\0';
 	if (o->verbose && o->wait_ms != 0) {
-		size_t ahead;
-		if (describe_holder(lk, holder, sizeof holder, &ahead))
-			msg("waiting for %s%s: held by %s, %zu ahead", lock_what(lk), o->path, holder,
-			    ahead);
+		char line[512];
+		if (waiting_line(lk, line, sizeof line)) {
+			msg("%s", line);
+			snprintf(waiting_said, sizeof waiting_said, "%s", line);
+		}
 	}
 
 	set_phase(PH_WAITING);

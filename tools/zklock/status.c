@@ -1,5 +1,5 @@
-/* `zklock status PATH`: every node queued at PATH; `zklock list PREFIX`: the locks in
- * use under PREFIX. Both read the tree through the library's inspection (zkl_inspect(),
+/* `zklock status PATH`: every node queued at PATH, and its --once-per record; `zklock
+ * list PREFIX`: the locks in use under PREFIX, and their records. Both read the tree through the library's inspection (zkl_inspect(),
  * zkl_inspect_prefix()), on zklock's one session. */
 #include "zklock.h"
 
@@ -15,22 +15,30 @@ int run_status(const struct opts *o)
 		return status;
 	zkl_inspection *in;
 	int rc = inspect_path(c, o->path, &in);
-	if (rc == 0) {
+	if (rc != 0) {
+		status = report_failure("listing", o->path, rc);
+		zkl_client_close(c);
+		return status;
+	}
+	struct last_run r;
+	status = last_run_read(c, o->path, &r);
+	if (status == 0) {
 		const zkl_lock_info *li = zkl_inspection_lock(in, 0);
 		if (o->json) {
-			print_lock_json(stdout, in, li);
+			print_lock_json(stdout, in, li, &r);
 			fputc('\n', stdout);
 		} else {
 			print_lock_text(stdout, in, li);
+			if (r.found)
+				print_last_run_text(stdout, &r);
 		}
-		zkl_inspection_free(in);
 		if (fflush(stdout) != 0) {
 			msg("writing the queue: %s", strerror(errno));
 			status = EXIT_SOFTWARE;
 		}
-	} else {
-		status = report_failure("listing", o->path, rc);
 	}
+	last_run_free(&r);
+	zkl_inspection_free(in);
 	zkl_client_close(c);
 	return status;
 }
@@ -83,12 +91,24 @@ int run_list(const struct opts *o)
 		const zkl_lock_info *li = zkl_inspection_lock(in, i);
 		if (li->count == 0)
 			continue;
+		struct last_run r;
+		status = last_run_read(c, li->path, &r);
+		if (status != 0) {
+			last_run_free(&r);
+			break;
+		}
 		if (o->json) {
 			fputs(shown ? ", " : "", stdout);
-			print_lock_json(stdout, in, li);
+			print_lock_json(stdout, in, li, &r);
 		} else {
 			print_list_line(stdout, in, li);
+			if (r.found) {
+				char at[40];
+				format_utc(at, sizeof at, r.at_ms);
+				printf("%s\trecord\t-\t-\t%s at %s\n", r.node, *r.by ? r.by : "-", at);
+			}
 		}
+		last_run_free(&r);
 		shown++;
 	}
 	if (o->json)

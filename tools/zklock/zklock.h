@@ -12,7 +12,7 @@
  *   child.c     the command: its process group, terminal, environment, kill on loss
  *   watchdog.c  the process that ends the command's group if zklock cannot
  *   deadline.c  the loss deadline a holder publishes for `status` on its host
- *   once.c      --once-per: the record of the last run
+ *   once.c      --once-per: the record of the last run; `zklock forget`
  *   output.c    messages, text and JSON
  *   status.c    `zklock status` and `zklock list`; revoke.c `zklock revoke` (both
  *               read the tree with zkl_inspect())
@@ -47,7 +47,7 @@ enum {
 #define SYSTEM_CONFIG "/etc/zklock.conf"
 
 enum mode { MODE_MUTEX, MODE_READ, MODE_WRITE, MODE_SEMAPHORE, MODE_LEADER };
-enum command { CMD_RUN, CMD_STATUS, CMD_LIST, CMD_REVOKE };
+enum command { CMD_RUN, CMD_STATUS, CMD_LIST, CMD_REVOKE, CMD_FORGET };
 
 struct opts {
 	const char *servers;    /* as given (command line, environment, config, default) */
@@ -186,9 +186,12 @@ int64_t deadline_left(const char *path, const char *host, long pid);
 
 /* ---- output of a queue (output.c) ---- */
 
-/* One lock of an inspection: a line per node (status), or a JSON object. */
+/* One lock of an inspection: a line per node (status), or a JSON object (with its
+ * --once-per record as "last_run" if r is not NULL). */
+struct last_run;
 void print_lock_text(FILE *f, const zkl_inspection *in, const zkl_lock_info *li);
-void print_lock_json(FILE *f, const zkl_inspection *in, const zkl_lock_info *li);
+void print_lock_json(FILE *f, const zkl_inspection *in, const zkl_lock_info *li,
+                     const struct last_run *r);
 
 /* ---- lock.c ---- */
 
@@ -269,11 +272,29 @@ int once_check(zkl_client *c, const char *rec, int64_t arrival, long interval_s,
 /* Records a successful run (while the lock is still ours). */
 int once_record(zkl_client *c, const char *rec, int64_t arrival, const char *id);
 
+/* The --once-per record of a lock path, as status and list show it. */
+struct last_run {
+	char *node;     /* the record's path (malloc'ed) */
+	int64_t at_ms;  /* the last run, server's clock (when its lock was asked for) */
+	char by[300];   /* who ran it: zklock's "<host>:<pid>" */
+	bool found;
+};
+/* Reads the record of path (path itself if it ends in ".last-run"); r->found is false
+ * when there is none. Returns 0 or an exit code after reporting. Free with
+ * last_run_free(). */
+int last_run_read(zkl_client *c, const char *path, struct last_run *r);
+void last_run_free(struct last_run *r);
+/* A record's line of `zklock status`: the nine columns of a node's line. */
+void print_last_run_text(FILE *f, const struct last_run *r);
+/* Its JSON object ("null" when there is none). */
+void print_last_run_json(FILE *f, const struct last_run *r);
+
 /* ---- the subcommands and the run (status.c, revoke.c, run.c) ---- */
 
 int run_status(const struct opts *o);
 int run_list(const struct opts *o);
 int run_revoke(const struct opts *o);
+int run_forget(const struct opts *o);
 int run_lock(const struct opts *o);
 
 #endif
