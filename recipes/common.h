@@ -32,6 +32,11 @@ int zkl_check_new(const void *out, const zkl_client *c, const char *path);
 /* Checks a timeout argument: -1, 0 or positive. */
 int zkl_check_timeout(int timeout_ms);
 
+/* The lease count a semaphore path records in its data (kazoo's layout), as both the
+ * semaphore and the inspection read it: decimal digits only (no sign, no space, no
+ * other byte), 1..2147483647; else 0 (no count recorded). */
+int zkl_count_parse(const char *data, int len);
+
 /* Checks a handle argument. */
 #define ZKL_CHECK_HANDLE(h, name)                                                        \
 	do {                                                                             \

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "servers.h"
 
 struct zkl_event {
 	struct zkl_event *next;
@@ -572,6 +573,17 @@ static int adopt_handle(zkl_client *c, zhandle_t *zh)
 	a->zh = zh;
 	a->c = c;
 	pthread_mutex_lock(&adoptions_mu);
+	/* One client per handle: a second one would take the handle's watcher from the
+	 * first, which would then miss its session's events. */
+	for (struct adoption *o = adoptions; o; o = o->next) {
+		if (o->zh == zh && o->c && o->c != c) {
+			pthread_mutex_unlock(&adoptions_mu);
+			free(a);
+			return zkl_fail(ZKL_EINVAL, "that ZooKeeper handle is in use by another "
+			                "zklocks client already (one client per handle: share that "
+			                "client, or close it first)");
+		}
+	}
 	a->next = adoptions;
 	adoptions = a;
 	pthread_mutex_unlock(&adoptions_mu);
@@ -2518,9 +2530,12 @@ static int client_open(zkl_client **out, const zkl_client_options *o,
 	const char *chroot = strchr(o->servers, '/');
 	if (chroot && zkl_path_check(chroot, "chroot") != 0 && strcmp(chroot, "/") != 0)
 		return ZKL_EINVAL;
-	if (o->session_timeout_ms <= 0)
-		return zkl_fail(ZKL_EINVAL, "session timeout %d ms is not positive",
-		                o->session_timeout_ms);
+	if (o->session_timeout_ms < ZKL_SESSION_TIMEOUT_MIN ||
+	    o->session_timeout_ms > ZKL_SESSION_TIMEOUT_MAX)
+		return zkl_fail(ZKL_EINVAL, "session timeout %d ms is out of range (%d..%d ms; the "
+		                "server then settles it within 2..20 times its tickTime)",
+		                o->session_timeout_ms, ZKL_SESSION_TIMEOUT_MIN,
+		                ZKL_SESSION_TIMEOUT_MAX);
 servers_checked:
 	if (o->connect_timeout_ms < 0)
 		return zkl_fail(ZKL_EINVAL, "connect timeout %d ms is negative", o->connect_timeout_ms);
@@ -2547,9 +2562,18 @@ servers_checked:
 		                "credentials (digest_auth \"user:password\"), SASL "
 		                "(sasl_mechanism) or a TLS client certificate (tls_cert)");
 
+	/* The C client's form of the servers (checked, IPv6 brackets taken off). */
+	char *zk_servers = NULL;
+	if (adopt)
+		zk_servers = strdup(servers);
+	else if ((rc = zkl_servers_parse(servers, &zk_servers)) != 0)
+		return rc;
 	zkl_client *c = calloc(1, sizeof *c);
-	if (!c)
+	if (!c) {
+		free(zk_servers);
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	}
+	c->servers = zk_servers;
 	c->zk = zk;
 	c->zk_self = zk_self;
 	pthread_mutex_init(&c->mu, NULL);
@@ -2565,7 +2589,6 @@ servers_checked:
 		client_free(c);
 		return zkl_fail(ZKL_ENOMEM, "cannot make the loop's descriptor: %s", strerror(e));
 	}
-	c->servers = strdup(servers);
 	bool nomem = false;
 	if (!adopt) {
 		nomem |= copy_opt(&c->creds.digest, o->digest_auth);
@@ -2629,10 +2652,10 @@ servers_checked:
 		c->sess->c = c;
 		c->sess->gen = 1;
 		c->sess->zh = adopt;
-		if (adopt_handle(c, adopt) != 0) {
+		if ((rc = adopt_handle(c, adopt)) != 0) {
 			free(c->sess);
 			client_free(c);
-			return ZKL_ENOMEM;
+			return rc;
 		}
 		/* Connected before our watcher was in front: say so ourselves. */
 		if (c->zk->connected(adopt)) {
@@ -2648,7 +2671,11 @@ servers_checked:
 	}
 	if (!c->sess) {
 		int e = errno;
+		int unresolved = e != EINVAL && e != ENOTSUP && !adopt ?
+		                 zkl_servers_unresolved(c->servers) : 0;
 		client_free(c);
+		if (unresolved)
+			return unresolved;
 		if (e == EINVAL)
 			return zkl_fail(ZKL_EINVAL, "servers \"%s\" cannot be parsed (expected "
 			                "\"host:port[,...][/chroot]\")", o->servers);
@@ -2737,7 +2764,7 @@ static bool requests_out(zkl_client *c)
 
 void zkl_client_close(zkl_client *c)
 {
-	if (!c)
+	if (!c || zkl_client_close_refused(c))
 		return;
 	/* No release sends its delete by itself any more (zkl_task_delete_sent): those
 	 * under way are waited for below, as requests out. */
@@ -2848,28 +2875,29 @@ int zkl_client_process(zkl_client *c)
 	if (running_loop == c)
 		return zkl_fail(ZKL_EDEADLK, "zkl_client_process() called from a zklocks "
 		                "callback of the same client");
+	/* Claimed before mu: a loop turn holds mu most of the time, and a second thread
+	 * must be told at once, not made to wait for it. */
+	if (atomic_exchange(&c->processing, true))
+		return zkl_fail(ZKL_EBUSY, "another thread is inside zkl_client_process()");
 	/* Empty the descriptor first: a wake after this makes it readable again. */
 	uint64_t n;
 	while (read(c->efd, &n, sizeof n) > 0)
 		;
 	atomic_store(&c->efd_armed, false);
 	pthread_mutex_lock(&c->mu);
-	if (c->processing) {
-		pthread_mutex_unlock(&c->mu);
-		return zkl_fail(ZKL_EBUSY, "another thread is inside zkl_client_process()");
-	}
 	if (c->closing) {
+		atomic_store(&c->processing, false);
+		pthread_cond_broadcast(&c->ev_cv);
 		pthread_mutex_unlock(&c->mu);
 		return zkl_fail(ZKL_ECLOSED, "the client is closing");
 	}
-	c->processing = true;
 	c->loop_thread = pthread_self();
 	c->loop_known = true;
 	zkl_client *outer = running_loop;
 	running_loop = c;
 	c->loop_due = loop_once(c);
 	running_loop = outer;
-	c->processing = false;
+	atomic_store(&c->processing, false);
 	pthread_cond_broadcast(&c->ev_cv);
 	pthread_mutex_unlock(&c->mu);
 	return 0;
