@@ -50,6 +50,11 @@ int zkl_count_parse(const char *data, int len);
  * or a ZKL_E* code with the reason set. */
 int zkl_node_put(zkl_client *c, const char *path, const void *data, int len, const char *what);
 
+/* Reads the node at path (record.c): 0 with *op (released by the caller with
+ * zkl_op_release()), ZKL_ENOTHELD if it does not exist ("<what> <path> does not
+ * exist"), or another ZKL_E* code. */
+int zkl_node_get(zkl_client *c, const char *path, const char *what, struct zkl_op **op);
+
 /* Names the kind of a semaphore's view ("semaphore-mutex"); kind is static. */
 struct zkl_semaphore;
 void zkl_semaphore_set_kind(struct zkl_semaphore *s, const char *kind);

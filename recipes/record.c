@@ -91,6 +91,24 @@ int zkl_node_put(zkl_client *c, const char *path, const void *data, int len, con
 	return zkl_fail(rc, "%s", saved);
 }
 
+int zkl_node_get(zkl_client *c, const char *path, const char *what, struct zkl_op **op)
+{
+	struct zkl_req r = {.kind = ZKL_OP_GET, .path = path};
+	*op = NULL;
+	int zrc = zkl_request(c, &r, zkl_deadline(-1), op);
+	if (zrc != ZOK && *op) {
+		zkl_op_release(c, *op);
+		*op = NULL;
+	}
+	if (zrc == ZNONODE)
+		return zkl_fail(ZKL_ENOTHELD, "%s %s does not exist", what, path);
+	if (zrc < -1000)
+		return zrc;
+	if (zrc != ZOK)
+		return zkl_fail_zk(zrc, "cannot read", path);
+	return 0;
+}
+
 /* The checks both functions make. */
 static int record_check(zkl_client *c, const char *path)
 {
@@ -118,17 +136,9 @@ int zkl_record_get(zkl_client *c, const char *path, char **data, size_t *len,
 		return rc;
 	if (!data || !len)
 		return zkl_fail(ZKL_EINVAL, "%s pointer is NULL", data ? "length" : "data");
-	struct zkl_req r = {.kind = ZKL_OP_GET, .path = path};
 	struct zkl_op *op = NULL;
-	int zrc = zkl_request(c, &r, zkl_deadline(-1), &op);
-	if (zrc != ZOK && op)
-		zkl_op_release(c, op);
-	if (zrc == ZNONODE)
-		return zkl_fail(ZKL_ENOTHELD, "record %s does not exist", path);
-	if (zrc < -1000)
-		return zrc;
-	if (zrc != ZOK)
-		return zkl_fail_zk(zrc, "cannot read", path);
+	if ((rc = zkl_node_get(c, path, "record", &op)) != 0)
+		return rc;
 	size_t n = op->value_len > 0 ? (size_t)op->value_len : 0;
 	char *copy = malloc(n + 1);
 	if (copy) {

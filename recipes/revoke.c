@@ -16,17 +16,10 @@
  * ZKL_E* code. */
 static int lock_node_version(zkl_client *c, const char *node_path, int *version)
 {
-	struct zkl_req get = {.kind = ZKL_OP_GET, .path = node_path};
 	struct zkl_op *op = NULL;
-	int zrc = zkl_request(c, &get, zkl_deadline(-1), &op);
-	if (zrc != ZOK && op)
-		zkl_op_release(c, op);
-	if (zrc == ZNONODE)
-		return zkl_fail(ZKL_ENOTHELD, "%s does not exist: nothing to revoke", node_path);
-	if (zrc < -1000)
-		return zrc;
-	if (zrc != ZOK)
-		return zkl_fail_zk(zrc, "cannot read", node_path);
+	int rc = zkl_node_get(c, node_path, "nothing to revoke: node", &op);
+	if (rc != 0)
+		return rc;
 	bool ephemeral = op->stat.ephemeralOwner != 0;
 	*version = op->stat.version;
 	zkl_op_release(c, op);
