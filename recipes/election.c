@@ -784,7 +784,7 @@ int election_close(struct election *e)
 	return 0;
 }
 
-void election_free(struct election *e)
+bool election_free(struct election *e)
 {
 	zkl_client *c = e->lock.c;
 	pthread_mutex_lock(&c->mu);
@@ -803,7 +803,7 @@ void election_free(struct election *e)
 		c->nfreeing++;
 		zkl_waiter_wake(c, &e->w);
 		pthread_mutex_unlock(&c->mu);
-		return;
+		return true;
 	}
 	pthread_mutex_lock(&c->mu);
 	e->view_cancel = true;
@@ -814,6 +814,7 @@ void election_free(struct election *e)
 	bool listening = unregister(c, e);
 	pthread_mutex_unlock(&c->mu);
 	dispose(e, listening);
+	return false;
 }
 
 int election_requeue(struct election *e)

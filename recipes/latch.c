@@ -78,8 +78,7 @@ void zkl_leader_free(zkl_leader *l)
 	if (!l)
 		return;
 	zkl_client *c = l->e.lock.c;
-	election_free(&l->e);
-	zkl_client_handle_done(c);
+	zkl_client_handle_done(c, election_free(&l->e));
 }
 
 int zkl_leader_leader_id(zkl_leader *l, char **id)

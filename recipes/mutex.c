@@ -153,7 +153,7 @@ void zkl_mutex_free(zkl_mutex *m)
 	zkl_client *c = m->lock.c;
 	zkl_mutex_dispose(m);
 	free(m);
-	zkl_client_handle_done(c);
+	zkl_client_handle_done(c, false);
 }
 
 static int mutex_release(zkl_lock *lk);

@@ -59,7 +59,7 @@ void zkl_rwlock_free(zkl_rwlock *rw)
 	zkl_mutex_fini(&rw->read);
 	zkl_mutex_fini(&rw->write);
 	free(rw);
-	zkl_client_handle_done(c);
+	zkl_client_handle_done(c, false);
 }
 
 int zkl_rwlock_set_naming(zkl_rwlock *rw, zkl_naming naming)

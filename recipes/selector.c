@@ -96,8 +96,7 @@ void zkl_selector_free(zkl_selector *s)
 	if (!s)
 		return;
 	zkl_client *c = s->e.lock.c;
-	election_free(&s->e);
-	zkl_client_handle_done(c);
+	zkl_client_handle_done(c, election_free(&s->e));
 }
 
 int zkl_selector_leader_id(zkl_selector *s, char **id)

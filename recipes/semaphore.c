@@ -275,7 +275,7 @@ void zkl_semaphore_free(zkl_semaphore *s)
 	free(s->leases_path);
 	free(s->count_path);
 	free(s);
-	zkl_client_handle_done(c);
+	zkl_client_handle_done(c, false);
 }
 
 static int remaining(int64_t deadline, int timeout_ms)

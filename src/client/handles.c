@@ -15,12 +15,13 @@ void zkl_client_handle_add(zkl_client *c)
 	pthread_mutex_unlock(&c->mu);
 }
 
-void zkl_client_handle_done(zkl_client *c)
+void zkl_client_handle_done(zkl_client *c, bool put_off)
 {
 	pthread_mutex_lock(&c->mu);
 	bool close_now = --c->nhandles == 0 && c->close_pending;
-	/* The loop cannot end itself, nor a handle's machine wait for its own end. */
-	bool on_loop = zkl_on_event_thread(c) || c->nfreeing > 0;
+	/* The loop cannot end itself, nor a close wait for the end of a handle whose
+	 * function calls it. */
+	bool on_loop = zkl_on_event_thread(c) || put_off;
 	if (close_now && on_loop)
 		c->close_pending = false; /* the loop cannot end itself: stay open */
 	pthread_mutex_unlock(&c->mu);

@@ -499,13 +499,14 @@ int64_t zkl_lost_at(zkl_client *c);
 bool zkl_on_event_thread(zkl_client *c);
 
 /* The recipe handles made on a client (handles.c). A handle's _new counts it once made,
- * its _free uncounts it once done with the client (no lock held, not on the loop if the
- * client might close). zkl_client_close() asks zkl_client_close_refused() first: true
+ * its _free uncounts it once done with the client (no lock held); put_off: the handle's
+ * machine frees it later on the loop (an election freed in its own callback or
+ * function), so this free cannot close the client. zkl_client_close() asks zkl_client_close_refused() first: true
  * (logged, and the error detail set) inside a callback of the client, which would end
  * the loop that runs it, or while handles are open: the close is then left to the free
  * of the last one. */
 void zkl_client_handle_add(zkl_client *c);
-void zkl_client_handle_done(zkl_client *c);
+void zkl_client_handle_done(zkl_client *c, bool put_off);
 bool zkl_client_close_refused(zkl_client *c);
 /* Whether the calling thread runs c's loop (mu held): its event thread, a callback, or
  * the application's thread that calls zkl_client_process(). Such a thread cannot wait
