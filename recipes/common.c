@@ -1,11 +1,14 @@
 /* Helpers shared by the recipes. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <zklocks/lock.h>
 
 #include "common.h"
 
 /* ZooKeeper's default jute.maxbuffer is 1 MiB, and a node's data must fit in it. */
-#define ZKL_DATA_MAX (1024 * 1024 - 1024)
+#define ZKL_DATA_MAX ZKL_LOCK_DATA_MAX
 
 int zkl_data_init(struct zkl_data *d)
 {
@@ -61,4 +64,17 @@ int zkl_check_timeout(int timeout_ms)
 		return zkl_fail(ZKL_EINVAL, "timeout %d ms is negative (use -1 to wait forever, 0 "
 		                "to try once)", timeout_ms);
 	return 0;
+}
+
+int zkl_count_parse(const char *data, int len)
+{
+	if (!data || len <= 0 || len > 10)
+		return 0;
+	int64_t v = 0;
+	for (int i = 0; i < len; i++) {
+		if (data[i] < '0' || data[i] > '9')
+			return 0;
+		v = v * 10 + (data[i] - '0');
+	}
+	return v > 0 && v <= INT32_MAX ? (int)v : 0;
 }

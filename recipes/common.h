@@ -41,6 +41,11 @@ enum zkl_data_read zkl__count_decode(const char *data, int len, int32_t *value);
 /* Checks a timeout argument: -1, 0 or positive. */
 int zkl_check_timeout(int timeout_ms);
 
+/* The lease count a semaphore path records in its data (kazoo's layout), as both the
+ * semaphore and the inspection read it: decimal digits only (no sign, no space, no
+ * other byte), 1..2147483647; else 0 (no count recorded). */
+int zkl_count_parse(const char *data, int len);
+
 /* Checks a handle argument. */
 #define ZKL_CHECK_HANDLE(h, name)                                                        \
 	do {                                                                             \
@@ -53,6 +58,11 @@ int zkl_check_timeout(int timeout_ms);
  * (persistent) if needed; what names it in errors ("record", "shared count"). Returns 0
  * or a ZKL_E* code with the reason set. */
 int zkl_node_put(zkl_client *c, const char *path, const void *data, int len, const char *what);
+
+/* Reads the node at path (record.c): 0 with *op (released by the caller with
+ * zkl_op_release()), ZKL_ENOTHELD if it does not exist ("<what> <path> does not
+ * exist"), or another ZKL_E* code. */
+int zkl_node_get(zkl_client *c, const char *path, const char *what, struct zkl_op **op);
 
 /* Names the kind of a semaphore's view ("semaphore-mutex"); kind is static. */
 struct zkl_semaphore;

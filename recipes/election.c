@@ -344,6 +344,8 @@ static int on_out(zkl_client *c, struct election *e)
 		pthread_mutex_unlock(&c->mu);
 		dispose(e, listening);
 		pthread_mutex_lock(&c->mu);
+		c->nfreeing--;
+		pthread_cond_broadcast(&c->cv);
 		return GONE;
 	}
 	return WAIT;
@@ -777,24 +779,26 @@ int election_close(struct election *e)
 	return 0;
 }
 
-void election_free(struct election *e)
+bool election_free(struct election *e)
 {
 	zkl_client *c = e->lock.c;
 	pthread_mutex_lock(&c->mu);
-	bool on_loop = zkl_on_event_thread(c);
+	bool on_loop = must_not_wait(e);
 	pthread_mutex_unlock(&c->mu);
 	if (on_loop) {
-		/* The machine frees the handle once at rest; a callback of the view's acquire
-		 * that runs now learns the handle is gone. */
+		/* The machine frees the handle once at rest (a selector's function, which may
+		 * be the caller, has returned and its thread is joined by then); a callback of
+		 * the view's acquire that runs now learns the handle is gone. */
 		zkl_lock_async_drain(&e->lock);
 		pthread_mutex_lock(&c->mu);
 		e->closing = true;
 		e->leading = false;
 		e->view_cancel = true;
 		e->freeing = true;
+		c->nfreeing++;
 		zkl_waiter_wake(c, &e->w);
 		pthread_mutex_unlock(&c->mu);
-		return;
+		return true;
 	}
 	pthread_mutex_lock(&c->mu);
 	e->view_cancel = true;
@@ -805,6 +809,7 @@ void election_free(struct election *e)
 	bool listening = unregister(c, e);
 	pthread_mutex_unlock(&c->mu);
 	dispose(e, listening);
+	return false;
 }
 
 int election_requeue(struct election *e)

@@ -112,9 +112,10 @@ int election_start(struct election *e);
 /* Leaves the election; from another thread than the loop's (or the selector's
  * function), returns once the machine is at rest and no callback runs. */
 int election_close(struct election *e);
-/* Closes e and frees its handle (self), at once, or, on the loop's thread, once the
- * machine is at rest. */
-void election_free(struct election *e);
+/* Closes e and frees its handle (self), at once, or, on the loop's thread or from the
+ * selector's function, once the machine is at rest (on the loop): returns whether it
+ * was put off so. */
+bool election_free(struct election *e);
 /* Requeues a selector. */
 int election_requeue(struct election *e);
 /* Interrupts the current leadership (selector). */

@@ -199,27 +199,14 @@ struct job {
 	int nkids;
 	bool skipped;
 	bool exists;
+	bool semaphore;    /* read as a semaphore: its leases and gate are its own */
+	bool merged;       /* a semaphore's gate, found by a walk as a folder of its own */
 	int limit;
 	struct item *items;
 	size_t nitems;
 	size_t r1[4];      /* its requests of the first round (SIZE_MAX: not sent) */
 	size_t first_rq;   /* its first request of the second round */
 };
-
-/* The lease count recorded in a semaphore's data: a positive decimal (semaphore.c's
- * count_agree), else 0. */
-static int parse_limit(const char *data, int len)
-{
-	if (len <= 0 || len > 10)
-		return 0;
-	long v = 0;
-	for (int i = 0; i < len; i++) {
-		if (data[i] < '0' || data[i] > '9')
-			return 0;
-		v = v * 10 + (data[i] - '0');
-	}
-	return v > 0 && v <= INT32_MAX ? (int)v : 0;
-}
 
 /* Takes the parsable children names[0..count) of folder into j's items (part), leaving
  * out our own nodes whose delete is on its way, and sorts them. The names taken are set
@@ -441,8 +428,9 @@ static int jobs_run(struct call *x, struct job *jobs, size_t njobs)
 			continue;
 		j->exists = j->listed || get->zrc == ZOK;
 		if (get->zrc == ZOK)
-			j->limit = parse_limit(get->op->value, get->op->value_len);
+			j->limit = zkl_count_parse(get->op->value, get->op->value_len);
 		bool semaphore = leases->zrc == ZOK || (j->limit > 0 && locks->zrc == ZOK);
+		j->semaphore = semaphore;
 		if (j->listed)
 			rc = take_children(c, j, j->path, j->kids, j->nkids, PART_QUEUE);
 		else if (kids->zrc == ZOK)
@@ -543,7 +531,7 @@ static int build(zkl_client *c, struct job *jobs, size_t njobs, bool keep_empty,
 			in->skipped++;
 			continue;
 		}
-		if (j->nitems == 0 && !keep_empty)
+		if (j->merged || (j->nitems == 0 && !keep_empty))
 			continue;
 		zkl_lock_info *L = &in->locks[in->nlocks];
 		L->path = strdup(j->path);
@@ -743,11 +731,16 @@ static int walk(struct call *x, const char *prefix, struct jobs *locks, size_t *
 				break;
 			}
 			struct zkl_op *op = r[i].op;
-			bool nodes = false, semaphore = false;
+			/* A semaphore has its leases, or (for a moment, or with none taken yet)
+			 * only its gate: a folder with a "locks" child may be one, and its data
+			 * says (jobs_run reads it by the rule zkl_inspect() follows). Its gate is
+			 * walked too, as the folder it is if the path is no semaphore. */
+			bool nodes = false, semaphore = false, gate = false;
 			for (int k = 0; k < op->count; k++) {
 				zkl_child ch;
 				nodes |= zkl_child_parse(op->names[k], &ch);
 				semaphore |= strcmp(op->names[k], "leases") == 0;
+				gate |= strcmp(op->names[k], "locks") == 0;
 			}
 			for (int k = 0; k < op->count && rc == 0; k++) {
 				const char *name = op->names[k];
@@ -761,13 +754,31 @@ static int walk(struct call *x, const char *prefix, struct jobs *locks, size_t *
 				if (!strs_add(&level, zkl_path_join(dir, name)))
 					rc = zkl_fail(ZKL_ENOMEM, "out of memory");
 			}
-			if (rc == 0 && (nodes || semaphore))
+			if (rc == 0 && (nodes || semaphore || gate))
 				rc = jobs_add(locks, dir, op);
 		}
 		rq_free(x->c, r, n);
 	}
 	strs_free(&level);
 	return rc;
+}
+
+/* Marks the gate of each semaphore among jobs (sorted by path) that the walk took for a
+ * folder of its own: it is the semaphore's, and shown with it. Returns 0 or ZKL_ENOMEM. */
+static int gates_merge(struct job *jobs, size_t njobs)
+{
+	for (size_t i = 0; i < njobs; i++) {
+		if (!jobs[i].semaphore)
+			continue;
+		struct job key = {.path = zkl_path_join(jobs[i].path, "locks")};
+		if (!key.path)
+			return zkl_fail(ZKL_ENOMEM, "out of memory");
+		struct job *gate = bsearch(&key, jobs, njobs, sizeof *jobs, job_cmp);
+		free(key.path);
+		if (gate)
+			gate->merged = true;
+	}
+	return 0;
 }
 
 int zkl_inspect_prefix(zkl_client *c, const char *prefix, int timeout_ms,
@@ -788,6 +799,8 @@ int zkl_inspect_prefix(zkl_client *c, const char *prefix, int timeout_ms,
 		qsort(locks.v, locks.n, sizeof *locks.v, job_cmp);
 		rc = jobs_run(&x, locks.v, locks.n);
 	}
+	if (rc == 0)
+		rc = gates_merge(locks.v, locks.n);
 	if (rc == 0 && (rc = build(c, locks.v, locks.n, false, out)) == 0)
 		(*out)->skipped += skipped;
 	for (size_t i = 0; i < locks.n; i++)

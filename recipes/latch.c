@@ -49,6 +49,7 @@ int zkl_leader_new(zkl_leader **out, zkl_client *c, const char *path,
 		free(l);
 		return rc;
 	}
+	zkl_client_handle_add(c);
 	*out = l;
 	return 0;
 }
@@ -74,8 +75,10 @@ int zkl_leader_close(zkl_leader *l)
 
 void zkl_leader_free(zkl_leader *l)
 {
-	if (l)
-		election_free(&l->e);
+	if (!l)
+		return;
+	zkl_client *c = l->e.lock.c;
+	zkl_client_handle_done(c, election_free(&l->e));
 }
 
 int zkl_leader_leader_id(zkl_leader *l, char **id)

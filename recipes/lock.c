@@ -138,8 +138,34 @@ void zkl_lock_async_call(zkl_lock *l, zkl_lock_acquired_fn fn, void *data, int r
 	pthread_mutex_unlock(&l->c->mu);
 }
 
+/* The lost reports under way on this thread, innermost first: a handle freed by its own
+ * lost callback (or by one it leads to) is freed once its report has ended. */
+struct lost_report {
+	zkl_lock *l;
+	void (*free_fn)(void *obj);
+	void *obj;
+	struct lost_report *up;
+};
+static _Thread_local struct lost_report *reporting_lost;
+
+bool zkl_lock_defer_free(zkl_lock *l, void (*free_fn)(void *obj), void *obj)
+{
+	for (struct lost_report *r = reporting_lost; r; r = r->up) {
+		if (r->l != l)
+			continue;
+		if (!r->free_fn) {
+			r->free_fn = free_fn;
+			r->obj = obj;
+		}
+		return true;
+	}
+	return false;
+}
+
 void zkl_lock_report_lost(zkl_lock *l, int reason)
 {
+	struct lost_report report = {.l = l, .up = reporting_lost};
+	reporting_lost = &report;
 	pthread_mutex_lock(l->mu);
 	zkl_lock_lost_fn fn = l->lost_fn;
 	void *data = l->lost_data;
@@ -167,6 +193,9 @@ void zkl_lock_report_lost(zkl_lock *l, int reason)
 	l->reporting--;
 	pthread_cond_broadcast(l->cv);
 	pthread_mutex_unlock(l->mu);
+	reporting_lost = report.up;
+	if (report.free_fn)
+		report.free_fn(report.obj);
 }
 
 void zkl_lock_listen(zkl_lock *l, struct zkl_lock_listener *w)

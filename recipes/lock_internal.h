@@ -116,6 +116,12 @@ void zkl_lock_async_call(zkl_lock *l, zkl_lock_acquired_fn fn, void *data, int r
 /* Reports a lost hold of l to its lost callback, then to its listeners (no lock held). */
 void zkl_lock_report_lost(zkl_lock *l, int reason);
 
+/* Called first by the free of a handle whose view is l: if l's loss is being reported on
+ * this thread (the free comes from its lost callback, or from a callback that one leads
+ * to), records free_fn(obj) to run once the report has ended and returns true (the free
+ * returns at once); else returns false. */
+bool zkl_lock_defer_free(zkl_lock *l, void (*free_fn)(void *obj), void *obj);
+
 /* Adds a listener to l (no lock held). */
 void zkl_lock_listen(zkl_lock *l, struct zkl_lock_listener *w);
 

@@ -239,9 +239,14 @@ static void wait_async(zkl_multilock *ml, zkl_client *c)
 
 static void multilock_cancel(zkl_lock *lk);
 
+static void multilock_free_later(void *ml)
+{
+	zkl_multilock_free(ml);
+}
+
 void zkl_multilock_free(zkl_multilock *ml)
 {
-	if (!ml)
+	if (!ml || zkl_lock_defer_free(&ml->lock, multilock_free_later, ml))
 		return;
 	/* An asynchronous acquire under way ends with ZKL_ECANCELED, then is waited for; on
 	 * its event thread it is left to its member callback, and its callback never runs. */
@@ -299,10 +304,28 @@ static int add_member(zkl_multilock *ml, struct member m)
 	if (busy)
 		return zkl_fail(ZKL_EBUSY, "cannot add %s to a multilock that is held or being "
 		                "acquired", member_path(&m));
-	for (size_t i = 0; i < ml->n; i++)
-		if (ml->members[i].l == m.l)
+	for (size_t i = 0; i < ml->n; i++) {
+		const zkl_lock *o = ml->members[i].l;
+		if (o == m.l)
 			return zkl_fail(ZKL_EINVAL, "%s is already a member of this multilock",
 			                member_path(&m));
+		if (strcmp(o->path, m.l->path) != 0 || strcmp(o->c->servers, m.l->c->servers) != 0)
+			continue;
+		/* Two handles on one path of one ensemble queue behind each other: the acquire
+		 * would wait for itself. The two halves of one read-write lock (they share its
+		 * mutex) are taken write first, the read half as a downgrade: not in the order
+		 * added with the read half first, which would be an upgrade. */
+		bool halves = o->mu == m.l->mu && o->kind != m.l->kind;
+		if (!halves)
+			return zkl_fail(ZKL_EINVAL, "%s (a %s) is on the same path as member %zu (a "
+			                "%s, another handle): a multilock of both would wait for "
+			                "itself", member_path(&m), m.l->kind, i + 1, o->kind);
+		if (ml->order == ZKL_MULTILOCK_AS_ADDED && m.rank == 0)
+			return zkl_fail(ZKL_EINVAL, "%s: the write half added after the read half of "
+			                "the same read-write lock, in the order added, would be taken "
+			                "as an upgrade, which never succeeds (add the write half "
+			                "first, or use the canonical order)", member_path(&m));
+	}
 	if (ml->n == ml->cap) {
 		size_t cap = ml->cap ? ml->cap * 2 : 4;
 		struct member *p = realloc(ml->members, cap * sizeof *p);
@@ -565,6 +588,18 @@ static int multilock_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn
 			                "clients: an asynchronous acquire takes its members on one "
 			                "client's event thread", member_path(&ml->members[0]),
 			                member_path(&ml->members[i]));
+	/* Asynchronous holds are the handle's, not a thread's: the read half of a read-write
+	 * lock whose write half is held is no downgrade then, and would wait for it. */
+	for (size_t i = 0; i < ml->n; i++)
+		for (size_t k = i + 1; k < ml->n; k++)
+			if (ml->members[i].rank != ml->members[k].rank &&
+			    ml->members[i].l->mu == ml->members[k].l->mu &&
+			    strcmp(member_path(&ml->members[i]), member_path(&ml->members[k])) == 0)
+				return zkl_fail(ZKL_EINVAL, "multilock members %zu and %zu are both "
+				                "halves of the read-write lock %s: an asynchronous "
+				                "acquire cannot take the read half as a downgrade, and "
+				                "would wait for itself (use zkl_multilock_acquire(), or "
+				                "one half)", i + 1, k + 1, member_path(&ml->members[i]));
 	struct run *run = calloc(1, sizeof *run);
 	if (!run)
 		return zkl_fail(ZKL_ENOMEM, "out of memory");

@@ -129,6 +129,7 @@ int zkl_mutex_new(zkl_mutex **out, zkl_client *c, const char *path)
 		free(m);
 		return rc;
 	}
+	zkl_client_handle_add(c);
 	*out = m;
 	return 0;
 }
@@ -138,12 +139,21 @@ zkl_lock *zkl_mutex_lock(zkl_mutex *m)
 	return m ? &m->lock : NULL;
 }
 
+static void mutex_free_later(void *m)
+{
+	zkl_mutex_free(m);
+}
+
 void zkl_mutex_free(zkl_mutex *m)
 {
 	if (!m || m->other)
 		return; /* a rwlock half goes with its rwlock */
+	if (zkl_lock_defer_free(&m->lock, mutex_free_later, m))
+		return;
+	zkl_client *c = m->lock.c;
 	zkl_mutex_dispose(m);
 	free(m);
+	zkl_client_handle_done(c, false);
 }
 
 static int mutex_release(zkl_lock *lk);

@@ -1,5 +1,6 @@
 /* Records: persistent nodes of the application's own, read and written on the client's
  * session (see <zklocks/record.h>). zkl_node_put() is also how a shared count is set. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,53 +8,110 @@
 
 #include "common.h"
 
+/* Deletes the folders made[0..n) in reverse (the deepest first), best effort: one that
+ * has gained children meanwhile is someone else's now, and stays. */
+static void folders_undo(zkl_client *c, char **made, size_t n)
+{
+	while (n-- > 0) {
+		struct zkl_req del = {.kind = ZKL_OP_DELETE, .path = made[n], .version = -1};
+		zkl_request(c, &del, zkl_deadline(-1), NULL);
+		free(made[n]);
+	}
+}
+
+/* Creates the missing folders above path, the shallowest first, and adds the paths of
+ * those it made to made[*n]. Containers: once the record is deleted and nothing else is
+ * in them, the server removes them (a server without containers: persistent). Returns
+ * ZOK or a ZooKeeper or ZKL_E* code. */
+static int folders_make(zkl_client *c, const char *path, char **made, size_t *n)
+{
+	size_t parent = zkl_path_parent_len(path);
+	for (size_t i = 1; i <= parent; i++) {
+		if (i < parent && path[i] != '/')
+			continue;
+		char *folder = strndup(path, i);
+		if (!folder)
+			return zkl_fail(ZKL_ENOMEM, "out of memory");
+		struct zkl_req mk = {.kind = ZKL_OP_CREATE, .path = folder, .mode = ZOO_CONTAINER};
+		int zrc = zkl_request(c, &mk, zkl_deadline(-1), NULL);
+		if (zrc == ZUNIMPLEMENTED) {
+			mk.mode = ZOO_PERSISTENT;
+			zrc = zkl_request(c, &mk, zkl_deadline(-1), NULL);
+		}
+		if (zrc == ZOK) {
+			made[(*n)++] = folder;
+			continue;
+		}
+		free(folder);
+		if (zrc != ZNODEEXISTS)
+			return zrc;
+	}
+	return ZOK;
+}
+
 int zkl_node_put(zkl_client *c, const char *path, const void *data, int len, const char *what)
 {
 	struct zkl_req set = {.kind = ZKL_OP_SET, .path = path, .data = data, .len = len,
 	                      .version = -1};
+	/* At most one folder per level of the path is made. */
+	size_t levels = 0;
+	for (const char *p = path; *p; p++)
+		levels += *p == '/';
+	char **made = calloc(levels, sizeof *made);
+	if (!made)
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	size_t nmade = 0;
+	int zrc = ZOK;
 	for (int attempt = 0; attempt < 5; attempt++) {
-		int zrc = zkl_request(c, &set, zkl_deadline(-1), NULL);
-		if (zrc == ZOK)
-			return 0;
+		zrc = zkl_request(c, &set, zkl_deadline(-1), NULL);
 		if (zrc != ZNONODE)
-			return zrc < -1000 ? zrc : zkl_fail_zk(zrc, "cannot set", path);
-		/* Create it (persistent), and its missing parents. */
+			break;
+		/* Create it, with its parents. */
 		struct zkl_req create = {.kind = ZKL_OP_CREATE, .path = path, .data = data,
 		                         .len = len, .mode = ZOO_PERSISTENT};
 		zrc = zkl_request(c, &create, zkl_deadline(-1), NULL);
-		if (zrc == ZOK)
-			return 0;
-		if (zrc == ZNONODE) {
-			size_t p = zkl_path_parent_len(path);
-			char *parent = strndup(path, p);
-			if (!parent)
-				return zkl_fail(ZKL_ENOMEM, "out of memory");
-			/* Containers: once the node is deleted and nothing else is in them, the
-			 * server removes them (a server without containers: persistent). */
-			struct zkl_req mk = {.kind = ZKL_OP_CREATE, .path = parent, .mode = ZOO_CONTAINER};
-			/* Walk up until a create works, then come back down on the next attempts. */
-			for (;;) {
-				zrc = zkl_request(c, &mk, zkl_deadline(-1), NULL);
-				if (zrc == ZUNIMPLEMENTED && mk.mode == ZOO_CONTAINER) {
-					mk.mode = ZOO_PERSISTENT;
-					continue;
-				}
-				if (zrc != ZNONODE)
-					break;
-				size_t pp = zkl_path_parent_len(parent);
-				if (pp == 0)
-					break;
-				parent[pp] = 0;
-			}
-			free(parent);
-			if (zrc != ZOK && zrc != ZNODEEXISTS)
-				return zrc < -1000 ? zrc : zkl_fail_zk(zrc, "cannot create", path);
-			continue;
+		if (zrc == ZNONODE && nmade == 0) {
+			zrc = folders_make(c, path, made, &nmade);
+			if (zrc == ZOK)
+				zrc = zkl_request(c, &create, zkl_deadline(-1), NULL);
 		}
-		if (zrc != ZNODEEXISTS)
-			return zrc < -1000 ? zrc : zkl_fail_zk(zrc, "cannot create", path);
+		if (zrc != ZNODEEXISTS && zrc != ZNONODE)
+			break; /* made, or failed; else it came or its folder went: again */
 	}
-	return zkl_fail(ZKL_EZK, "cannot set %s %s: it keeps changing", what, path);
+	if (zrc == ZOK) {
+		for (size_t i = 0; i < nmade; i++)
+			free(made[i]);
+		free(made);
+		return 0;
+	}
+	/* Leave nothing behind: the folders made for it go again. */
+	int rc = zrc < -1000 ? zrc
+	         : zrc == ZNONODE || zrc == ZNODEEXISTS
+	         ? zkl_fail(ZKL_EZK, "cannot set %s %s: it keeps changing", what, path)
+	         : zkl_fail_zk(zrc, "cannot set", path);
+	char saved[512];
+	snprintf(saved, sizeof saved, "%s", zkl_last_error());
+	folders_undo(c, made, nmade);
+	free(made);
+	return zkl_fail(rc, "%s", saved);
+}
+
+int zkl_node_get(zkl_client *c, const char *path, const char *what, struct zkl_op **op)
+{
+	struct zkl_req r = {.kind = ZKL_OP_GET, .path = path};
+	*op = NULL;
+	int zrc = zkl_request(c, &r, zkl_deadline(-1), op);
+	if (zrc != ZOK && *op) {
+		zkl_op_release(c, *op);
+		*op = NULL;
+	}
+	if (zrc == ZNONODE)
+		return zkl_fail(ZKL_ENOTHELD, "%s %s does not exist", what, path);
+	if (zrc < -1000)
+		return zrc;
+	if (zrc != ZOK)
+		return zkl_fail_zk(zrc, "cannot read", path);
+	return 0;
 }
 
 /* The checks both functions make. */
@@ -83,17 +141,9 @@ int zkl_record_get(zkl_client *c, const char *path, char **data, size_t *len,
 		return rc;
 	if (!data || !len)
 		return zkl_fail(ZKL_EINVAL, "%s pointer is NULL", data ? "length" : "data");
-	struct zkl_req r = {.kind = ZKL_OP_GET, .path = path};
 	struct zkl_op *op = NULL;
-	int zrc = zkl_request(c, &r, zkl_deadline(-1), &op);
-	if (zrc != ZOK && op)
-		zkl_op_release(c, op);
-	if (zrc == ZNONODE)
-		return zkl_fail(ZKL_ENOTHELD, "record %s does not exist", path);
-	if (zrc < -1000)
-		return zrc;
-	if (zrc != ZOK)
-		return zkl_fail_zk(zrc, "cannot read", path);
+	if ((rc = zkl_node_get(c, path, "record", &op)) != 0)
+		return rc;
 	size_t n = op->value_len > 0 ? (size_t)op->value_len : 0;
 	char *copy = malloc(n + 1);
 	if (copy) {

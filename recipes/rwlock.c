@@ -35,20 +35,31 @@ int zkl_rwlock_new(zkl_rwlock **out, zkl_client *c, const char *path)
 	rw->read.other = &rw->write;
 	rw->write.other = &rw->read;
 	zkl_mutex_share_mu(&rw->write, &rw->read);
+	zkl_client_handle_add(c);
 	*out = rw;
 	return 0;
+}
+
+static void rwlock_free_later(void *rw)
+{
+	zkl_rwlock_free(rw);
 }
 
 void zkl_rwlock_free(zkl_rwlock *rw)
 {
 	if (!rw)
 		return;
+	if (zkl_lock_defer_free(&rw->read.lock, rwlock_free_later, rw) ||
+	    zkl_lock_defer_free(&rw->write.lock, rwlock_free_later, rw))
+		return;
+	zkl_client *c = rw->read.lock.c;
 	/* Read first: a downgraded thread holds both, and its read node sorts after. */
 	zkl_mutex_dispose(&rw->read);
 	zkl_mutex_dispose(&rw->write);
 	zkl_mutex_fini(&rw->read);
 	zkl_mutex_fini(&rw->write);
 	free(rw);
+	zkl_client_handle_done(c, false);
 }
 
 int zkl_rwlock_set_naming(zkl_rwlock *rw, zkl_naming naming)

@@ -50,6 +50,7 @@ int zkl_selector_new(zkl_selector **out, zkl_client *c, const char *path, zkl_se
 		free(s);
 		return rc;
 	}
+	zkl_client_handle_add(c);
 	*out = s;
 	return 0;
 }
@@ -92,8 +93,10 @@ int zkl_selector_close(zkl_selector *s)
 
 void zkl_selector_free(zkl_selector *s)
 {
-	if (s)
-		election_free(&s->e);
+	if (!s)
+		return;
+	zkl_client *c = s->e.lock.c;
+	zkl_client_handle_done(c, election_free(&s->e));
 }
 
 int zkl_selector_leader_id(zkl_selector *s, char **id)

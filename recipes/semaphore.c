@@ -133,6 +133,7 @@ static int semaphore_make(zkl_semaphore **out, zkl_client *c, const char *path)
 	pthread_cond_init(&s->own_cv, NULL);
 	s->lock.mu = &s->own_mu;
 	s->lock.cv = &s->own_cv;
+	zkl_client_handle_add(c);
 	s->locks_path = zkl_path_join(path, "locks");
 	s->leases_path = zkl_path_join(path, "leases");
 	if (!s->locks_path || !s->leases_path) {
@@ -160,13 +161,15 @@ int zkl_semaphore_new(zkl_semaphore **out, zkl_client *c, const char *path, int 
 int zkl_semaphore_new_shared(zkl_semaphore **out, zkl_client *c, const char *path,
                              const char *count_path, int initial_count)
 {
+	zkl_clear_error();
+	if (out)
+		*out = NULL;
 	if (initial_count < 1) {
-		zkl_clear_error();
-		if (out)
-			*out = NULL;
 		return zkl_fail(ZKL_EINVAL, "initial count %d must be at least 1", initial_count);
 	}
-	int rc = zkl_path_check(count_path, "count path");
+	int rc = zkl_check_new(out, c, path);
+	if (rc == 0)
+		rc = zkl_path_check(count_path, "count path");
 	if (rc != 0)
 		return rc;
 	rc = semaphore_make(out, c, path);
@@ -239,9 +242,14 @@ static void lease_unlink(zkl_lease *l)
 		l->next->prev = l->prev;
 }
 
+static void semaphore_free_later(void *s)
+{
+	zkl_semaphore_free(s);
+}
+
 void zkl_semaphore_free(zkl_semaphore *s)
 {
-	if (!s)
+	if (!s || zkl_lock_defer_free(&s->lock, semaphore_free_later, s))
 		return;
 	zkl_client *c = s->lock.c;
 	semaphore_view_cancel(&s->lock); /* between its two queues too */
@@ -268,6 +276,7 @@ void zkl_semaphore_free(zkl_semaphore *s)
 	free(s->leases_path);
 	free(s->count_path);
 	free(s);
+	zkl_client_handle_done(c, false);
 }
 
 static int remaining(int64_t deadline, int timeout_ms)
@@ -339,20 +348,18 @@ static struct zkl_queue lease_queue(zkl_semaphore *s, const struct zkl_data *dat
 }
 
 /* The lease count, recorded where the semaphore lives as kazoo's Semaphore records it:
- * the path node's data, the count in decimal. Curator's InterProcessSemaphoreV2 records
- * nothing (empty data), so an empty or foreign record is written over, a number is
- * compared. A fixed count only (a shared count changes by design). */
+ * the path node's data, the count in decimal (digits only: zkl_count_parse(), the rule
+ * the inspection reads it by too). Curator's InterProcessSemaphoreV2 records nothing
+ * (empty data), so an empty or foreign record ("+3", " 3" included) is written over, a
+ * number is compared. A fixed count only (a shared count changes by design). */
 
 /* What one read of the path says (count_agree, and the asynchronous check). */
 enum count_seen { COUNT_AGREES, COUNT_DIFFERS, COUNT_RECORD };
 
 static enum count_seen count_look(const struct zkl_op *op, int mine, long *theirs)
 {
-	char *end = NULL;
-	*theirs = op->value_len > 0 ? strtol(op->value, &end, 10) : 0;
-	bool number = op->value_len > 0 && op->value_len < 12 && end &&
-	              end == op->value + op->value_len && *theirs > 0;
-	if (!number)
+	*theirs = zkl_count_parse(op->value, op->value_len);
+	if (*theirs == 0)
 		return COUNT_RECORD;
 	return *theirs == mine ? COUNT_AGREES : COUNT_DIFFERS;
 }

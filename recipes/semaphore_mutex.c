@@ -11,7 +11,7 @@
 #include <zklocks/semaphore.h>
 #include <zklocks/semaphore_mutex.h>
 
-#include "common.h"
+#include "lock_internal.h"
 
 struct zkl_semaphore_mutex {
 	zkl_semaphore *sem;
@@ -36,9 +36,14 @@ int zkl_semaphore_mutex_new(zkl_semaphore_mutex **out, zkl_client *c, const char
 	return 0;
 }
 
+static void semaphore_mutex_free_later(void *m)
+{
+	zkl_semaphore_mutex_free(m);
+}
+
 void zkl_semaphore_mutex_free(zkl_semaphore_mutex *m)
 {
-	if (!m)
+	if (!m || zkl_lock_defer_free(zkl_semaphore_lock(m->sem), semaphore_mutex_free_later, m))
 		return;
 	zkl_semaphore_free(m->sem); /* releases and frees the lease */
 	free(m);

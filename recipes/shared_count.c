@@ -24,18 +24,9 @@ int zkl_shared_count_get(zkl_client *c, const char *path, int32_t *value)
 	int rc = zkl_path_check(path, "count path");
 	if (rc != 0)
 		return rc;
-	struct zkl_req r = {.kind = ZKL_OP_GET, .path = path};
 	struct zkl_op *op = NULL;
-	int zrc = zkl_request(c, &r, zkl_deadline(-1), &op);
-	if (zrc != ZOK && op)
-		zkl_op_release(c, op);
-	if (zrc == ZNONODE)
-		return zkl_fail(ZKL_ENOTHELD, "shared count %s does not exist", path);
-	if (zrc < -1000)
-		return zrc;
-	if (zrc != ZOK)
-		return zkl_fail_zk(zrc, "cannot read", path);
-	rc = 0;
+	if ((rc = zkl_node_get(c, path, "shared count", &op)) != 0)
+		return rc;
 	if (zkl__count_decode(op->value, op->value_len, value) != ZKL_DATA_VALUE)
 		rc = zkl_fail(ZKL_EZK, "shared count %s holds %d bytes, not a 4-byte integer",
 		              path, op->value_len);

@@ -60,11 +60,20 @@ typedef enum zkl_acl {
  * NUL included) and returns its length, or -1 to fail the authentication (ZKL_EAUTH). */
 typedef int (*zkl_sasl_password_fn)(char *buf, size_t size, void *data);
 
+/* The session timeouts a client may ask for, in ms (zkl_client_options). */
+#define ZKL_SESSION_TIMEOUT_MIN 100
+#define ZKL_SESSION_TIMEOUT_MAX 3600000
+
 typedef struct zkl_client_options {
-	/* "host:port[,host:port...][/chroot]". Default "127.0.0.1:2181". Copied by open. */
+	/* "host:port[,host:port...][/chroot]": ports 1..65535, an IPv6 address in brackets
+	 * ("[::1]:2181"), one chroot after the last server. Default "127.0.0.1:2181". Copied
+	 * by open. */
 	const char *servers;
-	/* Requested session timeout in ms; the server clamps it to [2, 20] x its tickTime.
-	 * Default 10000. zkl_client_session_timeout() gives the negotiated value. */
+	/* Requested session timeout in ms, ZKL_SESSION_TIMEOUT_MIN..ZKL_SESSION_TIMEOUT_MAX
+	 * (100 ms to one hour; anything else is ZKL_EINVAL). The server then settles it
+	 * within its minSessionTimeout..maxSessionTimeout, by default 2..20 times its
+	 * tickTime (4 s..40 s with the default tickTime of 2 s). Default 10000.
+	 * zkl_client_session_timeout() gives the negotiated value. */
 	int session_timeout_ms;
 	/* How long zkl_client_open() waits for a first connection. Default 5000. */
 	int connect_timeout_ms;
@@ -192,7 +201,8 @@ ZKL_API int zkl_client_open(zkl_client **out, const zkl_client_options *o);
  *   - When the loss rule (loss_percent) gives the session up while the server may still
  *     keep it, the locks are reported lost and their nodes deleted in the background; the
  *     session counts again once ZooKeeper answers.
- * zkl_client_adopt() returns as zkl_client_open() does (ZKL_EINVAL for a NULL zh). */
+ * zkl_client_adopt() returns as zkl_client_open() does (ZKL_EINVAL for a NULL zh, or one
+ * that another client has adopted and not closed: one client per handle). */
 ZKL_API int zkl_client_adopt(zkl_client **out, zhandle_t *zh, const zkl_client_options *o);
 
 /* Hands the application's next handle to a client of zkl_client_adopt() whose session
@@ -203,7 +213,10 @@ ZKL_API int zkl_client_handover(zkl_client *c, zhandle_t *zh);
 /* Ends the session (its ephemeral nodes go at once) and frees the client; an adopted
  * session goes on: close first waits, at most the session timeout, for the deletes of
  * zklocks' nodes still under way, and leaves the handle to the application. Every recipe
- * handle made on it must be freed first. NULL is a no-op. */
+ * handle made on it must be freed first. NULL is a no-op. Refused, logged as an error
+ * and with its detail in zkl_last_error(): a close inside a callback of c does nothing;
+ * a close while handles made on c are open is put off, and the free of the last of them
+ * closes c (except in a callback of c or a selector's function: c then stays open). */
 ZKL_API void zkl_client_close(zkl_client *c);
 
 /* The application's loop (external_loop). The contract, as in libcurl's multi interface:
@@ -235,8 +248,8 @@ ZKL_API int zkl_client_loop_fd(zkl_client *c);
 ZKL_API int zkl_client_loop_timeout(zkl_client *c);
 
 /* Runs the loop once: what is due, and every callback it leads to. Returns 0,
- * ZKL_EINVAL as above, ZKL_EDEADLK when called from a callback of c, ZKL_EBUSY when
- * another thread is inside it, ZKL_ECLOSED once c is closing. */
+ * ZKL_EINVAL as above, ZKL_EDEADLK when called from a callback of c, ZKL_EBUSY at once
+ * (without waiting) when another thread is inside it, ZKL_ECLOSED once c is closing. */
 ZKL_API int zkl_client_process(zkl_client *c);
 
 /* The current state. Thread-safe. */

@@ -161,8 +161,9 @@ typedef struct zkl_selector zkl_selector;
  * it returns. When leadership is lost or interrupted meanwhile (zkl_lock_is_held() of
  * zkl_selector_lock(s) turns false), it should return soon: zkl_selector_wait() is the way to sleep until then. The
  * node stays until it returns, so no other participant leads before. It may call any
- * zkl_selector function on s except zkl_selector_free(); zkl_selector_close(s) from here
- * returns at once. */
+ * zkl_selector function on s; zkl_selector_close(s) from here returns at once, and
+ * zkl_selector_free(s) too: s is then freed once fn has returned (do not use it after
+ * the free; a zkl_client_close() of its client waits for that). */
 typedef void (*zkl_selector_fn)(zkl_selector *s, void *data);
 
 typedef struct zkl_selector_options {
@@ -223,7 +224,8 @@ ZKL_API void zkl_selector_interrupt(zkl_selector *s);
  * node is gone. From fn itself it returns at once. Returns 0 or ZKL_EINVAL. */
 ZKL_API int zkl_selector_close(zkl_selector *s);
 
-/* Closes s if needed and frees it. Not from fn. NULL is a no-op. */
+/* Closes s if needed and frees it. From fn, returns at once: s is freed once fn has
+ * returned. NULL is a no-op. */
 ZKL_API void zkl_selector_free(zkl_selector *s);
 
 

@@ -106,8 +106,9 @@ ZKL_API int zkl_lock_node(zkl_lock *l, char *buf, size_t size);
 
 /* Called once when a hold of l is lost (its session expired, or could no longer be
  * proven alive in time), on the client's event thread, with no zklocks lock held; reason
- * is ZKL_ELOST. It may call zkl_lock_release() (which returns ZKL_ELOST) but not free
- * l's handle. If zkl_lock_release() is the first to find the loss, its ZKL_ELOST is the
+ * is ZKL_ELOST. It may call zkl_lock_release() (which returns ZKL_ELOST), and it may
+ * free l's handle (or a multi-lock that the loss reaches): that free is put off until
+ * the report of the loss has ended, and the handle must not be used after it. If zkl_lock_release() is the first to find the loss, its ZKL_ELOST is the
  * report and fn is not called. A hold counts from the moment it is granted: fn may run
  * while the blocking acquire that took it is still returning. */
 typedef void (*zkl_lock_lost_fn)(zkl_lock *l, int reason, void *data);
@@ -115,8 +116,12 @@ typedef void (*zkl_lock_lost_fn)(zkl_lock *l, int reason, void *data);
 /* Sets the lost callback (NULL to clear). Returns 0 or ZKL_EINVAL. */
 ZKL_API int zkl_lock_on_lost(zkl_lock *l, zkl_lock_lost_fn fn, void *data);
 
+/* The most node data zkl_lock_set_data() takes: 1 MiB (ZooKeeper's default
+ * jute.maxbuffer) less 1 KiB for the rest of the request. */
+#define ZKL_LOCK_DATA_MAX 1047552
+
 /* Sets the data stored in the nodes l creates from now on (copied; len bytes, at most
- * 1 MiB). The default is "<hostname>:<pid>", so that an operator can see who holds a
+ * ZKL_LOCK_DATA_MAX, 1,047,552). The default is "<hostname>:<pid>", so that an operator can see who holds a
  * lock. data may be NULL with len 0 for empty nodes. Returns 0, ZKL_EINVAL, ZKL_ENOMEM. */
 ZKL_API int zkl_lock_set_data(zkl_lock *l, const void *data, size_t len);
 

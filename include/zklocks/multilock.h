@@ -63,8 +63,10 @@ ZKL_API int zkl_multilock_new(zkl_multilock **out, enum zkl_multilock_order orde
 ZKL_API void zkl_multilock_free(zkl_multilock *ml);
 
 /* Adds a member (borrowed: a view such as zkl_mutex_lock(m)). ZKL_EBUSY while the
- * multi-lock is held or being acquired; ZKL_EINVAL if the same lock is added twice, or
- * for the view of a multi-lock. */
+ * multi-lock is held or being acquired; ZKL_EINVAL if the same lock is added twice, for
+ * a lock on the same path of the same servers as a member (another handle on it, or the
+ * other half of a member's read-write lock: the acquire would wait for itself; the
+ * detail names the path), or for the view of a multi-lock. */
 ZKL_API int zkl_multilock_add(zkl_multilock *ml, zkl_lock *l);
 
 /* The multi-lock's view for the shared verbs of <zklocks/lock.h> (see above). It lives

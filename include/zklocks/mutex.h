@@ -45,7 +45,9 @@ ZKL_API int zkl_mutex_set_naming(zkl_mutex *m, zkl_naming naming);
  * no zklocks lock held, when someone asks for the lock with zkl_revoke() on this handle's
  * node (held or queued). It may call zkl_lock_release(zkl_mutex_lock(m)) from there,
  * which then acts as if called by the thread that holds the revoked node. Called once
- * per request. */
+ * each time the client reads the node and finds a request in it: at most once per
+ * request (requests that come before the client has read the node again are told as
+ * one), and at least once after every request while the node exists. */
 typedef void (*zkl_revoke_fn)(zkl_mutex *m, void *data);
 
 /* Makes the handle revocable (fn non-NULL) or not (NULL): its nodes, created from then on,
@@ -53,8 +55,10 @@ typedef void (*zkl_revoke_fn)(zkl_mutex *m, void *data);
 ZKL_API int zkl_mutex_make_revocable(zkl_mutex *m, zkl_revoke_fn fn, void *data);
 
 /* Asks the owner of node_path (a full node path, as listed by zkl_lock_participants()) to
- * release it, by writing "__REVOKE__" into the node. Returns 0, or ZKL_ENOTHELD if the
- * node does not exist, or ZKL_EDEADLK on the client's event thread (in a callback: the
+ * release it, by writing "__REVOKE__" into the node. Only a lock node (ephemeral, named
+ * as a lock's queue names its nodes) is written. Returns 0, ZKL_ENOTHELD if the node
+ * does not exist, ZKL_EINVAL if it is no lock node (a record, a shared count, a folder:
+ * left as it is), or ZKL_EDEADLK on the client's event thread (in a callback: the
  * answer would have to come through it). Whether the owner listens is up to it. */
 ZKL_API int zkl_revoke(zkl_client *c, const char *node_path);
 

@@ -73,8 +73,10 @@ ZKL_API int64_t zkl_lease_token(zkl_lease *lease);
 ZKL_API const char *zkl_lease_path(const zkl_lease *lease);
 
 /* Revocation (Curator's cooperative protocol, as zkl_mutex_make_revocable() has it, on
- * leases). Called on the client's event thread, with no zklocks lock held, once per
- * request, when someone writes "__REVOKE__" into one of s's lease nodes (zkl_revoke(),
+ * leases). Called on the client's event thread, with no zklocks lock held, at most
+ * once per request (requests that come before the client has read the node again are
+ * told as one, and every request is followed by a call while the node exists), when
+ * someone writes "__REVOKE__" into one of s's lease nodes (zkl_revoke(),
  * `zklock revoke`). lease is the lease asked for, held by s (one the view took, or one of
  * zkl_semaphore_acquire()); or NULL while that node is still being taken (its taker has
  * passed the gate and waits for a lease to go): zkl_lock_cancel(zkl_semaphore_lock(s))

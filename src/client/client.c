@@ -26,6 +26,7 @@
 #include "reach.h" /* why no session comes up (reach.c) */
 
 #include "core.h"
+#include "servers.h"
 
 void zkl_log(zkl_client *c, zkl_log_level level, const char *fmt, ...)
 {
@@ -240,9 +241,12 @@ static int client_open(zkl_client **out, const zkl_client_options *o,
 	const char *chroot = strchr(o->servers, '/');
 	if (chroot && zkl_path_check(chroot, "chroot") != 0 && strcmp(chroot, "/") != 0)
 		return ZKL_EINVAL;
-	if (o->session_timeout_ms <= 0)
-		return zkl_fail(ZKL_EINVAL, "session timeout %d ms is not positive",
-		                o->session_timeout_ms);
+	if (o->session_timeout_ms < ZKL_SESSION_TIMEOUT_MIN ||
+	    o->session_timeout_ms > ZKL_SESSION_TIMEOUT_MAX)
+		return zkl_fail(ZKL_EINVAL, "session timeout %d ms is out of range (%d..%d ms; the "
+		                "server then settles it within 2..20 times its tickTime)",
+		                o->session_timeout_ms, ZKL_SESSION_TIMEOUT_MIN,
+		                ZKL_SESSION_TIMEOUT_MAX);
 servers_checked:
 	if (o->connect_timeout_ms < 0)
 		return zkl_fail(ZKL_EINVAL, "connect timeout %d ms is negative", o->connect_timeout_ms);
@@ -269,9 +273,18 @@ servers_checked:
 		                "credentials (digest_auth \"user:password\"), SASL "
 		                "(sasl_mechanism) or a TLS client certificate (tls_cert)");
 
+	/* The C client's form of the servers (checked, IPv6 brackets taken off). */
+	char *zk_servers = NULL;
+	if (adopt)
+		zk_servers = strdup(servers);
+	else if ((rc = zkl_servers_parse(servers, &zk_servers)) != 0)
+		return rc;
 	zkl_client *c = calloc(1, sizeof *c);
-	if (!c)
+	if (!c) {
+		free(zk_servers);
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	}
+	c->servers = zk_servers;
 	c->zk = zk;
 	c->zk_self = zk_self;
 	pthread_mutex_init(&c->mu, NULL);
@@ -287,7 +300,6 @@ servers_checked:
 		client_free(c);
 		return zkl_fail(ZKL_ENOMEM, "cannot make the loop's descriptor: %s", strerror(e));
 	}
-	c->servers = strdup(servers);
 	bool nomem = false;
 	if (!adopt) {
 		nomem |= copy_opt(&c->creds.digest, o->digest_auth);
@@ -351,10 +363,10 @@ servers_checked:
 		c->sess->c = c;
 		c->sess->gen = 1;
 		c->sess->zh = adopt;
-		if (zkl__adopt_handle(c, adopt) != 0) {
+		if ((rc = zkl__adopt_handle(c, adopt)) != 0) {
 			free(c->sess);
 			client_free(c);
-			return ZKL_ENOMEM;
+			return rc;
 		}
 		/* Connected before our watcher was in front: say so ourselves. */
 		if (c->zk->connected(adopt)) {
@@ -370,7 +382,11 @@ servers_checked:
 	}
 	if (!c->sess) {
 		int e = errno;
+		int unresolved = e != EINVAL && e != ENOTSUP && !adopt ?
+		                 zkl_servers_unresolved(c->servers) : 0;
 		client_free(c);
+		if (unresolved)
+			return unresolved;
 		if (e == EINVAL)
 			return zkl_fail(ZKL_EINVAL, "servers \"%s\" cannot be parsed (expected "
 			                "\"host:port[,...][/chroot]\")", o->servers);
@@ -480,7 +496,7 @@ static bool requests_out(zkl_client *c)
 
 void zkl_client_close(zkl_client *c)
 {
-	if (!c)
+	if (!c || zkl_client_close_refused(c))
 		return;
 	/* No release sends its delete by itself any more (zkl_task_delete_sent): those
 	 * under way are waited for below, as requests out. */

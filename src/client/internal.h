@@ -272,7 +272,9 @@ struct zkl_client {
 	bool external;
 	int efd;                    /* the eventfd it polls, or -1 */
 	atomic_bool efd_armed;      /* efd is readable: loop_wake() wrote to it */
-	bool processing;            /* mu: a thread is inside zkl_client_process() */
+	/* A thread is inside zkl_client_process(): claimed by it before it takes mu, and
+	 * given back under mu (with ev_cv broadcast). */
+	atomic_bool processing;
 	bool loop_known;            /* mu: loop_thread is the last caller of process */
 	pthread_t loop_thread;
 	int64_t loop_due;           /* mu: when the loop next has something to do */
@@ -299,6 +301,15 @@ struct zkl_client {
 	struct zkl_listener *listeners;         /* mu */
 	size_t nlisteners;
 	bool listener_running;                  /* mu */
+	/* mu: recipe handles made on the client and not freed yet, and whether a
+	 * zkl_client_close() came while there were some: the last free closes it then
+	 * (handles.c). */
+	size_t nhandles;
+	bool close_pending;
+	/* mu: handles freed whose machine frees them later, on the loop (an election
+	 * freed in its own callback or function); close waits for them, and the machine
+	 * broadcasts cv as it frees one. */
+	size_t nfreeing;
 };
 
 /* Opens a client whose sessions go through zk (zkl_client_open uses the C client; the
@@ -518,6 +529,17 @@ int64_t zkl_lost_at(zkl_client *c);
 
 /* Whether the caller is the client's event thread. */
 bool zkl_on_event_thread(zkl_client *c);
+
+/* The recipe handles made on a client (handles.c). A handle's _new counts it once made,
+ * its _free uncounts it once done with the client (no lock held); put_off: the handle's
+ * machine frees it later on the loop (an election freed in its own callback or
+ * function), so this free cannot close the client. zkl_client_close() asks zkl_client_close_refused() first: true
+ * (logged, and the error detail set) inside a callback of the client, which would end
+ * the loop that runs it, or while handles are open: the close is then left to the free
+ * of the last one. */
+void zkl_client_handle_add(zkl_client *c);
+void zkl_client_handle_done(zkl_client *c, bool put_off);
+bool zkl_client_close_refused(zkl_client *c);
 /* Whether the calling thread runs c's loop (mu held): its event thread, a callback, or
  * the application's thread that calls zkl_client_process(). Such a thread cannot wait
  * for an acquisition. */

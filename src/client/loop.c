@@ -550,28 +550,29 @@ int zkl_client_process(zkl_client *c)
 	if (zkl__running_loop == c)
 		return zkl_fail(ZKL_EDEADLK, "zkl_client_process() called from a zklocks "
 		                "callback of the same client");
+	/* Claimed before mu: a loop turn holds mu most of the time, and a second thread
+	 * must be told at once, not made to wait for it. */
+	if (atomic_exchange(&c->processing, true))
+		return zkl_fail(ZKL_EBUSY, "another thread is inside zkl_client_process()");
 	/* Empty the descriptor first: a wake after this makes it readable again. */
 	uint64_t n;
 	while (read(c->efd, &n, sizeof n) > 0)
 		;
 	atomic_store(&c->efd_armed, false);
 	pthread_mutex_lock(&c->mu);
-	if (c->processing) {
-		pthread_mutex_unlock(&c->mu);
-		return zkl_fail(ZKL_EBUSY, "another thread is inside zkl_client_process()");
-	}
 	if (c->closing) {
+		atomic_store(&c->processing, false);
+		pthread_cond_broadcast(&c->ev_cv);
 		pthread_mutex_unlock(&c->mu);
 		return zkl_fail(ZKL_ECLOSED, "the client is closing");
 	}
-	c->processing = true;
 	c->loop_thread = pthread_self();
 	c->loop_known = true;
 	zkl_client *outer = zkl__running_loop;
 	zkl__running_loop = c;
 	c->loop_due = zkl__loop_once(c);
 	zkl__running_loop = outer;
-	c->processing = false;
+	atomic_store(&c->processing, false);
 	pthread_cond_broadcast(&c->ev_cv);
 	pthread_mutex_unlock(&c->mu);
 	return 0;

@@ -122,6 +122,17 @@ int zkl__adopt_handle(zkl_client *c, zhandle_t *zh)
 	a->zh = zh;
 	a->c = c;
 	pthread_mutex_lock(&adoptions_mu);
+	/* One client per handle: a second one would take the handle's watcher from the
+	 * first, which would then miss its session's events. */
+	for (struct adoption *o = adoptions; o; o = o->next) {
+		if (o->zh == zh && o->c && o->c != c) {
+			pthread_mutex_unlock(&adoptions_mu);
+			free(a);
+			return zkl_fail(ZKL_EINVAL, "that ZooKeeper handle is in use by another "
+			                "zklocks client already (one client per handle: share that "
+			                "client, or close it first)");
+		}
+	}
 	a->next = adoptions;
 	adoptions = a;
 	pthread_mutex_unlock(&adoptions_mu);

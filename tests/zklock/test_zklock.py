@@ -1012,7 +1012,10 @@ def usage_errors_name_the_problem():
              ["--data does not work with --revocable"]),
             (["list"], ["missing prefix"]),
             (["list", "rel"], ["prefix \"rel\" is not absolute"]),
-            (["revoke"], ["missing lock path"])):
+            (["revoke"], ["missing lock path"]),
+            (["--session-timeout", "1", p, "--", "true"],
+             ["session timeout \"1\"", "100..3600000 milliseconds"]),
+            (["--session-timeout", "3600001", p, "--", "true"], ["100..3600000"])):
         _, err, _ = expect(args, 64, stderr_has=["zklock --help"] + words)
         check("Usage" not in err, "the whole usage on a usage error: %r" % err)
 
@@ -1249,6 +1252,22 @@ def revocable_and_revoke():
     finally:
         h.release()
     check(h.wait() == 0, "holder: exit %s" % h.p.returncode)
+
+
+@case
+def revoke_writes_lock_nodes_only():
+    # A persistent node named like a lock node, with no data, looks revocable to a
+    # listing; zkl_revoke() reads it first and leaves it alone: it is no lock node.
+    p = lock_path("revoke-fake")
+    k = kazoo_client()
+    try:
+        fake = p + "/x-lock-0000000001"
+        k.create(fake, b"", makepath=True)
+        _, err, _ = expect(["revoke", fake], 64, stderr_has="not a lock node")
+        check(k.get(fake)[0] == b"", "its data was written: %r" % (k.get(fake)[0],))
+    finally:
+        k.stop()
+        k.close()
 
 
 @case

@@ -77,9 +77,11 @@ static int read_config(const char *file, bool required, struct opts *o)
 			else
 				o->chroot = keep_string(value);
 		} else if (strcmp(key, "session_timeout") == 0) {
-			if (!parse_int(value, 1, INT_MAX, &o->session_timeout_ms))
+			if (!parse_int(value, ZKL_SESSION_TIMEOUT_MIN, ZKL_SESSION_TIMEOUT_MAX,
+			               &o->session_timeout_ms))
 				rc = usage_error("%s:%d: invalid session timeout \"%s\": expected "
-				                 "milliseconds > 0", file, lineno, value);
+				                 "%d..%d milliseconds", file, lineno, value,
+				                 ZKL_SESSION_TIMEOUT_MIN, ZKL_SESSION_TIMEOUT_MAX);
 		} else if (strcmp(key, "loss_percent") == 0) {
 			if (!parse_int(value, 50, 100, &o->loss_percent))
 				rc = usage_error("%s:%d: invalid loss percent \"%s\": expected 50..100",

@@ -218,9 +218,11 @@ static int parse_opts(int argc, char **argv, bool permute, struct opts *o, int *
 				                   "of the session timeout)", optarg);
 			break;
 		case OPT_SESSION_TIMEOUT:
-			if (!parse_int(optarg, 1, INT_MAX, &o->session_timeout_ms))
-				return usage_error("invalid session timeout \"%s\": expected "
-				                   "milliseconds > 0", optarg);
+			if (!parse_int(optarg, ZKL_SESSION_TIMEOUT_MIN, ZKL_SESSION_TIMEOUT_MAX,
+			               &o->session_timeout_ms))
+				return usage_error("invalid session timeout \"%s\": expected %d..%d "
+				                   "milliseconds", optarg, ZKL_SESSION_TIMEOUT_MIN,
+				                   ZKL_SESSION_TIMEOUT_MAX);
 			break;
 		case OPT_CONNECT_TIMEOUT:
 			if (!parse_int(optarg, 1, INT_MAX, &o->connect_timeout_ms))
