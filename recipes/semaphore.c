@@ -422,6 +422,16 @@ static int count_agree(zkl_semaphore *s, int64_t deadline, int timeout_ms)
 	return 0; /* raced five times: the next acquire looks again */
 }
 
+/* Whether a lease node with data fits in one request (no lock needed): the lease's path
+ * is longer than the gate's, and is checked before the gate is queued. */
+static int lease_fits(zkl_semaphore *s, const struct zkl_data *data)
+{
+	const struct zkl_queue q = {.c = s->lock.c, .path = s->leases_path,
+	                            .kind = ZKL_KIND_LEASE, .data = data->bytes,
+	                            .data_len = data->len};
+	return zkl_engine_fits(&q);
+}
+
 /* Takes one lease through the gate. The lease belongs to the gate's session: if the
  * session changes before the lease holds, the gate node went (or goes) with the old one
  * and another taker may be past the gate already, so the lease's acquisition ends
@@ -429,13 +439,16 @@ static int count_agree(zkl_semaphore *s, int64_t deadline, int timeout_ms)
 static int take_one(zkl_semaphore *s, const struct zkl_data *data, int64_t deadline,
                     int timeout_ms, zkl_lease *l)
 {
+	int rc = lease_fits(s, data);
+	if (rc != 0)
+		return rc;
 	pthread_mutex_lock(&s->lock.c->mu);
 	const unsigned cancels = s->cancels;
 	pthread_mutex_unlock(&s->lock.c->mu);
 	for (;;) {
 		struct zkl_node gate;
 		struct zkl_queue q = gate_queue(s, data, &s->locks_seen);
-		int rc = zkl_engine_acquire(&q, remaining(deadline, timeout_ms), &gate);
+		rc = zkl_engine_acquire(&q, remaining(deadline, timeout_ms), &gate);
 		if (rc != 0)
 			return rc;
 		/* A cancel between the two queues would find no wait to end. */
@@ -1079,7 +1092,7 @@ static int semaphore_view_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_
 	pthread_mutex_lock(s->lock.mu);
 	pthread_mutex_lock(&c->mu);
 	int rc = zkl_lock_async_claim(lk, &pa->a, fn, data);
-	if (rc == 0 && (rc = lease_data(s, &pa->data)) != 0)
+	if (rc == 0 && ((rc = lease_data(s, &pa->data)) != 0 || (rc = lease_fits(s, &pa->data))))
 		zkl_lock_async_unclaim(lk, &pa->a);
 	if (rc == 0) {
 		pa->s = s;

@@ -786,8 +786,9 @@ static void op_finish_locked(zkl_client *c, struct zkl_op *op, int rc)
 		session_event_locked(c, s, ZOO_CONNECTED_STATE, c->zk->session_id(s->zh),
 		                     c->zk->timeout(s->zh), malloc(sizeof(struct zkl_event)));
 	}
-	/* The C client registers a watch only when the request succeeded. */
-	if (op->watch && rc != ZOK)
+	/* The C client registers a watch only when the request succeeded, or for an exists
+	 * of a node that is not there (it then waits for the node to be made). */
+	if (op->watch && rc != ZOK && !(op->kind == ZKL_OP_EXISTS && rc == ZNONODE))
 		watch_unregister_locked(op->watch);
 	op->watch = NULL;
 	if (op->w)
@@ -896,6 +897,8 @@ struct zkl_op *zkl_op_create_followed(zkl_client *c, struct zkl_waiter *w, const
                                       const void *data, int len, int mode, bool followed,
                                       int *err)
 {
+	if ((*err = zkl_request_fits(c, ZKL_OP_CREATE, path, strlen(path), data ? len : -1)))
+		return NULL;
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_CREATE, err);
 	if (!op)
 		return NULL;
@@ -1047,12 +1050,15 @@ struct zkl_op *zkl_op_get(zkl_client *c, struct zkl_waiter *w, const char *path,
 	return op;
 }
 
-struct zkl_op *zkl_op_exists(zkl_client *c, struct zkl_waiter *w, const char *path, int *err)
+struct zkl_op *zkl_op_exists(zkl_client *c, struct zkl_waiter *w, const char *path,
+                             struct zkl_watch *wt, int *err)
 {
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_EXISTS, err);
 	if (!op)
 		return NULL;
-	int rc = c->zk->exists(op->s->zh, path, stat_done, op);
+	if (wt)
+		watch_register(c, op, wt, path);
+	int rc = c->zk->exists(op->s->zh, path, wt ? node_watcher : NULL, wt, stat_done, op);
 	if (rc != ZOK)
 		op_refused(c, op, rc);
 	return op;
@@ -1061,6 +1067,8 @@ struct zkl_op *zkl_op_exists(zkl_client *c, struct zkl_waiter *w, const char *pa
 struct zkl_op *zkl_op_set(zkl_client *c, struct zkl_waiter *w, const char *path,
                           const void *data, int len, int version, int *err)
 {
+	if ((*err = zkl_request_fits(c, ZKL_OP_SET, path, strlen(path), data ? len : -1)))
+		return NULL;
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_SET, err);
 	if (!op)
 		return NULL;
@@ -1121,7 +1129,7 @@ struct zkl_op *zkl_op_send(zkl_client *c, struct zkl_waiter *w, const struct zkl
 	case ZKL_OP_GET:
 		return zkl_op_get(c, w, r->path, NULL, err);
 	case ZKL_OP_EXISTS:
-		return zkl_op_exists(c, w, r->path, err);
+		return zkl_op_exists(c, w, r->path, NULL, err);
 	case ZKL_OP_SET:
 		return zkl_op_set(c, w, r->path, r->data, r->len, r->version, err);
 	case ZKL_OP_SYNC:
@@ -1829,11 +1837,17 @@ void zkl_hold_add_locked(zkl_client *c, struct zkl_hold *h)
 	c->holds = h;
 	/* A hold of a session the loop has moved on from, or given up, is lost already:
 	 * holds_notify() reports it on this turn. */
-	if (h->gen != c->gen || (c->sess && c->sess->given_up)) {
-		atomic_store(&h->lost, true);
-		c->holds_lost = true;
-		loop_wake(c);
-	}
+	if (h->gen != c->gen || (c->sess && c->sess->given_up))
+		zkl_hold_mark_lost(c, h);
+}
+
+void zkl_hold_mark_lost(zkl_client *c, struct zkl_hold *h)
+{
+	if (atomic_load(&h->lost))
+		return;
+	atomic_store(&h->lost, true);
+	c->holds_lost = true;
+	loop_wake(c);
 }
 
 /* Hands the loop a hold's end (no lock held), or applies it here: with external_loop,
@@ -1853,6 +1867,7 @@ static void hold_post(zkl_client *c, struct zkl_msg *m)
  * owner is the loop. One whose on_lost runs right now goes when it returns. */
 static void hold_unlink(zkl_client *c, struct zkl_hold *h)
 {
+	zkl_hold_unwatch_node(c, h);
 	if (h->prev)
 		h->prev->next = h->next;
 	else
@@ -2301,6 +2316,7 @@ void zkl_client_options_init(zkl_client_options *o)
 	o->quiet_zk_log = true;
 	o->confirm_release = false;
 	o->loss_percent = 90;
+	o->max_request = 1048575;
 }
 
 /* *dst = a copy of src (NULL stays NULL); true when out of memory. */
@@ -2524,6 +2540,9 @@ static int client_open(zkl_client **out, const zkl_client_options *o,
 servers_checked:
 	if (o->connect_timeout_ms < 0)
 		return zkl_fail(ZKL_EINVAL, "connect timeout %d ms is negative", o->connect_timeout_ms);
+	if (o->max_request < 1024)
+		return zkl_fail(ZKL_EINVAL, "max_request %d is below 1024 bytes (the servers' "
+		                "jute.maxbuffer; ZooKeeper's default is 1048575)", o->max_request);
 	if (o->loss_percent < 50 || o->loss_percent > 100)
 		return zkl_fail(ZKL_EINVAL, "loss_percent %d is out of range (50..100 %% of the "
 		                "session timeout)", o->loss_percent);
@@ -2601,6 +2620,7 @@ servers_checked:
 	c->quiet_zk_log = o->quiet_zk_log;
 	c->confirm_release = o->confirm_release;
 	c->loss_percent = o->loss_percent;
+	c->max_request = o->max_request;
 	c->state = ZKL_STATE_CONNECTING;
 	if (o->acl == ZKL_ACL_OPEN) {
 		c->acl = &ZOO_OPEN_ACL_UNSAFE;

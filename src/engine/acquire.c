@@ -372,7 +372,7 @@ static int on_find(zkl_client *c, struct zkl_acquisition *a)
 	}
 	int err = 0;
 	pthread_mutex_unlock(&c->mu);
-	op = zkl_op_exists(c, &a->job.w, found, &err);
+	op = zkl_op_exists(c, &a->job.w, found, NULL, &err);
 	pthread_mutex_lock(&c->mu);
 	if (!op) {
 		free(found);
@@ -960,6 +960,11 @@ static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
 		return NULL;
 	}
 	zkl_uuid(node->uuid);
+	if ((*err = zkl_engine_fits(q)) != 0) {
+		free(a);
+		memset(node, 0, sizeof *node);
+		return NULL;
+	}
 	a->q = q;
 	a->node = node;
 	a->st = A_TOP;
@@ -977,6 +982,18 @@ static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
 		return NULL;
 	}
 	return a;
+}
+
+int zkl_engine_fits(const struct zkl_queue *q)
+{
+	char uuid[ZKL_UUID_LEN + 1];
+	zkl_uuid(uuid);
+	char prefix[ZKL_PROTECT_PREFIX_LEN + 32];
+	int n = zkl_node_prefix(prefix, sizeof prefix, uuid, q->kind);
+	if (n < 0)
+		return 0; /* the acquisition says what is wrong with the name */
+	return zkl_request_fits(q->c, ZKL_OP_CREATE, q->path, strlen(q->path) + 1 + (size_t)n,
+	                        q->data ? q->data_len : -1);
 }
 
 int zkl_engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,

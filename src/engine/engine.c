@@ -461,6 +461,7 @@ int zkl_engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *n
 	if (!h)
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	zkl_hold_add_locked(c, h);
+	zkl_hold_watch_node(c, h);
 	node->hold = h;
 	return 0;
 }

@@ -81,6 +81,11 @@ struct zkl_queue {
  * callback), it fails at once with ZKL_EDEADLK. q must live until it returns. */
 int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node);
 
+/* Whether the create of a node of q fits in one request (zkl_request_fits): 0, or
+ * ZKL_EINVAL naming the limit. The acquisitions check it before sending anything; a
+ * recipe that queues on two folders checks the second before the first. */
+int zkl_engine_fits(const struct zkl_queue *q);
+
 /* Starts the same acquisition and returns: 0, or a ZKL_E* code (then done never runs).
  * done(arg, rc) runs exactly once, on the client's event thread, with no lock held and
  * zkl_last_error() set, when the acquisition ends as zkl_engine_acquire would return.
