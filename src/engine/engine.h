@@ -66,6 +66,10 @@ struct zkl_queue {
 	 * memory for it the acquisition fails. */
 	void (*on_lost)(struct zkl_hold *h, void *ctx);
 	void *lost_ctx;
+	/* If not 0, when trying once (a timeout of 0) ends: a recipe that tries once through
+	 * several acquisitions gives them one budget (ZKL_TRY_ONCE_MS from the call's
+	 * start). 0: ZKL_TRY_ONCE_MS from the acquisition's start. */
+	int64_t until;
 	/* If not 0, the session the acquisition belongs to (a semaphore's lease belongs to
 	 * the session its gate node lives on): once the client is on another session, or
 	 * our node would be made on another, the acquisition ends with ZKL_ELOST instead of
