@@ -280,27 +280,31 @@ static int remaining(int64_t deadline, int timeout_ms)
 	return left > 0 ? (int)left : -2;
 }
 
-/* Starts (start) or runs an acquisition of q with what is left of the call's time. */
-static int acquire_left(struct zkl_queue *q, int64_t deadline, int timeout_ms,
-                        struct zkl_node *node)
+/* Readies q for the call's next acquisition: *left is its timeout (remaining()), and a
+ * try-once ends by the call's one budget. ZKL_ETIMEDOUT once a positive deadline has
+ * passed: nothing more is tried. */
+static int queue_left(struct zkl_queue *q, int64_t deadline, int timeout_ms, int *left)
 {
-	const int left = remaining(deadline, timeout_ms);
-	if (left == -2)
+	*left = remaining(deadline, timeout_ms);
+	if (*left == -2)
 		return zkl_fail(ZKL_ETIMEDOUT, "the deadline of %d ms passed before %s was "
 		                "queued", timeout_ms, q->path);
 	q->until = timeout_ms == 0 ? deadline : 0;
-	return zkl_engine_acquire(q, left, node);
+	return 0;
+}
+
+static int acquire_left(struct zkl_queue *q, int64_t deadline, int timeout_ms,
+                        struct zkl_node *node)
+{
+	int left, rc = queue_left(q, deadline, timeout_ms, &left);
+	return rc ? rc : zkl_engine_acquire(q, left, node);
 }
 
 static int start_left(struct zkl_queue *q, int64_t deadline, int timeout_ms,
                       struct zkl_node *node, void (*done)(void *arg, int rc), void *arg)
 {
-	const int left = remaining(deadline, timeout_ms);
-	if (left == -2)
-		return zkl_fail(ZKL_ETIMEDOUT, "the deadline of %d ms passed before %s was "
-		                "queued", timeout_ms, q->path);
-	q->until = timeout_ms == 0 ? deadline : 0;
-	return zkl_engine_start(q, left, node, done, arg);
+	int left, rc = queue_left(q, deadline, timeout_ms, &left);
+	return rc ? rc : zkl_engine_start(q, left, node, done, arg);
 }
 
 /* Keeps the path of a lease just taken (no lock held): 0, or ZKL_ENOMEM with its node
