@@ -469,9 +469,7 @@ static int lease_fits(zkl_semaphore *s, const struct zkl_data *data)
 static int take_one(zkl_semaphore *s, const struct zkl_data *data, int64_t deadline,
                     int timeout_ms, zkl_lease *l)
 {
-	int rc = lease_fits(s, data);
-	if (rc != 0)
-		return rc;
+	int rc;
 	pthread_mutex_lock(&s->lock.c->mu);
 	const unsigned cancels = s->cancels;
 	pthread_mutex_unlock(&s->lock.c->mu);
@@ -542,16 +540,20 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 		return zkl_fail(ZKL_EDEADLK, "cannot wait for %s on the thread that runs the "
 		                "client's loop (in a callback, or the application's loop thread): "
 		                "nothing would run the acquisition", s->lock.path);
-	/* Trying once: every acquisition of the call tries once, within one budget. */
-	int64_t deadline = zkl_deadline(timeout_ms ? timeout_ms : ZKL_TRY_ONCE_MS);
-	if ((rc = count_agree(s, deadline, timeout_ms)) != 0)
-		return rc;
 	pthread_mutex_lock(s->lock.mu);
 	struct zkl_data data = {0};
 	rc = lease_data(s, &data);
 	pthread_mutex_unlock(s->lock.mu);
+	if (rc == 0 && (rc = lease_fits(s, &data)) != 0)
+		zkl_data_free(&data);
 	if (rc != 0)
 		return rc;
+	/* Trying once: every acquisition of the call tries once, within one budget. */
+	int64_t deadline = zkl_deadline(timeout_ms ? timeout_ms : ZKL_TRY_ONCE_MS);
+	if ((rc = count_agree(s, deadline, timeout_ms)) != 0) {
+		zkl_data_free(&data);
+		return rc;
+	}
 	zkl_lease **got = calloc((size_t)n, sizeof *got);
 	if (!got) {
 		zkl_data_free(&data);

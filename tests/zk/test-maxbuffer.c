@@ -86,7 +86,8 @@ static void refused_at_once(int rc, int64_t t0)
 	assert_non_null(strstr(zkl_last_error(), "jute.maxbuffer"));
 	assert_non_null(strstr(zkl_last_error(), "1048575"));
 	print_message("# refused in %lld ms: %s\n", (long long)took, zkl_last_error());
-	assert_true(took < 200);
+	/* No round trip: a copy of a megabyte of data, even under a sanitizer. */
+	assert_true(took < 1000);
 }
 
 /* A mutex's node: its path (lock path + name) and data, one byte over, and exactly. */
@@ -246,7 +247,7 @@ static void test_option(void **state)
 	char data[4096] = {0};
 	int64_t t0 = zkl_monotonic_ms();
 	CHECK_RC(ZKL_EINVAL, zkl_record_set(c, path, data, sizeof data));
-	assert_true(zkl_monotonic_ms() - t0 < 200);
+	assert_true(zkl_monotonic_ms() - t0 < 1000);
 	assert_non_null(strstr(zkl_last_error(), "4096"));
 	CHECK_OK(zkl_record_set(c, path, data, 1024));
 	h_delete(path);
