@@ -480,7 +480,7 @@ static int send_check(zkl_client *c, struct election *e)
 	char *path = e->node.path;
 	pthread_mutex_unlock(&c->mu);
 	struct zkl_op *op = nw ? zkl_op_get(c, &e->w, path, nw, &err)
-	                       : zkl_op_exists(c, &e->w, path, &err);
+	                       : zkl_op_exists(c, &e->w, path, NULL, &err);
 	pthread_mutex_lock(&c->mu);
 	if (!op) {
 		if (nw)

@@ -525,6 +525,20 @@ static void member_acquired(zkl_lock *l, int rc, void *arg)
 	ml->inflight = false;
 	size_t i = ml->next;
 	size_t taken = rc == 0 ? i + 1 : i;
+	if (rc == 0 && taken == ml->n && !ml->canceled && !ml->chain_lost) {
+		/* A member's loss may be known (its node deleted, its session gone) and not yet
+		 * told (member_lost() comes on a later turn): the whole is then not held. */
+		pthread_mutex_unlock(&ml->mu);
+		size_t lost = taken;
+		for (size_t k = 0; k < taken && lost == taken; k++)
+			if (!zkl_lock_is_held(ml->members[k].l))
+				lost = k;
+		pthread_mutex_lock(&ml->mu);
+		if (lost < taken) {
+			ml->chain_lost = true;
+			i = lost;
+		}
+	}
 	if (rc != 0) {
 		snprintf(detail, sizeof detail, "acquiring multilock member %zu of %zu (%s): %s",
 		         i + 1, ml->n, member_path(&ml->members[i]), err);

@@ -168,6 +168,9 @@ int zkl_record_set(zkl_client *c, const char *path, const void *data, size_t len
 		return zkl_fail(ZKL_EINVAL, "record of %zu bytes: at most %d", len, ZKL_RECORD_MAX);
 	if (!data && len > 0)
 		return zkl_fail(ZKL_EINVAL, "record data is NULL with a length of %zu", len);
+	/* A create is the longer request: check it before any parent is made. */
+	if ((rc = zkl_request_fits(c, ZKL_OP_CREATE, path, strlen(path), (int)len)) != 0)
+		return rc;
 	return zkl_node_put(c, path, data, (int)len, "record");
 }
 

@@ -279,12 +279,42 @@ void zkl_semaphore_free(zkl_semaphore *s)
 	zkl_client_handle_done(c, false);
 }
 
+/* The timeout of a call's next acquisition: -1 (none), 0 (trying once: the acquisitions
+ * of one call end by its one budget, q.until = deadline), or what is left of a positive
+ * timeout; once that has passed, nothing more is tried: -2. */
 static int remaining(int64_t deadline, int timeout_ms)
 {
-	if (timeout_ms < 0)
-		return -1;
+	if (timeout_ms <= 0)
+		return timeout_ms;
 	int64_t left = deadline - zkl_now_ms();
-	return left > 0 ? (int)left : 0;
+	return left > 0 ? (int)left : -2;
+}
+
+/* Readies q for the call's next acquisition: *left is its timeout (remaining()), and a
+ * try-once ends by the call's one budget. ZKL_ETIMEDOUT once a positive deadline has
+ * passed: nothing more is tried. */
+static int queue_left(struct zkl_queue *q, int64_t deadline, int timeout_ms, int *left)
+{
+	*left = remaining(deadline, timeout_ms);
+	if (*left == -2)
+		return zkl_fail(ZKL_ETIMEDOUT, "the deadline of %d ms passed before %s was "
+		                "queued", timeout_ms, q->path);
+	q->until = timeout_ms == 0 ? deadline : 0;
+	return 0;
+}
+
+static int acquire_left(struct zkl_queue *q, int64_t deadline, int timeout_ms,
+                        struct zkl_node *node)
+{
+	int left, rc = queue_left(q, deadline, timeout_ms, &left);
+	return rc ? rc : zkl_engine_acquire(q, left, node);
+}
+
+static int start_left(struct zkl_queue *q, int64_t deadline, int timeout_ms,
+                      struct zkl_node *node, void (*done)(void *arg, int rc), void *arg)
+{
+	int left, rc = queue_left(q, deadline, timeout_ms, &left);
+	return rc ? rc : zkl_engine_start(q, left, node, done, arg);
 }
 
 /* Keeps the path of a lease just taken (no lock held): 0, or ZKL_ENOMEM with its node
@@ -431,6 +461,16 @@ static int count_agree(zkl_semaphore *s, int64_t deadline, int timeout_ms)
 	return 0; /* raced five times: the next acquire looks again */
 }
 
+/* Whether a lease node with data fits in one request (no lock needed): the lease's path
+ * is longer than the gate's, and is checked before the gate is queued. */
+static int lease_fits(zkl_semaphore *s, const struct zkl_data *data)
+{
+	const struct zkl_queue q = {.c = s->lock.c, .path = s->leases_path,
+	                            .kind = ZKL_KIND_LEASE, .data = data->bytes,
+	                            .data_len = data->len};
+	return zkl_engine_fits(&q);
+}
+
 /* Takes one lease through the gate. The lease belongs to the gate's session: if the
  * session changes before the lease holds, the gate node went (or goes) with the old one
  * and another taker may be past the gate already, so the lease's acquisition ends
@@ -438,13 +478,14 @@ static int count_agree(zkl_semaphore *s, int64_t deadline, int timeout_ms)
 static int take_one(zkl_semaphore *s, const struct zkl_data *data, int64_t deadline,
                     int timeout_ms, zkl_lease *l)
 {
+	int rc;
 	pthread_mutex_lock(&s->lock.c->mu);
 	const unsigned cancels = s->cancels;
 	pthread_mutex_unlock(&s->lock.c->mu);
 	for (;;) {
 		struct zkl_node gate;
 		struct zkl_queue q = gate_queue(s, data, &s->locks_seen);
-		int rc = zkl_engine_acquire(&q, remaining(deadline, timeout_ms), &gate);
+		rc = acquire_left(&q, deadline, timeout_ms, &gate);
 		if (rc != 0)
 			return rc;
 		/* A cancel between the two queues would find no wait to end. */
@@ -460,7 +501,7 @@ static int take_one(zkl_semaphore *s, const struct zkl_data *data, int64_t deadl
 		lq.gen = gate.gen;
 		lq.on_lost = lease_lost;
 		lq.lost_ctx = l;
-		rc = zkl_engine_acquire(&lq, remaining(deadline, timeout_ms), &l->node);
+		rc = acquire_left(&lq, deadline, timeout_ms, &l->node);
 		/* Let the next taker in, whatever happened. */
 		char saved[256];
 		snprintf(saved, sizeof saved, "%s", zkl_last_error());
@@ -493,6 +534,13 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 	if (s->fixed_max > 0 && n > s->fixed_max)
 		return zkl_fail(ZKL_EINVAL, "%d leases asked of a semaphore of %d: it can never "
 		                "succeed", n, s->fixed_max);
+	/* The leases folder is listed whole, in one answer, which peers (Curator, kazoo) read
+	 * only within jute.maxbuffer: a lease's name takes 60 bytes there. */
+	const int most = s->lock.c->max_request / 60;
+	if (n > most)
+		return zkl_fail(ZKL_EINVAL, "%d leases asked at once: at most %d, the leases one "
+		                "listing of %s/leases names within the servers' jute.maxbuffer "
+		                "(%d bytes)", n, most, s->lock.path, s->lock.c->max_request);
 	int rc = zkl_check_timeout(timeout_ms);
 	if (rc != 0)
 		return rc;
@@ -501,15 +549,20 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 		return zkl_fail(ZKL_EDEADLK, "cannot wait for %s on the thread that runs the "
 		                "client's loop (in a callback, or the application's loop thread): "
 		                "nothing would run the acquisition", s->lock.path);
-	int64_t deadline = zkl_deadline(timeout_ms);
-	if ((rc = count_agree(s, deadline, timeout_ms)) != 0)
-		return rc;
 	pthread_mutex_lock(s->lock.mu);
 	struct zkl_data data = {0};
 	rc = lease_data(s, &data);
 	pthread_mutex_unlock(s->lock.mu);
+	if (rc == 0 && (rc = lease_fits(s, &data)) != 0)
+		zkl_data_free(&data);
 	if (rc != 0)
 		return rc;
+	/* Trying once: every acquisition of the call tries once, within one budget. */
+	int64_t deadline = zkl_deadline(timeout_ms ? timeout_ms : ZKL_TRY_ONCE_MS);
+	if ((rc = count_agree(s, deadline, timeout_ms)) != 0) {
+		zkl_data_free(&data);
+		return rc;
+	}
 	zkl_lease **got = calloc((size_t)n, sizeof *got);
 	if (!got) {
 		zkl_data_free(&data);
@@ -912,8 +965,8 @@ static void sem_async_gated(void *arg, int rc);
 /* Queues at the gate (no lock held); on failure the acquire ends. */
 static void sem_async_gate(struct sem_async *pa)
 {
-	int rc = zkl_engine_start(&pa->q, remaining(pa->deadline, pa->timeout_ms), &pa->gate,
-	                          sem_async_gated, pa);
+	int rc = start_left(&pa->q, pa->deadline, pa->timeout_ms, &pa->gate, sem_async_gated,
+	                    pa);
 	if (rc != 0)
 		sem_async_end(pa, rc);
 }
@@ -970,8 +1023,8 @@ static void sem_async_gated(void *arg, int rc)
 	pa->q.gen = pa->gate.gen; /* the lease belongs to the gate's session */
 	pa->q.on_lost = lease_lost;
 	pa->q.lost_ctx = pa->lease;
-	rc = zkl_engine_start(&pa->q, remaining(pa->deadline, pa->timeout_ms), &pa->lease->node,
-	                      sem_async_leased, pa);
+	rc = start_left(&pa->q, pa->deadline, pa->timeout_ms, &pa->lease->node, sem_async_leased,
+	                pa);
 	if (rc != 0)
 		sem_async_leased(pa, rc);
 }
@@ -1088,12 +1141,12 @@ static int semaphore_view_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_
 	pthread_mutex_lock(s->lock.mu);
 	pthread_mutex_lock(&c->mu);
 	int rc = zkl_lock_async_claim(lk, &pa->a, fn, data);
-	if (rc == 0 && (rc = lease_data(s, &pa->data)) != 0)
+	if (rc == 0 && ((rc = lease_data(s, &pa->data)) != 0 || (rc = lease_fits(s, &pa->data))))
 		zkl_lock_async_unclaim(lk, &pa->a);
 	if (rc == 0) {
 		pa->s = s;
 		pa->c = c;
-		pa->deadline = zkl_deadline(timeout_ms);
+		pa->deadline = zkl_deadline(timeout_ms ? timeout_ms : ZKL_TRY_ONCE_MS);
 		pa->timeout_ms = timeout_ms;
 		pa->cancels = s->cancels;
 		pa->locks_seen = s->locks_seen;

@@ -112,6 +112,13 @@ typedef struct zkl_client_options {
 	 * server of the ensemble (it notices silence after 2/3 of the timeout); 100 leaves no
 	 * time at all. 50..100; anything else is ZKL_EINVAL. */
 	int loss_percent;
+	/* The most bytes a server reads in one request: the servers' jute.maxbuffer (a
+	 * request's length, not counting its 4-byte length field). A server closes the
+	 * connection of a longer one, so a create or write that would not fit (its path,
+	 * data and ACL) is refused before it is sent, with ZKL_EINVAL. Default 1048575,
+	 * ZooKeeper's default; set it to the servers' jute.maxbuffer if they have another.
+	 * At least 1024. */
+	int max_request;
 	/* false (default): the client runs its loop on a thread of its own, the event thread,
 	 * where every callback runs. true: no thread is started; the application runs the
 	 * loop in its own event loop (epoll, libuv, libevent...) with zkl_client_loop_fd(),

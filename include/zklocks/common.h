@@ -25,8 +25,14 @@ ZKL_BEGIN_DECLS
 
 /* Timeouts are in milliseconds: ZKL_WAIT_FOREVER (-1) waits without limit, 0 tries once
  * and never waits, a positive value bounds the whole call. Any other negative value is
- * ZKL_EINVAL. */
+ * ZKL_EINVAL. Trying once still takes ZooKeeper's answers (a round trip, a second one
+ * to make a missing folder): it waits for them at most ZKL_TRY_ONCE_MS in all, then
+ * fails with ZKL_ETIMEDOUT. A call that gives up (a timeout, a try that failed) may
+ * take a little longer to withdraw what it queued: at most ZKL_WITHDRAW_MS past its
+ * deadline, after which the client's background deletes it. */
 #define ZKL_WAIT_FOREVER (-1)
+#define ZKL_TRY_ONCE_MS 1000
+#define ZKL_WITHDRAW_MS 100
 
 /* The longest lock path accepted, in bytes (ZooKeeper's own limit leaves room for the
  * node name that a recipe appends). */

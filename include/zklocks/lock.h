@@ -105,10 +105,13 @@ ZKL_API int zkl_lock_node(zkl_lock *l, char *buf, size_t size);
 #define ZKL_NODE_MAX (ZKL_PATH_MAX + 128)
 
 /* Called once when a hold of l is lost (its session expired, or could no longer be
- * proven alive in time), on the client's event thread, with no zklocks lock held; reason
- * is ZKL_ELOST. It may call zkl_lock_release() (which returns ZKL_ELOST), and it may
+ * proven alive in time, or its node was deleted by someone else: the holder keeps a
+ * watch on its node, and hears of the deletion as soon as the next in line does), on the
+ * client's event thread, with no zklocks lock held; reason is ZKL_ELOST (a leader's view:
+ * its latch's reason, ZKL_ENOTHELD for a deleted node). It may call zkl_lock_release() (which returns ZKL_ELOST), and it may
  * free l's handle (or a multi-lock that the loss reaches): that free is put off until
- * the report of the loss has ended, and the handle must not be used after it. If zkl_lock_release() is the first to find the loss, its ZKL_ELOST is the
+ * the report of the loss has ended, and the handle must not be used after it. If
+ * zkl_lock_release() is the first to find the loss, its ZKL_ELOST is the
  * report and fn is not called. A hold counts from the moment it is granted: fn may run
  * while the blocking acquire that took it is still returning. */
 typedef void (*zkl_lock_lost_fn)(zkl_lock *l, int reason, void *data);

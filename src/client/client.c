@@ -63,6 +63,7 @@ void zkl_client_options_init(zkl_client_options *o)
 	o->quiet_zk_log = true;
 	o->confirm_release = false;
 	o->loss_percent = 90;
+	o->max_request = 1048575;
 }
 
 /* *dst = a copy of src (NULL stays NULL); true when out of memory. */
@@ -250,6 +251,9 @@ static int client_open(zkl_client **out, const zkl_client_options *o,
 servers_checked:
 	if (o->connect_timeout_ms < 0)
 		return zkl_fail(ZKL_EINVAL, "connect timeout %d ms is negative", o->connect_timeout_ms);
+	if (o->max_request < 1024)
+		return zkl_fail(ZKL_EINVAL, "max_request %d is below 1024 bytes (the servers' "
+		                "jute.maxbuffer; ZooKeeper's default is 1048575)", o->max_request);
 	if (o->loss_percent < 50 || o->loss_percent > 100)
 		return zkl_fail(ZKL_EINVAL, "loss_percent %d is out of range (50..100 %% of the "
 		                "session timeout)", o->loss_percent);
@@ -335,6 +339,7 @@ servers_checked:
 	c->quiet_zk_log = o->quiet_zk_log;
 	c->confirm_release = o->confirm_release;
 	c->loss_percent = o->loss_percent;
+	c->max_request = o->max_request;
 	c->state = ZKL_STATE_CONNECTING;
 	if (o->acl == ZKL_ACL_OPEN) {
 		c->acl = &ZOO_OPEN_ACL_UNSAFE;

@@ -38,11 +38,17 @@ void zkl_hold_add_locked(zkl_client *c, struct zkl_hold *h)
 	c->holds = h;
 	/* A hold of a session the loop has moved on from, or given up, is lost already:
 	 * zkl__holds_notify() reports it on this turn. */
-	if (h->gen != c->gen || (c->sess && c->sess->given_up)) {
-		atomic_store(&h->lost, true);
-		c->holds_lost = true;
-		zkl__loop_wake(c);
-	}
+	if (h->gen != c->gen || (c->sess && c->sess->given_up))
+		zkl_hold_mark_lost(c, h);
+}
+
+void zkl_hold_mark_lost(zkl_client *c, struct zkl_hold *h)
+{
+	if (atomic_load(&h->lost))
+		return;
+	atomic_store(&h->lost, true);
+	c->holds_lost = true;
+	zkl__loop_wake(c);
 }
 
 /* Hands the loop a hold's end (no lock held), or applies it here: with external_loop,
@@ -62,6 +68,7 @@ static void hold_post(zkl_client *c, struct zkl_msg *m)
  * owner is the loop. One whose on_lost runs right now goes when it returns. */
 void zkl__hold_unlink(zkl_client *c, struct zkl_hold *h)
 {
+	zkl_hold_unwatch_node(c, h);
 	if (h->prev)
 		h->prev->next = h->next;
 	else

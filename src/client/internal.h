@@ -171,6 +171,7 @@ struct zkl_hold {
 	bool notified;                    /* loop: on_lost has been or is being called */
 	bool in_dispatch;                 /* loop: its on_lost runs right now */
 	bool unlinked;                    /* loop: ended and unlinked while on_lost ran */
+	struct zkl_nodewatch *nw;         /* loop: the watch on its node (holdwatch.c) */
 	void (*on_lost)(struct zkl_hold *h, void *ctx);
 	void *ctx;
 	char path[];                      /* its node, or "" */
@@ -250,6 +251,7 @@ struct zkl_client {
 	 * loss_percent of the session timeout, connected or not (zkl_lost_at), which leaves
 	 * the holder the rest of the timeout to stop before the server can expire it. */
 	int loss_percent;
+	int max_request;            /* the servers' jute.maxbuffer (maxbuffer.c) */
 	int64_t next_heartbeat;     /* mu: when to send the next heartbeat */
 	bool closing;               /* mu */
 	struct zkl_waiter *waiters; /* mu */
@@ -368,7 +370,9 @@ struct zkl_op *zkl_op_children(zkl_client *c, struct zkl_waiter *w, const char *
                                struct zkl_watch *watch, int *err);
 struct zkl_op *zkl_op_get(zkl_client *c, struct zkl_waiter *w, const char *path,
                           struct zkl_watch *watch, int *err);
-struct zkl_op *zkl_op_exists(zkl_client *c, struct zkl_waiter *w, const char *path, int *err);
+/* With watch, the C client keeps it whether the node is there or not (ZNONODE). */
+struct zkl_op *zkl_op_exists(zkl_client *c, struct zkl_waiter *w, const char *path,
+                             struct zkl_watch *watch, int *err);
 struct zkl_op *zkl_op_set(zkl_client *c, struct zkl_waiter *w, const char *path,
                           const void *data, int len, int version, int *err);
 /* A sync: answered only once the ensemble's leader has seen it (a read is answered by
@@ -500,6 +504,13 @@ struct zkl_hold *zkl_hold_new(const char *path, uint64_t gen,
 void zkl_hold_add_locked(zkl_client *c, struct zkl_hold *h);
 bool zkl_hold_end(zkl_client *c, struct zkl_hold *h);
 void zkl_hold_end_locked(zkl_client *c, struct zkl_hold *h);
+/* Marks h lost (mu held, loop): holds_notify() reports it on the loop's next turn. */
+void zkl_hold_mark_lost(zkl_client *c, struct zkl_hold *h);
+/* Keeps an exists watch on h's node while h lasts (mu held, loop), and marks h lost when
+ * the server says the node is gone (holdwatch.c). Unwatch, when h is unlinked, lets go
+ * of it. */
+void zkl_hold_watch_node(zkl_client *c, struct zkl_hold *h);
+void zkl_hold_unwatch_node(zkl_client *c, struct zkl_hold *h);
 /* Whether h is lost (NULL: not lost). */
 static inline bool zkl_hold_lost(const struct zkl_hold *h)
 {
@@ -550,6 +561,15 @@ bool zkl_runs_loop(zkl_client *c);
  * at once: then the loop runs elsewhere, and the caller waits as usual. For waits that
  * the loop must end (an asynchronous acquire canceled by a free). */
 bool zkl_loop_step(zkl_client *c);
+
+/* The length of a create or set request (kind) of a path of path_len bytes with
+ * data_len bytes of data, as the server reads it (maxbuffer.c), and whether it is at most
+ * what the servers read in one request (c->max_request): 0, or ZKL_EINVAL with a detail
+ * that names name (the node or its folder) and the limit. */
+int64_t zkl_request_size(const zkl_client *c, enum zkl_op_kind kind, size_t path_len,
+                         int data_len);
+int zkl_request_fits(const zkl_client *c, enum zkl_op_kind kind, const char *name,
+                     size_t path_len, int data_len);
 
 /* Default node data: "<hostname>:<pid>" in buf. Returns its length. */
 int zkl_default_data(char *buf, size_t size);

@@ -130,8 +130,9 @@ void zkl__op_finish_locked(zkl_client *c, struct zkl_op *op, int rc)
 		zkl__session_event_locked(c, s, ZOO_CONNECTED_STATE, c->zk->session_id(s->zh),
 		                     c->zk->timeout(s->zh), malloc(sizeof(struct zkl_event)));
 	}
-	/* The C client registers a watch only when the request succeeded. */
-	if (op->watch && rc != ZOK)
+	/* The C client registers a watch only when the request succeeded, or for an exists
+	 * of a node that is not there (it then waits for the node to be made). */
+	if (op->watch && rc != ZOK && !(op->kind == ZKL_OP_EXISTS && rc == ZNONODE))
 		watch_unregister_locked(op->watch);
 	op->watch = NULL;
 	if (op->w)
@@ -240,6 +241,8 @@ struct zkl_op *zkl_op_create_followed(zkl_client *c, struct zkl_waiter *w, const
                                       const void *data, int len, int mode, bool followed,
                                       int *err)
 {
+	if ((*err = zkl_request_fits(c, ZKL_OP_CREATE, path, strlen(path), data ? len : -1)))
+		return NULL;
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_CREATE, err);
 	if (!op)
 		return NULL;
@@ -391,12 +394,15 @@ struct zkl_op *zkl_op_get(zkl_client *c, struct zkl_waiter *w, const char *path,
 	return op;
 }
 
-struct zkl_op *zkl_op_exists(zkl_client *c, struct zkl_waiter *w, const char *path, int *err)
+struct zkl_op *zkl_op_exists(zkl_client *c, struct zkl_waiter *w, const char *path,
+                             struct zkl_watch *wt, int *err)
 {
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_EXISTS, err);
 	if (!op)
 		return NULL;
-	int rc = c->zk->exists(op->s->zh, path, stat_done, op);
+	if (wt)
+		watch_register(c, op, wt, path);
+	int rc = c->zk->exists(op->s->zh, path, wt ? zkl__node_watcher : NULL, wt, stat_done, op);
 	if (rc != ZOK)
 		op_refused(c, op, rc);
 	return op;
@@ -405,6 +411,8 @@ struct zkl_op *zkl_op_exists(zkl_client *c, struct zkl_waiter *w, const char *pa
 struct zkl_op *zkl_op_set(zkl_client *c, struct zkl_waiter *w, const char *path,
                           const void *data, int len, int version, int *err)
 {
+	if ((*err = zkl_request_fits(c, ZKL_OP_SET, path, strlen(path), data ? len : -1)))
+		return NULL;
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_SET, err);
 	if (!op)
 		return NULL;
@@ -465,7 +473,7 @@ struct zkl_op *zkl_op_send(zkl_client *c, struct zkl_waiter *w, const struct zkl
 	case ZKL_OP_GET:
 		return zkl_op_get(c, w, r->path, NULL, err);
 	case ZKL_OP_EXISTS:
-		return zkl_op_exists(c, w, r->path, err);
+		return zkl_op_exists(c, w, r->path, NULL, err);
 	case ZKL_OP_SET:
 		return zkl_op_set(c, w, r->path, r->data, r->len, r->version, err);
 	case ZKL_OP_SYNC:

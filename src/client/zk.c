@@ -286,8 +286,11 @@ static int zk_get(zhandle_t *zh, const char *path, watcher_fn watcher, void *wct
 	return zoo_aget(zh, path, 0, done, arg);
 }
 
-static int zk_exists(zhandle_t *zh, const char *path, stat_completion_t done, const void *arg)
+static int zk_exists(zhandle_t *zh, const char *path, watcher_fn watcher, void *wctx,
+                     stat_completion_t done, const void *arg)
 {
+	if (watcher)
+		return zoo_awexists(zh, path, watcher, wctx, done, arg);
 	return zoo_aexists(zh, path, 0, done, arg);
 }
 

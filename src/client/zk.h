@@ -13,7 +13,8 @@
  * and then its completion runs exactly once; any other return means it was not sent
  * and no completion will run. Completions and watch events of one handle run in order
  * on one thread, never on the caller's, and never inside a call of this table. A watch
- * (watcher != NULL) is left only by a request that succeeds; it fires once, for a node
+ * (watcher != NULL) is left only by a request that succeeds (and by an exists answered
+ * ZNONODE); it fires once, for a node
  * event, and is called, without ending, for each session event until then. */
 #ifndef ZKL_ZK_H
 #define ZKL_ZK_H
@@ -75,7 +76,10 @@ struct zkl_zk_ops {
 	                strings_completion_t done, const void *arg);
 	int (*get)(zhandle_t *zh, const char *path, watcher_fn watcher, void *wctx,
 	           data_completion_t done, const void *arg);
-	int (*exists)(zhandle_t *zh, const char *path, stat_completion_t done, const void *arg);
+	/* With a watcher, the C client keeps the watch whether the node exists (ZOK: it
+	 * fires when the node changes or goes) or not (ZNONODE: it fires when it is made). */
+	int (*exists)(zhandle_t *zh, const char *path, watcher_fn watcher, void *wctx,
+	              stat_completion_t done, const void *arg);
 	int (*set)(zhandle_t *zh, const char *path, const char *data, int len, int version,
 	           stat_completion_t done, const void *arg);
 	/* Answered only once the ensemble's leader has seen it. */

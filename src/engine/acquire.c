@@ -110,15 +110,25 @@ static int await(struct zkl_acquisition *a, const struct zkl_op *op, int64_t dea
 	return WAIT;
 }
 
-/* The deadline of a wait for an answer. Trying once means one round trip, which the C
- * client ends within the session timeout: it waits for answers past the deadline. */
+/* The deadline of a wait for an answer: the call's (trying once, ZKL_TRY_ONCE_MS from
+ * its start). */
 static int64_t answer_deadline(const zkl_client *c, const struct zkl_acquisition *a,
                                const struct zkl_op *op)
 {
-	if (!a->try_once)
-		return a->deadline;
-	int64_t t = op->sent_at + zkl__session_timeout_ms(c);
-	return t > a->deadline ? t : a->deadline;
+	(void)c;
+	(void)op;
+	return a->deadline;
+}
+
+/* t, or sooner: ZKL_WITHDRAW_MS past the call's deadline (or past now, once that has
+ * passed). A wait that withdraws what we queued ends there; the background goes on. */
+static int64_t withdraw_until(const struct zkl_acquisition *a, int64_t t)
+{
+	const int64_t now = zkl_now_ms();
+	const int64_t from = a->deadline > now ? a->deadline : now;
+	if (from > INT64_MAX - ZKL_WITHDRAW_MS)
+		return t;
+	return t < from + ZKL_WITHDRAW_MS ? t : from + ZKL_WITHDRAW_MS;
 }
 
 static int gave_up(const struct zkl_acquisition *a, int rc)
@@ -383,7 +393,7 @@ static int on_find(zkl_client *c, struct zkl_acquisition *a)
 	}
 	int err = 0;
 	pthread_mutex_unlock(&c->mu);
-	op = zkl_op_exists(c, &a->job.w, found, &err);
+	op = zkl_op_exists(c, &a->job.w, found, NULL, &err);
 	pthread_mutex_lock(&c->mu);
 	if (!op) {
 		free(found);
@@ -486,7 +496,7 @@ static int on_create(zkl_client *c, struct zkl_acquisition *a)
 		/* A cancelled acquire returns with nothing of its own left in the queue: wait
 		 * for the create's answer (unless cancelled again), then withdraw. */
 		a->job.w.canceled = false;
-		a->until = zkl_now_ms() + zkl__session_timeout_ms(c);
+		a->until = withdraw_until(a, zkl_now_ms() + zkl__session_timeout_ms(c));
 		a->st = A_SETTLE;
 		return GO_ON;
 	}
@@ -525,7 +535,7 @@ static int on_create(zkl_client *c, struct zkl_acquisition *a)
 		/* The folder was missing: the next first acquire bets on a new one. Making
 		 * the folder is part of trying once, not waiting. */
 		c->folders_new = true;
-		a->until = a->try_once ? zkl_now_ms() + zkl__session_timeout_ms(c) : a->deadline;
+		a->until = a->deadline;
 		struct zkl_folder *f = folder_find(c, q->path);
 		if (f) {
 			a->folder_made = f;
@@ -864,7 +874,7 @@ static int withdraw(zkl_client *c, struct zkl_acquisition *a)
 			return GO_ON;
 		}
 		a->op = op;
-		a->until = zkl_now_ms() + zkl__session_timeout_ms(c);
+		a->until = withdraw_until(a, zkl_now_ms() + zkl__session_timeout_ms(c));
 		if (a->until > zkl_lost_at(c))
 			a->until = zkl_lost_at(c);
 	}
@@ -970,11 +980,17 @@ static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
 		return NULL;
 	}
 	zkl_uuid(node->uuid);
+	if ((*err = zkl_engine_fits(q)) != 0) {
+		free(a);
+		memset(node, 0, sizeof *node);
+		return NULL;
+	}
 	a->q = q;
 	a->node = node;
 	a->st = A_TOP;
 	a->try_once = timeout_ms == 0;
-	a->deadline = zkl_deadline(timeout_ms);
+	a->deadline = timeout_ms != 0 ? zkl_deadline(timeout_ms) :
+	              q->until ? q->until : zkl_deadline(ZKL_TRY_ONCE_MS);
 	a->done_fn = done;
 	a->done_arg = arg;
 	a->job.step = step;
@@ -987,6 +1003,18 @@ static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
 		return NULL;
 	}
 	return a;
+}
+
+int zkl_engine_fits(const struct zkl_queue *q)
+{
+	char uuid[ZKL_UUID_LEN + 1];
+	zkl_uuid(uuid);
+	char prefix[ZKL_PROTECT_PREFIX_LEN + 32];
+	int n = zkl_node_prefix(prefix, sizeof prefix, uuid, q->kind);
+	if (n < 0)
+		return 0; /* the acquisition says what is wrong with the name */
+	return zkl_request_fits(q->c, ZKL_OP_CREATE, q->path, strlen(q->path) + 1 + (size_t)n,
+	                        q->data ? q->data_len : -1);
 }
 
 int zkl_engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,

@@ -435,14 +435,12 @@ struct fixed_job {
 	bool recover;                  /* waiting for the connection */
 };
 
-/* The deadline of op's answer. Trying once means one round trip, which the C client ends
- * within the session timeout: it waits for answers past the deadline. */
+/* The deadline of op's answer: the call's (trying once, ZKL_TRY_ONCE_MS from its
+ * start). */
 static int64_t fixed_until(const zkl_client *c, const struct fixed_job *f)
 {
-	if (!f->try_once)
-		return f->deadline;
-	int64_t t = f->op->sent_at + zkl__session_timeout_ms(c);
-	return t > f->deadline ? t : f->deadline;
+	(void)c;
+	return f->deadline;
 }
 
 static int fixed_gave_up(const struct fixed_job *f, int rc)
@@ -461,6 +459,7 @@ int zkl_engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *n
 	if (!h)
 		return zkl_fail(ZKL_ENOMEM, "out of memory");
 	zkl_hold_add_locked(c, h);
+	zkl_hold_watch_node(c, h);
 	node->hold = h;
 	return 0;
 }
@@ -577,7 +576,8 @@ int zkl_engine_create_fixed(const struct zkl_queue *q, const char *name, int tim
 	memset(node, 0, sizeof *node);
 	struct fixed_job f = {.job = {.step = fixed_step, .drop = fixed_drop}, .q = q,
 	                      .node = node, .try_once = timeout_ms == 0,
-	                      .deadline = zkl_deadline(timeout_ms)};
+	                      .deadline = zkl_deadline(timeout_ms ? timeout_ms :
+	                                               ZKL_TRY_ONCE_MS)};
 	f.target = zkl_path_join(q->path, name);
 	if (!f.target)
 		return zkl_fail(ZKL_ENOMEM, "out of memory");

@@ -68,6 +68,10 @@ struct zkl_queue {
 	 * memory for it the acquisition fails. */
 	void (*on_lost)(struct zkl_hold *h, void *ctx);
 	void *lost_ctx;
+	/* If not 0, when trying once (a timeout of 0) ends: a recipe that tries once through
+	 * several acquisitions gives them one budget (ZKL_TRY_ONCE_MS from the call's
+	 * start). 0: ZKL_TRY_ONCE_MS from the acquisition's start. */
+	int64_t until;
 	/* If not 0, the session the acquisition belongs to (a semaphore's lease belongs to
 	 * the session its gate node lives on): once the client is on another session, or
 	 * our node would be made on another, the acquisition ends with ZKL_ELOST instead of
@@ -82,6 +86,11 @@ struct zkl_queue {
  * The acquisition runs on the client's event thread (acquire.c); called there (from a
  * callback), it fails at once with ZKL_EDEADLK. q must live until it returns. */
 int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node);
+
+/* Whether the create of a node of q fits in one request (zkl_request_fits): 0, or
+ * ZKL_EINVAL naming the limit. The acquisitions check it before sending anything; a
+ * recipe that queues on two folders checks the second before the first. */
+int zkl_engine_fits(const struct zkl_queue *q);
 
 /* Starts the same acquisition and returns: 0, or a ZKL_E* code (then done never runs).
  * done(arg, rc) runs exactly once, on the client's event thread, with no lock held and

@@ -242,6 +242,9 @@ struct contender {
 	int64_t revoke_at;   /* a request for the current hold's node: when (0: none) */
 	bool revoke_told;
 	bool revoke_gone;    /* a peer wrote over the request: it may never be read */
+	/* A peer deleted the node of the current hold: when (0: no). The holder must be told
+	 * "lost" within deleted_bound() unless something disturbed its client. */
+	int64_t deleted_at;
 };
 
 enum fkind {
@@ -872,6 +875,10 @@ static void apply(struct sess *s)
 		case OP_EXISTS:
 		case OP_GET: {
 			struct node *n = find(m->path);
+			/* An exists leaves its watch either way: on a missing node it fires when
+			 * the node is made (the data watches hear creations). */
+			if (m->op == OP_EXISTS && m->wfn)
+				m->wid = add_watch(s, m->path, W_DATA, m->wfn, m->wctx);
 			if (!n) {
 				rc = ZNONODE;
 				break;
@@ -987,7 +994,7 @@ static void deliver(struct sess *s, struct msg *m)
 	}
 	int rc = m->rc;
 	trace("client %d: answer %s %s -> %d", s->cl, op_names[m->op], m->path, rc);
-	if (rc == ZOK && m->wid) {
+	if ((rc == ZOK || (rc == ZNONODE && m->op == OP_EXISTS)) && m->wid) {
 		struct cwatch *w = xcalloc(1, sizeof *w);
 		w->id = m->wid;
 		w->path = xstrdup(m->path);
@@ -1181,9 +1188,11 @@ static int op_get(zhandle_t *zh, const char *path, watcher_fn watcher, void *wct
 	return submit(zh, OP_GET, path, NULL, -1, 0, -1, watcher, wctx, (void (*)(void))done, arg);
 }
 
-static int op_exists(zhandle_t *zh, const char *path, stat_completion_t done, const void *arg)
+static int op_exists(zhandle_t *zh, const char *path, watcher_fn watcher, void *wctx,
+                     stat_completion_t done, const void *arg)
 {
-	return submit(zh, OP_EXISTS, path, NULL, -1, 0, -1, NULL, NULL, (void (*)(void))done, arg);
+	return submit(zh, OP_EXISTS, path, NULL, -1, 0, -1, watcher, wctx, (void (*)(void))done,
+	              arg);
 }
 
 static int op_set(zhandle_t *zh, const char *path, const char *data, int len, int version,
@@ -1320,10 +1329,39 @@ static void check_expiry_told(struct sess *s)
 	}
 }
 
+/* How long the deletion of a holder's node may take to reach the holder whose client
+ * nothing else disturbs: the exists that watches the node, sent at the grant, and its
+ * answer (ZNONODE), each as slow as a delivery can be, or the watch's event; then a turn
+ * of its loop. */
+static int64_t deleted_bound(void)
+{
+	return 2 * (8 * W.delay_max + 50) + 50;
+}
+
+/* A holder whose node a peer deleted must be told "lost" in time (README.md,
+ * "Invariants"), unless a fault touched its client from a session timeout before the
+ * delete on, or its session ended (then the expiry checks apply). */
+static void check_deleted_told(void)
+{
+	for (int j = 0; j < W.nct; j++) {
+		const struct contender *t = &W.ct[j];
+		if (!t->deleted_at || !t->believes || W.now - t->deleted_at <= deleted_bound())
+			continue;
+		const struct client *cl = &W.cl[t->cl];
+		if (cl->life != L_RUN || cl->faulted_until + cl->timeout >= t->deleted_at ||
+		    !alive(t->sess))
+			continue;
+		violation("contender %d (client %d) still believes it holds %s, %" PRId64 " ms "
+		          "after a peer deleted its node %s: it was never told \"lost\"", j, t->cl,
+		          W.paths[t->path].path, W.now - t->deleted_at, t->node);
+	}
+}
+
 static void check_all(void)
 {
 	if (W.tearing_down)
 		return;
+	check_deleted_told();
 	for (int p = 0; p < W.npaths; p++) {
 		int excl = 0, shared = 0, first = -1;
 		int64_t oldest = INT64_MAX, faulted = INT64_MIN;
@@ -1504,6 +1542,7 @@ static void hold_record(struct contender *t, int j, zkl_lock *view)
 	struct path_info *pi = &W.paths[t->path];
 	t->believes = true;
 	t->voided = false;
+	t->deleted_at = 0;
 	t->granted_at = W.now;
 	t->token = zkl_lock_token(view);
 	int n = zkl_lock_node(view, t->node, sizeof t->node);
@@ -1939,9 +1978,12 @@ static void fault_start(int i)
 			trace("peer deletes %s", path);
 			if (W.npeer_deleted < 16)
 				snprintf(W.peer_deleted[W.npeer_deleted++], ZKL_NODE_MAX, "%s", path);
-			for (int j = 0; j < W.nct; j++)
-				if (W.ct[j].believes && strcmp(W.ct[j].node, path) == 0)
+			for (int j = 0; j < W.nct; j++) {
+				if (W.ct[j].believes && strcmp(W.ct[j].node, path) == 0) {
 					W.ct[j].voided = true;
+					W.ct[j].deleted_at = W.now;
+				}
+			}
 			tree_delete(path, -1, NULL, NULL);
 		} else if (f->kind == F_PEERWRITE) {
 			trace("peer writes over the data of %s", path);

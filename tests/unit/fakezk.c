@@ -472,6 +472,10 @@ static void apply(struct session *s, struct item *it, enum fz_action action, int
 		case FZ_EXISTS:
 		case FZ_GET: {
 			struct node *n = find(z, it->path);
+			/* An exists leaves its watch either way: on a missing node it fires when
+			 * the node is made (the data watches hear creations). */
+			if (it->op == FZ_EXISTS && it->wfn)
+				add_watch(z, s, it->path, W_DATA, it->wfn, it->wctx);
 			if (!n) {
 				rc = ZNONODE;
 				break;
@@ -782,9 +786,11 @@ static int op_get(zhandle_t *zh, const char *path, watcher_fn watcher, void *wct
 	return submit(zh, FZ_GET, path, NULL, -1, 0, -1, watcher, wctx, (void (*)(void))done, arg);
 }
 
-static int op_exists(zhandle_t *zh, const char *path, stat_completion_t done, const void *arg)
+static int op_exists(zhandle_t *zh, const char *path, watcher_fn watcher, void *wctx,
+                     stat_completion_t done, const void *arg)
 {
-	return submit(zh, FZ_EXISTS, path, NULL, -1, 0, -1, NULL, NULL, (void (*)(void))done, arg);
+	return submit(zh, FZ_EXISTS, path, NULL, -1, 0, -1, watcher, wctx, (void (*)(void))done,
+	              arg);
 }
 
 static int op_set(zhandle_t *zh, const char *path, const char *data, int len, int version,
@@ -1070,6 +1076,18 @@ int fz_ephemerals(struct fz *z, int64_t id)
 	pthread_mutex_lock(&z->mu);
 	for (struct node *n = z->nodes; n; n = n->next)
 		k += n->st.ephemeralOwner == id;
+	pthread_mutex_unlock(&z->mu);
+	return k;
+}
+
+int fz_watchers(struct fz *z, const char *path)
+{
+	int k = 0;
+	pthread_mutex_lock(&z->mu);
+	const struct node *n = find(z, path);
+	int64_t owner = n ? n->st.ephemeralOwner : 0;
+	for (struct watch *w = z->watches; w; w = w->next)
+		k += strcmp(w->path, path) == 0 && (!owner || w->s->id != owner);
 	pthread_mutex_unlock(&z->mu);
 	return k;
 }

@@ -97,6 +97,8 @@ void fz_drop(struct fz *z, int64_t session);
 /* Nodes owned by session; watches armed by anyone on path. */
 int fz_ephemerals(struct fz *z, int64_t session);
 int fz_watches(struct fz *z, const char *path);
+/* The same, leaving out those of the node's owner (a holder's watch on its own node). */
+int fz_watchers(struct fz *z, const char *path);
 /* How many requests of session are waiting to be applied (of kind op; -1: any). */
 int fz_queued(struct fz *z, int64_t session, int op);
 

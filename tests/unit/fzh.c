@@ -88,14 +88,14 @@ void fzh_wait_children(struct fz *z, const char *path, int n)
 static bool is_watched(void *arg)
 {
 	struct cond *c = arg;
-	return fz_watches(c->z, c->path) >= c->n;
+	return fz_watchers(c->z, c->path) >= c->n;
 }
 
 void fzh_wait_watched(struct fz *z, const char *path, int n)
 {
 	struct cond c = { .z = z, .path = path, .n = n };
 	char what[256];
-	snprintf(what, sizeof what, "%d watches on %s", n, path);
+	snprintf(what, sizeof what, "%d watches of others on %s", n, path);
 	fz_wait(z, is_watched, &c, what);
 }
 
@@ -114,7 +114,7 @@ void fzh_wait_done(struct fz *z, struct fzh_acq *a)
 static bool done_or_watched(void *arg)
 {
 	struct cond *c = arg;
-	return atomic_load(&c->a->done) || fz_watches(c->z, c->path) > 0;
+	return atomic_load(&c->a->done) || fz_watchers(c->z, c->path) > 0;
 }
 
 void fzh_wait_done_or_watched(struct fz *z, struct fzh_acq *a, const char *path)

@@ -38,7 +38,8 @@ int fzh_acq_wait(struct fzh_acq *a);
  * release's rc (0 when nothing was held). */
 int fzh_acq_finish(struct fzh_acq *a);
 
-/* Waits until path has n children / at least n watches / session has n nodes. */
+/* Waits until path has n children / at least n watches (not counting its owner's own,
+ * fz_watchers) / session has n nodes. */
 void fzh_wait_children(struct fz *z, const char *path, int n);
 void fzh_wait_watched(struct fz *z, const char *path, int n);
 void fzh_wait_done(struct fz *z, struct fzh_acq *a);

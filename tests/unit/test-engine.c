@@ -94,11 +94,12 @@ static void test_fifo_handoff(void **state)
 	for (int i = 1; i < N; i++) {
 		fzh_acq_start(&w[i], z, l[i], -1, 0);
 		fzh_wait_children(z, "/locks/fifo", i + 1);
-		/* Each waiter watches the one node ahead of its own: no herd. */
+		/* Each waiter watches the one node ahead of its own: no herd. (The holder
+		 * watches its own node too: its deletion is its loss.) */
 		char ahead[256];
 		fzh_queue_node(z, "/locks/fifo", i - 1, ahead, sizeof ahead);
 		fzh_wait_watched(z, ahead, 1);
-		assert_int_equal(fz_watches(z, ahead), 1);
+		assert_int_equal(fz_watchers(z, ahead), 1);
 	}
 	int64_t token = zkl_lock_token(l[0]);
 	CHECK_OK(zkl_lock_release(l[0]));

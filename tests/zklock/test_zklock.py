@@ -1218,6 +1218,51 @@ def leader_node_deleted_kills_command():
         k.close()
 
 
+@case
+def mutex_node_deleted_stops_command():
+    """A holder's node deleted by hand (as an operator "clears a stuck lock"): the lock is
+    lost, the command gets --kill-signal, and zklock exits 70; the next waiter takes the
+    lock. Both hear of the deletion from the server at the same moment, so the signal
+    comes as the next holder's command starts, not before: the gap between the two is
+    measured and printed, and must stay small."""
+    p = lock_path("mutex-deleted")
+    k = kazoo_client()
+    try:
+        first, second = "deleted-first", "deleted-second"
+        got = tmp(first + ".term")
+        q = {n: shlex.quote(tmp(n)) for n in (first, first + ".term")}
+        polite = ("trap 'date +%%s%%N > %s; exit 0' TERM; echo ready; "
+                  "while :; do date +%%s%%N >> %s; sleep 0.02; done"
+                  % (q[first + ".term"], q[first]))
+        a = Proc(WD_OPTS + [p, "--", "bash", "-c", polite])
+        a.wait_line("^ready$", stream="out")
+        b = Proc(WD_OPTS + ["-w", "30", p, "--"] + stamp_once_job(second))
+        waiter_queued(p, b, 1)
+        node = status_lines(p)[0]["node"]
+        t0 = time.time_ns()
+        k.delete(node)
+        a.wait_line("^zklock: lock on %s lost$" % re.escape(p), timeout=10)
+        rc = a.wait(10)
+        check(rc == 70, "exit %s, expected 70; stderr %r" % (rc, a.stderr()))
+        rc = b.wait(10)
+        check(rc == 0, "the next holder: exit %s; stderr %r" % (rc, b.stderr()))
+        check(os.path.exists(got), "the command did not get SIGTERM")
+        with open(got) as f:
+            t_term = int(f.read())
+        start = min(stamps(second))
+        print("# delete -> first command signalled %.1f ms, -> next command started "
+              "%.1f ms (signal %.1f ms %s the start)"
+              % ((t_term - t0) / 1e6, (start - t0) / 1e6, abs(start - t_term) / 1e6,
+                 "before" if t_term <= start else "after"))
+        check(t_term - t0 < 1e9, "signalled %.3f s after the delete" % ((t_term - t0) / 1e9))
+        check(abs(start - t_term) < 1e9, "the signal and the next start %.3f s apart"
+              % (abs(start - t_term) / 1e9))
+        check(token_of(second) > 0, "the next holder has no token")
+    finally:
+        k.stop()
+        k.close()
+
+
 # ---- revocation ----
 
 @case
