@@ -31,6 +31,12 @@
  *   - our node is deleted from outside (the data watch on it);
  *   - close, a release of the view, an interrupt, or the selector's function returning.
  *
+ * Revocation of a latch. A revoker writes "__REVOKE__" into the leader's node; the data
+ * watch on it fires, the read that follows sees the request, and on_revoke runs once per
+ * leadership (after gained). Nothing else changes: the application gives leadership up
+ * when it is ready (an interrupt, a release of the view), so the node stays while it
+ * still acts as leader.
+ *
  * has_leadership turns false on the thread that learns of the end, before any callback.
  * A latch's gained and lost callbacks run on the loop, one at a time, so they alternate.
  * A selector's function runs on a thread started for each leadership (it may run long,
@@ -160,6 +166,18 @@ static void call_gained(struct election *e)
 	e->calling++;
 	pthread_mutex_unlock(&c->mu);
 	e->on_gained(e->self, e->data);
+	pthread_mutex_lock(&c->mu);
+	e->calling--;
+}
+
+static void call_revoke(struct election *e)
+{
+	if (!e->on_revoke)
+		return;
+	zkl_client *c = e->lock.c;
+	e->calling++;
+	pthread_mutex_unlock(&c->mu);
+	e->on_revoke(e->self, e->data);
 	pthread_mutex_lock(&c->mu);
 	e->calling--;
 }
@@ -380,6 +398,8 @@ static int on_queue(zkl_client *c, struct election *e)
 		e->in_lead = true;
 		e->again = false;
 		e->interrupt = false;
+		e->revoke_seen = false;
+		e->revoke_told = false;
 		e->fn_done = false;
 		e->verified = false;
 		e->announced = false;
@@ -441,6 +461,9 @@ static int on_checked(zkl_client *c, struct election *e)
 	int zrc = op->rc;
 	bool ours = zrc == ZOK && op->s->gen == e->node.gen && op->s->gen == c->gen &&
 	            op->stat.ephemeralOwner == op->s->id;
+	if (ours && op->value && op->value_len == (int)strlen(ZKL_REVOKE_DATA) &&
+	    memcmp(op->value, ZKL_REVOKE_DATA, strlen(ZKL_REVOKE_DATA)) == 0)
+		e->revoke_seen = true;
 	zkl_op_put(c, op);
 	if (e->check_watch) {
 		if (ours) {
@@ -575,6 +598,12 @@ static int on_lead(zkl_client *c, struct election *e)
 			e->wt = NULL;
 			e->check_watch = false;
 		}
+		return GO_ON;
+	}
+	if (e->announced && e->revoke_seen && !e->revoke_told) {
+		e->revoke_told = true;
+		zkl_log(c, ZKL_LOG_INFO, "revocation of leadership of %s requested", e->lock.path);
+		call_revoke(e);
 		return GO_ON;
 	}
 	if (e->wt && e->wt->fired) {
@@ -835,7 +864,7 @@ void election_interrupt(struct election *e)
 {
 	zkl_client *c = e->lock.c;
 	pthread_mutex_lock(&c->mu);
-	if (e->leading) {
+	if (e->leading && e->started) {
 		e->interrupt = true;
 		e->leading = false;
 		zkl_waiter_wake(c, &e->w);
