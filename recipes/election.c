@@ -158,26 +158,15 @@ static bool at_rest(struct election *e)
 	       !e->worker_running;
 }
 
-static void call_gained(struct election *e)
+/* Runs the latch's gained or revoke callback (both take the handle and data). */
+static void call_user(struct election *e, void (*fn)(zkl_leader *, void *))
 {
-	if (!e->on_gained)
+	if (!fn)
 		return;
 	zkl_client *c = e->lock.c;
 	e->calling++;
 	pthread_mutex_unlock(&c->mu);
-	e->on_gained(e->self, e->data);
-	pthread_mutex_lock(&c->mu);
-	e->calling--;
-}
-
-static void call_revoke(struct election *e)
-{
-	if (!e->on_revoke)
-		return;
-	zkl_client *c = e->lock.c;
-	e->calling++;
-	pthread_mutex_unlock(&c->mu);
-	e->on_revoke(e->self, e->data);
+	fn(e->self, e->data);
 	pthread_mutex_lock(&c->mu);
 	e->calling--;
 }
@@ -543,7 +532,7 @@ static int announce(zkl_client *c, struct election *e)
 		return GO_ON;
 	}
 	e->gained = true;
-	call_gained(e);
+	call_user(e, e->on_gained);
 	/* The view's acquire is answered after the latch's callback, if it still leads
 	 * (else the machine goes on: the leadership ends, and the acquire waits on). */
 	if (e->view_pending && e->leading && view_check(e) == 0)
@@ -603,7 +592,7 @@ static int on_lead(zkl_client *c, struct election *e)
 	if (e->announced && e->revoke_seen && !e->revoke_told) {
 		e->revoke_told = true;
 		zkl_log(c, ZKL_LOG_INFO, "revocation of leadership of %s requested", e->lock.path);
-		call_revoke(e);
+		call_user(e, e->on_revoke);
 		return GO_ON;
 	}
 	if (e->wt && e->wt->fired) {

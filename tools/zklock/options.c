@@ -109,9 +109,8 @@ bool parse_int(const char *s, long min, long max, int *out)
 	return true;
 }
 
-/* Non-negative seconds, digits with at most one '.', to whole milliseconds (rounded
- * up, so that 0.0001 waits rather than tries once). */
-static bool parse_seconds(const char *s, double *secs, int *ms)
+/* Whether s is a decimal number: digits with at most one '.', nothing else. */
+static bool decimal(const char *s)
 {
 	int digits = 0, dots = 0;
 	for (const char *p = s; *p; p++) {
@@ -122,7 +121,14 @@ static bool parse_seconds(const char *s, double *secs, int *ms)
 		else
 			return false;
 	}
-	if (digits == 0 || dots > 1)
+	return digits > 0 && dots <= 1;
+}
+
+/* Non-negative seconds, digits with at most one '.', to whole milliseconds (rounded
+ * up, so that 0.0001 waits rather than tries once). */
+static bool parse_seconds(const char *s, double *secs, int *ms)
+{
+	if (!decimal(s))
 		return false;
 	double v = strtod(s, NULL);
 	if (!(v >= 0.0) || v > (double)(INT_MAX / 1000))
@@ -178,16 +184,7 @@ static bool parse_duration(const char *s, int64_t *ms)
 	case 'd': unit = 86400000.0; num[--n] = '\0'; break;
 	default: break;
 	}
-	int digits = 0, dots = 0;
-	for (const char *p = num; *p; p++) {
-		if (*p >= '0' && *p <= '9')
-			digits++;
-		else if (*p == '.')
-			dots++;
-		else
-			return false;
-	}
-	if (digits == 0 || dots > 1)
+	if (!decimal(num))
 		return false;
 	double v = strtod(num, NULL) * unit;
 	if (!(v > 0.0) || v > 100.0 * 365 * 86400000.0)
