@@ -31,6 +31,12 @@
  *   - our node is deleted from outside (the data watch on it);
  *   - close, a release of the view, an interrupt, or the selector's function returning.
  *
+ * Revocation of a latch. A revoker writes "__REVOKE__" into the leader's node; the data
+ * watch on it fires, the read that follows sees the request, and on_revoke runs once per
+ * leadership (after gained). Nothing else changes: the application gives leadership up
+ * when it is ready (an interrupt, a release of the view), so the node stays while it
+ * still acts as leader.
+ *
  * has_leadership turns false on the thread that learns of the end, before any callback.
  * A latch's gained and lost callbacks run on the loop, one at a time, so they alternate.
  * A selector's function runs on a thread started for each leadership (it may run long,
@@ -147,14 +153,15 @@ static bool at_rest(struct election *e)
 	       !e->worker_running;
 }
 
-static void call_gained(struct election *e)
+/* Runs the latch's gained or revoke callback (both take the handle and data). */
+static void call_user(struct election *e, void (*fn)(zkl_leader *, void *))
 {
-	if (!e->on_gained)
+	if (!fn)
 		return;
 	zkl_client *c = e->lock.c;
 	e->calling++;
 	pthread_mutex_unlock(&c->mu);
-	e->on_gained(e->self, e->data);
+	fn(e->self, e->data);
 	pthread_mutex_lock(&c->mu);
 	e->calling--;
 }
@@ -377,6 +384,8 @@ static int on_queue(zkl_client *c, struct election *e)
 		e->in_lead = true;
 		e->again = false;
 		e->interrupt = false;
+		e->revoke_seen = false;
+		e->revoke_told = false;
 		e->fn_done = false;
 		e->verified = false;
 		e->announced = false;
@@ -438,6 +447,9 @@ static int on_checked(zkl_client *c, struct election *e)
 	int zrc = op->rc;
 	bool ours = zrc == ZOK && op->s->gen == e->node.gen && op->s->gen == c->gen &&
 	            op->stat.ephemeralOwner == op->s->id;
+	if (ours && op->value && op->value_len == (int)strlen(ZKL_REVOKE_DATA) &&
+	    memcmp(op->value, ZKL_REVOKE_DATA, strlen(ZKL_REVOKE_DATA)) == 0)
+		e->revoke_seen = true;
 	zkl_op_put(c, op);
 	if (e->check_watch) {
 		if (ours) {
@@ -517,7 +529,7 @@ static int announce(zkl_client *c, struct election *e)
 		return GO_ON;
 	}
 	e->gained = true;
-	call_gained(e);
+	call_user(e, e->on_gained);
 	/* The view's acquire is answered after the latch's callback, if it still leads
 	 * (else the machine goes on: the leadership ends, and the acquire waits on). */
 	if (e->view_pending && e->leading && view_check(e) == 0)
@@ -572,6 +584,12 @@ static int on_lead(zkl_client *c, struct election *e)
 			e->wt = NULL;
 			e->check_watch = false;
 		}
+		return GO_ON;
+	}
+	if (e->announced && e->revoke_seen && !e->revoke_told) {
+		e->revoke_told = true;
+		zkl_log(c, ZKL_LOG_INFO, "revocation of leadership of %s requested", e->lock.path);
+		call_user(e, e->on_revoke);
 		return GO_ON;
 	}
 	if (e->wt && e->wt->fired) {
@@ -835,7 +853,7 @@ void election_interrupt(struct election *e)
 {
 	zkl_client *c = e->lock.c;
 	pthread_mutex_lock(&c->mu);
-	if (e->leading) {
+	if (e->leading && e->started) {
 		e->interrupt = true;
 		e->leading = false;
 		zkl_waiter_wake(c, &e->w);

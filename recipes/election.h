@@ -27,6 +27,7 @@ struct election {
 	bool notify_on_close;
 	zkl_leader_gained_fn on_gained;
 	zkl_leader_lost_fn on_lost;
+	zkl_leader_revoke_fn on_revoke; /* latch only */
 	void *data;
 	zkl_selector_fn fn;            /* selector only */
 	void *fn_data;
@@ -48,7 +49,9 @@ struct election {
 	int64_t token;                 /* czxid of our node while leading */
 	bool suspended;                /* the client is SUSPENDED */
 	unsigned suspensions;          /* SUSPENDED states seen */
-	bool interrupt;                /* end this leadership (selector) */
+	bool interrupt;                /* end this leadership (selector, started latch) */
+	bool revoke_seen;              /* our node, read while leading, asks for revocation */
+	bool revoke_told;              /* and on_revoke has been called for this leadership */
 
 	/* The queue: the engine's acquisition, its node and what it reads. */
 	struct zkl_queue q;
@@ -118,7 +121,7 @@ int election_close(struct election *e);
 bool election_free(struct election *e);
 /* Requeues a selector. */
 int election_requeue(struct election *e);
-/* Interrupts the current leadership (selector). */
+/* Interrupts the current leadership (a selector, or a started latch). */
 void election_interrupt(struct election *e);
 
 /* Waits (timeout_ms as in the API) until leading (want == true) or not leading. */

@@ -42,6 +42,7 @@ int zkl_leader_new(zkl_leader **out, zkl_client *c, const char *path,
 	}
 	l->e.on_gained = o->on_gained;
 	l->e.on_lost = o->on_lost;
+	l->e.on_revoke = o->on_revoke;
 	l->e.data = o->data;
 	l->e.lose_on_suspend = o->lose_on_suspend;
 	l->e.notify_on_close = o->notify_on_close;
@@ -79,6 +80,12 @@ void zkl_leader_free(zkl_leader *l)
 		return;
 	zkl_client *c = l->e.lock.c;
 	zkl_client_handle_done(c, election_free(&l->e));
+}
+
+void zkl_leader_interrupt(zkl_leader *l)
+{
+	if (l)
+		election_interrupt(&l->e);
 }
 
 int zkl_leader_leader_id(zkl_leader *l, char **id)

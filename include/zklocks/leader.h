@@ -68,10 +68,20 @@ typedef void (*zkl_leader_gained_fn)(zkl_leader *l, void *data);
  *   ZKL_ECONNLOSS  the connection dropped (lose_on_suspend); leadership may come back
  *   ZKL_ENOTHELD   our node was deleted from outside
  *   ZKL_ECLOSED    zkl_leader_close() was called (only with notify_on_close)
+ *   ZKL_ECANCELED  zkl_leader_interrupt() was called: leadership was given up
  *   ZKL_EZK        ZooKeeper failed unexpectedly while checking our node
  * After every reason but ZKL_ECLOSED the latch stays in the election (with a new node
- * unless the reason was ZKL_ECONNLOSS). */
+ * unless the reason was ZKL_ECONNLOSS; after ZKL_ECANCELED at the back of the queue, so
+ * that the next in line leads at once). */
 typedef void (*zkl_leader_lost_fn)(zkl_leader *l, int reason, void *data);
+/* Called when a revoker asks the leader to give leadership up (zkl_revoke() of its
+ * node, `zklock revoke PATH`, which writes "__REVOKE__" into the node): once per
+ * leadership, on the client's loop, with no zklocks lock held, after the gained callback
+ * (a request made before this participant led is told as soon as it leads). Leadership
+ * goes on until the application gives it up: zkl_leader_interrupt() for a started latch,
+ * zkl_lock_release() of the view for a leadership taken through it. Same rules as the
+ * gained callback. */
+typedef void (*zkl_leader_revoke_fn)(zkl_leader *l, void *data);
 
 typedef struct zkl_leader_options {
 	/* The participant id, stored as the node's data (copied). Default NULL: the id is
@@ -88,6 +98,9 @@ typedef struct zkl_leader_options {
 	/* Whether zkl_leader_close() of the leader calls on_lost with ZKL_ECLOSED, before
 	 * the node is deleted. Default false (Curator's CloseMode.SILENT). */
 	bool notify_on_close;
+	/* Called when a revoker asks the leader to give up (see zkl_leader_revoke_fn), with
+	 * data. Default NULL: a request is ignored (as Curator's LeaderLatch does). */
+	zkl_leader_revoke_fn on_revoke;
 } zkl_leader_options;
 
 /* Fills o with the defaults above. */
@@ -124,6 +137,14 @@ ZKL_API int zkl_leader_close(zkl_leader *l);
  * at once and the latch is freed once out of the election. NULL is a no-op. */
 ZKL_API void zkl_leader_free(zkl_leader *l);
 
+/* Gives up the current leadership of a started latch (planned failover, as
+ * zkl_selector_interrupt()): zkl_lock_is_held() of the view turns false at once, on_lost
+ * runs with ZKL_ECANCELED, our node is deleted, and the latch joins the election again
+ * at the back, so the next in line leads at once. No effect when not leading, nor on a
+ * leadership taken through the view (release the view instead: its node stays until
+ * then, so that nobody else leads while the application still acts as leader). Any
+ * thread, callbacks too. NULL is a no-op. */
+ZKL_API void zkl_leader_interrupt(zkl_leader *l);
 /* The id of the current leader (the first participant), NUL-terminated, in *id: the
  * caller's, freed with free(). Returns 0, or ZKL_ENOTHELD (with *id NULL) if nobody
  * takes part in the election, or ZKL_EDEADLK on the client's event thread (it waits

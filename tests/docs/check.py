@@ -31,6 +31,11 @@
     docker SRCROOT                docker/compose.yaml passes `docker-compose config`,
                                   and the Dockerfile builds with scripts/build-release,
                                   as the README says, on Debian 12
+    systemd UNITDIR ZKLOCK        the unit files of UNITDIR (docs/systemd) pass
+                                  `systemd-analyze verify` without a word, with
+                                  /usr/bin/zklock replaced by ZKLOCK (the build's), and
+                                  every zklock command line in them parses (zklock
+                                  accepts its options)
     changelog CHANGELOG VERSION [DEBIAN_CHANGELOG]
                                   the newest version in CHANGELOG.md is VERSION, and so
                                   is the newest entry of debian/changelog
@@ -757,6 +762,41 @@ def check_docker(srcroot):
     print("compose: %d ZooKeeper servers, %d workers" % (len(zks), len(workers)))
 
 
+# ---- systemd unit files ----
+
+def check_systemd(unitdir, zklock):
+    analyze = shutil.which("systemd-analyze")
+    if not analyze:
+        skip("systemd-analyze is not installed (Debian's systemd package provides it)")
+    units = sorted(f for f in os.listdir(unitdir)
+                   if f.endswith((".service", ".timer")))
+    if not units:
+        fail("no unit files in %s" % unitdir)
+        return
+    with tempfile.TemporaryDirectory(prefix="zkl-units.") as d:
+        for u in units:
+            text = open(os.path.join(unitdir, u), encoding="utf-8").read()
+            if u.endswith(".service") and "/usr/bin/zklock " not in text:
+                fail("%s does not run /usr/bin/zklock" % u)
+            with open(os.path.join(d, u), "w", encoding="utf-8") as f:
+                f.write(text.replace("/usr/bin/zklock ", os.path.abspath(zklock) + " "))
+            # The zklock command line, continuation lines joined: zklock must accept its
+            # options (checked one by one, each value too, before --help answers).
+            m = re.search(r"^ExecStart=/usr/bin/zklock ((?:.*\\\n)*.*)$", text, flags=re.M)
+            if m:
+                words = shlex.split(m.group(1).replace("\\\n", " "))
+                dash = words.index("--")
+                words = ["--help"] + words[:dash - 1]  # without PATH and COMMAND
+                status, out = run([zklock] + words, check=False)
+                if status != 0 or "Usage: zklock" not in out:
+                    fail("%s: zklock refuses its options %r:\n%s" % (u, words, out))
+        # Documentation=man:zklock(1) names a page installed with zklock, not here.
+        status, out = run([analyze, "verify", "--man=no"] +
+                          [os.path.join(d, u) for u in units], check=False)
+        if status != 0 or out.strip():
+            fail("systemd-analyze verify %s: exit %d:\n%s" % (" ".join(units), status, out))
+
+
 # ---- changelog and links ----
 
 def check_changelog(path, version, debian_changelog=None):
@@ -805,6 +845,8 @@ def main():
         check_install(*args)
     elif check == "docker":
         check_docker(*args)
+    elif check == "systemd":
+        check_systemd(*args)
     elif check == "changelog":
         check_changelog(*args)
     elif check == "links":

@@ -320,6 +320,141 @@ static void test_rwlock_write_revocable(void **state)
 	zkl_client_close(b);
 }
 
+/* ---- a latch: revocation asks the leader; its interrupt hands leadership over ---- */
+
+/* What a latch saw. */
+struct latch_seen {
+	h_counter gained, lost, revoked;
+	int last_lost;
+	bool interrupt; /* on_revoke interrupts (planned failover) */
+};
+
+static void latch_gained(zkl_leader *l, void *data)
+{
+	(void)l;
+	h_counter_add(&((struct latch_seen *)data)->gained, 1);
+}
+
+static void latch_lost(zkl_leader *l, int reason, void *data)
+{
+	(void)l;
+	struct latch_seen *s = data;
+	__atomic_store_n(&s->last_lost, reason, __ATOMIC_SEQ_CST);
+	h_counter_add(&s->lost, 1);
+}
+
+static void latch_revoked(zkl_leader *l, void *data)
+{
+	struct latch_seen *s = data;
+	h_counter_add(&s->revoked, 1);
+	if (s->interrupt)
+		zkl_leader_interrupt(l); /* from the loop: returns at once */
+}
+
+static zkl_leader *latch_open(zkl_client *c, const char *path, const char *id,
+                              struct latch_seen *s)
+{
+	memset(s, 0, sizeof *s);
+	h_counter_init(&s->gained);
+	h_counter_init(&s->lost);
+	h_counter_init(&s->revoked);
+	s->interrupt = true;
+	zkl_leader_options o;
+	zkl_leader_options_init(&o);
+	o.id = id;
+	o.on_gained = latch_gained;
+	o.on_lost = latch_lost;
+	o.on_revoke = latch_revoked;
+	o.data = s;
+	zkl_leader *l;
+	CHECK_OK(zkl_leader_new(&l, c, path, &o));
+	return l;
+}
+
+/* The ids of the election's participants, in order, joined by ",". */
+static void election_ids(zkl_leader *l, char *buf, size_t size)
+{
+	zkl_participant *ps;
+	size_t n;
+	CHECK_OK(zkl_lock_participants(zkl_leader_lock(l), &ps, &n));
+	buf[0] = '\0';
+	for (size_t i = 0; i < n; i++)
+		snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", i ? "," : "", ps[i].data);
+	zkl_participants_free(ps, n);
+}
+
+static void test_latch_revoke_hands_over(void **state)
+{
+	(void)state;
+	const char *path = h_path("latch-revoke");
+	zkl_client *a = h_client(10000), *b = h_client(10000);
+	static struct latch_seen sa, sb;
+	zkl_leader *la = latch_open(a, path, "A", &sa), *lb = latch_open(b, path, "B", &sb);
+	CHECK_OK(zkl_leader_start(la));
+	CHECK_OK(zkl_leader_await(la, 10000));
+	CHECK_OK(zkl_leader_start(lb));
+	h_wait_participants(zkl_leader_lock(la), 2);
+	char node[512], ids[64];
+	CHECK_OK(zkl_lock_node(zkl_leader_lock(la), node, sizeof node) > 0 ? 0 : -1);
+
+	/* Asked: A's callback interrupts; A loses with ZKL_ECANCELED, B leads at once, A
+	 * is queued again behind B. */
+	CHECK_OK(zkl_revoke(b, node));
+	assert_true(h_counter_wait(&sa.revoked, 1, 10000));
+	CHECK_OK(zkl_leader_await(lb, 10000));
+	assert_true(h_counter_wait(&sa.lost, 1, 10000));
+	assert_int_equal(__atomic_load_n(&sa.last_lost, __ATOMIC_SEQ_CST), ZKL_ECANCELED);
+	assert_false(zkl_lock_is_held(zkl_leader_lock(la)));
+	assert_true(h_wait_deleted(node, 10000));
+	h_wait_participants(zkl_leader_lock(la), 2);
+	election_ids(la, ids, sizeof ids);
+	assert_string_equal(ids, "B,A");
+
+	/* A request to a leader that does not act on it changes nothing. */
+	sb.interrupt = false;
+	CHECK_OK(zkl_lock_node(zkl_leader_lock(lb), node, sizeof node) > 0 ? 0 : -1);
+	CHECK_OK(zkl_revoke(a, node));
+	assert_true(h_counter_wait(&sb.revoked, 1, 10000));
+	assert_true(zkl_lock_is_held(zkl_leader_lock(lb)));
+	assert_int_equal(h_counter_get(&sb.lost), 0);
+	/* The interrupt from another thread does the same as from the callback. */
+	zkl_leader_interrupt(lb);
+	CHECK_OK(zkl_leader_await(la, 10000));
+	assert_true(h_counter_wait(&sb.lost, 1, 10000));
+	assert_true(h_counter_wait(&sa.gained, 2, 10000)); /* after await: gained runs next */
+	assert_int_equal(h_counter_get(&sb.revoked), 1);
+	zkl_leader_interrupt(NULL);
+	zkl_leader_free(la);
+	zkl_leader_free(lb);
+	zkl_client_close(a);
+	zkl_client_close(b);
+}
+
+/* Through the view, an interrupt does nothing: the view's release gives leadership up,
+ * so the node stays while the application still acts as leader. */
+static void test_latch_view_interrupt_noop(void **state)
+{
+	(void)state;
+	const char *path = h_path("latch-view-interrupt");
+	zkl_client *a = h_client(10000);
+	static struct latch_seen sa;
+	zkl_leader *la = latch_open(a, path, "A", &sa);
+	sa.interrupt = false;
+	zkl_lock *v = zkl_leader_lock(la);
+	CHECK_OK(zkl_lock_acquire(v, 10000));
+	char node[512];
+	CHECK_OK(zkl_lock_node(v, node, sizeof node) > 0 ? 0 : -1);
+	CHECK_OK(zkl_revoke(a, node));
+	assert_true(h_counter_wait(&sa.revoked, 1, 10000));
+	zkl_leader_interrupt(la);
+	assert_true(zkl_lock_is_held(v));
+	assert_true(h_exists(node));
+	CHECK_OK(zkl_lock_release(v));
+	assert_false(h_exists(node));
+	zkl_leader_free(la);
+	zkl_client_close(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -331,6 +466,8 @@ int main(void)
 		cmocka_unit_test(test_revoke_waiter),
 		cmocka_unit_test(test_request_keeps_waiter_out),
 		cmocka_unit_test(test_rwlock_write_revocable),
+		cmocka_unit_test(test_latch_revoke_hands_over),
+		cmocka_unit_test(test_latch_view_interrupt_noop),
 	};
 	return H_RUN(tests);
 }

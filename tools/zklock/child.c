@@ -13,7 +13,9 @@
  *
  * On loss the watchdog (watchdog.c) sends --kill-signal (SIGTERM) to the command's group
  * and SIGKILL --kill-grace seconds (10) later, before the server can expire the session;
- * on revocation zklock does, with the full grace. */
+ * on revocation (zklock revoke, SIGUSR1) and past --max-runtime zklock does, with the
+ * full grace. Past --warn-after it says so once. With systemd's NOTIFY_SOCKET, READY=1
+ * goes out once the command's exec has succeeded. */
 #include "zklock.h"
 #include "watchdog.h"
 
@@ -150,10 +152,27 @@ static char **command_env(const char *name, int64_t token, char **added)
 	return envp;
 }
 
+/* t plus ms (which may be more than an int holds). */
+static struct timespec plus_ms(struct timespec t, int64_t ms)
+{
+	t.tv_sec += (time_t)(ms / 1000);
+	t.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	return t;
+}
+
+static bool before(struct timespec a, struct timespec b)
+{
+	return a.tv_sec < b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec < b.tv_nsec);
+}
+
 /* Runs the command while the lock is held. */
 struct outcome run_command(const struct opts *o, struct lock *lk)
 {
-	struct outcome out = { EXIT_SOFTWARE, false, false, false };
+	struct outcome out = { EXIT_SOFTWARE, false, false, false, false, false };
 	char *var = NULL;
 	/* The command starts only with a real fencing token, on a session short of its loss
 	 * deadline; the watchdog enforces that deadline from then on. */
@@ -246,8 +265,20 @@ struct outcome run_command(const struct opts *o, struct lock *lk)
 		r = read(errpipe[0], &child_errno, sizeof child_errno);
 	while (r < 0 && errno == EINTR);
 	close(errpipe[0]);
-	if (r == (ssize_t)sizeof child_errno)
+	if (r == (ssize_t)sizeof child_errno) {
 		msg("cannot run %s: %s", o->cmd[0], strerror(child_errno));
+	} else if (notify_enabled()) {
+		char since[40];
+		struct timespec wall;
+		clock_gettime(CLOCK_REALTIME, &wall);
+		format_utc(since, sizeof since, (int64_t)wall.tv_sec * 1000 + wall.tv_nsec / 1000000);
+		notify("READY=1\nSTATUS=holding %s%s since %s, fencing token %lld; running %s "
+		       "(pid %ld)", lock_what(lk), o->path, since, (long long)token, o->cmd[0],
+		       (long)pid);
+	}
+	const struct timespec started = now();
+	const struct timespec warn_at = plus_ms(started, o->warn_after_ms);
+	const struct timespec max_at = plus_ms(started, o->max_runtime_ms);
 
 	/* Wait for the command; SIGCHLD (via the signal thread), loss and revocation wake us,
 	 * and the deadlines are passed on to the watchdog as they move. On loss the watchdog
@@ -315,14 +346,36 @@ struct outcome run_command(const struct opts *o, struct lock *lk)
 			/* A stopped command would not act on it. */
 			kill(-pid, SIGCONT);
 		}
+		if (o->warn_after_ms && !out.warned && reached(warn_at)) {
+			out.warned = true;
+			msg("%s has run for more than %.3g s (--warn-after), holding %s", o->cmd[0],
+			    o->warn_after_ms / 1000.0, o->path);
+		}
+		if (o->max_runtime_ms && !out.max_runtime && !st.lost && reached(max_at)) {
+			out.max_runtime = true;
+			if (!term_sent) {
+				msg("%s ran past --max-runtime (%.3g s): stopping it", o->cmd[0],
+				    o->max_runtime_ms / 1000.0);
+				if (o->verbose)
+					msg("sending signal %d to process group %ld; SIGKILL in %.3g s",
+					    o->kill_signal, (long)pid, o->kill_grace_ms / 1000.0);
+				kill(-pid, o->kill_signal);
+				kill(-pid, SIGCONT);
+				term_sent = true;
+				kill_at = after_ms(o->kill_grace_ms);
+			}
+		}
 		if (term_sent && !kill_sent && reached(kill_at)) {
 			kill(-pid, SIGKILL);
 			kill_sent = true;
 		}
 		struct timespec until = after_ms(renew_ms);
-		if (term_sent && !kill_sent && kill_at.tv_sec * 1000000000LL + kill_at.tv_nsec <
-		                                   until.tv_sec * 1000000000LL + until.tv_nsec)
+		if (term_sent && !kill_sent && before(kill_at, until))
 			until = kill_at;
+		if (o->warn_after_ms && !out.warned && before(warn_at, until))
+			until = warn_at;
+		if (o->max_runtime_ms && !out.max_runtime && before(max_at, until))
+			until = max_at;
 		pthread_cond_timedwait(&st.cond, &st.mu, &until);
 		if (!st.lost && !wd_dead) {
 			pthread_mutex_unlock(&st.mu);

@@ -38,6 +38,16 @@ static void on_lease_revoke(zkl_semaphore *s, zkl_lease *lease, void *data)
 		zkl_lock_cancel(lk->l);
 }
 
+/* The same for leadership (zklock revoke of the leader's node): the command is stopped
+ * and leadership released; with --requeue zklock joins again at the back. */
+static void on_leader_revoke(zkl_leader *l, void *data)
+{
+	(void)l;
+	struct lock *lk = data;
+	if (note_revoked())
+		zkl_lock_cancel(lk->l);
+}
+
 static void free_mutex(void *h)
 {
 	zkl_mutex_free(h);
@@ -110,6 +120,8 @@ static int handle_new(const struct opts *o, struct lock *lk)
 		lo.id = lk->id;
 		/* Like the other modes: lost when the session may be gone, not on every blip. */
 		lo.lose_on_suspend = false;
+		lo.on_revoke = on_leader_revoke;
+		lo.data = lk;
 		zkl_leader *l;
 		rc = zkl_leader_new(&l, lk->c, o->path, &lo);
 		if (rc != 0)

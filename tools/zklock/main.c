@@ -5,6 +5,7 @@
  *   zklock list [options] PREFIX
  *   zklock revoke [options] PATH
  *   zklock forget [options] PATH
+ *   zklock check [options] PATH|PREFIX
  *
  * zklock.h lists the files and what each does. */
 #include "zklock.h"
@@ -38,11 +39,19 @@ int main(int argc, char **argv)
 		case CMD_FORGET:
 			status = run_forget(&o);
 			break;
+		case CMD_CHECK:
+			status = run_check(&o);
+			break;
 		case CMD_RUN:
 		default:
 			status = run_lock(&o);
 			break;
 		}
+	}
+	if (o.command == CMD_CHECK && status == EXIT_USAGE) {
+		/* A monitoring plugin says UNKNOWN, on stdout, for a bad command line too. */
+		printf("ZKLOCK UNKNOWN - invalid command line (see the message on stderr)\n");
+		status = 3;
 	}
 	free(o.servers_buf);
 	config_free();

@@ -45,14 +45,14 @@ static int64_t once_slack_ms(long interval_s)
 
 /* Whether the last successful run is recent. Fills *last and *by (the record's data). */
 int once_check(zkl_client *c, const char *rec, int64_t arrival, long interval_s,
-               bool *recent, int64_t *last, char *by, size_t bysize)
+               bool *recent, int64_t *last, char *by, size_t bysize, int64_t *mtime)
 {
 	*recent = false;
 	*last = 0;
 	by[0] = '\0';
 	char *buf;
 	size_t len;
-	int rc = zkl_record_get(c, rec, &buf, &len, NULL);
+	int rc = zkl_record_get(c, rec, &buf, &len, mtime);
 	if (rc == ZKL_ENOTHELD)
 		return 0;
 	if (rc != 0) {
@@ -74,11 +74,20 @@ int once_check(zkl_client *c, const char *rec, int64_t arrival, long interval_s,
 	return 0;
 }
 
-int once_record(zkl_client *c, const char *rec, int64_t arrival, const char *id)
+int once_record(zkl_client *c, const char *rec, int64_t arrival, const char *id,
+                int64_t *mtime)
 {
 	char buf[400];
 	int len = snprintf(buf, sizeof buf, "%lld %s", (long long)arrival, id);
 	int rc = zkl_record_set(c, rec, buf, (size_t)len);
+	if (rc == 0 && mtime) {
+		/* When it was written, on the server's clock (for --metrics-file). */
+		char *back = NULL;
+		size_t blen;
+		if (zkl_record_get(c, rec, &back, &blen, mtime) != 0)
+			*mtime = 0;
+		free(back);
+	}
 	if (rc != 0) {
 		const char *detail = zkl_last_error();
 		msg("cannot record the run in %s: %s", rec, *detail ? detail : zkl_strerror(rc));

@@ -36,6 +36,14 @@ enum {
 	OPT_SASL_MECHANISM,
 	OPT_SASL_USER,
 	OPT_SASL_PASSWORD_FILE,
+	OPT_MAX_RUNTIME,
+	OPT_WARN_AFTER,
+	OPT_METRICS_FILE,
+	OPT_JOB_NAME,
+	OPT_HELD_LONGER,
+	OPT_WAITERS_MORE,
+	OPT_LAST_RUN_OLDER,
+	OPT_CLOCK_NODE,
 };
 
 static const char short_opts[] = "+:s:w:nE:c:qvh";
@@ -71,6 +79,14 @@ static const struct option long_opts[] = {
 	{ "sasl-mechanism", required_argument, NULL, OPT_SASL_MECHANISM },
 	{ "sasl-user", required_argument, NULL, OPT_SASL_USER },
 	{ "sasl-password-file", required_argument, NULL, OPT_SASL_PASSWORD_FILE },
+	{ "max-runtime", required_argument, NULL, OPT_MAX_RUNTIME },
+	{ "warn-after", required_argument, NULL, OPT_WARN_AFTER },
+	{ "metrics-file", required_argument, NULL, OPT_METRICS_FILE },
+	{ "job-name", required_argument, NULL, OPT_JOB_NAME },
+	{ "held-longer", required_argument, NULL, OPT_HELD_LONGER },
+	{ "waiters-more", required_argument, NULL, OPT_WAITERS_MORE },
+	{ "last-run-older", required_argument, NULL, OPT_LAST_RUN_OLDER },
+	{ "clock-node", required_argument, NULL, OPT_CLOCK_NODE },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -93,9 +109,8 @@ bool parse_int(const char *s, long min, long max, int *out)
 	return true;
 }
 
-/* Non-negative seconds, digits with at most one '.', to whole milliseconds (rounded
- * up, so that 0.0001 waits rather than tries once). */
-static bool parse_seconds(const char *s, double *secs, int *ms)
+/* Whether s is a decimal number: digits with at most one '.', nothing else. */
+static bool decimal(const char *s)
 {
 	int digits = 0, dots = 0;
 	for (const char *p = s; *p; p++) {
@@ -106,7 +121,14 @@ static bool parse_seconds(const char *s, double *secs, int *ms)
 		else
 			return false;
 	}
-	if (digits == 0 || dots > 1)
+	return digits > 0 && dots <= 1;
+}
+
+/* Non-negative seconds, digits with at most one '.', to whole milliseconds (rounded
+ * up, so that 0.0001 waits rather than tries once). */
+static bool parse_seconds(const char *s, double *secs, int *ms)
+{
+	if (!decimal(s))
 		return false;
 	double v = strtod(s, NULL);
 	if (!(v >= 0.0) || v > (double)(INT_MAX / 1000))
@@ -142,6 +164,82 @@ static bool parse_interval(const char *s, long *secs)
 	if (*end != '\0' || v > 100LL * 365 * 86400 / unit)
 		return false;
 	*secs = (long)(v * unit);
+	return true;
+}
+
+/* A duration: a number of seconds > 0 (decimals allowed), or with a unit s, m, h or d
+ * (such as 90s, 1.5h), to whole milliseconds (rounded up); at most 100 years. */
+static bool parse_duration(const char *s, int64_t *ms)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 30)
+		return false;
+	double unit = 1000.0;
+	char num[32];
+	memcpy(num, s, n + 1);
+	switch (num[n - 1]) {
+	case 's': unit = 1000.0; num[--n] = '\0'; break;
+	case 'm': unit = 60000.0; num[--n] = '\0'; break;
+	case 'h': unit = 3600000.0; num[--n] = '\0'; break;
+	case 'd': unit = 86400000.0; num[--n] = '\0'; break;
+	default: break;
+	}
+	if (!decimal(num))
+		return false;
+	double v = strtod(num, NULL) * unit;
+	if (!(v > 0.0) || v > 100.0 * 365 * 86400000.0)
+		return false;
+	int64_t m = (int64_t)v;
+	if ((double)m < v)
+		m++;
+	*ms = m;
+	return true;
+}
+
+/* A check's thresholds: "WARN", "WARN,CRIT" or ",CRIT", each a duration (count false)
+ * or a count >= 0 (count true). */
+static bool parse_threshold(const char *s, bool count, struct threshold *t)
+{
+	t->warn = t->crit = -1;
+	const char *comma = strchr(s, ',');
+	char part[64];
+	for (int i = 0; i < 2; i++) {
+		const char *b = i == 0 ? s : comma ? comma + 1 : NULL;
+		if (!b)
+			break;
+		size_t len = i == 0 && comma ? (size_t)(comma - s) : strlen(b);
+		if (len >= sizeof part)
+			return false;
+		memcpy(part, b, len);
+		part[len] = '\0';
+		int64_t *v = i == 0 ? &t->warn : &t->crit;
+		if (len == 0)
+			continue;
+		int n;
+		if (count ? !parse_int(part, 0, INT_MAX, &n) : !parse_duration(part, v))
+			return false;
+		if (count)
+			*v = n;
+	}
+	return t->warn >= 0 || t->crit >= 0;
+}
+
+/* A label value for Prometheus: valid UTF-8 without control characters. */
+static bool valid_label(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	while (*p) {
+		if (*p < 0x20 || *p == 0x7f)
+			return false;
+		size_t n = *p < 0x80 ? 1 : *p >= 0xc2 && *p < 0xe0 ? 2 : *p >= 0xe0 && *p < 0xf0 ? 3
+		         : *p >= 0xf0 && *p < 0xf5 ? 4 : 0;
+		if (n == 0)
+			return false;
+		for (size_t k = 1; k < n; k++)
+			if ((p[k] & 0xc0) != 0x80)
+				return false;
+		p += n;
+	}
 	return true;
 }
 
@@ -307,6 +405,45 @@ static int parse_opts(int argc, char **argv, bool permute, struct opts *o, int *
 				return usage_error("--data is %zu bytes long: at most 4096", strlen(optarg));
 			o->data = optarg;
 			break;
+		case OPT_MAX_RUNTIME:
+		case OPT_WARN_AFTER:
+			if (!parse_duration(optarg, c == OPT_MAX_RUNTIME ? &o->max_runtime_ms
+			                                                 : &o->warn_after_ms))
+				return usage_error("invalid %s \"%s\": expected seconds > 0, or a number "
+				                   "with s, m, h or d (such as 90, 1.5h)",
+				                   c == OPT_MAX_RUNTIME ? "--max-runtime" : "--warn-after",
+				                   optarg);
+			break;
+		case OPT_METRICS_FILE:
+			if (*optarg == '\0')
+				return usage_error("empty --metrics-file");
+			o->metrics_file = optarg;
+			break;
+		case OPT_JOB_NAME:
+			if (*optarg == '\0' || strlen(optarg) > 200 || !valid_label(optarg))
+				return usage_error("invalid --job-name \"%s\": expected 1 to 200 bytes of "
+				                   "UTF-8 text without control characters", optarg);
+			o->job_name = optarg;
+			break;
+		case OPT_HELD_LONGER:
+		case OPT_LAST_RUN_OLDER:
+			if (!parse_threshold(optarg, false, c == OPT_HELD_LONGER ? &o->held_longer
+			                                                         : &o->last_run_older))
+				return usage_error("invalid %s \"%s\": expected WARN, WARN,CRIT or ,CRIT, "
+				                   "each seconds > 0 or a number with s, m, h or d (such "
+				                   "as 1h,2h)", c == OPT_HELD_LONGER ? "--held-longer"
+				                                                   : "--last-run-older",
+				                   optarg);
+			break;
+		case OPT_WAITERS_MORE:
+			if (!parse_threshold(optarg, true, &o->waiters_more))
+				return usage_error("invalid --waiters-more \"%s\": expected WARN, WARN,CRIT "
+				                   "or ,CRIT, each a number of waiters >= 0 (such as 5,10)",
+				                   optarg);
+			break;
+		case OPT_CLOCK_NODE:
+			o->clock_node = optarg;
+			break;
 		case 'v':
 			o->verbose++;
 			break;
@@ -343,7 +480,30 @@ static int check_path(const char *what, const char *path)
 	return 0;
 }
 
-/* The options of a subcommand (status, list, revoke, forget) come before or after its operand. */
+static bool has_check_opts(const struct opts *o)
+{
+	return o->held_longer.warn >= 0 || o->held_longer.crit >= 0 ||
+	       o->waiters_more.warn >= 0 || o->waiters_more.crit >= 0 ||
+	       o->last_run_older.warn >= 0 || o->last_run_older.crit >= 0 || o->clock_node;
+}
+
+/* Options of a run that a subcommand does not take, and the reverse. */
+static int check_subcommand_opts(const struct opts *o, const char *name)
+{
+	if (o->metrics_file || o->job_name || o->max_runtime_ms || o->warn_after_ms)
+		return usage_error("--metrics-file, --job-name, --max-runtime and --warn-after are "
+		                   "options of a run, not of zklock %s", name);
+	if (o->command != CMD_CHECK && has_check_opts(o))
+		return usage_error("--held-longer, --waiters-more, --last-run-older and "
+		                   "--clock-node are options of zklock check, not of zklock %s",
+		                   name);
+	if (o->clock_node)
+		return check_path("clock node", o->clock_node);
+	return 0;
+}
+
+/* The options of a subcommand (status, list, revoke, forget, check) come before or after
+ * its operand. */
 static int parse_subcommand(int argc, char **argv, int next, struct opts *o, const char *what)
 {
 	int sub_argc = argc - next, sub_next;
@@ -371,6 +531,7 @@ int parse_args(int argc, char **argv, struct opts *o)
 	o->kill_signal = SIGTERM;
 	o->kill_grace_ms = DEFAULT_KILL_GRACE_MS;
 	o->token_env = DEFAULT_TOKEN_ENV;
+	o->held_longer = o->waiters_more = o->last_run_older = (struct threshold){ -1, -1 };
 
 	int rc = read_configs(o);
 	if (rc != 0)
@@ -396,13 +557,20 @@ int parse_args(int argc, char **argv, struct opts *o)
 		{ "list", CMD_LIST, "prefix" },
 		{ "revoke", CMD_REVOKE, "lock path" },
 		{ "forget", CMD_FORGET, "lock path" },
+		{ "check", CMD_CHECK, "lock path or prefix" },
 	};
 	for (size_t i = 0; next < argc && i < sizeof subs / sizeof subs[0]; i++) {
 		if (strcmp(argv[next], subs[i].name) == 0) {
 			o->command = subs[i].cmd;
-			return parse_subcommand(argc, argv, next, o, subs[i].what);
+			rc = parse_subcommand(argc, argv, next, o, subs[i].what);
+			if (rc == 0 && !o->help && !o->version)
+				rc = check_subcommand_opts(o, subs[i].name);
+			return rc;
 		}
 	}
+	if (has_check_opts(o))
+		return usage_error("--held-longer, --waiters-more, --last-run-older and "
+		                   "--clock-node are options of zklock check");
 
 	if (next >= argc)
 		return usage_error("missing lock path");
@@ -479,7 +647,15 @@ int parse_args(int argc, char **argv, struct opts *o)
 	if (o->naming == ZKL_NAMING_KAZOO && (o->mode == MODE_SEMAPHORE || o->mode == MODE_LEADER))
 		return usage_error("--naming kazoo works with a mutex, --read or --write only "
 		                   "(kazoo's semaphore and election use other layouts)");
-	return 0;
+	if (o->warn_after_ms && o->max_runtime_ms && o->warn_after_ms >= o->max_runtime_ms)
+		return usage_error("--warn-after must be shorter than --max-runtime");
+	if (!o->job_name) {
+		const char *base = strrchr(o->cmd[0], '/');
+		o->job_name = base && base[1] ? base + 1 : o->cmd[0];
+		if (!valid_label(o->job_name) || *o->job_name == '\0')
+			o->job_name = "zklock";
+	}
+	return o->metrics_file ? metrics_check(o->metrics_file) : 0;
 }
 
 /* The servers string to connect to: the config's chroot goes after servers that have

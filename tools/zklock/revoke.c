@@ -4,17 +4,23 @@
  * (one lease of a semaphore, a waiter): a path with no queue of its own whose folder's
  * queue has it. A revocable node has no data: zklock
  * --revocable, or a zklocks handle made revocable, leaves it empty; a node with data is
- * not asked, since nobody would listen. With -w, waits until the asked nodes are gone. */
+ * not asked, since nobody would listen. The leader of an election (--leader, a latch) is
+ * asked whatever its data (the participant's id): a zklock --leader stops its command and
+ * hands leadership over (with --requeue it joins again at the back); a latch of another
+ * library ignores it. With -w, waits until the asked nodes are gone. */
 #include "zklock.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-/* Whether node n can be asked: no data, of a layout that has revocation. */
+/* Whether node n can be asked: a latch's leader, or a node without data of a layout that
+ * has revocation. */
 static bool revocable(const zkl_node_info *n)
 {
-	return n->data_len == 0 && n->layout != ZKL_LAYOUT_LATCH;
+	if (n->layout == ZKL_LAYOUT_LATCH)
+		return n->role == ZKL_ROLE_LEADER;
+	return n->data_len == 0;
 }
 
 /* Asks n's owner; returns the node's path (malloc'ed) if it was asked, else NULL after
@@ -38,8 +44,11 @@ static char *ask(zkl_client *c, const zkl_node_info *n, const char *what, int *s
 		*status = report_failure("revoking", n->path, rc);
 		return NULL;
 	}
-	printf("%s: revocable; asked its %s to release %s\n", n->path,
-	       n->holds ? "holder" : "waiter", what);
+	if (n->layout == ZKL_LAYOUT_LATCH)
+		printf("%s: asked the leader to hand over leadership of %s\n", n->path, what);
+	else
+		printf("%s: revocable; asked its %s to release %s\n", n->path,
+		       n->holds ? "holder" : "waiter", what);
 	char *copy = strdup(n->path);
 	if (!copy) {
 		msg("out of memory");

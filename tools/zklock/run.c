@@ -7,13 +7,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- -v: the queue while waiting ---- */
+/* ---- -v and systemd: the queue while waiting ---- */
+
+/* How long a waiting start may still take, as systemd is told every pass (a few passes'
+ * worth, so that one late pass does not time the unit out). */
+#define EXTEND_USEC 30000000LL
+
+struct progress {
+	struct lock *lk;
+	bool verbose;
+};
 
 /* The last "waiting ..." line printed: a line is printed only when it differs. Written
  * before the progress thread starts, then by that thread alone. */
 static char waiting_said[512];
 
-/* "waiting for PATH: held by X, N ahead" into line; false if nobody holds it. */
+/* What we wait for, as -v and STATUS= say it: "waiting for PATH: held by X, N ahead"
+ * into line; false if nobody holds it. */
 static bool waiting_line(struct lock *lk, char *line, size_t size)
 {
 	char holder[400];
@@ -30,19 +40,28 @@ static bool waiting_line(struct lock *lk, char *line, size_t size)
 
 static void *progress_thread(void *arg)
 {
-	struct lock *lk = arg;
+	const struct progress *pr = arg;
+	struct lock *lk = pr->lk;
+	/* -v looks twice a second; systemd alone every 5 s (a standby may wait for days). */
+	const int period = pr->verbose ? 500 : 5000;
 	pthread_mutex_lock(&st.mu);
 	while (st.phase == PH_WAITING || st.phase == PH_CONNECTING) {
-		struct timespec t = after_ms(500);
+		struct timespec t = after_ms(period);
 		pthread_cond_timedwait(&st.cond, &st.mu, &t);
 		if (st.phase != PH_WAITING)
 			break;
 		pthread_mutex_unlock(&st.mu);
 		char line[512];
 		waiting_line(lk, line, sizeof line);
+		bool changed = strcmp(line, waiting_said) != 0;
+		if (changed)
+			notify("STATUS=%s\nEXTEND_TIMEOUT_USEC=%lld", line, EXTEND_USEC);
+		else
+			notify("EXTEND_TIMEOUT_USEC=%lld", EXTEND_USEC);
 		pthread_mutex_lock(&st.mu);
-		if (st.phase == PH_WAITING && strcmp(line, waiting_said) != 0) {
-			msg("%s", line);
+		if (st.phase == PH_WAITING && changed) {
+			if (pr->verbose)
+				msg("%s", line);
 			snprintf(waiting_said, sizeof waiting_said, "%s", line);
 		}
 	}
@@ -55,24 +74,29 @@ static void *progress_thread(void *arg)
 /* Acquires the lock. Returns true when held; otherwise false with *status set to
  * zklock's exit status (which may be 0: -E 0), after reporting. */
 static bool acquire(const struct opts *o, struct lock *lk, int *status, pthread_t *progress,
-                    bool *progressing)
+                    struct progress *pr, bool *progressing, struct report *rep)
 {
 	char holder[400];
 	waiting_said[0] = '\0';
-	if (o->verbose && o->wait_ms != 0) {
+	if ((o->verbose || notify_enabled()) && o->wait_ms != 0) {
 		char line[512];
-		if (waiting_line(lk, line, sizeof line)) {
+		bool held = waiting_line(lk, line, sizeof line);
+		if (o->verbose && held)
 			msg("%s", line);
+		if (held)
 			snprintf(waiting_said, sizeof waiting_said, "%s", line);
-		}
+		notify("STATUS=%s\nEXTEND_TIMEOUT_USEC=%lld", line, EXTEND_USEC);
 	}
 
 	set_phase(PH_WAITING);
-	*progressing = o->verbose && o->wait_ms != 0 &&
-	               pthread_create(progress, NULL, progress_thread, lk) == 0;
+	pr->lk = lk;
+	pr->verbose = o->verbose;
+	*progressing = (o->verbose || notify_enabled()) && o->wait_ms != 0 &&
+	               pthread_create(progress, NULL, progress_thread, pr) == 0;
 
 	struct timespec t0 = now();
 	int rc = zkl_lock_acquire(lk->l, o->wait_ms);
+	rep->wait_s = seconds_since(t0);
 	char detail[512];
 	snprintf(detail, sizeof detail, "%s", zkl_last_error());
 
@@ -104,11 +128,13 @@ static bool acquire(const struct opts *o, struct lock *lk, int *status, pthread_
 	if (revoked) {
 		msg("revocation of %s asked while waiting; withdrew from the queue", o->path);
 		*status = EXIT_REVOKED;
+		rep->revoked = true;
 		return false;
 	}
 	switch (rc) {
 	case ZKL_ETIMEDOUT:
 		*status = o->conflict_code;
+		rep->busy = true;
 		if (o->quiet)
 			break; /* as flock(1): silent on conflict */
 		if (o->verbose && *detail)
@@ -141,12 +167,13 @@ static bool acquire(const struct opts *o, struct lock *lk, int *status, pthread_
 
 /* Holds the lock (acquired) through the command; releases it. Sets *again for a
  * --requeue loop that should go on. */
-static int hold_and_run(const struct opts *o, struct lock *lk, bool *again)
+static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, struct report *rep)
 {
 	*again = false;
 	int status = 0;
 	char *rec = NULL;
 	int64_t arrival = 0;
+	struct timespec held_at = now();
 
 	if (o->once_per_s > 0) {
 		/* Read the record while holding the lock: a run in progress elsewhere has
@@ -162,8 +189,9 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again)
 		char by[300];
 		if (status == 0)
 			status = once_check(lk->c, rec, arrival, o->once_per_s, &recent, &last, by,
-			                    sizeof by);
+			                    sizeof by, o->metrics_file ? &rep->success_ms : NULL);
 		if (status == 0 && recent) {
+			rep->once = true;
 			char ago[32], at[40];
 			format_age(ago, sizeof ago, arrival - last);
 			format_utc(at, sizeof at, last);
@@ -172,12 +200,15 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again)
 				    o->path, ago, at, *by ? by : "unknown", o->once_per_s);
 			set_phase(PH_DONE);
 			zkl_lock_release(lk->l);
+			rep->hold_s = seconds_since(held_at);
 			free(rec);
 			return 0;
 		}
+		rep->success_ms = 0; /* a record too old to skip for is not this run's success */
 		if (status != 0) {
 			set_phase(PH_DONE);
 			zkl_lock_release(lk->l);
+			rep->hold_s = seconds_since(held_at);
 			free(rec);
 			return status;
 		}
@@ -185,26 +216,37 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again)
 
 	struct outcome out = run_command(o, lk);
 	status = out.status;
-	if (rec && out.ran && status == 0 && !out.lost && !out.revoked) {
+	rep->ran = out.ran;
+	rep->max_runtime = out.max_runtime;
+	rep->warned = out.warned;
+	if (out.ran && status == 0 && !out.lost && !out.revoked) {
 		/* Only while the lock is still ours. */
 		pthread_mutex_lock(&st.mu);
 		bool lost = st.lost;
 		pthread_mutex_unlock(&st.mu);
-		if (!lost && zkl_lock_token(lk->l) > 0)
-			status = once_record(lk->c, rec, arrival, lk->id);
+		if (rec && !lost && zkl_lock_token(lk->l) > 0)
+			status = once_record(lk->c, rec, arrival, lk->id,
+			                     o->metrics_file ? &rep->success_ms : NULL);
+		else if (!rec && !lost && o->metrics_file)
+			rep->success_ms = arrival_ms(lk);
 	}
 	free(rec);
 
 	int rc = zkl_lock_release(lk->l);
+	rep->hold_s = seconds_since(held_at);
 	pthread_mutex_lock(&st.mu);
 	bool lost = st.lost || out.lost;
 	int any_signal = st.any_signal;
 	pthread_mutex_unlock(&st.mu);
-	if (o->requeue && any_signal == 0 && out.ran) {
-		/* --requeue: leadership was given up (or lost, and the command stopped): join
-		 * the election again, at the back. */
+	rep->lost = lost;
+	rep->revoked = out.revoked && !lost;
+	if (o->requeue && any_signal == 0 && (out.ran || out.revoked)) {
+		/* --requeue: leadership was given up (or lost, or revoked, and the command
+		 * stopped): join the election again, at the back. */
 		if (lost)
 			msg("leadership of %s lost; joining the election again", o->path);
+		else if (out.revoked)
+			msg("leadership of %s handed over; joining the election again", o->path);
 		else if (o->verbose)
 			msg("%s exited with status %d; joining the election of %s again", o->cmd[0],
 			    status, o->path);
@@ -220,6 +262,8 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again)
 		msg("%s revoked: %s stopped and the lock released", o->path, o->cmd[0]);
 		return EXIT_REVOKED;
 	}
+	if (out.max_runtime)
+		return EXIT_MAX_RUNTIME; /* the command's status says how it was stopped */
 	if (rc != 0) {
 		/* The node goes with the session when the client closes. */
 		const char *detail = zkl_last_error();
@@ -239,6 +283,8 @@ int run_lock(const struct opts *o)
 	sigaddset(&handled, SIGTERM);
 	sigaddset(&handled, SIGHUP);
 	sigaddset(&handled, SIGCHLD);
+	sigaddset(&handled, SIGUSR1);
+	notify_init(); /* before any thread: it changes the environment */
 	for (int sig = 1; sig < NSIG; sig++) {
 		struct sigaction sa;
 		if (sigaction(sig, NULL, &sa) == 0)
@@ -273,21 +319,39 @@ int run_lock(const struct opts *o)
 		zkl_client_add_listener(c, on_state, NULL);
 	if (status == 0)
 		status = lock_new(o, c, &lk);
+	bool reported = false;
 	for (bool again = status == 0; again;) {
 		pthread_mutex_lock(&st.mu);
 		st.lk = &lk;
 		st.lost = false;
+		st.revoked = false;
 		pthread_mutex_unlock(&st.mu);
 		again = false;
 		pthread_t progress;
+		struct progress pr;
 		bool progressing = false;
-		if (acquire(o, &lk, &status, &progress, &progressing))
-			status = hold_and_run(o, &lk, &again);
+		struct report rep;
+		memset(&rep, 0, sizeof rep);
+		if (acquire(o, &lk, &status, &progress, &pr, &progressing, &rep))
+			status = hold_and_run(o, &lk, &again, &rep);
 		if (progressing)
 			pthread_join(progress, NULL);
+		rep.status = status;
+		if (o->metrics_file)
+			metrics_write(o, &rep);
+		reported = true;
 		/* --requeue: the release left the election; the next acquire joins it again,
 		 * at the back. */
 	}
+	if (!reported && o->metrics_file) {
+		/* No run: the exit status (no server, a bad path) is worth an alert too. */
+		struct report rep;
+		memset(&rep, 0, sizeof rep);
+		rep.status = status;
+		metrics_write(o, &rep);
+	}
+	notify("STOPPING=1");
+	notify_close();
 
 	/* Stop the signal thread before freeing what it may touch (st.lk). */
 	pthread_mutex_lock(&st.mu);

@@ -13,7 +13,10 @@
  *               50 ms until main leaves this phase, because a cancel that lands just
  *               before acquire starts waiting would be lost.
  *   HELD        acquired, command not started: record it; main releases and exits.
- *   RUNNING     pass the signal on to the command's process group.
+ *   RUNNING     pass the signal on to the command's process group; SIGUSR1 instead
+ *               gives the lock up as a revocation does (the command gets --kill-signal,
+ *               zklock releases, and exits 71 or with --requeue joins again at the
+ *               back). SIGUSR1 in any other phase is ignored.
  *   DONE        record it (a --requeue loop then stops), nothing else.
  *   EXIT        main wants the thread to return (it sends SIGCHLD to wake it).
  *
@@ -82,6 +85,12 @@ void *signal_thread(void *arg)
 		}
 		if (sig == SIGCHLD) {
 			pthread_cond_broadcast(&st.cond);
+		} else if (sig == SIGUSR1) {
+			/* Planned failover: give the lock up, like a revocation. */
+			if (st.phase == PH_RUNNING) {
+				st.revoked = true;
+				pthread_cond_broadcast(&st.cond);
+			}
 		} else if (sig != 0) {
 			if (st.any_signal == 0)
 				st.any_signal = sig;

@@ -13,9 +13,11 @@
  *   watchdog.c  the process that ends the command's group if zklock cannot
  *   deadline.c  the loss deadline a holder publishes for `status` on its host
  *   once.c      --once-per: the record of the last run; `zklock forget`
+ *   metrics.c   --metrics-file: the run in Prometheus' text format
+ *   notify.c    systemd's notification socket (READY=1, STATUS=, EXTEND_TIMEOUT_USEC=)
  *   output.c    messages, text and JSON
- *   status.c    `zklock status` and `zklock list`; revoke.c `zklock revoke` (both
- *               read the tree with zkl_inspect())
+ *   status.c    `zklock status` and `zklock list`; revoke.c `zklock revoke`; check.c
+ *               `zklock check` (all read the tree with zkl_inspect())
  */
 #ifndef ZKLOCK_ZKLOCK_H
 #define ZKLOCK_ZKLOCK_H
@@ -36,7 +38,8 @@ enum {
 	EXIT_USAGE = 64,       /* EX_USAGE */
 	EXIT_UNAVAILABLE = 69, /* EX_UNAVAILABLE: no ZooKeeper server answered */
 	EXIT_SOFTWARE = 70,    /* EX_SOFTWARE: ZooKeeper or internal failure, lock lost */
-	EXIT_REVOKED = 71,     /* the lock was revoked (zklock revoke) */
+	EXIT_REVOKED = 71,     /* the lock was revoked (zklock revoke, SIGUSR1) */
+	EXIT_MAX_RUNTIME = 124, /* the command ran past --max-runtime (as timeout(1)) */
 	EXIT_NOEXEC = 126,     /* the command exists but cannot be executed */
 	EXIT_NOTFOUND = 127,   /* the command was not found */
 };
@@ -47,7 +50,12 @@ enum {
 #define SYSTEM_CONFIG "/etc/zklock.conf"
 
 enum mode { MODE_MUTEX, MODE_READ, MODE_WRITE, MODE_SEMAPHORE, MODE_LEADER };
-enum command { CMD_RUN, CMD_STATUS, CMD_LIST, CMD_REVOKE, CMD_FORGET };
+enum command { CMD_RUN, CMD_STATUS, CMD_LIST, CMD_REVOKE, CMD_FORGET, CMD_CHECK };
+
+/* A check's thresholds (zklock check): warning and critical, each -1 when not set. */
+struct threshold {
+	int64_t warn, crit;
+};
 
 struct opts {
 	const char *servers;    /* as given (command line, environment, config, default) */
@@ -79,6 +87,13 @@ struct opts {
 	int kill_grace_ms;
 	const char *token_env;
 	long once_per_s;        /* 0: off */
+	int64_t max_runtime_ms; /* 0: off */
+	int64_t warn_after_ms;  /* 0: off */
+	const char *metrics_file; /* --metrics-file, or NULL */
+	const char *job_name;   /* --job-name, else the command's name */
+	/* zklock check: ms for the ages, a count for the waiters */
+	struct threshold held_longer, waiters_more, last_run_older;
+	const char *clock_node; /* the node check writes to read the server's time */
 	const char *path;
 	char **cmd;             /* NULL-terminated, points into argv */
 };
@@ -228,7 +243,7 @@ struct state {
 	int signal;     /* first SIGINT/SIGTERM/SIGHUP received before the command ran */
 	int any_signal; /* first one ever (stops a --requeue loop) */
 	bool lost;      /* the lock was lost */
-	bool revoked;   /* revocation was asked */
+	bool revoked;   /* revocation was asked (zklock revoke, SIGUSR1 while running) */
 	pid_t child;    /* the command, leader of its own process group (RUNNING) */
 	struct lock *lk;
 };
@@ -255,6 +270,8 @@ struct outcome {
 	bool ran;     /* the command was started */
 	bool lost;    /* the lock was lost meanwhile */
 	bool revoked; /* revocation was asked */
+	bool max_runtime; /* it ran past --max-runtime and was stopped */
+	bool warned;  /* it ran past --warn-after */
 };
 
 /* Runs the command while the lock is held. */
@@ -266,11 +283,14 @@ struct outcome run_command(const struct opts *o, struct lock *lk);
 char *record_path(const char *path);
 /* The server time at which our node was created (when we asked for the lock), or 0. */
 int64_t arrival_ms(struct lock *lk);
-/* Whether the last successful run is recent. Fills *last and *by (the record's data). */
+/* Whether the last successful run is recent. Fills *last and *by (the record's data),
+ * and *mtime (if not NULL) with when the record was written (server time, 0: none). */
 int once_check(zkl_client *c, const char *rec, int64_t arrival, long interval_s,
-               bool *recent, int64_t *last, char *by, size_t bysize);
-/* Records a successful run (while the lock is still ours). */
-int once_record(zkl_client *c, const char *rec, int64_t arrival, const char *id);
+               bool *recent, int64_t *last, char *by, size_t bysize, int64_t *mtime);
+/* Records a successful run (while the lock is still ours); *mtime (if not NULL) gets
+ * when it was written, on the server's clock. */
+int once_record(zkl_client *c, const char *rec, int64_t arrival, const char *id,
+                int64_t *mtime);
 
 /* The --once-per record of a lock path, as status and list show it. */
 struct last_run {
@@ -289,12 +309,45 @@ void print_last_run_text(FILE *f, const struct last_run *r);
 /* Its JSON object ("null" when there is none). */
 void print_last_run_json(FILE *f, const struct last_run *r);
 
-/* ---- the subcommands and the run (status.c, revoke.c, run.c) ---- */
+/* ---- metrics.c ---- */
+
+/* What one run did, for --metrics-file. */
+struct report {
+	double wait_s;           /* waiting for the lock (also when it was not acquired) */
+	double hold_s;           /* from the grant to the release */
+	int status;              /* zklock's exit status for the run */
+	bool ran;                /* the command was started */
+	bool busy;               /* skipped: not acquired in time (-w, -n) */
+	bool once;               /* skipped: --once-per found it done */
+	bool lost, revoked, max_runtime, warned;
+	int64_t success_ms;      /* server time of the last successful run, 0 if unknown */
+};
+
+/* Checks that FILE's folder can take the file. Returns 0 or an exit code after
+ * reporting. */
+int metrics_check(const char *file);
+/* Writes r to o->metrics_file (temporary file and rename). Reports a failure on stderr;
+ * returns whether it was written. */
+bool metrics_write(const struct opts *o, const struct report *r);
+
+/* ---- notify.c: systemd (Type=notify) ---- */
+
+/* Takes NOTIFY_SOCKET from the environment (and removes it there, so that the command
+ * does not inherit it). Before any thread starts. Returns whether it is set. */
+bool notify_init(void);
+/* Whether NOTIFY_SOCKET was set. */
+bool notify_enabled(void);
+/* Sends one datagram of "KEY=value" lines (printf format); nothing without a socket. */
+void notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void notify_close(void);
+
+/* ---- the subcommands and the run (status.c, revoke.c, check.c, once.c, run.c) ---- */
 
 int run_status(const struct opts *o);
 int run_list(const struct opts *o);
 int run_revoke(const struct opts *o);
 int run_forget(const struct opts *o);
+int run_check(const struct opts *o);
 int run_lock(const struct opts *o);
 
 #endif

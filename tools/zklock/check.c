@@ -1,0 +1,405 @@
+/* `zklock check PATH|PREFIX`: a monitoring plugin, by the conventions of Nagios and
+ * Icinga: one status line on stdout ("ZKLOCK OK - ...", then "|" and the performance
+ * data), exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN; --json prints one JSON object
+ * instead, with the same exit status.
+ *
+ * It reads every lock in use at or under the operand (zkl_inspect_prefix(), so every
+ * layout the library knows: zklocks', Curator's, kazoo's) and compares:
+ *   --held-longer   the age of each holder's node (a lock's holders, a semaphore's
+ *                   leases, a latch's leader);
+ *   --waiters-more  each lock's waiting nodes;
+ *   --last-run-older the age of the --once-per record "<PATH>.last-run" (its mtime).
+ *
+ * Ages are on the server's clock alone: a node's creation time (ctime) or a record's
+ * mtime against the server's time now, which check reads as the mtime of a node it
+ * writes (--clock-node, default "<PATH>.clock": a small persistent record beside the
+ * lock, as "<PATH>.last-run" is). The host's clock never enters, so a host whose clock
+ * is off does not raise or hide an alarm. A hold's age counts from when its holder
+ * queued (its node's creation), which is when it asked, not when it was granted: an
+ * upper bound of the hold. */
+#include "zklock.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { CHECK_OK, CHECK_WARNING, CHECK_CRITICAL, CHECK_UNKNOWN };
+
+static const char *const state_names[] = { "OK", "WARNING", "CRITICAL", "UNKNOWN" };
+
+/* One threshold crossed. */
+struct problem {
+	int level;
+	char text[600];
+};
+
+struct check {
+	const struct opts *o;
+	int64_t server_now;     /* ms, server time; 0 if not read */
+	struct problem *v;
+	size_t n, cap;
+	int level;
+};
+
+/* Records a problem (the worst level wins). */
+static void problem(struct check *k, int level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void problem(struct check *k, int level, const char *fmt, ...)
+{
+	if (level > k->level)
+		k->level = level;
+	if (k->n == k->cap) {
+		size_t cap = k->cap ? k->cap * 2 : 8;
+		struct problem *v = realloc(k->v, cap * sizeof *v);
+		if (!v)
+			return; /* the level counts still */
+		k->v = v;
+		k->cap = cap;
+	}
+	struct problem *p = &k->v[k->n++];
+	p->level = level;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(p->text, sizeof p->text, fmt, ap);
+	va_end(ap);
+}
+
+/* The level of value against t (which is set), and the threshold it crossed. */
+static int level_of(const struct threshold *t, int64_t value, int64_t *crossed)
+{
+	if (t->crit >= 0 && value > t->crit) {
+		*crossed = t->crit;
+		return CHECK_CRITICAL;
+	}
+	if (t->warn >= 0 && value > t->warn) {
+		*crossed = t->warn;
+		return CHECK_WARNING;
+	}
+	return CHECK_OK;
+}
+
+static bool set(const struct threshold *t)
+{
+	return t->warn >= 0 || t->crit >= 0;
+}
+
+/* The server's time now: the mtime of the clock node, written now. */
+static int server_time(zkl_client *c, const char *node, int64_t *out)
+{
+	static const char note[] = "zklock check reads the server's time here";
+	int rc = zkl_record_set(c, node, note, sizeof note - 1);
+	char *back = NULL;
+	size_t len;
+	if (rc == 0)
+		rc = zkl_record_get(c, node, &back, &len, out);
+	free(back);
+	return rc;
+}
+
+/* A duration for the status line: "0.5 s", "90 s", then as format_age(). */
+static void format_span(char *buf, size_t size, int64_t ms)
+{
+	if (ms < 120000)
+		snprintf(buf, size, "%.3g s", ms / 1000.0);
+	else
+		format_age(buf, size, ms);
+}
+
+/* "5,10" (warn, crit) as the performance data shows a threshold; empty for unset. */
+static void perf_thresholds(char *buf, size_t size, const struct threshold *t, double scale)
+{
+	char w[32] = "", cr[32] = "";
+	if (t->warn >= 0)
+		snprintf(w, sizeof w, "%g", (double)t->warn / scale);
+	if (t->crit >= 0)
+		snprintf(cr, sizeof cr, "%g", (double)t->crit / scale);
+	snprintf(buf, size, "%s;%s", w, cr);
+}
+
+static void json_threshold(FILE *f, const char *name, const struct threshold *t,
+                           double scale)
+{
+	fprintf(f, ", \"%s\": ", name);
+	if (!set(t)) {
+		fputs("null", f);
+		return;
+	}
+	fputs("{\"warning\": ", f);
+	if (t->warn >= 0)
+		fprintf(f, "%g", (double)t->warn / scale);
+	else
+		fputs("null", f);
+	fputs(", \"critical\": ", f);
+	if (t->crit >= 0)
+		fprintf(f, "%g", (double)t->crit / scale);
+	else
+		fputs("null", f);
+	fputc('}', f);
+}
+
+/* What check found, for its line. */
+struct found {
+	size_t locks;
+	int64_t longest_ms;          /* the oldest holder's age, -1 if no holder */
+	const zkl_lock_info *longest_li;
+	const zkl_node_info *longest;
+	size_t most_waiting;
+	int64_t last_run_ms;         /* the record's mtime (server time), 0 if none */
+	bool last_run_read;
+};
+
+static void print_text(const struct check *k, const struct found *fd)
+{
+	const struct opts *o = k->o;
+	printf("ZKLOCK %s - ", state_names[k->level]);
+	if (k->n > 0) {
+		for (size_t i = 0; i < k->n; i++)
+			printf("%s%s", i ? "; " : "", k->v[i].text);
+	} else {
+		printf("%zu lock%s in use at %s", fd->locks, fd->locks == 1 ? "" : "s", o->path);
+		char age[32];
+		if (fd->longest_ms >= 0 && k->server_now > 0) {
+			format_span(age, sizeof age, fd->longest_ms);
+			printf(", longest hold %s", age);
+		}
+		printf(", most waiting %zu", fd->most_waiting);
+		if (fd->last_run_read && fd->last_run_ms > 0) {
+			format_span(age, sizeof age, k->server_now - fd->last_run_ms);
+			printf(", last run %s ago", age);
+		}
+	}
+	/* Performance data: label=value[UOM];warn;crit */
+	char th[80];
+	printf(" | locks=%zu", fd->locks);
+	if (k->server_now > 0 && set(&o->held_longer)) {
+		perf_thresholds(th, sizeof th, &o->held_longer, 1000.0);
+		printf(" held=%.3fs;%s", fd->longest_ms > 0 ? fd->longest_ms / 1000.0 : 0.0, th);
+	}
+	perf_thresholds(th, sizeof th, &o->waiters_more, 1.0);
+	printf(" waiting=%zu;%s", fd->most_waiting, set(&o->waiters_more) ? th : ";");
+	if (fd->last_run_read && fd->last_run_ms > 0) {
+		perf_thresholds(th, sizeof th, &o->last_run_older, 1000.0);
+		printf(" last_run_age=%.3fs;%s", (k->server_now - fd->last_run_ms) / 1000.0, th);
+	}
+	putchar('\n');
+}
+
+static void print_json(const struct check *k, const struct found *fd,
+                       const zkl_inspection *in)
+{
+	const struct opts *o = k->o;
+	FILE *f = stdout;
+	fprintf(f, "{\"status\": \"%s\", \"code\": %d, \"path\": ", state_names[k->level],
+	        k->level);
+	print_json_cstr(f, o->path);
+	if (k->server_now > 0)
+		fprintf(f, ", \"server_time_ms\": %lld", (long long)k->server_now);
+	else
+		fputs(", \"server_time_ms\": null", f);
+	json_threshold(f, "held_longer_s", &o->held_longer, 1000.0);
+	json_threshold(f, "waiters_more", &o->waiters_more, 1.0);
+	json_threshold(f, "last_run_older_s", &o->last_run_older, 1000.0);
+	fputs(", \"problems\": [", f);
+	for (size_t i = 0; i < k->n; i++) {
+		fprintf(f, "%s{\"level\": \"%s\", \"text\": ", i ? ", " : "",
+		        state_names[k->v[i].level]);
+		print_json_cstr(f, k->v[i].text);
+		fputc('}', f);
+	}
+	fputs("], \"locks\": [", f);
+	size_t shown = 0;
+	for (size_t i = 0; in && i < zkl_inspection_locks(in); i++) {
+		const zkl_lock_info *li = zkl_inspection_lock(in, i);
+		if (li->count == 0)
+			continue;
+		int64_t oldest = -1;
+		for (size_t j = 0; j < li->count; j++) {
+			const zkl_node_info *n = lock_node(in, li, j);
+			if (n->holds && k->server_now > 0 && k->server_now - n->ctime > oldest)
+				oldest = k->server_now - n->ctime;
+		}
+		fputs(shown++ ? ", {\"path\": " : "{\"path\": ", f);
+		print_json_cstr(f, li->path);
+		fprintf(f, ", \"holders\": %zu, \"waiting\": %zu, \"held_ms\": ", li->holders,
+		        li->waiting);
+		if (oldest >= 0)
+			fprintf(f, "%lld}", (long long)oldest);
+		else
+			fputs("null}", f);
+	}
+	fputs("], \"last_run_ms\": ", f);
+	if (fd->last_run_read && fd->last_run_ms > 0)
+		fprintf(f, "%lld", (long long)fd->last_run_ms);
+	else
+		fputs("null", f);
+	fputs("}\n", f);
+}
+
+/* UNKNOWN, with the reason, in the form asked for. */
+static int unknown(const struct opts *o, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static int unknown(const struct opts *o, const char *fmt, ...)
+{
+	char text[700];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	if (o->json) {
+		fputs("{\"status\": \"UNKNOWN\", \"code\": 3, \"path\": ", stdout);
+		print_json_cstr(stdout, o->path);
+		fputs(", \"problems\": [{\"level\": \"UNKNOWN\", \"text\": ", stdout);
+		print_json_cstr(stdout, text);
+		fputs("}]}\n", stdout);
+	} else {
+		printf("ZKLOCK UNKNOWN - %s\n", text);
+	}
+	fflush(stdout);
+	return CHECK_UNKNOWN;
+}
+
+/* The failure of a library call, as UNKNOWN. */
+static int unknown_rc(const struct opts *o, const char *what, const char *path, int rc)
+{
+	const char *detail = zkl_last_error();
+	return unknown(o, "%s %s: %s%s%s", what, path, zkl_strerror(rc), *detail ? ": " : "",
+	               detail);
+}
+
+static void check_locks(struct check *k, const zkl_inspection *in, struct found *fd)
+{
+	const struct opts *o = k->o;
+	for (size_t i = 0; i < zkl_inspection_locks(in); i++) {
+		const zkl_lock_info *li = zkl_inspection_lock(in, i);
+		if (li->count == 0)
+			continue;
+		fd->locks++;
+		if (li->waiting > fd->most_waiting)
+			fd->most_waiting = li->waiting;
+		int64_t crossed;
+		if (set(&o->waiters_more)) {
+			int lv = level_of(&o->waiters_more, (int64_t)li->waiting, &crossed);
+			if (lv != CHECK_OK)
+				problem(k, lv, "%s has %zu waiting (more than %lld)", li->path, li->waiting,
+				        (long long)crossed);
+		}
+		for (size_t j = 0; j < li->count && k->server_now > 0; j++) {
+			const zkl_node_info *n = lock_node(in, li, j);
+			if (!n->holds)
+				continue;
+			int64_t age = k->server_now - n->ctime;
+			if (age > fd->longest_ms) {
+				fd->longest_ms = age;
+				fd->longest_li = li;
+				fd->longest = n;
+			}
+			if (!set(&o->held_longer))
+				continue;
+			int lv = level_of(&o->held_longer, age, &crossed);
+			if (lv == CHECK_OK)
+				continue;
+			char who[200], a[32], t[32];
+			printable(who, sizeof who, n->data, n->data_len);
+			format_span(a, sizeof a, age);
+			format_span(t, sizeof t, crossed);
+			problem(k, lv, "%s held for %s by %s (%s, %s; longer than %s)", li->path, a,
+			        n->data_len ? who : "a node without data", zkl_layout_name(n->layout),
+			        n->name, t);
+		}
+	}
+}
+
+static void check_last_run(struct check *k, zkl_client *c, struct found *fd)
+{
+	const struct opts *o = k->o;
+	char *rec = record_path(o->path);
+	char *buf = NULL;
+	size_t len;
+	int64_t mtime = 0;
+	int rc = rec ? zkl_record_get(c, rec, &buf, &len, &mtime) : ZKL_ENOMEM;
+	free(buf);
+	int64_t crossed;
+	if (rc == ZKL_ENOTHELD) {
+		fd->last_run_read = true;
+		problem(k, o->last_run_older.crit >= 0 ? CHECK_CRITICAL : CHECK_WARNING,
+		        "no record of a run of %s (%s does not exist)", o->path, rec);
+	} else if (rc != 0) {
+		const char *detail = zkl_last_error();
+		problem(k, CHECK_UNKNOWN, "cannot read %s: %s", rec ? rec : o->path,
+		        *detail ? detail : zkl_strerror(rc));
+	} else {
+		fd->last_run_read = true;
+		fd->last_run_ms = mtime;
+		int64_t age = k->server_now - mtime;
+		int lv = level_of(&o->last_run_older, age, &crossed);
+		if (lv != CHECK_OK) {
+			char a[32], t[32], at[40];
+			format_span(a, sizeof a, age);
+			format_span(t, sizeof t, crossed);
+			format_utc(at, sizeof at, mtime);
+			problem(k, lv, "%s last ran %s ago (at %s; older than %s)", o->path, a, at, t);
+		}
+	}
+	free(rec);
+}
+
+int run_check(const struct opts *o)
+{
+	zkl_client *c = NULL;
+	int status = open_client(o, &c);
+	if (status != 0)
+		return unknown(o, "cannot reach ZooKeeper at %s (zklock exit status %d)",
+		               o->servers, status);
+	struct check k = { .o = o };
+	struct found fd = { .longest_ms = -1 };
+	zkl_inspection *in = NULL;
+	int rc = inspect_prefix(c, o->path, &in);
+	if (rc != 0) {
+		status = unknown_rc(o, "listing", o->path, rc);
+		zkl_client_close(c);
+		return status;
+	}
+	if (set(&o->held_longer) || set(&o->last_run_older) || o->clock_node) {
+		char *clock = NULL;
+		if (!o->clock_node) {
+			size_t n = strlen(o->path) + sizeof "zklock.clock";
+			if ((clock = malloc(n)) != NULL)
+				snprintf(clock, n, "%s%s.clock", o->path, strcmp(o->path, "/") ? "" : "zklock");
+		}
+		const char *node = o->clock_node ? o->clock_node : clock;
+		rc = node ? server_time(c, node, &k.server_now) : ZKL_ENOMEM;
+		if (rc != 0) {
+			const char *detail = zkl_last_error();
+			status = unknown(o, "cannot read the server's time by writing %s (choose a "
+			                 "writable node with --clock-node): %s", node ? node : "",
+			                 *detail ? detail : zkl_strerror(rc));
+			free(clock);
+			zkl_inspection_free(in);
+			zkl_client_close(c);
+			return status;
+		}
+		free(clock);
+	}
+	check_locks(&k, in, &fd);
+	if (set(&o->last_run_older))
+		check_last_run(&k, c, &fd);
+	if (zkl_inspection_skipped(in) > 0)
+		problem(&k, CHECK_UNKNOWN, "%zu folder%s under %s could not be read (ACL)",
+		        zkl_inspection_skipped(in), zkl_inspection_skipped(in) == 1 ? "" : "s",
+		        o->path);
+	if (o->json)
+		print_json(&k, &fd, in);
+	else
+		print_text(&k, &fd);
+	zkl_inspection_free(in);
+	zkl_client_close(c);
+	free(k.v);
+	if (fflush(stdout) != 0) {
+		msg("writing the status: %s", strerror(errno));
+		return CHECK_UNKNOWN;
+	}
+	return k.level;
+}
