@@ -47,6 +47,7 @@ static const struct code zkl_codes[] = {
 	{ ZKL_ECANCELED, "ZKL_ECANCELED" },
 	{ ZKL_ECONNLOSS, "ZKL_ECONNLOSS" },
 	{ ZKL_ENOTSUP, "ZKL_ENOTSUP" },
+	{ ZKL_ECOUNT, "ZKL_ECOUNT" },
 };
 
 /* Every member of enum ZOO_ERRORS in zookeeper.h 3.8, except ZOK, which is ZKL_OK. */
