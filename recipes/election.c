@@ -228,6 +228,7 @@ static int leave(zkl_client *c, struct election *e, enum election_state next)
 	struct zkl_node *node = &e->node;
 	e->after_leave = next;
 	e->st = E_LEAVING;
+	e->let_go = false;
 	if (!node->path || node->gen != c->gen)
 		return GO_ON; /* none, or gone with its session */
 	if (c->closing || !c->sess->connected || zkl_now_ms() >= zkl_lost_at(c)) {
@@ -539,6 +540,9 @@ static int announce(zkl_client *c, struct election *e)
 
 static int on_lead(zkl_client *c, struct election *e)
 {
+	/* A leadership released without waiting ends before the view leads again. */
+	if (e->let_go)
+		return end_lead(e, ZKL_ECLOSED);
 	if (!want_in(e))
 		return end_lead(e, e->view_pending ? view_check(e) : ZKL_ECLOSED);
 	/* Past the loss deadline the session may be gone already: the loop gives it up on
@@ -775,12 +779,13 @@ int election_start(struct election *e)
 	return rc;
 }
 
-/* Whether the calling thread must not wait for the machine: the loop's own (a callback),
- * or the selector's function. */
+/* Whether the calling thread must not wait for the machine (mu held): one that runs the
+ * loop (a callback, or the application's loop thread, which must never wait for the
+ * server), or the selector's function. */
 static bool must_not_wait(struct election *e)
 {
 	zkl_client *c = e->lock.c;
-	return zkl_on_event_thread(c) ||
+	return zkl_runs_loop(c) ||
 	       (e->worker_running && pthread_equal(pthread_self(), e->worker));
 }
 
@@ -880,9 +885,10 @@ int election_await(struct election *e, bool want, int timeout_ms)
 	pthread_mutex_lock(&c->mu);
 	if (want && !e->started && !e->closing) {
 		rc = zkl_fail(ZKL_EINVAL, "the %s of %s was not started", what, e->lock.path);
-	} else if (timeout_ms != 0 && zkl_on_event_thread(c)) {
+	} else if (timeout_ms != 0 && zkl_runs_loop(c)) {
 		rc = zkl_fail(ZKL_EDEADLK, "cannot wait for leadership of %s on the thread that "
-		              "runs the client's loop (in a callback)", e->lock.path);
+		              "runs the client's loop (in a callback, or the application's loop "
+		              "thread)", e->lock.path);
 	} else {
 		int64_t deadline = timeout_ms == 0 ? 0 : zkl_deadline(timeout_ms);
 		bool ok = wait_for(e, want ? is_leading : not_leading, deadline);
@@ -1034,6 +1040,8 @@ static int leader_release(zkl_lock *lk)
 		zkl_waiter_wake(c, &e->w);
 		if (!must_not_wait(e))
 			wait_for(e, left_lead, INT64_MAX);
+		else if (e->st == E_LEAD)
+			e->let_go = true;
 	}
 	pthread_mutex_unlock(&c->mu);
 	return rc;
@@ -1070,7 +1078,7 @@ static int64_t leader_token(zkl_lock *lk)
 static const char *leader_node(zkl_lock *lk)
 {
 	struct election *e = ELECTION(lk);
-	if (e->view_lost || (e->st != E_QUEUE && e->st != E_LEAD))
+	if (e->view_lost || e->let_go || (e->st != E_QUEUE && e->st != E_LEAD))
 		return NULL;
 	return e->node.path;
 }

@@ -97,6 +97,8 @@ struct election {
 	char view_error[256];
 	bool view_held;                /* leadership taken through the view, until released */
 	bool view_lost;                /* and lost meanwhile */
+	bool let_go;                   /* released on the loop's thread, which does not wait:
+	                                * the node held is on its way out (until leave()) */
 	struct zkl_lock_async async;
 };
 

@@ -10,9 +10,8 @@
  * the tree per round; the listing that finds a lock serves as its own, so the first
  * round asks only for a semaphore's parts. A request answered with a lost connection or
  * an expired session is sent again once the client is connected (to a new session if
- * need be), unless the caller may not wait: a try-once call, or the thread that runs the
- * client's loop, which would have to open that session itself. Each round is a job
- * (zkl_requests): on the client's own event thread, ZKL_EDEADLK.
+ * need be), unless the caller may not wait: a try-once call. Each round is a job
+ * (zkl_requests): on a thread that runs the client's loop, ZKL_EDEADLK.
  *
  * Roles. The rules are the recipes' own (names.c says which markers are writers, the
  * predicates when a node holds), applied to the snapshot, after the nodes that vanished
@@ -73,7 +72,7 @@ static int call_init(struct call *x, zkl_client *c, int timeout_ms)
 	/* Trying once still waits for the answers: the C client gives one within the
 	 * session timeout. */
 	x->deadline = timeout_ms == 0 ? zkl_now_ms() + session_ms : zkl_deadline(timeout_ms);
-	x->patient = timeout_ms != 0 && !loop;
+	x->patient = timeout_ms != 0;
 	return 0;
 }
 

@@ -55,15 +55,16 @@ void zkl_lock_async_drain(zkl_lock *l)
 {
 	zkl_client *c = l->c;
 	pthread_mutex_lock(&c->mu);
-	if (zkl_on_event_thread(c)) {
+	if (zkl_runs_loop(c)) {
+		/* Nothing waits on a thread that runs the loop: the acquire ends quietly,
+		 * withdrawing its node by itself. */
 		if (l->pending)
 			l->pending->orphaned = true;
 		if (in_callback.l == l)
 			in_callback.freed = true;
 	} else {
 		while (l->pending || l->calling)
-			if (!zkl_loop_step(c))
-				pthread_cond_wait(&c->cv, &c->mu);
+			pthread_cond_wait(&c->cv, &c->mu);
 	}
 	l->pending = NULL;
 	pthread_mutex_unlock(&c->mu);

@@ -79,8 +79,8 @@ int zkl_lock_init(zkl_lock *l, const struct zkl_lock_ops *ops, const char *kind,
 void zkl_lock_dispose(zkl_lock *l);
 
 /* Ends the asynchronous acquire of l before its handle goes, after the kind has
- * canceled it: waits for its callback, or on the event thread (which runs callbacks)
- * orphans it, and tells a callback of this handle that is running that the handle is
+ * canceled it: waits for its callback, or on a thread that runs the loop (a callback,
+ * or the application's loop thread, which never waits) orphans it, and tells a callback of this handle that is running that the handle is
  * gone. No lock held. */
 void zkl_lock_async_drain(zkl_lock *l);
 

@@ -85,6 +85,8 @@ struct zkl_multilock {
 	                                 * took the others */
 	pthread_t owner;                /* mu: the thread of the outermost, when depth > 0 */
 	bool lost_told;                 /* mu: the current hold's loss has been told */
+	bool releasing;                 /* mu: the asynchronous hold's release is under
+	                                 * way: a member's loss is still the hold's */
 	/* The asynchronous acquire (mu). */
 	enum async_state astate;
 	struct run *run;                /* while ML_RUNNING */
@@ -208,7 +210,7 @@ static void member_lost(zkl_lock *l, int reason, void *ctx)
 	(void)l;
 	zkl_multilock *ml = ctx;
 	pthread_mutex_lock(&ml->mu);
-	bool tell = (ml->depth > 0 || ml->astate == ML_HELD) && !ml->lost_told;
+	bool tell = (ml->depth > 0 || ml->astate == ML_HELD || ml->releasing) && !ml->lost_told;
 	if (tell)
 		ml->lost_told = true;
 	if (ml->astate == ML_RUNNING)
@@ -249,11 +251,15 @@ void zkl_multilock_free(zkl_multilock *ml)
 	if (!ml || zkl_lock_defer_free(&ml->lock, multilock_free_later, ml))
 		return;
 	/* An asynchronous acquire under way ends with ZKL_ECANCELED, then is waited for; on
-	 * its event thread it is left to its member callback, and its callback never runs. */
+	 * a thread that runs its loop it is left to its member callback, and its callback
+	 * never runs. */
 	multilock_cancel(&ml->lock);
 	pthread_mutex_lock(&ml->mu);
 	zkl_client *c = ml->ac;
-	bool on_loop = c && zkl_on_event_thread(c);
+	pthread_mutex_unlock(&ml->mu);
+	/* On a thread that runs the loop nothing waits for the server. */
+	bool on_loop = c && zkl_is_loop_thread(c);
+	pthread_mutex_lock(&ml->mu);
 	size_t held = 0;
 	struct run *orphan = NULL;
 	zkl_lock *inflight = NULL;
@@ -686,13 +692,20 @@ static int multilock_release(zkl_lock *lk)
 	bool own = ml->depth > 0 && pthread_equal(ml->owner, pthread_self());
 	bool async_held = !own && ml->astate == ML_HELD;
 	bool other = ml->depth > 0;
-	if (async_held)
+	if (async_held) {
 		ml->astate = ML_IDLE;
+		ml->releasing = true;
+	}
 	pthread_mutex_unlock(&ml->mu);
 	if (own)
 		return release_blocking(ml);
-	if (async_held)
-		return release_members(ml, ml->n);
+	if (async_held) {
+		int rc = release_members(ml, ml->n);
+		pthread_mutex_lock(&ml->mu);
+		ml->releasing = false;
+		pthread_mutex_unlock(&ml->mu);
+		return rc;
+	}
 	if (other)
 		return zkl_fail(ZKL_ENOTOWNER, "the multilock is held by another thread");
 	return zkl_fail(ZKL_ENOTHELD, "the multilock is not held");

@@ -123,9 +123,9 @@ static int record_check(zkl_client *c, const char *path)
 	int rc = zkl_path_check(path, "record path");
 	if (rc != 0)
 		return rc;
-	if (zkl_on_event_thread(c))
-		return zkl_fail(ZKL_EDEADLK, "a record is read or written on the client's event "
-		                "thread, which would have to answer it");
+	if (zkl_is_loop_thread(c))
+		return zkl_fail(ZKL_EDEADLK, "a record is read or written on a thread that runs "
+		                "the client's loop, which never waits for the server");
 	return 0;
 }
 

@@ -396,12 +396,14 @@ static enum count_seen count_look(const struct zkl_op *op, int mine, long *their
 
 static int count_differs(const char *path, long theirs, int mine)
 {
-	return zkl_fail(ZKL_EINVAL, "semaphore %s records %ld leases, and this handle asks "
+	return zkl_fail(ZKL_ECOUNT, "semaphore %s records %ld leases, and this handle asks "
 	                "for %d: every user of a path must agree", path, theirs, mine);
 }
 
 /* The deadline of one request of the count check: the acquire's, and never past a
- * session timeout (an answer that does not come by then leaves the count unchecked). */
+ * session timeout (an answer that does not come by then leaves the count unchecked). A
+ * try (timeout 0) waits for the answer as its one round trip does, so that a count that
+ * differs is told as such, not taken for a busy semaphore. */
 static int64_t count_deadline(zkl_client *c, int64_t deadline, int timeout_ms)
 {
 	int64_t cap = zkl_now_ms() + zkl__session_timeout_ms(c);
@@ -409,7 +411,7 @@ static int64_t count_deadline(zkl_client *c, int64_t deadline, int timeout_ms)
 }
 
 /* The blocking check: one round trip or two, once per handle, each within the deadline
- * (count_deadline). Returns 0, or ZKL_EINVAL when the path records another count. A
+ * (count_deadline). Returns 0, or ZKL_ECOUNT when the path records another count. A
  * request that fails with the connection or times out leaves the count unchecked: the
  * acquisition itself deals with the connection, and the next acquire looks again. */
 static int count_agree(zkl_semaphore *s, int64_t deadline, int timeout_ms)
@@ -860,7 +862,7 @@ static void semaphore_view_cancel(zkl_lock *lk)
 /* An asynchronous acquire of one lease: the count check (once per handle), the gate's
  * queue, then the leases' queue, each on the event thread; the gate is let go in the
  * background. Nothing waits: the count is read by a loop waiter of its own, and a count
- * the path records otherwise ends the acquire through its callback (ZKL_EINVAL). Owned
+ * the path records otherwise ends the acquire through its callback (ZKL_ECOUNT). Owned
  * here, so that the semaphore may be freed meanwhile. */
 struct sem_async {
 	struct zkl_lock_async a;

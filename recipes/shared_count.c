@@ -1,6 +1,10 @@
 /* The shared count: a 4-byte big-endian integer in a node, Curator's SharedCount
  * layout, which a semaphore may take its limit from (semaphore.c keeps a watch on it
- * through the client's data watch, decoded here). */
+ * through the client's data watch, decoded here). And the count an operator sets for a
+ * semaphore of fixed limit: its path's record, kept from the server's reaping. */
+
+#include <stdio.h>
+#include <stdlib.h>
 
 #include <zklocks/semaphore.h>
 
@@ -46,4 +50,44 @@ int zkl_shared_count_set(zkl_client *c, const char *path, int32_t value)
 	                      (unsigned char)((uint32_t)value >> 16),
 	                      (unsigned char)((uint32_t)value >> 8), (unsigned char)value};
 	return zkl_node_put(c, path, b, 4, "shared count");
+}
+
+/* The count is the record every handle compares its own with: the path node's data in
+ * decimal (semaphore.c). The folder is a container the server reaps once it is empty, and
+ * the record with it; a persistent child, "<path>/count", keeps it (and says the count
+ * in decimal for whoever looks). Clearing removes that child and empties the record: the
+ * next handle records its own, and a folder the engine made goes when idle. */
+int zkl_semaphore_set_count(zkl_client *c, const char *path, int count)
+{
+	zkl_clear_error();
+	if (!c)
+		return zkl_fail(ZKL_EINVAL, "client is NULL");
+	int rc = zkl_path_check(path, "semaphore path");
+	if (rc != 0)
+		return rc;
+	if (count < 0)
+		return zkl_fail(ZKL_EINVAL, "count %d must be at least 1 (or 0 to clear it)", count);
+	char *pin = zkl_path_join(path, ZKL_SEMAPHORE_COUNT_NODE);
+	if (!pin)
+		return zkl_fail(ZKL_ENOMEM, "out of memory");
+	if (count == 0) {
+		/* The record empties too: the next handle to arrive records its own. */
+		struct zkl_req del = {.kind = ZKL_OP_DELETE, .path = pin};
+		struct zkl_req empty = {.kind = ZKL_OP_SET, .path = path, .data = "", .version = -1};
+		int zrc = zkl_request(c, &del, zkl_deadline(-1), NULL);
+		if (zrc == ZOK || zrc == ZNONODE)
+			zrc = zkl_request(c, &empty, zkl_deadline(-1), NULL);
+		rc = zrc == ZOK || zrc == ZNONODE ? 0 : zrc < -1000 ? zrc
+		                                               : zkl_fail_zk(zrc, "cannot clear", path);
+		free(pin);
+		return rc;
+	}
+	char digits[16];
+	int len = snprintf(digits, sizeof digits, "%d", count);
+	/* The child first: it makes the folder if need be, and keeps it from then on. */
+	rc = zkl_node_put(c, pin, digits, len, "semaphore count");
+	if (rc == 0)
+		rc = zkl_node_put(c, path, digits, len, "semaphore count");
+	free(pin);
+	return rc;
 }

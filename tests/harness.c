@@ -335,7 +335,18 @@ int h_wait_deleted(const char *path, int ms)
 	return gone;
 }
 
-void h_expire(zkl_client *c)
+/* Whether c has heard that the session of generation gen expired: with seen, once its
+ * loop has moved on to a new session; else once the C client said so (with external_loop
+ * the completion thread notes it before any loop runs). */
+static bool expiry_heard(zkl_client *c, uint64_t gen, bool seen)
+{
+	pthread_mutex_lock(&c->mu);
+	bool heard = seen ? c->gen != gen : c->sess->gen != gen || c->sess->expired;
+	pthread_mutex_unlock(&c->mu);
+	return heard;
+}
+
+static void expire(zkl_client *c, bool seen)
 {
 	pthread_mutex_lock(&c->mu);
 	clientid_t cid = *zoo_client_id(c->sess->zh);
@@ -351,17 +362,41 @@ void h_expire(zkl_client *c)
 		for (int i = 0; i < 200 && zoo_state(t) != ZOO_CONNECTED_STATE; i++)
 			usleep(1000);
 		zookeeper_close(t);
-		/* The client moves to a new generation once it has seen the expiry. */
 		for (int i = 0; i < 200; i++) {
-			pthread_mutex_lock(&c->mu);
-			uint64_t now = c->gen;
-			pthread_mutex_unlock(&c->mu);
-			if (now != gen)
+			if (expiry_heard(c, gen, seen))
 				return;
 			usleep(10000);
 		}
 	}
 	fail_msg("could not expire the session");
+}
+
+void h_expire(zkl_client *c)
+{
+	expire(c, true);
+}
+
+void h_expire_unseen(zkl_client *c)
+{
+	expire(c, false);
+}
+
+bool h_server_driven(void)
+{
+	const char *s = getenv("ZKL_TEST_ZK_SCRIPT");
+	const char *d = getenv("ZKL_TEST_ZK_DIR");
+	return s && *s && d && *d;
+}
+
+void h_server(const char *verb)
+{
+	if (!h_server_driven())
+		fail_msg("ZKL_TEST_ZK_SCRIPT / ZKL_TEST_ZK_DIR not set (run through tests/with-zk)");
+	char cmd[2048];
+	snprintf(cmd, sizeof cmd, "'%s' %s '%s' >/dev/null", getenv("ZKL_TEST_ZK_SCRIPT"), verb,
+	         getenv("ZKL_TEST_ZK_DIR"));
+	if (system(cmd) != 0)
+		fail_msg("%s failed", cmd);
 }
 
 /* ---- threads ---- */

@@ -81,6 +81,15 @@ int h_get(const char *path, char *buf, int size);
 int h_wait_deleted(const char *path, int ms);
 /* Expires c's session from outside (a second handle with the same id and password). */
 void h_expire(zkl_client *c);
+/* The same, for a client with external_loop whose loop does not run meanwhile: returns
+ * once the C client has told it of the expiry, before its loop has looked. */
+void h_expire_unseen(zkl_client *c);
+/* Whether the test's own server can be driven (tests/with-zk exports its script); without
+ * it the test should skip, loudly. */
+bool h_server_driven(void);
+/* Runs "$ZKL_TEST_ZK_SCRIPT VERB $ZKL_TEST_ZK_DIR" (stop, start, pause, resume); fails the
+ * test if it does not exit 0. */
+void h_server(const char *verb);
 
 /* ---- latches and counters ---- */
 

@@ -30,6 +30,8 @@ enum zkl_error {
 	                         * that has them; zkl_features()), or this kind of handle
 	                         * does not (acquire on a selector's view; a token, node
 	                         * or participants of a multi-lock's view) */
+	ZKL_ECOUNT = -1017,     /* a semaphore's count differs from the one its path records
+	                         * (zkl_semaphore_set_count()) */
 };
 
 /* A static English description of err: a ZKL_E* code, 0, or a ZooKeeper error code

@@ -49,12 +49,9 @@
  * Threads. Every function is thread-safe, and an inspection may be read by several
  * threads at once. The reads go through the client's own session (no second one is
  * opened); zkl_inspect() and zkl_inspect_prefix() block the calling thread for their
- * round trips. They may be called from any thread but the client's own event thread (a
- * callback of a client without external_loop), where they fail at once with
- * ZKL_EDEADLK: the answers reach the caller through that thread. The thread that runs
- * an external loop may call them, in a callback too; there a lost connection fails the
- * call at once with ZKL_ECONNLOSS rather than waiting for a new session, which that
- * loop would have to open. */
+ * round trips. They may be called from any thread but one that runs the client's loop
+ * (a callback, or with external_loop the application's loop thread), where they fail at
+ * once with ZKL_EDEADLK: nothing on the loop's thread waits for the server. */
 #ifndef ZKLOCKS_INSPECT_H
 #define ZKLOCKS_INSPECT_H
 
@@ -129,8 +126,8 @@ typedef struct zkl_inspection zkl_inspection;
  * relative, ending in '/', with an empty, "." or ".." part, longer than ZKL_PATH_MAX, or
  * under /zookeeper; timeout_ms below -1), ZKL_EACL (the path or its folders may not be
  * read), ZKL_ETIMEDOUT (no answer in time), ZKL_ECONNLOSS (the connection was lost and
- * timeout_ms was 0, or on a loop thread), ZKL_ELOST (the session expired and the call
- * may not wait for a new one), ZKL_EDEADLK (called on the client's own event thread),
+ * timeout_ms was 0), ZKL_ELOST (the session expired and the call may not wait for a
+ * new one), ZKL_EDEADLK (called on a thread that runs the client's loop),
  * ZKL_ECLOSED, ZKL_ENOMEM, ZKL_EZK. The detail is in zkl_last_error(). */
 ZKL_API int zkl_inspect(zkl_client *c, const char *path, int timeout_ms,
                         zkl_inspection **out);

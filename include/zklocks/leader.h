@@ -121,20 +121,22 @@ ZKL_API int zkl_leader_start(zkl_leader *l);
 /* Waits until this participant leads, at most timeout_ms (ZKL_WAIT_FOREVER, or 0 to look
  * once). Returns 0 when it leads, ZKL_ETIMEDOUT, ZKL_ECLOSED once closed (also while
  * waiting), ZKL_EINVAL (bad timeout, or not started), or ZKL_EDEADLK (a timeout other
- * than 0 in a callback, on the loop that elects). */
+ * than 0 on a thread that runs the client's loop: in a callback, or the application's
+ * loop thread). */
 ZKL_API int zkl_leader_await(zkl_leader *l, int timeout_ms);
 
 /* Leaves the election for good: our node is deleted (or, with the connection down, left
  * to the session), and if we led and notify_on_close is set, on_lost(ZKL_ECLOSED) runs
  * first. From any thread but the loop's, it returns once the latch is out of the
- * election and none of its callbacks runs (so none runs after it); from a callback it
- * returns at once. Closing twice, or a latch never started, is fine. Returns 0 or
+ * election and none of its callbacks runs (so none runs after it); on a thread that runs
+ * the loop (a callback, or the application's loop thread) it returns at once. Closing twice, or a latch never started, is fine. Returns 0 or
  * ZKL_EINVAL. */
 ZKL_API int zkl_leader_close(zkl_leader *l);
 
 /* Closes l if needed and frees it. Not from l's own gained or lost callbacks. On the
- * loop's thread (another handle's callback, or the view's acquired callback) it returns
- * at once and the latch is freed once out of the election. NULL is a no-op. */
+ * loop's thread (another handle's callback, the view's acquired callback, or the
+ * application's loop thread) it returns at once and the latch is freed once out of the
+ * election. NULL is a no-op. */
 ZKL_API void zkl_leader_free(zkl_leader *l);
 
 /* Gives up the current leadership of a started latch (planned failover, as
@@ -147,8 +149,8 @@ ZKL_API void zkl_leader_free(zkl_leader *l);
 ZKL_API void zkl_leader_interrupt(zkl_leader *l);
 /* The id of the current leader (the first participant), NUL-terminated, in *id: the
  * caller's, freed with free(). Returns 0, or ZKL_ENOTHELD (with *id NULL) if nobody
- * takes part in the election, or ZKL_EDEADLK on the client's event thread (it waits
- * for ZooKeeper's answer, which comes through that thread). */
+ * takes part in the election, or ZKL_EDEADLK on a thread that runs the client's loop (it
+ * waits for ZooKeeper's answer, and nothing there waits for the server). */
 ZKL_API int zkl_leader_leader_id(zkl_leader *l, char **id);
 
 /* The latch's zkl_lock view (lock.h), kind "leader", valid as long as l; NULL for NULL.

@@ -43,8 +43,9 @@ typedef struct zkl_lock zkl_lock;
 /* Acquires l, waiting at most timeout_ms (ZKL_WAIT_FOREVER, or 0 to try once). Returns 0
  * when held; ZKL_ETIMEDOUT (the queued node has been withdrawn), ZKL_ECANCELED
  * (zkl_lock_cancel()), ZKL_ELOST (re-entry into a hold that was lost: release it first),
- * ZKL_EDEADLK (an upgrade from the read half to the write half; or called on the
- * client's event thread, where the acquisition could never run), ZKL_EINVAL, ZKL_EACL,
+ * ZKL_EDEADLK (an upgrade from the read half to the write half; or called on a thread
+ * that runs the client's loop, a callback or the application's loop thread, where the
+ * acquisition could never run), ZKL_EINVAL, ZKL_EACL,
  * ZKL_ECLOSED, ZKL_ENOMEM, ZKL_EZK. */
 ZKL_API int zkl_lock_acquire(zkl_lock *l, int timeout_ms);
 
@@ -59,18 +60,22 @@ typedef void (*zkl_lock_acquired_fn)(zkl_lock *l, int rc, void *data);
  * acquire of l is under way or holds it: one at a time per handle), ZKL_ECLOSED,
  * ZKL_ENOMEM, and fn never runs. The queue is the one blocking acquires join, in the same
  * order. zkl_lock_cancel() ends it with ZKL_ECANCELED, leaving nothing on the server;
- * freeing the handle cancels it too and waits for fn, unless called on the event thread
- * (fn then never runs). The hold it takes is the handle's, not reentrant, and never a
+ * freeing the handle cancels it too and waits for fn, unless called on a thread that
+ * runs the client's loop (a callback, or the application's loop thread): there the free
+ * returns at once, the acquire withdraws by itself, and fn never runs. The hold it takes is the handle's, not reentrant, and never a
  * downgrade: any thread (or fn itself) releases it with zkl_lock_release(), once. */
 ZKL_API int zkl_lock_acquire_async(zkl_lock *l, int timeout_ms, zkl_lock_acquired_fn fn,
                                    void *data);
 
 /* Releases one level of the calling thread's hold (if it has none: the hold of an
  * asynchronous acquire; for a semaphore, the lease taken last); the last level deletes
- * the node (see confirm_release in zkl_client_options for when it waits). Returns 0;
+ * the node (see confirm_release in zkl_client_options for when it waits; on a thread that
+ * runs the client's loop it never waits: the delete goes on in the background until the
+ * node or its session is gone). Returns 0;
  * ZKL_ENOTOWNER (a mutex or a half, that neither the calling thread nor an asynchronous
  * acquire holds) or ZKL_ENOTHELD (a semaphore without a lease): nothing changes;
- * ZKL_ELOST if the hold had been lost meanwhile (it ends all the same); ZKL_EACL or
+ * ZKL_ELOST if the hold had been lost meanwhile (it ends all the same; the lost
+ * callback has then been called for it, before release returns); ZKL_EACL or
  * ZKL_EZK if ZooKeeper refused the delete for good (the node then stays until its
  * session ends). */
 ZKL_API int zkl_lock_release(zkl_lock *l);
@@ -108,12 +113,14 @@ ZKL_API int zkl_lock_node(zkl_lock *l, char *buf, size_t size);
  * proven alive in time, or its node was deleted by someone else: the holder keeps a
  * watch on its node, and hears of the deletion as soon as the next in line does), on the
  * client's event thread, with no zklocks lock held; reason is ZKL_ELOST (a leader's view:
- * its latch's reason, ZKL_ENOTHELD for a deleted node). It may call zkl_lock_release() (which returns ZKL_ELOST), and it may
- * free l's handle (or a multi-lock that the loss reaches): that free is put off until
- * the report of the loss has ended, and the handle must not be used after it. If
- * zkl_lock_release() is the first to find the loss, its ZKL_ELOST is the
- * report and fn is not called. A hold counts from the moment it is granted: fn may run
- * while the blocking acquire that took it is still returning. */
+ * its latch's reason, ZKL_ENOTHELD for a deleted node). It may call zkl_lock_release()
+ * (which returns ZKL_ELOST), and it may free l's handle (or a multi-lock that the loss
+ * reaches): that free is put off until the report of the loss has ended, and the handle
+ * must not be used after it. It is called exactly once for every lost hold, also when
+ * zkl_lock_release() is the first to find the loss: the release then has it called (on
+ * the loop's thread it calls fn itself; from another thread it waits for the loop to
+ * call it) and returns ZKL_ELOST after it. A hold counts from the moment it is granted:
+ * fn may run while the blocking acquire that took it is still returning. */
 typedef void (*zkl_lock_lost_fn)(zkl_lock *l, int reason, void *data);
 
 /* Sets the lost callback (NULL to clear). Returns 0 or ZKL_EINVAL. */
@@ -134,8 +141,9 @@ ZKL_API int zkl_lock_set_data(zkl_lock *l, const void *data, size_t len);
  * holder's session after its gate node, when the leases outnumber the limit the path
  * records, else the handle's); <zklocks/inspect.h> shows every layout, gate included.
  * On success *out is the caller's: free it with zkl_participants_free(*out, *count). An
- * absent path gives an empty list. It waits for ZooKeeper's answers: on the client's
- * event thread (in a callback) it fails at once with ZKL_EDEADLK. */
+ * absent path gives an empty list. It waits for ZooKeeper's answers: on a thread that
+ * runs the client's loop (in a callback, or the application's loop thread) it fails at
+ * once with ZKL_EDEADLK. */
 ZKL_API int zkl_lock_participants(zkl_lock *l, zkl_participant **out, size_t *count);
 
 /* The lock path (borrowed, valid as long as the handle). NULL for NULL. */

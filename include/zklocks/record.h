@@ -8,8 +8,8 @@
  * in them (persistent on a server without containers, ZooKeeper 3.4).
  *
  * The functions are thread-safe and block until ZooKeeper answers (or the session is
- * lost): never call them on the client's event thread (they then fail with
- * ZKL_EDEADLK). */
+ * lost): never call them on a thread that runs the client's loop, a callback or the
+ * application's loop thread (they then fail at once with ZKL_EDEADLK). */
 #ifndef ZKLOCKS_RECORD_H
 #define ZKLOCKS_RECORD_H
 

@@ -4,13 +4,20 @@
  *
  * The limit is fixed per handle, or read from a shared count node, a persistent node
  * holding a 4-byte big-endian integer (the format of Curator's SharedCount), which
- * operators may change at run time: waiters wake when it rises. A fixed limit is recorded in the data of the path's node (in decimal, as
- * kazoo's Semaphore records it; Curator's leaves it empty) by the first acquire that
- * finds it empty; every user of the path must agree on it, and an acquire of a handle
- * asking for another limit fails with ZKL_EINVAL, naming both, and takes nothing (one
- * round trip per handle, on its first acquire; an asynchronous acquire reads it on the
- * client's loop and reports the refusal through its callback, never by blocking or
- * failing the start).
+ * operators may change at run time: waiters wake when it rises. A fixed limit is
+ * recorded in the data of the path's node (in decimal, as kazoo's Semaphore records it;
+ * Curator's leaves it empty); every user of the path must agree on it, and an acquire of
+ * a handle asking for another limit fails with ZKL_ECOUNT, naming both, and takes
+ * nothing (one round trip per handle, on its first acquire; an asynchronous acquire
+ * reads it on the client's loop and reports the refusal through its callback, never by
+ * blocking or failing the start).
+ *
+ * Who decides the count: the operator, with zkl_semaphore_set_count() (or `zklock count
+ * PATH N`), once; the record then stays while the semaphore is idle, and a handle that
+ * asks for another count is refused whichever arrives first. Without it the first acquire
+ * that finds the record empty writes its own count, which holds only while the semaphore
+ * is in use: the server reaps an idle semaphore's folder, record and all, and the next
+ * handle to arrive, right or wrong, records its count anew.
  *
  * The view zkl_semaphore_lock() gives takes one lease per acquire with the shared verbs
  * of <zklocks/lock.h> (and its node data, lost callback, participants and cancel are the
@@ -103,6 +110,20 @@ ZKL_API int zkl_shared_count_get(zkl_client *c, const char *path, int32_t *value
 
 /* Sets the shared count at path (creating the node if needed). */
 ZKL_API int zkl_shared_count_set(zkl_client *c, const char *path, int32_t value);
+
+/* The child that keeps a semaphore's count set by zkl_semaphore_set_count(). */
+#define ZKL_SEMAPHORE_COUNT_NODE "count"
+
+/* Sets the count of the semaphore of fixed limit at path, for good: it is recorded at the
+ * path (replacing what was there) and kept while the semaphore is idle by a persistent
+ * child, "<path>/count" (Curator's and kazoo's semaphores ignore it). From then on every
+ * handle of the path must ask for count leases: another is refused with ZKL_ECOUNT, before
+ * or after this one. Handles that agreed with the old count keep it until they are
+ * freed. count 0 clears it: the child goes, and the record with the folder once the
+ * semaphore is idle. Waits for ZooKeeper's answers (ZKL_EDEADLK on a thread that runs
+ * the client's loop). Returns 0, ZKL_EINVAL (client NULL, bad path, count below 0),
+ * ZKL_EACL, ZKL_ENOMEM, ZKL_EZK. */
+ZKL_API int zkl_semaphore_set_count(zkl_client *c, const char *path, int count);
 
 ZKL_END_DECLS
 

@@ -81,6 +81,8 @@ zkl_strerror(int err)
 		return "the connection to ZooKeeper was lost";
 	case ZKL_ENOTSUP:
 		return "not supported by this build or this kind of handle";
+	case ZKL_ECOUNT:
+		return "the semaphore's count differs from the one its path records";
 	}
 	/* zerror() itself answers "unknown error" for a code it does not know. */
 	if (is_zk_range(err))
@@ -153,6 +155,7 @@ zkl_errname(int err)
 	case ZKL_ECANCELED: return "ZKL_ECANCELED";
 	case ZKL_ECONNLOSS: return "ZKL_ECONNLOSS";
 	case ZKL_ENOTSUP: return "ZKL_ENOTSUP";
+	case ZKL_ECOUNT: return "ZKL_ECOUNT";
 	}
 	return zk_errname(err);
 }

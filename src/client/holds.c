@@ -81,32 +81,120 @@ void zkl__hold_unlink(zkl_client *c, struct zkl_hold *h)
 		free(h);
 }
 
-/* Moves h from held to ended, waiting out a dispatch of its on_lost on another thread;
- * returns whether it was lost. */
-static bool hold_finish(zkl_client *c, struct zkl_hold *h)
+/* Whether h is lost, or will be found so by the loop's next look (mu held): marked, of a
+ * session the client has moved on from, or of an adopted session given up. */
+static bool hold_doomed(zkl_client *c, struct zkl_hold *h)
 {
-	for (;;) {
+	if (atomic_load(&h->lost) || h->gen != c->gen)
+		return true;
+	const struct zkl_session *s = c->sess;
+	return s && s->gen == h->gen &&
+	       (s->given_up || s->expired || zkl_now_ms() >= zkl_lost_at(c));
+}
+
+/* Reports h lost here, on a thread that runs the loop (mu held, released around the
+ * call): what holds_notify() would do on its next turn, done now for an owner that ends
+ * h before that turn. */
+static void hold_report_here(zkl_client *c, struct zkl_hold *h)
+{
+	atomic_store(&h->lost, true);
+	h->notified = true;
+	h->reported = true;
+	atomic_store(&h->state, ZKL_HOLD_DISPATCHING);
+	h->in_dispatch = true;
+	zkl_client *outer = zkl__running_loop;
+	zkl__running_loop = c; /* a release inside on_lost is on the loop */
+	pthread_mutex_unlock(&c->mu);
+	if (h->on_lost)
+		h->on_lost(h, h->ctx);
+	pthread_mutex_lock(&c->mu);
+	zkl__running_loop = outer;
+	h->in_dispatch = false;
+	int st = ZKL_HOLD_DISPATCHING;
+	atomic_compare_exchange_strong(&h->state, &st, ZKL_HOLD_HELD);
+	pthread_cond_broadcast(&c->cv);
+}
+
+/* Moves h from held to ended and returns whether it was lost. A hold that is lost but
+ * not yet reported is reported first, so that its owner hears of every loss once, on the
+ * loop, whether or not a release found it first: on a thread that runs the loop, here;
+ * elsewhere the loop does it and this waits for it (the loop's turn, never the server).
+ * A dispatch of on_lost on another thread is waited out as well. */
+static bool hold_finish(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending how)
+{
+	if (how == ZKL_HOLD_END_QUIET) {
+		for (;;) {
+			int st = ZKL_HOLD_HELD;
+			if (atomic_compare_exchange_strong(&h->state, &st, ZKL_HOLD_ENDED))
+				break;
+			if (st != ZKL_HOLD_DISPATCHING)
+				break; /* ended already */
+			pthread_mutex_lock(&c->mu);
+			if (zkl_runs_loop(c) && h->in_dispatch) {
+				atomic_store(&h->state, ZKL_HOLD_ENDED);
+				pthread_mutex_unlock(&c->mu);
+				break;
+			}
+			while (atomic_load(&h->state) == ZKL_HOLD_DISPATCHING)
+				pthread_cond_wait(&c->cv, &c->mu);
+			pthread_mutex_unlock(&c->mu);
+		}
+		return atomic_load(&h->lost);
+	}
+	/* The usual case, without mu: not lost, on the session the client is on before and
+	 * after the hold ended. */
+	struct zkl_session *s = atomic_load(&c->sess_pub);
+	bool ended = false;
+	if (how == ZKL_HOLD_END && s && s->gen == h->gen && !atomic_load(&h->lost)) {
 		int st = ZKL_HOLD_HELD;
-		if (atomic_compare_exchange_strong(&h->state, &st, ZKL_HOLD_ENDED))
-			break;
-		if (st != ZKL_HOLD_DISPATCHING)
-			break; /* ended already */
-		if (zkl_on_event_thread(c)) {
-			/* Only the loop dispatches: this is a release inside h's own on_lost. */
+		ended = atomic_compare_exchange_strong(&h->state, &st, ZKL_HOLD_ENDED);
+		if (ended && atomic_load(&c->sess_pub) == s && !atomic_load(&h->lost))
+			return false;
+	}
+	pthread_mutex_lock(&c->mu);
+	if (how == ZKL_HOLD_END_LOST)
+		atomic_store(&h->lost, true); /* its release found it lost */
+	if (ended && !h->reported) {
+		/* The session changed as it ended, and the loop may have passed it over:
+		 * look again as if it were held. */
+		atomic_store(&h->state, ZKL_HOLD_HELD);
+		h->notified = false;
+	}
+	for (;;) {
+		int st = atomic_load(&h->state);
+		if (st == ZKL_HOLD_ENDED)
+			break; /* ended already: a release inside its own on_lost */
+		if (st == ZKL_HOLD_DISPATCHING) {
+			if (zkl_runs_loop(c) && h->in_dispatch) {
+				/* Only the loop dispatches: this is a release inside h's own
+				 * on_lost. */
+				atomic_store(&h->state, ZKL_HOLD_ENDED);
+				break;
+			}
+			pthread_cond_wait(&c->cv, &c->mu);
+			continue;
+		}
+		if (!hold_doomed(c, h) || h->notified || c->loop_ended) {
 			atomic_store(&h->state, ZKL_HOLD_ENDED);
 			break;
 		}
-		pthread_mutex_lock(&c->mu);
-		while (atomic_load(&h->state) == ZKL_HOLD_DISPATCHING)
-			pthread_cond_wait(&c->cv, &c->mu);
-		pthread_mutex_unlock(&c->mu);
+		if (zkl_runs_loop(c)) {
+			hold_report_here(c, h);
+			continue;
+		}
+		atomic_store(&h->lost, true);
+		c->holds_lost = true;
+		zkl__loop_wake(c);
+		pthread_cond_wait(&c->cv, &c->mu);
 	}
-	return atomic_load(&h->lost);
+	bool lost = atomic_load(&h->lost);
+	pthread_mutex_unlock(&c->mu);
+	return lost;
 }
 
-bool zkl_hold_end(zkl_client *c, struct zkl_hold *h)
+bool zkl_hold_end(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending how)
 {
-	bool lost = hold_finish(c, h);
+	bool lost = hold_finish(c, h, how);
 	/* No wake: an ended hold is nothing to the loop but memory. */
 	h->end.kind = MSG_HOLD_END;
 	hold_post(c, &h->end);
@@ -146,6 +234,7 @@ void zkl__holds_notify(zkl_client *c)
 		int st = ZKL_HOLD_HELD;
 		if (!atomic_compare_exchange_strong(&h->state, &st, ZKL_HOLD_DISPATCHING))
 			continue; /* ended by its owner: nobody to tell */
+		h->reported = true;
 		h->in_dispatch = true;
 		pthread_mutex_unlock(&c->mu);
 		if (h->on_lost)

@@ -152,7 +152,8 @@ struct zkl_op {
 	char uuid[ZKL_UUID_LEN + 1];
 };
 
-/* Something held on a session (a lock, a lease); the loop reports it lost once. The
+/* Something held on a session (a lock, a lease); the loop reports it lost once, also when
+ * its owner ends it first (zkl_hold_end reports it, or waits for the loop to). The
  * loop owns the record: it makes and links it at the grant (zkl_queue.hold), its owner
  * ends it (zkl_hold_end), and the loop unlinks and frees it. No thread but the loop
  * takes mu for a hold: its state is atomic. */
@@ -168,7 +169,9 @@ struct zkl_hold {
 	uint64_t gen;                     /* session it was acquired on */
 	atomic_int state;                 /* enum zkl_hold_state */
 	atomic_bool lost;                 /* set by the loop; read by anyone */
-	bool notified;                    /* loop: on_lost has been or is being called */
+	bool notified;                    /* loop: on_lost has been or is being called, or
+	                                   * the loop found it ended */
+	bool reported;                    /* mu: on_lost has been or is being called */
 	bool in_dispatch;                 /* loop: its on_lost runs right now */
 	bool unlinked;                    /* loop: ended and unlinked while on_lost ran */
 	struct zkl_nodewatch *nw;         /* loop: the watch on its node (holdwatch.c) */
@@ -496,13 +499,21 @@ size_t zkl_tasks_pending(zkl_client *c, const char *parent, size_t parent_len,
 /* Holds (src/engine links them at a grant). zkl_hold_new() makes one (NULL without
  * memory; path may be NULL) and zkl_hold_add_locked() links it (mu held, loop), marking
  * it lost at once if its session is not the current one. zkl_hold_end() lets go of it,
- * from any thread without mu: it waits while on_lost runs on another thread, returns
- * whether the hold was lost, and the loop frees it. zkl_hold_end_locked() is the loop's
+ * from any thread without mu: a hold lost and not yet reported is reported first (on a
+ * thread that runs the loop, there; elsewhere it waits for the loop's turn) unless how
+ * is ZKL_HOLD_END_QUIET, it waits
+ * while on_lost runs on another thread, returns whether the hold was lost, and the loop
+ * frees it. zkl_hold_end_locked() is the loop's
  * own, mu held, for a hold that is the loop's from start to end (an election's). */
 struct zkl_hold *zkl_hold_new(const char *path, uint64_t gen,
                               void (*on_lost)(struct zkl_hold *h, void *ctx), void *ctx);
 void zkl_hold_add_locked(zkl_client *c, struct zkl_hold *h);
-bool zkl_hold_end(zkl_client *c, struct zkl_hold *h);
+enum zkl_hold_ending {
+	ZKL_HOLD_END,        /* its owner's release */
+	ZKL_HOLD_END_LOST,   /* the same, which found it lost (its session gone) */
+	ZKL_HOLD_END_QUIET,  /* its owner is gone: nothing is reported any more */
+};
+bool zkl_hold_end(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending how);
 void zkl_hold_end_locked(zkl_client *c, struct zkl_hold *h);
 /* Marks h lost (mu held, loop): holds_notify() reports it on the loop's next turn. */
 void zkl_hold_mark_lost(zkl_client *c, struct zkl_hold *h);

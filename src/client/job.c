@@ -15,7 +15,9 @@
  * only the loop touches it, until its end.
  *
  * The client's event thread cannot wait for a job: nothing would run it. Such a call (a
- * callback's) fails at once with ZKL_EDEADLK (zkl_job_run). With external_loop, the C
+ * callback's) fails at once with ZKL_EDEADLK (zkl_job_run), and so does one on the
+ * application's loop thread (external_loop), which never waits for the server. With
+ * external_loop, the C
  * client's completion thread applies the answers as they come, and the waiting thread
  * runs its job's steps itself when they are due: the application's loop may be that
  * very thread, or not run at all while it waits. */
@@ -129,8 +131,12 @@ void zkl_job_destroy(struct zkl_job *j)
 
 static int refuse_on_loop(zkl_client *c, const char *what)
 {
-	if (c->external || !zkl_on_event_thread(c))
+	if (!zkl_is_loop_thread(c))
 		return 0;
+	if (c->external && !zkl_on_event_thread(c))
+		return zkl_fail(ZKL_EDEADLK, "cannot wait for %s on the application's loop "
+		                "thread: nothing on the loop's thread waits for the server (call "
+		                "it from another thread)", what);
 	return zkl_fail(ZKL_EDEADLK, "cannot wait for %s on the client's event thread (in a "
 	                "callback): the loop would wait for itself", what);
 }

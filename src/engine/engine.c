@@ -224,9 +224,10 @@ static int release_node(zkl_client *c, struct zkl_node *node)
 	}
 	zkl_revwatch_remove(c, node->rev);
 	node->rev = NULL;
-	/* On the loop (a callback releases) nothing may wait, not even with confirm_release:
-	 * the delete goes to the background task, sent at once if connected. */
-	const bool on_loop = zkl_on_event_thread(c);
+	/* On a thread that runs the loop (a callback, or the application's loop thread)
+	 * nothing waits for the server, not even with confirm_release: the delete goes to
+	 * the background task, sent at once if connected. */
+	const bool on_loop = zkl_runs_loop(c);
 	int rc = 0;
 	bool wait = false; /* confirmed, or disconnected: wait for the delete below */
 	if (node->gen != c->gen)
@@ -247,27 +248,24 @@ static int release_node(zkl_client *c, struct zkl_node *node)
 	return zkl_job_run(c, &d.job, NULL, "a release");
 }
 
-/* Ends node's hold, if it has one (no lock held); returns whether it was lost. */
-static bool hold_end(zkl_client *c, struct zkl_node *node)
-{
-	const bool lost = node->hold && zkl_hold_end(c, node->hold);
-	node->hold = NULL;
-	return lost;
-}
-
 int zkl_engine_release(zkl_client *c, struct zkl_node *node)
 {
-	/* The hold goes first: once the delete is out, the node's loss is nobody's news. */
-	const bool lost = hold_end(c, node);
+	/* The hold lives until the delete is out, or answered for a release that waits for
+	 * it: a loss found meanwhile, or by the release, is reported to on_lost once (its
+	 * end reports one the loop has not yet), and release says ZKL_ELOST as well. */
+	struct zkl_hold *h = node->hold;
+	node->hold = NULL;
 	int rc = release_node(c, node);
-	if (lost)
+	if (h && zkl_hold_end(c, h, rc == ZKL_ELOST ? ZKL_HOLD_END_LOST : ZKL_HOLD_END))
 		rc = zkl_fail(ZKL_ELOST, "the lock was lost before it was released");
 	return rc;
 }
 
 void zkl_engine_release_later(zkl_client *c, struct zkl_node *node)
 {
-	hold_end(c, node);
+	if (node->hold)
+		zkl_hold_end(c, node->hold, ZKL_HOLD_END_QUIET);
+	node->hold = NULL;
 	pthread_mutex_lock(&c->mu);
 	if (node->path) {
 		zkl_revwatch_remove(c, node->rev);

@@ -228,6 +228,8 @@ struct contender {
 	int64_t sess;        /* the session its node belongs to */
 	char node[ZKL_NODE_MAX];
 	int calls, losts;
+	bool releasing;      /* its release is under way: a loss may still be told */
+	bool told_lost;      /* its lost callback ran for the current hold */
 	/* The acquire under way, for the FIFO check: cancelled, its deadline on its client's
 	 * clock (INT64_MAX: none), the session its client was on when it started. */
 	bool canceled;
@@ -1425,11 +1427,17 @@ static void contender_release(struct contender *t, int j, const char *where)
 		W.ct[t->shadow].believes = false;
 	int saved = W.cur;
 	W.cur = t->cl;
+	t->releasing = true;
 	int rc = zkl_lock_release(t->l);
+	t->releasing = false;
 	W.cur = saved;
 	trace("contender %d: release (%s) -> %s", j, where, rc ? zkl_strerror(rc) : "0");
 	if (rc != 0 && rc != ZKL_ELOST)
 		violation("contender %d: release returned %s", j, zkl_strerror(rc));
+	/* One way to learn of a loss: a release that says so comes after the callback. */
+	if (rc == ZKL_ELOST && !t->told_lost && !W.tearing_down)
+		violation("contender %d: release said the hold was lost, and the lost callback "
+		          "never ran for it", j);
 	t->st = CT_IDLE;
 	t->cycles--;
 	t->next_at = ms_to_start();
@@ -1541,6 +1549,7 @@ static void hold_record(struct contender *t, int j, zkl_lock *view)
 {
 	struct path_info *pi = &W.paths[t->path];
 	t->believes = true;
+	t->told_lost = false;
 	t->voided = false;
 	t->deleted_at = 0;
 	t->granted_at = W.now;
@@ -1688,13 +1697,28 @@ static void on_lost(zkl_lock *l, int reason, void *data)
 	trace("contender %d: told lost (%d)", j, reason);
 	if (W.tearing_down)
 		return;
-	if (t->st != CT_HOLDING || !t->believes)
+	if (t->st != CT_HOLDING || t->told_lost || (!t->believes && !t->releasing))
 		violation("contender %d: lost callback %s", j,
-		          t->st != CT_HOLDING ? "without a hold" : "twice for one hold");
+		          t->st != CT_HOLDING ? "without a hold" :
+		          t->told_lost ? "twice for one hold" : "after its release");
 	t->losts++;
+	t->told_lost = true;
 	t->believes = false;
 	if (t->kind == K_MULTI)
 		W.ct[t->shadow].believes = false;
+}
+
+/* The next call of the application on client c comes from a thread other than the one
+ * that runs c's loop. This one thread runs every client's loop, and the library, which
+ * learns the loop's thread from zkl_client_process(), refuses on it every call that
+ * waits for the server (ZKL_EDEADLK): such a call stands for one from another thread of
+ * the application, whose waits the clock hook turns into steps of the world. The next
+ * zkl_client_process() makes this thread the loop's again. */
+static void off_loop(zkl_client *c)
+{
+	pthread_mutex_lock(&c->mu);
+	c->loop_known = false;
+	pthread_mutex_unlock(&c->mu);
 }
 
 static int contender_make(struct contender *t)
@@ -1716,11 +1740,13 @@ static int contender_make(struct contender *t)
 			                                          zkl_rwlock_write(t->rw));
 		break;
 	case K_SEM:
-		if (W.paths[t->path].shared)
+		if (W.paths[t->path].shared) {
+			off_loop(c);
 			rc = zkl_semaphore_new_shared(&t->sem, c, path, W.paths[t->path].count_path,
 			                              W.paths[t->path].max);
-		else
+		} else {
 			rc = zkl_semaphore_new(&t->sem, c, path, W.paths[t->path].max);
+		}
 		if (rc == 0)
 			t->l = zkl_semaphore_lock(t->sem);
 		break;

@@ -1968,13 +1968,13 @@ static void test_semaphore_count_differs_async(void **state)
 	struct arec rec = { .z = z };
 	CHECK_OK(zkl_lock_acquire_async(zkl_semaphore_lock(s), -1, arec_cb, &rec));
 	arec_wait(&rec);
-	assert_int_equal(rec.rc, ZKL_EINVAL);
+	assert_int_equal(rec.rc, ZKL_ECOUNT);
 	assert_non_null(strstr(rec.error, "records 3 leases"));
 	assert_non_null(strstr(rec.error, "asks for 2"));
 	assert_int_equal(fz_ephemerals(z, zkl_client_session_id(c)), 0);
 	assert_false(zkl_lock_is_held(zkl_semaphore_lock(s)));
 	/* The blocking acquire says the same. */
-	assert_int_equal(zkl_lock_acquire(zkl_semaphore_lock(s), 1000), ZKL_EINVAL);
+	assert_int_equal(zkl_lock_acquire(zkl_semaphore_lock(s), 1000), ZKL_ECOUNT);
 	assert_non_null(strstr(zkl_last_error(), "records 3 leases"));
 	zkl_semaphore_free(s);
 	zkl_client_close(c);

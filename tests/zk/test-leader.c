@@ -424,24 +424,6 @@ static void test_no_two_leaders(void **state)
 
 /* ---- a server that comes and goes ---- */
 
-static const char *zk_script(void)
-{
-	const char *s = getenv("ZKL_TEST_ZK_SCRIPT");
-	const char *d = getenv("ZKL_TEST_ZK_DIR");
-	if (!s || !*s || !d || !*d)
-		return NULL;
-	return s;
-}
-
-static void zk_server(const char *verb)
-{
-	char cmd[2048];
-	snprintf(cmd, sizeof cmd, "'%s' %s '%s' >/dev/null", zk_script(), verb,
-	         getenv("ZKL_TEST_ZK_DIR"));
-	if (system(cmd) != 0)
-		fail_msg("%s failed", cmd);
-}
-
 static void wait_state(zkl_client *c, zkl_state want)
 {
 	/* The C client may wait up to a third of the session timeout between attempts. */
@@ -456,18 +438,18 @@ static void wait_state(zkl_client *c, zkl_state want)
 static void test_no_server_at_start(void **state)
 {
 	(void)state;
-	if (!zk_script()) {
+	if (!h_server_driven()) {
 		fprintf(stderr, "skip: ZKL_TEST_ZK_SCRIPT / ZKL_TEST_ZK_DIR not set\n");
 		skip();
 	}
 	const char *path = h_path("leader-noserver");
 	struct part p;
 	part_open(&p, path, 0, 30000, false);
-	zk_server("stop");
+	h_server("stop");
 	wait_state(p.c, ZKL_STATE_SUSPENDED);
 	CHECK_OK(zkl_leader_start(p.l));
 	CHECK_RC(ZKL_ETIMEDOUT, zkl_leader_await(p.l, 500));
-	zk_server("start");
+	h_server("start");
 	CHECK_OK(zkl_leader_await(p.l, 30000));
 	assert_true(h_counter_wait(&p.gained, 1, 5000));
 	/* Looked at through our own client: the raw handle may still be reconnecting. */
@@ -494,7 +476,7 @@ static void test_no_server_at_start(void **state)
 static void test_suspended_and_back(void **state)
 {
 	(void)state;
-	if (!zk_script()) {
+	if (!h_server_driven()) {
 		fprintf(stderr, "skip: ZKL_TEST_ZK_SCRIPT / ZKL_TEST_ZK_DIR not set\n");
 		skip();
 	}
@@ -518,12 +500,12 @@ static void test_suspended_and_back(void **state)
 	assert_true(h_counter_wait(&b.gained, 1, 5000));
 	int64_t token = a.token;
 
-	zk_server("stop");
+	h_server("stop");
 	assert_true(h_counter_wait(&a.lost, 1, 10000));
 	assert_int_equal(a.last_reason, ZKL_ECONNLOSS);
 	assert_false(zkl_lock_is_held(zkl_leader_lock(a.l)));
 	assert_true(zkl_lock_is_held(zkl_leader_lock(b.l)));
-	zk_server("start");
+	h_server("start");
 	CHECK_OK(zkl_leader_await(a.l, 30000));
 	assert_true(h_counter_wait(&a.gained, 2, 5000));
 	assert_int_equal(a.token, token); /* the same node */

@@ -528,7 +528,7 @@ static void test_semaphore_counts_agree(void **state)
 	int n = h_get(path, data, sizeof data - 1);
 	data[n > 0 ? n : 0] = 0;
 	assert_string_equal(data, "2");
-	CHECK_RC(ZKL_EINVAL, zkl_lock_acquire(zkl_semaphore_lock(three), 1000));
+	CHECK_RC(ZKL_ECOUNT, zkl_lock_acquire(zkl_semaphore_lock(three), 1000));
 	assert_non_null(strstr(zkl_last_error(), "records 2 leases"));
 	assert_non_null(strstr(zkl_last_error(), "asks for 3"));
 	/* The asynchronous start never waits for the server: it reads the count on the
@@ -537,11 +537,11 @@ static void test_semaphore_counts_agree(void **state)
 	CHECK_OK(zkl_lock_acquire_async(zkl_semaphore_lock(three), 1000, on_ended, &e));
 	ended_wait(&e);
 	assert_int_equal(e.calls, 1);
-	assert_int_equal(e.rc, ZKL_EINVAL);
+	assert_int_equal(e.rc, ZKL_ECOUNT);
 	assert_non_null(strstr(e.error, "records 2 leases"));
 	assert_non_null(strstr(e.error, "asks for 3"));
 	assert_false(zkl_lock_is_held(zkl_semaphore_lock(three)));
-	CHECK_RC(ZKL_EINVAL, zkl_lock_acquire(zkl_semaphore_mutex_lock(one), 1000));
+	CHECK_RC(ZKL_ECOUNT, zkl_lock_acquire(zkl_semaphore_mutex_lock(one), 1000));
 	assert_non_null(strstr(zkl_last_error(), "asks for 1"));
 	h_wait_children(h_sub(path, "leases"), 1); /* nothing of theirs */
 	CHECK_OK(zkl_lock_acquire(zkl_semaphore_lock(two), 5000)); /* its second lease */
@@ -567,6 +567,54 @@ static void test_semaphore_counts_agree(void **state)
 	zkl_client_close(c);
 }
 
+/* Two hosts configured with different counts arrive at an idle semaphore, in both
+ * orders, after an operator set its count: the wrong one is refused whichever comes
+ * first, the right one runs, and the server's reaping of the idle folder takes nothing
+ * of the count. Then the count is cleared, and the next handle records its own. */
+static void test_semaphore_count_set(void **state)
+{
+	(void)state;
+	zkl_client *c = h_client(0), *d = h_client(0);
+	const char *path = h_path("count-set");
+	CHECK_RC(ZKL_EINVAL, zkl_semaphore_set_count(c, "relative", 2));
+	CHECK_RC(ZKL_EINVAL, zkl_semaphore_set_count(c, path, -1));
+	CHECK_OK(zkl_semaphore_set_count(c, path, 2));
+	for (int order = 0; order < 2; order++) {
+		zkl_semaphore *right, *wrong;
+		CHECK_OK(zkl_semaphore_new(&right, c, path, 2));
+		CHECK_OK(zkl_semaphore_new(&wrong, d, path, 3));
+		for (int i = 0; i < 2; i++) {
+			if ((i == 0) == (order == 0)) {
+				CHECK_RC(ZKL_ECOUNT, zkl_lock_acquire(zkl_semaphore_lock(wrong), 0));
+				assert_non_null(strstr(zkl_last_error(), "records 2 leases"));
+			} else {
+				CHECK_OK(zkl_lock_acquire(zkl_semaphore_lock(right), 5000));
+				CHECK_OK(zkl_lock_release(zkl_semaphore_lock(right)));
+			}
+		}
+		zkl_semaphore_free(right);
+		zkl_semaphore_free(wrong);
+		/* Idle: the server reaps its folders, and keeps the count. */
+		assert_true(h_wait_deleted(h_sub(path, "leases"), 10000));
+		char data[32];
+		int n = h_get(path, data, sizeof data - 1);
+		data[n > 0 ? n : 0] = 0;
+		assert_string_equal(data, "2");
+		n = h_get(h_sub(path, ZKL_SEMAPHORE_COUNT_NODE), data, sizeof data - 1);
+		data[n > 0 ? n : 0] = 0;
+		assert_string_equal(data, "2");
+	}
+	CHECK_OK(zkl_semaphore_set_count(c, path, 0));
+	assert_false(h_exists(h_sub(path, ZKL_SEMAPHORE_COUNT_NODE)));
+	zkl_semaphore *three;
+	CHECK_OK(zkl_semaphore_new(&three, d, path, 3));
+	CHECK_OK(zkl_lock_acquire(zkl_semaphore_lock(three), 5000));
+	CHECK_OK(zkl_lock_release(zkl_semaphore_lock(three)));
+	zkl_semaphore_free(three);
+	zkl_client_close(d);
+	zkl_client_close(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -580,6 +628,7 @@ int main(void)
 		cmocka_unit_test(test_data_and_lost_through_the_view),
 		cmocka_unit_test(test_multilock_of_kinds),
 		cmocka_unit_test(test_semaphore_counts_agree),
+		cmocka_unit_test(test_semaphore_count_set),
 	};
 	return H_RUN(tests);
 }

@@ -67,11 +67,11 @@ static void app_run(struct app *a, atomic_int *count, int want, int ms)
 	}
 }
 
-/* Runs the loop until path has n children (polling the server: the count is the event),
- * at most about ten seconds. */
-static void app_run_until_children(struct app *a, const char *path, int n)
+/* Runs the loop until path has n children, or with fewer set fewer than n (polling the
+ * server: the count is the event), at most about ten seconds. */
+static void app_run_until_children(struct app *a, const char *path, int n, bool fewer)
 {
-	for (int i = 0; h_children(path) < n; i++) {
+	for (int i = 0; fewer ? h_children(path) >= n : h_children(path) < n; i++) {
 		assert_true(i < 1000);
 		int t = zkl_client_loop_timeout(a->c);
 		struct epoll_event ev;
@@ -294,17 +294,16 @@ static void test_blocking_without_the_loop(void **state)
 	CHECK_OK(u.listed);
 	assert_int_equal(u.n, 1);
 	CHECK_OK(u.release_rc);
-	assert_int_equal(h_children(path), 0); /* confirmed: gone before release returned */
-	/* On the loop's thread between two zkl_client_process() calls, a listing works; a
-	 * blocking acquire is refused. */
+	assert_true(h_children(path) <= 0); /* confirmed: gone before release returned (an
+	                                     * empty folder may be reaped too) */
+	/* On the loop's thread between two zkl_client_process() calls, nothing waits for the
+	 * server: a listing and a blocking acquire are refused at once. */
 	CHECK_OK(zkl_client_process(c));
 	CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(theirs), -1));
 	zkl_participant *p = NULL;
 	size_t n = 0;
-	CHECK_OK(zkl_lock_participants(zkl_mutex_lock(mine), &p, &n));
-	assert_int_equal(n, 1);
-	assert_true(p[0].holder);
-	zkl_participants_free(p, n);
+	CHECK_RC(ZKL_EDEADLK, zkl_lock_participants(zkl_mutex_lock(mine), &p, &n));
+	assert_non_null(strstr(zkl_last_error(), "loop"));
 	CHECK_RC(ZKL_EDEADLK, zkl_lock_acquire(zkl_mutex_lock(mine), 1000));
 	CHECK_OK(zkl_lock_release(zkl_mutex_lock(theirs)));
 	zkl_mutex_free(mine);
@@ -359,8 +358,8 @@ static void test_lost_on_the_application_loop(void **state)
 }
 
 /* Freeing a handle whose asynchronous acquire waits, on the loop's thread outside
- * zkl_client_process(): the free runs the loop until the callback has said
- * ZKL_ECANCELED, and nothing is left on the server. */
+ * zkl_client_process(): the free returns at once, the callback never runs, and the
+ * acquire withdraws its node by itself as the loop runs. */
 static void test_free_while_waiting(void **state)
 {
 	(void)state;
@@ -374,13 +373,147 @@ static void test_free_while_waiting(void **state)
 	CHECK_OK(zkl_mutex_new(&m, a.c, path));
 	struct lost k = {.app = &a};
 	CHECK_OK(zkl_lock_acquire_async(zkl_mutex_lock(m), -1, keep, &k));
-	app_run_until_children(&a, path, 2);
+	app_run_until_children(&a, path, 2, false);
 	zkl_mutex_free(m);
-	assert_int_equal(atomic_load(&k.acquired), 1);
-	CHECK_RC(ZKL_ECANCELED, k.acquire_rc);
-	h_wait_children(path, 1);
+	app_run_until_children(&a, path, 2, true);
+	assert_int_equal(h_children(path), 1);
+	assert_int_equal(atomic_load(&k.acquired), 0);
 	zkl_mutex_free(holder);
 	zkl_client_close(other);
+	app_close(&a);
+}
+
+/* ---- one way to learn of a loss: the lost callback, also when a release finds it ---- */
+
+/* A hold of each kind whose release can find the loss first: its handles and view. */
+struct kind_hold {
+	const char *name;
+	zkl_mutex *m, *mb;
+	zkl_rwlock *rw;
+	zkl_semaphore *sem;
+	zkl_semaphore_mutex *sm;
+	zkl_multilock *ml;
+	zkl_lock *l;
+};
+
+enum { K_MUTEX, K_WRITE, K_LEASE, K_SEMMUTEX, K_MULTI, NKINDS };
+
+static void kind_open(struct kind_hold *k, int kind, zkl_client *c)
+{
+	memset(k, 0, sizeof *k);
+	const char *path = h_path("lost-once");
+	switch (kind) {
+	case K_MUTEX:
+		k->name = "mutex";
+		CHECK_OK(zkl_mutex_new(&k->m, c, path));
+		k->l = zkl_mutex_lock(k->m);
+		break;
+	case K_WRITE:
+		k->name = "write lock";
+		CHECK_OK(zkl_rwlock_new(&k->rw, c, path));
+		k->l = zkl_mutex_lock(zkl_rwlock_write(k->rw));
+		break;
+	case K_LEASE:
+		k->name = "semaphore lease";
+		CHECK_OK(zkl_semaphore_new(&k->sem, c, path, 2));
+		k->l = zkl_semaphore_lock(k->sem);
+		break;
+	case K_SEMMUTEX:
+		k->name = "semaphore-mutex";
+		CHECK_OK(zkl_semaphore_mutex_new(&k->sm, c, path));
+		k->l = zkl_semaphore_mutex_lock(k->sm);
+		break;
+	default:
+		k->name = "multi-lock";
+		CHECK_OK(zkl_mutex_new(&k->m, c, path));
+		CHECK_OK(zkl_mutex_new(&k->mb, c, h_path("lost-once-b")));
+		CHECK_OK(zkl_multilock_new(&k->ml, ZKL_MULTILOCK_CANONICAL));
+		CHECK_OK(zkl_multilock_add(k->ml, zkl_mutex_lock(k->m)));
+		CHECK_OK(zkl_multilock_add(k->ml, zkl_mutex_lock(k->mb)));
+		k->l = zkl_multilock_lock(k->ml);
+		break;
+	}
+}
+
+static void kind_close(struct kind_hold *k)
+{
+	zkl_multilock_free(k->ml);
+	zkl_mutex_free(k->m);
+	zkl_mutex_free(k->mb);
+	zkl_rwlock_free(k->rw);
+	zkl_semaphore_free(k->sem);
+	zkl_semaphore_mutex_free(k->sm);
+}
+
+struct releaser {
+	zkl_lock *l;
+	struct lost *k;
+	int rc, calls_at_return;
+	atomic_int finished;
+};
+
+static void *release_thread(void *arg)
+{
+	struct releaser *r = arg;
+	r->rc = zkl_lock_release(r->l);
+	r->calls_at_return = atomic_load(&r->k->calls);
+	atomic_store(&r->finished, 1);
+	return NULL;
+}
+
+/* Takes k's lock on the application's loop and expires the session behind the loop's
+ * back: the C client has said so, the loop has not looked yet. */
+static void hold_then_expire(struct app *a, struct kind_hold *k, struct lost *w)
+{
+	memset(w, 0, sizeof *w);
+	w->app = a;
+	CHECK_OK(zkl_lock_on_lost(k->l, on_lost, w));
+	CHECK_OK(zkl_lock_acquire_async(k->l, 10000, keep, w));
+	app_run(a, &w->acquired, 1, 20000);
+	CHECK_OK(w->acquire_rc);
+	h_expire_unseen(a->c);
+	assert_int_equal(atomic_load(&w->calls), 0);
+}
+
+/* Whichever finds a loss first, the loop or a release, the lost callback runs once for
+ * it, before the release returns ZKL_ELOST: a release on the loop's thread (it calls it),
+ * and one from another thread while the loop runs (it waits for the loop to). Then the
+ * loop, which has the expiry to look at still, says nothing more. */
+static void test_lost_told_once_when_release_finds_it(void **state)
+{
+	(void)state;
+	struct app a;
+	app_open(&a, 4000);
+	for (int kind = 0; kind < NKINDS; kind++) {
+		struct kind_hold k;
+		kind_open(&k, kind, a.c);
+		struct lost w;
+		hold_then_expire(&a, &k, &w);
+		CHECK_RC(ZKL_ELOST, zkl_lock_release(k.l));
+		if (atomic_load(&w.calls) != 1)
+			fail_msg("%s: the lost callback ran %d times before the release on the loop "
+			         "returned", k.name, atomic_load(&w.calls));
+		CHECK_RC(ZKL_ELOST, w.reason);
+		for (int i = 0; i < 50; i++)
+			CHECK_OK(zkl_client_process(a.c));
+		assert_int_equal(atomic_load(&w.calls), 1);
+
+		hold_then_expire(&a, &k, &w);
+		struct releaser r = {.l = k.l, .k = &w};
+		pthread_t th;
+		assert_int_equal(pthread_create(&th, NULL, release_thread, &r), 0);
+		app_run(&a, &r.finished, 1, 20000);
+		pthread_join(th, NULL);
+		CHECK_RC(ZKL_ELOST, r.rc);
+		if (r.calls_at_return != 1)
+			fail_msg("%s: the lost callback ran %d times before the release from another "
+			         "thread returned", k.name, r.calls_at_return);
+		for (int i = 0; i < 50; i++)
+			CHECK_OK(zkl_client_process(a.c));
+		assert_int_equal(atomic_load(&w.calls), 1);
+		kind_close(&k);
+		print_message("%s: told once, by the lost callback, both ways\n", k.name);
+	}
 	app_close(&a);
 }
 
@@ -393,6 +526,7 @@ int main(void)
 		cmocka_unit_test(test_blocking_without_the_loop),
 		cmocka_unit_test(test_lost_on_the_application_loop),
 		cmocka_unit_test(test_free_while_waiting),
+		cmocka_unit_test(test_lost_told_once_when_release_finds_it),
 	};
 	return H_RUN(tests);
 }

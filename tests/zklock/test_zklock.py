@@ -1731,18 +1731,43 @@ def data_option():
 @case
 def semaphore_counts_agree():
     # The count is recorded where the semaphore lives; a zklock asking for another one
-    # is refused with both counts named (a usage error), and takes no lease.
+    # is refused with both counts named (its own exit status, 65, with no usage hint:
+    # the command line is fine), even with -n at a busy gate, and takes no lease.
     p = lock_path("sem-count")
     h = holder(p, ["--semaphore", "2"])
     try:
-        _, err, _ = expect(["--semaphore", "3", "-n", p, "--", "true"], 64,
+        _, err, _ = expect(["--semaphore", "3", "-n", p, "--", "true"], 65,
                            stderr_has=["records 2 leases", "asks for 3"])
-        check("invalid lock path" not in err, "a path error: %r" % err)
+        check("invalid lock path" not in err and "--help" not in err,
+              "a usage hint after a runtime error: %r" % err)
         check(len(status(p)) == 1, "queue after the refusal: %r" % status(p))
         expect(["--semaphore", "2", "-n", p, "--", "true"], 0)
     finally:
         h.release()
     check(h.wait() == 0, "holder: exit %s" % h.p.returncode)
+
+
+@case
+def semaphore_count_set_for_good():
+    # An operator sets the count once; two hosts with different counts arriving at the
+    # idle pool, in either order, find it: the wrong one is refused (65) and the right
+    # one runs, also after the pool went idle and its folder would have been reaped.
+    p = lock_path("sem-set")
+    expect(["count", p, "2"], 0, stdout_has="2 leases")
+    for order in (("3", "2"), ("2", "3")):
+        for n in order:
+            if n == "3":
+                _, err, _ = expect(["--semaphore", "3", "-n", p, "--", "true"], 65,
+                                   stderr_has=["records 2 leases", "asks for 3"])
+                check("--help" not in err, "a usage hint: %r" % err)
+            else:
+                expect(["--semaphore", "2", "-n", p, "--", "true"], 0)
+        # Idle now: only the count's own node is left under the path.
+        check(not status(p), "queue of the idle pool: %r" % status(p))
+    expect(["count", p, "0"], 0, stdout_has="cleared")
+    expect(["--semaphore", "3", "-n", p, "--", "true"], 0)
+    expect(["count", p, "x"], 64, stderr_has="whole number")
+    expect(["count", p], 64, stderr_has="missing count")
 
 
 @case

@@ -6,6 +6,7 @@
  *   zklock revoke [options] PATH
  *   zklock forget [options] PATH
  *   zklock check [options] PATH|PREFIX
+ *   zklock count [options] PATH N
  *
  * zklock.h lists the files and what each does. */
 #include "zklock.h"
@@ -41,6 +42,9 @@ int main(int argc, char **argv)
 			break;
 		case CMD_CHECK:
 			status = run_check(&o);
+			break;
+		case CMD_COUNT:
+			status = run_count(&o);
 			break;
 		case CMD_RUN:
 		default:

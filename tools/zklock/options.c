@@ -502,8 +502,8 @@ static int check_subcommand_opts(const struct opts *o, const char *name)
 	return 0;
 }
 
-/* The options of a subcommand (status, list, revoke, forget, check) come before or after
- * its operand. */
+/* The options of a subcommand (status, list, revoke, forget, check, count) come before
+ * or after its operands: a path, and for count the count. */
 static int parse_subcommand(int argc, char **argv, int next, struct opts *o, const char *what)
 {
 	int sub_argc = argc - next, sub_next;
@@ -513,9 +513,21 @@ static int parse_subcommand(int argc, char **argv, int next, struct opts *o, con
 		return rc;
 	if (sub_next >= sub_argc)
 		return usage_error("missing %s", what);
-	if (sub_next + 1 < sub_argc)
-		return usage_error("unexpected argument \"%s\" after the %s", sub_argv[sub_next + 1],
-		                   what);
+	int operands = o->command == CMD_COUNT ? 2 : 1;
+	if (o->command == CMD_COUNT) {
+		if (sub_next + 1 >= sub_argc)
+			return usage_error("missing count after the %s (zklock count PATH N; 0 "
+			                   "clears it)", what);
+		char *end = NULL;
+		long n = strtol(sub_argv[sub_next + 1], &end, 10);
+		if (!*sub_argv[sub_next + 1] || *end || n < 0 || n > INT32_MAX)
+			return usage_error("count \"%s\" is not a whole number from 0 up",
+			                   sub_argv[sub_next + 1]);
+		o->count = (int)n;
+	}
+	if (sub_next + operands < sub_argc)
+		return usage_error("unexpected argument \"%s\" after the %s",
+		                   sub_argv[sub_next + operands], what);
 	o->path = sub_argv[sub_next];
 	return check_path(what, o->path);
 }
@@ -558,6 +570,7 @@ int parse_args(int argc, char **argv, struct opts *o)
 		{ "revoke", CMD_REVOKE, "lock path" },
 		{ "forget", CMD_FORGET, "lock path" },
 		{ "check", CMD_CHECK, "lock path or prefix" },
+		{ "count", CMD_COUNT, "semaphore path" },
 	};
 	for (size_t i = 0; next < argc && i < sizeof subs / sizeof subs[0]; i++) {
 		if (strcmp(argv[next], subs[i].name) == 0) {

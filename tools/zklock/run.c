@@ -146,11 +146,13 @@ static bool acquire(const struct opts *o, struct lock *lk, int *status, pthread_
 			msg("%s%s is busy; gave up after %g s", lock_what(lk), o->path, o->wait_s);
 		break;
 	case ZKL_EINVAL:
-		if (lk->mode == MODE_SEMAPHORE && strncmp(detail, "semaphore ", 10) == 0)
-			*status = usage_error("%s", detail); /* the counts disagree: it names both */
-		else
-			*status = usage_error("invalid lock path \"%s\": %s", o->path,
-			                      *detail ? detail : zkl_strerror(rc));
+		*status = usage_error("invalid lock path \"%s\": %s", o->path,
+		                      *detail ? detail : zkl_strerror(rc));
+		break;
+	case ZKL_ECOUNT:
+		/* The counts disagree (it names both): a runtime fact, not a usage error. */
+		msg("%s", detail);
+		*status = EXIT_COUNT;
 		break;
 	case ZKL_ECONNLOSS:
 		msg("lost the connection to %s while waiting for %s", o->servers, o->path);

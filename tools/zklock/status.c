@@ -1,6 +1,8 @@
 /* `zklock status PATH`: every node queued at PATH, and its --once-per record; `zklock
- * list PREFIX`: the locks in use under PREFIX, and their records. Both read the tree through the library's inspection (zkl_inspect(),
- * zkl_inspect_prefix()), on zklock's one session. */
+ * list PREFIX`: the locks in use under PREFIX, and their records. Both read the tree
+ * through the library's inspection (zkl_inspect(), zkl_inspect_prefix()), on zklock's
+ * one session. `zklock count PATH N`: the count of the semaphore at PATH, set for good
+ * (zkl_semaphore_set_count()). */
 #include "zklock.h"
 
 #include <errno.h>
@@ -123,5 +125,24 @@ int run_list(const struct opts *o)
 		msg("writing the list: %s", strerror(errno));
 		status = EXIT_SOFTWARE;
 	}
+	return status;
+}
+
+int run_count(const struct opts *o)
+{
+	zkl_client *c = NULL;
+	int status = open_client(o, &c);
+	if (status != 0)
+		return status;
+	int rc = zkl_semaphore_set_count(c, o->path, o->count);
+	if (rc != 0)
+		status = report_failure("setting the count of", o->path, rc);
+	else if (o->count > 0)
+		printf("%s: %d leases; --semaphore with another count is refused (exit %d)\n",
+		       o->path, o->count, EXIT_COUNT);
+	else
+		printf("%s: count cleared; the first semaphore to arrive records its own\n",
+		       o->path);
+	zkl_client_close(c);
 	return status;
 }

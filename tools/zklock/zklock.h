@@ -36,6 +36,7 @@
 /* Exit codes, as sysexits.h and a shell have them. */
 enum {
 	EXIT_USAGE = 64,       /* EX_USAGE */
+	EXIT_COUNT = 65,       /* EX_DATAERR: --semaphore N differs from the count recorded */
 	EXIT_UNAVAILABLE = 69, /* EX_UNAVAILABLE: no ZooKeeper server answered */
 	EXIT_SOFTWARE = 70,    /* EX_SOFTWARE: ZooKeeper or internal failure, lock lost */
 	EXIT_REVOKED = 71,     /* the lock was revoked (zklock revoke, SIGUSR1) */
@@ -50,7 +51,7 @@ enum {
 #define SYSTEM_CONFIG "/etc/zklock.conf"
 
 enum mode { MODE_MUTEX, MODE_READ, MODE_WRITE, MODE_SEMAPHORE, MODE_LEADER };
-enum command { CMD_RUN, CMD_STATUS, CMD_LIST, CMD_REVOKE, CMD_FORGET, CMD_CHECK };
+enum command { CMD_RUN, CMD_STATUS, CMD_LIST, CMD_REVOKE, CMD_FORGET, CMD_CHECK, CMD_COUNT };
 
 /* A check's thresholds (zklock check): warning and critical, each -1 when not set. */
 struct threshold {
@@ -59,6 +60,7 @@ struct threshold {
 
 struct opts {
 	const char *servers;    /* as given (command line, environment, config, default) */
+	int count;              /* zklock count PATH N: N */
 	char *servers_buf;      /* servers with the config's chroot appended, if any */
 	const char *chroot;     /* from the config file */
 	const char *auth;       /* "user:password", from the config file */
@@ -344,6 +346,7 @@ void notify_close(void);
 /* ---- the subcommands and the run (status.c, revoke.c, check.c, once.c, run.c) ---- */
 
 int run_status(const struct opts *o);
+int run_count(const struct opts *o);
 int run_list(const struct opts *o);
 int run_revoke(const struct opts *o);
 int run_forget(const struct opts *o);

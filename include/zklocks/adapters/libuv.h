@@ -14,7 +14,11 @@
  *
  * The adapter polls the client's descriptor (zkl_client_loop_fd()) and keeps one timer at
  * zkl_client_loop_timeout(); either calls zkl_client_process(), and the timer is set
- * again after every call. Everything runs on the loop's thread. */
+ * again after every call. Everything runs on the loop's thread, and nothing zklocks does
+ * there waits for the server: releases, cancels, frees and leader closes return at once
+ * (their deletes go on in the background), and a call that needs an answer (a blocking
+ * acquire, participants, records, inspection) fails there at once with ZKL_EDEADLK:
+ * make it from another thread (uv_queue_work). */
 #ifndef ZKLOCKS_ADAPTERS_LIBUV_H
 #define ZKLOCKS_ADAPTERS_LIBUV_H
 
