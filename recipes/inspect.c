@@ -63,7 +63,6 @@ static int call_init(struct call *x, zkl_client *c, int timeout_ms)
 	x->c = c;
 	x->timeout_ms = timeout_ms;
 	pthread_mutex_lock(&c->mu);
-	bool loop = zkl_runs_loop(c);
 	int session_ms = zkl__session_timeout_ms(c);
 	bool closing = c->closing;
 	pthread_mutex_unlock(&c->mu);
