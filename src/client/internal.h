@@ -208,6 +208,10 @@ struct zkl_client {
 	/* mu: folders being made by an acquisition that found one missing; the others of
 	 * the same folder wait for it (the engine's: acquire.c). */
 	struct zkl_folder *folders;
+	/* The kind of folders made (folders.c): the option, and whether the server refused
+	 * a container (with ZKL_FOLDERS_AUTO: from then on folders are persistent). */
+	zkl_lock_folders lock_folders;
+	atomic_bool containers_refused; /* calloc's false */
 
 	struct zkl_session *sess;   /* mu: current session */
 	/* The current session, for a release's delete sent without mu (NULL: send nothing
@@ -282,6 +286,17 @@ struct zkl_client {
  * unit suite an in-memory ZooKeeper). */
 int zkl_client_open_on(zkl_client **out, const zkl_client_options *o,
                        const struct zkl_zk_ops *zk, void *zk_self);
+
+/* Lock folders (folders.c). Checks the lock_folders option: 0, or ZKL_EINVAL with its
+ * detail. */
+int zkl_folders_check(const zkl_client_options *o);
+/* The mode to create a missing folder with: ZOO_CONTAINER or ZOO_PERSISTENT. */
+int zkl_folder_mode(zkl_client *c);
+/* A create of the folder path with mode answered zrc. Returns 1: make it again (with
+ * zkl_folder_mode(), persistent now: the server has no containers; logged once per
+ * client); ZKL_EZK with its detail: the server has no containers and the client must
+ * make containers; 0: anything else. */
+int zkl_folder_refused(zkl_client *c, int mode, int zrc, const char *path);
 
 /* Logging. */
 void zkl_log(zkl_client *c, zkl_log_level level, const char *fmt, ...)
