@@ -341,6 +341,9 @@ struct zkl_op *zkl_op_create_followed(zkl_client *c, struct zkl_waiter *w, const
                                       int *err);
 void zkl_op_hasten(zkl_client *c, struct zkl_op *op);
 struct zkl_op *zkl_op_delete(zkl_client *c, struct zkl_waiter *w, const char *path, int *err);
+/* A delete that fails (ZBADVERSION) unless the node's version is version (-1: any). */
+struct zkl_op *zkl_op_delete_at(zkl_client *c, struct zkl_waiter *w, const char *path,
+                                int version, int *err);
 struct zkl_op *zkl_op_children(zkl_client *c, struct zkl_waiter *w, const char *path,
                                struct zkl_watch *watch, int *err);
 struct zkl_op *zkl_op_get(zkl_client *c, struct zkl_waiter *w, const char *path,
@@ -359,7 +362,8 @@ struct zkl_req {
 	const void *data;   /* CREATE, SET */
 	int len;
 	int mode;           /* CREATE */
-	int version;        /* SET */
+	int version;        /* SET; DELETE with check_version */
+	bool check_version; /* DELETE: only of the node at version */
 };
 /* Sends r now, bound to w (mu NOT held): the loop's way to send one request. Returns
  * the op, or NULL with *err set. */

@@ -95,6 +95,10 @@ static int read_config(const char *file, bool required, struct opts *o)
 				rc = usage_error("%s:%d: auth must be \"user:password\"", file, lineno);
 			else
 				o->auth = keep_string(value);
+		} else if (strcmp(key, "lock_folders") == 0) {
+			if (!parse_lock_folders(value, &o->lock_folders))
+				rc = usage_error("%s:%d: invalid lock_folders \"%s\": expected auto, "
+				                 "container or persistent", file, lineno, value);
 		} else if (strcmp(key, "tls_ca") == 0) {
 			o->tls_ca = keep_string(value);
 		} else if (strcmp(key, "tls_cert") == 0) {
@@ -109,7 +113,8 @@ static int read_config(const char *file, bool required, struct opts *o)
 			o->sasl_password_file = keep_string(value);
 		} else {
 			rc = usage_error("%s:%d: unknown key \"%s\" (known: servers, chroot, "
-			                 "session_timeout, loss_percent, connect_timeout, auth, tls_ca, "
+			                 "session_timeout, loss_percent, connect_timeout, auth, "
+			                 "lock_folders, tls_ca, "
 			                 "tls_cert, tls_key, sasl_mechanism, sasl_user, "
 			                 "sasl_password_file)", file, lineno, key);
 		}

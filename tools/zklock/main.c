@@ -4,6 +4,7 @@
  *   zklock status [options] PATH
  *   zklock list [options] PREFIX
  *   zklock revoke [options] PATH
+ *   zklock prune [options] PREFIX
  *
  * zklock.h lists the files and what each does. */
 #include "zklock.h"
@@ -33,6 +34,9 @@ int main(int argc, char **argv)
 			break;
 		case CMD_REVOKE:
 			status = run_revoke(&o);
+			break;
+		case CMD_PRUNE:
+			status = run_prune(&o);
 			break;
 		case CMD_RUN:
 		default:

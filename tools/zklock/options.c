@@ -36,6 +36,8 @@ enum {
 	OPT_SASL_MECHANISM,
 	OPT_SASL_USER,
 	OPT_SASL_PASSWORD_FILE,
+	OPT_DRY_RUN,
+	OPT_LOCK_FOLDERS,
 };
 
 static const char short_opts[] = "+:s:w:nE:c:qvh";
@@ -71,6 +73,8 @@ static const struct option long_opts[] = {
 	{ "sasl-mechanism", required_argument, NULL, OPT_SASL_MECHANISM },
 	{ "sasl-user", required_argument, NULL, OPT_SASL_USER },
 	{ "sasl-password-file", required_argument, NULL, OPT_SASL_PASSWORD_FILE },
+	{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
+	{ "lock-folders", required_argument, NULL, OPT_LOCK_FOLDERS },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -305,6 +309,14 @@ static int parse_opts(int argc, char **argv, bool permute, struct opts *o, int *
 				return usage_error("--data is %zu bytes long: at most 4096", strlen(optarg));
 			o->data = optarg;
 			break;
+		case OPT_DRY_RUN:
+			o->dry_run = true;
+			break;
+		case OPT_LOCK_FOLDERS:
+			if (!parse_lock_folders(optarg, &o->lock_folders))
+				return usage_error("invalid --lock-folders \"%s\": expected auto, "
+				                   "container or persistent", optarg);
+			break;
 		case 'v':
 			o->verbose++;
 			break;
@@ -393,11 +405,15 @@ int parse_args(int argc, char **argv, struct opts *o)
 		{ "status", CMD_STATUS, "lock path" },
 		{ "list", CMD_LIST, "prefix" },
 		{ "revoke", CMD_REVOKE, "lock path" },
+		{ "prune", CMD_PRUNE, "prefix" },
 	};
 	for (size_t i = 0; next < argc && i < sizeof subs / sizeof subs[0]; i++) {
 		if (strcmp(argv[next], subs[i].name) == 0) {
 			o->command = subs[i].cmd;
-			return parse_subcommand(argc, argv, next, o, subs[i].what);
+			rc = parse_subcommand(argc, argv, next, o, subs[i].what);
+			if (rc == 0 && o->dry_run && o->command != CMD_PRUNE)
+				return usage_error("--dry-run works with prune only");
+			return rc;
 		}
 	}
 
@@ -462,6 +478,8 @@ int parse_args(int argc, char **argv, struct opts *o)
 	rc = check_path("lock path", o->path);
 	if (rc != 0)
 		return rc;
+	if (o->dry_run)
+		return usage_error("--dry-run works with prune only");
 	if (o->modes > 1)
 		return usage_error("--read, --write, --semaphore and --leader exclude each other");
 	if (o->requeue && o->mode != MODE_LEADER)

@@ -15,7 +15,7 @@
  *   once.c      --once-per: the record of the last run
  *   output.c    messages, text and JSON
  *   status.c    `zklock status` and `zklock list`; revoke.c `zklock revoke` (both
- *               read the tree with zkl_inspect())
+ *               read the tree with zkl_inspect()); prune.c `zklock prune`
  */
 #ifndef ZKLOCK_ZKLOCK_H
 #define ZKLOCK_ZKLOCK_H
@@ -47,7 +47,7 @@ enum {
 #define SYSTEM_CONFIG "/etc/zklock.conf"
 
 enum mode { MODE_MUTEX, MODE_READ, MODE_WRITE, MODE_SEMAPHORE, MODE_LEADER };
-enum command { CMD_RUN, CMD_STATUS, CMD_LIST, CMD_REVOKE };
+enum command { CMD_RUN, CMD_STATUS, CMD_LIST, CMD_REVOKE, CMD_PRUNE };
 
 struct opts {
 	const char *servers;    /* as given (command line, environment, config, default) */
@@ -68,6 +68,8 @@ struct opts {
 	const char *shell_cmd;  /* -c: the command, for /bin/sh -c */
 	char *sh_argv[4];
 	bool help, version, json;
+	bool dry_run;           /* prune --dry-run */
+	zkl_lock_folders lock_folders; /* --lock-folders, lock_folders in a config file */
 	enum command command;
 	enum mode mode;
 	int modes;              /* how many mode options were given */
@@ -158,6 +160,8 @@ static inline struct timespec after_ms(int ms)
 
 /* ---- session.c ---- */
 
+/* "auto", "container" or "persistent": false for anything else. */
+bool parse_lock_folders(const char *s, zkl_lock_folders *out);
 /* Opens the client. Returns 0 or an exit code after reporting. */
 int open_client(const struct opts *o, zkl_client **out);
 /* -v: reports the connection's state changes. */
@@ -274,6 +278,7 @@ int once_record(zkl_client *c, const char *rec, int64_t arrival, const char *id)
 int run_status(const struct opts *o);
 int run_list(const struct opts *o);
 int run_revoke(const struct opts *o);
+int run_prune(const struct opts *o);
 int run_lock(const struct opts *o);
 
 #endif
