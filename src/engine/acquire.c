@@ -569,9 +569,8 @@ static int on_settle(struct zkl_acquisition *a)
 	return gave_up(a, ZKL_ECANCELED);
 }
 
-/* Creates the folder and its missing ancestors (containers, or persistent: folders.c):
- * try the path, on NONODE its parent, and so on up, then create back down. a->op is the
- * create out, with ensure_mode. */
+/* Creates the folder and its missing ancestors (of zkl_folder_mode()): try the path, on
+ * NONODE its parent, and so on up, then create back down. a->op is the create out. */
 static int on_ensure(zkl_client *c, struct zkl_acquisition *a)
 {
 	char *buf = a->ensure;

@@ -17,15 +17,7 @@
 #include <string.h>
 
 #include "predicates.h"
-
-#define CHECK(cond)                                                                       \
-	do {                                                                              \
-		if (!(cond)) {                                                            \
-			fprintf(stderr, "%s:%d: %s does not hold\n", __FILE__, __LINE__,    \
-			        #cond);                                                   \
-			abort();                                                          \
-		}                                                                         \
-	} while (0)
+#include "fuzz.h"
 
 enum { MAX_NAMES = 4096 };
 

@@ -11,12 +11,15 @@
 #include <string.h>
 
 #include "fakezk.h"
+#include "fuzz.h"
 
-#define CHECK(cond)                                                                       \
+/* A zklocks call that must return 0; on failure, its code and detail. */
+#define CHECK_OK(expr)                                                                    \
 	do {                                                                              \
-		if (!(cond)) {                                                            \
-			fprintf(stderr, "%s:%d: %s does not hold\n", __FILE__, __LINE__,    \
-			        #cond);                                                   \
+		int rc_ = (expr);                                                         \
+		if (rc_ != 0) {                                                           \
+			fprintf(stderr, "%s:%d: %s: %s: %s\n", __FILE__, __LINE__, #expr,   \
+			        zkl_errname(rc_), zkl_last_error());                      \
 			abort();                                                          \
 		}                                                                         \
 	} while (0)

@@ -9,15 +9,7 @@
 #include <string.h>
 
 #include "zklock.h"
-
-#define CHECK(cond)                                                                       \
-	do {                                                                              \
-		if (!(cond)) {                                                            \
-			fprintf(stderr, "%s:%d: %s does not hold\n", __FILE__, __LINE__,    \
-			        #cond);                                                   \
-			abort();                                                          \
-		}                                                                         \
-	} while (0)
+#include "fuzz.h"
 
 /* Splits data at each NUL into at most max strings, in a copy (*buf, to free). */
 static inline int fuzz_split(const uint8_t *data, size_t size, char **out, int max,

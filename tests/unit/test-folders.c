@@ -61,12 +61,6 @@ static zkl_client *open_client(struct fz *z, struct seen *s, zkl_lock_folders ki
 	return c;
 }
 
-static int children(struct fz *z, const char *path)
-{
-	char buf[8192];
-	return fz_children(z, path, buf, sizeof buf);
-}
-
 struct gone {
 	struct fz *z;
 	int64_t session;
@@ -147,7 +141,7 @@ static void every_recipe(int refuse_rc)
 	for (size_t i = 0; i < sizeof folders / sizeof *folders; i++) {
 		struct Stat st;
 		assert_true(fz_stat(z, folders[i], &st));
-		assert_int_equal(children(z, folders[i]), 0);
+		assert_int_equal(fzh_children(z, folders[i]), 0);
 		assert_int_equal(st.ephemeralOwner, 0);
 	}
 	/* The server was asked for one container, which it refused; told once. */
@@ -202,7 +196,7 @@ static void test_contenders(void **state)
 	CHECK_OK(fzh_acq_wait(&w));
 	assert_true(w.held);
 	CHECK_OK(fzh_acq_finish(&w));
-	assert_int_equal(children(z, "/x/lock"), 0);
+	assert_int_equal(fzh_children(z, "/x/lock"), 0);
 	/* a was refused and said so, once; b found the folder a made. */
 	assert_int_equal(atomic_load(&s.containers), 1);
 	assert_int_equal(atomic_load(&s.warnings), 1);
