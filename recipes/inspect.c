@@ -359,6 +359,8 @@ static void job_classify(zkl_client *c, struct job *j)
 	}
 	(void)c;
 	j->nitems = k;
+	if (k == 0)
+		return; /* nothing queued (and items may be NULL: no offsets from it) */
 	size_t nq = 0, nl = 0, ng = 0;
 	for (size_t i = 0; i < j->nitems; i++) {
 		nq += j->items[i].part == PART_QUEUE;

@@ -54,6 +54,22 @@ typedef enum zkl_acl {
 	ZKL_ACL_CREATOR_ALL_READ = 2,  /* the same, and anyone may read (list and see holders) */
 } zkl_acl;
 
+/* What kind of node a client makes a missing lock folder (and the missing folders above
+ * it) with. A folder that exists is used as it is, whatever its kind. */
+typedef enum zkl_lock_folders {
+	/* Containers, which the server removes once empty; persistent nodes once the server
+	 * refuses a container (ZooKeeper 3.4 answers ZUNIMPLEMENTED, some servers that speak
+	 * ZooKeeper's protocol ZBADARGUMENTS): decided once per client, and logged once at
+	 * ZKL_LOG_WARN. */
+	ZKL_FOLDERS_AUTO = 0,
+	/* Containers always: on a server without them an acquire whose folder is missing
+	 * fails (ZKL_EZK, naming the refusal). */
+	ZKL_FOLDERS_CONTAINER = 1,
+	/* Persistent nodes always: they stay when empty, until removed (zkl_prune(),
+	 * `zklock prune`). */
+	ZKL_FOLDERS_PERSISTENT = 2,
+} zkl_lock_folders;
+
 /* Supplies the SASL password when ZooKeeper asks for it (every authentication: the first
  * connection and each reconnection), on the C client's I/O thread: it must be
  * thread-safe and must not call into zklocks. Writes the password into buf (size bytes,
@@ -82,6 +98,8 @@ typedef struct zkl_client_options {
 	/* The ACL of created nodes. Default ZKL_ACL_OPEN; the CREATOR ones need digest_auth,
 	 * and then other credentials cannot delete or join our locks (ZKL_EACL). */
 	zkl_acl acl;
+	/* The kind of the lock folders the client makes. Default ZKL_FOLDERS_AUTO. */
+	zkl_lock_folders lock_folders;
 	/* zklocks' own log messages at or below log_level go to log (default: none). */
 	zkl_log_fn log;
 	void *log_data;

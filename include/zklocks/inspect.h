@@ -159,6 +159,32 @@ ZKL_API const zkl_node_info *zkl_inspection_node(const zkl_inspection *in, size_
  * zkl_inspect() and for NULL. */
 ZKL_API size_t zkl_inspection_skipped(const zkl_inspection *in);
 
+/* Called by zkl_prune() for each folder it deleted (or, dry_run, would delete), on the
+ * calling thread, deepest first; path is valid during the call. */
+typedef void (*zkl_prune_fn)(const char *path, void *data);
+
+/* Deletes the empty lock folders at and under prefix ("/" for the whole tree, but never
+ * /zookeeper nor "/" itself): every node with no data that no session owns and that has
+ * no child, deepest first, so that a folder whose folders all went goes too. Folders
+ * made persistent (lock_folders, or a server without containers) stay when empty; this
+ * removes them. A node with data (a record, a shared count, a semaphore's recorded
+ * limit) or an ephemeral node is never deleted.
+ * It never takes a lock from anyone, nor fails an acquire: each folder is deleted with
+ * the version it was seen at, and ZooKeeper refuses to delete a node that has a child,
+ * so a contender's node made first keeps the folder; one made after the delete finds
+ * its folder missing, and its acquire makes it again. Other clients' folders may be
+ * pruned while they are idle (Curator's and kazoo's make theirs again too).
+ * dry_run: nothing is deleted; fn is called for each folder that would be (those with
+ * no child, and those whose every child would go). timeout_ms bounds the whole walk
+ * (ZKL_WAIT_FOREVER; 0: the session timeout); a lost connection is waited for
+ * meanwhile. Folders that may not be read or deleted (ACL) are left as they are.
+ * Returns how many folders were deleted (would be), or ZKL_EINVAL (c NULL, prefix
+ * invalid as zkl_inspect()'s path, timeout_ms below -1), ZKL_ETIMEDOUT, ZKL_EDEADLK
+ * (on the client's own event thread), ZKL_ECLOSED, ZKL_ENOMEM, ZKL_EZK; folders deleted
+ * before the error stay deleted. Thread-safe; blocks the calling thread. */
+ZKL_API int zkl_prune(zkl_client *c, const char *prefix, bool dry_run, int timeout_ms,
+                      zkl_prune_fn fn, void *data);
+
 /* Frees an inspection and everything reached through it. NULL is a no-op. */
 ZKL_API void zkl_inspection_free(zkl_inspection *in);
 

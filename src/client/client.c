@@ -262,6 +262,8 @@ servers_checked:
 	if (o->acl != ZKL_ACL_OPEN && o->acl != ZKL_ACL_CREATOR_ALL &&
 	    o->acl != ZKL_ACL_CREATOR_ALL_READ)
 		return zkl_fail(ZKL_EINVAL, "acl %d is not a zkl_acl value", (int)o->acl);
+	if (zkl_folders_check(o) != 0)
+		return ZKL_EINVAL;
 	bool tls = o->tls_ca || o->tls_cert || o->tls_key || o->tls_key_password;
 	bool sasl = o->sasl_mechanism || o->sasl_user || o->sasl_password ||
 	            o->sasl_password_file || o->sasl_password_fn || o->sasl_service || o->sasl_host;
@@ -339,6 +341,7 @@ servers_checked:
 	c->quiet_zk_log = o->quiet_zk_log;
 	c->confirm_release = o->confirm_release;
 	c->loss_percent = o->loss_percent;
+	c->lock_folders = o->lock_folders;
 	c->max_request = o->max_request;
 	c->state = ZKL_STATE_CONNECTING;
 	if (o->acl == ZKL_ACL_OPEN) {

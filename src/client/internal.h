@@ -234,6 +234,10 @@ struct zkl_client {
 	/* mu: folders being made by an acquisition that found one missing; the others of
 	 * the same folder wait for it (the engine's: acquire.c). */
 	struct zkl_folder *folders;
+	/* The kind of folders made (folders.c): the option, and whether the server refused
+	 * a container (with ZKL_FOLDERS_AUTO: from then on folders are persistent). */
+	zkl_lock_folders lock_folders;
+	atomic_bool containers_refused; /* calloc's false */
 
 	struct zkl_session *sess;   /* mu: current session */
 	/* The current session, for a release's delete sent without mu (NULL: send nothing
@@ -326,6 +330,17 @@ int zkl_client_open_on(zkl_client **out, const zkl_client_options *o,
 int zkl_client_adopt_on(zkl_client **out, zhandle_t *zh, const zkl_client_options *o,
                         const struct zkl_zk_ops *zk, void *zk_self);
 
+/* Lock folders (folders.c). Checks the lock_folders option: 0, or ZKL_EINVAL with its
+ * detail. */
+int zkl_folders_check(const zkl_client_options *o);
+/* The mode to create a missing folder with: ZOO_CONTAINER or ZOO_PERSISTENT. */
+int zkl_folder_mode(zkl_client *c);
+/* A create of the folder path with mode answered zrc. Returns 1: make it again (with
+ * zkl_folder_mode(), persistent now: the server has no containers; logged once per
+ * client); ZKL_EZK with its detail: the server has no containers and the client must
+ * make containers; 0: anything else. */
+int zkl_folder_refused(zkl_client *c, int mode, int zrc, const char *path);
+
 /* Logging. */
 void zkl_log(zkl_client *c, zkl_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -369,6 +384,9 @@ struct zkl_op *zkl_op_create_followed(zkl_client *c, struct zkl_waiter *w, const
                                       int *err);
 void zkl_op_hasten(zkl_client *c, struct zkl_op *op);
 struct zkl_op *zkl_op_delete(zkl_client *c, struct zkl_waiter *w, const char *path, int *err);
+/* A delete that fails (ZBADVERSION) unless the node's version is version (-1: any). */
+struct zkl_op *zkl_op_delete_at(zkl_client *c, struct zkl_waiter *w, const char *path,
+                                int version, int *err);
 struct zkl_op *zkl_op_children(zkl_client *c, struct zkl_waiter *w, const char *path,
                                struct zkl_watch *watch, int *err);
 struct zkl_op *zkl_op_get(zkl_client *c, struct zkl_waiter *w, const char *path,
@@ -389,7 +407,8 @@ struct zkl_req {
 	const void *data;   /* CREATE, SET */
 	int len;
 	int mode;           /* CREATE */
-	int version;        /* SET */
+	int version;        /* SET; DELETE with check_version */
+	bool check_version; /* DELETE: only of the node at version */
 };
 /* Sends r now, bound to w (mu NOT held): the loop's way to send one request. Returns
  * the op, or NULL with *err set. */

@@ -271,10 +271,16 @@ void zkl_op_hasten(zkl_client *c, struct zkl_op *op)
 
 struct zkl_op *zkl_op_delete(zkl_client *c, struct zkl_waiter *w, const char *path, int *err)
 {
+	return zkl_op_delete_at(c, w, path, -1, err);
+}
+
+struct zkl_op *zkl_op_delete_at(zkl_client *c, struct zkl_waiter *w, const char *path,
+                                int version, int *err)
+{
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_DELETE, err);
 	if (!op)
 		return NULL;
-	int rc = c->zk->remove(op->s->zh, path, -1, void_done, op);
+	int rc = c->zk->remove(op->s->zh, path, version, void_done, op);
 	if (rc != ZOK)
 		op_refused(c, op, rc);
 	return op;
@@ -467,7 +473,7 @@ struct zkl_op *zkl_op_send(zkl_client *c, struct zkl_waiter *w, const struct zkl
 	case ZKL_OP_CREATE:
 		return zkl_op_create(c, w, r->path, r->data, r->len, r->mode, err);
 	case ZKL_OP_DELETE:
-		return zkl_op_delete(c, w, r->path, err);
+		return zkl_op_delete_at(c, w, r->path, r->check_version ? r->version : -1, err);
 	case ZKL_OP_CHILDREN:
 		return zkl_op_children(c, w, r->path, NULL, err);
 	case ZKL_OP_GET:

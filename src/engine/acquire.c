@@ -79,6 +79,7 @@ struct zkl_acquisition {
 	int64_t until;                 /* SETTLE, ENSURE, WITHDRAW: their own deadline */
 	char *ensure;                  /* ENSURE: the folder's path; the create out (or next) */
 	size_t ensure_len, ensure_full;/* is of its first ensure_len bytes */
+	int ensure_mode;               /* and its mode */
 	struct zkl_folder *folder_made;/* ENSURE: the folder we make for others too; FOLDER:
 	                                * the one we wait for (NULL once it is done) */
 	struct zkl_acquisition *folder_next; /* FOLDER: next waiter of folder_made */
@@ -458,7 +459,7 @@ static int start_create(zkl_client *c, struct zkl_acquisition *a)
 	/* Nobody waits for the folder's answer alone (it comes before the node's), nor for
 	 * the node's alone when the list follows: only the last answer wakes the loop. */
 	struct zkl_op *folder = make_folder ? zkl_op_create_followed(c, NULL, q->path, NULL, 0,
-	                                                             ZOO_CONTAINER, true, &err)
+	                                                             zkl_folder_mode(c), true, &err)
 	                                    : NULL;
 	struct zkl_op *create = zkl_op_create_followed(c, &a->job.w, target, q->data,
 	                                               q->data_len, ZOO_EPHEMERAL_SEQUENTIAL,
@@ -588,8 +589,8 @@ static int on_settle(struct zkl_acquisition *a)
 	return gave_up(a, ZKL_ECANCELED);
 }
 
-/* Creates the folder and its missing ancestors as containers: try the path, on NONODE
- * its parent, and so on up, then create back down. a->op is the create out. */
+/* Creates the folder and its missing ancestors (of zkl_folder_mode()): try the path, on
+ * NONODE its parent, and so on up, then create back down. a->op is the create out. */
 static int on_ensure(zkl_client *c, struct zkl_acquisition *a)
 {
 	char *buf = a->ensure;
@@ -597,7 +598,8 @@ static int on_ensure(zkl_client *c, struct zkl_acquisition *a)
 		buf[a->ensure_len] = 0;
 		int err = 0;
 		pthread_mutex_unlock(&c->mu);
-		struct zkl_op *op = zkl_op_create(c, &a->job.w, buf, NULL, 0, ZOO_CONTAINER, &err);
+		a->ensure_mode = zkl_folder_mode(c);
+		struct zkl_op *op = zkl_op_create(c, &a->job.w, buf, NULL, 0, a->ensure_mode, &err);
 		pthread_mutex_lock(&c->mu);
 		if (!op)
 			return err;
@@ -610,6 +612,8 @@ static int on_ensure(zkl_client *c, struct zkl_acquisition *a)
 		return zkl_fail(rc, "gave up creating %s", buf);
 	const int zrc = a->op->rc;
 	put_op(c, &a->op);
+	if ((rc = zkl_folder_refused(c, a->ensure_mode, zrc, buf)) != 0)
+		return rc > 0 ? GO_ON : rc;
 	if (zrc == ZOK || zrc == ZNODEEXISTS) {
 		if (a->ensure_len == a->ensure_full) {
 			free(a->ensure);

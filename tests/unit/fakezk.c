@@ -943,6 +943,17 @@ int fz_set(struct fz *z, const char *path, const char *data)
 	return rc;
 }
 
+int fz_put(struct fz *z, const char *path, const void *data, int len, int64_t ctime)
+{
+	pthread_mutex_lock(&z->mu);
+	int rc = tree_set(z, path, data, len, -1, NULL, NULL, NULL);
+	struct node *n = rc == ZOK ? find(z, path) : NULL;
+	if (n)
+		n->st.ctime = ctime;
+	pthread_mutex_unlock(&z->mu);
+	return rc;
+}
+
 bool fz_stat(struct fz *z, const char *path, struct Stat *st)
 {
 	pthread_mutex_lock(&z->mu);

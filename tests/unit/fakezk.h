@@ -78,6 +78,8 @@ int fz_create(struct fz *z, const char *path, const char *data, int mode, int64_
               char *created, size_t size);
 int fz_delete(struct fz *z, const char *path);
 int fz_set(struct fz *z, const char *path, const char *data);
+/* Sets path's data to len bytes (any bytes; len <= 0: none) and its creation time. */
+int fz_put(struct fz *z, const char *path, const void *data, int len, int64_t ctime);
 /* Whether path exists; if so and st is not NULL, its stat. */
 bool fz_stat(struct fz *z, const char *path, struct Stat *st);
 /* The children's names, sorted by name, as one string of names each followed by '\n'

@@ -70,6 +70,12 @@ struct cond {
 	struct fzh_count *k;
 };
 
+int fzh_children(struct fz *z, const char *path)
+{
+	char buf[8192];
+	return fz_children(z, path, buf, sizeof buf);
+}
+
 static bool has_children(void *arg)
 {
 	struct cond *c = arg;

@@ -38,6 +38,8 @@ int fzh_acq_wait(struct fzh_acq *a);
  * release's rc (0 when nothing was held). */
 int fzh_acq_finish(struct fzh_acq *a);
 
+/* How many children path has (-1: it does not exist). */
+int fzh_children(struct fz *z, const char *path);
 /* Waits until path has n children / at least n watches (not counting its owner's own,
  * fz_watchers) / session has n nodes. */
 void fzh_wait_children(struct fz *z, const char *path, int n);

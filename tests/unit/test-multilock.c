@@ -59,12 +59,6 @@ static void set_close(struct set *s)
 	fz_free(s->z);
 }
 
-static int children(struct fz *z, const char *path)
-{
-	char buf[8192];
-	return fz_children(z, path, buf, sizeof buf);
-}
-
 /* What an acquire callback saw. */
 struct rec {
 	struct fz *z;
@@ -157,7 +151,7 @@ static void test_chain_succeeds(void **state)
 	assert_true(zkl_multilock_is_held(s.ml));
 	for (int i = 0; i < N; i++) {
 		assert_true(zkl_lock_is_held(zkl_mutex_lock(s.m[i])));
-		assert_int_equal(children(s.z, s.path[i]), 1);
+		assert_int_equal(fzh_children(s.z, s.path[i]), 1);
 		/* Nobody else can take any member. */
 		assert_int_equal(zkl_lock_acquire(zkl_mutex_lock(s.om[i]), 0), ZKL_ETIMEDOUT);
 	}
@@ -208,9 +202,9 @@ static void test_member_busy_until_deadline(void **state)
 	assert_false(zkl_lock_is_held(s.view));
 	assert_false(zkl_lock_is_held(zkl_mutex_lock(s.m[0])));
 	fz_wait(s.z, session_empty, &s, "a's nodes to go");
-	assert_true(children(s.z, s.path[0]) <= 0);
-	assert_int_equal(children(s.z, s.path[1]), 1); /* b's */
-	assert_true(children(s.z, s.path[2]) <= 0);    /* never tried */
+	assert_true(fzh_children(s.z, s.path[0]) <= 0);
+	assert_int_equal(fzh_children(s.z, s.path[1]), 1); /* b's */
+	assert_true(fzh_children(s.z, s.path[2]) <= 0);    /* never tried */
 	CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(s.om[0]), 0));
 	CHECK_OK(zkl_lock_release(zkl_mutex_lock(s.om[0])));
 	assert_int_equal(zkl_lock_release(s.view), ZKL_ENOTHELD);
@@ -253,8 +247,8 @@ static void test_cancel_in_the_middle(void **state)
 	assert_false(zkl_lock_is_held(s.view));
 	zkl_lock_cancel(s.view); /* nothing under way: no effect */
 	fz_wait(s.z, session_empty, &s, "a's nodes to go");
-	assert_int_equal(children(s.z, s.path[1]), 1);
-	assert_true(children(s.z, s.path[2]) <= 0);
+	assert_int_equal(fzh_children(s.z, s.path[1]), 1);
+	assert_true(fzh_children(s.z, s.path[2]) <= 0);
 	/* The multi-lock works again; the first callback did not run twice. */
 	CHECK_OK(zkl_lock_release(zkl_mutex_lock(s.om[1])));
 	struct rec h = { .z = s.z, .session = s.sa };
@@ -428,8 +422,8 @@ static void free_on_loop(struct set *s, struct rec *r, const char *trigger_path,
 	CHECK_OK(t.rc);
 	/* Member 1 given back, member 2 withdrawn. */
 	fz_wait(s->z, session_has_one, s, "the multi-lock's nodes to go");
-	assert_true(children(s->z, s->path[0]) <= 0);
-	assert_int_equal(children(s->z, s->path[1]), 1); /* b's */
+	assert_true(fzh_children(s->z, s->path[0]) <= 0);
+	assert_int_equal(fzh_children(s->z, s->path[1]), 1); /* b's */
 	CHECK_OK(zkl_lock_release(zkl_mutex_lock(trigger)));
 	fz_wait(s->z, session_empty, s, "a's nodes to go");
 	zkl_mutex_free(trigger);
@@ -517,7 +511,7 @@ static void test_member_lost_during_blocking_acquire(void **state)
 	struct fzh_acq w;
 	fzh_acq_start(&w, s.z, s.view, -1, 0);
 	fzh_wait_children(s.z, s.path[1], 2);
-	assert_int_equal(children(s.z, s.path[0]), 1);
+	assert_int_equal(fzh_children(s.z, s.path[0]), 1);
 	/* Member 1 is held; a's session ends, and member 1's lock with it. */
 	fz_expire(s.z, s.sa);
 	fzh_wait_count(&own, 1);

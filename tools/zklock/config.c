@@ -8,8 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *config_strings[32];
-static int nconfig_strings;
+/* The strings the config files gave (o points to them), however many. */
+static char **config_strings;
+static size_t nconfig_strings;
 
 /* ---- the config file ---- */
 
@@ -23,14 +24,21 @@ static char *trim(char *s)
 	return s;
 }
 
-static const char *keep_string(const char *s)
+/* *dst = a copy of s, kept until config_free(). Returns 0, or an exit code after
+ * reporting. */
+static int keep_string(const char **dst, const char *s, const char *file, int lineno)
 {
-	if (nconfig_strings >= (int)(sizeof config_strings / sizeof config_strings[0]))
-		return NULL;
-	char *copy = strdup(s);
-	if (copy)
-		config_strings[nconfig_strings++] = copy;
-	return copy;
+	char **more = realloc(config_strings, (nconfig_strings + 1) * sizeof *more);
+	char *copy = more ? strdup(s) : NULL;
+	if (more)
+		config_strings = more;
+	if (!copy) {
+		msg("%s:%d: out of memory", file, lineno);
+		return EXIT_SOFTWARE;
+	}
+	config_strings[nconfig_strings++] = copy;
+	*dst = copy;
+	return 0;
 }
 
 /* Reads a config file into o. A missing file is fine unless `required`. Returns 0 or an
@@ -69,13 +77,13 @@ static int read_config(const char *file, bool required, struct opts *o)
 			if (!*value)
 				rc = usage_error("%s:%d: empty server list", file, lineno);
 			else
-				o->servers = keep_string(value);
+				rc = keep_string(&o->servers, value, file, lineno);
 		} else if (strcmp(key, "chroot") == 0) {
 			if (value[0] != '/' || (value[1] != '\0' && value[strlen(value) - 1] == '/'))
 				rc = usage_error("%s:%d: chroot \"%s\" must be an absolute path", file,
 				                 lineno, value);
 			else
-				o->chroot = keep_string(value);
+				rc = keep_string(&o->chroot, value, file, lineno);
 		} else if (strcmp(key, "session_timeout") == 0) {
 			if (!parse_int(value, ZKL_SESSION_TIMEOUT_MIN, ZKL_SESSION_TIMEOUT_MAX,
 			               &o->session_timeout_ms))
@@ -96,22 +104,27 @@ static int read_config(const char *file, bool required, struct opts *o)
 			if (!strchr(value, ':'))
 				rc = usage_error("%s:%d: auth must be \"user:password\"", file, lineno);
 			else
-				o->auth = keep_string(value);
+				rc = keep_string(&o->auth, value, file, lineno);
+		} else if (strcmp(key, "lock_folders") == 0) {
+			if (!parse_lock_folders(value, &o->lock_folders))
+				rc = usage_error("%s:%d: invalid lock_folders \"%s\": expected auto, "
+				                 "container or persistent", file, lineno, value);
 		} else if (strcmp(key, "tls_ca") == 0) {
-			o->tls_ca = keep_string(value);
+			rc = keep_string(&o->tls_ca, value, file, lineno);
 		} else if (strcmp(key, "tls_cert") == 0) {
-			o->tls_cert = keep_string(value);
+			rc = keep_string(&o->tls_cert, value, file, lineno);
 		} else if (strcmp(key, "tls_key") == 0) {
-			o->tls_key = keep_string(value);
+			rc = keep_string(&o->tls_key, value, file, lineno);
 		} else if (strcmp(key, "sasl_mechanism") == 0) {
-			o->sasl_mechanism = keep_string(value);
+			rc = keep_string(&o->sasl_mechanism, value, file, lineno);
 		} else if (strcmp(key, "sasl_user") == 0) {
-			o->sasl_user = keep_string(value);
+			rc = keep_string(&o->sasl_user, value, file, lineno);
 		} else if (strcmp(key, "sasl_password_file") == 0) {
-			o->sasl_password_file = keep_string(value);
+			rc = keep_string(&o->sasl_password_file, value, file, lineno);
 		} else {
 			rc = usage_error("%s:%d: unknown key \"%s\" (known: servers, chroot, "
-			                 "session_timeout, loss_percent, connect_timeout, auth, tls_ca, "
+			                 "session_timeout, loss_percent, connect_timeout, auth, "
+			                 "lock_folders, tls_ca, "
 			                 "tls_cert, tls_key, sasl_mechanism, sasl_user, "
 			                 "sasl_password_file)", file, lineno, key);
 		}
@@ -142,7 +155,9 @@ int read_configs(struct opts *o)
 
 void config_free(void)
 {
-	for (int i = 0; i < nconfig_strings; i++)
+	for (size_t i = 0; i < nconfig_strings; i++)
 		free(config_strings[i]);
+	free(config_strings);
+	config_strings = NULL;
 	nconfig_strings = 0;
 }

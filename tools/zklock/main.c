@@ -7,6 +7,7 @@
  *   zklock forget [options] PATH
  *   zklock check [options] PATH|PREFIX
  *   zklock count [options] PATH N
+ *   zklock prune [options] PREFIX
  *
  * zklock.h lists the files and what each does. */
 #include "zklock.h"
@@ -45,6 +46,9 @@ int main(int argc, char **argv)
 			break;
 		case CMD_COUNT:
 			status = run_count(&o);
+			break;
+		case CMD_PRUNE:
+			status = run_prune(&o);
 			break;
 		case CMD_RUN:
 		default:

@@ -44,6 +44,8 @@ enum {
 	OPT_WAITERS_MORE,
 	OPT_LAST_RUN_OLDER,
 	OPT_CLOCK_NODE,
+	OPT_DRY_RUN,
+	OPT_LOCK_FOLDERS,
 };
 
 static const char short_opts[] = "+:s:w:nE:c:qvh";
@@ -87,6 +89,8 @@ static const struct option long_opts[] = {
 	{ "waiters-more", required_argument, NULL, OPT_WAITERS_MORE },
 	{ "last-run-older", required_argument, NULL, OPT_LAST_RUN_OLDER },
 	{ "clock-node", required_argument, NULL, OPT_CLOCK_NODE },
+	{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
+	{ "lock-folders", required_argument, NULL, OPT_LOCK_FOLDERS },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -444,6 +448,14 @@ static int parse_opts(int argc, char **argv, bool permute, struct opts *o, int *
 		case OPT_CLOCK_NODE:
 			o->clock_node = optarg;
 			break;
+		case OPT_DRY_RUN:
+			o->dry_run = true;
+			break;
+		case OPT_LOCK_FOLDERS:
+			if (!parse_lock_folders(optarg, &o->lock_folders))
+				return usage_error("invalid --lock-folders \"%s\": expected auto, "
+				                   "container or persistent", optarg);
+			break;
 		case 'v':
 			o->verbose++;
 			break;
@@ -571,6 +583,7 @@ int parse_args(int argc, char **argv, struct opts *o)
 		{ "forget", CMD_FORGET, "lock path" },
 		{ "check", CMD_CHECK, "lock path or prefix" },
 		{ "count", CMD_COUNT, "semaphore path" },
+		{ "prune", CMD_PRUNE, "prefix" },
 	};
 	for (size_t i = 0; next < argc && i < sizeof subs / sizeof subs[0]; i++) {
 		if (strcmp(argv[next], subs[i].name) == 0) {
@@ -578,6 +591,8 @@ int parse_args(int argc, char **argv, struct opts *o)
 			rc = parse_subcommand(argc, argv, next, o, subs[i].what);
 			if (rc == 0 && !o->help && !o->version)
 				rc = check_subcommand_opts(o, subs[i].name);
+			if (rc == 0 && o->dry_run && o->command != CMD_PRUNE)
+				return usage_error("--dry-run works with prune only");
 			return rc;
 		}
 	}
@@ -646,6 +661,8 @@ int parse_args(int argc, char **argv, struct opts *o)
 	rc = check_path("lock path", o->path);
 	if (rc != 0)
 		return rc;
+	if (o->dry_run)
+		return usage_error("--dry-run works with prune only");
 	if (o->modes > 1)
 		return usage_error("--read, --write, --semaphore and --leader exclude each other");
 	if (o->requeue && o->mode != MODE_LEADER)

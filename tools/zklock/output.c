@@ -3,6 +3,7 @@
 #include "zklock.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,9 +162,14 @@ bool host_pid(const char *data, size_t len, char *host, size_t size, long *pid)
 	const char *digits = colon + 1, *end = data + len;
 	if (digits == end)
 		return false;
-	for (const char *d = digits; d < end; d++)
-		if (!isdigit((unsigned char)*d))
+	/* Read within len (data need not end in a NUL), and only a pid a process may have:
+	 * a larger number cut down to a pid_t would name another process. */
+	long v = 0;
+	for (const char *d = digits; d < end; d++) {
+		if (!isdigit((unsigned char)*d) || v > (INT_MAX - (*d - '0')) / 10)
 			return false;
+		v = v * 10 + (*d - '0');
+	}
 	for (const char *h = data; h < colon; h++)
 		if (!isgraph((unsigned char)*h))
 			return false;
@@ -172,7 +178,7 @@ bool host_pid(const char *data, size_t len, char *host, size_t size, long *pid)
 		return false;
 	memcpy(host, data, hl);
 	host[hl] = '\0';
-	*pid = strtol(digits, NULL, 10);
+	*pid = v;
 	return true;
 }
 

@@ -22,6 +22,20 @@ void on_state(zkl_client *c, zkl_state state, void *data)
 	msg("ZooKeeper connection %s", zkl_state_name(state));
 }
 
+bool parse_lock_folders(const char *s, zkl_lock_folders *out)
+{
+	static const char *const names[] = {"auto", "container", "persistent"};
+	static const zkl_lock_folders kinds[] = {ZKL_FOLDERS_AUTO, ZKL_FOLDERS_CONTAINER,
+	                                         ZKL_FOLDERS_PERSISTENT};
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+		if (strcmp(s, names[i]) == 0) {
+			*out = kinds[i];
+			return true;
+		}
+	}
+	return false;
+}
+
 /* Opens the client. Returns 0 or an exit code after reporting. */
 int open_client(const struct opts *o, zkl_client **out)
 {
@@ -41,6 +55,7 @@ int open_client(const struct opts *o, zkl_client **out)
 	co.sasl_mechanism = o->sasl_mechanism;
 	co.sasl_user = o->sasl_user;
 	co.sasl_password_file = o->sasl_password_file;
+	co.lock_folders = o->lock_folders;
 	co.log = log_to_stderr;
 	co.log_level = o->verbose >= 2 ? ZKL_LOG_DEBUG : ZKL_LOG_WARN;
 

@@ -17,7 +17,8 @@
  *   notify.c    systemd's notification socket (READY=1, STATUS=, EXTEND_TIMEOUT_USEC=)
  *   output.c    messages, text and JSON
  *   status.c    `zklock status` and `zklock list`; revoke.c `zklock revoke`; check.c
- *               `zklock check` (all read the tree with zkl_inspect())
+ *               `zklock check` (all read the tree with zkl_inspect()); prune.c
+ *               `zklock prune`
  */
 #ifndef ZKLOCK_ZKLOCK_H
 #define ZKLOCK_ZKLOCK_H
@@ -51,7 +52,7 @@ enum {
 #define SYSTEM_CONFIG "/etc/zklock.conf"
 
 enum mode { MODE_MUTEX, MODE_READ, MODE_WRITE, MODE_SEMAPHORE, MODE_LEADER };
-enum command { CMD_RUN, CMD_STATUS, CMD_LIST, CMD_REVOKE, CMD_FORGET, CMD_CHECK, CMD_COUNT };
+enum command { CMD_RUN, CMD_STATUS, CMD_LIST, CMD_REVOKE, CMD_FORGET, CMD_CHECK, CMD_COUNT, CMD_PRUNE };
 
 /* A check's thresholds (zklock check): warning and critical, each -1 when not set. */
 struct threshold {
@@ -78,6 +79,8 @@ struct opts {
 	const char *shell_cmd;  /* -c: the command, for /bin/sh -c */
 	char *sh_argv[4];
 	bool help, version, json;
+	bool dry_run;           /* prune --dry-run */
+	zkl_lock_folders lock_folders; /* --lock-folders, lock_folders in a config file */
 	enum command command;
 	enum mode mode;
 	int modes;              /* how many mode options were given */
@@ -175,6 +178,8 @@ static inline struct timespec after_ms(int ms)
 
 /* ---- session.c ---- */
 
+/* "auto", "container" or "persistent": false for anything else. */
+bool parse_lock_folders(const char *s, zkl_lock_folders *out);
 /* Opens the client. Returns 0 or an exit code after reporting. */
 int open_client(const struct opts *o, zkl_client **out);
 /* -v: reports the connection's state changes. */
@@ -351,6 +356,7 @@ int run_list(const struct opts *o);
 int run_revoke(const struct opts *o);
 int run_forget(const struct opts *o);
 int run_check(const struct opts *o);
+int run_prune(const struct opts *o);
 int run_lock(const struct opts *o);
 
 #endif
