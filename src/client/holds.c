@@ -22,6 +22,7 @@ struct zkl_hold *zkl_hold_new(const char *path, uint64_t gen,
 	h->gen = gen;
 	atomic_init(&h->state, ZKL_HOLD_HELD);
 	atomic_init(&h->lost, false);
+	atomic_init(&h->releasing, false);
 	h->on_lost = on_lost;
 	h->ctx = ctx;
 	if (len)

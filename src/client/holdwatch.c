@@ -22,9 +22,10 @@
  *     the server when it reconnects to the same session (and the server then tells of a
  *     deletion meanwhile);
  *   - the session changes: the hold is lost with its session, and the watch stops;
- *   - the hold ends (its owner lets go): the watch goes with it, before the owner's own
- *     delete is sent (zkl_hold_end marks it ended first), so that delete is never taken
- *     for a loss.
+ *   - the hold ends (its owner lets go): the watch goes with it. Its owner marks it
+ *     releasing before its own delete is sent (zkl_engine_release), and the hold may
+ *     live on until that delete is out or answered: from the mark on, the node's
+ *     deletion is the release's own, never taken for a loss.
  *
  * Everything here runs on the loop with mu held; mu is let go only to send the exists,
  * and a hold unlinked meanwhile (busy) leaves the freeing to the sender. */
@@ -75,7 +76,7 @@ static void nodewatch_run(zkl_client *c, struct zkl_waiter *w)
 	struct zkl_nodewatch *nw = (struct zkl_nodewatch *)w;
 	struct zkl_hold *h = nw->h;
 	if (atomic_load(&h->state) == ZKL_HOLD_ENDED || atomic_load(&h->lost) ||
-	    h->gen != c->gen) {
+	    atomic_load(&h->releasing) || h->gen != c->gen) {
 		nodewatch_stop(c, nw); /* nothing left to tell */
 		return;
 	}

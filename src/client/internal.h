@@ -169,6 +169,9 @@ struct zkl_hold {
 	uint64_t gen;                     /* session it was acquired on */
 	atomic_int state;                 /* enum zkl_hold_state */
 	atomic_bool lost;                 /* set by the loop; read by anyone */
+	/* Set by its owner before its release sends the delete: the node's deletion from
+	 * then on is the release's own, and the node's watch no loss (holdwatch.c). */
+	atomic_bool releasing;
 	bool notified;                    /* loop: on_lost has been or is being called, or
 	                                   * the loop found it ended */
 	bool reported;                    /* mu: on_lost has been or is being called */

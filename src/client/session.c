@@ -100,7 +100,9 @@ static void adopted_watcher(zhandle_t *zh, int type, int state, const char *path
 		zkl_client *c = a->c;
 		struct zkl_event *e = malloc(sizeof *e);
 		pthread_mutex_lock(&c->mu);
-		if (c->sess->zh == zh && !c->closing)
+		/* A closing client has let go of its session (c->sess NULL) before it takes its
+		 * watches off the handle: events meanwhile are nobody's. */
+		if (!c->closing && c->sess && c->sess->zh == zh)
 			zkl__session_event_locked(c, c->sess, state,
 			                     state == ZOO_CONNECTED_STATE ? c->zk->session_id(zh) : 0,
 			                     state == ZOO_CONNECTED_STATE ? c->zk->timeout(zh) : 0, e);

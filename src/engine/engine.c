@@ -255,6 +255,8 @@ int zkl_engine_release(zkl_client *c, struct zkl_node *node)
 	 * end reports one the loop has not yet), and release says ZKL_ELOST as well. */
 	struct zkl_hold *h = node->hold;
 	node->hold = NULL;
+	if (h)
+		atomic_store(&h->releasing, true); /* our delete is no loss (holdwatch.c) */
 	int rc = release_node(c, node);
 	if (h && zkl_hold_end(c, h, rc == ZKL_ELOST ? ZKL_HOLD_END_LOST : ZKL_HOLD_END))
 		rc = zkl_fail(ZKL_ELOST, "the lock was lost before it was released");

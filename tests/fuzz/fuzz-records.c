@@ -45,14 +45,16 @@ static void semaphore_limit(const uint8_t *data, size_t size)
 	bool number = size > 0 && size < 12;
 	for (size_t i = 0; number && i < size; i++)
 		text[i] = (char)data[i];
-	char *end = NULL;
-	long v = number ? strtol(text, &end, 10) : 0;
-	number = number && end == text + size && v > 0 && memchr(data, 0, size) == NULL;
+	/* A recorded count is digits only (no sign, no space), as zkl_inspect() reads it. */
+	for (size_t i = 0; number && i < size; i++)
+		number = data[i] >= '0' && data[i] <= '9';
+	long v = number ? strtol(text, NULL, 10) : 0;
+	number = number && size <= 10 && v > 0 && v <= INT32_MAX;
 	zkl_semaphore *s;
 	CHECK(zkl_semaphore_new(&s, ft.c, "/R/sem", 3) == 0);
 	zkl_lease *lease = NULL;
 	int rc = zkl_semaphore_acquire(s, 1, 10000, &lease);
-	CHECK(rc == ((number && v != 3) ? ZKL_EINVAL : 0));
+	CHECK(rc == ((number && v != 3) ? ZKL_ECOUNT : 0));
 	if (rc == 0) {
 		CHECK(zkl_lease_release(lease) == 0);
 		zkl_lease_free(lease);
