@@ -10,28 +10,28 @@
 /* ZooKeeper's default jute.maxbuffer is 1 MiB, and a node's data must fit in it. */
 #define ZKL_DATA_MAX ZKL_LOCK_DATA_MAX
 
-int zkl_data_init(struct zkl_data *d)
+int zkl__data_init(struct zkl_data *d)
 {
 	char buf[300];
-	int n = zkl_default_data(buf, sizeof buf);
+	int n = zkl__default_data(buf, sizeof buf);
 	d->bytes = malloc((size_t)n + 1);
 	if (!d->bytes)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	memcpy(d->bytes, buf, (size_t)n + 1);
 	d->len = n;
 	return 0;
 }
 
-int zkl_data_set(struct zkl_data *d, const void *data, size_t len)
+int zkl__data_set(struct zkl_data *d, const void *data, size_t len)
 {
 	if (!data && len > 0)
-		return zkl_fail(ZKL_EINVAL, "data is NULL but its length is %zu", len);
+		return zkl__fail(ZKL_EINVAL, "data is NULL but its length is %zu", len);
 	if (len > ZKL_DATA_MAX)
-		return zkl_fail(ZKL_EINVAL, "node data of %zu bytes is larger than %d bytes", len,
+		return zkl__fail(ZKL_EINVAL, "node data of %zu bytes is larger than %d bytes", len,
 		                ZKL_DATA_MAX);
 	char *copy = malloc(len + 1);
 	if (!copy)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	if (len)
 		memcpy(copy, data, len);
 	copy[len] = 0;
@@ -41,32 +41,32 @@ int zkl_data_set(struct zkl_data *d, const void *data, size_t len)
 	return 0;
 }
 
-void zkl_data_free(struct zkl_data *d)
+void zkl__data_free(struct zkl_data *d)
 {
 	free(d->bytes);
 	d->bytes = NULL;
 	d->len = 0;
 }
 
-int zkl_check_new(const void *out, const zkl_client *c, const char *path)
+int zkl__check_new(const void *out, const zkl_client *c, const char *path)
 {
-	zkl_clear_error();
+	zkl__clear_error();
 	if (!out)
-		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
+		return zkl__fail(ZKL_EINVAL, "output pointer is NULL");
 	if (!c)
-		return zkl_fail(ZKL_EINVAL, "client is NULL");
-	return zkl_path_check(path, "lock path");
+		return zkl__fail(ZKL_EINVAL, "client is NULL");
+	return zkl__path_check(path, "lock path");
 }
 
-int zkl_check_timeout(int timeout_ms)
+int zkl__check_timeout(int timeout_ms)
 {
 	if (timeout_ms < -1)
-		return zkl_fail(ZKL_EINVAL, "timeout %d ms is negative (use -1 to wait forever, 0 "
+		return zkl__fail(ZKL_EINVAL, "timeout %d ms is negative (use -1 to wait forever, 0 "
 		                "to try once)", timeout_ms);
 	return 0;
 }
 
-int zkl_count_parse(const char *data, int len)
+int zkl__count_parse(const char *data, int len)
 {
 	if (!data || len <= 0 || len > 10)
 		return 0;

@@ -20,52 +20,52 @@ struct zkl_data {
 	int len;
 };
 
-int zkl_data_init(struct zkl_data *d);
+int zkl__data_init(struct zkl_data *d);
 /* Replaces d with a copy of (data, len), checking the size. mu of c held. */
-int zkl_data_set(struct zkl_data *d, const void *data, size_t len);
-void zkl_data_free(struct zkl_data *d);
+int zkl__data_set(struct zkl_data *d, const void *data, size_t len);
+void zkl__data_free(struct zkl_data *d);
 
 /* The checks every *_new() makes (clears the thread's error first): an output pointer,
  * a client, and a valid lock path. Returns 0 or ZKL_EINVAL with the reason. */
-int zkl_check_new(const void *out, const zkl_client *c, const char *path);
+int zkl__check_new(const void *out, const zkl_client *c, const char *path);
 
 /* Curator's revocation protocol: the data a revoker writes into a holder's node
  * (revoke.c), and the decoder of a revocation watch, which finds a request in it. */
 #define ZKL_REVOKE_DATA "__REVOKE__"
-enum zkl_data_read zkl__revoke_decode(const char *data, int len, int32_t *value);
+enum zkl__data_read zkl__revoke_decode(const char *data, int len, int32_t *value);
 
 /* A shared count (Curator's SharedCount): a 4-byte big-endian integer. The decoder of a
  * semaphore's count watch (shared_count.c). */
-enum zkl_data_read zkl__count_decode(const char *data, int len, int32_t *value);
+enum zkl__data_read zkl__count_decode(const char *data, int len, int32_t *value);
 
 /* Checks a timeout argument: -1, 0 or positive. */
-int zkl_check_timeout(int timeout_ms);
+int zkl__check_timeout(int timeout_ms);
 
 /* The lease count a semaphore path records in its data (kazoo's layout), as both the
  * semaphore and the inspection read it: decimal digits only (no sign, no space, no
  * other byte), 1..2147483647; else 0 (no count recorded). */
-int zkl_count_parse(const char *data, int len);
+int zkl__count_parse(const char *data, int len);
 
 /* Checks a handle argument. */
 #define ZKL_CHECK_HANDLE(h, name)                                                        \
 	do {                                                                             \
-		zkl_clear_error();                                                       \
+		zkl__clear_error();                                                       \
 		if (!(h))                                                                \
-			return zkl_fail(ZKL_EINVAL, "%s handle is NULL", name);           \
+			return zkl__fail(ZKL_EINVAL, "%s handle is NULL", name);           \
 	} while (0)
 
 /* Sets the data of the persistent node at path, creating it and its missing parents
  * (persistent) if needed; what names it in errors ("record", "shared count"). Returns 0
  * or a ZKL_E* code with the reason set. */
-int zkl_node_put(zkl_client *c, const char *path, const void *data, int len, const char *what);
+int zkl__node_put(zkl_client *c, const char *path, const void *data, int len, const char *what);
 
 /* Reads the node at path (record.c): 0 with *op (released by the caller with
- * zkl_op_release()), ZKL_ENOTHELD if it does not exist ("<what> <path> does not
+ * zkl__op_release()), ZKL_ENOTHELD if it does not exist ("<what> <path> does not
  * exist"), or another ZKL_E* code. */
-int zkl_node_get(zkl_client *c, const char *path, const char *what, struct zkl_op **op);
+int zkl__node_get(zkl_client *c, const char *path, const char *what, struct zkl_op **op);
 
 /* Names the kind of a semaphore's view ("semaphore-mutex"); kind is static. */
 struct zkl_semaphore;
-void zkl_semaphore_set_kind(struct zkl_semaphore *s, const char *kind);
+void zkl__semaphore_set_kind(struct zkl_semaphore *s, const char *kind);
 
 #endif

@@ -3,7 +3,7 @@
  *
  * Design notes
  *
- * The machine. An election is a loop waiter (zkl_waiter_enter_loop) for its whole life:
+ * The machine. An election is a loop waiter (zkl__waiter_enter_loop) for its whole life:
  * step() runs on the client's loop, with the client mutex held, whenever something it
  * waits for arrives: the engine's acquisition of our node ends, the read of our node is
  * answered, the watch on it fires, the session changes, the state listener saw the
@@ -23,7 +23,7 @@
  * says we are first, and the read proves the node is ours and alive. After a suspension
  * the read is done again before leadership is announced again. Leadership ends when:
  *
- *   - the session is gone: a hold (zkl_hold_add_locked) whose on_lost clears `leading`
+ *   - the session is gone: a hold (zkl__hold_add_locked) whose on_lost clears `leading`
  *     at once;
  *   - the connection drops (lose_on_suspend): the state listener clears `leading` at
  *     once and counts the suspension; a latch keeps its node and leads again once the
@@ -67,10 +67,10 @@ static void hold_lost(struct zkl_hold *h, void *ctx)
 	zkl_client *c = e->lock.c;
 	pthread_mutex_lock(&c->mu);
 	e->leading = false;
-	zkl_waiter_wake(c, &e->w);
+	zkl__waiter_wake(c, &e->w);
 	pthread_cond_broadcast(&e->cv);
 	pthread_mutex_unlock(&c->mu);
-	zkl_log(c, ZKL_LOG_WARN, "leadership of %s lost with the session", e->lock.path);
+	zkl__log(c, ZKL_LOG_WARN, "leadership of %s lost with the session", e->lock.path);
 }
 
 /* Connection states (loop). */
@@ -86,7 +86,7 @@ static void state_changed(zkl_client *c, zkl_state st, void *data)
 	} else if (st == ZKL_STATE_CONNECTED || st == ZKL_STATE_RECONNECTED) {
 		e->suspended = false;
 	}
-	zkl_waiter_wake(c, &e->w);
+	zkl__waiter_wake(c, &e->w);
 	pthread_cond_broadcast(&e->cv);
 	pthread_mutex_unlock(&c->mu);
 }
@@ -100,7 +100,7 @@ static void queued(void *arg, int rc)
 	e->queue_done = true;
 	e->queue_rc = rc;
 	snprintf(e->queue_error, sizeof e->queue_error, "%s", rc ? zkl_last_error() : "");
-	zkl_waiter_wake(c, &e->w);
+	zkl__waiter_wake(c, &e->w);
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -113,7 +113,7 @@ static void *worker_main(void *arg)
 	pthread_mutex_lock(&c->mu);
 	e->fn_done = true;
 	e->leading = false; /* given up, though the node goes a moment later */
-	zkl_waiter_wake(c, &e->w);
+	zkl__waiter_wake(c, &e->w);
 	pthread_cond_broadcast(&e->cv);
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
@@ -131,7 +131,7 @@ static int view_check(struct election *e)
 		return ZKL_ECANCELED;
 	if (e->closing || c->closing)
 		return ZKL_ECLOSED;
-	if (zkl_now_ms() >= e->view_deadline)
+	if (zkl__now_ms() >= e->view_deadline)
 		return ZKL_ETIMEDOUT;
 	return 0;
 }
@@ -208,13 +208,13 @@ static void view_answer(struct election *e, int rc, const char *error)
 		pthread_cond_broadcast(&e->cv);
 		return;
 	}
-	if (!zkl_lock_async_ending(&e->async))
+	if (!zkl__lock_async_ending(&e->async))
 		return; /* the handle is being freed: nobody to tell */
 	zkl_lock_acquired_fn fn = e->async.fn;
 	void *data = e->async.fn_data;
 	e->calling++;
 	pthread_mutex_unlock(&c->mu);
-	zkl_lock_async_call(&e->lock, fn, data, rc, saved);
+	zkl__lock_async_call(&e->lock, fn, data, rc, saved);
 	pthread_mutex_lock(&c->mu);
 	e->calling--;
 }
@@ -231,23 +231,23 @@ static int leave(zkl_client *c, struct election *e, enum election_state next)
 	e->let_go = false;
 	if (!node->path || node->gen != c->gen)
 		return GO_ON; /* none, or gone with its session */
-	if (c->closing || !c->sess->connected || zkl_now_ms() >= zkl_lost_at(c)) {
-		zkl_task_delete(c, node->path, node->gen);
+	if (c->closing || !c->sess->connected || zkl__now_ms() >= zkl__lost_at(c)) {
+		zkl__task_delete(c, node->path, node->gen);
 		return GO_ON;
 	}
 	int err = 0;
 	char *path = node->path;
 	pthread_mutex_unlock(&c->mu);
-	struct zkl_op *op = zkl_op_delete(c, &e->w, path, &err);
+	struct zkl_op *op = zkl__op_delete(c, &e->w, path, &err);
 	pthread_mutex_lock(&c->mu);
 	if (!op) {
-		zkl_task_delete(c, node->path, node->gen);
+		zkl__task_delete(c, node->path, node->gen);
 		return GO_ON;
 	}
 	e->leave_op = op;
-	e->leave_until = zkl_now_ms() + zkl__session_timeout_ms(c);
-	if (e->leave_until > zkl_lost_at(c))
-		e->leave_until = zkl_lost_at(c);
+	e->leave_until = zkl__now_ms() + zkl__session_timeout_ms(c);
+	if (e->leave_until > zkl__lost_at(c))
+		e->leave_until = zkl__lost_at(c);
 	return GO_ON;
 }
 
@@ -255,19 +255,19 @@ static int on_leaving(zkl_client *c, struct election *e)
 {
 	struct zkl_op *op = e->leave_op;
 	if (op) {
-		if (!op->done && !c->closing && zkl_now_ms() < e->leave_until) {
-			zkl_waiter_wake_at(c, &e->w, e->leave_until);
+		if (!op->done && !c->closing && zkl__now_ms() < e->leave_until) {
+			zkl__waiter_wake_at(c, &e->w, e->leave_until);
 			return WAIT;
 		}
 		const int zrc = op->done ? op->rc : ZOPERATIONTIMEOUT;
-		zkl_op_put(c, op);
+		zkl__op_put(c, op);
 		e->leave_op = NULL;
-		if (zkl_zk_transient(zrc))
-			zkl_task_delete(c, e->node.path, e->node.gen);
-		else if (zrc != ZOK && zrc != ZNONODE && !zkl_zk_session_gone(zrc))
-			zkl_log(c, ZKL_LOG_ERROR, "cannot delete %s: %s", e->node.path, zerror(zrc));
+		if (zkl__zk_transient(zrc))
+			zkl__task_delete(c, e->node.path, e->node.gen);
+		else if (zrc != ZOK && zrc != ZNONODE && !zkl__zk_session_gone(zrc))
+			zkl__log(c, ZKL_LOG_ERROR, "cannot delete %s: %s", e->node.path, zerror(zrc));
 	}
-	zkl_node_clear(&e->node);
+	zkl__node_clear(&e->node);
 	e->st = e->after_leave;
 	return GO_ON;
 }
@@ -281,12 +281,12 @@ static int join(zkl_client *c, struct election *e)
 		if (e->view_timeout == 0)
 			timeout = 0;
 		else if (e->view_deadline != INT64_MAX) {
-			int64_t left = e->view_deadline - zkl_now_ms();
+			int64_t left = e->view_deadline - zkl__now_ms();
 			timeout = left < 1 ? 1 : left > INT32_MAX ? INT32_MAX : (int)left;
 		}
 	}
-	zkl_data_free(&e->qdata);
-	int rc = zkl_lock_data_copy(&e->lock, &e->qdata);
+	zkl__data_free(&e->qdata);
+	int rc = zkl__lock_data_copy(&e->lock, &e->qdata);
 	if (rc == 0) {
 		e->q = (struct zkl_queue){
 			.c = c,
@@ -302,7 +302,7 @@ static int join(zkl_client *c, struct election *e)
 		e->queue_canceled = false;
 		e->st = E_QUEUE;
 		pthread_mutex_unlock(&c->mu);
-		rc = zkl_engine_start(&e->q, timeout, &e->node, queued, e);
+		rc = zkl__engine_start(&e->q, timeout, &e->node, queued, e);
 		pthread_mutex_lock(&c->mu);
 		if (rc == 0)
 			return GO_ON;
@@ -319,7 +319,7 @@ static int join(zkl_client *c, struct election *e)
  * listener is still to be removed. */
 static bool unregister(zkl_client *c, struct election *e)
 {
-	zkl_waiter_leave(c, &e->w);
+	zkl__waiter_leave(c, &e->w);
 	bool listening = e->listening;
 	e->listening = false;
 	return listening;
@@ -330,8 +330,8 @@ static void dispose(struct election *e, bool listening)
 {
 	if (listening)
 		zkl_client_remove_listener(e->lock.c, state_changed, e);
-	zkl_data_free(&e->qdata);
-	zkl_lock_dispose(&e->lock);
+	zkl__data_free(&e->qdata);
+	zkl__lock_dispose(&e->lock);
 	pthread_cond_destroy(&e->cv);
 	free(e->self);
 }
@@ -369,10 +369,10 @@ static int on_queue(zkl_client *c, struct election *e)
 		 * time past: the loop would run us again at once, and again. */
 		if (want_in(e)) {
 			if (e->view_pending && e->view_deadline != INT64_MAX)
-				zkl_waiter_wake_at(c, &e->w, e->view_deadline);
+				zkl__waiter_wake_at(c, &e->w, e->view_deadline);
 		} else if (!e->queue_canceled) {
 			e->queue_canceled = true;
-			zkl_cancel_owner_locked(c, e);
+			zkl__cancel_owner_locked(c, e);
 		}
 		return WAIT;
 	}
@@ -393,12 +393,12 @@ static int on_queue(zkl_client *c, struct election *e)
 		e->susp_seen = e->suspensions;
 		e->retry_at = 0;
 		e->end = 0;
-		e->hold = zkl_hold_new(e->node.path, e->node.gen, hold_lost, e);
+		e->hold = zkl__hold_new(e->node.path, e->node.gen, hold_lost, e);
 		if (!e->hold)
-			return end_lead(e, zkl_fail(ZKL_ENOMEM, "out of memory"));
-		zkl_hold_add_locked(c, e->hold);
+			return end_lead(e, zkl__fail(ZKL_ENOMEM, "out of memory"));
+		zkl__hold_add_locked(c, e->hold);
 		if (e->view_pending && e->view_timeout == 0)
-			e->view_deadline = zkl_now_ms() + zkl__session_timeout_ms(c); /* one look */
+			e->view_deadline = zkl__now_ms() + zkl__session_timeout_ms(c); /* one look */
 		return GO_ON;
 	}
 	e->st = E_OUT;
@@ -411,22 +411,22 @@ static int on_queue(zkl_client *c, struct election *e)
 		return GO_ON;
 	/* Not a wait that ran out: ZooKeeper refused (an ACL) or memory ran out. Try again,
 	 * less and less often, until closed. */
-	zkl_log(c, ZKL_LOG_ERROR, "cannot join the election at %s: %s: %s", e->lock.path,
+	zkl__log(c, ZKL_LOG_ERROR, "cannot join the election at %s: %s: %s", e->lock.path,
 	        zkl_strerror(rc), e->queue_error);
 	e->backoff_ms = e->backoff_ms ? (e->backoff_ms * 2 > 10000 ? 10000 : e->backoff_ms * 2)
 	                              : 250;
-	e->retry_at = zkl_now_ms() + e->backoff_ms;
+	e->retry_at = zkl__now_ms() + e->backoff_ms;
 	e->st = E_BACKOFF;
 	return GO_ON;
 }
 
 static int on_backoff(zkl_client *c, struct election *e)
 {
-	if (!want_in(e) || zkl_now_ms() >= e->retry_at) {
+	if (!want_in(e) || zkl__now_ms() >= e->retry_at) {
 		e->st = E_OUT;
 		return GO_ON;
 	}
-	zkl_waiter_wake_at(c, &e->w, e->retry_at);
+	zkl__waiter_wake_at(c, &e->w, e->retry_at);
 	return WAIT;
 }
 
@@ -451,13 +451,13 @@ static int on_checked(zkl_client *c, struct election *e)
 	if (ours && op->value && op->value_len == (int)strlen(ZKL_REVOKE_DATA) &&
 	    memcmp(op->value, ZKL_REVOKE_DATA, strlen(ZKL_REVOKE_DATA)) == 0)
 		e->revoke_seen = true;
-	zkl_op_put(c, op);
+	zkl__op_put(c, op);
 	if (e->check_watch) {
 		if (ours) {
 			e->check_watch = false;
 			return GO_ON; /* e->wt stays armed */
 		}
-		zkl_watch_put(c, e->wt);
+		zkl__watch_put(c, e->wt);
 		e->wt = NULL;
 		e->check_watch = false;
 	}
@@ -468,16 +468,16 @@ static int on_checked(zkl_client *c, struct election *e)
 		return GO_ON;
 	}
 	if (zrc == ZNONODE) {
-		zkl_log(c, ZKL_LOG_WARN, "node %s was deleted from outside", e->node.path);
+		zkl__log(c, ZKL_LOG_WARN, "node %s was deleted from outside", e->node.path);
 		return end_lead(e, ZKL_ENOTHELD);
 	}
-	if (zkl_zk_transient(zrc) || zkl_zk_class(zrc) == ZKL_ZK_CLOSING) {
-		e->retry_at = zkl_now_ms() + 100;
+	if (zkl__zk_transient(zrc) || zkl__zk_class(zrc) == ZKL_ZK_CLOSING) {
+		e->retry_at = zkl__now_ms() + 100;
 		return GO_ON;
 	}
-	if (zkl_zk_session_gone(zrc))
+	if (zkl__zk_session_gone(zrc))
 		return end_lead(e, ZKL_ELOST);
-	zkl_log(c, ZKL_LOG_ERROR, "cannot read %s: %s", e->node.path, zerror(zrc));
+	zkl__log(c, ZKL_LOG_ERROR, "cannot read %s: %s", e->node.path, zerror(zrc));
 	return end_lead(e, ZKL_EZK);
 }
 
@@ -485,26 +485,26 @@ static int on_checked(zkl_client *c, struct election *e)
 static int send_check(zkl_client *c, struct election *e)
 {
 	struct zkl_watch *nw = NULL;
-	if (!e->wt && !(nw = zkl_watch_new(c, &e->w))) {
-		e->retry_at = zkl_now_ms() + 100;
+	if (!e->wt && !(nw = zkl__watch_new(c, &e->w))) {
+		e->retry_at = zkl__now_ms() + 100;
 		return GO_ON;
 	}
 	int err = 0;
 	char *path = e->node.path;
 	pthread_mutex_unlock(&c->mu);
-	struct zkl_op *op = nw ? zkl_op_get(c, &e->w, path, nw, &err)
-	                       : zkl_op_exists(c, &e->w, path, NULL, &err);
+	struct zkl_op *op = nw ? zkl__op_get(c, &e->w, path, nw, &err)
+	                       : zkl__op_exists(c, &e->w, path, NULL, &err);
 	pthread_mutex_lock(&c->mu);
 	if (!op) {
 		if (nw)
-			zkl_watch_put(c, nw);
+			zkl__watch_put(c, nw);
 		if (err == ZKL_ECLOSED)
 			return end_lead(e, ZKL_ELOST);
-		e->retry_at = zkl_now_ms() + 100;
+		e->retry_at = zkl__now_ms() + 100;
 		return GO_ON;
 	}
 	e->check = op;
-	e->check_until = zkl_now_ms() + zkl__session_timeout_ms(c);
+	e->check_until = zkl__now_ms() + zkl__session_timeout_ms(c);
 	if (nw) {
 		e->wt = nw;
 		e->check_watch = true;
@@ -523,7 +523,7 @@ static int announce(zkl_client *c, struct election *e)
 		e->loss_told = false;
 		e->worker_running = pthread_create(&e->worker, NULL, worker_main, e) == 0;
 		if (!e->worker_running) {
-			zkl_log(c, ZKL_LOG_ERROR, "cannot start a thread for the leader of %s",
+			zkl__log(c, ZKL_LOG_ERROR, "cannot start a thread for the leader of %s",
 			        e->lock.path);
 			return end_lead(e, ZKL_ENOMEM);
 		}
@@ -548,7 +548,7 @@ static int on_lead(zkl_client *c, struct election *e)
 	/* Past the loss deadline the session may be gone already: the loop gives it up on
 	 * this turn, after the waiters run, so a leadership read now must not begin (an
 	 * answer read after a long stop proves nothing of the session today). */
-	if (zkl_hold_lost(e->hold) || e->node.gen != c->gen || zkl_now_ms() >= zkl_lost_at(c))
+	if (zkl__hold_lost(e->hold) || e->node.gen != c->gen || zkl__now_ms() >= zkl__lost_at(c))
 		return end_lead(e, ZKL_ELOST);
 	if (e->interrupt)
 		return end_lead(e, ZKL_ECANCELED);
@@ -576,15 +576,15 @@ static int on_lead(zkl_client *c, struct election *e)
 	if (e->check) {
 		if (e->check->done)
 			return on_checked(c, e);
-		if (zkl_now_ms() < e->check_until) {
-			zkl_waiter_wake_at(c, &e->w, e->check_until);
+		if (zkl__now_ms() < e->check_until) {
+			zkl__waiter_wake_at(c, &e->w, e->check_until);
 			return WAIT;
 		}
 		/* No answer in a session timeout: drop it and look again. */
-		zkl_op_put(c, e->check);
+		zkl__op_put(c, e->check);
 		e->check = NULL;
 		if (e->check_watch) {
-			zkl_watch_put(c, e->wt);
+			zkl__watch_put(c, e->wt);
 			e->wt = NULL;
 			e->check_watch = false;
 		}
@@ -592,25 +592,25 @@ static int on_lead(zkl_client *c, struct election *e)
 	}
 	if (e->announced && e->revoke_seen && !e->revoke_told) {
 		e->revoke_told = true;
-		zkl_log(c, ZKL_LOG_INFO, "revocation of leadership of %s requested", e->lock.path);
+		zkl__log(c, ZKL_LOG_INFO, "revocation of leadership of %s requested", e->lock.path);
 		call_user(e, e->on_revoke);
 		return GO_ON;
 	}
 	if (e->wt && e->wt->fired) {
 		/* Deleted or changed: look again (and arm a new watch). */
-		zkl_watch_put(c, e->wt);
+		zkl__watch_put(c, e->wt);
 		e->wt = NULL;
 		e->verified = false;
 	}
-	int64_t now = zkl_now_ms();
+	int64_t now = zkl__now_ms();
 	if (!e->verified && c->sess->connected && now >= e->retry_at)
 		return send_check(c, e);
 	if (e->verified && !e->announced && !(e->lose_on_suspend && e->suspended))
 		return announce(c, e);
 	if (!e->verified && e->retry_at > now)
-		zkl_waiter_wake_at(c, &e->w, e->retry_at);
+		zkl__waiter_wake_at(c, &e->w, e->retry_at);
 	if (e->view_pending && e->view_deadline != INT64_MAX)
-		zkl_waiter_wake_at(c, &e->w, e->view_deadline);
+		zkl__waiter_wake_at(c, &e->w, e->view_deadline);
 	return WAIT;
 }
 
@@ -628,7 +628,7 @@ static int on_ending(zkl_client *c, struct election *e)
 		e->loss_told = true;
 		e->calling++;
 		pthread_mutex_unlock(&c->mu);
-		zkl_lock_report_lost(&e->lock, e->end);
+		zkl__lock_report_lost(&e->lock, e->end);
 		pthread_mutex_lock(&c->mu);
 		e->calling--;
 	}
@@ -651,23 +651,23 @@ static int on_ending(zkl_client *c, struct election *e)
 		e->view_lost = true;
 		e->calling++;
 		pthread_mutex_unlock(&c->mu);
-		zkl_lock_report_lost(&e->lock, end);
+		zkl__lock_report_lost(&e->lock, end);
 		pthread_mutex_lock(&c->mu);
 		e->calling--;
 	}
 	if (gained && (end != ZKL_ECLOSED || e->notify_on_close))
 		call_lost(e, end);
 	if (e->check) {
-		zkl_op_put(c, e->check);
+		zkl__op_put(c, e->check);
 		e->check = NULL;
 	}
 	if (e->wt) {
-		zkl_watch_put(c, e->wt);
+		zkl__watch_put(c, e->wt);
 		e->wt = NULL;
 	}
 	e->check_watch = false;
 	if (e->hold) {
-		zkl_hold_end_locked(c, e->hold);
+		zkl__hold_end_locked(c, e->hold);
 		e->hold = NULL;
 	}
 	e->in_lead = false;
@@ -676,7 +676,7 @@ static int on_ending(zkl_client *c, struct election *e)
 	e->again = false;
 	if ((end == ZKL_EZK || end == ZKL_ENOMEM) && want_in(e)) {
 		/* Do not spin on a failure that may last: wait a little first. */
-		e->retry_at = zkl_now_ms() + 1000;
+		e->retry_at = zkl__now_ms() + 1000;
 		return leave(c, e, E_BACKOFF);
 	}
 	return leave(c, e, E_OUT);
@@ -708,10 +708,10 @@ static bool wait_for(struct election *e, bool (*done)(struct election *), int64_
 {
 	zkl_client *c = e->lock.c;
 	while (!done(e)) {
-		if (zkl_now_ms() >= deadline)
+		if (zkl__now_ms() >= deadline)
 			return false;
-		if (!zkl_loop_step(c))
-			zkl_cond_wait_until(&e->cv, &c->mu, deadline);
+		if (!zkl__loop_step(c))
+			zkl__cond_wait_until(&e->cv, &c->mu, deadline);
 	}
 	return true;
 }
@@ -722,18 +722,18 @@ int election_init(struct election *e, zkl_client *c, const char *path, const cha
                   enum zkl_kind kind, void *self)
 {
 	if (!c)
-		return zkl_fail(ZKL_EINVAL, "client is NULL");
-	int rc = zkl_path_check(path, "election path");
+		return zkl__fail(ZKL_EINVAL, "client is NULL");
+	int rc = zkl__path_check(path, "election path");
 	const char *name = kind == ZKL_KIND_LOCK ? "selector" : "leader";
-	if (rc != 0 || (rc = zkl_lock_init(&e->lock, &leader_ops, name, c, path)) != 0)
+	if (rc != 0 || (rc = zkl__lock_init(&e->lock, &leader_ops, name, c, path)) != 0)
 		return rc;
 	if (id && (rc = zkl_lock_set_data(&e->lock, id, strlen(id))) != 0) {
-		zkl_lock_dispose(&e->lock);
+		zkl__lock_dispose(&e->lock);
 		return rc;
 	}
 	e->kind = kind;
 	e->self = self;
-	zkl_cond_init(&e->cv);
+	zkl__cond_init(&e->cv);
 	return 0;
 }
 
@@ -746,12 +746,12 @@ int election_attach(struct election *e)
 	int rc = zkl_client_add_listener(c, state_changed, e);
 	if (rc != 0) {
 		pthread_cond_destroy(&e->cv);
-		zkl_lock_dispose(&e->lock);
+		zkl__lock_dispose(&e->lock);
 		return rc;
 	}
 	pthread_mutex_lock(&c->mu);
 	e->listening = true;
-	zkl_waiter_enter_loop(c, &e->w, NULL, step);
+	zkl__waiter_enter_loop(c, &e->w, NULL, step);
 	pthread_mutex_unlock(&c->mu);
 	return 0;
 }
@@ -763,17 +763,17 @@ int election_start(struct election *e)
 	int rc = 0;
 	pthread_mutex_lock(&c->mu);
 	if (e->closing)
-		rc = zkl_fail(ZKL_ECLOSED, "the %s of %s is closed", what, e->lock.path);
+		rc = zkl__fail(ZKL_ECLOSED, "the %s of %s is closed", what, e->lock.path);
 	else if (e->started)
-		rc = zkl_fail(ZKL_EBUSY, "the %s of %s was started already", what, e->lock.path);
+		rc = zkl__fail(ZKL_EBUSY, "the %s of %s was started already", what, e->lock.path);
 	else if (e->view_pending || e->view_held)
-		rc = zkl_fail(ZKL_EBUSY, "leadership of %s is taken through its lock view: "
+		rc = zkl__fail(ZKL_EBUSY, "leadership of %s is taken through its lock view: "
 		              "release it first", e->lock.path);
 	else if (c->closing)
-		rc = zkl_fail(ZKL_ECLOSED, "the client is closing");
+		rc = zkl__fail(ZKL_ECLOSED, "the client is closing");
 	if (rc == 0) {
 		e->started = true;
-		zkl_waiter_wake(c, &e->w);
+		zkl__waiter_wake(c, &e->w);
 	}
 	pthread_mutex_unlock(&c->mu);
 	return rc;
@@ -785,7 +785,7 @@ int election_start(struct election *e)
 static bool must_not_wait(struct election *e)
 {
 	zkl_client *c = e->lock.c;
-	return zkl_runs_loop(c) ||
+	return zkl__runs_loop(c) ||
 	       (e->worker_running && pthread_equal(pthread_self(), e->worker));
 }
 
@@ -795,7 +795,7 @@ int election_close(struct election *e)
 	pthread_mutex_lock(&c->mu);
 	e->closing = true;
 	e->leading = false;
-	zkl_waiter_wake(c, &e->w);
+	zkl__waiter_wake(c, &e->w);
 	if (!must_not_wait(e))
 		wait_for(e, at_rest, INT64_MAX);
 	pthread_mutex_unlock(&c->mu);
@@ -812,14 +812,14 @@ bool election_free(struct election *e)
 		/* The machine frees the handle once at rest (a selector's function, which may
 		 * be the caller, has returned and its thread is joined by then); a callback of
 		 * the view's acquire that runs now learns the handle is gone. */
-		zkl_lock_async_drain(&e->lock);
+		zkl__lock_async_drain(&e->lock);
 		pthread_mutex_lock(&c->mu);
 		e->closing = true;
 		e->leading = false;
 		e->view_cancel = true;
 		e->freeing = true;
 		c->nfreeing++;
-		zkl_waiter_wake(c, &e->w);
+		zkl__waiter_wake(c, &e->w);
 		pthread_mutex_unlock(&c->mu);
 		return true;
 	}
@@ -827,7 +827,7 @@ bool election_free(struct election *e)
 	e->view_cancel = true;
 	pthread_mutex_unlock(&c->mu);
 	election_close(e);
-	zkl_lock_async_drain(&e->lock);
+	zkl__lock_async_drain(&e->lock);
 	pthread_mutex_lock(&c->mu);
 	bool listening = unregister(c, e);
 	pthread_mutex_unlock(&c->mu);
@@ -841,12 +841,12 @@ int election_requeue(struct election *e)
 	int rc = 0;
 	pthread_mutex_lock(&c->mu);
 	if (e->closing)
-		rc = zkl_fail(ZKL_ECLOSED, "the selector of %s is closed", e->lock.path);
+		rc = zkl__fail(ZKL_ECLOSED, "the selector of %s is closed", e->lock.path);
 	else if (!e->started)
-		rc = zkl_fail(ZKL_EINVAL, "the selector of %s was not started", e->lock.path);
+		rc = zkl__fail(ZKL_EINVAL, "the selector of %s was not started", e->lock.path);
 	else if (e->idle) {
 		e->idle = false;
-		zkl_waiter_wake(c, &e->w);
+		zkl__waiter_wake(c, &e->w);
 	} else if (e->in_lead) {
 		e->again = true;
 	}
@@ -861,7 +861,7 @@ void election_interrupt(struct election *e)
 	if (e->leading && e->started) {
 		e->interrupt = true;
 		e->leading = false;
-		zkl_waiter_wake(c, &e->w);
+		zkl__waiter_wake(c, &e->w);
 		pthread_cond_broadcast(&e->cv);
 	}
 	pthread_mutex_unlock(&c->mu);
@@ -884,18 +884,18 @@ int election_await(struct election *e, bool want, int timeout_ms)
 	int rc = 0;
 	pthread_mutex_lock(&c->mu);
 	if (want && !e->started && !e->closing) {
-		rc = zkl_fail(ZKL_EINVAL, "the %s of %s was not started", what, e->lock.path);
-	} else if (timeout_ms != 0 && zkl_runs_loop(c)) {
-		rc = zkl_fail(ZKL_EDEADLK, "cannot wait for leadership of %s on the thread that "
+		rc = zkl__fail(ZKL_EINVAL, "the %s of %s was not started", what, e->lock.path);
+	} else if (timeout_ms != 0 && zkl__runs_loop(c)) {
+		rc = zkl__fail(ZKL_EDEADLK, "cannot wait for leadership of %s on the thread that "
 		              "runs the client's loop (in a callback, or the application's loop "
 		              "thread)", e->lock.path);
 	} else {
-		int64_t deadline = timeout_ms == 0 ? 0 : zkl_deadline(timeout_ms);
+		int64_t deadline = timeout_ms == 0 ? 0 : zkl__deadline(timeout_ms);
 		bool ok = wait_for(e, want ? is_leading : not_leading, deadline);
 		if (want && e->closing)
-			rc = zkl_fail(ZKL_ECLOSED, "the %s of %s is closed", what, e->lock.path);
+			rc = zkl__fail(ZKL_ECLOSED, "the %s of %s is closed", what, e->lock.path);
 		else if (!ok)
-			rc = want ? zkl_fail(ZKL_ETIMEDOUT, "not the leader of %s", e->lock.path)
+			rc = want ? zkl__fail(ZKL_ETIMEDOUT, "not the leader of %s", e->lock.path)
 			          : ZKL_ETIMEDOUT;
 	}
 	pthread_mutex_unlock(&c->mu);
@@ -915,28 +915,28 @@ static int election_participants(struct election *e, zkl_participant **out,
                                  size_t *count)
 {
 	if (!out || !count)
-		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
-	return zkl_engine_participants(e->lock.c, e->lock.path, 1, out, count);
+		return zkl__fail(ZKL_EINVAL, "output pointer is NULL");
+	return zkl__engine_participants(e->lock.c, e->lock.path, 1, out, count);
 }
 
 int election_leader_id(struct election *e, char **id)
 {
 	if (!id)
-		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
+		return zkl__fail(ZKL_EINVAL, "output pointer is NULL");
 	*id = NULL;
 	zkl_participant *list;
 	size_t n;
-	int rc = zkl_engine_participants(e->lock.c, e->lock.path, 1, &list, &n);
+	int rc = zkl__engine_participants(e->lock.c, e->lock.path, 1, &list, &n);
 	if (rc != 0)
 		return rc;
 	if (n == 0)
-		return zkl_fail(ZKL_ENOTHELD, "nobody takes part in the election at %s",
+		return zkl__fail(ZKL_ENOTHELD, "nobody takes part in the election at %s",
 		                e->lock.path);
 	*id = list[0].data;
 	list[0].data = NULL;
 	zkl_participants_free(list, n);
 	if (!*id)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	return 0;
 }
 
@@ -950,27 +950,27 @@ static int view_begin(struct election *e, int timeout_ms, bool async)
 	zkl_client *c = e->lock.c;
 	const char *path = e->lock.path;
 	if (e->fn)
-		return zkl_fail(ZKL_ENOTSUP, "a selector of %s leads through zkl_selector_start() "
+		return zkl__fail(ZKL_ENOTSUP, "a selector of %s leads through zkl_selector_start() "
 		                "and runs its function; to hold leadership as a lock, use a "
 		                "zkl_leader's zkl_leader_lock()", path);
 	if (e->started)
-		return zkl_fail(ZKL_EBUSY, "the latch of %s was started with zkl_leader_start(): "
+		return zkl__fail(ZKL_EBUSY, "the latch of %s was started with zkl_leader_start(): "
 		                "it leads by itself (see zkl_leader_await())", path);
 	if (e->closing || c->closing)
-		return zkl_fail(ZKL_ECLOSED, "the leader handle of %s is closed", path);
+		return zkl__fail(ZKL_ECLOSED, "the leader handle of %s is closed", path);
 	if (e->view_lost)
-		return zkl_fail(ZKL_ELOST, "leadership of %s was lost: release it first", path);
+		return zkl__fail(ZKL_ELOST, "leadership of %s was lost: release it first", path);
 	if (e->view_held)
-		return zkl_fail(ZKL_EBUSY, "already the leader of %s: release it first", path);
+		return zkl__fail(ZKL_EBUSY, "already the leader of %s: release it first", path);
 	if (e->view_pending)
-		return zkl_fail(ZKL_EBUSY, "an acquire of leadership of %s is under way", path);
+		return zkl__fail(ZKL_EBUSY, "an acquire of leadership of %s is under way", path);
 	e->view_pending = true;
 	e->view_async = async;
 	e->view_cancel = false;
 	e->view_done = false;
 	e->view_timeout = timeout_ms;
-	e->view_deadline = timeout_ms > 0 ? zkl_deadline(timeout_ms) : INT64_MAX;
-	zkl_waiter_wake(c, &e->w);
+	e->view_deadline = timeout_ms > 0 ? zkl__deadline(timeout_ms) : INT64_MAX;
+	zkl__waiter_wake(c, &e->w);
 	return 0;
 }
 
@@ -979,9 +979,9 @@ static int leader_acquire(zkl_lock *lk, int timeout_ms)
 	struct election *e = ELECTION(lk);
 	zkl_client *c = lk->c;
 	pthread_mutex_lock(&c->mu);
-	if (zkl_runs_loop(c)) {
+	if (zkl__runs_loop(c)) {
 		pthread_mutex_unlock(&c->mu);
-		return zkl_fail(ZKL_EDEADLK, "cannot wait for leadership of %s on the thread that "
+		return zkl__fail(ZKL_EDEADLK, "cannot wait for leadership of %s on the thread that "
 		                "runs the client's loop (in a callback, or the application's loop "
 		                "thread): nothing would run the election", lk->path);
 	}
@@ -992,7 +992,7 @@ static int leader_acquire(zkl_lock *lk, int timeout_ms)
 		e->view_done = false;
 		rc = e->view_rc;
 		if (rc != 0)
-			zkl_fail(rc, "%s", e->view_error);
+			zkl__fail(rc, "%s", e->view_error);
 	}
 	pthread_mutex_unlock(&c->mu);
 	return rc;
@@ -1003,9 +1003,9 @@ static int leader_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, v
 	struct election *e = ELECTION(lk);
 	zkl_client *c = lk->c;
 	pthread_mutex_lock(&c->mu);
-	int rc = zkl_lock_async_claim(lk, &e->async, fn, data);
+	int rc = zkl__lock_async_claim(lk, &e->async, fn, data);
 	if (rc == 0 && (rc = view_begin(e, timeout_ms, true)) != 0)
-		zkl_lock_async_unclaim(lk, &e->async);
+		zkl__lock_async_unclaim(lk, &e->async);
 	pthread_mutex_unlock(&c->mu);
 	return rc;
 }
@@ -1026,18 +1026,18 @@ static int leader_release(zkl_lock *lk)
 	int rc = 0;
 	pthread_mutex_lock(&c->mu);
 	if (e->fn) {
-		rc = zkl_fail(ZKL_ENOTSUP, "a selector's leadership of %s ends when its function "
+		rc = zkl__fail(ZKL_ENOTSUP, "a selector's leadership of %s ends when its function "
 		              "returns (or with zkl_selector_interrupt())", lk->path);
 	} else if (!e->view_held) {
-		rc = zkl_fail(ZKL_ENOTHELD, "leadership of %s was not taken through this lock",
+		rc = zkl__fail(ZKL_ENOTHELD, "leadership of %s was not taken through this lock",
 		              lk->path);
 	} else if (e->view_lost) {
 		e->view_held = e->view_lost = false;
-		rc = zkl_fail(ZKL_ELOST, "leadership of %s had been lost", lk->path);
+		rc = zkl__fail(ZKL_ELOST, "leadership of %s had been lost", lk->path);
 	} else {
 		e->view_held = false;
 		e->leading = false;
-		zkl_waiter_wake(c, &e->w);
+		zkl__waiter_wake(c, &e->w);
 		if (!must_not_wait(e))
 			wait_for(e, left_lead, INT64_MAX);
 		else if (e->st == E_LEAD)
@@ -1053,7 +1053,7 @@ static void leader_cancel(zkl_lock *lk)
 	pthread_mutex_lock(&lk->c->mu);
 	if (e->view_pending) {
 		e->view_cancel = true;
-		zkl_waiter_wake(lk->c, &e->w);
+		zkl__waiter_wake(lk->c, &e->w);
 	}
 	pthread_mutex_unlock(&lk->c->mu);
 }
@@ -1071,7 +1071,7 @@ static int64_t leader_token(zkl_lock *lk)
 {
 	int64_t t = election_token(ELECTION(lk));
 	if (t == ZKL_ENOTHELD)
-		return zkl_fail(ZKL_ENOTHELD, "not the leader of %s", lk->path);
+		return zkl__fail(ZKL_ENOTHELD, "not the leader of %s", lk->path);
 	return t;
 }
 

@@ -11,7 +11,7 @@
  * round asks only for a semaphore's parts. A request answered with a lost connection or
  * an expired session is sent again once the client is connected (to a new session if
  * need be), unless the caller may not wait: a try-once call. Each round is a job
- * (zkl_requests): on a thread that runs the client's loop, ZKL_EDEADLK.
+ * (zkl__requests): on a thread that runs the client's loop, ZKL_EDEADLK.
  *
  * Roles. The rules are the recipes' own (names.c says which markers are writers, the
  * predicates when a node holds), applied to the snapshot, after the nodes that vanished
@@ -67,10 +67,10 @@ static int call_init(struct call *x, zkl_client *c, int timeout_ms)
 	bool closing = c->closing;
 	pthread_mutex_unlock(&c->mu);
 	if (closing)
-		return zkl_fail(ZKL_ECLOSED, "the client is closing");
+		return zkl__fail(ZKL_ECLOSED, "the client is closing");
 	/* Trying once still waits for the answers: the C client gives one within the
 	 * session timeout. */
-	x->deadline = timeout_ms == 0 ? zkl_now_ms() + session_ms : zkl_deadline(timeout_ms);
+	x->deadline = timeout_ms == 0 ? zkl__now_ms() + session_ms : zkl__deadline(timeout_ms);
 	x->patient = timeout_ms != 0;
 	return 0;
 }
@@ -82,7 +82,7 @@ static void rq_free(zkl_client *c, struct rq *r, size_t n)
 	pthread_mutex_lock(&c->mu);
 	for (size_t i = 0; i < n; i++)
 		if (r[i].op)
-			zkl_op_put(c, r[i].op);
+			zkl__op_put(c, r[i].op);
 	pthread_mutex_unlock(&c->mu);
 	for (size_t i = 0; i < n; i++)
 		free(r[i].path);
@@ -92,12 +92,12 @@ static void rq_free(zkl_client *c, struct rq *r, size_t n)
 static int timed_out(const struct call *x, const char *path)
 {
 	if (!path)
-		return zkl_fail(ZKL_ETIMEDOUT, "the connection to ZooKeeper did not come back "
+		return zkl__fail(ZKL_ETIMEDOUT, "the connection to ZooKeeper did not come back "
 		                "within %d ms", x->timeout_ms);
 	if (x->timeout_ms == 0)
-		return zkl_fail(ZKL_ETIMEDOUT, "no answer from ZooKeeper for %s within the "
+		return zkl__fail(ZKL_ETIMEDOUT, "no answer from ZooKeeper for %s within the "
 		                "session timeout", path);
-	return zkl_fail(ZKL_ETIMEDOUT, "no answer from ZooKeeper for %s within %d ms", path,
+	return zkl__fail(ZKL_ETIMEDOUT, "no answer from ZooKeeper for %s within %d ms", path,
 	                x->timeout_ms);
 }
 
@@ -125,7 +125,7 @@ static int rq_run(struct call *x, struct rq *r, size_t n)
 					reqs[k++] = (struct zkl_req){.kind = r[i].kind, .path = r[i].path};
 				}
 			}
-			rc = zkl_requests(c, reqs, k, x->deadline, ops);
+			rc = zkl__requests(c, reqs, k, x->deadline, ops);
 			if (rc == ZKL_ETIMEDOUT)
 				rc = timed_out(x, reqs[0].path);
 			pthread_mutex_lock(&c->mu);
@@ -133,10 +133,10 @@ static int rq_run(struct call *x, struct rq *r, size_t n)
 				struct zkl_op *op = ops[i];
 				/* Lost, or expired (a client opens a new session by itself): worth
 				 * asking again. A session moved elsewhere is not. */
-				bool expired = zkl_zk_class(op->rc) == ZKL_ZK_EXPIRED;
-				if (zkl_zk_transient(op->rc) || expired) {
+				bool expired = zkl__zk_class(op->rc) == ZKL_ZK_EXPIRED;
+				if (zkl__zk_transient(op->rc) || expired) {
 					if (!x->patient)
-						rc = zkl_fail_zk(op->rc, "cannot read", r[at[i]].path);
+						rc = zkl__fail_zk(op->rc, "cannot read", r[at[i]].path);
 					else if (expired)
 						gone_gen = op->s->gen;
 					again = again ? again : op->rc;
@@ -149,14 +149,14 @@ static int rq_run(struct call *x, struct rq *r, size_t n)
 				}
 			}
 			pthread_mutex_unlock(&c->mu);
-			zkl_ops_release(c, ops, k);
+			zkl__ops_release(c, ops, k);
 		}
 		if (rc != 0 || !again)
 			break;
 		/* Wait for the connection (a new session, after an expiry), then ask again. The
 		 * loss may be answered before the client hears that the connection is down:
 		 * then give it a moment rather than asking again at once. */
-		rc = zkl_await_connection(c, gone_gen, gone_gen ? 0 : zkl_now_ms() + 100,
+		rc = zkl__await_connection(c, gone_gen, gone_gen ? 0 : zkl__now_ms() + 100,
 		                          x->deadline);
 		if (rc == ZKL_ETIMEDOUT)
 			rc = timed_out(x, NULL);
@@ -171,7 +171,7 @@ static bool rq_set(struct rq *r, enum zkl_op_kind kind, const char *parent,
 	r->kind = kind;
 	r->zrc = RQ_PENDING;
 	r->op = NULL;
-	r->path = leaf ? zkl_path_join(parent, leaf) : strdup(parent);
+	r->path = leaf ? zkl__path_join(parent, leaf) : strdup(parent);
 	return r->path != NULL;
 }
 
@@ -216,15 +216,15 @@ static int take_children(zkl_client *c, struct job *j, const char *folder, char 
 		return 0;
 	struct item *grown = realloc(j->items, (j->nitems + (size_t)count) * sizeof *grown);
 	if (!grown)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	j->items = grown;
 	size_t start = j->nitems, plen = strlen(folder);
 	pthread_mutex_lock(&c->mu);
 	for (int i = 0; i < count; i++) {
 		struct item *it = &j->items[j->nitems];
 		memset(it, 0, sizeof *it);
-		if (!names[i] || !zkl_child_parse(names[i], &it->ch) ||
-		    zkl_task_pending(c, folder, plen, names[i]))
+		if (!names[i] || !zkl__child_parse(names[i], &it->ch) ||
+		    zkl__task_pending(c, folder, plen, names[i]))
 			continue;
 		it->name = names[i]; /* taken */
 		names[i] = NULL;
@@ -233,21 +233,21 @@ static int take_children(zkl_client *c, struct job *j, const char *folder, char 
 		j->nitems++;
 	}
 	pthread_mutex_unlock(&c->mu);
-	/* zkl_children_sort moves the parsed children; keep each name with its item. */
+	/* zkl__children_sort moves the parsed children; keep each name with its item. */
 	size_t n = j->nitems - start;
 	zkl_child *sorted = malloc((n ? n : 1) * sizeof *sorted);
 	struct item *copy = malloc((n ? n : 1) * sizeof *copy);
 	if (!sorted || !copy) {
 		free(sorted);
 		free(copy);
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	}
 	for (size_t k = 0; k < n; k++) {
 		sorted[k] = j->items[start + k].ch;
 		sorted[k].index = k;
 		copy[k] = j->items[start + k];
 	}
-	zkl_children_sort(sorted, n);
+	zkl__children_sort(sorted, n);
 	for (size_t k = 0; k < n; k++)
 		j->items[start + k] = copy[sorted[k].index];
 	free(sorted);
@@ -263,7 +263,7 @@ static void job_clear(zkl_client *c, struct job *j)
 	pthread_mutex_lock(&c->mu);
 	for (size_t i = 0; i < j->nitems; i++)
 		if (j->items[i].op)
-			zkl_op_put(c, j->items[i].op);
+			zkl__op_put(c, j->items[i].op);
 	pthread_mutex_unlock(&c->mu);
 	for (size_t i = 0; i < j->nitems; i++)
 		free(j->items[i].name);
@@ -281,7 +281,7 @@ static int answer_check(struct job *j, struct rq *r, const char *what)
 		j->skipped = true;
 		return 0;
 	}
-	return zkl_fail_zk(r->zrc, what, r->path);
+	return zkl__fail_zk(r->zrc, what, r->path);
 }
 
 static zkl_layout layout_of(const struct item *it)
@@ -312,7 +312,7 @@ static void classify_queue(struct item *q, size_t n)
 		enum zkl_kind k = q[i].ch.kind;
 		if (k == ZKL_KIND_LEASE) {
 			set_role(&q[i], ZKL_ROLE_LEASE);
-		} else if (zkl_kind_is_writer(k)) {
+		} else if (zkl__kind_is_writer(k)) {
 			set_role(&q[i], i > 0 ? ZKL_ROLE_WAITING
 			                      : k == ZKL_KIND_LATCH ? ZKL_ROLE_LEADER : ZKL_ROLE_HOLDER);
 		} else {
@@ -320,9 +320,9 @@ static void classify_queue(struct item *q, size_t n)
 			 * holds and left it at its own number when it downgraded. */
 			bool holds = true;
 			for (size_t w = 0; w < i && holds; w++) {
-				if (!zkl_kind_is_writer(q[w].ch.kind))
+				if (!zkl__kind_is_writer(q[w].ch.kind))
 					continue;
-				holds = w == 0 && zkl_kind_may_downgrade(q[0].ch.kind) &&
+				holds = w == 0 && zkl__kind_may_downgrade(q[0].ch.kind) &&
 				        q[0].ch.seq == q[i].ch.seq;
 			}
 			set_role(&q[i], holds ? ZKL_ROLE_HOLDER : ZKL_ROLE_WAITING);
@@ -399,14 +399,14 @@ static int jobs_run(struct call *x, struct job *jobs, size_t njobs)
 	}
 	struct rq *r = n1 ? calloc(n1, sizeof *r) : NULL;
 	if (n1 && !r)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	static const char *const leaf[4] = {NULL, NULL, "leases", "locks"};
 	for (size_t i = 0; i < njobs && rc == 0; i++) {
 		for (int k = 0; k < 4 && rc == 0; k++) {
 			size_t at = jobs[i].r1[k];
 			if (at != SIZE_MAX &&
 			    !rq_set(&r[at], k == 0 ? ZKL_OP_GET : ZKL_OP_CHILDREN, jobs[i].path, leaf[k]))
-				rc = zkl_fail(ZKL_ENOMEM, "out of memory");
+				rc = zkl__fail(ZKL_ENOMEM, "out of memory");
 		}
 	}
 	if (rc == 0)
@@ -428,7 +428,7 @@ static int jobs_run(struct call *x, struct job *jobs, size_t njobs)
 			continue;
 		j->exists = j->listed || get->zrc == ZOK;
 		if (get->zrc == ZOK)
-			j->limit = zkl_count_parse(get->op->value, get->op->value_len);
+			j->limit = zkl__count_parse(get->op->value, get->op->value_len);
 		bool semaphore = leases->zrc == ZOK || (j->limit > 0 && locks->zrc == ZOK);
 		j->semaphore = semaphore;
 		if (j->listed)
@@ -459,17 +459,17 @@ static int jobs_run(struct call *x, struct job *jobs, size_t njobs)
 	}
 	r = n2 ? calloc(n2, sizeof *r) : NULL;
 	if (n2 && !r)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	for (size_t i = 0; i < njobs && rc == 0; i++) {
 		struct job *j = &jobs[i];
 		for (size_t k = 0; k < j->nitems && rc == 0; k++) {
 			struct item *it = &j->items[k];
 			const char *folder = it->part == PART_LEASES ? "leases"
 			                     : it->part == PART_GATE ? "locks" : NULL;
-			char *parent = folder ? zkl_path_join(j->path, folder) : NULL;
+			char *parent = folder ? zkl__path_join(j->path, folder) : NULL;
 			if ((folder && !parent) ||
 			    !rq_set(&r[j->first_rq + k], ZKL_OP_GET, parent ? parent : j->path, it->name))
-				rc = zkl_fail(ZKL_ENOMEM, "out of memory");
+				rc = zkl__fail(ZKL_ENOMEM, "out of memory");
 			free(parent);
 		}
 	}
@@ -483,7 +483,7 @@ static int jobs_run(struct call *x, struct job *jobs, size_t njobs)
 				j->items[k].op = g->op;
 				g->op = NULL;
 			} else if (g->zrc != ZNONODE) {
-				rc = zkl_fail_zk(g->zrc, "cannot read", g->path);
+				rc = zkl__fail_zk(g->zrc, "cannot read", g->path);
 				break;
 			}
 		}
@@ -523,7 +523,7 @@ static int build(zkl_client *c, struct job *jobs, size_t njobs, bool keep_empty,
 	if (!in || (njobs && !(in->locks = calloc(njobs, sizeof *in->locks))) ||
 	    (nnodes && !(in->nodes = calloc(nnodes, sizeof *in->nodes)))) {
 		zkl_inspection_free(in);
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	}
 	for (size_t i = 0; i < njobs; i++) {
 		struct job *j = &jobs[i];
@@ -547,8 +547,8 @@ static int build(zkl_client *c, struct job *jobs, size_t njobs, bool keep_empty,
 			zkl_node_info *n = &in->nodes[in->nnodes];
 			const char *folder = it->part == PART_LEASES ? "leases"
 			                     : it->part == PART_GATE ? "locks" : NULL;
-			char *parent = folder ? zkl_path_join(j->path, folder) : NULL;
-			char *path = (!folder || parent) ? zkl_path_join(parent ? parent : j->path,
+			char *parent = folder ? zkl__path_join(j->path, folder) : NULL;
+			char *path = (!folder || parent) ? zkl__path_join(parent ? parent : j->path,
 			                                                 it->name) : NULL;
 			free(parent);
 			char *data = malloc((size_t)op->value_len + 1);
@@ -594,26 +594,26 @@ static int build(zkl_client *c, struct job *jobs, size_t njobs, bool keep_empty,
 	return 0;
 nomem:
 	zkl_inspection_free(in);
-	return zkl_fail(ZKL_ENOMEM, "out of memory");
+	return zkl__fail(ZKL_ENOMEM, "out of memory");
 }
 
 static int check_args(zkl_client *c, int timeout_ms, zkl_inspection **out)
 {
-	zkl_clear_error();
+	zkl__clear_error();
 	if (out)
 		*out = NULL;
 	if (!out)
-		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
+		return zkl__fail(ZKL_EINVAL, "output pointer is NULL");
 	if (!c)
-		return zkl_fail(ZKL_EINVAL, "client is NULL");
-	return zkl_check_timeout(timeout_ms);
+		return zkl__fail(ZKL_EINVAL, "client is NULL");
+	return zkl__check_timeout(timeout_ms);
 }
 
 int zkl_inspect(zkl_client *c, const char *path, int timeout_ms, zkl_inspection **out)
 {
 	int rc = check_args(c, timeout_ms, out);
 	if (rc == 0)
-		rc = zkl_path_check(path, "path");
+		rc = zkl__path_check(path, "path");
 	if (rc != 0)
 		return rc;
 	struct call x;
@@ -621,7 +621,7 @@ int zkl_inspect(zkl_client *c, const char *path, int timeout_ms, zkl_inspection 
 		return rc;
 	struct job j = {.path = strdup(path)};
 	if (!j.path)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	rc = jobs_run(&x, &j, 1);
 	if (rc == 0)
 		rc = build(c, &j, 1, true, out);
@@ -674,14 +674,14 @@ static int jobs_add(struct jobs *js, const char *dir, struct zkl_op *op)
 		size_t cap = js->cap ? js->cap * 2 : 16;
 		struct job *v = realloc(js->v, cap * sizeof *v);
 		if (!v)
-			return zkl_fail(ZKL_ENOMEM, "out of memory");
+			return zkl__fail(ZKL_ENOMEM, "out of memory");
 		js->v = v;
 		js->cap = cap;
 	}
 	struct job *j = &js->v[js->n];
 	memset(j, 0, sizeof *j);
 	if (!(j->path = strdup(dir)))
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	j->tolerant = true;
 	j->listed = true;
 	j->kids = op->names;
@@ -702,11 +702,11 @@ static int job_cmp(const void *a, const void *b)
 static int walk(struct call *x, const char *prefix, struct jobs *locks, size_t *skipped)
 {
 	struct strs level = {0};
-	int rc = strs_add(&level, strdup(prefix)) ? 0 : zkl_fail(ZKL_ENOMEM, "out of memory");
+	int rc = strs_add(&level, strdup(prefix)) ? 0 : zkl__fail(ZKL_ENOMEM, "out of memory");
 	while (rc == 0 && level.n > 0) {
 		struct rq *r = calloc(level.n, sizeof *r);
 		if (!r) {
-			rc = zkl_fail(ZKL_ENOMEM, "out of memory");
+			rc = zkl__fail(ZKL_ENOMEM, "out of memory");
 			break;
 		}
 		for (size_t i = 0; i < level.n; i++) {
@@ -727,7 +727,7 @@ static int walk(struct call *x, const char *prefix, struct jobs *locks, size_t *
 				continue;
 			}
 			if (r[i].zrc != ZOK) {
-				rc = zkl_fail_zk(r[i].zrc, "cannot list", dir);
+				rc = zkl__fail_zk(r[i].zrc, "cannot list", dir);
 				break;
 			}
 			struct zkl_op *op = r[i].op;
@@ -738,21 +738,21 @@ static int walk(struct call *x, const char *prefix, struct jobs *locks, size_t *
 			bool nodes = false, semaphore = false, gate = false;
 			for (int k = 0; k < op->count; k++) {
 				zkl_child ch;
-				nodes |= zkl_child_parse(op->names[k], &ch);
+				nodes |= zkl__child_parse(op->names[k], &ch);
 				semaphore |= strcmp(op->names[k], "leases") == 0;
 				gate |= strcmp(op->names[k], "locks") == 0;
 			}
 			for (int k = 0; k < op->count && rc == 0; k++) {
 				const char *name = op->names[k];
 				zkl_child ch;
-				if (zkl_child_parse(name, &ch))
+				if (zkl__child_parse(name, &ch))
 					continue; /* a contender, not a folder */
 				if (semaphore && (strcmp(name, "leases") == 0 || strcmp(name, "locks") == 0))
 					continue; /* the semaphore's parts */
 				if (strcmp(dir, "/") == 0 && strcmp(name, "zookeeper") == 0)
 					continue;
-				if (!strs_add(&level, zkl_path_join(dir, name)))
-					rc = zkl_fail(ZKL_ENOMEM, "out of memory");
+				if (!strs_add(&level, zkl__path_join(dir, name)))
+					rc = zkl__fail(ZKL_ENOMEM, "out of memory");
 			}
 			if (rc == 0 && (nodes || semaphore || gate))
 				rc = jobs_add(locks, dir, op);
@@ -770,9 +770,9 @@ static int gates_merge(struct job *jobs, size_t njobs)
 	for (size_t i = 0; i < njobs; i++) {
 		if (!jobs[i].semaphore)
 			continue;
-		struct job key = {.path = zkl_path_join(jobs[i].path, "locks")};
+		struct job key = {.path = zkl__path_join(jobs[i].path, "locks")};
 		if (!key.path)
-			return zkl_fail(ZKL_ENOMEM, "out of memory");
+			return zkl__fail(ZKL_ENOMEM, "out of memory");
 		struct job *gate = bsearch(&key, jobs, njobs, sizeof *jobs, job_cmp);
 		free(key.path);
 		if (gate)
@@ -786,7 +786,7 @@ int zkl_inspect_prefix(zkl_client *c, const char *prefix, int timeout_ms,
 {
 	int rc = check_args(c, timeout_ms, out);
 	if (rc == 0 && !(prefix && strcmp(prefix, "/") == 0))
-		rc = zkl_path_check(prefix, "prefix");
+		rc = zkl__path_check(prefix, "prefix");
 	if (rc != 0)
 		return rc;
 	struct call x;
@@ -864,7 +864,7 @@ const char *zkl_layout_name(zkl_layout layout)
 
 /* ---- a semaphore's participants ---- */
 
-int zkl_inspect_leases(zkl_client *c, const char *path, int limit, zkl_participant **out,
+int zkl__inspect_leases(zkl_client *c, const char *path, int limit, zkl_participant **out,
                        size_t *count)
 {
 	*out = NULL;
@@ -875,7 +875,7 @@ int zkl_inspect_leases(zkl_client *c, const char *path, int limit, zkl_participa
 		return rc;
 	struct job j = {.path = strdup(path)};
 	if (!j.path)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	rc = jobs_run(&x, &j, 1);
 	if (rc == 0 && j.limit <= 0 && limit > 0) {
 		/* Nothing recorded (a shared count, or Curator's): the handle's limit. */
@@ -887,20 +887,20 @@ int zkl_inspect_leases(zkl_client *c, const char *path, int limit, zkl_participa
 		n += j.items[i].part == PART_LEASES;
 	zkl_participant *p = n ? calloc(n, sizeof *p) : NULL;
 	if (rc == 0 && n && !p)
-		rc = zkl_fail(ZKL_ENOMEM, "out of memory");
+		rc = zkl__fail(ZKL_ENOMEM, "out of memory");
 	size_t k = 0;
 	for (size_t i = 0; rc == 0 && i < j.nitems; i++) {
 		struct item *it = &j.items[i];
 		if (it->part != PART_LEASES)
 			continue;
 		struct zkl_op *op = it->op;
-		char *leases = zkl_path_join(path, "leases");
-		p[k].path = leases ? zkl_path_join(leases, it->name) : NULL;
+		char *leases = zkl__path_join(path, "leases");
+		p[k].path = leases ? zkl__path_join(leases, it->name) : NULL;
 		free(leases);
 		p[k].data = malloc((size_t)op->value_len + 1);
 		k++;
 		if (!p[k - 1].path || !p[k - 1].data) {
-			rc = zkl_fail(ZKL_ENOMEM, "out of memory");
+			rc = zkl__fail(ZKL_ENOMEM, "out of memory");
 			break;
 		}
 		memcpy(p[k - 1].data, op->value ? op->value : "", (size_t)op->value_len);

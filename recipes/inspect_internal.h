@@ -9,7 +9,7 @@
  * handle's, used when the path records none (0: unknown). Blocks for two round trips
  * on c's session. On success *out is the caller's: zkl_participants_free(*out, *count).
  * An absent path gives an empty list. */
-int zkl_inspect_leases(zkl_client *c, const char *path, int limit, zkl_participant **out,
+int zkl__inspect_leases(zkl_client *c, const char *path, int limit, zkl_participant **out,
                        size_t *count);
 
 #endif

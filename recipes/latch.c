@@ -23,9 +23,9 @@ void zkl_leader_options_init(zkl_leader_options *o)
 int zkl_leader_new(zkl_leader **out, zkl_client *c, const char *path,
                    const zkl_leader_options *o)
 {
-	zkl_clear_error();
+	zkl__clear_error();
 	if (!out)
-		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
+		return zkl__fail(ZKL_EINVAL, "output pointer is NULL");
 	*out = NULL;
 	zkl_leader_options defaults;
 	if (!o) {
@@ -34,7 +34,7 @@ int zkl_leader_new(zkl_leader **out, zkl_client *c, const char *path,
 	}
 	zkl_leader *l = calloc(1, sizeof *l);
 	if (!l)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	int rc = election_init(&l->e, c, path, o->id, ZKL_KIND_LATCH, l);
 	if (rc != 0) {
 		free(l);
@@ -50,7 +50,7 @@ int zkl_leader_new(zkl_leader **out, zkl_client *c, const char *path,
 		free(l);
 		return rc;
 	}
-	zkl_client_handle_add(c);
+	zkl__client_handle_add(c);
 	*out = l;
 	return 0;
 }
@@ -64,7 +64,7 @@ int zkl_leader_start(zkl_leader *l)
 int zkl_leader_await(zkl_leader *l, int timeout_ms)
 {
 	ZKL_CHECK_HANDLE(l, "leader");
-	int rc = zkl_check_timeout(timeout_ms);
+	int rc = zkl__check_timeout(timeout_ms);
 	return rc ? rc : election_await(&l->e, true, timeout_ms);
 }
 
@@ -79,7 +79,7 @@ void zkl_leader_free(zkl_leader *l)
 	if (!l)
 		return;
 	zkl_client *c = l->e.lock.c;
-	zkl_client_handle_done(c, election_free(&l->e));
+	zkl__client_handle_done(c, election_free(&l->e));
 }
 
 void zkl_leader_interrupt(zkl_leader *l)

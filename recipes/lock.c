@@ -18,18 +18,18 @@ static _Thread_local struct {
 
 #define CHECK_LOCK(l)                                                                    \
 	do {                                                                             \
-		zkl_clear_error();                                                       \
+		zkl__clear_error();                                                       \
 		if (!(l))                                                                \
-			return zkl_fail(ZKL_EINVAL, "lock is NULL");                      \
+			return zkl__fail(ZKL_EINVAL, "lock is NULL");                      \
 	} while (0)
 
-int zkl_lock_init(zkl_lock *l, const struct zkl_lock_ops *ops, const char *kind,
+int zkl__lock_init(zkl_lock *l, const struct zkl_lock_ops *ops, const char *kind,
                   zkl_client *c, const char *path)
 {
 	memset(l, 0, sizeof *l);
 	if (!(l->path = strdup(path)))
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
-	if (zkl_data_init(&l->data) != 0) {
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
+	if (zkl__data_init(&l->data) != 0) {
 		free(l->path);
 		l->path = NULL;
 		return ZKL_ENOMEM;
@@ -44,18 +44,18 @@ int zkl_lock_init(zkl_lock *l, const struct zkl_lock_ops *ops, const char *kind,
 	return 0;
 }
 
-void zkl_lock_dispose(zkl_lock *l)
+void zkl__lock_dispose(zkl_lock *l)
 {
-	zkl_data_free(&l->data);
+	zkl__data_free(&l->data);
 	free(l->path);
 	l->path = NULL;
 }
 
-void zkl_lock_async_drain(zkl_lock *l)
+void zkl__lock_async_drain(zkl_lock *l)
 {
 	zkl_client *c = l->c;
 	pthread_mutex_lock(&c->mu);
-	if (zkl_runs_loop(c)) {
+	if (zkl__runs_loop(c)) {
 		/* Nothing waits on a thread that runs the loop: the acquire ends quietly,
 		 * withdrawing its node by itself. */
 		if (l->pending)
@@ -70,11 +70,11 @@ void zkl_lock_async_drain(zkl_lock *l)
 	pthread_mutex_unlock(&c->mu);
 }
 
-int zkl_lock_async_claim(zkl_lock *l, struct zkl_lock_async *a, zkl_lock_acquired_fn fn,
+int zkl__lock_async_claim(zkl_lock *l, struct zkl_lock_async *a, zkl_lock_acquired_fn fn,
                          void *data)
 {
 	if (l->pending || l->ops->holds_async(l))
-		return zkl_fail(ZKL_EBUSY, "an asynchronous acquire of %s is under way or holds "
+		return zkl__fail(ZKL_EBUSY, "an asynchronous acquire of %s is under way or holds "
 		                "it: release it first", l->path);
 	a->l = l;
 	a->fn = fn;
@@ -84,26 +84,26 @@ int zkl_lock_async_claim(zkl_lock *l, struct zkl_lock_async *a, zkl_lock_acquire
 	return 0;
 }
 
-void zkl_lock_async_unclaim(zkl_lock *l, struct zkl_lock_async *a)
+void zkl__lock_async_unclaim(zkl_lock *l, struct zkl_lock_async *a)
 {
 	if (l->pending == a)
 		l->pending = NULL;
 }
 
-int zkl_lock_async_start(zkl_lock *l, struct zkl_lock_async *a, const struct zkl_queue *q,
+int zkl__lock_async_start(zkl_lock *l, struct zkl_lock_async *a, const struct zkl_queue *q,
                          int timeout_ms, struct zkl_node *node,
                          void (*done)(void *arg, int rc), void *arg)
 {
-	int rc = zkl_engine_start(q, timeout_ms, node, done, arg);
+	int rc = zkl__engine_start(q, timeout_ms, node, done, arg);
 	if (rc != 0) {
 		pthread_mutex_lock(&l->c->mu);
-		zkl_lock_async_unclaim(l, a);
+		zkl__lock_async_unclaim(l, a);
 		pthread_mutex_unlock(&l->c->mu);
 	}
 	return rc;
 }
 
-bool zkl_lock_async_forget(zkl_lock *l, void *data)
+bool zkl__lock_async_forget(zkl_lock *l, void *data)
 {
 	pthread_mutex_lock(&l->c->mu);
 	bool forgot = l->pending && l->pending->fn_data == data;
@@ -113,7 +113,7 @@ bool zkl_lock_async_forget(zkl_lock *l, void *data)
 	return forgot;
 }
 
-bool zkl_lock_async_ending(struct zkl_lock_async *a)
+bool zkl__lock_async_ending(struct zkl_lock_async *a)
 {
 	if (a->orphaned)
 		return false;
@@ -122,11 +122,11 @@ bool zkl_lock_async_ending(struct zkl_lock_async *a)
 	return true;
 }
 
-void zkl_lock_async_call(zkl_lock *l, zkl_lock_acquired_fn fn, void *data, int rc,
+void zkl__lock_async_call(zkl_lock *l, zkl_lock_acquired_fn fn, void *data, int rc,
                          const char *saved)
 {
 	if (rc != 0)
-		zkl_fail(rc, "%s", saved);
+		zkl__fail(rc, "%s", saved);
 	in_callback.l = l;
 	in_callback.freed = false;
 	fn(l, rc, data);
@@ -149,7 +149,7 @@ struct lost_report {
 };
 static _Thread_local struct lost_report *reporting_lost;
 
-bool zkl_lock_defer_free(zkl_lock *l, void (*free_fn)(void *obj), void *obj)
+bool zkl__lock_defer_free(zkl_lock *l, void (*free_fn)(void *obj), void *obj)
 {
 	for (struct lost_report *r = reporting_lost; r; r = r->up) {
 		if (r->l != l)
@@ -163,7 +163,7 @@ bool zkl_lock_defer_free(zkl_lock *l, void (*free_fn)(void *obj), void *obj)
 	return false;
 }
 
-void zkl_lock_report_lost(zkl_lock *l, int reason)
+void zkl__lock_report_lost(zkl_lock *l, int reason)
 {
 	struct lost_report report = {.l = l, .up = reporting_lost};
 	reporting_lost = &report;
@@ -199,7 +199,7 @@ void zkl_lock_report_lost(zkl_lock *l, int reason)
 		report.free_fn(report.obj);
 }
 
-void zkl_lock_listen(zkl_lock *l, struct zkl_lock_listener *w)
+void zkl__lock_listen(zkl_lock *l, struct zkl_lock_listener *w)
 {
 	pthread_mutex_lock(l->mu);
 	w->seq = ++l->listen_seq;
@@ -211,7 +211,7 @@ void zkl_lock_listen(zkl_lock *l, struct zkl_lock_listener *w)
 	pthread_mutex_unlock(l->mu);
 }
 
-void zkl_lock_unlisten(zkl_lock *l, struct zkl_lock_listener *w)
+void zkl__lock_unlisten(zkl_lock *l, struct zkl_lock_listener *w)
 {
 	pthread_mutex_lock(l->mu);
 	for (struct zkl_lock_listener **pp = &l->listeners; *pp; pp = &(*pp)->next) {
@@ -220,32 +220,32 @@ void zkl_lock_unlisten(zkl_lock *l, struct zkl_lock_listener *w)
 			break;
 		}
 	}
-	if (!(l->c && zkl_on_event_thread(l->c)))
+	if (!(l->c && zkl__on_event_thread(l->c)))
 		while (l->reporting > 0)
 			pthread_cond_wait(l->cv, l->mu);
 	pthread_mutex_unlock(l->mu);
 }
 
-int zkl_lock_data_copy(zkl_lock *l, struct zkl_data *out)
+int zkl__lock_data_copy(zkl_lock *l, struct zkl_data *out)
 {
-	return zkl_data_set(out, l->data.bytes, (size_t)l->data.len);
+	return zkl__data_set(out, l->data.bytes, (size_t)l->data.len);
 }
 
 int zkl_lock_acquire(zkl_lock *l, int timeout_ms)
 {
 	CHECK_LOCK(l);
-	int rc = zkl_check_timeout(timeout_ms);
+	int rc = zkl__check_timeout(timeout_ms);
 	return rc ? rc : l->ops->acquire(l, timeout_ms);
 }
 
 int zkl_lock_acquire_async(zkl_lock *l, int timeout_ms, zkl_lock_acquired_fn fn, void *data)
 {
 	CHECK_LOCK(l);
-	int rc = zkl_check_timeout(timeout_ms);
+	int rc = zkl__check_timeout(timeout_ms);
 	if (rc != 0)
 		return rc;
 	if (!fn)
-		return zkl_fail(ZKL_EINVAL, "callback is NULL");
+		return zkl__fail(ZKL_EINVAL, "callback is NULL");
 	return l->ops->start(l, timeout_ms, fn, data);
 }
 
@@ -269,7 +269,7 @@ bool zkl_lock_is_held(zkl_lock *l)
 int64_t zkl_lock_token(zkl_lock *l)
 {
 	if (!l)
-		return zkl_fail(ZKL_EINVAL, "lock is NULL");
+		return zkl__fail(ZKL_EINVAL, "lock is NULL");
 	return l->ops->token(l);
 }
 
@@ -277,9 +277,9 @@ int zkl_lock_node(zkl_lock *l, char *buf, size_t size)
 {
 	CHECK_LOCK(l);
 	if (!buf)
-		return zkl_fail(ZKL_EINVAL, "buffer is NULL");
+		return zkl__fail(ZKL_EINVAL, "buffer is NULL");
 	if (!l->ops->node)
-		return zkl_fail(ZKL_ENOTSUP, "a %s has no node of its own: each of its members "
+		return zkl__fail(ZKL_ENOTSUP, "a %s has no node of its own: each of its members "
 		                "has one (ask the member)", l->kind);
 	/* A kind with a mutex of its own keeps nodes the engine writes: both are held. */
 	pthread_mutex_t *cmu = l->c && l->mu != &l->c->mu ? &l->c->mu : NULL;
@@ -299,9 +299,9 @@ int zkl_lock_node(zkl_lock *l, char *buf, size_t size)
 		pthread_mutex_unlock(cmu);
 	pthread_mutex_unlock(l->mu);
 	if (rc == ZKL_ENOTHELD)
-		return zkl_fail(rc, "%s %s is not held here", l->kind, l->path);
+		return zkl__fail(rc, "%s %s is not held here", l->kind, l->path);
 	if (rc == ZKL_EINVAL)
-		return zkl_fail(rc, "a buffer of %zu bytes is too small for the node path of "
+		return zkl__fail(rc, "a buffer of %zu bytes is too small for the node path of "
 		                "%zu bytes", size, n);
 	return rc;
 }
@@ -322,7 +322,7 @@ int zkl_lock_set_data(zkl_lock *l, const void *data, size_t len)
 	if (l->ops->set_data)
 		return l->ops->set_data(l, data, len);
 	pthread_mutex_lock(l->mu);
-	int rc = zkl_data_set(&l->data, data, len);
+	int rc = zkl__data_set(&l->data, data, len);
 	pthread_mutex_unlock(l->mu);
 	return rc;
 }
@@ -331,7 +331,7 @@ int zkl_lock_participants(zkl_lock *l, zkl_participant **out, size_t *count)
 {
 	CHECK_LOCK(l);
 	if (!out || !count)
-		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
+		return zkl__fail(ZKL_EINVAL, "output pointer is NULL");
 	return l->ops->participants(l, out, count);
 }
 

@@ -14,7 +14,7 @@ struct zkl_lock_async;
 struct zkl_lock_ops {
 	int (*acquire)(zkl_lock *l, int timeout_ms);
 	/* Starts an asynchronous acquire (arguments checked): allocates what it needs, with
-	 * a zkl_lock_async inside that it claims with zkl_lock_async_claim(). */
+	 * a zkl_lock_async inside that it claims with zkl__lock_async_claim(). */
 	int (*start)(zkl_lock *l, int timeout_ms, zkl_lock_acquired_fn fn, void *data);
 	int (*release)(zkl_lock *l);
 	void (*cancel)(zkl_lock *l);
@@ -55,7 +55,7 @@ struct zkl_lock {
 	void *lost_data;
 	struct zkl_lock_listener *listeners; /* mu, in the order of listening */
 	uint64_t listen_seq;            /* mu */
-	unsigned reporting;             /* mu: zkl_lock_report_lost() calls under way */
+	unsigned reporting;             /* mu: zkl__lock_report_lost() calls under way */
 	struct zkl_lock_async *pending; /* c->mu: the asynchronous acquire under way */
 	bool calling;                   /* c->mu: its callback is running */
 };
@@ -72,65 +72,65 @@ struct zkl_lock_async {
 /* Fills the view of a new handle: copies path, sets the default node data; mu and cv are
  * c's (a multi-lock, with c NULL, sets its own). Returns 0, or ZKL_ENOMEM with nothing to
  * free. */
-int zkl_lock_init(zkl_lock *l, const struct zkl_lock_ops *ops, const char *kind,
+int zkl__lock_init(zkl_lock *l, const struct zkl_lock_ops *ops, const char *kind,
                   zkl_client *c, const char *path);
 
-/* Frees what zkl_lock_init() made. zkl_lock_async_drain() comes first. */
-void zkl_lock_dispose(zkl_lock *l);
+/* Frees what zkl__lock_init() made. zkl__lock_async_drain() comes first. */
+void zkl__lock_dispose(zkl_lock *l);
 
 /* Ends the asynchronous acquire of l before its handle goes, after the kind has
  * canceled it: waits for its callback, or on a thread that runs the loop (a callback,
  * or the application's loop thread, which never waits) orphans it, and tells a callback of this handle that is running that the handle is
  * gone. No lock held. */
-void zkl_lock_async_drain(zkl_lock *l);
+void zkl__lock_async_drain(zkl_lock *l);
 
 /* Claims l for a (l->mu and c->mu held): ZKL_EBUSY if an asynchronous acquire is under
  * way or holds l. */
-int zkl_lock_async_claim(zkl_lock *l, struct zkl_lock_async *a, zkl_lock_acquired_fn fn,
+int zkl__lock_async_claim(zkl_lock *l, struct zkl_lock_async *a, zkl_lock_acquired_fn fn,
                          void *data);
 
 /* Gives the claim back after a start that failed (c->mu held). */
-void zkl_lock_async_unclaim(zkl_lock *l, struct zkl_lock_async *a);
+void zkl__lock_async_unclaim(zkl_lock *l, struct zkl_lock_async *a);
 
 /* Starts the engine's acquisition of a claimed acquire (no lock held), giving the claim
- * back if it cannot start. Returns zkl_engine_start()'s result. */
-int zkl_lock_async_start(zkl_lock *l, struct zkl_lock_async *a, const struct zkl_queue *q,
+ * back if it cannot start. Returns zkl__engine_start()'s result. */
+int zkl__lock_async_start(zkl_lock *l, struct zkl_lock_async *a, const struct zkl_queue *q,
                          int timeout_ms, struct zkl_node *node,
                          void (*done)(void *arg, int rc), void *arg);
 
 /* The acquire of a has ended (c->mu held, event thread): false if a was orphaned (the
  * kind undoes a success quietly and calls nobody); true otherwise, and the kind installs
- * a success, then calls zkl_lock_async_call() once no lock is held. */
-bool zkl_lock_async_ending(struct zkl_lock_async *a);
+ * a success, then calls zkl__lock_async_call() once no lock is held. */
+bool zkl__lock_async_ending(struct zkl_lock_async *a);
 
 /* On l's event thread (no lock held): if the asynchronous acquire under way on l was
  * started with data as its callback's data, its callback gets NULL instead from now on
  * (its caller has gone), and true is returned; else false. */
-bool zkl_lock_async_forget(zkl_lock *l, void *data);
+bool zkl__lock_async_forget(zkl_lock *l, void *data);
 
-/* Runs the callback of an acquire that zkl_lock_async_ending() let through (no lock
+/* Runs the callback of an acquire that zkl__lock_async_ending() let through (no lock
  * held; a may be freed already: its fields are passed). saved is the error detail. */
-void zkl_lock_async_call(zkl_lock *l, zkl_lock_acquired_fn fn, void *data, int rc,
+void zkl__lock_async_call(zkl_lock *l, zkl_lock_acquired_fn fn, void *data, int rc,
                          const char *saved);
 
 /* Reports a lost hold of l to its lost callback, then to its listeners (no lock held). */
-void zkl_lock_report_lost(zkl_lock *l, int reason);
+void zkl__lock_report_lost(zkl_lock *l, int reason);
 
 /* Called first by the free of a handle whose view is l: if l's loss is being reported on
  * this thread (the free comes from its lost callback, or from a callback that one leads
  * to), records free_fn(obj) to run once the report has ended and returns true (the free
  * returns at once); else returns false. */
-bool zkl_lock_defer_free(zkl_lock *l, void (*free_fn)(void *obj), void *obj);
+bool zkl__lock_defer_free(zkl_lock *l, void (*free_fn)(void *obj), void *obj);
 
 /* Adds a listener to l (no lock held). */
-void zkl_lock_listen(zkl_lock *l, struct zkl_lock_listener *w);
+void zkl__lock_listen(zkl_lock *l, struct zkl_lock_listener *w);
 
 /* Removes a listener (no lock held). Once it returns, w is not called any more: it waits
  * for a report under way on another thread; on l's event thread (in a callback) the
  * report under way, if any, skips w. */
-void zkl_lock_unlisten(zkl_lock *l, struct zkl_lock_listener *w);
+void zkl__lock_unlisten(zkl_lock *l, struct zkl_lock_listener *w);
 
 /* Copies l's node data (l->mu held) for an acquisition to send. */
-int zkl_lock_data_copy(zkl_lock *l, struct zkl_data *out);
+int zkl__lock_data_copy(zkl_lock *l, struct zkl_data *out);
 
 #endif

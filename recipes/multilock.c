@@ -37,7 +37,7 @@
  *   comes in meanwhile (on the loop, while a thread starts the first member) waits for
  *   the starter: member callbacks run on the loop after their start returned, never
  *   inside it.
- * - Lost members. The multi-lock listens to each member (zkl_lock_listen), so the
+ * - Lost members. The multi-lock listens to each member (zkl__lock_listen), so the
  *   member's own lost callback stays its owner's; a loss while held is told once on the
  *   view's lost callback; a loss while an acquire, asynchronous or blocking, is still
  *   taking the others fails it with ZKL_ELOST, and every member taken is given back.
@@ -64,7 +64,7 @@ struct member {
 
 /* One asynchronous acquire. Owned apart from the multi-lock, so that a free on the event
  * thread can leave it to its member callback (orphaned: ml NULL, read on the loop only),
- * unless that member forgets it (zkl_lock_async_forget): then it goes with the free. */
+ * unless that member forgets it (zkl__lock_async_forget): then it goes with the free. */
 struct run {
 	zkl_multilock *ml;
 };
@@ -133,16 +133,16 @@ static int member_cmp(const struct member *a, const struct member *b)
 
 int zkl_multilock_new(zkl_multilock **out, enum zkl_multilock_order order)
 {
-	zkl_clear_error();
+	zkl__clear_error();
 	if (!out)
-		return zkl_fail(ZKL_EINVAL, "out is NULL");
+		return zkl__fail(ZKL_EINVAL, "out is NULL");
 	*out = NULL;
 	if (order != ZKL_MULTILOCK_CANONICAL && order != ZKL_MULTILOCK_AS_ADDED)
-		return zkl_fail(ZKL_EINVAL, "unknown multilock order %d", (int)order);
+		return zkl__fail(ZKL_EINVAL, "unknown multilock order %d", (int)order);
 	zkl_multilock *ml = calloc(1, sizeof *ml);
 	if (!ml)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
-	if (zkl_lock_init(&ml->lock, &multilock_ops, "multilock", NULL, "") != 0) {
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
+	if (zkl__lock_init(&ml->lock, &multilock_ops, "multilock", NULL, "") != 0) {
 		free(ml);
 		return ZKL_ENOMEM;
 	}
@@ -167,7 +167,7 @@ static bool member_time(int timeout_ms, int64_t deadline, int *t)
 	*t = timeout_ms;
 	if (timeout_ms <= 0)
 		return true;
-	int64_t left = deadline - zkl_now_ms();
+	int64_t left = deadline - zkl__now_ms();
 	*t = left > 0 ? (int)left : 0;
 	return left > 0;
 }
@@ -188,8 +188,8 @@ static int release_members(zkl_multilock *ml, size_t count)
 		}
 	}
 	if (first)
-		return zkl_fail(first, "%s", detail);
-	zkl_clear_error();
+		return zkl__fail(first, "%s", detail);
+	zkl__clear_error();
 	return 0;
 }
 
@@ -219,7 +219,7 @@ static void member_lost(zkl_lock *l, int reason, void *ctx)
 		ml->taking_lost = true;
 	pthread_mutex_unlock(&ml->mu);
 	if (tell)
-		zkl_lock_report_lost(&ml->lock, reason);
+		zkl__lock_report_lost(&ml->lock, reason);
 }
 
 /* Waits (no lock held, not on c's event thread) until no asynchronous acquire runs and
@@ -233,7 +233,7 @@ static void wait_async(zkl_multilock *ml, zkl_client *c)
 		pthread_mutex_unlock(&ml->mu);
 		if (!busy)
 			break;
-		if (!zkl_loop_step(c))
+		if (!zkl__loop_step(c))
 			pthread_cond_wait(&c->cv, &c->mu);
 	}
 	pthread_mutex_unlock(&c->mu);
@@ -248,7 +248,7 @@ static void multilock_free_later(void *ml)
 
 void zkl_multilock_free(zkl_multilock *ml)
 {
-	if (!ml || zkl_lock_defer_free(&ml->lock, multilock_free_later, ml))
+	if (!ml || zkl__lock_defer_free(&ml->lock, multilock_free_later, ml))
 		return;
 	/* An asynchronous acquire under way ends with ZKL_ECANCELED, then is waited for; on
 	 * a thread that runs its loop it is left to its member callback, and its callback
@@ -258,7 +258,7 @@ void zkl_multilock_free(zkl_multilock *ml)
 	zkl_client *c = ml->ac;
 	pthread_mutex_unlock(&ml->mu);
 	/* On a thread that runs the loop nothing waits for the server. */
-	bool on_loop = c && zkl_is_loop_thread(c);
+	bool on_loop = c && zkl__is_loop_thread(c);
 	pthread_mutex_lock(&ml->mu);
 	size_t held = 0;
 	struct run *orphan = NULL;
@@ -277,7 +277,7 @@ void zkl_multilock_free(zkl_multilock *ml)
 	pthread_mutex_unlock(&ml->mu);
 	/* The member being taken calls back with NULL from now on, so the run can go now:
 	 * that member may be freed before it calls back, and then it never does. */
-	if (inflight && zkl_lock_async_forget(inflight, orphan))
+	if (inflight && zkl__lock_async_forget(inflight, orphan))
 		free(orphan);
 	if (held > 0)
 		release_members(ml, held);
@@ -292,11 +292,11 @@ void zkl_multilock_free(zkl_multilock *ml)
 	while (ml->depth > 0)
 		release_blocking(ml);
 	for (size_t i = 0; i < ml->n; i++) {
-		zkl_lock_unlisten(ml->members[i].l, ml->members[i].w);
+		zkl__lock_unlisten(ml->members[i].l, ml->members[i].w);
 		free(ml->members[i].w);
 	}
 	free(ml->members);
-	zkl_lock_dispose(&ml->lock);
+	zkl__lock_dispose(&ml->lock);
 	pthread_cond_destroy(&ml->cv);
 	pthread_mutex_destroy(&ml->mu);
 	free(ml);
@@ -308,12 +308,12 @@ static int add_member(zkl_multilock *ml, struct member m)
 	bool busy = ml->depth > 0 || ml->taking > 0 || ml->astate != ML_IDLE;
 	pthread_mutex_unlock(&ml->mu);
 	if (busy)
-		return zkl_fail(ZKL_EBUSY, "cannot add %s to a multilock that is held or being "
+		return zkl__fail(ZKL_EBUSY, "cannot add %s to a multilock that is held or being "
 		                "acquired", member_path(&m));
 	for (size_t i = 0; i < ml->n; i++) {
 		const zkl_lock *o = ml->members[i].l;
 		if (o == m.l)
-			return zkl_fail(ZKL_EINVAL, "%s is already a member of this multilock",
+			return zkl__fail(ZKL_EINVAL, "%s is already a member of this multilock",
 			                member_path(&m));
 		if (strcmp(o->path, m.l->path) != 0 || strcmp(o->c->servers, m.l->c->servers) != 0)
 			continue;
@@ -323,11 +323,11 @@ static int add_member(zkl_multilock *ml, struct member m)
 		 * added with the read half first, which would be an upgrade. */
 		bool halves = o->mu == m.l->mu && o->kind != m.l->kind;
 		if (!halves)
-			return zkl_fail(ZKL_EINVAL, "%s (a %s) is on the same path as member %zu (a "
+			return zkl__fail(ZKL_EINVAL, "%s (a %s) is on the same path as member %zu (a "
 			                "%s, another handle): a multilock of both would wait for "
 			                "itself", member_path(&m), m.l->kind, i + 1, o->kind);
 		if (ml->order == ZKL_MULTILOCK_AS_ADDED && m.rank == 0)
-			return zkl_fail(ZKL_EINVAL, "%s: the write half added after the read half of "
+			return zkl__fail(ZKL_EINVAL, "%s: the write half added after the read half of "
 			                "the same read-write lock, in the order added, would be taken "
 			                "as an upgrade, which never succeeds (add the write half "
 			                "first, or use the canonical order)", member_path(&m));
@@ -336,12 +336,12 @@ static int add_member(zkl_multilock *ml, struct member m)
 		size_t cap = ml->cap ? ml->cap * 2 : 4;
 		struct member *p = realloc(ml->members, cap * sizeof *p);
 		if (!p)
-			return zkl_fail(ZKL_ENOMEM, "out of memory");
+			return zkl__fail(ZKL_ENOMEM, "out of memory");
 		ml->members = p;
 		ml->cap = cap;
 	}
 	if (!(m.w = calloc(1, sizeof *m.w)))
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	m.w->lost = member_lost;
 	m.w->ctx = ml;
 	/* Insert after every member that sorts before or equal to it (stable). */
@@ -352,7 +352,7 @@ static int add_member(zkl_multilock *ml, struct member m)
 	memmove(&ml->members[at + 1], &ml->members[at], (ml->n - at) * sizeof m);
 	ml->members[at] = m;
 	ml->n++;
-	zkl_lock_listen(m.l, m.w);
+	zkl__lock_listen(m.l, m.w);
 	return 0;
 }
 
@@ -360,9 +360,9 @@ int zkl_multilock_add(zkl_multilock *ml, zkl_lock *l)
 {
 	ZKL_CHECK_HANDLE(ml, "multilock");
 	if (!l)
-		return zkl_fail(ZKL_EINVAL, "lock is NULL");
+		return zkl__fail(ZKL_EINVAL, "lock is NULL");
 	if (!l->c)
-		return zkl_fail(ZKL_EINVAL, "a multilock cannot be a member of a multilock: add "
+		return zkl__fail(ZKL_EINVAL, "a multilock cannot be a member of a multilock: add "
 		                "its members instead");
 	struct member mb = { .l = l, .rank = strcmp(zkl_lock_kind(l), "read") == 0 ? 1 : 0 };
 	return add_member(ml, mb);
@@ -374,16 +374,16 @@ static int multilock_acquire(zkl_lock *lk, int timeout_ms)
 {
 	zkl_multilock *ml = ML(lk);
 	if (ml->n == 0)
-		return zkl_fail(ZKL_EINVAL, "the multilock has no members");
+		return zkl__fail(ZKL_EINVAL, "the multilock has no members");
 	/* On a member's loop the acquisition of that member could never run: say so before
 	 * anything is taken. */
 	for (size_t i = 0; i < ml->n; i++) {
 		zkl_client *c = ml->members[i].l->c;
 		pthread_mutex_lock(&c->mu);
-		bool on_loop = zkl_runs_loop(c);
+		bool on_loop = zkl__runs_loop(c);
 		pthread_mutex_unlock(&c->mu);
 		if (on_loop)
-			return zkl_fail(ZKL_EDEADLK, "cannot wait for multilock member %zu of %zu (%s) "
+			return zkl__fail(ZKL_EDEADLK, "cannot wait for multilock member %zu of %zu (%s) "
 			                "on the thread that runs its client's loop (in a callback, or "
 			                "the application's loop thread): nothing would run the "
 			                "acquisition", i + 1, ml->n, member_path(&ml->members[i]));
@@ -394,9 +394,9 @@ static int multilock_acquire(zkl_lock *lk, int timeout_ms)
 		ml->taking_lost = false;
 	pthread_mutex_unlock(&ml->mu);
 	if (busy)
-		return zkl_fail(ZKL_EBUSY, "an asynchronous acquire of the multilock is under way "
+		return zkl__fail(ZKL_EBUSY, "an asynchronous acquire of the multilock is under way "
 		                "or holds it: release it first");
-	int64_t deadline = zkl_deadline(timeout_ms);
+	int64_t deadline = zkl__deadline(timeout_ms);
 	char detail[DETAIL_MAX];
 	size_t taken = 0;
 	int rc = 0;
@@ -448,9 +448,9 @@ static int multilock_acquire(zkl_lock *lk, int timeout_ms)
 		pthread_mutex_lock(&ml->mu);
 		ml->taking--;
 		pthread_mutex_unlock(&ml->mu);
-		return zkl_fail(rc, "%s", detail);
+		return zkl__fail(rc, "%s", detail);
 	}
-	zkl_clear_error();
+	zkl__clear_error();
 	return 0;
 }
 
@@ -474,9 +474,9 @@ static void finish(zkl_multilock *ml, struct run *run, int rc, const char *detai
 	pthread_mutex_unlock(&ml->mu);
 	free(run);
 	if (rc != 0)
-		zkl_fail(rc, "%s", detail);
+		zkl__fail(rc, "%s", detail);
 	else
-		zkl_clear_error();
+		zkl__clear_error();
 	in_callback.ml = ml;
 	in_callback.freed = false;
 	fn(&ml->lock, rc, data);
@@ -600,11 +600,11 @@ static int multilock_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn
 {
 	zkl_multilock *ml = ML(lk);
 	if (ml->n == 0)
-		return zkl_fail(ZKL_EINVAL, "the multilock has no members");
+		return zkl__fail(ZKL_EINVAL, "the multilock has no members");
 	zkl_client *c = ml->members[0].l->c;
 	for (size_t i = 1; i < ml->n; i++)
 		if (ml->members[i].l->c != c)
-			return zkl_fail(ZKL_EINVAL, "multilock members %s and %s are on different "
+			return zkl__fail(ZKL_EINVAL, "multilock members %s and %s are on different "
 			                "clients: an asynchronous acquire takes its members on one "
 			                "client's event thread", member_path(&ml->members[0]),
 			                member_path(&ml->members[i]));
@@ -615,21 +615,21 @@ static int multilock_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn
 			if (ml->members[i].rank != ml->members[k].rank &&
 			    ml->members[i].l->mu == ml->members[k].l->mu &&
 			    strcmp(member_path(&ml->members[i]), member_path(&ml->members[k])) == 0)
-				return zkl_fail(ZKL_EINVAL, "multilock members %zu and %zu are both "
+				return zkl__fail(ZKL_EINVAL, "multilock members %zu and %zu are both "
 				                "halves of the read-write lock %s: an asynchronous "
 				                "acquire cannot take the read half as a downgrade, and "
 				                "would wait for itself (use zkl_multilock_acquire(), or "
 				                "one half)", i + 1, k + 1, member_path(&ml->members[i]));
 	struct run *run = calloc(1, sizeof *run);
 	if (!run)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	pthread_mutex_lock(&ml->mu);
 	int rc = 0;
 	if (ml->astate != ML_IDLE)
-		rc = zkl_fail(ZKL_EBUSY, "an asynchronous acquire of the multilock is under way or "
+		rc = zkl__fail(ZKL_EBUSY, "an asynchronous acquire of the multilock is under way or "
 		              "holds it: release it first");
 	else if (ml->depth > 0 || ml->taking > 0)
-		rc = zkl_fail(ZKL_EBUSY, "the multilock is held or being taken by a blocking "
+		rc = zkl__fail(ZKL_EBUSY, "the multilock is held or being taken by a blocking "
 		              "acquire: release it first");
 	if (rc != 0) {
 		pthread_mutex_unlock(&ml->mu);
@@ -645,7 +645,7 @@ static int multilock_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn
 	ml->inflight = false;
 	ml->canceled = ml->cancel_sent = ml->chain_lost = false;
 	ml->timeout_ms = timeout_ms;
-	ml->deadline = zkl_deadline(timeout_ms);
+	ml->deadline = zkl__deadline(timeout_ms);
 	ml->fn = fn;
 	ml->fn_data = data;
 	pthread_mutex_unlock(&ml->mu);
@@ -662,7 +662,7 @@ static int multilock_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn
 	ml->run = NULL;
 	pthread_mutex_unlock(&ml->mu);
 	free(run);
-	return zkl_fail(rc, "acquiring multilock member 1 of %zu (%s): %s", ml->n,
+	return zkl__fail(rc, "acquiring multilock member 1 of %zu (%s): %s", ml->n,
 	                member_path(&ml->members[0]), zkl_last_error());
 }
 
@@ -707,8 +707,8 @@ static int multilock_release(zkl_lock *lk)
 		return rc;
 	}
 	if (other)
-		return zkl_fail(ZKL_ENOTOWNER, "the multilock is held by another thread");
-	return zkl_fail(ZKL_ENOTHELD, "the multilock is not held");
+		return zkl__fail(ZKL_ENOTOWNER, "the multilock is held by another thread");
+	return zkl__fail(ZKL_ENOTHELD, "the multilock is not held");
 }
 
 int zkl_multilock_release(zkl_multilock *ml)
@@ -737,7 +737,7 @@ bool zkl_multilock_is_held(zkl_multilock *ml)
 static int64_t multilock_token(zkl_lock *lk)
 {
 	(void)lk;
-	return zkl_fail(ZKL_ENOTSUP, "a multilock has no fencing token of its own: each "
+	return zkl__fail(ZKL_ENOTSUP, "a multilock has no fencing token of its own: each "
 	                "member's node has one (ask the member with zkl_lock_token)");
 }
 
@@ -755,7 +755,7 @@ static int multilock_participants(zkl_lock *lk, zkl_participant **out, size_t *c
 	(void)lk;
 	*out = NULL;
 	*count = 0;
-	return zkl_fail(ZKL_ENOTSUP, "a multilock has no queue of its own: each member has "
+	return zkl__fail(ZKL_ENOTSUP, "a multilock has no queue of its own: each member has "
 	                "one (list the member's participants)");
 }
 

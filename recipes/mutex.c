@@ -52,7 +52,7 @@ static void mutex_revoked(void *ctx, const char *node)
 		}
 	}
 	pthread_mutex_unlock(m->lock.mu);
-	zkl_log(m->lock.c, ZKL_LOG_INFO, "revocation of %s requested", node);
+	zkl__log(m->lock.c, ZKL_LOG_INFO, "revocation of %s requested", node);
 	if (!fn)
 		return;
 	const zkl_mutex *outer = revoking;
@@ -65,8 +65,8 @@ static void mutex_lost(struct zkl_hold *h, void *ctx)
 {
 	(void)h;
 	zkl_mutex *m = ctx;
-	zkl_log(m->lock.c, ZKL_LOG_WARN, "lock %s lost with its session", m->lock.path);
-	zkl_lock_report_lost(&m->lock, ZKL_ELOST);
+	zkl__log(m->lock.c, ZKL_LOG_WARN, "lock %s lost with its session", m->lock.path);
+	zkl__lock_report_lost(&m->lock, ZKL_ELOST);
 }
 
 /* The calling thread's acquisition (mu held). */
@@ -95,11 +95,11 @@ static const char *kind_name(enum zkl_kind kind)
 	return kind == ZKL_KIND_READ ? "read" : kind == ZKL_KIND_WRITE ? "write" : "mutex";
 }
 
-int zkl_mutex_init(zkl_mutex *m, zkl_client *c, const char *path, enum zkl_kind kind)
+int zkl__mutex_init(zkl_mutex *m, zkl_client *c, const char *path, enum zkl_kind kind)
 {
 	memset(m, 0, sizeof *m);
 	m->kind = kind;
-	int rc = zkl_lock_init(&m->lock, &mutex_ops, kind_name(kind), c, path);
+	int rc = zkl__lock_init(&m->lock, &mutex_ops, kind_name(kind), c, path);
 	if (rc != 0)
 		return rc;
 	pthread_mutex_init(&m->own_mu, NULL);
@@ -109,7 +109,7 @@ int zkl_mutex_init(zkl_mutex *m, zkl_client *c, const char *path, enum zkl_kind 
 	return 0;
 }
 
-void zkl_mutex_share_mu(zkl_mutex *b, zkl_mutex *a)
+void zkl__mutex_share_mu(zkl_mutex *b, zkl_mutex *a)
 {
 	b->lock.mu = a->lock.mu;
 	b->lock.cv = a->lock.cv;
@@ -119,17 +119,17 @@ int zkl_mutex_new(zkl_mutex **out, zkl_client *c, const char *path)
 {
 	if (out)
 		*out = NULL;
-	int rc = zkl_check_new(out, c, path);
+	int rc = zkl__check_new(out, c, path);
 	if (rc != 0)
 		return rc;
 	zkl_mutex *m = malloc(sizeof *m);
 	if (!m)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
-	if ((rc = zkl_mutex_init(m, c, path, ZKL_KIND_LOCK)) != 0) {
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
+	if ((rc = zkl__mutex_init(m, c, path, ZKL_KIND_LOCK)) != 0) {
 		free(m);
 		return rc;
 	}
-	zkl_client_handle_add(c);
+	zkl__client_handle_add(c);
 	*out = m;
 	return 0;
 }
@@ -148,23 +148,23 @@ void zkl_mutex_free(zkl_mutex *m)
 {
 	if (!m || m->other)
 		return; /* a rwlock half goes with its rwlock */
-	if (zkl_lock_defer_free(&m->lock, mutex_free_later, m))
+	if (zkl__lock_defer_free(&m->lock, mutex_free_later, m))
 		return;
 	zkl_client *c = m->lock.c;
-	zkl_mutex_dispose(m);
+	zkl__mutex_dispose(m);
 	free(m);
-	zkl_client_handle_done(c, false);
+	zkl__client_handle_done(c, false);
 }
 
 static int mutex_release(zkl_lock *lk);
 
-void zkl_mutex_dispose(zkl_mutex *m)
+void zkl__mutex_dispose(zkl_mutex *m)
 {
 	zkl_client *c = m->lock.c;
 	pthread_mutex_t *mu = m->lock.mu;
 	/* An asynchronous acquire under way ends with ZKL_ECANCELED. */
-	zkl_client_cancel_owner(c, m);
-	zkl_lock_async_drain(&m->lock);
+	zkl__client_cancel_owner(c, m);
+	zkl__lock_async_drain(&m->lock);
 	/* The calling thread's hold, however deep, ends here. */
 	pthread_mutex_lock(mu);
 	struct zkl_acq **pp = find_own(m);
@@ -180,17 +180,17 @@ void zkl_mutex_dispose(zkl_mutex *m)
 		struct zkl_acq *l = m->leases;
 		m->leases = l->next;
 		pthread_mutex_unlock(mu);
-		zkl_engine_release(c, &l->node);
+		zkl__engine_release(c, &l->node);
 		free(l);
 		pthread_mutex_lock(mu);
 	}
 	pthread_mutex_unlock(mu);
-	zkl_lock_dispose(&m->lock);
+	zkl__lock_dispose(&m->lock);
 	if (m->kind == ZKL_KIND_LOCK)
-		zkl_mutex_fini(m); /* a rwlock's halves share one: rwlock.c, after both */
+		zkl__mutex_fini(m); /* a rwlock's halves share one: rwlock.c, after both */
 }
 
-void zkl_mutex_fini(zkl_mutex *m)
+void zkl__mutex_fini(zkl_mutex *m)
 {
 	pthread_mutex_destroy(&m->own_mu);
 	pthread_cond_destroy(&m->own_cv);
@@ -200,7 +200,7 @@ void zkl_mutex_fini(zkl_mutex *m)
  * no data, as Curator's do. */
 static int node_data(zkl_mutex *m, struct zkl_data *data, enum zkl_kind *kind)
 {
-	int rc = m->revoke_fn ? zkl_data_set(data, NULL, 0) : zkl_lock_data_copy(&m->lock, data);
+	int rc = m->revoke_fn ? zkl__data_set(data, NULL, 0) : zkl__lock_data_copy(&m->lock, data);
 	*kind = m->kind;
 	if (m->naming == ZKL_NAMING_KAZOO)
 		*kind = m->kind == ZKL_KIND_READ ? ZKL_KIND_KRLOCK : ZKL_KIND_KLOCK;
@@ -217,7 +217,7 @@ static void install(zkl_mutex *m, struct zkl_acq *l)
 	m->leases = l;
 	if (l->async && m->revoke_fn) {
 		pthread_mutex_lock(&c->mu);
-		l->node.rev = zkl_revwatch_add(c, l->node.path, l->node.gen, zkl__revoke_decode,
+		l->node.rev = zkl__revwatch_add(c, l->node.path, l->node.gen, zkl__revoke_decode,
 		                              mutex_revoked, m);
 		pthread_mutex_unlock(&c->mu);
 	}
@@ -233,9 +233,9 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 	if (pp) {
 		/* Re-entry costs no round trip. */
 		struct zkl_acq *l = *pp;
-		if (zkl_hold_lost(l->node.hold)) {
+		if (zkl__hold_lost(l->node.hold)) {
 			pthread_mutex_unlock(lk->mu);
-			return zkl_fail(ZKL_ELOST, "lock %s was lost; release it before acquiring "
+			return zkl__fail(ZKL_ELOST, "lock %s was lost; release it before acquiring "
 			                "again", lk->path);
 		}
 		l->count++;
@@ -244,12 +244,12 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 	}
 	/* The other half of a rwlock, held by this thread: downgrade or upgrade. */
 	struct zkl_acq **op = m->other ? find_own(m->other) : NULL;
-	bool downgrade = op && m->kind == ZKL_KIND_READ && !zkl_hold_lost((*op)->node.hold);
+	bool downgrade = op && m->kind == ZKL_KIND_READ && !zkl__hold_lost((*op)->node.hold);
 	int64_t writer_seq = downgrade ? (*op)->node.seq : 0;
 	uint64_t writer_gen = downgrade ? (*op)->node.gen : 0;
 	if (op && m->kind == ZKL_KIND_WRITE) {
 		pthread_mutex_unlock(lk->mu);
-		return zkl_fail(ZKL_EDEADLK, "the calling thread holds the read lock of %s: "
+		return zkl__fail(ZKL_EDEADLK, "the calling thread holds the read lock of %s: "
 		                "upgrading to the write lock can never succeed", lk->path);
 	}
 	struct zkl_data data = {0};
@@ -266,8 +266,8 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 	if (rc != 0)
 		return rc;
 	if (!l) {
-		zkl_data_free(&data);
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		zkl__data_free(&data);
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	}
 	struct zkl_queue q = {
 		.c = c,
@@ -291,15 +291,15 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 		 * writer may already hold once that session is gone. */
 		q.gen = writer_gen;
 		char uuid[ZKL_UUID_LEN + 1], name[ZKL_PROTECT_PREFIX_LEN + 40];
-		zkl_uuid(uuid);
-		int k = zkl_node_prefix(name, sizeof name, uuid, kind);
+		zkl__uuid(uuid);
+		int k = zkl__node_prefix(name, sizeof name, uuid, kind);
 		snprintf(name + k, sizeof name - (size_t)k, "%010d", (int)writer_seq);
-		rc = zkl_engine_create_fixed(&q, name, timeout_ms, &l->node);
+		rc = zkl__engine_create_fixed(&q, name, timeout_ms, &l->node);
 		l->node.seq = writer_seq;
 	} else {
-		rc = zkl_engine_acquire(&q, timeout_ms, &l->node);
+		rc = zkl__engine_acquire(&q, timeout_ms, &l->node);
 	}
-	zkl_data_free(&data);
+	zkl__data_free(&data);
 	pthread_mutex_lock(lk->mu);
 	for (struct zkl_acq **pp = &m->waiting; *pp; pp = &(*pp)->next) {
 		if (*pp == l) {
@@ -317,7 +317,7 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 
 /* The end of an asynchronous acquire (event thread, no lock held).
  *
- * The handle lives on while its acquire is pending (zkl_lock_async_drain() waits for it
+ * The handle lives on while its acquire is pending (zkl__lock_async_drain() waits for it
  * on any other thread, and this is the loop's): the hold is installed first, with the
  * handle's mutex, and only then does the acquire end, so that no second asynchronous
  * acquire can be claimed in between. */
@@ -343,18 +343,18 @@ static void mutex_async_done(void *arg, int rc)
 		l = NULL;
 	}
 	pthread_mutex_lock(&c->mu);
-	const bool call = zkl_lock_async_ending(&pa->a);
+	const bool call = zkl__lock_async_ending(&pa->a);
 	pthread_mutex_unlock(&c->mu);
 	if (l && rc == 0)
-		zkl_engine_release_later(c, &l->node); /* won for a handle that is gone */
+		zkl__engine_release_later(c, &l->node); /* won for a handle that is gone */
 	free(l);
-	zkl_data_free(&pa->data);
+	zkl__data_free(&pa->data);
 	free(pa->path);
 	zkl_lock_acquired_fn fn = pa->a.fn;
 	void *data = pa->a.fn_data;
 	free(pa);
 	if (call)
-		zkl_lock_async_call(&m->lock, fn, data, rc, saved);
+		zkl__lock_async_call(&m->lock, fn, data, rc, saved);
 }
 
 static int mutex_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, void *data)
@@ -366,17 +366,17 @@ static int mutex_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, vo
 		if (pa)
 			free(pa->l);
 		free(pa);
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	}
 	pthread_mutex_lock(lk->mu);
 	pthread_mutex_lock(&c->mu);
 	enum zkl_kind kind;
-	int rc = zkl_lock_async_claim(lk, &pa->a, fn, data);
+	int rc = zkl__lock_async_claim(lk, &pa->a, fn, data);
 	pa->folder_seen = m->folder_seen;
 	pthread_mutex_unlock(&c->mu);
 	if (rc == 0 && (rc = node_data(m, &pa->data, &kind)) != 0) {
 		pthread_mutex_lock(&c->mu);
-		zkl_lock_async_unclaim(lk, &pa->a);
+		zkl__lock_async_unclaim(lk, &pa->a);
 		pthread_mutex_unlock(&c->mu);
 	}
 	if (rc == 0) {
@@ -396,10 +396,10 @@ static int mutex_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, vo
 	}
 	pthread_mutex_unlock(lk->mu);
 	if (rc == 0)
-		rc = zkl_lock_async_start(lk, &pa->a, &pa->q, timeout_ms, &pa->l->node,
+		rc = zkl__lock_async_start(lk, &pa->a, &pa->q, timeout_ms, &pa->l->node,
 		                          mutex_async_done, pa);
 	if (rc != 0) {
-		zkl_data_free(&pa->data);
+		zkl__data_free(&pa->data);
 		free(pa->path);
 		free(pa->l);
 		free(pa);
@@ -417,23 +417,23 @@ static int mutex_release(zkl_lock *lk)
 		pp = find_async(m); /* the handle's: any thread may release it */
 	if (!pp) {
 		pthread_mutex_unlock(lk->mu);
-		return zkl_fail(ZKL_ENOTOWNER, "the calling thread does not hold %s", lk->path);
+		return zkl__fail(ZKL_ENOTOWNER, "the calling thread does not hold %s", lk->path);
 	}
 	struct zkl_acq *l = *pp;
 	if (--l->count > 0) {
-		bool lost = zkl_hold_lost(l->node.hold);
+		bool lost = zkl__hold_lost(l->node.hold);
 		pthread_mutex_unlock(lk->mu);
-		return lost ? zkl_fail(ZKL_ELOST, "lock %s was lost", lk->path) : 0;
+		return lost ? zkl__fail(ZKL_ELOST, "lock %s was lost", lk->path) : 0;
 	}
 	/* Forget the hold before deleting the node, so that the next holder on this handle
 	 * never sees it; then take it off the client's list (which waits for its lost
 	 * callback, should one run right now: that takes the handle's mutex). */
 	*pp = l->next;
 	pthread_mutex_unlock(lk->mu);
-	int rc = zkl_engine_release(c, &l->node);
+	int rc = zkl__engine_release(c, &l->node);
 	free(l);
 	if (rc == ZKL_ELOST)
-		return zkl_fail(ZKL_ELOST, "lock %s was lost before it was released", lk->path);
+		return zkl__fail(ZKL_ELOST, "lock %s was lost before it was released", lk->path);
 	return rc;
 }
 
@@ -450,7 +450,7 @@ static bool mutex_is_held(zkl_lock *lk)
 {
 	pthread_mutex_lock(lk->mu);
 	struct zkl_acq *l = current(MUTEX(lk));
-	bool held = l && !zkl_hold_lost(l->node.hold);
+	bool held = l && !zkl__hold_lost(l->node.hold);
 	pthread_mutex_unlock(lk->mu);
 	return held;
 }
@@ -462,10 +462,10 @@ static int64_t mutex_token(zkl_lock *lk)
 	int64_t token = ZKL_ENOTHELD;
 	pthread_mutex_lock(lk->mu);
 	struct zkl_acq *own = current(MUTEX(lk));
-	if (own && !zkl_hold_lost(own->node.hold))
+	if (own && !zkl__hold_lost(own->node.hold))
 		token = own->node.czxid;
 	for (struct zkl_acq *l = MUTEX(lk)->leases; l && token < 0; l = l->next)
-		if (!zkl_hold_lost(l->node.hold))
+		if (!zkl__hold_lost(l->node.hold))
 			token = l->node.czxid;
 	pthread_mutex_unlock(lk->mu);
 	return token;
@@ -479,7 +479,7 @@ static const char *mutex_node(zkl_lock *lk)
 	zkl_mutex *m = MUTEX(lk);
 	struct zkl_acq *l = current(m);
 	if (l)
-		return zkl_hold_lost(l->node.hold) ? NULL : l->node.path;
+		return zkl__hold_lost(l->node.hold) ? NULL : l->node.path;
 	if (lk->pending) {
 		const struct mutex_async *pa = (const struct mutex_async *)(void *)lk->pending;
 		if (pa->l->node.path)
@@ -502,12 +502,12 @@ static bool mutex_holds_async(zkl_lock *lk)
 
 static void mutex_cancel(zkl_lock *lk)
 {
-	zkl_client_cancel_owner(lk->c, MUTEX(lk));
+	zkl__client_cancel_owner(lk->c, MUTEX(lk));
 }
 
 static int mutex_participants(zkl_lock *lk, zkl_participant **out, size_t *count)
 {
-	return zkl_engine_participants(lk->c, lk->path,
+	return zkl__engine_participants(lk->c, lk->path,
 	                               MUTEX(lk)->kind == ZKL_KIND_LOCK ? 1 : ZKL_HOLDERS_READERS,
 	                               out, count);
 }
@@ -528,7 +528,7 @@ int zkl_mutex_set_naming(zkl_mutex *m, zkl_naming naming)
 {
 	ZKL_CHECK_HANDLE(m, "mutex");
 	if (naming != ZKL_NAMING_CURATOR && naming != ZKL_NAMING_KAZOO)
-		return zkl_fail(ZKL_EINVAL, "naming %d is neither ZKL_NAMING_CURATOR nor "
+		return zkl__fail(ZKL_EINVAL, "naming %d is neither ZKL_NAMING_CURATOR nor "
 		                "ZKL_NAMING_KAZOO", (int)naming);
 	pthread_mutex_lock(m->lock.mu);
 	m->naming = naming;

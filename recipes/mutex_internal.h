@@ -11,7 +11,7 @@
  * or for both halves of a rwlock the read half's, since each half looks at the other's
  * holds. Lock order: mu, then the client's. mu is never held while waiting for the
  * client's loop to finish a callback of this handle (a lost or revocation callback
- * takes mu): zkl_hold_end(), zkl_engine_release() and zkl_client_cancel_owner() are
+ * takes mu): zkl__hold_end(), zkl__engine_release() and zkl__client_cancel_owner() are
  * called without it. */
 struct zkl_mutex {
 	zkl_lock lock;                 /* the view: path, client, node data, lost callback */
@@ -29,13 +29,13 @@ struct zkl_mutex {
 };
 
 /* Makes the view of m, a mutex of kind at path (0, or ZKL_ENOMEM with nothing to free). */
-int zkl_mutex_init(zkl_mutex *m, zkl_client *c, const char *path, enum zkl_kind kind);
+int zkl__mutex_init(zkl_mutex *m, zkl_client *c, const char *path, enum zkl_kind kind);
 
 /* Makes b guarded by a's mutex (the halves of a rwlock). */
-void zkl_mutex_share_mu(zkl_mutex *b, zkl_mutex *a);
+void zkl__mutex_share_mu(zkl_mutex *b, zkl_mutex *a);
 /* Ends every hold of m (and its asynchronous acquire) and frees what m owns, not m; a
- * rwlock's half keeps its mutex until zkl_mutex_fini(). */
-void zkl_mutex_dispose(zkl_mutex *m);
-void zkl_mutex_fini(zkl_mutex *m);
+ * rwlock's half keeps its mutex until zkl__mutex_fini(). */
+void zkl__mutex_dispose(zkl_mutex *m);
+void zkl__mutex_fini(zkl_mutex *m);
 
 #endif

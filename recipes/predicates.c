@@ -17,7 +17,7 @@ static bool first_holds(const zkl_child *queue, size_t n, size_t self, void *arg
 static bool first_heir(const zkl_child *queue, size_t self, size_t watch)
 {
 	(void)watch;
-	return self == 1 && !zkl_kind_may_downgrade(queue[0].kind);
+	return self == 1 && !zkl__kind_may_downgrade(queue[0].kind);
 }
 
 const struct zkl_predicate zkl_pred_first = { first_holds, first_heir };
@@ -28,7 +28,7 @@ static bool read_holds(const zkl_child *queue, size_t n, size_t self, void *arg,
 	(void)n;
 	(void)arg;
 	for (size_t i = self; i-- > 0;) {
-		if (zkl_kind_is_writer(queue[i].kind)) {
+		if (zkl__kind_is_writer(queue[i].kind)) {
 			*watch = i;
 			return false;
 		}
@@ -40,7 +40,7 @@ static bool read_heir(const zkl_child *queue, size_t self, size_t watch)
 {
 	(void)self;
 	for (size_t i = 0; i < watch; i++)
-		if (zkl_kind_is_writer(queue[i].kind))
+		if (zkl__kind_is_writer(queue[i].kind))
 			return false;
 	return true;
 }

@@ -33,24 +33,24 @@ static int ask(struct prune *p, const struct zkl_req *r, struct zkl_op **out)
 {
 	for (;;) {
 		struct zkl_op *op = NULL;
-		int zrc = zkl_request(p->c, r, p->deadline, &op);
+		int zrc = zkl__request(p->c, r, p->deadline, &op);
 		if (zrc == ZOK && out) {
 			*out = op;
 			return zrc;
 		}
 		if (op)
-			zkl_op_release(p->c, op);
+			zkl__op_release(p->c, op);
 		if (zrc == ZKL_ETIMEDOUT)
-			return zkl_fail(ZKL_ETIMEDOUT, "no answer from ZooKeeper for %s in time",
+			return zkl__fail(ZKL_ETIMEDOUT, "no answer from ZooKeeper for %s in time",
 			                r->path);
 		if (zrc < -1000)
 			return zrc;
-		const enum zkl_zk_class k = zkl_zk_class(zrc);
+		const enum zkl__zk_class k = zkl__zk_class(zrc);
 		if (k != ZKL_ZK_UNKNOWN && k != ZKL_ZK_EXPIRED)
 			return zrc;
-		int rc = zkl_await_connection(p->c, 0, zkl_now_ms() + 100, p->deadline);
+		int rc = zkl__await_connection(p->c, 0, zkl__now_ms() + 100, p->deadline);
 		if (rc == ZKL_ETIMEDOUT)
-			return zkl_fail(ZKL_ETIMEDOUT, "the connection to ZooKeeper did not come "
+			return zkl__fail(ZKL_ETIMEDOUT, "the connection to ZooKeeper did not come "
 			                "back in time");
 		if (rc != 0)
 			return rc;
@@ -59,7 +59,7 @@ static int ask(struct prune *p, const struct zkl_req *r, struct zkl_op **out)
 
 static int zk_error(int zrc, const char *what, const char *path)
 {
-	return zrc < -1000 ? zrc : zkl_fail_zk(zrc, what, path);
+	return zrc < -1000 ? zrc : zkl__fail_zk(zrc, what, path);
 }
 
 /* Prunes path and what is under it. Returns 1 if path is gone (or, dry, would be), 0 if
@@ -83,16 +83,16 @@ static int walk(struct prune *p, const char *path)
 			all_gone = false;
 			continue;
 		}
-		char *child = zkl_path_join(path, name);
+		char *child = zkl__path_join(path, name);
 		if (!child) {
-			rc = zkl_fail(ZKL_ENOMEM, "out of memory");
+			rc = zkl__fail(ZKL_ENOMEM, "out of memory");
 			break;
 		}
 		rc = walk(p, child);
 		free(child);
 		all_gone &= rc == 1;
 	}
-	zkl_op_release(p->c, op);
+	zkl__op_release(p->c, op);
 	if (rc < 0)
 		return rc;
 	if (!all_gone || strcmp(path, "/") == 0)
@@ -103,7 +103,7 @@ static int walk(struct prune *p, const char *path)
 	if (zrc != ZOK)
 		return zk_error(zrc, "cannot read", path);
 	const struct Stat st = op->stat;
-	zkl_op_release(p->c, op);
+	zkl__op_release(p->c, op);
 	if (st.dataLength != 0 || st.ephemeralOwner != 0)
 		return 0;
 	if (p->dry_run) {
@@ -132,18 +132,18 @@ static int walk(struct prune *p, const char *path)
 int zkl_prune(zkl_client *c, const char *prefix, bool dry_run, int timeout_ms,
               zkl_prune_fn fn, void *data)
 {
-	zkl_clear_error();
+	zkl__clear_error();
 	if (!c)
-		return zkl_fail(ZKL_EINVAL, "client is NULL");
-	int rc = zkl_check_timeout(timeout_ms);
+		return zkl__fail(ZKL_EINVAL, "client is NULL");
+	int rc = zkl__check_timeout(timeout_ms);
 	if (rc == 0 && (!prefix || strcmp(prefix, "/") != 0))
-		rc = zkl_path_check(prefix, "prefix");
+		rc = zkl__path_check(prefix, "prefix");
 	if (rc != 0)
 		return rc;
 	if (timeout_ms == 0)
 		timeout_ms = zkl_client_session_timeout(c);
 	struct prune p = {.c = c, .dry_run = dry_run, .fn = fn, .data = data,
-	                  .deadline = zkl_deadline(timeout_ms > 0 ? timeout_ms : -1)};
+	                  .deadline = zkl__deadline(timeout_ms > 0 ? timeout_ms : -1)};
 	rc = walk(&p, prefix);
 	return rc < 0 ? rc : p.count;
 }

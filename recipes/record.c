@@ -1,5 +1,5 @@
 /* Records: persistent nodes of the application's own, read and written on the client's
- * session (see <zklocks/record.h>). zkl_node_put() is also how a shared count is set. */
+ * session (see <zklocks/record.h>). zkl__node_put() is also how a shared count is set. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +14,7 @@ static void folders_undo(zkl_client *c, char **made, size_t n)
 {
 	while (n-- > 0) {
 		struct zkl_req del = {.kind = ZKL_OP_DELETE, .path = made[n], .version = -1};
-		zkl_request(c, &del, zkl_deadline(-1), NULL);
+		zkl__request(c, &del, zkl__deadline(-1), NULL);
 		free(made[n]);
 	}
 }
@@ -25,18 +25,18 @@ static void folders_undo(zkl_client *c, char **made, size_t n)
  * ZOK or a ZooKeeper or ZKL_E* code. */
 static int folders_make(zkl_client *c, const char *path, char **made, size_t *n)
 {
-	size_t parent = zkl_path_parent_len(path);
+	size_t parent = zkl__path_parent_len(path);
 	for (size_t i = 1; i <= parent; i++) {
 		if (i < parent && path[i] != '/')
 			continue;
 		char *folder = strndup(path, i);
 		if (!folder)
-			return zkl_fail(ZKL_ENOMEM, "out of memory");
+			return zkl__fail(ZKL_ENOMEM, "out of memory");
 		struct zkl_req mk = {.kind = ZKL_OP_CREATE, .path = folder, .mode = ZOO_CONTAINER};
-		int zrc = zkl_request(c, &mk, zkl_deadline(-1), NULL);
+		int zrc = zkl__request(c, &mk, zkl__deadline(-1), NULL);
 		if (zrc == ZUNIMPLEMENTED) {
 			mk.mode = ZOO_PERSISTENT;
-			zrc = zkl_request(c, &mk, zkl_deadline(-1), NULL);
+			zrc = zkl__request(c, &mk, zkl__deadline(-1), NULL);
 		}
 		if (zrc == ZOK) {
 			made[(*n)++] = folder;
@@ -49,7 +49,7 @@ static int folders_make(zkl_client *c, const char *path, char **made, size_t *n)
 	return ZOK;
 }
 
-int zkl_node_put(zkl_client *c, const char *path, const void *data, int len, const char *what)
+int zkl__node_put(zkl_client *c, const char *path, const void *data, int len, const char *what)
 {
 	struct zkl_req set = {.kind = ZKL_OP_SET, .path = path, .data = data, .len = len,
 	                      .version = -1};
@@ -59,21 +59,21 @@ int zkl_node_put(zkl_client *c, const char *path, const void *data, int len, con
 		levels += *p == '/';
 	char **made = calloc(levels, sizeof *made);
 	if (!made)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	size_t nmade = 0;
 	int zrc = ZOK;
 	for (int attempt = 0; attempt < 5; attempt++) {
-		zrc = zkl_request(c, &set, zkl_deadline(-1), NULL);
+		zrc = zkl__request(c, &set, zkl__deadline(-1), NULL);
 		if (zrc != ZNONODE)
 			break;
 		/* Create it, with its parents. */
 		struct zkl_req create = {.kind = ZKL_OP_CREATE, .path = path, .data = data,
 		                         .len = len, .mode = ZOO_PERSISTENT};
-		zrc = zkl_request(c, &create, zkl_deadline(-1), NULL);
+		zrc = zkl__request(c, &create, zkl__deadline(-1), NULL);
 		if (zrc == ZNONODE && nmade == 0) {
 			zrc = folders_make(c, path, made, &nmade);
 			if (zrc == ZOK)
-				zrc = zkl_request(c, &create, zkl_deadline(-1), NULL);
+				zrc = zkl__request(c, &create, zkl__deadline(-1), NULL);
 		}
 		if (zrc != ZNODEEXISTS && zrc != ZNONODE)
 			break; /* made, or failed; else it came or its folder went: again */
@@ -87,44 +87,44 @@ int zkl_node_put(zkl_client *c, const char *path, const void *data, int len, con
 	/* Leave nothing behind: the folders made for it go again. */
 	int rc = zrc < -1000 ? zrc
 	         : zrc == ZNONODE || zrc == ZNODEEXISTS
-	         ? zkl_fail(ZKL_EZK, "cannot set %s %s: it keeps changing", what, path)
-	         : zkl_fail_zk(zrc, "cannot set", path);
+	         ? zkl__fail(ZKL_EZK, "cannot set %s %s: it keeps changing", what, path)
+	         : zkl__fail_zk(zrc, "cannot set", path);
 	char saved[512];
 	snprintf(saved, sizeof saved, "%s", zkl_last_error());
 	folders_undo(c, made, nmade);
 	free(made);
-	return zkl_fail(rc, "%s", saved);
+	return zkl__fail(rc, "%s", saved);
 }
 
-int zkl_node_get(zkl_client *c, const char *path, const char *what, struct zkl_op **op)
+int zkl__node_get(zkl_client *c, const char *path, const char *what, struct zkl_op **op)
 {
 	struct zkl_req r = {.kind = ZKL_OP_GET, .path = path};
 	*op = NULL;
-	int zrc = zkl_request(c, &r, zkl_deadline(-1), op);
+	int zrc = zkl__request(c, &r, zkl__deadline(-1), op);
 	if (zrc != ZOK && *op) {
-		zkl_op_release(c, *op);
+		zkl__op_release(c, *op);
 		*op = NULL;
 	}
 	if (zrc == ZNONODE)
-		return zkl_fail(ZKL_ENOTHELD, "%s %s does not exist", what, path);
+		return zkl__fail(ZKL_ENOTHELD, "%s %s does not exist", what, path);
 	if (zrc < -1000)
 		return zrc;
 	if (zrc != ZOK)
-		return zkl_fail_zk(zrc, "cannot read", path);
+		return zkl__fail_zk(zrc, "cannot read", path);
 	return 0;
 }
 
 /* The checks both functions make. */
 static int record_check(zkl_client *c, const char *path)
 {
-	zkl_clear_error();
+	zkl__clear_error();
 	if (!c)
-		return zkl_fail(ZKL_EINVAL, "client is NULL");
-	int rc = zkl_path_check(path, "record path");
+		return zkl__fail(ZKL_EINVAL, "client is NULL");
+	int rc = zkl__path_check(path, "record path");
 	if (rc != 0)
 		return rc;
-	if (zkl_is_loop_thread(c))
-		return zkl_fail(ZKL_EDEADLK, "a record is read or written on a thread that runs "
+	if (zkl__is_loop_thread(c))
+		return zkl__fail(ZKL_EDEADLK, "a record is read or written on a thread that runs "
 		                "the client's loop, which never waits for the server");
 	return 0;
 }
@@ -140,9 +140,9 @@ int zkl_record_get(zkl_client *c, const char *path, char **data, size_t *len,
 	if (rc != 0)
 		return rc;
 	if (!data || !len)
-		return zkl_fail(ZKL_EINVAL, "%s pointer is NULL", data ? "length" : "data");
+		return zkl__fail(ZKL_EINVAL, "%s pointer is NULL", data ? "length" : "data");
 	struct zkl_op *op = NULL;
-	if ((rc = zkl_node_get(c, path, "record", &op)) != 0)
+	if ((rc = zkl__node_get(c, path, "record", &op)) != 0)
 		return rc;
 	size_t n = op->value_len > 0 ? (size_t)op->value_len : 0;
 	char *copy = malloc(n + 1);
@@ -155,8 +155,8 @@ int zkl_record_get(zkl_client *c, const char *path, char **data, size_t *len,
 		if (mtime_ms)
 			*mtime_ms = op->stat.mtime;
 	}
-	zkl_op_release(c, op);
-	return copy ? 0 : zkl_fail(ZKL_ENOMEM, "out of memory");
+	zkl__op_release(c, op);
+	return copy ? 0 : zkl__fail(ZKL_ENOMEM, "out of memory");
 }
 
 int zkl_record_set(zkl_client *c, const char *path, const void *data, size_t len)
@@ -165,13 +165,13 @@ int zkl_record_set(zkl_client *c, const char *path, const void *data, size_t len
 	if (rc != 0)
 		return rc;
 	if (len > ZKL_RECORD_MAX)
-		return zkl_fail(ZKL_EINVAL, "record of %zu bytes: at most %d", len, ZKL_RECORD_MAX);
+		return zkl__fail(ZKL_EINVAL, "record of %zu bytes: at most %d", len, ZKL_RECORD_MAX);
 	if (!data && len > 0)
-		return zkl_fail(ZKL_EINVAL, "record data is NULL with a length of %zu", len);
+		return zkl__fail(ZKL_EINVAL, "record data is NULL with a length of %zu", len);
 	/* A create is the longer request: check it before any parent is made. */
-	if ((rc = zkl_request_fits(c, ZKL_OP_CREATE, path, strlen(path), (int)len)) != 0)
+	if ((rc = zkl__request_fits(c, ZKL_OP_CREATE, path, strlen(path), (int)len)) != 0)
 		return rc;
-	return zkl_node_put(c, path, data, (int)len, "record");
+	return zkl__node_put(c, path, data, (int)len, "record");
 }
 
 int zkl_record_delete(zkl_client *c, const char *path)
@@ -180,12 +180,12 @@ int zkl_record_delete(zkl_client *c, const char *path)
 	if (rc != 0)
 		return rc;
 	struct zkl_req del = {.kind = ZKL_OP_DELETE, .path = path, .version = -1};
-	int zrc = zkl_request(c, &del, zkl_deadline(-1), NULL);
+	int zrc = zkl__request(c, &del, zkl__deadline(-1), NULL);
 	if (zrc == ZOK)
 		return 0;
 	if (zrc == ZNONODE)
-		return zkl_fail(ZKL_ENOTHELD, "record %s does not exist", path);
+		return zkl__fail(ZKL_ENOTHELD, "record %s does not exist", path);
 	if (zrc == ZNOTEMPTY)
-		return zkl_fail(ZKL_EINVAL, "%s has children: it is not a record", path);
-	return zrc < -1000 ? zrc : zkl_fail_zk(zrc, "cannot delete", path);
+		return zkl__fail(ZKL_EINVAL, "%s has children: it is not a record", path);
+	return zrc < -1000 ? zrc : zkl__fail_zk(zrc, "cannot delete", path);
 }

@@ -13,7 +13,7 @@
 
 #include "common.h"
 
-enum zkl_data_read zkl__revoke_decode(const char *data, int len, int32_t *value)
+enum zkl__data_read zkl__revoke_decode(const char *data, int len, int32_t *value)
 {
 	(void)value;
 	const size_t n = strlen(ZKL_REVOKE_DATA);
@@ -26,15 +26,15 @@ enum zkl_data_read zkl__revoke_decode(const char *data, int len, int32_t *value)
 static int lock_node_version(zkl_client *c, const char *node_path, int *version)
 {
 	struct zkl_op *op = NULL;
-	int rc = zkl_node_get(c, node_path, "nothing to revoke: node", &op);
+	int rc = zkl__node_get(c, node_path, "nothing to revoke: node", &op);
 	if (rc != 0)
 		return rc;
 	bool ephemeral = op->stat.ephemeralOwner != 0;
 	*version = op->stat.version;
-	zkl_op_release(c, op);
+	zkl__op_release(c, op);
 	zkl_child ch;
-	if (!ephemeral || !zkl_child_parse(strrchr(node_path, '/') + 1, &ch))
-		return zkl_fail(ZKL_EINVAL, "%s is not a lock node (an ephemeral node of a lock's "
+	if (!ephemeral || !zkl__child_parse(strrchr(node_path, '/') + 1, &ch))
+		return zkl__fail(ZKL_EINVAL, "%s is not a lock node (an ephemeral node of a lock's "
 		                "queue, named like \"...-lock-0000000042\"): only a lock's "
 		                "holder or waiter can be asked to let go", node_path);
 	return 0;
@@ -42,10 +42,10 @@ static int lock_node_version(zkl_client *c, const char *node_path, int *version)
 
 int zkl_revoke(zkl_client *c, const char *node_path)
 {
-	zkl_clear_error();
+	zkl__clear_error();
 	if (!c)
-		return zkl_fail(ZKL_EINVAL, "client is NULL");
-	int rc = zkl_path_check(node_path, "node path");
+		return zkl__fail(ZKL_EINVAL, "client is NULL");
+	int rc = zkl__path_check(node_path, "node path");
 	if (rc != 0)
 		return rc;
 	for (int attempt = 0; attempt < 5; attempt++) {
@@ -59,18 +59,18 @@ int zkl_revoke(zkl_client *c, const char *node_path)
 			.len = (int)strlen(ZKL_REVOKE_DATA),
 			.version = version,
 		};
-		int zrc = zkl_request(c, &r, zkl_deadline(-1), NULL);
+		int zrc = zkl__request(c, &r, zkl__deadline(-1), NULL);
 		if (zrc == ZBADVERSION)
 			continue; /* written meanwhile (another revoker): look again */
 		if (zrc == ZNONODE)
-			return zkl_fail(ZKL_ENOTHELD, "%s does not exist: nothing to revoke",
+			return zkl__fail(ZKL_ENOTHELD, "%s does not exist: nothing to revoke",
 			                node_path);
 		if (zrc < -1000)
 			return zrc;
 		if (zrc != ZOK)
-			return zkl_fail_zk(zrc, "cannot ask for revocation of", node_path);
+			return zkl__fail_zk(zrc, "cannot ask for revocation of", node_path);
 		return 0;
 	}
-	return zkl_fail(ZKL_EZK, "cannot ask for revocation of %s: its data keeps changing",
+	return zkl__fail(ZKL_EZK, "cannot ask for revocation of %s: its data keeps changing",
 	                node_path);
 }

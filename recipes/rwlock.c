@@ -17,16 +17,16 @@ int zkl_rwlock_new(zkl_rwlock **out, zkl_client *c, const char *path)
 {
 	if (out)
 		*out = NULL;
-	int rc = zkl_check_new(out, c, path);
+	int rc = zkl__check_new(out, c, path);
 	if (rc != 0)
 		return rc;
 	zkl_rwlock *rw = calloc(1, sizeof *rw);
 	if (!rw)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
-	rc = zkl_mutex_init(&rw->read, c, path, ZKL_KIND_READ);
-	if (rc == 0 && (rc = zkl_mutex_init(&rw->write, c, path, ZKL_KIND_WRITE)) != 0) {
-		zkl_lock_dispose(&rw->read.lock);
-		zkl_mutex_fini(&rw->read);
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
+	rc = zkl__mutex_init(&rw->read, c, path, ZKL_KIND_READ);
+	if (rc == 0 && (rc = zkl__mutex_init(&rw->write, c, path, ZKL_KIND_WRITE)) != 0) {
+		zkl__lock_dispose(&rw->read.lock);
+		zkl__mutex_fini(&rw->read);
 	}
 	if (rc != 0) {
 		free(rw);
@@ -34,8 +34,8 @@ int zkl_rwlock_new(zkl_rwlock **out, zkl_client *c, const char *path)
 	}
 	rw->read.other = &rw->write;
 	rw->write.other = &rw->read;
-	zkl_mutex_share_mu(&rw->write, &rw->read);
-	zkl_client_handle_add(c);
+	zkl__mutex_share_mu(&rw->write, &rw->read);
+	zkl__client_handle_add(c);
 	*out = rw;
 	return 0;
 }
@@ -49,17 +49,17 @@ void zkl_rwlock_free(zkl_rwlock *rw)
 {
 	if (!rw)
 		return;
-	if (zkl_lock_defer_free(&rw->read.lock, rwlock_free_later, rw) ||
-	    zkl_lock_defer_free(&rw->write.lock, rwlock_free_later, rw))
+	if (zkl__lock_defer_free(&rw->read.lock, rwlock_free_later, rw) ||
+	    zkl__lock_defer_free(&rw->write.lock, rwlock_free_later, rw))
 		return;
 	zkl_client *c = rw->read.lock.c;
 	/* Read first: a downgraded thread holds both, and its read node sorts after. */
-	zkl_mutex_dispose(&rw->read);
-	zkl_mutex_dispose(&rw->write);
-	zkl_mutex_fini(&rw->read);
-	zkl_mutex_fini(&rw->write);
+	zkl__mutex_dispose(&rw->read);
+	zkl__mutex_dispose(&rw->write);
+	zkl__mutex_fini(&rw->read);
+	zkl__mutex_fini(&rw->write);
 	free(rw);
-	zkl_client_handle_done(c, false);
+	zkl__client_handle_done(c, false);
 }
 
 int zkl_rwlock_set_naming(zkl_rwlock *rw, zkl_naming naming)

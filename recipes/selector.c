@@ -23,12 +23,12 @@ void zkl_selector_options_init(zkl_selector_options *o)
 int zkl_selector_new(zkl_selector **out, zkl_client *c, const char *path, zkl_selector_fn fn,
                      void *data, const zkl_selector_options *o)
 {
-	zkl_clear_error();
+	zkl__clear_error();
 	if (!out)
-		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
+		return zkl__fail(ZKL_EINVAL, "output pointer is NULL");
 	*out = NULL;
 	if (!fn)
-		return zkl_fail(ZKL_EINVAL, "leader function is NULL");
+		return zkl__fail(ZKL_EINVAL, "leader function is NULL");
 	zkl_selector_options defaults;
 	if (!o) {
 		zkl_selector_options_init(&defaults);
@@ -36,7 +36,7 @@ int zkl_selector_new(zkl_selector **out, zkl_client *c, const char *path, zkl_se
 	}
 	zkl_selector *s = calloc(1, sizeof *s);
 	if (!s)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	int rc = election_init(&s->e, c, path, o->id, ZKL_KIND_LOCK, s);
 	if (rc != 0) {
 		free(s);
@@ -50,7 +50,7 @@ int zkl_selector_new(zkl_selector **out, zkl_client *c, const char *path, zkl_se
 		free(s);
 		return rc;
 	}
-	zkl_client_handle_add(c);
+	zkl__client_handle_add(c);
 	*out = s;
 	return 0;
 }
@@ -75,7 +75,7 @@ int zkl_selector_requeue(zkl_selector *s)
 int zkl_selector_wait(zkl_selector *s, int timeout_ms)
 {
 	ZKL_CHECK_HANDLE(s, "selector");
-	int rc = zkl_check_timeout(timeout_ms);
+	int rc = zkl__check_timeout(timeout_ms);
 	return rc ? rc : election_await(&s->e, false, timeout_ms);
 }
 
@@ -96,7 +96,7 @@ void zkl_selector_free(zkl_selector *s)
 	if (!s)
 		return;
 	zkl_client *c = s->e.lock.c;
-	zkl_client_handle_done(c, election_free(&s->e));
+	zkl__client_handle_done(c, election_free(&s->e));
 }
 
 int zkl_selector_leader_id(zkl_selector *s, char **id)

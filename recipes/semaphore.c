@@ -79,8 +79,8 @@ static void lease_lost(struct zkl_hold *h, void *ctx)
 {
 	zkl_lease *l = ctx;
 	zkl_semaphore *s = l->s;
-	zkl_log(s->lock.c, ZKL_LOG_WARN, "lease %s lost with its session", h->path);
-	zkl_lock_report_lost(&s->lock, ZKL_ELOST);
+	zkl__log(s->lock.c, ZKL_LOG_WARN, "lease %s lost with its session", h->path);
+	zkl__lock_report_lost(&s->lock, ZKL_ELOST);
 }
 
 static const struct zkl_lock_ops semaphore_ops;
@@ -101,7 +101,7 @@ static void lease_revoked(void *ctx, const char *node)
 		if (l->held && l->node.path && strcmp(l->node.path, node) == 0)
 			lease = l;
 	pthread_mutex_unlock(s->lock.mu);
-	zkl_log(c, ZKL_LOG_INFO, "revocation of lease %s requested%s", node,
+	zkl__log(c, ZKL_LOG_INFO, "revocation of lease %s requested%s", node,
 	        lease ? "" : " while it waits for its turn");
 	if (fn)
 		fn(s, lease, data);
@@ -111,34 +111,34 @@ static void lease_revoked(void *ctx, const char *node)
  * revocable nodes carry none (a revocation writes over it). */
 static int lease_data(zkl_semaphore *s, struct zkl_data *data)
 {
-	return s->revoke_fn ? zkl_data_set(data, NULL, 0) : zkl_lock_data_copy(&s->lock, data);
+	return s->revoke_fn ? zkl__data_set(data, NULL, 0) : zkl__lock_data_copy(&s->lock, data);
 }
 
 static int semaphore_make(zkl_semaphore **out, zkl_client *c, const char *path)
 {
 	if (out)
 		*out = NULL;
-	int rc = zkl_check_new(out, c, path);
+	int rc = zkl__check_new(out, c, path);
 	if (rc != 0)
 		return rc;
 	if (strlen(path) + sizeof "/leases" > ZKL_PATH_MAX)
-		return zkl_fail(ZKL_EINVAL, "lock path \"%.40s...\" is too long for its "
+		return zkl__fail(ZKL_EINVAL, "lock path \"%.40s...\" is too long for its "
 		                "\"/leases\" folder", path);
 	zkl_semaphore *s = calloc(1, sizeof *s);
-	if (!s || zkl_lock_init(&s->lock, &semaphore_ops, "semaphore", c, path) != 0) {
+	if (!s || zkl__lock_init(&s->lock, &semaphore_ops, "semaphore", c, path) != 0) {
 		free(s);
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	}
 	pthread_mutex_init(&s->own_mu, NULL);
 	pthread_cond_init(&s->own_cv, NULL);
 	s->lock.mu = &s->own_mu;
 	s->lock.cv = &s->own_cv;
-	zkl_client_handle_add(c);
-	s->locks_path = zkl_path_join(path, "locks");
-	s->leases_path = zkl_path_join(path, "leases");
+	zkl__client_handle_add(c);
+	s->locks_path = zkl__path_join(path, "locks");
+	s->leases_path = zkl__path_join(path, "leases");
 	if (!s->locks_path || !s->leases_path) {
 		zkl_semaphore_free(s);
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	}
 	*out = s;
 	return 0;
@@ -147,10 +147,10 @@ static int semaphore_make(zkl_semaphore **out, zkl_client *c, const char *path)
 int zkl_semaphore_new(zkl_semaphore **out, zkl_client *c, const char *path, int max_leases)
 {
 	if (max_leases < 1) {
-		zkl_clear_error();
+		zkl__clear_error();
 		if (out)
 			*out = NULL;
-		return zkl_fail(ZKL_EINVAL, "max_leases %d must be at least 1", max_leases);
+		return zkl__fail(ZKL_EINVAL, "max_leases %d must be at least 1", max_leases);
 	}
 	int rc = semaphore_make(out, c, path);
 	if (rc == 0)
@@ -161,15 +161,15 @@ int zkl_semaphore_new(zkl_semaphore **out, zkl_client *c, const char *path, int 
 int zkl_semaphore_new_shared(zkl_semaphore **out, zkl_client *c, const char *path,
                              const char *count_path, int initial_count)
 {
-	zkl_clear_error();
+	zkl__clear_error();
 	if (out)
 		*out = NULL;
 	if (initial_count < 1) {
-		return zkl_fail(ZKL_EINVAL, "initial count %d must be at least 1", initial_count);
+		return zkl__fail(ZKL_EINVAL, "initial count %d must be at least 1", initial_count);
 	}
-	int rc = zkl_check_new(out, c, path);
+	int rc = zkl__check_new(out, c, path);
 	if (rc == 0)
-		rc = zkl_path_check(count_path, "count path");
+		rc = zkl__path_check(count_path, "count path");
 	if (rc != 0)
 		return rc;
 	rc = semaphore_make(out, c, path);
@@ -180,7 +180,7 @@ int zkl_semaphore_new_shared(zkl_semaphore **out, zkl_client *c, const char *pat
 	if (!s->count_path) {
 		zkl_semaphore_free(s);
 		*out = NULL;
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	}
 	/* Seed the count if nobody has yet, then read it. */
 	int32_t value = 0;
@@ -196,13 +196,13 @@ int zkl_semaphore_new_shared(zkl_semaphore **out, zkl_client *c, const char *pat
 	}
 	pthread_mutex_lock(&c->mu);
 	s->shared_max = value;
-	s->count = zkl_countwatch_add(c, count_path, zkl__count_decode, &s->shared_max,
+	s->count = zkl__countwatch_add(c, count_path, zkl__count_decode, &s->shared_max,
 	                              &s->epoch);
 	pthread_mutex_unlock(&c->mu);
 	if (!s->count) {
 		zkl_semaphore_free(s);
 		*out = NULL;
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	}
 	return 0;
 }
@@ -216,17 +216,17 @@ static int lease_end(zkl_lease *l, bool quiet_unheld)
 	pthread_mutex_lock(s->lock.mu);
 	if (!l->held) {
 		pthread_mutex_unlock(s->lock.mu);
-		return quiet_unheld ? 0 : zkl_fail(ZKL_ENOTHELD, "lease %s was released already",
+		return quiet_unheld ? 0 : zkl__fail(ZKL_ENOTHELD, "lease %s was released already",
 		                                   l->path ? l->path : "(none)");
 	}
 	l->held = false;
-	l->was_lost = zkl_hold_lost(l->node.hold);
+	l->was_lost = zkl__hold_lost(l->node.hold);
 	struct zkl_node node = l->node;
 	memset(&l->node, 0, sizeof l->node);
 	pthread_mutex_unlock(s->lock.mu);
-	int rc = zkl_engine_release(c, &node);
+	int rc = zkl__engine_release(c, &node);
 	if (rc == ZKL_ELOST)
-		return zkl_fail(ZKL_ELOST, "lease %s was lost before it was released", l->path);
+		return zkl__fail(ZKL_ELOST, "lease %s was lost before it was released", l->path);
 	return rc;
 }
 
@@ -249,11 +249,11 @@ static void semaphore_free_later(void *s)
 
 void zkl_semaphore_free(zkl_semaphore *s)
 {
-	if (!s || zkl_lock_defer_free(&s->lock, semaphore_free_later, s))
+	if (!s || zkl__lock_defer_free(&s->lock, semaphore_free_later, s))
 		return;
 	zkl_client *c = s->lock.c;
 	semaphore_view_cancel(&s->lock); /* between its two queues too */
-	zkl_lock_async_drain(&s->lock);
+	zkl__lock_async_drain(&s->lock);
 	pthread_mutex_lock(s->lock.mu);
 	s->view = NULL;
 	while (s->leases) {
@@ -267,16 +267,16 @@ void zkl_semaphore_free(zkl_semaphore *s)
 	}
 	pthread_mutex_unlock(s->lock.mu);
 	pthread_mutex_lock(&c->mu);
-	zkl_revwatch_remove(c, s->count);
+	zkl__revwatch_remove(c, s->count);
 	pthread_mutex_unlock(&c->mu);
-	zkl_lock_dispose(&s->lock);
+	zkl__lock_dispose(&s->lock);
 	pthread_mutex_destroy(&s->own_mu);
 	pthread_cond_destroy(&s->own_cv);
 	free(s->locks_path);
 	free(s->leases_path);
 	free(s->count_path);
 	free(s);
-	zkl_client_handle_done(c, false);
+	zkl__client_handle_done(c, false);
 }
 
 /* The timeout of a call's next acquisition: -1 (none), 0 (trying once: the acquisitions
@@ -286,7 +286,7 @@ static int remaining(int64_t deadline, int timeout_ms)
 {
 	if (timeout_ms <= 0)
 		return timeout_ms;
-	int64_t left = deadline - zkl_now_ms();
+	int64_t left = deadline - zkl__now_ms();
 	return left > 0 ? (int)left : -2;
 }
 
@@ -297,7 +297,7 @@ static int queue_left(struct zkl_queue *q, int64_t deadline, int timeout_ms, int
 {
 	*left = remaining(deadline, timeout_ms);
 	if (*left == -2)
-		return zkl_fail(ZKL_ETIMEDOUT, "the deadline of %d ms passed before %s was "
+		return zkl__fail(ZKL_ETIMEDOUT, "the deadline of %d ms passed before %s was "
 		                "queued", timeout_ms, q->path);
 	q->until = timeout_ms == 0 ? deadline : 0;
 	return 0;
@@ -307,14 +307,14 @@ static int acquire_left(struct zkl_queue *q, int64_t deadline, int timeout_ms,
                         struct zkl_node *node)
 {
 	int left, rc = queue_left(q, deadline, timeout_ms, &left);
-	return rc ? rc : zkl_engine_acquire(q, left, node);
+	return rc ? rc : zkl__engine_acquire(q, left, node);
 }
 
 static int start_left(struct zkl_queue *q, int64_t deadline, int timeout_ms,
                       struct zkl_node *node, void (*done)(void *arg, int rc), void *arg)
 {
 	int left, rc = queue_left(q, deadline, timeout_ms, &left);
-	return rc ? rc : zkl_engine_start(q, left, node, done, arg);
+	return rc ? rc : zkl__engine_start(q, left, node, done, arg);
 }
 
 /* Keeps the path of a lease just taken (no lock held): 0, or ZKL_ENOMEM with its node
@@ -322,8 +322,8 @@ static int start_left(struct zkl_queue *q, int64_t deadline, int timeout_ms,
 static int lease_keep_path(zkl_semaphore *s, zkl_lease *l)
 {
 	if (!(l->path = strdup(l->node.path))) {
-		zkl_engine_release(s->lock.c, &l->node);
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		zkl__engine_release(s->lock.c, &l->node);
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	}
 	return 0;
 }
@@ -378,7 +378,7 @@ static struct zkl_queue lease_queue(zkl_semaphore *s, const struct zkl_data *dat
 }
 
 /* The lease count, recorded where the semaphore lives as kazoo's Semaphore records it:
- * the path node's data, the count in decimal (digits only: zkl_count_parse(), the rule
+ * the path node's data, the count in decimal (digits only: zkl__count_parse(), the rule
  * the inspection reads it by too). Curator's InterProcessSemaphoreV2 records nothing
  * (empty data), so an empty or foreign record ("+3", " 3" included) is written over, a
  * number is compared. A fixed count only (a shared count changes by design). */
@@ -388,7 +388,7 @@ enum count_seen { COUNT_AGREES, COUNT_DIFFERS, COUNT_RECORD };
 
 static enum count_seen count_look(const struct zkl_op *op, int mine, long *theirs)
 {
-	*theirs = zkl_count_parse(op->value, op->value_len);
+	*theirs = zkl__count_parse(op->value, op->value_len);
 	if (*theirs == 0)
 		return COUNT_RECORD;
 	return *theirs == mine ? COUNT_AGREES : COUNT_DIFFERS;
@@ -396,7 +396,7 @@ static enum count_seen count_look(const struct zkl_op *op, int mine, long *their
 
 static int count_differs(const char *path, long theirs, int mine)
 {
-	return zkl_fail(ZKL_ECOUNT, "semaphore %s records %ld leases, and this handle asks "
+	return zkl__fail(ZKL_ECOUNT, "semaphore %s records %ld leases, and this handle asks "
 	                "for %d: every user of a path must agree", path, theirs, mine);
 }
 
@@ -406,7 +406,7 @@ static int count_differs(const char *path, long theirs, int mine)
  * differs is told as such, not taken for a busy semaphore. */
 static int64_t count_deadline(zkl_client *c, int64_t deadline, int timeout_ms)
 {
-	int64_t cap = zkl_now_ms() + zkl__session_timeout_ms(c);
+	int64_t cap = zkl__now_ms() + zkl__session_timeout_ms(c);
 	return timeout_ms < 0 || deadline > cap ? cap : deadline;
 }
 
@@ -427,32 +427,32 @@ static int count_agree(zkl_semaphore *s, int64_t deadline, int timeout_ms)
 	for (int attempt = 0; attempt < 5; attempt++) {
 		struct zkl_req get = {.kind = ZKL_OP_GET, .path = s->lock.path};
 		struct zkl_op *op = NULL;
-		int zrc = zkl_request(c, &get, count_deadline(c, deadline, timeout_ms), &op);
+		int zrc = zkl__request(c, &get, count_deadline(c, deadline, timeout_ms), &op);
 		if (zrc != ZOK) {
 			if (op)
-				zkl_op_release(c, op);
+				zkl__op_release(c, op);
 			if (zrc == ZNONODE) /* not there yet: the first acquire makes it */
 				return 0;
-			if (zrc == ZKL_ETIMEDOUT || zkl_zk_transient(zrc) || zkl_zk_session_gone(zrc))
+			if (zrc == ZKL_ETIMEDOUT || zkl__zk_transient(zrc) || zkl__zk_session_gone(zrc))
 				return 0;
-			return zrc < -1000 ? zrc : zkl_fail_zk(zrc, "cannot read", s->lock.path);
+			return zrc < -1000 ? zrc : zkl__fail_zk(zrc, "cannot read", s->lock.path);
 		}
 		long theirs = 0;
 		enum count_seen seen = count_look(op, s->fixed_max, &theirs);
 		int version = op->stat.version;
-		zkl_op_release(c, op);
+		zkl__op_release(c, op);
 		if (seen == COUNT_DIFFERS)
 			return count_differs(s->lock.path, theirs, s->fixed_max);
 		if (seen == COUNT_RECORD) {
 			struct zkl_req set = {.kind = ZKL_OP_SET, .path = s->lock.path, .data = mine,
 			                      .len = len, .version = version};
-			zrc = zkl_request(c, &set, count_deadline(c, deadline, timeout_ms), NULL);
+			zrc = zkl__request(c, &set, count_deadline(c, deadline, timeout_ms), NULL);
 			if (zrc == ZBADVERSION || zrc == ZNONODE)
 				continue; /* someone else wrote, or it went: look again */
-			if (zrc == ZKL_ETIMEDOUT || zkl_zk_transient(zrc) || zkl_zk_session_gone(zrc))
+			if (zrc == ZKL_ETIMEDOUT || zkl__zk_transient(zrc) || zkl__zk_session_gone(zrc))
 				return 0;
 			if (zrc != ZOK)
-				return zrc < -1000 ? zrc : zkl_fail_zk(zrc, "cannot record the count of",
+				return zrc < -1000 ? zrc : zkl__fail_zk(zrc, "cannot record the count of",
 				                                       s->lock.path);
 		}
 		pthread_mutex_lock(&c->mu);
@@ -470,7 +470,7 @@ static int lease_fits(zkl_semaphore *s, const struct zkl_data *data)
 	const struct zkl_queue q = {.c = s->lock.c, .path = s->leases_path,
 	                            .kind = ZKL_KIND_LEASE, .data = data->bytes,
 	                            .data_len = data->len};
-	return zkl_engine_fits(&q);
+	return zkl__engine_fits(&q);
 }
 
 /* Takes one lease through the gate. The lease belongs to the gate's session: if the
@@ -495,8 +495,8 @@ static int take_one(zkl_semaphore *s, const struct zkl_data *data, int64_t deadl
 		bool canceled = cancels != s->cancels;
 		pthread_mutex_unlock(&s->lock.c->mu);
 		if (canceled) {
-			zkl_engine_release(s->lock.c, &gate);
-			return zkl_fail(ZKL_ECANCELED, "the acquire of %s was canceled", s->lock.path);
+			zkl__engine_release(s->lock.c, &gate);
+			return zkl__fail(ZKL_ECANCELED, "the acquire of %s was canceled", s->lock.path);
 		}
 		struct zkl_limit max = {&s->fixed_max, &s->shared_max};
 		struct zkl_queue lq = lease_queue(s, data, &max, &s->leases_seen);
@@ -507,21 +507,21 @@ static int take_one(zkl_semaphore *s, const struct zkl_data *data, int64_t deadl
 		/* Let the next taker in, whatever happened. */
 		char saved[256];
 		snprintf(saved, sizeof saved, "%s", zkl_last_error());
-		zkl_engine_release(s->lock.c, &gate);
+		zkl__engine_release(s->lock.c, &gate);
 		if (rc == ZKL_ELOST) {
 			/* A cancel that came meanwhile may have found no wait to end. */
 			pthread_mutex_lock(&s->lock.c->mu);
 			canceled = cancels != s->cancels;
 			pthread_mutex_unlock(&s->lock.c->mu);
 			if (canceled)
-				return zkl_fail(ZKL_ECANCELED, "the acquire of %s was canceled",
+				return zkl__fail(ZKL_ECANCELED, "the acquire of %s was canceled",
 				                s->lock.path);
-			zkl_log(s->lock.c, ZKL_LOG_INFO, "session changed past the gate of %s; "
+			zkl__log(s->lock.c, ZKL_LOG_INFO, "session changed past the gate of %s; "
 			        "queueing at the gate again", s->lock.path);
 			continue;
 		}
 		if (rc != 0)
-			zkl_fail(rc, "%s", saved);
+			zkl__fail(rc, "%s", saved);
 		return rc;
 	}
 }
@@ -530,25 +530,25 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 {
 	ZKL_CHECK_HANDLE(s, "semaphore");
 	if (!out)
-		return zkl_fail(ZKL_EINVAL, "output array is NULL");
+		return zkl__fail(ZKL_EINVAL, "output array is NULL");
 	if (n < 1)
-		return zkl_fail(ZKL_EINVAL, "lease count %d must be at least 1", n);
+		return zkl__fail(ZKL_EINVAL, "lease count %d must be at least 1", n);
 	if (s->fixed_max > 0 && n > s->fixed_max)
-		return zkl_fail(ZKL_EINVAL, "%d leases asked of a semaphore of %d: it can never "
+		return zkl__fail(ZKL_EINVAL, "%d leases asked of a semaphore of %d: it can never "
 		                "succeed", n, s->fixed_max);
 	/* The leases folder is listed whole, in one answer, which peers (Curator, kazoo) read
 	 * only within jute.maxbuffer: a lease's name takes 60 bytes there. */
 	const int most = s->lock.c->max_request / 60;
 	if (n > most)
-		return zkl_fail(ZKL_EINVAL, "%d leases asked at once: at most %d, the leases one "
+		return zkl__fail(ZKL_EINVAL, "%d leases asked at once: at most %d, the leases one "
 		                "listing of %s/leases names within the servers' jute.maxbuffer "
 		                "(%d bytes)", n, most, s->lock.path, s->lock.c->max_request);
-	int rc = zkl_check_timeout(timeout_ms);
+	int rc = zkl__check_timeout(timeout_ms);
 	if (rc != 0)
 		return rc;
 	zkl_client *c = s->lock.c;
-	if (zkl_runs_loop(c))
-		return zkl_fail(ZKL_EDEADLK, "cannot wait for %s on the thread that runs the "
+	if (zkl__runs_loop(c))
+		return zkl__fail(ZKL_EDEADLK, "cannot wait for %s on the thread that runs the "
 		                "client's loop (in a callback, or the application's loop thread): "
 		                "nothing would run the acquisition", s->lock.path);
 	pthread_mutex_lock(s->lock.mu);
@@ -556,25 +556,25 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 	rc = lease_data(s, &data);
 	pthread_mutex_unlock(s->lock.mu);
 	if (rc == 0 && (rc = lease_fits(s, &data)) != 0)
-		zkl_data_free(&data);
+		zkl__data_free(&data);
 	if (rc != 0)
 		return rc;
 	/* Trying once: every acquisition of the call tries once, within one budget. */
-	int64_t deadline = zkl_deadline(timeout_ms ? timeout_ms : ZKL_TRY_ONCE_MS);
+	int64_t deadline = zkl__deadline(timeout_ms ? timeout_ms : ZKL_TRY_ONCE_MS);
 	if ((rc = count_agree(s, deadline, timeout_ms)) != 0) {
-		zkl_data_free(&data);
+		zkl__data_free(&data);
 		return rc;
 	}
 	zkl_lease **got = calloc((size_t)n, sizeof *got);
 	if (!got) {
-		zkl_data_free(&data);
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		zkl__data_free(&data);
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	}
 	int k = 0;
 	for (; k < n; k++) {
 		zkl_lease *l = calloc(1, sizeof *l);
 		if (!l) {
-			rc = zkl_fail(ZKL_ENOMEM, "out of memory");
+			rc = zkl__fail(ZKL_ENOMEM, "out of memory");
 			break;
 		}
 		l->s = s;
@@ -604,7 +604,7 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 		pthread_mutex_unlock(s->lock.mu);
 		got[k] = l;
 	}
-	zkl_data_free(&data);
+	zkl__data_free(&data);
 	if (rc != 0) {
 		/* All or none: give back what was taken. */
 		char saved[256];
@@ -612,7 +612,7 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 		for (int i = k; i-- > 0;)
 			zkl_lease_free(got[i]);
 		free(got);
-		return zkl_fail(rc, "%s", saved);
+		return zkl__fail(rc, "%s", saved);
 	}
 	/* A path made by this acquire has no record yet: make it, or find we disagree with
 	 * a taker that raced us, and give the leases back. */
@@ -622,7 +622,7 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 		for (int i = n; i-- > 0;)
 			zkl_lease_free(got[i]);
 		free(got);
-		return zkl_fail(rc, "%s", saved);
+		return zkl__fail(rc, "%s", saved);
 	}
 	/* All or none: a lease taken first may have been lost (its session ended) while the
 	 * others were taken, and its slot may be someone else's already. A loss after this
@@ -635,7 +635,7 @@ int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **o
 		for (int i = n; i-- > 0;)
 			zkl_lease_free(got[i]);
 		free(got);
-		return zkl_fail(ZKL_ELOST, "lease %d of the %d asked of %s was lost while the "
+		return zkl__fail(ZKL_ELOST, "lease %d of the %d asked of %s was lost while the "
 		                "others were taken: none is held", lost + 1, n, s->lock.path);
 	}
 	memcpy(out, got, (size_t)n * sizeof *got);
@@ -667,7 +667,7 @@ bool zkl_lease_is_held(zkl_lease *l)
 	if (!l)
 		return false;
 	pthread_mutex_lock(l->s->lock.mu);
-	bool held = l->held && !zkl_hold_lost(l->node.hold);
+	bool held = l->held && !zkl__hold_lost(l->node.hold);
 	pthread_mutex_unlock(l->s->lock.mu);
 	return held;
 }
@@ -677,7 +677,7 @@ int64_t zkl_lease_token(zkl_lease *l)
 	if (!l)
 		return ZKL_EINVAL;
 	pthread_mutex_lock(l->s->lock.mu);
-	int64_t t = l->held && !zkl_hold_lost(l->node.hold) ? l->node.czxid : ZKL_ENOTHELD;
+	int64_t t = l->held && !zkl__hold_lost(l->node.hold) ? l->node.czxid : ZKL_ENOTHELD;
 	pthread_mutex_unlock(l->s->lock.mu);
 	return t;
 }
@@ -717,7 +717,7 @@ static int semaphore_participants(zkl_lock *lk, zkl_participant **out, size_t *c
 	pthread_mutex_lock(&s->lock.c->mu);
 	int max = s->fixed_max > 0 ? s->fixed_max : s->shared_max;
 	pthread_mutex_unlock(&s->lock.c->mu);
-	return zkl_inspect_leases(s->lock.c, s->lock.path, max, out, count);
+	return zkl__inspect_leases(s->lock.c, s->lock.path, max, out, count);
 }
 
 /* The view: each acquire takes one lease, pushed on the view's stack; each release gives
@@ -732,7 +732,7 @@ static zkl_lease *view_push(zkl_semaphore *s, zkl_lease *l)
 	zkl_lease *lost = NULL, *keep = NULL, **tail = &keep;
 	for (zkl_lease *v = s->view, *next; v; v = next) {
 		next = v->below;
-		if (v->held ? zkl_hold_lost(v->node.hold) : v->was_lost) {
+		if (v->held ? zkl__hold_lost(v->node.hold) : v->was_lost) {
 			v->below = lost;
 			lost = v;
 		} else {
@@ -787,13 +787,13 @@ static int semaphore_view_release(zkl_lock *lk)
 	pthread_mutex_unlock(s->lock.mu);
 	free_leases(released);
 	if (!l)
-		return zkl_fail(ZKL_ENOTHELD, "%s %s is not held by this handle", lk->kind,
+		return zkl__fail(ZKL_ENOTHELD, "%s %s is not held by this handle", lk->kind,
 		                lk->path);
 	int rc = zkl_lease_release(l);
 	char saved[256];
 	snprintf(saved, sizeof saved, "%s", zkl_last_error());
 	zkl_lease_free(l);
-	return rc ? zkl_fail(rc, "%s", saved) : 0;
+	return rc ? zkl__fail(rc, "%s", saved) : 0;
 }
 
 static bool semaphore_view_is_held(zkl_lock *lk)
@@ -802,7 +802,7 @@ static bool semaphore_view_is_held(zkl_lock *lk)
 	pthread_mutex_lock(s->lock.mu);
 	bool held = false;
 	for (zkl_lease *l = s->view; l && !held; l = l->below)
-		held = l->held && !zkl_hold_lost(l->node.hold);
+		held = l->held && !zkl__hold_lost(l->node.hold);
 	pthread_mutex_unlock(s->lock.mu);
 	return held;
 }
@@ -812,7 +812,7 @@ static int64_t semaphore_view_token(zkl_lock *lk)
 	zkl_semaphore *s = SEM(lk);
 	pthread_mutex_lock(s->lock.mu);
 	zkl_lease *l = s->view;
-	int64_t t = l && l->held && !zkl_hold_lost(l->node.hold) ? l->node.czxid : ZKL_ENOTHELD;
+	int64_t t = l && l->held && !zkl__hold_lost(l->node.hold) ? l->node.czxid : ZKL_ENOTHELD;
 	pthread_mutex_unlock(s->lock.mu);
 	return t;
 }
@@ -828,7 +828,7 @@ static const char *semaphore_view_node(zkl_lock *lk)
 	zkl_semaphore *s = SEM(lk);
 	zkl_lease *l = s->view;
 	if (l)
-		return l->held && !zkl_hold_lost(l->node.hold) ? l->path : NULL;
+		return l->held && !zkl__hold_lost(l->node.hold) ? l->path : NULL;
 	const char *node = lk->pending ? sem_async_node((const void *)lk->pending) : NULL;
 	if (node)
 		return node;
@@ -856,7 +856,7 @@ static void semaphore_view_cancel(zkl_lock *lk)
 	pthread_mutex_lock(&s->lock.c->mu);
 	s->cancels++;
 	pthread_mutex_unlock(&s->lock.c->mu);
-	zkl_client_cancel_owner(s->lock.c, s);
+	zkl__client_cancel_owner(s->lock.c, s);
 }
 
 /* An asynchronous acquire of one lease: the count check (once per handle), the gate's
@@ -900,7 +900,7 @@ static const char *sem_async_node(const struct sem_async *pa)
 
 static void sem_async_free(struct sem_async *pa)
 {
-	zkl_data_free(&pa->data);
+	zkl__data_free(&pa->data);
 	free(pa->path);
 	free(pa->locks_path);
 	free(pa->leases_path);
@@ -937,11 +937,11 @@ static void sem_async_end(struct sem_async *pa, int rc)
 		pa->lease = NULL;
 	}
 	pthread_mutex_lock(&c->mu);
-	const bool call = zkl_lock_async_ending(&pa->a);
+	const bool call = zkl__lock_async_ending(&pa->a);
 	pthread_mutex_unlock(&c->mu);
 	if (pa->lease) {
 		if (l->node.path)
-			zkl_engine_release_later(c, &l->node); /* won for a handle that is gone */
+			zkl__engine_release_later(c, &l->node); /* won for a handle that is gone */
 		free(l->path);
 	}
 	zkl_lock_acquired_fn fn = pa->a.fn;
@@ -952,7 +952,7 @@ static void sem_async_end(struct sem_async *pa, int rc)
 	free_leases(lost);
 	if (rc == ZKL_ENOMEM)
 		snprintf(saved, sizeof saved, "out of memory");
-	zkl_lock_async_call(&s->lock, fn, data, rc, saved);
+	zkl__lock_async_call(&s->lock, fn, data, rc, saved);
 }
 
 /* Whether the acquire was canceled, or its handle freed (c->mu held; s is read only if
@@ -978,7 +978,7 @@ static void sem_async_leased(void *arg, int rc)
 	struct sem_async *pa = arg;
 	char saved[256];
 	snprintf(saved, sizeof saved, "%s", zkl_last_error());
-	zkl_engine_release_later(pa->c, &pa->gate); /* let the next taker in */
+	zkl__engine_release_later(pa->c, &pa->gate); /* let the next taker in */
 	if (rc == ZKL_ELOST) {
 		/* The session changed past the gate: the gate node is (or will be) gone with
 		 * the old one, so the lease may not be made on the new one without passing the
@@ -987,11 +987,11 @@ static void sem_async_leased(void *arg, int rc)
 		bool canceled = sem_async_canceled(pa);
 		pthread_mutex_unlock(&pa->c->mu);
 		if (canceled) {
-			zkl_fail(ZKL_ECANCELED, "the acquire of %s was canceled", pa->path);
+			zkl__fail(ZKL_ECANCELED, "the acquire of %s was canceled", pa->path);
 			sem_async_end(pa, ZKL_ECANCELED);
 			return;
 		}
-		zkl_log(pa->c, ZKL_LOG_INFO, "session changed past the gate of %s; queueing at "
+		zkl__log(pa->c, ZKL_LOG_INFO, "session changed past the gate of %s; queueing at "
 		        "the gate again", pa->path);
 		pa->q = gate_queue(pa->s, &pa->data, &pa->locks_seen);
 		pa->q.path = pa->locks_path;
@@ -999,7 +999,7 @@ static void sem_async_leased(void *arg, int rc)
 		return;
 	}
 	if (rc != 0)
-		zkl_fail(rc, "%s", saved);
+		zkl__fail(rc, "%s", saved);
 	sem_async_end(pa, rc);
 }
 
@@ -1014,8 +1014,8 @@ static void sem_async_gated(void *arg, int rc)
 	bool canceled = sem_async_canceled(pa);
 	pthread_mutex_unlock(&pa->c->mu);
 	if (canceled) {
-		zkl_engine_release_later(pa->c, &pa->gate);
-		zkl_fail(ZKL_ECANCELED, "the acquire of %s was canceled", pa->path);
+		zkl__engine_release_later(pa->c, &pa->gate);
+		zkl__fail(ZKL_ECANCELED, "the acquire of %s was canceled", pa->path);
 		sem_async_end(pa, ZKL_ECANCELED);
 		return;
 	}
@@ -1041,22 +1041,22 @@ static int sem_count_check(zkl_client *c, struct sem_async *pa)
 {
 	for (;;) {
 		if (c->closing)
-			return zkl_fail(ZKL_ECLOSED, "the client is closing");
+			return zkl__fail(ZKL_ECLOSED, "the client is closing");
 		if (pa->cw.canceled || sem_async_canceled(pa))
-			return zkl_fail(ZKL_ECANCELED, "the acquire of %s was canceled", pa->path);
+			return zkl__fail(ZKL_ECANCELED, "the acquire of %s was canceled", pa->path);
 		if (!pa->cop) {
 			if (pa->crounds++ >= 10)
 				return 0; /* raced five times: the next acquire looks again */
 			int err = 0;
 			pthread_mutex_unlock(&c->mu);
-			struct zkl_op *op = pa->cset ? zkl_op_set(c, &pa->cw, pa->path, pa->mine,
+			struct zkl_op *op = pa->cset ? zkl__op_set(c, &pa->cw, pa->path, pa->mine,
 			                                          pa->mine_len, pa->cversion, &err)
-			                             : zkl_op_get(c, &pa->cw, pa->path, NULL, &err);
+			                             : zkl__op_get(c, &pa->cw, pa->path, NULL, &err);
 			pthread_mutex_lock(&c->mu);
 			if (!op)
 				return err;
 			pa->cop = op;
-			const int64_t now = zkl_now_ms();
+			const int64_t now = zkl__now_ms();
 			pa->cuntil = now + zkl__session_timeout_ms(c);
 			if (pa->timeout_ms > 0 && pa->deadline < pa->cuntil)
 				pa->cuntil = pa->deadline;
@@ -1065,13 +1065,13 @@ static int sem_count_check(zkl_client *c, struct sem_async *pa)
 		if (!op->done) {
 			if (op->s->gen != c->gen)
 				return 0;
-			if (zkl_now_ms() >= pa->cuntil) {
-				if (pa->timeout_ms > 0 && zkl_now_ms() >= pa->deadline)
-					return zkl_fail(ZKL_ETIMEDOUT, "timed out reading the count of %s",
+			if (zkl__now_ms() >= pa->cuntil) {
+				if (pa->timeout_ms > 0 && zkl__now_ms() >= pa->deadline)
+					return zkl__fail(ZKL_ETIMEDOUT, "timed out reading the count of %s",
 					                pa->path);
 				return 0;
 			}
-			zkl_waiter_wake_at(c, &pa->cw, pa->cuntil);
+			zkl__waiter_wake_at(c, &pa->cw, pa->cuntil);
 			return 1;
 		}
 		const int zrc = op->rc;
@@ -1082,17 +1082,17 @@ static int sem_count_check(zkl_client *c, struct sem_async *pa)
 			seen = count_look(op, pa->fixed_max, &theirs);
 			pa->cversion = op->stat.version;
 		}
-		zkl_op_put(c, op);
+		zkl__op_put(c, op);
 		pa->cop = NULL;
 		pa->cset = false;
-		if (zkl_zk_transient(zrc) || zkl_zk_session_gone(zrc))
+		if (zkl__zk_transient(zrc) || zkl__zk_session_gone(zrc))
 			return 0;
 		if (set && (zrc == ZBADVERSION || zrc == ZNONODE))
 			continue; /* someone else wrote, or it went: look again */
 		if (!set && zrc == ZNONODE)
 			return 0; /* not there yet: the first acquire makes it */
 		if (zrc != ZOK)
-			return zkl_fail_zk(zrc, set ? "cannot record the count of" : "cannot read",
+			return zkl__fail_zk(zrc, set ? "cannot record the count of" : "cannot read",
 			                   pa->path);
 		if (seen == COUNT_DIFFERS)
 			return count_differs(pa->path, theirs, pa->fixed_max);
@@ -1113,10 +1113,10 @@ static void sem_count_step(zkl_client *c, struct zkl_waiter *w)
 	if (rc == 1)
 		return;
 	if (pa->cop) {
-		zkl_op_put(c, pa->cop);
+		zkl__op_put(c, pa->cop);
 		pa->cop = NULL;
 	}
-	zkl_waiter_leave(c, w);
+	zkl__waiter_leave(c, w);
 	pthread_mutex_unlock(&c->mu);
 	if (rc == 0)
 		sem_async_gate(pa);
@@ -1136,19 +1136,19 @@ static int semaphore_view_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_
 	    !(pa->leases_path = strdup(s->leases_path))) {
 		if (pa)
 			sem_async_free(pa);
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	}
 	pa->lease->s = s;
 	bool check = false;
 	pthread_mutex_lock(s->lock.mu);
 	pthread_mutex_lock(&c->mu);
-	int rc = zkl_lock_async_claim(lk, &pa->a, fn, data);
+	int rc = zkl__lock_async_claim(lk, &pa->a, fn, data);
 	if (rc == 0 && ((rc = lease_data(s, &pa->data)) != 0 || (rc = lease_fits(s, &pa->data))))
-		zkl_lock_async_unclaim(lk, &pa->a);
+		zkl__lock_async_unclaim(lk, &pa->a);
 	if (rc == 0) {
 		pa->s = s;
 		pa->c = c;
-		pa->deadline = zkl_deadline(timeout_ms ? timeout_ms : ZKL_TRY_ONCE_MS);
+		pa->deadline = zkl__deadline(timeout_ms ? timeout_ms : ZKL_TRY_ONCE_MS);
 		pa->timeout_ms = timeout_ms;
 		pa->cancels = s->cancels;
 		pa->locks_seen = s->locks_seen;
@@ -1160,17 +1160,17 @@ static int semaphore_view_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_
 		pa->mine_len = snprintf(pa->mine, sizeof pa->mine, "%d", s->fixed_max);
 		check = s->fixed_max > 0 && !s->count_agreed;
 		if (check && c->closing) {
-			zkl_lock_async_unclaim(lk, &pa->a);
-			rc = zkl_fail(ZKL_ECLOSED, "the client is closing");
+			zkl__lock_async_unclaim(lk, &pa->a);
+			rc = zkl__fail(ZKL_ECLOSED, "the client is closing");
 		} else if (check) {
 			/* The count check runs first, on the loop (sem_count_step). */
-			zkl_waiter_enter_loop(c, &pa->cw, s, sem_count_step);
+			zkl__waiter_enter_loop(c, &pa->cw, s, sem_count_step);
 		}
 	}
 	pthread_mutex_unlock(&c->mu);
 	pthread_mutex_unlock(s->lock.mu);
 	if (rc == 0 && !check)
-		rc = zkl_lock_async_start(lk, &pa->a, &pa->q, timeout_ms, &pa->gate,
+		rc = zkl__lock_async_start(lk, &pa->a, &pa->q, timeout_ms, &pa->gate,
 		                          sem_async_gated, pa);
 	if (rc != 0)
 		sem_async_free(pa);
@@ -1194,7 +1194,7 @@ zkl_lock *zkl_semaphore_lock(zkl_semaphore *s)
 	return s ? &s->lock : NULL;
 }
 
-void zkl_semaphore_set_kind(zkl_semaphore *s, const char *kind)
+void zkl__semaphore_set_kind(zkl_semaphore *s, const char *kind)
 {
 	s->lock.kind = kind;
 }

@@ -19,19 +19,19 @@ struct zkl_semaphore_mutex {
 
 int zkl_semaphore_mutex_new(zkl_semaphore_mutex **out, zkl_client *c, const char *path)
 {
-	zkl_clear_error();
+	zkl__clear_error();
 	if (!out)
-		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
+		return zkl__fail(ZKL_EINVAL, "output pointer is NULL");
 	*out = NULL;
 	zkl_semaphore_mutex *m = calloc(1, sizeof *m);
 	if (!m)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	int rc = zkl_semaphore_new(&m->sem, c, path, 1);
 	if (rc != 0) {
 		free(m);
 		return rc;
 	}
-	zkl_semaphore_set_kind(m->sem, "semaphore-mutex");
+	zkl__semaphore_set_kind(m->sem, "semaphore-mutex");
 	*out = m;
 	return 0;
 }
@@ -43,7 +43,7 @@ static void semaphore_mutex_free_later(void *m)
 
 void zkl_semaphore_mutex_free(zkl_semaphore_mutex *m)
 {
-	if (!m || zkl_lock_defer_free(zkl_semaphore_lock(m->sem), semaphore_mutex_free_later, m))
+	if (!m || zkl__lock_defer_free(zkl_semaphore_lock(m->sem), semaphore_mutex_free_later, m))
 		return;
 	zkl_semaphore_free(m->sem); /* releases and frees the lease */
 	free(m);

@@ -10,7 +10,7 @@
 
 #include "common.h"
 
-enum zkl_data_read zkl__count_decode(const char *data, int len, int32_t *value)
+enum zkl__data_read zkl__count_decode(const char *data, int len, int32_t *value)
 {
 	if (!data || len != 4)
 		return ZKL_DATA_NOTHING;
@@ -22,34 +22,34 @@ enum zkl_data_read zkl__count_decode(const char *data, int len, int32_t *value)
 
 int zkl_shared_count_get(zkl_client *c, const char *path, int32_t *value)
 {
-	zkl_clear_error();
+	zkl__clear_error();
 	if (!c || !value)
-		return zkl_fail(ZKL_EINVAL, "%s is NULL", c ? "value pointer" : "client");
-	int rc = zkl_path_check(path, "count path");
+		return zkl__fail(ZKL_EINVAL, "%s is NULL", c ? "value pointer" : "client");
+	int rc = zkl__path_check(path, "count path");
 	if (rc != 0)
 		return rc;
 	struct zkl_op *op = NULL;
-	if ((rc = zkl_node_get(c, path, "shared count", &op)) != 0)
+	if ((rc = zkl__node_get(c, path, "shared count", &op)) != 0)
 		return rc;
 	if (zkl__count_decode(op->value, op->value_len, value) != ZKL_DATA_VALUE)
-		rc = zkl_fail(ZKL_EZK, "shared count %s holds %d bytes, not a 4-byte integer",
+		rc = zkl__fail(ZKL_EZK, "shared count %s holds %d bytes, not a 4-byte integer",
 		              path, op->value_len);
-	zkl_op_release(c, op);
+	zkl__op_release(c, op);
 	return rc;
 }
 
 int zkl_shared_count_set(zkl_client *c, const char *path, int32_t value)
 {
-	zkl_clear_error();
+	zkl__clear_error();
 	if (!c)
-		return zkl_fail(ZKL_EINVAL, "client is NULL");
-	int rc = zkl_path_check(path, "count path");
+		return zkl__fail(ZKL_EINVAL, "client is NULL");
+	int rc = zkl__path_check(path, "count path");
 	if (rc != 0)
 		return rc;
 	unsigned char b[4] = {(unsigned char)((uint32_t)value >> 24),
 	                      (unsigned char)((uint32_t)value >> 16),
 	                      (unsigned char)((uint32_t)value >> 8), (unsigned char)value};
-	return zkl_node_put(c, path, b, 4, "shared count");
+	return zkl__node_put(c, path, b, 4, "shared count");
 }
 
 /* The count is the record every handle compares its own with: the path node's data in
@@ -59,35 +59,35 @@ int zkl_shared_count_set(zkl_client *c, const char *path, int32_t value)
  * next handle records its own, and a folder the engine made goes when idle. */
 int zkl_semaphore_set_count(zkl_client *c, const char *path, int count)
 {
-	zkl_clear_error();
+	zkl__clear_error();
 	if (!c)
-		return zkl_fail(ZKL_EINVAL, "client is NULL");
-	int rc = zkl_path_check(path, "semaphore path");
+		return zkl__fail(ZKL_EINVAL, "client is NULL");
+	int rc = zkl__path_check(path, "semaphore path");
 	if (rc != 0)
 		return rc;
 	if (count < 0)
-		return zkl_fail(ZKL_EINVAL, "count %d must be at least 1 (or 0 to clear it)", count);
-	char *pin = zkl_path_join(path, ZKL_SEMAPHORE_COUNT_NODE);
+		return zkl__fail(ZKL_EINVAL, "count %d must be at least 1 (or 0 to clear it)", count);
+	char *pin = zkl__path_join(path, ZKL_SEMAPHORE_COUNT_NODE);
 	if (!pin)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	if (count == 0) {
 		/* The record empties too: the next handle to arrive records its own. */
 		struct zkl_req del = {.kind = ZKL_OP_DELETE, .path = pin};
 		struct zkl_req empty = {.kind = ZKL_OP_SET, .path = path, .data = "", .version = -1};
-		int zrc = zkl_request(c, &del, zkl_deadline(-1), NULL);
+		int zrc = zkl__request(c, &del, zkl__deadline(-1), NULL);
 		if (zrc == ZOK || zrc == ZNONODE)
-			zrc = zkl_request(c, &empty, zkl_deadline(-1), NULL);
+			zrc = zkl__request(c, &empty, zkl__deadline(-1), NULL);
 		rc = zrc == ZOK || zrc == ZNONODE ? 0 : zrc < -1000 ? zrc
-		                                               : zkl_fail_zk(zrc, "cannot clear", path);
+		                                               : zkl__fail_zk(zrc, "cannot clear", path);
 		free(pin);
 		return rc;
 	}
 	char digits[16];
 	int len = snprintf(digits, sizeof digits, "%d", count);
 	/* The child first: it makes the folder if need be, and keeps it from then on. */
-	rc = zkl_node_put(c, pin, digits, len, "semaphore count");
+	rc = zkl__node_put(c, pin, digits, len, "semaphore count");
 	if (rc == 0)
-		rc = zkl_node_put(c, path, digits, len, "semaphore count");
+		rc = zkl__node_put(c, path, digits, len, "semaphore count");
 	free(pin);
 	return rc;
 }

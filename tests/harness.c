@@ -214,7 +214,7 @@ int h_get(const char *path, char *buf, int size)
 void h_counter_init(h_counter *k)
 {
 	pthread_mutex_init(&k->mu, NULL);
-	zkl_cond_init(&k->cv);
+	zkl__cond_init(&k->cv);
 	k->n = 0;
 }
 
@@ -247,9 +247,9 @@ static bool reached(h_counter *k, int want, bool exact)
 
 static int counter_wait(h_counter *k, int want, bool exact, int ms)
 {
-	int64_t deadline = zkl_now_ms() + ms;
+	int64_t deadline = zkl__now_ms() + ms;
 	pthread_mutex_lock(&k->mu);
-	while (!reached(k, want, exact) && !zkl_cond_wait_until(&k->cv, &k->mu, deadline))
+	while (!reached(k, want, exact) && !zkl__cond_wait_until(&k->cv, &k->mu, deadline))
 		;
 	int ok = reached(k, want, exact);
 	pthread_mutex_unlock(&k->mu);

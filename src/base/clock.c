@@ -16,7 +16,7 @@
 const struct zkl_clock_hook *zkl_clock_hook;
 
 int64_t
-zkl_now_ms(void)
+zkl__now_ms(void)
 {
 	struct timespec ts;
 
@@ -29,17 +29,17 @@ zkl_now_ms(void)
 }
 
 int64_t
-zkl_deadline(int timeout_ms)
+zkl__deadline(int timeout_ms)
 {
 	/* Callers reject negative values other than ZKL_WAIT_FOREVER before they get here;
 	 * any negative value still means "no limit" rather than "already past". */
 	if (timeout_ms < 0)
 		return INT64_MAX;
-	return zkl_now_ms() + timeout_ms;
+	return zkl__now_ms() + timeout_ms;
 }
 
 struct timespec
-zkl_ms_to_timespec(int64_t ms)
+zkl__ms_to_timespec(int64_t ms)
 {
 	struct timespec ts;
 
@@ -51,7 +51,7 @@ zkl_ms_to_timespec(int64_t ms)
 }
 
 int
-zkl_cond_init(pthread_cond_t *cv)
+zkl__cond_init(pthread_cond_t *cv)
 {
 	pthread_condattr_t attr;
 	int rc;
@@ -69,7 +69,7 @@ zkl_cond_init(pthread_cond_t *cv)
 }
 
 bool
-zkl_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms)
+zkl__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms)
 {
 	struct timespec ts;
 	int rc;
@@ -82,9 +82,9 @@ zkl_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms
 	}
 	/* A deadline that has already passed is reported without sleeping, so a caller
 	 * with a 0 ms timeout never blocks. */
-	if (zkl_now_ms() >= deadline_ms)
+	if (zkl__now_ms() >= deadline_ms)
 		return true;
-	ts = zkl_ms_to_timespec(deadline_ms);
+	ts = zkl__ms_to_timespec(deadline_ms);
 	rc = pthread_cond_timedwait(cv, mu, &ts);
 	return rc == ETIMEDOUT;
 }

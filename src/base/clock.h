@@ -7,25 +7,25 @@
 #include <time.h>
 
 /* Milliseconds on CLOCK_MONOTONIC. */
-int64_t zkl_now_ms(void);
+int64_t zkl__now_ms(void);
 
 /* A deadline: INT64_MAX for "forever". */
-int64_t zkl_deadline(int timeout_ms);
+int64_t zkl__deadline(int timeout_ms);
 
 /* A CLOCK_MONOTONIC timespec for pthread_cond_timedwait (conds are made with
- * zkl_cond_init, which sets that clock). */
-struct timespec zkl_ms_to_timespec(int64_t ms);
+ * zkl__cond_init, which sets that clock). */
+struct timespec zkl__ms_to_timespec(int64_t ms);
 
 #include <pthread.h>
 /* Initialises a condition variable that waits on CLOCK_MONOTONIC. */
-int zkl_cond_init(pthread_cond_t *cv);
+int zkl__cond_init(pthread_cond_t *cv);
 /* Waits on cv until signalled or the monotonic deadline (INT64_MAX: no limit).
  * Returns true if the deadline passed. */
-bool zkl_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms);
+bool zkl__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms);
 
 /* The simulation's clock (tests/sim; internal, not exported, never set by the library).
- * While zkl_clock_hook is not NULL, zkl_now_ms() returns now(arg), and
- * zkl_cond_wait_until() calls wait(arg, mu, deadline_ms) instead of waiting on the
+ * While zkl_clock_hook is not NULL, zkl__now_ms() returns now(arg), and
+ * zkl__cond_wait_until() calls wait(arg, mu, deadline_ms) instead of waiting on the
  * condition variable: wait is entered with mu held and returns with it held, as
  * pthread_cond_timedwait does, and may return early (a spurious wake: every caller checks
  * its condition again); it returns whether the deadline passed, on now's clock. The hook

@@ -167,7 +167,7 @@ zkl_last_error(void)
 }
 
 void
-zkl_clear_error(void)
+zkl__clear_error(void)
 {
 	errbuf[0] = '\0';
 }
@@ -193,7 +193,7 @@ set_error(const char *fmt, va_list ap)
 }
 
 int
-zkl_fail(int err, const char *fmt, ...)
+zkl__fail(int err, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -209,7 +209,7 @@ zkl_fail(int err, const char *fmt, ...)
  * zkl_last_error(). */
 static const struct zk_code {
 	int zrc;
-	enum zkl_zk_class cls;
+	enum zkl__zk_class cls;
 	int err;
 } zk_codes[] = {
 	{ ZNOAUTH, ZKL_ZK_ANSWER, ZKL_EACL },
@@ -236,20 +236,20 @@ zk_code(int zrc)
 	return (struct zk_code){ zrc, ZKL_ZK_ANSWER, ZKL_EZK };
 }
 
-enum zkl_zk_class
-zkl_zk_class(int zrc)
+enum zkl__zk_class
+zkl__zk_class(int zrc)
 {
 	return zk_code(zrc).cls;
 }
 
 int
-zkl_fail_zk(int zrc, const char *what, const char *path)
+zkl__fail_zk(int zrc, const char *what, const char *path)
 {
 	const char *w = what ? what : "request";
 
 	if (path)
-		return zkl_fail(zk_code(zrc).err, "%s %s: %s", w, path, zerror(zrc));
-	return zkl_fail(zk_code(zrc).err, "%s: %s", w, zerror(zrc));
+		return zkl__fail(zk_code(zrc).err, "%s %s: %s", w, path, zerror(zrc));
+	return zkl__fail(zk_code(zrc).err, "%s: %s", w, zerror(zrc));
 }
 
 void

@@ -7,18 +7,18 @@
 #include <zklocks/errors.h>
 
 /* Records a printf-style detail for zkl_last_error() and returns err. */
-int zkl_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int zkl__fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Clears the thread's error detail. */
-void zkl_clear_error(void);
+void zkl__clear_error(void);
 
 /* Maps a ZooKeeper return code of a failed request to a ZKL_E* code, recording the
  * detail "<what>: <zerror>". */
-int zkl_fail_zk(int zrc, const char *what, const char *path);
+int zkl__fail_zk(int zrc, const char *what, const char *path);
 
 /* What a ZooKeeper return code says about the request and the session: one table
  * (errors.c) for every place that must tell them apart. */
-enum zkl_zk_class {
+enum zkl__zk_class {
 	ZKL_ZK_ANSWER,   /* the server answered (ZOK, ZNONODE, ZNODEEXISTS, ZNOAUTH...) */
 	ZKL_ZK_UNKNOWN,  /* connection loss or timeout: the request may have been applied */
 	ZKL_ZK_EXPIRED,  /* the session is gone (expired; or the handle knows it is) */
@@ -27,26 +27,26 @@ enum zkl_zk_class {
 	ZKL_ZK_CLOSING,  /* the handle is closing: never sent, or never answered */
 	ZKL_ZK_LOCAL,    /* refused by the C client itself (ZSYSTEMERROR...) */
 };
-enum zkl_zk_class zkl_zk_class(int zrc);
+enum zkl__zk_class zkl__zk_class(int zrc);
 
 /* Whether the server answered: the session was alive when the request was sent. */
-static inline bool zkl_zk_answered(int zrc)
+static inline bool zkl__zk_answered(int zrc)
 {
-	enum zkl_zk_class k = zkl_zk_class(zrc);
+	enum zkl__zk_class k = zkl__zk_class(zrc);
 	return k == ZKL_ZK_ANSWER || k == ZKL_ZK_MOVED;
 }
 
 /* Whether the outcome is unknown and the request is worth sending again once the
  * connection is back (it may have been applied: a create must be looked for). */
-static inline bool zkl_zk_transient(int zrc)
+static inline bool zkl__zk_transient(int zrc)
 {
-	return zkl_zk_class(zrc) == ZKL_ZK_UNKNOWN;
+	return zkl__zk_class(zrc) == ZKL_ZK_UNKNOWN;
 }
 
 /* Whether this session can no longer be used for the request. */
-static inline bool zkl_zk_session_gone(int zrc)
+static inline bool zkl__zk_session_gone(int zrc)
 {
-	enum zkl_zk_class k = zkl_zk_class(zrc);
+	enum zkl__zk_class k = zkl__zk_class(zrc);
 	return k == ZKL_ZK_EXPIRED || k == ZKL_ZK_MOVED;
 }
 

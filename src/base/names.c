@@ -53,7 +53,7 @@ static const char *const markers[ZKL_KIND_COUNT] = {
 #define PROTECT_HEAD "_c_"
 
 const char *
-zkl_kind_marker(enum zkl_kind k)
+zkl__kind_marker(enum zkl_kind k)
 {
 	/* An out-of-range kind is a caller's bug; "" keeps it from becoming a crash in
 	 * a printf. */
@@ -63,13 +63,13 @@ zkl_kind_marker(enum zkl_kind k)
 }
 
 bool
-zkl_kind_is_writer(enum zkl_kind k)
+zkl__kind_is_writer(enum zkl_kind k)
 {
 	return k != ZKL_KIND_READ && k != ZKL_KIND_KRLOCK;
 }
 
 bool
-zkl_kind_may_downgrade(enum zkl_kind k)
+zkl__kind_may_downgrade(enum zkl_kind k)
 {
 	return k == ZKL_KIND_WRITE || k == ZKL_KIND_KLOCK;
 }
@@ -130,7 +130,7 @@ last_strstr(const char *hay, const char *needle)
 }
 
 bool
-zkl_child_parse(const char *name, zkl_child *out)
+zkl__child_parse(const char *name, zkl_child *out)
 {
 	if (!name)
 		return false;
@@ -168,8 +168,8 @@ child_cmp(const void *pa, const void *pb)
 	/* A tie means a downgrade read node that shares its writer's number; the writer
 	 * sorts first so the read node sees the write lock it sits behind. The names then
 	 * make the order total, so every client sorts the same set the same way. */
-	wa = zkl_kind_is_writer(a->kind);
-	wb = zkl_kind_is_writer(b->kind);
+	wa = zkl__kind_is_writer(a->kind);
+	wb = zkl__kind_is_writer(b->kind);
 	if (wa != wb)
 		return wa ? -1 : 1;
 	return strcmp(a->name, b->name);
@@ -190,7 +190,7 @@ reverse(zkl_child *c, size_t lo, size_t hi)
 }
 
 void
-zkl_children_sort(zkl_child *children, size_t n)
+zkl__children_sort(zkl_child *children, size_t n)
 {
 	uint32_t best_gap = 0;
 	size_t best = 0;
@@ -266,7 +266,7 @@ mix64(uint64_t x)
 }
 
 void
-zkl_uuid(char buf[ZKL_UUID_LEN + 1])
+zkl__uuid(char buf[ZKL_UUID_LEN + 1])
 {
 	static const char hex[] = "0123456789abcdef";
 	unsigned char b[16];
@@ -316,7 +316,7 @@ uuid_hex(const char *uuid, char hex[33])
 }
 
 int
-zkl_node_prefix(char *buf, size_t size, const char *uuid, enum zkl_kind kind)
+zkl__node_prefix(char *buf, size_t size, const char *uuid, enum zkl_kind kind)
 {
 	int n;
 
@@ -336,7 +336,7 @@ zkl_node_prefix(char *buf, size_t size, const char *uuid, enum zkl_kind kind)
 }
 
 bool
-zkl_name_has_uuid(const char *name, const char *uuid)
+zkl__name_has_uuid(const char *name, const char *uuid)
 {
 	size_t hlen = sizeof(PROTECT_HEAD) - 1;
 	size_t ulen;

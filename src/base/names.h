@@ -20,14 +20,14 @@ enum zkl_kind {
 };
 
 /* The marker text of a kind ("lock-", "__READ__", ...). */
-const char *zkl_kind_marker(enum zkl_kind k);
+const char *zkl__kind_marker(enum zkl_kind k);
 
 /* Whether a kind excludes readers (everything but the two read kinds). */
-bool zkl_kind_is_writer(enum zkl_kind k);
+bool zkl__kind_is_writer(enum zkl_kind k);
 
 /* Whether a holder of this kind may leave a node at its own place in the queue: a write
  * lock that downgrades creates a read node with its own number before it goes. */
-bool zkl_kind_may_downgrade(enum zkl_kind k);
+bool zkl__kind_may_downgrade(enum zkl_kind k);
 
 /* Length of a uuid in text form, without NUL. */
 #define ZKL_UUID_LEN 36
@@ -35,7 +35,7 @@ bool zkl_kind_may_downgrade(enum zkl_kind k);
 #define ZKL_PROTECT_PREFIX_LEN (3 + ZKL_UUID_LEN + 1)
 
 /* One child of a lock path, parsed. `name` points into storage owned by the caller of
- * zkl_child_parse() (not copied). */
+ * zkl__child_parse() (not copied). */
 typedef struct zkl_child {
 	const char *name;
 	enum zkl_kind kind;
@@ -46,22 +46,22 @@ typedef struct zkl_child {
 /* Parses a child name: <anything><marker><seq>, where seq is ZooKeeper's "%010d" of a
  * signed 32-bit number (10 digits, or '-' and 9 or 10 digits). Returns true and fills
  * *out when it parses; false for a stray name, which a queue ignores. */
-bool zkl_child_parse(const char *name, zkl_child *out);
+bool zkl__child_parse(const char *name, zkl_child *out);
 
 /* Sorts children into queue order: by sequence number, as the unsigned 32-bit counter the
  * server increments, so the wrap from 2147483647 to -2147483648 keeps its order; a set
  * that spans the 2^32 wrap (-1 to 0) is rotated so the oldest comes first. Ties (a
  * downgrade read node shares its writer's number) put writers first, then compare names. */
-void zkl_children_sort(zkl_child *children, size_t n);
+void zkl__children_sort(zkl_child *children, size_t n);
 
 /* Fills buf (at least 37 bytes) with a fresh random version-4 uuid, lower case. */
-void zkl_uuid(char buf[ZKL_UUID_LEN + 1]);
+void zkl__uuid(char buf[ZKL_UUID_LEN + 1]);
 
 /* Builds the name prefix of a node we create: "_c_<uuid>-<marker>" for Curator naming.
  * Returns the length written (without NUL), or -1 if it does not fit. */
-int zkl_node_prefix(char *buf, size_t size, const char *uuid, enum zkl_kind kind);
+int zkl__node_prefix(char *buf, size_t size, const char *uuid, enum zkl_kind kind);
 
 /* Whether child name `name` was created with our uuid (begins "_c_<uuid>-"). */
-bool zkl_name_has_uuid(const char *name, const char *uuid);
+bool zkl__name_has_uuid(const char *name, const char *uuid);
 
 #endif

@@ -69,7 +69,7 @@ path_fail(const char *what, const char *path, const char *reason)
 	char shown[SHOWN_MAX + 1];
 
 	show_path(shown, sizeof(shown), path);
-	return zkl_fail(ZKL_EINVAL, "%s \"%s\" %s", what, shown, reason);
+	return zkl__fail(ZKL_EINVAL, "%s \"%s\" %s", what, shown, reason);
 }
 
 /* Decodes one UTF-8 character at s. Returns its length in bytes and sets *cp, or 0 for
@@ -174,7 +174,7 @@ check_segments(const char *path, const char *what)
 }
 
 int
-zkl_path_check(const char *path, const char *what)
+zkl__path_check(const char *path, const char *what)
 {
 	static const char reserved[] = "/zookeeper";
 	const size_t rlen = sizeof(reserved) - 1;
@@ -184,9 +184,9 @@ zkl_path_check(const char *path, const char *what)
 	if (!what)
 		what = "path";
 	if (!path)
-		return zkl_fail(ZKL_EINVAL, "%s is NULL", what);
+		return zkl__fail(ZKL_EINVAL, "%s is NULL", what);
 	if (path[0] == '\0')
-		return zkl_fail(ZKL_EINVAL, "%s is empty", what);
+		return zkl__fail(ZKL_EINVAL, "%s is empty", what);
 	if (path[0] != '/')
 		return path_fail(what, path, "is not absolute (must start with '/')");
 	len = strlen(path);
@@ -211,7 +211,7 @@ zkl_path_check(const char *path, const char *what)
 }
 
 char *
-zkl_path_join(const char *parent, const char *child)
+zkl__path_join(const char *parent, const char *child)
 {
 	size_t plen = strlen(parent);
 	size_t clen = strlen(child);
@@ -231,7 +231,7 @@ zkl_path_join(const char *parent, const char *child)
 }
 
 size_t
-zkl_path_parent_len(const char *path)
+zkl__path_parent_len(const char *path)
 {
 	const char *slash = strrchr(path, '/');
 

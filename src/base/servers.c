@@ -27,26 +27,26 @@ static int port_check(const char *servers, const char *entry, size_t len, const 
 		v = v * 10 + (port[i] - '0');
 	}
 	if (plen == 0)
-		return zkl_fail(ZKL_EINVAL, "servers \"%s\": \"%.*s\" has no port (expected "
+		return zkl__fail(ZKL_EINVAL, "servers \"%s\": \"%.*s\" has no port (expected "
 		                "host:port)", servers, (int)len, entry);
 	if (!digits || v < 1 || v > 65535)
-		return zkl_fail(ZKL_EINVAL, "servers \"%s\": port \"%.*s\" of \"%.*s\" is not a "
+		return zkl__fail(ZKL_EINVAL, "servers \"%s\": port \"%.*s\" of \"%.*s\" is not a "
 		                "port number (1..65535)", servers, (int)plen, port, (int)len, entry);
 	return 0;
 }
 
-int zkl_servers_parse(const char *servers, char **out)
+int zkl__servers_parse(const char *servers, char **out)
 {
 	*out = NULL;
 	const char *slash = strchr(servers, '/');
 	size_t hosts_len = slash ? (size_t)(slash - servers) : strlen(servers);
 	if (slash && strchr(slash, ','))
-		return zkl_fail(ZKL_EINVAL, "servers \"%s\": the chroot \"%s\" must come last, "
+		return zkl__fail(ZKL_EINVAL, "servers \"%s\": the chroot \"%s\" must come last, "
 		                "after every host:port (one chroot for all of them: "
 		                "\"host1:2181,host2:2181/chroot\")", servers, slash);
 	char *copy = malloc(strlen(servers) + 1);
 	if (!copy)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	char *w = copy;
 	const char *p = servers, *end = servers + hosts_len;
 	while (p <= end) {
@@ -57,13 +57,13 @@ int zkl_servers_parse(const char *servers, char **out)
 		size_t hlen = 0;
 		int rc = 0;
 		if (len == 0) {
-			rc = zkl_fail(ZKL_EINVAL, "servers \"%s\" has an empty entry (expected "
+			rc = zkl__fail(ZKL_EINVAL, "servers \"%s\" has an empty entry (expected "
 			              "\"host:port[,...][/chroot]\")", servers);
 		} else if (*p == '[') {
 			/* An IPv6 literal: "[addr]:port". */
 			const char *close = memchr(p, ']', len);
 			if (!close || close + 1 == stop || close[1] != ':')
-				rc = zkl_fail(ZKL_EINVAL, "servers \"%s\": \"%.*s\" is not "
+				rc = zkl__fail(ZKL_EINVAL, "servers \"%s\": \"%.*s\" is not "
 				              "\"[IPv6-address]:port\"", servers, (int)len, p);
 			else {
 				host = p + 1;
@@ -75,13 +75,13 @@ int zkl_servers_parse(const char *servers, char **out)
 				if (*q == ':')
 					colon = q;
 			if (!colon)
-				rc = zkl_fail(ZKL_EINVAL, "servers \"%s\": \"%.*s\" has no port "
+				rc = zkl__fail(ZKL_EINVAL, "servers \"%s\": \"%.*s\" has no port "
 				              "(expected host:port)", servers, (int)len, p);
 			else
 				hlen = (size_t)(colon - p);
 		}
 		if (rc == 0 && hlen == 0)
-			rc = zkl_fail(ZKL_EINVAL, "servers \"%s\": \"%.*s\" has no host", servers,
+			rc = zkl__fail(ZKL_EINVAL, "servers \"%s\": \"%.*s\" has no host", servers,
 			              (int)len, p);
 		if (rc == 0)
 			rc = port_check(servers, p, len, colon + 1, (size_t)(stop - colon - 1));
@@ -103,7 +103,7 @@ int zkl_servers_parse(const char *servers, char **out)
 	return 0;
 }
 
-int zkl_servers_unresolved(const char *servers)
+int zkl__servers_unresolved(const char *servers)
 {
 	char *copy = strdup(servers);
 	if (!copy)
@@ -133,6 +133,6 @@ int zkl_servers_unresolved(const char *servers)
 	free(copy);
 	if (any || !why)
 		return 0;
-	return zkl_fail(ZKL_ECONNECT, "the host name \"%s\" could not be resolved (%s)%s",
+	return zkl__fail(ZKL_ECONNECT, "the host name \"%s\" could not be resolved (%s)%s",
 	                first, why, strchr(servers, ',') ? ", nor any other of the servers" : "");
 }

@@ -7,11 +7,11 @@
  * is passed on without them, as the C client reads the port after the last colon), at
  * most one chroot, after the last entry. Returns 0, ZKL_EINVAL with the reason in
  * zkl_last_error() (naming the entry), or ZKL_ENOMEM. */
-int zkl_servers_parse(const char *servers, char **out);
+int zkl__servers_parse(const char *servers, char **out);
 
 /* After the C client failed to start on servers (the C client's form): if no host name
  * in it can be resolved, fails with ZKL_ECONNECT naming the first and the resolver's
  * reason, and returns that; else returns 0. */
-int zkl_servers_unresolved(const char *servers);
+int zkl__servers_unresolved(const char *servers);
 
 #endif

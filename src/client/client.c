@@ -28,7 +28,7 @@
 #include "core.h"
 #include "servers.h"
 
-void zkl_log(zkl_client *c, zkl_log_level level, const char *fmt, ...)
+void zkl__log(zkl_client *c, zkl_log_level level, const char *fmt, ...)
 {
 	if (!c || !c->log || level > c->log_level)
 		return;
@@ -40,7 +40,7 @@ void zkl_log(zkl_client *c, zkl_log_level level, const char *fmt, ...)
 	c->log(level, buf, c->log_data);
 }
 
-int zkl_default_data(char *buf, size_t size)
+int zkl__default_data(char *buf, size_t size)
 {
 	char host[256];
 	if (gethostname(host, sizeof host) != 0)
@@ -82,39 +82,39 @@ static const char secure_build_hint[] =
 static int check_file_opt(const char *name, const char *path, bool comma_ok)
 {
 	if (!*path)
-		return zkl_fail(ZKL_EINVAL, "%s is empty", name);
+		return zkl__fail(ZKL_EINVAL, "%s is empty", name);
 	if (!comma_ok && strchr(path, ','))
-		return zkl_fail(ZKL_EINVAL, "%s \"%s\" contains a comma, which the C client's "
+		return zkl__fail(ZKL_EINVAL, "%s \"%s\" contains a comma, which the C client's "
 		                "certificate list cannot carry", name, path);
 	if (access(path, R_OK) != 0)
-		return zkl_fail(ZKL_EINVAL, "%s \"%s\": %s", name, path, strerror(errno));
+		return zkl__fail(ZKL_EINVAL, "%s \"%s\": %s", name, path, strerror(errno));
 	return 0;
 }
 
 /* The tls_* and sasl_* options: what this build can do, and whether they fit together. */
 static int check_secure_options(const zkl_client_options *o, bool tls, bool sasl)
 {
-	unsigned have = zkl_zk_features();
+	unsigned have = zkl__zk_features();
 	if (tls && !(have & ZKL_FEATURE_TLS))
-		return zkl_fail(ZKL_ENOTSUP, "TLS was asked for (tls_ca), but this zklocks was "
+		return zkl__fail(ZKL_ENOTSUP, "TLS was asked for (tls_ca), but this zklocks was "
 		                "built against a ZooKeeper C client without TLS (no "
 		                "zookeeper_init_ssl). %s", secure_build_hint);
 	if (sasl && !(have & ZKL_FEATURE_SASL))
-		return zkl_fail(ZKL_ENOTSUP, "SASL was asked for (sasl_mechanism), but this "
+		return zkl__fail(ZKL_ENOTSUP, "SASL was asked for (sasl_mechanism), but this "
 		                "zklocks was built against a ZooKeeper C client without SASL (no "
 		                "zookeeper_init_sasl). %s", secure_build_hint);
 	if (tls && sasl)
-		return zkl_fail(ZKL_EINVAL, "TLS and SASL together: the ZooKeeper C client opens "
+		return zkl__fail(ZKL_EINVAL, "TLS and SASL together: the ZooKeeper C client opens "
 		                "a session with one or the other (digest_auth goes with either)");
 	if (tls) {
 		if (!o->tls_ca)
-			return zkl_fail(ZKL_EINVAL, "tls_cert, tls_key or tls_key_password without "
+			return zkl__fail(ZKL_EINVAL, "tls_cert, tls_key or tls_key_password without "
 			                "tls_ca (the CA file that signs the servers' certificates)");
 		if (!o->tls_cert != !o->tls_key)
-			return zkl_fail(ZKL_EINVAL, "tls_cert and tls_key go together (%s given alone)",
+			return zkl__fail(ZKL_EINVAL, "tls_cert and tls_key go together (%s given alone)",
 			                o->tls_cert ? "tls_cert" : "tls_key");
 		if (o->tls_key_password && !o->tls_key)
-			return zkl_fail(ZKL_EINVAL, "tls_key_password without tls_key");
+			return zkl__fail(ZKL_EINVAL, "tls_key_password without tls_key");
 		int rc = check_file_opt("tls_ca", o->tls_ca, false);
 		if (rc == 0 && o->tls_cert)
 			rc = check_file_opt("tls_cert", o->tls_cert, false);
@@ -123,18 +123,18 @@ static int check_secure_options(const zkl_client_options *o, bool tls, bool sasl
 		if (rc != 0)
 			return rc;
 		if (o->tls_key_password && strchr(o->tls_key_password, ','))
-			return zkl_fail(ZKL_EINVAL, "tls_key_password contains a comma, which the C "
+			return zkl__fail(ZKL_EINVAL, "tls_key_password contains a comma, which the C "
 			                "client's certificate list cannot carry");
 	}
 	if (sasl) {
 		if (!o->sasl_mechanism || !*o->sasl_mechanism)
-			return zkl_fail(ZKL_EINVAL, "sasl_* options without sasl_mechanism "
+			return zkl__fail(ZKL_EINVAL, "sasl_* options without sasl_mechanism "
 			                "(\"DIGEST-MD5\", \"GSSAPI\")");
 		if (strcasecmp(o->sasl_mechanism, "DIGEST-MD5") == 0) {
 			if (!o->sasl_user || !*o->sasl_user)
-				return zkl_fail(ZKL_EINVAL, "SASL DIGEST-MD5 needs sasl_user");
+				return zkl__fail(ZKL_EINVAL, "SASL DIGEST-MD5 needs sasl_user");
 			if (!o->sasl_password && !o->sasl_password_file && !o->sasl_password_fn)
-				return zkl_fail(ZKL_EINVAL, "SASL DIGEST-MD5 needs a password: "
+				return zkl__fail(ZKL_EINVAL, "SASL DIGEST-MD5 needs a password: "
 				                "sasl_password, sasl_password_file or sasl_password_fn");
 		}
 		if (o->sasl_password_file && !o->sasl_password) {
@@ -148,7 +148,7 @@ static int check_secure_options(const zkl_client_options *o, bool tls, bool sasl
 
 unsigned zkl_features(void)
 {
-	return zkl_zk_features();
+	return zkl__zk_features();
 }
 
 static void client_free(zkl_client *c)
@@ -167,7 +167,7 @@ static void client_free(zkl_client *c)
 	free(c->task_folders);
 	free(c->listeners);
 	free(c->servers);
-	zkl_zk_creds_release(&c->creds);
+	zkl__zk_creds_release(&c->creds);
 	free((char *)c->creds.digest);
 	free((char *)c->creds.tls);
 	free((char *)c->creds.sasl_mechanism);
@@ -191,13 +191,13 @@ static void client_free(zkl_client *c)
 
 int zkl_client_open(zkl_client **out, const zkl_client_options *o)
 {
-	return zkl_client_open_on(out, o, &zkl_zk_client, NULL);
+	return zkl__client_open_on(out, o, &zkl_zk_client, NULL);
 }
 
 static int client_open(zkl_client **out, const zkl_client_options *o,
                        const struct zkl_zk_ops *zk, void *zk_self, zhandle_t *adopt);
 
-int zkl_client_open_on(zkl_client **out, const zkl_client_options *o,
+int zkl__client_open_on(zkl_client **out, const zkl_client_options *o,
                        const struct zkl_zk_ops *zk, void *zk_self)
 {
 	return client_open(out, o, zk, zk_self, NULL);
@@ -205,27 +205,27 @@ int zkl_client_open_on(zkl_client **out, const zkl_client_options *o,
 
 int zkl_client_adopt(zkl_client **out, zhandle_t *zh, const zkl_client_options *o)
 {
-	return zkl_client_adopt_on(out, zh, o, &zkl_zk_client, NULL);
+	return zkl__client_adopt_on(out, zh, o, &zkl_zk_client, NULL);
 }
 
-int zkl_client_adopt_on(zkl_client **out, zhandle_t *zh, const zkl_client_options *o,
+int zkl__client_adopt_on(zkl_client **out, zhandle_t *zh, const zkl_client_options *o,
                         const struct zkl_zk_ops *zk, void *zk_self)
 {
-	zkl_clear_error();
+	zkl__clear_error();
 	if (out)
 		*out = NULL;
 	if (!zh)
-		return zkl_fail(ZKL_EINVAL, "the ZooKeeper handle is NULL");
+		return zkl__fail(ZKL_EINVAL, "the ZooKeeper handle is NULL");
 	return client_open(out, o, zk, zk_self, zh);
 }
 
 static int client_open(zkl_client **out, const zkl_client_options *o,
                        const struct zkl_zk_ops *zk, void *zk_self, zhandle_t *adopt)
 {
-	zkl_clear_error();
+	zkl__clear_error();
 	zkl_client_options defaults;
 	if (!out)
-		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
+		return zkl__fail(ZKL_EINVAL, "output pointer is NULL");
 	*out = NULL;
 	if (!o) {
 		zkl_client_options_init(&defaults);
@@ -236,46 +236,46 @@ static int client_open(zkl_client **out, const zkl_client_options *o,
 	if (adopt)
 		goto servers_checked;
 	if (!o->servers || !*o->servers)
-		return zkl_fail(ZKL_EINVAL, "servers is empty (expected \"host:port[,...][/chroot]\")");
+		return zkl__fail(ZKL_EINVAL, "servers is empty (expected \"host:port[,...][/chroot]\")");
 	if (strspn(o->servers, " \t") == strlen(o->servers) || strchr(o->servers, ' '))
-		return zkl_fail(ZKL_EINVAL, "servers \"%s\" contains spaces", o->servers);
+		return zkl__fail(ZKL_EINVAL, "servers \"%s\" contains spaces", o->servers);
 	const char *chroot = strchr(o->servers, '/');
-	if (chroot && zkl_path_check(chroot, "chroot") != 0 && strcmp(chroot, "/") != 0)
+	if (chroot && zkl__path_check(chroot, "chroot") != 0 && strcmp(chroot, "/") != 0)
 		return ZKL_EINVAL;
 	if (o->session_timeout_ms < ZKL_SESSION_TIMEOUT_MIN ||
 	    o->session_timeout_ms > ZKL_SESSION_TIMEOUT_MAX)
-		return zkl_fail(ZKL_EINVAL, "session timeout %d ms is out of range (%d..%d ms; the "
+		return zkl__fail(ZKL_EINVAL, "session timeout %d ms is out of range (%d..%d ms; the "
 		                "server then settles it within 2..20 times its tickTime)",
 		                o->session_timeout_ms, ZKL_SESSION_TIMEOUT_MIN,
 		                ZKL_SESSION_TIMEOUT_MAX);
 servers_checked:
 	if (o->connect_timeout_ms < 0)
-		return zkl_fail(ZKL_EINVAL, "connect timeout %d ms is negative", o->connect_timeout_ms);
+		return zkl__fail(ZKL_EINVAL, "connect timeout %d ms is negative", o->connect_timeout_ms);
 	if (o->max_request < 1024)
-		return zkl_fail(ZKL_EINVAL, "max_request %d is below 1024 bytes (the servers' "
+		return zkl__fail(ZKL_EINVAL, "max_request %d is below 1024 bytes (the servers' "
 		                "jute.maxbuffer; ZooKeeper's default is 1048575)", o->max_request);
 	if (o->loss_percent < 50 || o->loss_percent > 100)
-		return zkl_fail(ZKL_EINVAL, "loss_percent %d is out of range (50..100 %% of the "
+		return zkl__fail(ZKL_EINVAL, "loss_percent %d is out of range (50..100 %% of the "
 		                "session timeout)", o->loss_percent);
 	if (o->digest_auth && !strchr(o->digest_auth, ':'))
-		return zkl_fail(ZKL_EINVAL, "digest credentials must look like \"user:password\"");
+		return zkl__fail(ZKL_EINVAL, "digest credentials must look like \"user:password\"");
 	if (o->acl != ZKL_ACL_OPEN && o->acl != ZKL_ACL_CREATOR_ALL &&
 	    o->acl != ZKL_ACL_CREATOR_ALL_READ)
-		return zkl_fail(ZKL_EINVAL, "acl %d is not a zkl_acl value", (int)o->acl);
-	if (zkl_folders_check(o) != 0)
+		return zkl__fail(ZKL_EINVAL, "acl %d is not a zkl_acl value", (int)o->acl);
+	if (zkl__folders_check(o) != 0)
 		return ZKL_EINVAL;
 	bool tls = o->tls_ca || o->tls_cert || o->tls_key || o->tls_key_password;
 	bool sasl = o->sasl_mechanism || o->sasl_user || o->sasl_password ||
 	            o->sasl_password_file || o->sasl_password_fn || o->sasl_service || o->sasl_host;
 	if (adopt && (tls || sasl))
-		return zkl_fail(ZKL_EINVAL, "an adopted handle has its transport and credentials "
+		return zkl__fail(ZKL_EINVAL, "an adopted handle has its transport and credentials "
 		                "already: the tls_* and sasl_* options do not apply to it");
 	int rc = check_secure_options(o, tls, sasl);
 	if (rc != 0)
 		return rc;
 	if (o->acl != ZKL_ACL_OPEN && !o->digest_auth && !o->sasl_mechanism && !o->tls_cert &&
 	    !adopt)
-		return zkl_fail(ZKL_EAUTH, "a creator-only ACL needs an identity: digest "
+		return zkl__fail(ZKL_EAUTH, "a creator-only ACL needs an identity: digest "
 		                "credentials (digest_auth \"user:password\"), SASL "
 		                "(sasl_mechanism) or a TLS client certificate (tls_cert)");
 
@@ -283,28 +283,28 @@ servers_checked:
 	char *zk_servers = NULL;
 	if (adopt)
 		zk_servers = strdup(servers);
-	else if ((rc = zkl_servers_parse(servers, &zk_servers)) != 0)
+	else if ((rc = zkl__servers_parse(servers, &zk_servers)) != 0)
 		return rc;
 	zkl_client *c = calloc(1, sizeof *c);
 	if (!c) {
 		free(zk_servers);
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	}
 	c->servers = zk_servers;
 	c->zk = zk;
 	c->zk_self = zk_self;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_mutex_init(&c->inbox_mu, NULL);
-	zkl_cond_init(&c->inbox_cv);
-	zkl_cond_init(&c->cv);
-	zkl_cond_init(&c->ev_cv);
+	zkl__cond_init(&c->inbox_cv);
+	zkl__cond_init(&c->cv);
+	zkl__cond_init(&c->ev_cv);
 	c->efd = -1;
 	c->external = o->external_loop;
 	c->loop_due = INT64_MAX;
 	if (c->external && (c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
 		int e = errno;
 		client_free(c);
-		return zkl_fail(ZKL_ENOMEM, "cannot make the loop's descriptor: %s", strerror(e));
+		return zkl__fail(ZKL_ENOMEM, "cannot make the loop's descriptor: %s", strerror(e));
 	}
 	bool nomem = false;
 	if (!adopt) {
@@ -359,14 +359,14 @@ servers_checked:
 	}
 	if (!c->servers || nomem) {
 		client_free(c);
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	}
 	if (adopt) {
 		c->adopted = true;
 		c->sess = calloc(1, sizeof *c->sess);
 		if (!c->sess) {
 			client_free(c);
-			return zkl_fail(ZKL_ENOMEM, "out of memory");
+			return zkl__fail(ZKL_ENOMEM, "out of memory");
 		}
 		c->sess->c = c;
 		c->sess->gen = 1;
@@ -391,17 +391,17 @@ servers_checked:
 	if (!c->sess) {
 		int e = errno;
 		int unresolved = e != EINVAL && e != ENOTSUP && !adopt ?
-		                 zkl_servers_unresolved(c->servers) : 0;
+		                 zkl__servers_unresolved(c->servers) : 0;
 		client_free(c);
 		if (unresolved)
 			return unresolved;
 		if (e == EINVAL)
-			return zkl_fail(ZKL_EINVAL, "servers \"%s\" cannot be parsed (expected "
+			return zkl__fail(ZKL_EINVAL, "servers \"%s\" cannot be parsed (expected "
 			                "\"host:port[,...][/chroot]\")", o->servers);
 		if (e == ENOTSUP)
-			return zkl_fail(ZKL_ENOTSUP, "the ZooKeeper C client cannot open a %s "
+			return zkl__fail(ZKL_ENOTSUP, "the ZooKeeper C client cannot open a %s "
 			                "session", tls ? "TLS" : "SASL");
-		return zkl_fail(ZKL_ECONNECT, "cannot start a ZooKeeper client for %s: %s",
+		return zkl__fail(ZKL_ECONNECT, "cannot start a ZooKeeper client for %s: %s",
 		                o->servers, strerror(e));
 	}
 	c->gen = 1;
@@ -410,38 +410,38 @@ servers_checked:
 	if (!c->external && pthread_create(&c->ev_thread, NULL, zkl__event_main, c) != 0) {
 		zkl__session_free(c, c->sess);
 		client_free(c);
-		return zkl_fail(ZKL_ENOMEM, "cannot start the event thread");
+		return zkl__fail(ZKL_ENOMEM, "cannot start the event thread");
 	}
 	c->ev_running = !c->external;
 
-	int64_t deadline = zkl_deadline(c->connect_timeout);
+	int64_t deadline = zkl__deadline(c->connect_timeout);
 	pthread_mutex_lock(&c->mu);
 	/* A SASL refusal shows only in the handle's state: look at it now and then. */
 	bool poll_auth = c->creds.sasl_mechanism && c->zk->auth_failed;
 	/* Why no session comes up, if none does: looked at with connects of our own. */
 	bool reach = !adopt && zk == &zkl_zk_client, refused = false;
 	struct zkl_reach r;
-	zkl_reach_init(&r);
+	zkl__reach_init(&r);
 	while (c->state == ZKL_STATE_CONNECTING && !c->auth_failed) {
 		if (poll_auth && c->zk->auth_failed(c->sess->zh)) {
 			c->auth_failed = true;
 			break;
 		}
-		if (reach && zkl_now_ms() >= r.next_ms) {
+		if (reach && zkl__now_ms() >= r.next_ms) {
 			pthread_mutex_unlock(&c->mu);
-			refused = zkl_reach_step(&r, o->servers);
+			refused = zkl__reach_step(&r, o->servers);
 			pthread_mutex_lock(&c->mu);
 			if (refused || c->state != ZKL_STATE_CONNECTING)
 				break;
 		}
 		int64_t wake = deadline;
-		if (poll_auth && zkl_now_ms() + 20 < wake)
-			wake = zkl_now_ms() + 20;
+		if (poll_auth && zkl__now_ms() + 20 < wake)
+			wake = zkl__now_ms() + 20;
 		if (reach && r.next_ms < wake)
 			wake = r.next_ms;
 		if (!c->external) {
-			zkl_cond_wait_until(&c->cv, &c->mu, wake);
-			if (zkl_now_ms() >= deadline)
+			zkl__cond_wait_until(&c->cv, &c->mu, wake);
+			if (zkl__now_ms() >= deadline)
 				break;
 			continue;
 		}
@@ -452,8 +452,8 @@ servers_checked:
 		zkl__running_loop = NULL;
 		if (c->state != ZKL_STATE_CONNECTING || c->auth_failed)
 			break;
-		zkl_cond_wait_until(&c->ev_cv, &c->mu, next < wake ? next : wake);
-		if (zkl_now_ms() >= deadline)
+		zkl__cond_wait_until(&c->ev_cv, &c->mu, next < wake ? next : wake);
+		if (zkl__now_ms() >= deadline)
 			break;
 	}
 	bool ok = c->state != ZKL_STATE_CONNECTING && !c->auth_failed;
@@ -462,28 +462,28 @@ servers_checked:
 	if (!ok) {
 		zkl_client_close(c);
 		if (auth && o->sasl_mechanism)
-			return zkl_fail(ZKL_EAUTH, "ZooKeeper at %s refused the SASL %s "
+			return zkl__fail(ZKL_EAUTH, "ZooKeeper at %s refused the SASL %s "
 			                "authentication of \"%s\" (wrong user or password?)", servers,
 			                o->sasl_mechanism, o->sasl_user ? o->sasl_user : "");
 		if (auth)
-			return zkl_fail(ZKL_EAUTH, "ZooKeeper at %s refused the credentials", servers);
+			return zkl__fail(ZKL_EAUTH, "ZooKeeper at %s refused the credentials", servers);
 		if (o->tls_ca)
-			return zkl_fail(ZKL_ECONNECT, "no TLS session with ZooKeeper at %s within "
+			return zkl__fail(ZKL_ECONNECT, "no TLS session with ZooKeeper at %s within "
 			                "%d ms: is it the server's secureClientPort, is its "
 			                "certificate signed by a CA of tls_ca %s, and does it want "
 			                "a client certificate (%s)?", servers, o->connect_timeout_ms,
 			                o->tls_ca, o->tls_cert ? "it was sent: does it trust its CA"
 			                : "none was given: tls_cert, tls_key");
 		if (refused)
-			return zkl_fail(ZKL_ECONNECT, "connection refused at %s: nothing listens "
+			return zkl__fail(ZKL_ECONNECT, "connection refused at %s: nothing listens "
 			                "there (is the ZooKeeper server running, on that port?)",
 			                servers);
 		if (r.accepted)
-			return zkl_fail(ZKL_ECONNECT, "no answer from ZooKeeper at %s within %d ms: "
+			return zkl__fail(ZKL_ECONNECT, "no answer from ZooKeeper at %s within %d ms: "
 			                "the port accepts connections but says nothing (a port that "
 			                "takes only TLS stays silent to a plaintext client: set "
 			                "tls_ca)", servers, o->connect_timeout_ms);
-		return zkl_fail(ZKL_ECONNECT, "no ZooKeeper server answered at %s within %d ms",
+		return zkl__fail(ZKL_ECONNECT, "no ZooKeeper server answered at %s within %d ms",
 		                servers, o->connect_timeout_ms);
 	}
 	*out = c;
@@ -504,9 +504,9 @@ static bool requests_out(zkl_client *c)
 
 void zkl_client_close(zkl_client *c)
 {
-	if (!c || zkl_client_close_refused(c))
+	if (!c || zkl__client_close_refused(c))
 		return;
-	/* No release sends its delete by itself any more (zkl_task_delete_sent): those
+	/* No release sends its delete by itself any more (zkl__task_delete_sent): those
 	 * under way are waited for below, as requests out. */
 	atomic_store(&c->sess_pub, NULL);
 	/* From now on every completion wakes the loop: close waits for them. */
@@ -516,12 +516,12 @@ void zkl_client_close(zkl_client *c)
 	if (c->adopted) {
 		/* The session goes on without us: our nodes' background deletes must be done
 		 * first, or a lock node would stay as long as the application's session. */
-		int64_t until = zkl_now_ms() + zkl__session_timeout_ms(c);
-		while (c->ntasks > 0 && !c->sess->expired && zkl_now_ms() < until)
-			if (!zkl_loop_step(c))
-				zkl_cond_wait_until(&c->ev_cv, &c->mu, zkl_now_ms() + 100);
+		int64_t until = zkl__now_ms() + zkl__session_timeout_ms(c);
+		while (c->ntasks > 0 && !c->sess->expired && zkl__now_ms() < until)
+			if (!zkl__loop_step(c))
+				zkl__cond_wait_until(&c->ev_cv, &c->mu, zkl__now_ms() + 100);
 		if (c->ntasks > 0)
-			zkl_log(c, ZKL_LOG_ERROR, "closing with background deletes not done on the "
+			zkl__log(c, ZKL_LOG_ERROR, "closing with background deletes not done on the "
 			        "application's session: their nodes stay until it ends");
 	}
 	/* Let the requests already sent complete, so their memory is not lost with the
@@ -529,8 +529,8 @@ void zkl_client_close(zkl_client *c)
 	 * another thread); bounded, since a dead connection fails them within the session
 	 * timeout. That holds for retired sessions still connected too: one given up a
 	 * moment ago has a heartbeat out. */
-	int64_t deadline = zkl_now_ms() + 3000;
-	while (requests_out(c) && !zkl_cond_wait_until(&c->ev_cv, &c->mu, deadline))
+	int64_t deadline = zkl__now_ms() + 3000;
+	while (requests_out(c) && !zkl__cond_wait_until(&c->ev_cv, &c->mu, deadline))
 		;
 	c->closing = true;
 	zkl__wake_all(c);
@@ -565,11 +565,11 @@ void zkl_client_close(zkl_client *c)
 
 int zkl_client_get_stats(const zkl_client *c, zkl_client_stats *out, size_t size)
 {
-	zkl_clear_error();
+	zkl__clear_error();
 	if (!c || !out)
-		return zkl_fail(ZKL_EINVAL, "%s is NULL", c ? "out" : "client");
+		return zkl__fail(ZKL_EINVAL, "%s is NULL", c ? "out" : "client");
 	if (size < sizeof out->acquisitions)
-		return zkl_fail(ZKL_EINVAL, "size %zu is too small for zkl_client_stats", size);
+		return zkl__fail(ZKL_EINVAL, "size %zu is too small for zkl_client_stats", size);
 	zkl_client_stats s = {
 		.acquisitions = atomic_load_explicit(&c->n_acquisitions, memory_order_relaxed),
 		.granted = atomic_load_explicit(&c->n_granted, memory_order_relaxed),
@@ -607,6 +607,6 @@ const char *zkl_state_name(zkl_state s)
 
 int64_t zkl_monotonic_ms(void)
 {
-	return zkl_now_ms();
+	return zkl__now_ms();
 }
 

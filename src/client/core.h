@@ -64,7 +64,7 @@ struct revread_msg {
 	struct zkl_msg m;
 	struct zkl_revwatch *rv;
 	int rc;
-	enum zkl_data_read read;   /* what the watch's decoder found */
+	enum zkl__data_read read;   /* what the watch's decoder found */
 	int32_t value;             /* ZKL_DATA_VALUE's */
 };
 

@@ -9,16 +9,16 @@
  * each folder create and tells the answer back (acquire.c). */
 #include "internal.h"
 
-int zkl_folders_check(const zkl_client_options *o)
+int zkl__folders_check(const zkl_client_options *o)
 {
 	if (o->lock_folders != ZKL_FOLDERS_AUTO && o->lock_folders != ZKL_FOLDERS_CONTAINER &&
 	    o->lock_folders != ZKL_FOLDERS_PERSISTENT)
-		return zkl_fail(ZKL_EINVAL, "lock_folders %d is not a zkl_lock_folders value",
+		return zkl__fail(ZKL_EINVAL, "lock_folders %d is not a zkl_lock_folders value",
 		                (int)o->lock_folders);
 	return 0;
 }
 
-int zkl_folder_mode(zkl_client *c)
+int zkl__folder_mode(zkl_client *c)
 {
 	if (c->lock_folders == ZKL_FOLDERS_PERSISTENT ||
 	    (c->lock_folders == ZKL_FOLDERS_AUTO && atomic_load(&c->containers_refused)))
@@ -26,16 +26,16 @@ int zkl_folder_mode(zkl_client *c)
 	return ZOO_CONTAINER;
 }
 
-int zkl_folder_refused(zkl_client *c, int mode, int zrc, const char *path)
+int zkl__folder_refused(zkl_client *c, int mode, int zrc, const char *path)
 {
 	if (mode != ZOO_CONTAINER || (zrc != ZUNIMPLEMENTED && zrc != ZBADARGUMENTS))
 		return 0;
 	if (c->lock_folders == ZKL_FOLDERS_CONTAINER)
-		return zkl_fail(ZKL_EZK, "cannot create the lock folder %s: the server refuses "
+		return zkl__fail(ZKL_EZK, "cannot create the lock folder %s: the server refuses "
 		                "container nodes (%s), and lock_folders is ZKL_FOLDERS_CONTAINER",
 		                path, zerror(zrc));
 	if (!atomic_exchange(&c->containers_refused, true))
-		zkl_log(c, ZKL_LOG_WARN, "the server refuses container nodes (%s): this client "
+		zkl__log(c, ZKL_LOG_WARN, "the server refuses container nodes (%s): this client "
 		        "makes lock folders as persistent nodes, which stay when empty "
 		        "(zkl_prune(), zklock prune)", zerror(zrc));
 	return 1;

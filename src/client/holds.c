@@ -12,7 +12,7 @@
 
 #include "core.h"
 
-struct zkl_hold *zkl_hold_new(const char *path, uint64_t gen,
+struct zkl_hold *zkl__hold_new(const char *path, uint64_t gen,
                               void (*on_lost)(struct zkl_hold *h, void *ctx), void *ctx)
 {
 	size_t len = path ? strlen(path) : 0;
@@ -30,7 +30,7 @@ struct zkl_hold *zkl_hold_new(const char *path, uint64_t gen,
 	return h;
 }
 
-void zkl_hold_add_locked(zkl_client *c, struct zkl_hold *h)
+void zkl__hold_add_locked(zkl_client *c, struct zkl_hold *h)
 {
 	h->prev = NULL;
 	h->next = c->holds;
@@ -40,10 +40,10 @@ void zkl_hold_add_locked(zkl_client *c, struct zkl_hold *h)
 	/* A hold of a session the loop has moved on from, or given up, is lost already:
 	 * zkl__holds_notify() reports it on this turn. */
 	if (h->gen != c->gen || (c->sess && c->sess->given_up))
-		zkl_hold_mark_lost(c, h);
+		zkl__hold_mark_lost(c, h);
 }
 
-void zkl_hold_mark_lost(zkl_client *c, struct zkl_hold *h)
+void zkl__hold_mark_lost(zkl_client *c, struct zkl_hold *h)
 {
 	if (atomic_load(&h->lost))
 		return;
@@ -69,7 +69,7 @@ static void hold_post(zkl_client *c, struct zkl_msg *m)
  * owner is the loop. One whose on_lost runs right now goes when it returns. */
 void zkl__hold_unlink(zkl_client *c, struct zkl_hold *h)
 {
-	zkl_hold_unwatch_node(c, h);
+	zkl__hold_unwatch_node(c, h);
 	if (h->prev)
 		h->prev->next = h->next;
 	else
@@ -90,7 +90,7 @@ static bool hold_doomed(zkl_client *c, struct zkl_hold *h)
 		return true;
 	const struct zkl_session *s = c->sess;
 	return s && s->gen == h->gen &&
-	       (s->given_up || s->expired || zkl_now_ms() >= zkl_lost_at(c));
+	       (s->given_up || s->expired || zkl__now_ms() >= zkl__lost_at(c));
 }
 
 /* Reports h lost here, on a thread that runs the loop (mu held, released around the
@@ -131,7 +131,7 @@ static bool hold_finish(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending 
 			if (st != ZKL_HOLD_DISPATCHING)
 				break; /* ended already */
 			pthread_mutex_lock(&c->mu);
-			if (zkl_runs_loop(c) && h->in_dispatch) {
+			if (zkl__runs_loop(c) && h->in_dispatch) {
 				atomic_store(&h->state, ZKL_HOLD_ENDED);
 				pthread_mutex_unlock(&c->mu);
 				break;
@@ -166,7 +166,7 @@ static bool hold_finish(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending 
 		if (st == ZKL_HOLD_ENDED)
 			break; /* ended already: a release inside its own on_lost */
 		if (st == ZKL_HOLD_DISPATCHING) {
-			if (zkl_runs_loop(c) && h->in_dispatch) {
+			if (zkl__runs_loop(c) && h->in_dispatch) {
 				/* Only the loop dispatches: this is a release inside h's own
 				 * on_lost. */
 				atomic_store(&h->state, ZKL_HOLD_ENDED);
@@ -179,7 +179,7 @@ static bool hold_finish(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending 
 			atomic_store(&h->state, ZKL_HOLD_ENDED);
 			break;
 		}
-		if (zkl_runs_loop(c)) {
+		if (zkl__runs_loop(c)) {
 			hold_report_here(c, h);
 			continue;
 		}
@@ -193,7 +193,7 @@ static bool hold_finish(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending 
 	return lost;
 }
 
-bool zkl_hold_end(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending how)
+bool zkl__hold_end(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending how)
 {
 	bool lost = hold_finish(c, h, how);
 	/* No wake: an ended hold is nothing to the loop but memory. */
@@ -202,7 +202,7 @@ bool zkl_hold_end(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending how)
 	return lost;
 }
 
-void zkl_hold_end_locked(zkl_client *c, struct zkl_hold *h)
+void zkl__hold_end_locked(zkl_client *c, struct zkl_hold *h)
 {
 	atomic_store(&h->state, ZKL_HOLD_ENDED);
 	zkl__hold_unlink(c, h);

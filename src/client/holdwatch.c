@@ -6,7 +6,7 @@
  * it (an operator "clearing a stuck lock" in ZooKeeper's shell). The next contender then
  * holds as soon as it hears of it, so the holder must hear of it as soon as the server
  * says so: from the grant on, the loop keeps an exists watch on the node of every hold
- * the engine makes (zkl_hold_watch_node), and marks the hold lost, as an expiry does,
+ * the engine makes (zkl__hold_watch_node), and marks the hold lost, as an expiry does,
  * when the server says the node is gone: the watch fires with ZOO_DELETED_EVENT, or the
  * exists that sets it is answered ZNONODE (the node went before the watch was set). The
  * loss is then reported on the same turn of the loop as any other (holds_notify): the
@@ -23,7 +23,7 @@
  *     deletion meanwhile);
  *   - the session changes: the hold is lost with its session, and the watch stops;
  *   - the hold ends (its owner lets go): the watch goes with it. Its owner marks it
- *     releasing before its own delete is sent (zkl_engine_release), and the hold may
+ *     releasing before its own delete is sent (zkl__engine_release), and the hold may
  *     live on until that delete is out or answered: from the mark on, the node's
  *     deletion is the release's own, never taken for a loss.
  *
@@ -45,12 +45,12 @@ struct zkl_nodewatch {
 static void nodewatch_stop(zkl_client *c, struct zkl_nodewatch *nw)
 {
 	if (!nw->stopped)
-		zkl_waiter_leave(c, &nw->w);
+		zkl__waiter_leave(c, &nw->w);
 	nw->stopped = true;
-	zkl_op_put(c, nw->op);
+	zkl__op_put(c, nw->op);
 	nw->op = NULL;
 	if (nw->wt)
-		zkl_watch_put(c, nw->wt);
+		zkl__watch_put(c, nw->wt);
 	nw->wt = NULL;
 }
 
@@ -65,9 +65,9 @@ static void node_gone(zkl_client *c, struct zkl_nodewatch *nw)
 {
 	struct zkl_hold *h = nw->h;
 	if (atomic_load(&h->state) != ZKL_HOLD_ENDED && !atomic_load(&h->lost))
-		zkl_log(c, ZKL_LOG_WARN, "the node %s of a lock held was deleted by someone else: "
+		zkl__log(c, ZKL_LOG_WARN, "the node %s of a lock held was deleted by someone else: "
 		        "the lock is lost", h->path);
-	zkl_hold_mark_lost(c, h);
+	zkl__hold_mark_lost(c, h);
 	nodewatch_stop(c, nw);
 }
 
@@ -82,7 +82,7 @@ static void nodewatch_run(zkl_client *c, struct zkl_waiter *w)
 	}
 	if (nw->op && nw->op->done) {
 		const int rc = nw->op->rc;
-		zkl_op_put(c, nw->op);
+		zkl__op_put(c, nw->op);
 		nw->op = NULL;
 		if (rc == ZNONODE) {
 			node_gone(c, nw);
@@ -91,13 +91,13 @@ static void nodewatch_run(zkl_client *c, struct zkl_waiter *w)
 		if (rc != ZOK) {
 			/* No watch was set: set it again (connection loss), or let the session's
 			 * end tell the loss. */
-			zkl_watch_put(c, nw->wt);
+			zkl__watch_put(c, nw->wt);
 			nw->wt = NULL;
 		}
 	}
 	if (nw->wt && nw->wt->fired) {
 		const int event = nw->wt->event;
-		zkl_watch_put(c, nw->wt);
+		zkl__watch_put(c, nw->wt);
 		nw->wt = NULL;
 		if (event == ZOO_DELETED_EVENT) {
 			node_gone(c, nw);
@@ -107,45 +107,45 @@ static void nodewatch_run(zkl_client *c, struct zkl_waiter *w)
 	}
 	if (nw->wt || nw->op || c->closing || !c->sess->connected)
 		return; /* armed, or waiting: a session event wakes every waiter */
-	struct zkl_watch *wt = zkl_watch_new(c, &nw->w);
+	struct zkl_watch *wt = zkl__watch_new(c, &nw->w);
 	if (!wt) {
-		zkl_waiter_wake_at(c, &nw->w, zkl_now_ms() + 100);
+		zkl__waiter_wake_at(c, &nw->w, zkl__now_ms() + 100);
 		return;
 	}
 	int err = 0;
 	nw->busy = true;
 	pthread_mutex_unlock(&c->mu);
-	struct zkl_op *op = zkl_op_exists(c, &nw->w, h->path, wt, &err);
+	struct zkl_op *op = zkl__op_exists(c, &nw->w, h->path, wt, &err);
 	pthread_mutex_lock(&c->mu);
 	nw->busy = false;
 	nw->op = op;
 	nw->wt = op ? wt : NULL;
 	if (!op)
-		zkl_watch_put(c, wt);
+		zkl__watch_put(c, wt);
 	if (!nw->h) {
 		nodewatch_free(c, nw); /* the hold went meanwhile */
 		return;
 	}
 	if (!op && err != ZKL_ECLOSED)
-		zkl_waiter_wake_at(c, &nw->w, zkl_now_ms() + 100);
+		zkl__waiter_wake_at(c, &nw->w, zkl__now_ms() + 100);
 }
 
-void zkl_hold_watch_node(zkl_client *c, struct zkl_hold *h)
+void zkl__hold_watch_node(zkl_client *c, struct zkl_hold *h)
 {
 	if (!h->path[0] || h->nw || atomic_load(&h->lost))
 		return;
 	struct zkl_nodewatch *nw = calloc(1, sizeof *nw);
 	if (!nw) {
-		zkl_log(c, ZKL_LOG_ERROR, "out of memory: the node %s of a lock held is not "
+		zkl__log(c, ZKL_LOG_ERROR, "out of memory: the node %s of a lock held is not "
 		        "watched, and its deletion by someone else would go unnoticed", h->path);
 		return;
 	}
 	nw->h = h;
 	h->nw = nw;
-	zkl_waiter_enter_loop(c, &nw->w, nw, nodewatch_run);
+	zkl__waiter_enter_loop(c, &nw->w, nw, nodewatch_run);
 }
 
-void zkl_hold_unwatch_node(zkl_client *c, struct zkl_hold *h)
+void zkl__hold_unwatch_node(zkl_client *c, struct zkl_hold *h)
 {
 	struct zkl_nodewatch *nw = h->nw;
 	if (!nw)

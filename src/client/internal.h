@@ -21,10 +21,10 @@
  *     client's completion thread reads to find the client of a handle.
  *
  * An application thread hands the loop an acquisition, a job (a request it waits for,
- * job.c) or a cancel as a call (zkl_call), through the inbox, and waits, if it does, on
+ * job.c) or a cancel as a call (zkl__call), through the inbox, and waits, if it does, on
  * that acquisition or job alone, never on mu: from the call on, only the loop touches
  * it. Only the loop sends requests, with one exception: a release sends its delete
- * itself (zkl_task_delete_sent), leaving the answer to the loop. */
+ * itself (zkl__task_delete_sent), leaving the answer to the loop. */
 #ifndef ZKL_INTERNAL_H
 #define ZKL_INTERNAL_H
 
@@ -57,7 +57,7 @@ struct zkl_waiter {
 	int64_t wake_at;                /* mu: run it then even if nothing wakes it */
 	bool queued;                    /* mu: in client->ready */
 	/* Run by the thread that waits for it (a job with external_loop), never by the
-	 * loop: waking it sets woken and wakes that thread (zkl_waiter_due). */
+	 * loop: waking it sets woken and wakes that thread (zkl__waiter_due). */
 	bool own_thread;
 	bool woken;                     /* mu */
 	struct zkl_waiter *ready_next;  /* mu */
@@ -117,10 +117,10 @@ struct zkl_msg {
 };
 
 /* A call an application thread makes of the loop: fn runs with mu held, on the loop,
- * after everything handed to the loop before it (zkl_call). */
-struct zkl_call {
+ * after everything handed to the loop before it (zkl__call). */
+struct zkl__call {
 	struct zkl_msg msg;
-	void (*fn)(zkl_client *c, struct zkl_call *call); /* may free call */
+	void (*fn)(zkl_client *c, struct zkl__call *call); /* may free call */
 };
 
 /* One asynchronous request. Two references: the waiting thread's and the completion's. */
@@ -130,12 +130,12 @@ struct zkl_op {
 	int refs;                  /* mu */
 	int64_t sent_at;           /* when the request went out (ms) */
 	enum zkl_op_kind kind;
-	/* What its answer proves of the session (zkl_lost_at): sent while the client held
+	/* What its answer proves of the session (zkl__lost_at): sent while the client held
 	 * or waited for nothing, any answer; else only a write's success. */
 	bool idle;
 	/* Its answer does not wake the loop: the answer of a request sent after it on the
 	 * same session will, and the session answers in order (a create followed by its
-	 * list). Read by the completion thread; zkl_op_hasten() clears it. */
+	 * list). Read by the completion thread; zkl__op_hasten() clears it. */
 	atomic_bool lazy;
 	struct zkl_session *s;
 	struct zkl_waiter *w;      /* mu: NULL once abandoned */
@@ -153,9 +153,9 @@ struct zkl_op {
 };
 
 /* Something held on a session (a lock, a lease); the loop reports it lost once, also when
- * its owner ends it first (zkl_hold_end reports it, or waits for the loop to). The
+ * its owner ends it first (zkl__hold_end reports it, or waits for the loop to). The
  * loop owns the record: it makes and links it at the grant (zkl_queue.hold), its owner
- * ends it (zkl_hold_end), and the loop unlinks and frees it. No thread but the loop
+ * ends it (zkl__hold_end), and the loop unlinks and frees it. No thread but the loop
  * takes mu for a hold: its state is atomic. */
 enum zkl_hold_state {
 	ZKL_HOLD_HELD,        /* the owner's */
@@ -186,8 +186,8 @@ struct zkl_hold {
 /* What a data watch found in its node's data. The recipe that keeps the watch decodes
  * it (recipes/revoke.c, recipes/shared_count.c): the client knows no format. A decoder
  * runs on the C client's completion thread, so it only reads its arguments. */
-enum zkl_data_read { ZKL_DATA_NOTHING, ZKL_DATA_REQUEST, ZKL_DATA_VALUE };
-typedef enum zkl_data_read (*zkl_data_decode_fn)(const char *data, int len, int32_t *value);
+enum zkl__data_read { ZKL_DATA_NOTHING, ZKL_DATA_REQUEST, ZKL_DATA_VALUE };
+typedef enum zkl__data_read (*zkl_data_decode_fn)(const char *data, int len, int32_t *value);
 
 /* A data watch on one node: a revocation watch on one of our nodes (Curator's protocol),
  * whose fn the loop calls each time decode finds a request in the data, or a value
@@ -246,7 +246,7 @@ struct zkl_client {
 	/* The current session, for a release's delete sent without mu (NULL: send nothing
 	 * so; adopted and external_loop clients never do), and the number of such deletes
 	 * under way whose task the loop has not taken over yet: while it is not 0, the loop
-	 * closes no session's handle (zkl_task_delete_sent). */
+	 * closes no session's handle (zkl__task_delete_sent). */
 	_Atomic(struct zkl_session *) sess_pub;
 	atomic_int pins;
 	struct zkl_session *retired;/* mu: old sessions waiting to be closed */
@@ -258,7 +258,7 @@ struct zkl_client {
 	struct ACL acl_entries[2];
 	struct ACL_vector acl_custom;
 	/* Liveness: the current session is given up for lost at sess->last_ok_sent plus
-	 * loss_percent of the session timeout, connected or not (zkl_lost_at), which leaves
+	 * loss_percent of the session timeout, connected or not (zkl__lost_at), which leaves
 	 * the holder the rest of the timeout to stop before the server can expire it. */
 	int loss_percent;
 	int max_request;            /* the servers' jute.maxbuffer (maxbuffer.c) */
@@ -326,39 +326,39 @@ struct zkl_client {
 
 /* Opens a client whose sessions go through zk (zkl_client_open uses the C client; the
  * unit suite an in-memory ZooKeeper). */
-int zkl_client_open_on(zkl_client **out, const zkl_client_options *o,
+int zkl__client_open_on(zkl_client **out, const zkl_client_options *o,
                        const struct zkl_zk_ops *zk, void *zk_self);
 /* The same for a handle the application made (zkl_client_adopt), on zk: the simulator
  * adopts handles of its model of ZooKeeper. */
-int zkl_client_adopt_on(zkl_client **out, zhandle_t *zh, const zkl_client_options *o,
+int zkl__client_adopt_on(zkl_client **out, zhandle_t *zh, const zkl_client_options *o,
                         const struct zkl_zk_ops *zk, void *zk_self);
 
 /* Lock folders (folders.c). Checks the lock_folders option: 0, or ZKL_EINVAL with its
  * detail. */
-int zkl_folders_check(const zkl_client_options *o);
+int zkl__folders_check(const zkl_client_options *o);
 /* The mode to create a missing folder with: ZOO_CONTAINER or ZOO_PERSISTENT. */
-int zkl_folder_mode(zkl_client *c);
+int zkl__folder_mode(zkl_client *c);
 /* A create of the folder path with mode answered zrc. Returns 1: make it again (with
- * zkl_folder_mode(), persistent now: the server has no containers; logged once per
+ * zkl__folder_mode(), persistent now: the server has no containers; logged once per
  * client); ZKL_EZK with its detail: the server has no containers and the client must
  * make containers; 0: anything else. */
-int zkl_folder_refused(zkl_client *c, int mode, int zrc, const char *path);
+int zkl__folder_refused(zkl_client *c, int mode, int zrc, const char *path);
 
 /* Logging. */
-void zkl_log(zkl_client *c, zkl_log_level level, const char *fmt, ...)
+void zkl__log(zkl_client *c, zkl_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /* Waiters (mu held). Registers w and queues it to run. */
-void zkl_waiter_enter_loop(zkl_client *c, struct zkl_waiter *w, const void *owner,
+void zkl__waiter_enter_loop(zkl_client *c, struct zkl_waiter *w, const void *owner,
                            void (*run)(zkl_client *c, struct zkl_waiter *w));
-void zkl_waiter_leave(zkl_client *c, struct zkl_waiter *w);
+void zkl__waiter_leave(zkl_client *c, struct zkl_waiter *w);
 /* Wakes w (mu held): queues it for the loop. */
-void zkl_waiter_wake(zkl_client *c, struct zkl_waiter *w);
+void zkl__waiter_wake(zkl_client *c, struct zkl_waiter *w);
 /* A waiter that returns to wait asks to be run at t at the latest (mu held). */
-void zkl_waiter_wake_at(zkl_client *c, struct zkl_waiter *w, int64_t t);
+void zkl__waiter_wake_at(zkl_client *c, struct zkl_waiter *w, int64_t t);
 /* Whether w, a waiter of the caller's own thread, is due to run (mu held): woken, or
  * past its wake_at. */
-bool zkl_waiter_due(struct zkl_waiter *w);
+bool zkl__waiter_due(struct zkl_waiter *w);
 /* Has the loop run call->fn (mu held), after every message and call handed to it
  * before (no lock held). From an application thread the call is queued in the inbox and
  * the caller goes on: call must live until fn has run (fn may free it). On the loop's
@@ -366,44 +366,44 @@ bool zkl_waiter_due(struct zkl_waiter *w);
  * holds. Returns false, without running fn, once the loop runs no more: the client is
  * closing. Only the loop then touches what fn touches: a call is how an application
  * thread hands the engine an acquisition or a cancel. */
-bool zkl_call(zkl_client *c, struct zkl_call *call);
-/* Whether the calling thread runs c's loop (no lock held): zkl_runs_loop's answer. */
-bool zkl_is_loop_thread(zkl_client *c);
+bool zkl__call(zkl_client *c, struct zkl__call *call);
+/* Whether the calling thread runs c's loop (no lock held): zkl__runs_loop's answer. */
+bool zkl__is_loop_thread(zkl_client *c);
 /* Wakes the waiters of owner with canceled set: a call (above), so that it comes after
  * an acquisition started before it. */
-void zkl_client_cancel_owner(zkl_client *c, const void *owner);
+void zkl__client_cancel_owner(zkl_client *c, const void *owner);
 /* The same with mu held (on the loop: a recipe's machine cancels what it started). */
-void zkl_cancel_owner_locked(zkl_client *c, const void *owner);
+void zkl__cancel_owner_locked(zkl_client *c, const void *owner);
 
 /* Requests. zkl_op_* issue an asynchronous request on the current session (mu must
  * NOT be held; on the loop) and return the op, bound to w, or NULL with *err set (ENOMEM, ECLOSED).
  * The op's `done` turns true under mu when its completion has run. */
-struct zkl_op *zkl_op_create(zkl_client *c, struct zkl_waiter *w, const char *path,
+struct zkl_op *zkl__op_create(zkl_client *c, struct zkl_waiter *w, const char *path,
                              const void *data, int len, int mode, int *err);
 /* The same; followed: its answer does not wake the loop (lazy, above), since the caller
- * sends another request right after it, or calls zkl_op_hasten() if it cannot. */
-struct zkl_op *zkl_op_create_followed(zkl_client *c, struct zkl_waiter *w, const char *path,
+ * sends another request right after it, or calls zkl__op_hasten() if it cannot. */
+struct zkl_op *zkl__op_create_followed(zkl_client *c, struct zkl_waiter *w, const char *path,
                                       const void *data, int len, int mode, bool followed,
                                       int *err);
-void zkl_op_hasten(zkl_client *c, struct zkl_op *op);
-struct zkl_op *zkl_op_delete(zkl_client *c, struct zkl_waiter *w, const char *path, int *err);
+void zkl__op_hasten(zkl_client *c, struct zkl_op *op);
+struct zkl_op *zkl__op_delete(zkl_client *c, struct zkl_waiter *w, const char *path, int *err);
 /* A delete that fails (ZBADVERSION) unless the node's version is version (-1: any). */
-struct zkl_op *zkl_op_delete_at(zkl_client *c, struct zkl_waiter *w, const char *path,
+struct zkl_op *zkl__op_delete_at(zkl_client *c, struct zkl_waiter *w, const char *path,
                                 int version, int *err);
-struct zkl_op *zkl_op_children(zkl_client *c, struct zkl_waiter *w, const char *path,
+struct zkl_op *zkl__op_children(zkl_client *c, struct zkl_waiter *w, const char *path,
                                struct zkl_watch *watch, int *err);
-struct zkl_op *zkl_op_get(zkl_client *c, struct zkl_waiter *w, const char *path,
+struct zkl_op *zkl__op_get(zkl_client *c, struct zkl_waiter *w, const char *path,
                           struct zkl_watch *watch, int *err);
 /* With watch, the C client keeps it whether the node is there or not (ZNONODE). */
-struct zkl_op *zkl_op_exists(zkl_client *c, struct zkl_waiter *w, const char *path,
+struct zkl_op *zkl__op_exists(zkl_client *c, struct zkl_waiter *w, const char *path,
                              struct zkl_watch *watch, int *err);
-struct zkl_op *zkl_op_set(zkl_client *c, struct zkl_waiter *w, const char *path,
+struct zkl_op *zkl__op_set(zkl_client *c, struct zkl_waiter *w, const char *path,
                           const void *data, int len, int version, int *err);
 /* A sync: answered only once the ensemble's leader has seen it (a read is answered by
  * the server alone, even one cut off from the leader). */
-struct zkl_op *zkl_op_sync(zkl_client *c, struct zkl_waiter *w, const char *path, int *err);
-struct zkl_op *zkl_op_check(zkl_client *c, struct zkl_waiter *w, const char *path, int *err);
-/* One request, run to its answer by zkl_request(). */
+struct zkl_op *zkl__op_sync(zkl_client *c, struct zkl_waiter *w, const char *path, int *err);
+struct zkl_op *zkl__op_check(zkl_client *c, struct zkl_waiter *w, const char *path, int *err);
+/* One request, run to its answer by zkl__request(). */
 struct zkl_req {
 	enum zkl_op_kind kind;
 	const char *path;
@@ -415,16 +415,16 @@ struct zkl_req {
 };
 /* Sends r now, bound to w (mu NOT held): the loop's way to send one request. Returns
  * the op, or NULL with *err set. */
-struct zkl_op *zkl_op_send(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *r,
+struct zkl_op *zkl__op_send(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *r,
                            int *err);
 
 /* A job: a machine the loop runs for a thread that waits for its end, or for an end
  * function (src/client/job.c). Fill step (and drop, end) and hand it to
- * zkl_job_run(), or to zkl_job_start() and then zkl_job_wait(). */
+ * zkl__job_run(), or to zkl__job_start() and then zkl__job_wait(). */
 enum { ZKL_JOB_WAIT = 1 };
 struct zkl_job {
 	struct zkl_waiter w;       /* first: the loop hands it back */
-	struct zkl_call call;      /* how it reaches the loop */
+	struct zkl__call call;      /* how it reaches the loop */
 	const void *owner;         /* a cancel of owner cancels it (w.canceled) */
 	/* On the loop (mu held), each time the job is woken: ZKL_JOB_WAIT, or its result
 	 * (0 or a ZKL_E* code with its detail set). Once the client closes it is not called
@@ -434,7 +434,7 @@ struct zkl_job {
 	/* On the loop (mu held), at the end: lets go of what the steps hold. May be NULL.
 	 * Also called (mu held) if the job never reached the loop. */
 	void (*drop)(zkl_client *c, struct zkl_job *j);
-	/* NULL: a thread waits for the end (zkl_job_wait). Else the end, on the loop (mu
+	/* NULL: a thread waits for the end (zkl__job_wait). Else the end, on the loop (mu
 	 * held), with rc and error set; the job is not touched after it. */
 	void (*end)(zkl_client *c, struct zkl_job *j);
 	int rc;                    /* once ended: its result, and its detail */
@@ -444,108 +444,108 @@ struct zkl_job {
 	struct zkl_job *told_next; /* mu: in client->told */
 };
 /* Tells the waiting threads of the jobs in the list that they ended (no lock held). */
-void zkl_jobs_tell(struct zkl_job *list);
+void zkl__jobs_tell(struct zkl_job *list);
 /* Hands j to the loop (no lock held). Returns 0, or ZKL_ECLOSED (the loop runs no more,
  * j is left as it was). */
-int zkl_job_start(zkl_client *c, struct zkl_job *j, const void *owner);
+int zkl__job_start(zkl_client *c, struct zkl_job *j, const void *owner);
 /* Waits (no lock held) for the end of j, started without an end function. Returns its
  * result, with its detail for zkl_last_error(). With external_loop the waiting thread
  * runs j's steps itself. */
-int zkl_job_wait(zkl_client *c, struct zkl_job *j);
-/* Frees what zkl_job_start() set up, for a job with an end function, once it ended. */
-void zkl_job_destroy(struct zkl_job *j);
+int zkl__job_wait(zkl_client *c, struct zkl_job *j);
+/* Frees what zkl__job_start() set up, for a job with an end function, once it ended. */
+void zkl__job_destroy(struct zkl_job *j);
 /* Starts j and waits for it; on c's own event thread (a callback), which cannot wait
  * for a job, fails at once with ZKL_EDEADLK, naming what. */
-int zkl_job_run(zkl_client *c, struct zkl_job *j, const void *owner, const char *what);
+int zkl__job_run(zkl_client *c, struct zkl_job *j, const void *owner, const char *what);
 /* For steps (on the loop, mu held; released around the send): sends r bound to j.
  * Returns 0 with *op set, or a ZKL_E* code with *op NULL. */
-int zkl_job_send(zkl_client *c, struct zkl_job *j, const struct zkl_req *r,
+int zkl__job_send(zkl_client *c, struct zkl_job *j, const struct zkl_req *r,
                  struct zkl_op **op);
 /* For steps: 0 once op has its answer; else ZKL_JOB_WAIT (j runs again by deadline at
  * the latest), or, without a detail, ZKL_ECANCELED or ZKL_ETIMEDOUT. */
-int zkl_job_await(zkl_client *c, struct zkl_job *j, const struct zkl_op *op,
+int zkl__job_await(zkl_client *c, struct zkl_job *j, const struct zkl_op *op,
                   int64_t deadline);
 /* The same for the current session's connection. */
-int zkl_job_await_connected(zkl_client *c, struct zkl_job *j, int64_t deadline);
+int zkl__job_await_connected(zkl_client *c, struct zkl_job *j, int64_t deadline);
 
 /* Jobs that run requests (no lock held; from the loop's thread, ZKL_EDEADLK):
- * zkl_requests() sends the n requests r and waits until each has its answer, or the
+ * zkl__requests() sends the n requests r and waits until each has its answer, or the
  * deadline passes. Returns 0 with ops[i] the op of r[i] (release them with
- * zkl_ops_release()), or ZKL_ETIMEDOUT / ZKL_ECLOSED / ZKL_ENOMEM with no op left.
- * zkl_request() is the same for one request, and returns the ZooKeeper code of its
- * answer: if out is not NULL, *out is its op (release it with zkl_op_release()). */
-int zkl_requests(zkl_client *c, const struct zkl_req *r, size_t n, int64_t deadline,
+ * zkl__ops_release()), or ZKL_ETIMEDOUT / ZKL_ECLOSED / ZKL_ENOMEM with no op left.
+ * zkl__request() is the same for one request, and returns the ZooKeeper code of its
+ * answer: if out is not NULL, *out is its op (release it with zkl__op_release()). */
+int zkl__requests(zkl_client *c, const struct zkl_req *r, size_t n, int64_t deadline,
                  struct zkl_op **ops);
-int zkl_request(zkl_client *c, const struct zkl_req *r, int64_t deadline, struct zkl_op **out);
-void zkl_ops_release(zkl_client *c, struct zkl_op **ops, size_t n);
+int zkl__request(zkl_client *c, const struct zkl_req *r, int64_t deadline, struct zkl_op **out);
+void zkl__ops_release(zkl_client *c, struct zkl_op **ops, size_t n);
 /* The same, with what the answers say read on the loop: once every one is answered,
  * answered(c, ops, n, arg) runs there (mu held) and its return is the result. The ops
  * stay the job's (ops is its room for them, n long) and go with it. */
 typedef int (*zkl_answered_fn)(zkl_client *c, struct zkl_op **ops, size_t n, void *arg);
-int zkl_requests_then(zkl_client *c, const struct zkl_req *r, size_t n, int64_t deadline,
+int zkl__requests_then(zkl_client *c, const struct zkl_req *r, size_t n, int64_t deadline,
                       struct zkl_op **ops, zkl_answered_fn answered, void *arg);
 /* Waits (no lock held) no sooner than pause, and then until the current session is
  * connected and is not the session `gone` (0: any). Returns 0, ZKL_ETIMEDOUT,
  * ZKL_ECLOSED or ZKL_EDEADLK (on the loop's thread). */
-int zkl_await_connection(zkl_client *c, uint64_t gone, int64_t pause, int64_t deadline);
-void zkl_op_release(zkl_client *c, struct zkl_op *op);
+int zkl__await_connection(zkl_client *c, uint64_t gone, int64_t pause, int64_t deadline);
+void zkl__op_release(zkl_client *c, struct zkl_op *op);
 /* Drops the caller's reference (mu held). If the op has not completed, it is abandoned. */
-void zkl_op_put(zkl_client *c, struct zkl_op *op);
+void zkl__op_put(zkl_client *c, struct zkl_op *op);
 
-/* Watches: new with mu held; zkl_op_get registers it; put with mu held. */
-struct zkl_watch *zkl_watch_new(zkl_client *c, struct zkl_waiter *w);
-void zkl_watch_put(zkl_client *c, struct zkl_watch *watch);
+/* Watches: new with mu held; zkl__op_get registers it; put with mu held. */
+struct zkl_watch *zkl__watch_new(zkl_client *c, struct zkl_waiter *w);
+void zkl__watch_put(zkl_client *c, struct zkl_watch *watch);
 
 /* Background cleanup, retried until it succeeds or the session `gen` is gone (mu held). */
-void zkl_task_delete(zkl_client *c, const char *path, uint64_t gen);
-void zkl_task_find_delete(zkl_client *c, const char *parent, const char *uuid, uint64_t gen);
+void zkl__task_delete(zkl_client *c, const char *path, uint64_t gen);
+void zkl__task_find_delete(zkl_client *c, const char *parent, const char *uuid, uint64_t gen);
 /* Sends the delete of path at once (mu held; released around the send), from any thread,
  * and leaves its answer to the background task. Returns false if it could not be sent
  * now (then the task sends it when it can). */
-bool zkl_task_delete_now(zkl_client *c, const char *path, uint64_t gen);
+bool zkl__task_delete_now(zkl_client *c, const char *path, uint64_t gen);
 /* A release's delete of path, sent at once from the calling thread (any but the loop's,
  * no lock held) when gen is the current session's and it is connected; its answer goes
  * to the loop, which then owns the task as any background delete. Takes path and
  * returns true; false, with path left to the caller, if it cannot be sent so. */
-bool zkl_task_delete_sent(zkl_client *c, char *path, uint64_t gen);
+bool zkl__task_delete_sent(zkl_client *c, char *path, uint64_t gen);
 /* Whether parent/name is one of our nodes on its way out (mu held): a queue we list must
  * not count it as a contender. */
-bool zkl_task_pending(zkl_client *c, const char *parent, size_t parent_len, const char *name);
+bool zkl__task_pending(zkl_client *c, const char *parent, size_t parent_len, const char *name);
 /* The same for a whole listing: our nodes directly under parent whose delete is on its
  * way (mu held): a queue we list
  * must not count them as contenders. Puts up to max of their names (valid while mu is
  * held) in names; returns how many there are. */
-size_t zkl_tasks_pending(zkl_client *c, const char *parent, size_t parent_len,
+size_t zkl__tasks_pending(zkl_client *c, const char *parent, size_t parent_len,
                          const char **names, size_t max);
 
-/* Holds (src/engine links them at a grant). zkl_hold_new() makes one (NULL without
- * memory; path may be NULL) and zkl_hold_add_locked() links it (mu held, loop), marking
- * it lost at once if its session is not the current one. zkl_hold_end() lets go of it,
+/* Holds (src/engine links them at a grant). zkl__hold_new() makes one (NULL without
+ * memory; path may be NULL) and zkl__hold_add_locked() links it (mu held, loop), marking
+ * it lost at once if its session is not the current one. zkl__hold_end() lets go of it,
  * from any thread without mu: a hold lost and not yet reported is reported first (on a
  * thread that runs the loop, there; elsewhere it waits for the loop's turn) unless how
  * is ZKL_HOLD_END_QUIET, it waits
  * while on_lost runs on another thread, returns whether the hold was lost, and the loop
- * frees it. zkl_hold_end_locked() is the loop's
+ * frees it. zkl__hold_end_locked() is the loop's
  * own, mu held, for a hold that is the loop's from start to end (an election's). */
-struct zkl_hold *zkl_hold_new(const char *path, uint64_t gen,
+struct zkl_hold *zkl__hold_new(const char *path, uint64_t gen,
                               void (*on_lost)(struct zkl_hold *h, void *ctx), void *ctx);
-void zkl_hold_add_locked(zkl_client *c, struct zkl_hold *h);
+void zkl__hold_add_locked(zkl_client *c, struct zkl_hold *h);
 enum zkl_hold_ending {
 	ZKL_HOLD_END,        /* its owner's release */
 	ZKL_HOLD_END_LOST,   /* the same, which found it lost (its session gone) */
 	ZKL_HOLD_END_QUIET,  /* its owner is gone: nothing is reported any more */
 };
-bool zkl_hold_end(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending how);
-void zkl_hold_end_locked(zkl_client *c, struct zkl_hold *h);
+bool zkl__hold_end(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending how);
+void zkl__hold_end_locked(zkl_client *c, struct zkl_hold *h);
 /* Marks h lost (mu held, loop): holds_notify() reports it on the loop's next turn. */
-void zkl_hold_mark_lost(zkl_client *c, struct zkl_hold *h);
+void zkl__hold_mark_lost(zkl_client *c, struct zkl_hold *h);
 /* Keeps an exists watch on h's node while h lasts (mu held, loop), and marks h lost when
  * the server says the node is gone (holdwatch.c). Unwatch, when h is unlinked, lets go
  * of it. */
-void zkl_hold_watch_node(zkl_client *c, struct zkl_hold *h);
-void zkl_hold_unwatch_node(zkl_client *c, struct zkl_hold *h);
+void zkl__hold_watch_node(zkl_client *c, struct zkl_hold *h);
+void zkl__hold_unwatch_node(zkl_client *c, struct zkl_hold *h);
 /* Whether h is lost (NULL: not lost). */
-static inline bool zkl_hold_lost(const struct zkl_hold *h)
+static inline bool zkl__hold_lost(const struct zkl_hold *h)
 {
 	return h && atomic_load(&h->lost);
 }
@@ -553,15 +553,15 @@ static inline bool zkl_hold_lost(const struct zkl_hold *h)
 /* Data watches (mu held), kept by the loop across events. A request watch calls fn each
  * time decode finds a request in the node's data (a revocation); remove waits while fn
  * runs on another thread, and the record is freed once the C client lets go of it. */
-struct zkl_revwatch *zkl_revwatch_add(zkl_client *c, const char *path, uint64_t gen,
+struct zkl_revwatch *zkl__revwatch_add(zkl_client *c, const char *path, uint64_t gen,
                                       zkl_data_decode_fn decode,
                                       void (*fn)(void *ctx, const char *path), void *ctx);
 /* A value watch keeps *value equal to what decode reads at path, on whatever session the
  * client has (a semaphore's shared count), bumps *epoch and wakes every waiter. */
-struct zkl_revwatch *zkl_countwatch_add(zkl_client *c, const char *path,
+struct zkl_revwatch *zkl__countwatch_add(zkl_client *c, const char *path,
                                         zkl_data_decode_fn decode, int32_t *value,
                                         unsigned *epoch);
-void zkl_revwatch_remove(zkl_client *c, struct zkl_revwatch *rv);
+void zkl__revwatch_remove(zkl_client *c, struct zkl_revwatch *rv);
 
 /* The session timeout in ms (mu held): the one the server gave the session, or the one
  * asked for until it has answered. */
@@ -569,42 +569,42 @@ int zkl__session_timeout_ms(const zkl_client *c);
 
 /* When the client gives the current session up for lost, unless the server answers a
  * request sent later (mu held); INT64_MAX while the session has answered nothing. */
-int64_t zkl_lost_at(zkl_client *c);
+int64_t zkl__lost_at(zkl_client *c);
 
 /* Whether the caller is the client's event thread. */
-bool zkl_on_event_thread(zkl_client *c);
+bool zkl__on_event_thread(zkl_client *c);
 
 /* The recipe handles made on a client (handles.c). A handle's _new counts it once made,
  * its _free uncounts it once done with the client (no lock held); put_off: the handle's
  * machine frees it later on the loop (an election freed in its own callback or
- * function), so this free cannot close the client. zkl_client_close() asks zkl_client_close_refused() first: true
+ * function), so this free cannot close the client. zkl_client_close() asks zkl__client_close_refused() first: true
  * (logged, and the error detail set) inside a callback of the client, which would end
  * the loop that runs it, or while handles are open: the close is then left to the free
  * of the last one. */
-void zkl_client_handle_add(zkl_client *c);
-void zkl_client_handle_done(zkl_client *c, bool put_off);
-bool zkl_client_close_refused(zkl_client *c);
+void zkl__client_handle_add(zkl_client *c);
+void zkl__client_handle_done(zkl_client *c, bool put_off);
+bool zkl__client_close_refused(zkl_client *c);
 /* Whether the calling thread runs c's loop (mu held): its event thread, a callback, or
  * the application's thread that calls zkl_client_process(). Such a thread cannot wait
  * for an acquisition. */
-bool zkl_runs_loop(zkl_client *c);
+bool zkl__runs_loop(zkl_client *c);
 /* On the application's loop thread outside zkl_client_process() (mu held): runs the loop
  * once and, if the turn did nothing, waits for more work or its next timer; returns true
  * (the caller looks again at what it waits for). Elsewhere returns false
  * at once: then the loop runs elsewhere, and the caller waits as usual. For waits that
  * the loop must end (an asynchronous acquire canceled by a free). */
-bool zkl_loop_step(zkl_client *c);
+bool zkl__loop_step(zkl_client *c);
 
 /* The length of a create or set request (kind) of a path of path_len bytes with
  * data_len bytes of data, as the server reads it (maxbuffer.c), and whether it is at most
  * what the servers read in one request (c->max_request): 0, or ZKL_EINVAL with a detail
  * that names name (the node or its folder) and the limit. */
-int64_t zkl_request_size(const zkl_client *c, enum zkl_op_kind kind, size_t path_len,
+int64_t zkl__request_size(const zkl_client *c, enum zkl_op_kind kind, size_t path_len,
                          int data_len);
-int zkl_request_fits(const zkl_client *c, enum zkl_op_kind kind, const char *name,
+int zkl__request_fits(const zkl_client *c, enum zkl_op_kind kind, const char *name,
                      size_t path_len, int data_len);
 
 /* Default node data: "<hostname>:<pid>" in buf. Returns its length. */
-int zkl_default_data(char *buf, size_t size);
+int zkl__default_data(char *buf, size_t size);
 
 #endif

@@ -2,20 +2,20 @@
  *
  * Design notes.
  *
- * A job is a loop waiter (zkl_waiter_enter_loop) with a step function. The loop runs
+ * A job is a loop waiter (zkl__waiter_enter_loop) with a step function. The loop runs
  * the step, with the client mutex held, whenever the job is woken: an answer to a
  * request it sent, a watch it armed, a session change, a cancel of its owner, or the
- * time it asked to be run at (zkl_waiter_wake_at). The step sends what comes next and
+ * time it asked to be run at (zkl__waiter_wake_at). The step sends what comes next and
  * returns ZKL_JOB_WAIT, or returns the job's result. Nothing in a step blocks.
  *
  * The thread that asked waits on the job's own semaphore, not on the client's mutex
- * (zkl_job_wait), so a blocking call is a thin wait on the loop: the same as a
+ * (zkl__job_wait), so a blocking call is a thin wait on the loop: the same as a
  * blocking acquire, which is a job too (src/engine/acquire.c). A job reaches the loop as
- * a call (zkl_call), behind everything handed to the loop before it, and from then on
+ * a call (zkl__call), behind everything handed to the loop before it, and from then on
  * only the loop touches it, until its end.
  *
  * The client's event thread cannot wait for a job: nothing would run it. Such a call (a
- * callback's) fails at once with ZKL_EDEADLK (zkl_job_run), and so does one on the
+ * callback's) fails at once with ZKL_EDEADLK (zkl__job_run), and so does one on the
  * application's loop thread (external_loop), which never waits for the server. With
  * external_loop, the C
  * client's completion thread applies the answers as they come, and the waiting thread
@@ -38,7 +38,7 @@ static void tell(struct zkl_job *j)
 static void job_step(zkl_client *c, struct zkl_waiter *w)
 {
 	struct zkl_job *j = (struct zkl_job *)w;
-	int rc = c->closing && !j->runs_closing ? zkl_fail(ZKL_ECLOSED, "the client is closing")
+	int rc = c->closing && !j->runs_closing ? zkl__fail(ZKL_ECLOSED, "the client is closing")
 	                                        : j->step(c, j);
 	if (rc == ZKL_JOB_WAIT)
 		return;
@@ -47,17 +47,17 @@ static void job_step(zkl_client *c, struct zkl_waiter *w)
 	j->rc = rc;
 	if (j->drop)
 		j->drop(c, j);
-	zkl_waiter_leave(c, &j->w);
+	zkl__waiter_leave(c, &j->w);
 	if (j->end) {
 		j->end(c, j); /* j may be gone */
 		return;
 	}
 	if (j->w.own_thread) {
 		j->finished = true;
-		pthread_cond_broadcast(&c->ev_cv); /* its thread waits there (zkl_job_wait) */
+		pthread_cond_broadcast(&c->ev_cv); /* its thread waits there (zkl__job_wait) */
 		return;
 	}
-	if (!c->external && zkl_on_event_thread(c)) {
+	if (!c->external && zkl__on_event_thread(c)) {
 		/* Told when the loop lets go of the mutex (loop.c, unlock_and_tell). */
 		j->told_next = c->told;
 		c->told = j;
@@ -66,7 +66,7 @@ static void job_step(zkl_client *c, struct zkl_waiter *w)
 	tell(j);
 }
 
-void zkl_jobs_tell(struct zkl_job *list)
+void zkl__jobs_tell(struct zkl_job *list)
 {
 	while (list) {
 		struct zkl_job *next = list->told_next;
@@ -76,13 +76,13 @@ void zkl_jobs_tell(struct zkl_job *list)
 }
 
 /* On the loop (mu held): the job begins with its first step. */
-static void job_begin(zkl_client *c, struct zkl_call *call)
+static void job_begin(zkl_client *c, struct zkl__call *call)
 {
 	struct zkl_job *j = (struct zkl_job *)((char *)call - offsetof(struct zkl_job, call));
-	zkl_waiter_enter_loop(c, &j->w, j->owner, job_step);
+	zkl__waiter_enter_loop(c, &j->w, j->owner, job_step);
 }
 
-int zkl_job_start(zkl_client *c, struct zkl_job *j, const void *owner)
+int zkl__job_start(zkl_client *c, struct zkl_job *j, const void *owner)
 {
 	j->owner = owner;
 	j->rc = 0;
@@ -91,14 +91,14 @@ int zkl_job_start(zkl_client *c, struct zkl_job *j, const void *owner)
 	sem_init(&j->done, 0, 0);
 	j->call.fn = job_begin;
 	j->w.own_thread = c->external && !j->end;
-	if (!zkl_call(c, &j->call)) {
-		zkl_job_destroy(j);
-		return zkl_fail(ZKL_ECLOSED, "the client is closing");
+	if (!zkl__call(c, &j->call)) {
+		zkl__job_destroy(j);
+		return zkl__fail(ZKL_ECLOSED, "the client is closing");
 	}
 	return 0;
 }
 
-int zkl_job_wait(zkl_client *c, struct zkl_job *j)
+int zkl__job_wait(zkl_client *c, struct zkl_job *j)
 {
 	if (c->external) {
 		/* The waiting thread runs its job itself, as the completion thread applies
@@ -106,46 +106,46 @@ int zkl_job_wait(zkl_client *c, struct zkl_job *j)
 		 * nothing else would run it. The loop leaves it alone (own_thread). */
 		pthread_mutex_lock(&c->mu);
 		while (!j->finished) {
-			if (zkl_waiter_due(&j->w))
+			if (zkl__waiter_due(&j->w))
 				job_step(c, &j->w);
 			else
-				zkl_cond_wait_until(&c->ev_cv, &c->mu, j->w.wake_at);
+				zkl__cond_wait_until(&c->ev_cv, &c->mu, j->w.wake_at);
 		}
 		pthread_mutex_unlock(&c->mu);
 	} else {
 		while (sem_wait(&j->done) != 0)
 			; /* EINTR: a signal handler ran */
 	}
-	zkl_job_destroy(j);
+	zkl__job_destroy(j);
 	if (j->rc != 0)
-		zkl_fail(j->rc, "%s", j->error);
+		zkl__fail(j->rc, "%s", j->error);
 	else
-		zkl_clear_error();
+		zkl__clear_error();
 	return j->rc;
 }
 
-void zkl_job_destroy(struct zkl_job *j)
+void zkl__job_destroy(struct zkl_job *j)
 {
 	sem_destroy(&j->done);
 }
 
 static int refuse_on_loop(zkl_client *c, const char *what)
 {
-	if (!zkl_is_loop_thread(c))
+	if (!zkl__is_loop_thread(c))
 		return 0;
-	if (c->external && !zkl_on_event_thread(c))
-		return zkl_fail(ZKL_EDEADLK, "cannot wait for %s on the application's loop "
+	if (c->external && !zkl__on_event_thread(c))
+		return zkl__fail(ZKL_EDEADLK, "cannot wait for %s on the application's loop "
 		                "thread: nothing on the loop's thread waits for the server (call "
 		                "it from another thread)", what);
-	return zkl_fail(ZKL_EDEADLK, "cannot wait for %s on the client's event thread (in a "
+	return zkl__fail(ZKL_EDEADLK, "cannot wait for %s on the client's event thread (in a "
 	                "callback): the loop would wait for itself", what);
 }
 
-int zkl_job_run(zkl_client *c, struct zkl_job *j, const void *owner, const char *what)
+int zkl__job_run(zkl_client *c, struct zkl_job *j, const void *owner, const char *what)
 {
 	int rc = refuse_on_loop(c, what);
 	if (rc == 0)
-		rc = zkl_job_start(c, j, owner);
+		rc = zkl__job_start(c, j, owner);
 	if (rc != 0) {
 		if (j->drop) {
 			pthread_mutex_lock(&c->mu);
@@ -154,14 +154,14 @@ int zkl_job_run(zkl_client *c, struct zkl_job *j, const void *owner, const char 
 		}
 		return rc;
 	}
-	return zkl_job_wait(c, j);
+	return zkl__job_wait(c, j);
 }
 
-int zkl_job_send(zkl_client *c, struct zkl_job *j, const struct zkl_req *r, struct zkl_op **op)
+int zkl__job_send(zkl_client *c, struct zkl_job *j, const struct zkl_req *r, struct zkl_op **op)
 {
 	int err = 0;
 	pthread_mutex_unlock(&c->mu);
-	*op = zkl_op_send(c, &j->w, r, &err);
+	*op = zkl__op_send(c, &j->w, r, &err);
 	pthread_mutex_lock(&c->mu);
 	return *op ? 0 : err;
 }
@@ -173,18 +173,18 @@ static int await_until(zkl_client *c, struct zkl_job *j, bool ready, int64_t dea
 		return 0;
 	if (j->w.canceled)
 		return ZKL_ECANCELED;
-	if (zkl_now_ms() >= deadline)
+	if (zkl__now_ms() >= deadline)
 		return ZKL_ETIMEDOUT;
-	zkl_waiter_wake_at(c, &j->w, deadline);
+	zkl__waiter_wake_at(c, &j->w, deadline);
 	return ZKL_JOB_WAIT;
 }
 
-int zkl_job_await(zkl_client *c, struct zkl_job *j, const struct zkl_op *op, int64_t deadline)
+int zkl__job_await(zkl_client *c, struct zkl_job *j, const struct zkl_op *op, int64_t deadline)
 {
 	return await_until(c, j, op->done, deadline);
 }
 
-int zkl_job_await_connected(zkl_client *c, struct zkl_job *j, int64_t deadline)
+int zkl__job_await_connected(zkl_client *c, struct zkl_job *j, int64_t deadline)
 {
 	return await_until(c, j, c->sess->connected, deadline);
 }
@@ -206,14 +206,14 @@ static int request_step(zkl_client *c, struct zkl_job *j)
 {
 	struct request_job *k = (struct request_job *)j;
 	for (; k->sent < k->n; k->sent++) {
-		int rc = zkl_job_send(c, j, &k->r[k->sent], &k->ops[k->sent]);
+		int rc = zkl__job_send(c, j, &k->r[k->sent], &k->ops[k->sent]);
 		if (rc != 0)
 			return rc;
 	}
 	for (size_t i = 0; i < k->n; i++) {
-		int rc = zkl_job_await(c, j, k->ops[i], k->deadline);
+		int rc = zkl__job_await(c, j, k->ops[i], k->deadline);
 		if (rc == ZKL_ETIMEDOUT)
-			return zkl_fail(rc, "no answer from ZooKeeper for %s in time", k->r[i].path);
+			return zkl__fail(rc, "no answer from ZooKeeper for %s in time", k->r[i].path);
 		if (rc != 0)
 			return rc; /* ZKL_JOB_WAIT */
 	}
@@ -226,7 +226,7 @@ static void ops_put(zkl_client *c, struct zkl_op **ops, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		if (ops[i])
-			zkl_op_put(c, ops[i]);
+			zkl__op_put(c, ops[i]);
 		ops[i] = NULL;
 	}
 }
@@ -238,7 +238,7 @@ static void request_drop(zkl_client *c, struct zkl_job *j)
 		ops_put(c, k->ops, k->n); /* else the caller's now */
 }
 
-int zkl_requests_then(zkl_client *c, const struct zkl_req *r, size_t n, int64_t deadline,
+int zkl__requests_then(zkl_client *c, const struct zkl_req *r, size_t n, int64_t deadline,
                       struct zkl_op **ops, zkl_answered_fn answered, void *arg)
 {
 	for (size_t i = 0; i < n; i++)
@@ -248,30 +248,30 @@ int zkl_requests_then(zkl_client *c, const struct zkl_req *r, size_t n, int64_t 
 	struct request_job k = {.job = {.step = request_step, .drop = request_drop},
 	                        .r = r, .n = n, .deadline = deadline, .ops = ops,
 	                        .answered = answered, .arg = arg};
-	return zkl_job_run(c, &k.job, NULL, "ZooKeeper's answer");
+	return zkl__job_run(c, &k.job, NULL, "ZooKeeper's answer");
 }
 
-int zkl_requests(zkl_client *c, const struct zkl_req *r, size_t n, int64_t deadline,
+int zkl__requests(zkl_client *c, const struct zkl_req *r, size_t n, int64_t deadline,
                  struct zkl_op **ops)
 {
-	return zkl_requests_then(c, r, n, deadline, ops, NULL, NULL);
+	return zkl__requests_then(c, r, n, deadline, ops, NULL, NULL);
 }
 
-int zkl_request(zkl_client *c, const struct zkl_req *r, int64_t deadline, struct zkl_op **out)
+int zkl__request(zkl_client *c, const struct zkl_req *r, int64_t deadline, struct zkl_op **out)
 {
 	struct zkl_op *op;
-	int rc = zkl_requests(c, r, 1, deadline, &op);
+	int rc = zkl__requests(c, r, 1, deadline, &op);
 	if (rc != 0)
 		return rc;
 	rc = op->rc;
 	if (out)
 		*out = op;
 	else
-		zkl_op_release(c, op);
+		zkl__op_release(c, op);
 	return rc;
 }
 
-void zkl_ops_release(zkl_client *c, struct zkl_op **ops, size_t n)
+void zkl__ops_release(zkl_client *c, struct zkl_op **ops, size_t n)
 {
 	pthread_mutex_lock(&c->mu);
 	ops_put(c, ops, n);
@@ -290,23 +290,23 @@ struct connect_job {
 static int connect_step(zkl_client *c, struct zkl_job *j)
 {
 	struct connect_job *k = (struct connect_job *)j;
-	const int64_t now = zkl_now_ms();
+	const int64_t now = zkl__now_ms();
 	if (now < k->pause && now < k->deadline) {
-		zkl_waiter_wake_at(c, &j->w, k->pause < k->deadline ? k->pause : k->deadline);
+		zkl__waiter_wake_at(c, &j->w, k->pause < k->deadline ? k->pause : k->deadline);
 		return ZKL_JOB_WAIT;
 	}
 	if (c->sess->connected && (!k->gone || c->gen != k->gone))
 		return 0;
 	if (now >= k->deadline)
-		return zkl_fail(ZKL_ETIMEDOUT, "the connection to ZooKeeper did not come back "
+		return zkl__fail(ZKL_ETIMEDOUT, "the connection to ZooKeeper did not come back "
 		                "in time");
-	zkl_waiter_wake_at(c, &j->w, k->deadline);
+	zkl__waiter_wake_at(c, &j->w, k->deadline);
 	return ZKL_JOB_WAIT;
 }
 
-int zkl_await_connection(zkl_client *c, uint64_t gone, int64_t pause, int64_t deadline)
+int zkl__await_connection(zkl_client *c, uint64_t gone, int64_t pause, int64_t deadline)
 {
 	struct connect_job k = {.job = {.step = connect_step}, .gone = gone, .pause = pause,
 	                        .deadline = deadline};
-	return zkl_job_run(c, &k.job, NULL, "the connection");
+	return zkl__job_run(c, &k.job, NULL, "the connection");
 }

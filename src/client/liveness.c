@@ -1,4 +1,4 @@
-/* Liveness: when the client gives its session up for lost (the loss rule, zkl_lost_at),
+/* Liveness: when the client gives its session up for lost (the loss rule, zkl__lost_at),
  * the heartbeats that keep that moment recent, and the closing of retired sessions.
  */
 #include <errno.h>
@@ -15,7 +15,7 @@ int zkl__session_timeout_ms(const zkl_client *c)
 	return c->timeout_ms > 0 ? c->timeout_ms : c->session_timeout_req;
 }
 
-int64_t zkl_lost_at(zkl_client *c)
+int64_t zkl__lost_at(zkl_client *c)
 {
 	const struct zkl_session *s = c->sess;
 	if (s->last_ok_sent == 0)
@@ -47,7 +47,7 @@ int64_t zkl_lost_at(zkl_client *c)
  * nothing held or awaited, the heartbeat is a sync, which costs the ensemble no write. */
 int64_t zkl__liveness_run(zkl_client *c)
 {
-	int64_t now = zkl_now_ms();
+	int64_t now = zkl__now_ms();
 	struct zkl_session *s = c->sess;
 	int64_t next = INT64_MAX;
 	if (s->connected) {
@@ -56,10 +56,10 @@ int64_t zkl__liveness_run(zkl_client *c)
 			int err = 0;
 			const bool idle = zkl__client_idle(c);
 			pthread_mutex_unlock(&c->mu);
-			struct zkl_op *op = idle ? zkl_op_sync(c, NULL, "/", &err)
-			                         : zkl_op_check(c, NULL, "/", &err);
+			struct zkl_op *op = idle ? zkl__op_sync(c, NULL, "/", &err)
+			                         : zkl__op_check(c, NULL, "/", &err);
 			pthread_mutex_lock(&c->mu);
-			zkl_op_put(c, op);
+			zkl__op_put(c, op);
 			if (c->sess != s)
 				return now; /* replaced meanwhile: look again */
 		}
@@ -67,14 +67,14 @@ int64_t zkl__liveness_run(zkl_client *c)
 	}
 	if (s->expired || s->given_up)
 		return next;
-	int64_t at = zkl_lost_at(c);
+	int64_t at = zkl__lost_at(c);
 	if (now < at)
 		return at < next ? at : next;
 	if (c->adopted) {
 		/* The application's session cannot be replaced here, and may live on: report
 		 * every hold lost, and delete their nodes in the background (a node of this
 		 * generation stays unless deleted). The session counts again once it answers. */
-		zkl_log(c, ZKL_LOG_WARN, "ZooKeeper confirmed nothing sent in the last %lld ms "
+		zkl__log(c, ZKL_LOG_WARN, "ZooKeeper confirmed nothing sent in the last %lld ms "
 		        "(more than %d%% of the session timeout) on the application's session: "
 		        "locks held are lost", (long long)(now - s->last_ok_sent), c->loss_percent);
 		s->given_up = true;
@@ -85,7 +85,7 @@ int64_t zkl__liveness_run(zkl_client *c)
 				c->holds_lost = true;
 				/* An ended hold's node is its owner's to delete. */
 				if (h->path[0] && atomic_load(&h->state) != ZKL_HOLD_ENDED)
-					zkl_task_delete(c, h->path, h->gen);
+					zkl__task_delete(c, h->path, h->gen);
 			}
 		}
 		zkl__holds_notify(c);
@@ -96,7 +96,7 @@ int64_t zkl__liveness_run(zkl_client *c)
 	bool any = false;
 	for (struct zkl_hold *h = c->holds; h; h = h->next)
 		any |= h->gen == s->gen && !h->lost;
-	zkl_log(c, ZKL_LOG_WARN, "ZooKeeper confirmed nothing sent in the last %lld ms "
+	zkl__log(c, ZKL_LOG_WARN, "ZooKeeper confirmed nothing sent in the last %lld ms "
 	        "(more than %d%% of the session timeout; %s): %s; opening a new session",
 	        (long long)(now - s->last_ok_sent), c->loss_percent,
 	        s->connected ? "connected" : "disconnected",
@@ -116,7 +116,7 @@ int64_t zkl__liveness_run(zkl_client *c)
 	zkl__holds_notify(c);
 	if (c->state != ZKL_STATE_LOST)
 		zkl__set_state(c, ZKL_STATE_LOST);
-	return zkl_now_ms();
+	return zkl__now_ms();
 }
 
 /* Closes retired sessions whose requests have all completed, or that have waited long
@@ -129,11 +129,11 @@ int64_t zkl__retired_reap(zkl_client *c, bool all)
 		struct zkl_session *s = *pp;
 		/* An adopted handle stays open: its requests complete by themselves, and only
 		 * then can it go without blocking the loop. */
-		bool waited = !c->adopted && zkl_now_ms() - s->retired_at >= 5000;
-		/* A release's delete may be on its way out on s (zkl_task_delete_sent): its
+		bool waited = !c->adopted && zkl__now_ms() - s->retired_at >= 5000;
+		/* A release's delete may be on its way out on s (zkl__task_delete_sent): its
 		 * task is the loop's on its next turn. */
 		if (!all && atomic_load(&c->pins) > 0) {
-			int64_t at = zkl_now_ms() + 10;
+			int64_t at = zkl__now_ms() + 10;
 			if (at < next)
 				next = at;
 			pp = &s->next;
@@ -147,7 +147,7 @@ int64_t zkl__retired_reap(zkl_client *c, bool all)
 			pp = &c->retired;
 			continue;
 		}
-		int64_t at = c->adopted ? zkl_now_ms() + 1000 : s->retired_at + 5000;
+		int64_t at = c->adopted ? zkl__now_ms() + 1000 : s->retired_at + 5000;
 		if (at < next)
 			next = at;
 		pp = &s->next;
@@ -159,16 +159,16 @@ int64_t zkl__retired_reap(zkl_client *c, bool all)
 int zkl_client_deadlines(const zkl_client *c, zkl_deadlines *out)
 {
 	if (!out)
-		return zkl_fail(ZKL_EINVAL, "output pointer is NULL");
+		return zkl__fail(ZKL_EINVAL, "output pointer is NULL");
 	memset(out, 0, sizeof *out);
 	if (!c)
-		return zkl_fail(ZKL_EINVAL, "client is NULL");
+		return zkl__fail(ZKL_EINVAL, "client is NULL");
 	zkl_client *m = (zkl_client *)c;
 	pthread_mutex_lock(&m->mu);
 	const struct zkl_session *s = m->sess;
 	if (s->last_ok_sent != 0 && !s->expired) {
 		out->session_id = s->id;
-		out->loss_ms = zkl_lost_at(m);
+		out->loss_ms = zkl__lost_at(m);
 		out->expiry_ms = s->last_ok_sent + zkl__session_timeout_ms(m);
 	}
 	pthread_mutex_unlock(&m->mu);

@@ -11,7 +11,7 @@
  * loop thread may be the one blocked in a zklocks call that waits for it.
  *
  * Calls. An application thread hands the loop an acquisition, a job (job.c) or a cancel
- * as a call (zkl_call): queued in the inbox behind everything handed over before it, and
+ * as a call (zkl__call): queued in the inbox behind everything handed over before it, and
  * run by the loop.
  *
  * Waiters. Everything the loop runs for someone (an acquisition, a job, a recipe's
@@ -73,7 +73,7 @@ bool zkl__inbox_put(zkl_client *c, struct zkl_msg *m, bool lazy)
 		else
 			c->inbox = m;
 		c->inbox_tail = m;
-		/* An op's laziness is read again here, under inbox_mu: zkl_op_hasten() takes
+		/* An op's laziness is read again here, under inbox_mu: zkl__op_hasten() takes
 		 * inbox_mu after clearing it, so the loop finds m in the inbox or is woken. */
 		if (lazy && m->kind == MSG_OP)
 			lazy = atomic_load(&((struct zkl_op *)m)->lazy);
@@ -130,7 +130,7 @@ void zkl__inbox_drain(zkl_client *c)
 	}
 }
 
-bool zkl_call(zkl_client *c, struct zkl_call *call)
+bool zkl__call(zkl_client *c, struct zkl__call *call)
 {
 	call->msg.kind = MSG_CALL;
 	if (!c->external && zkl__running_loop != c)
@@ -161,7 +161,7 @@ static void unlock_and_tell(zkl_client *c)
 	struct zkl_job *told = c->told;
 	c->told = NULL;
 	pthread_mutex_unlock(&c->mu);
-	zkl_jobs_tell(told);
+	zkl__jobs_tell(told);
 }
 
 /* Waits (mu held, released meanwhile) until the loop was woken after kicks read k, or
@@ -174,7 +174,7 @@ static bool inbox_wait(zkl_client *c, uint64_t k, int64_t deadline)
 	unlock_and_tell(c);
 	pthread_mutex_lock(&c->inbox_mu);
 	while (!c->inbox && c->kicks == k)
-		if ((timed = zkl_cond_wait_until(&c->inbox_cv, &c->inbox_mu, deadline)))
+		if ((timed = zkl__cond_wait_until(&c->inbox_cv, &c->inbox_mu, deadline)))
 			break;
 	pthread_mutex_unlock(&c->inbox_mu);
 	pthread_mutex_lock(&c->mu);
@@ -187,11 +187,11 @@ static bool inbox_wait(zkl_client *c, uint64_t k, int64_t deadline)
 bool zkl__io_wait(zkl_client *c, int64_t deadline)
 {
 	if (c->external)
-		return zkl_cond_wait_until(&c->ev_cv, &c->mu, deadline);
+		return zkl__cond_wait_until(&c->ev_cv, &c->mu, deadline);
 	return inbox_wait(c, kicks_now(c), deadline);
 }
 
-void zkl_waiter_enter_loop(zkl_client *c, struct zkl_waiter *w, const void *owner,
+void zkl__waiter_enter_loop(zkl_client *c, struct zkl_waiter *w, const void *owner,
                            void (*run)(zkl_client *c, struct zkl_waiter *w))
 {
 	w->owner = owner;
@@ -205,10 +205,10 @@ void zkl_waiter_enter_loop(zkl_client *c, struct zkl_waiter *w, const void *owne
 	if (c->waiters)
 		c->waiters->prev = w;
 	c->waiters = w;
-	zkl_waiter_wake(c, w);
+	zkl__waiter_wake(c, w);
 }
 
-void zkl_waiter_wake(zkl_client *c, struct zkl_waiter *w)
+void zkl__waiter_wake(zkl_client *c, struct zkl_waiter *w)
 {
 	if (w->own_thread) {
 		w->woken = true;
@@ -227,7 +227,7 @@ void zkl_waiter_wake(zkl_client *c, struct zkl_waiter *w)
 	zkl__loop_wake(c);
 }
 
-void zkl_waiter_wake_at(zkl_client *c, struct zkl_waiter *w, int64_t t)
+void zkl__waiter_wake_at(zkl_client *c, struct zkl_waiter *w, int64_t t)
 {
 	w->wake_at = t;
 	if (t < c->loop_next)
@@ -254,16 +254,16 @@ static void waiter_unqueue(zkl_client *c, struct zkl_waiter *w)
 	w->queued = false;
 }
 
-bool zkl_waiter_due(struct zkl_waiter *w)
+bool zkl__waiter_due(struct zkl_waiter *w)
 {
-	if (!w->woken && w->wake_at > zkl_now_ms())
+	if (!w->woken && w->wake_at > zkl__now_ms())
 		return false;
 	w->woken = false;
 	w->wake_at = INT64_MAX;
 	return true;
 }
 
-void zkl_waiter_leave(zkl_client *c, struct zkl_waiter *w)
+void zkl__waiter_leave(zkl_client *c, struct zkl_waiter *w)
 {
 	waiter_unqueue(c, w);
 	if (w->prev)
@@ -277,68 +277,68 @@ void zkl_waiter_leave(zkl_client *c, struct zkl_waiter *w)
 void zkl__wake_all(zkl_client *c)
 {
 	for (struct zkl_waiter *w = c->waiters; w; w = w->next)
-		zkl_waiter_wake(c, w);
+		zkl__waiter_wake(c, w);
 	pthread_cond_broadcast(&c->cv);
 }
 
-void zkl_cancel_owner_locked(zkl_client *c, const void *owner)
+void zkl__cancel_owner_locked(zkl_client *c, const void *owner)
 {
 	for (struct zkl_waiter *w = c->waiters; w; w = w->next) {
 		if (w->owner == owner) {
 			w->canceled = true;
-			zkl_waiter_wake(c, w);
+			zkl__waiter_wake(c, w);
 		}
 	}
 }
 
 struct cancel_call {
-	struct zkl_call call;
+	struct zkl__call call;
 	const void *owner;
 };
 
-static void cancel_run(zkl_client *c, struct zkl_call *call)
+static void cancel_run(zkl_client *c, struct zkl__call *call)
 {
 	struct cancel_call *k = (struct cancel_call *)call;
-	zkl_cancel_owner_locked(c, k->owner);
+	zkl__cancel_owner_locked(c, k->owner);
 	free(k);
 }
 
-void zkl_client_cancel_owner(zkl_client *c, const void *owner)
+void zkl__client_cancel_owner(zkl_client *c, const void *owner)
 {
 	struct cancel_call *k = malloc(sizeof *k);
 	if (k) {
 		k->call.fn = cancel_run;
 		k->owner = owner;
-		if (zkl_call(c, &k->call))
+		if (zkl__call(c, &k->call))
 			return;
 		free(k);
 	}
 	/* No memory for the call, or the loop has ended (closing): cancel here. */
 	pthread_mutex_lock(&c->mu);
 	zkl__inbox_drain(c);
-	zkl_cancel_owner_locked(c, owner);
+	zkl__cancel_owner_locked(c, owner);
 	pthread_mutex_unlock(&c->mu);
 }
 
-bool zkl_on_event_thread(zkl_client *c)
+bool zkl__on_event_thread(zkl_client *c)
 {
 	return zkl__running_loop == c;
 }
 
-bool zkl_runs_loop(zkl_client *c)
+bool zkl__runs_loop(zkl_client *c)
 {
 	return zkl__running_loop == c ||
 	       (c->loop_known && pthread_equal(c->loop_thread, pthread_self()));
 }
 
-bool zkl_is_loop_thread(zkl_client *c)
+bool zkl__is_loop_thread(zkl_client *c)
 {
 	if (zkl__running_loop == c)
 		return true;
 	if (!c->external)
 		return false;
 	pthread_mutex_lock(&c->mu);
-	bool r = zkl_runs_loop(c);
+	bool r = zkl__runs_loop(c);
 	pthread_mutex_unlock(&c->mu);
 	return r;
 }
@@ -373,7 +373,7 @@ void zkl__msg_run(zkl_client *c, struct zkl_msg *m)
 		break;
 	}
 	case MSG_CALL: {
-		struct zkl_call *call = (struct zkl_call *)m;
+		struct zkl__call *call = (struct zkl__call *)m;
 		call->fn(c, call);
 		break;
 	}
@@ -415,7 +415,7 @@ int64_t zkl__loop_waiters_run(zkl_client *c)
 		}
 		/* Timers: look through the waiters only when one of them is due (loop_next
 		 * may be early, when its waiter has moved on; never late). */
-		int64_t now = zkl_now_ms();
+		int64_t now = zkl__now_ms();
 		if (now < c->loop_next)
 			return c->loop_next;
 		int64_t next = INT64_MAX;
@@ -423,7 +423,7 @@ int64_t zkl__loop_waiters_run(zkl_client *c)
 			if (w->queued || w->own_thread)
 				continue;
 			if (w->wake_at <= now)
-				zkl_waiter_wake(c, w);
+				zkl__waiter_wake(c, w);
 			else if (w->wake_at < next)
 				next = w->wake_at;
 		}
@@ -493,9 +493,9 @@ void *zkl__event_main(void *arg)
 }
 
 
-bool zkl_loop_step(zkl_client *c)
+bool zkl__loop_step(zkl_client *c)
 {
-	if (!c->external || zkl__running_loop == c || c->processing || !zkl_runs_loop(c))
+	if (!c->external || zkl__running_loop == c || c->processing || !zkl__runs_loop(c))
 		return false;
 	const uint64_t work = c->loop_work;
 	zkl__running_loop = c;
@@ -504,18 +504,18 @@ bool zkl_loop_step(zkl_client *c)
 	/* What the turn did may be what the caller waits for (an acquisition that ended):
 	 * it looks before the loop waits for more, which may never come (nothing due). */
 	if (c->loop_work == work)
-		zkl_cond_wait_until(&c->ev_cv, &c->mu, next);
+		zkl__cond_wait_until(&c->ev_cv, &c->mu, next);
 	return true;
 }
 
 /* The check of the application's loop functions: a client of external_loop. */
 static int check_external(const zkl_client *c)
 {
-	zkl_clear_error();
+	zkl__clear_error();
 	if (!c)
-		return zkl_fail(ZKL_EINVAL, "client is NULL");
+		return zkl__fail(ZKL_EINVAL, "client is NULL");
 	if (!c->external)
-		return zkl_fail(ZKL_EINVAL, "the client runs its own loop thread (external_loop "
+		return zkl__fail(ZKL_EINVAL, "the client runs its own loop thread (external_loop "
 		                "was not set)");
 	return 0;
 }
@@ -538,7 +538,7 @@ int zkl_client_loop_timeout(zkl_client *c)
 	pthread_mutex_unlock(&c->mu);
 	if (due == INT64_MAX)
 		return -1;
-	int64_t left = due - zkl_now_ms();
+	int64_t left = due - zkl__now_ms();
 	return left <= 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int)left;
 }
 
@@ -548,12 +548,12 @@ int zkl_client_process(zkl_client *c)
 	if (rc != 0)
 		return rc;
 	if (zkl__running_loop == c)
-		return zkl_fail(ZKL_EDEADLK, "zkl_client_process() called from a zklocks "
+		return zkl__fail(ZKL_EDEADLK, "zkl_client_process() called from a zklocks "
 		                "callback of the same client");
 	/* Claimed before mu: a loop turn holds mu most of the time, and a second thread
 	 * must be told at once, not made to wait for it. */
 	if (atomic_exchange(&c->processing, true))
-		return zkl_fail(ZKL_EBUSY, "another thread is inside zkl_client_process()");
+		return zkl__fail(ZKL_EBUSY, "another thread is inside zkl_client_process()");
 	/* Empty the descriptor first: a wake after this makes it readable again. */
 	uint64_t n;
 	while (read(c->efd, &n, sizeof n) > 0)
@@ -564,7 +564,7 @@ int zkl_client_process(zkl_client *c)
 		atomic_store(&c->processing, false);
 		pthread_cond_broadcast(&c->ev_cv);
 		pthread_mutex_unlock(&c->mu);
-		return zkl_fail(ZKL_ECLOSED, "the client is closing");
+		return zkl__fail(ZKL_ECLOSED, "the client is closing");
 	}
 	c->loop_thread = pthread_self();
 	c->loop_known = true;

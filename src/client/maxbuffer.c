@@ -16,7 +16,7 @@ static int64_t field(int64_t len)
 	return 4 + (len > 0 ? len : 0);
 }
 
-int64_t zkl_request_size(const zkl_client *c, enum zkl_op_kind kind, size_t path_len,
+int64_t zkl__request_size(const zkl_client *c, enum zkl_op_kind kind, size_t path_len,
                          int data_len)
 {
 	/* The request header (xid, type), the path and the data. */
@@ -35,13 +35,13 @@ int64_t zkl_request_size(const zkl_client *c, enum zkl_op_kind kind, size_t path
 	return n + 4;
 }
 
-int zkl_request_fits(const zkl_client *c, enum zkl_op_kind kind, const char *name,
+int zkl__request_fits(const zkl_client *c, enum zkl_op_kind kind, const char *name,
                      size_t path_len, int data_len)
 {
-	const int64_t n = zkl_request_size(c, kind, path_len, data_len);
+	const int64_t n = zkl__request_size(c, kind, path_len, data_len);
 	if (n <= c->max_request)
 		return 0;
-	return zkl_fail(ZKL_EINVAL, "a request of %lld bytes, more than the %d a server reads "
+	return zkl__fail(ZKL_EINVAL, "a request of %lld bytes, more than the %d a server reads "
 	                "in one request (its jute.maxbuffer; the client's max_request option), "
 	                "refused before sending: %s %d bytes of data with a path of %zu bytes "
 	                "under %.60s%s", (long long)n, c->max_request,

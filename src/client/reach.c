@@ -97,12 +97,12 @@ static enum zkl_reach_result look(const char *servers)
 	free(list);
 
 	/* Wait for every connect to end, or for the round's time. */
-	int64_t until = zkl_now_ms() + REACH_ROUND_MS;
+	int64_t until = zkl__now_ms() + REACH_ROUND_MS;
 	for (;;) {
 		int pending = 0;
 		for (int i = 0; i < r.n; i++)
 			pending += r.st[i] == PENDING;
-		int64_t left = until - zkl_now_ms();
+		int64_t left = until - zkl__now_ms();
 		if (pending == 0 || left <= 0)
 			break;
 		if (poll(r.pfd, (nfds_t)r.n, (int)left) < 0 && errno != EINTR)
@@ -130,20 +130,20 @@ static enum zkl_reach_result look(const char *servers)
 	return ZKL_REACH_UNKNOWN;
 }
 
-void zkl_reach_init(struct zkl_reach *r)
+void zkl__reach_init(struct zkl_reach *r)
 {
 	memset(r, 0, sizeof *r);
-	r->next_ms = zkl_now_ms() + REACH_FIRST_MS;
+	r->next_ms = zkl__now_ms() + REACH_FIRST_MS;
 }
 
-bool zkl_reach_step(struct zkl_reach *r, const char *servers)
+bool zkl__reach_step(struct zkl_reach *r, const char *servers)
 {
-	if (zkl_now_ms() < r->next_ms)
+	if (zkl__now_ms() < r->next_ms)
 		return false;
 	enum zkl_reach_result res = look(servers);
 	if (res == ZKL_REACH_ACCEPTED)
 		r->accepted = true;
 	r->refused_rounds = res == ZKL_REACH_REFUSED ? r->refused_rounds + 1 : 0;
-	r->next_ms = zkl_now_ms() + REACH_EVERY_MS;
+	r->next_ms = zkl__now_ms() + REACH_EVERY_MS;
 	return r->refused_rounds >= REACH_REFUSED_ROUNDS;
 }

@@ -18,10 +18,10 @@ struct zkl_reach {
 	bool accepted;      /* some round saw a server accept a connection */
 };
 
-void zkl_reach_init(struct zkl_reach *r);
+void zkl__reach_init(struct zkl_reach *r);
 /* Looks at the servers ("host:port[,...][/chroot]") if it is time to (blocking for up to
  * about 100 ms); returns true once they have refused every connection for a few rounds in
  * a row: nothing listens. Call without any lock held. */
-bool zkl_reach_step(struct zkl_reach *r, const char *servers);
+bool zkl__reach_step(struct zkl_reach *r, const char *servers);
 
 #endif

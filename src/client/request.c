@@ -38,18 +38,18 @@ static struct zkl_op *op_begin(zkl_client *c, struct zkl_waiter *w, enum zkl_op_
 {
 	struct zkl_op *op = calloc(1, sizeof *op);
 	if (!op) {
-		*err = zkl_fail(ZKL_ENOMEM, "out of memory");
+		*err = zkl__fail(ZKL_ENOMEM, "out of memory");
 		return NULL;
 	}
 	op->kind = kind;
 	op->refs = 2;
 	op->w = w;
-	op->sent_at = zkl_now_ms();
+	op->sent_at = zkl__now_ms();
 	pthread_mutex_lock(&c->mu);
 	if (c->closing) {
 		pthread_mutex_unlock(&c->mu);
 		free(op);
-		*err = zkl_fail(ZKL_ECLOSED, "the client is closing");
+		*err = zkl__fail(ZKL_ECLOSED, "the client is closing");
 		return NULL;
 	}
 	op->s = c->sess;
@@ -60,7 +60,7 @@ static struct zkl_op *op_begin(zkl_client *c, struct zkl_waiter *w, enum zkl_op_
 	return op;
 }
 
-/* Whether op's answer proves the session alive when op was sent (zkl_lost_at).
+/* Whether op's answer proves the session alive when op was sent (zkl__lost_at).
  *
  * Once the client holds or waits for a lock, only a write that succeeded does: a quorum
  * committed it, so the leader that saw it was the ensemble's. A leader cut off from the
@@ -74,7 +74,7 @@ static struct zkl_op *op_begin(zkl_client *c, struct zkl_waiter *w, enum zkl_op_
 static bool op_proves(const struct zkl_op *op, int rc)
 {
 	if (op->idle)
-		return zkl_zk_answered(rc);
+		return zkl__zk_answered(rc);
 	if (rc != ZOK)
 		return false;
 	return op->kind == ZKL_OP_CREATE || op->kind == ZKL_OP_DELETE || op->kind == ZKL_OP_SET ||
@@ -104,7 +104,7 @@ void zkl__op_finish_locked(zkl_client *c, struct zkl_op *op, int rc)
 	struct zkl_session *s = op->s;
 	/* A retired session's handle closed with this request still out (zkl__retired_reap()):
 	 * the session is gone for it, not the client, which goes on with a new one. */
-	if (zkl_zk_class(rc) == ZKL_ZK_CLOSING && s != c->sess && !c->closing)
+	if (zkl__zk_class(rc) == ZKL_ZK_CLOSING && s != c->sess && !c->closing)
 		rc = ZSESSIONEXPIRED;
 	op->rc = rc;
 	op->done = true;
@@ -113,11 +113,11 @@ void zkl__op_finish_locked(zkl_client *c, struct zkl_op *op, int rc)
 	 * still be on its way to the loop; until it comes, nobody may take the session for
 	 * connected, or a machine that waits for the connection would send again at once,
 	 * be refused at once, and never let the loop get to that event. */
-	if (s == c->sess && zkl_zk_class(rc) == ZKL_ZK_EXPIRED)
+	if (s == c->sess && zkl__zk_class(rc) == ZKL_ZK_EXPIRED)
 		s->connected = false;
-	if (op->kind == ZKL_OP_CHECK && rc != ZOK && zkl_zk_answered(rc) && !s->check_refused) {
+	if (op->kind == ZKL_OP_CHECK && rc != ZOK && zkl__zk_answered(rc) && !s->check_refused) {
 		s->check_refused = true;
-		zkl_log(c, ZKL_LOG_ERROR, "the heartbeat, a check of the version of /, was refused: "
+		zkl__log(c, ZKL_LOG_ERROR, "the heartbeat, a check of the version of /, was refused: "
 		        "%s; without it nothing proves the session while locks are held or "
 		        "awaited (the client needs read access to /)", zerror(rc));
 	}
@@ -136,14 +136,14 @@ void zkl__op_finish_locked(zkl_client *c, struct zkl_op *op, int rc)
 		watch_unregister_locked(op->watch);
 	op->watch = NULL;
 	if (op->w)
-		zkl_waiter_wake(c, op->w);
+		zkl__waiter_wake(c, op->w);
 	if (op->kind == ZKL_OP_CREATE && op->cleanup_parent && !op->w) {
 		/* The waiter gave up while the create was out. If it was applied, or may
 		 * have been, the node must go. */
 		if (rc == ZOK && op->value)
-			zkl_task_delete(c, op->value, s->gen);
-		else if (zkl_zk_transient(rc))
-			zkl_task_find_delete(c, op->cleanup_parent, op->uuid, s->gen);
+			zkl__task_delete(c, op->value, s->gen);
+		else if (zkl__zk_transient(rc))
+			zkl__task_find_delete(c, op->cleanup_parent, op->uuid, s->gen);
 	}
 	if (--s->inflight == 0)
 		zkl__loop_wake(c);
@@ -237,11 +237,11 @@ static void stat_done(int rc, const struct Stat *stat, const void *data)
 	op_answered(op, rc);
 }
 
-struct zkl_op *zkl_op_create_followed(zkl_client *c, struct zkl_waiter *w, const char *path,
+struct zkl_op *zkl__op_create_followed(zkl_client *c, struct zkl_waiter *w, const char *path,
                                       const void *data, int len, int mode, bool followed,
                                       int *err)
 {
-	if ((*err = zkl_request_fits(c, ZKL_OP_CREATE, path, strlen(path), data ? len : -1)))
+	if ((*err = zkl__request_fits(c, ZKL_OP_CREATE, path, strlen(path), data ? len : -1)))
 		return NULL;
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_CREATE, err);
 	if (!op)
@@ -253,13 +253,13 @@ struct zkl_op *zkl_op_create_followed(zkl_client *c, struct zkl_waiter *w, const
 	return op;
 }
 
-struct zkl_op *zkl_op_create(zkl_client *c, struct zkl_waiter *w, const char *path,
+struct zkl_op *zkl__op_create(zkl_client *c, struct zkl_waiter *w, const char *path,
                              const void *data, int len, int mode, int *err)
 {
-	return zkl_op_create_followed(c, w, path, data, len, mode, false, err);
+	return zkl__op_create_followed(c, w, path, data, len, mode, false, err);
 }
 
-void zkl_op_hasten(zkl_client *c, struct zkl_op *op)
+void zkl__op_hasten(zkl_client *c, struct zkl_op *op)
 {
 	atomic_store(&op->lazy, false);
 	/* An answer queued lazily before this is in the inbox once we have passed its
@@ -269,12 +269,12 @@ void zkl_op_hasten(zkl_client *c, struct zkl_op *op)
 	pthread_mutex_unlock(&c->inbox_mu);
 }
 
-struct zkl_op *zkl_op_delete(zkl_client *c, struct zkl_waiter *w, const char *path, int *err)
+struct zkl_op *zkl__op_delete(zkl_client *c, struct zkl_waiter *w, const char *path, int *err)
 {
-	return zkl_op_delete_at(c, w, path, -1, err);
+	return zkl__op_delete_at(c, w, path, -1, err);
 }
 
-struct zkl_op *zkl_op_delete_at(zkl_client *c, struct zkl_waiter *w, const char *path,
+struct zkl_op *zkl__op_delete_at(zkl_client *c, struct zkl_waiter *w, const char *path,
                                 int version, int *err)
 {
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_DELETE, err);
@@ -286,7 +286,7 @@ struct zkl_op *zkl_op_delete_at(zkl_client *c, struct zkl_waiter *w, const char 
 	return op;
 }
 
-struct zkl_op *zkl_op_children(zkl_client *c, struct zkl_waiter *w, const char *path,
+struct zkl_op *zkl__op_children(zkl_client *c, struct zkl_waiter *w, const char *path,
                                struct zkl_watch *wt, int *err)
 {
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_CHILDREN, err);
@@ -347,7 +347,7 @@ static void watch_register(zkl_client *c, struct zkl_op *op, struct zkl_watch *w
 void zkl__node_watch_apply(zkl_client *c, struct zkl_watch *wt, int type)
 {
 	if (wt->w)
-		zkl_waiter_wake(c, wt->w);
+		zkl__waiter_wake(c, wt->w);
 	/* Session events reach every registered watcher and leave it registered; only a
 	 * node event ends the watch. */
 	if (type != ZOO_SESSION_EVENT) {
@@ -367,7 +367,7 @@ void zkl__node_watcher(zhandle_t *zh, int type, int state, const char *path, voi
 	zkl__post_copy(wt->s->c, &m.m, sizeof m);
 }
 
-struct zkl_watch *zkl_watch_new(zkl_client *c, struct zkl_waiter *w)
+struct zkl_watch *zkl__watch_new(zkl_client *c, struct zkl_waiter *w)
 {
 	(void)c;
 	struct zkl_watch *wt = calloc(1, sizeof *wt);
@@ -378,7 +378,7 @@ struct zkl_watch *zkl_watch_new(zkl_client *c, struct zkl_waiter *w)
 	return wt;
 }
 
-void zkl_watch_put(zkl_client *c, struct zkl_watch *wt)
+void zkl__watch_put(zkl_client *c, struct zkl_watch *wt)
 {
 	(void)c;
 	wt->w = NULL;
@@ -386,7 +386,7 @@ void zkl_watch_put(zkl_client *c, struct zkl_watch *wt)
 		zkl__watch_free(wt);
 }
 
-struct zkl_op *zkl_op_get(zkl_client *c, struct zkl_waiter *w, const char *path,
+struct zkl_op *zkl__op_get(zkl_client *c, struct zkl_waiter *w, const char *path,
                           struct zkl_watch *wt, int *err)
 {
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_GET, err);
@@ -400,7 +400,7 @@ struct zkl_op *zkl_op_get(zkl_client *c, struct zkl_waiter *w, const char *path,
 	return op;
 }
 
-struct zkl_op *zkl_op_exists(zkl_client *c, struct zkl_waiter *w, const char *path,
+struct zkl_op *zkl__op_exists(zkl_client *c, struct zkl_waiter *w, const char *path,
                              struct zkl_watch *wt, int *err)
 {
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_EXISTS, err);
@@ -414,10 +414,10 @@ struct zkl_op *zkl_op_exists(zkl_client *c, struct zkl_waiter *w, const char *pa
 	return op;
 }
 
-struct zkl_op *zkl_op_set(zkl_client *c, struct zkl_waiter *w, const char *path,
+struct zkl_op *zkl__op_set(zkl_client *c, struct zkl_waiter *w, const char *path,
                           const void *data, int len, int version, int *err)
 {
-	if ((*err = zkl_request_fits(c, ZKL_OP_SET, path, strlen(path), data ? len : -1)))
+	if ((*err = zkl__request_fits(c, ZKL_OP_SET, path, strlen(path), data ? len : -1)))
 		return NULL;
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_SET, err);
 	if (!op)
@@ -434,7 +434,7 @@ static void string_done(int rc, const char *value, const void *data)
 	void_done(rc, data);
 }
 
-struct zkl_op *zkl_op_sync(zkl_client *c, struct zkl_waiter *w, const char *path, int *err)
+struct zkl_op *zkl__op_sync(zkl_client *c, struct zkl_waiter *w, const char *path, int *err)
 {
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_SYNC, err);
 	if (!op)
@@ -445,7 +445,7 @@ struct zkl_op *zkl_op_sync(zkl_client *c, struct zkl_waiter *w, const char *path
 	return op;
 }
 
-struct zkl_op *zkl_op_check(zkl_client *c, struct zkl_waiter *w, const char *path, int *err)
+struct zkl_op *zkl__op_check(zkl_client *c, struct zkl_waiter *w, const char *path, int *err)
 {
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_CHECK, err);
 	if (!op)
@@ -456,7 +456,7 @@ struct zkl_op *zkl_op_check(zkl_client *c, struct zkl_waiter *w, const char *pat
 	return op;
 }
 
-void zkl_op_put(zkl_client *c, struct zkl_op *op)
+void zkl__op_put(zkl_client *c, struct zkl_op *op)
 {
 	(void)c;
 	if (!op)
@@ -466,35 +466,35 @@ void zkl_op_put(zkl_client *c, struct zkl_op *op)
 		op_free(op);
 }
 
-struct zkl_op *zkl_op_send(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *r,
+struct zkl_op *zkl__op_send(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *r,
                            int *err)
 {
 	switch (r->kind) {
 	case ZKL_OP_CREATE:
-		return zkl_op_create(c, w, r->path, r->data, r->len, r->mode, err);
+		return zkl__op_create(c, w, r->path, r->data, r->len, r->mode, err);
 	case ZKL_OP_DELETE:
-		return zkl_op_delete_at(c, w, r->path, r->check_version ? r->version : -1, err);
+		return zkl__op_delete_at(c, w, r->path, r->check_version ? r->version : -1, err);
 	case ZKL_OP_CHILDREN:
-		return zkl_op_children(c, w, r->path, NULL, err);
+		return zkl__op_children(c, w, r->path, NULL, err);
 	case ZKL_OP_GET:
-		return zkl_op_get(c, w, r->path, NULL, err);
+		return zkl__op_get(c, w, r->path, NULL, err);
 	case ZKL_OP_EXISTS:
-		return zkl_op_exists(c, w, r->path, NULL, err);
+		return zkl__op_exists(c, w, r->path, NULL, err);
 	case ZKL_OP_SET:
-		return zkl_op_set(c, w, r->path, r->data, r->len, r->version, err);
+		return zkl__op_set(c, w, r->path, r->data, r->len, r->version, err);
 	case ZKL_OP_SYNC:
-		return zkl_op_sync(c, w, r->path, err);
+		return zkl__op_sync(c, w, r->path, err);
 	case ZKL_OP_CHECK:
-		return zkl_op_check(c, w, r->path, err);
+		return zkl__op_check(c, w, r->path, err);
 	}
-	*err = zkl_fail(ZKL_EINVAL, "unknown request");
+	*err = zkl__fail(ZKL_EINVAL, "unknown request");
 	return NULL;
 }
 
-void zkl_op_release(zkl_client *c, struct zkl_op *op)
+void zkl__op_release(zkl_client *c, struct zkl_op *op)
 {
 	pthread_mutex_lock(&c->mu);
-	zkl_op_put(c, op);
+	zkl__op_put(c, op);
 	pthread_mutex_unlock(&c->mu);
 }
 

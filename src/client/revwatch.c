@@ -26,7 +26,7 @@ void zkl__revwatch_put(zkl_client *c, struct zkl_revwatch *rv)
 	free(rv);
 }
 
-struct zkl_revwatch *zkl_revwatch_add(zkl_client *c, const char *path, uint64_t gen,
+struct zkl_revwatch *zkl__revwatch_add(zkl_client *c, const char *path, uint64_t gen,
                                       zkl_data_decode_fn decode,
                                       void (*fn)(void *ctx, const char *path), void *ctx)
 {
@@ -50,11 +50,11 @@ struct zkl_revwatch *zkl_revwatch_add(zkl_client *c, const char *path, uint64_t 
 	return rv;
 }
 
-struct zkl_revwatch *zkl_countwatch_add(zkl_client *c, const char *path,
+struct zkl_revwatch *zkl__countwatch_add(zkl_client *c, const char *path,
                                         zkl_data_decode_fn decode, int32_t *value,
                                         unsigned *epoch)
 {
-	struct zkl_revwatch *rv = zkl_revwatch_add(c, path, c->gen, decode, NULL, NULL);
+	struct zkl_revwatch *rv = zkl__revwatch_add(c, path, c->gen, decode, NULL, NULL);
 	if (rv) {
 		rv->value = value;
 		rv->epoch = epoch;
@@ -62,12 +62,12 @@ struct zkl_revwatch *zkl_countwatch_add(zkl_client *c, const char *path,
 	return rv;
 }
 
-void zkl_revwatch_remove(zkl_client *c, struct zkl_revwatch *rv)
+void zkl__revwatch_remove(zkl_client *c, struct zkl_revwatch *rv)
 {
 	if (!rv)
 		return;
 	rv->active = false;
-	while (rv->dispatching && !zkl_on_event_thread(c))
+	while (rv->dispatching && !zkl__on_event_thread(c))
 		pthread_cond_wait(&c->cv, &c->mu);
 	zkl__revwatch_put(c, rv);
 }
@@ -117,7 +117,7 @@ void zkl__revread_apply(zkl_client *c, const struct revread_msg *m)
 		rv->registered = false;
 		rv->refs--;
 	}
-	if (zkl_zk_transient(rc))
+	if (zkl__zk_transient(rc))
 		rv->want_read = true;
 	if (m->read == ZKL_DATA_REQUEST && rv->fn)
 		rv->requests++;

@@ -120,7 +120,7 @@ int zkl__adopt_handle(zkl_client *c, zhandle_t *zh)
 {
 	struct adoption *a = calloc(1, sizeof *a);
 	if (!a)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	a->zh = zh;
 	a->c = c;
 	pthread_mutex_lock(&adoptions_mu);
@@ -130,7 +130,7 @@ int zkl__adopt_handle(zkl_client *c, zhandle_t *zh)
 		if (o->zh == zh && o->c && o->c != c) {
 			pthread_mutex_unlock(&adoptions_mu);
 			free(a);
-			return zkl_fail(ZKL_EINVAL, "that ZooKeeper handle is in use by another "
+			return zkl__fail(ZKL_EINVAL, "that ZooKeeper handle is in use by another "
 			                "zklocks client already (one client per handle: share that "
 			                "client, or close it first)");
 		}
@@ -191,7 +191,7 @@ void zkl__session_free(zkl_client *c, struct zkl_session *s)
 		size_t n = 0, cap = 0;
 		pthread_mutex_lock(&c->mu);
 		while (s->inflight > 0)
-			zkl__io_wait(c, zkl_now_ms() + 100);
+			zkl__io_wait(c, zkl__now_ms() + 100);
 		for (struct zkl_watch *wt = s->watches; wt; wt = wt->next)
 			cap++;
 		for (struct zkl_revwatch *rv = c->revwatches; rv; rv = rv->next)
@@ -302,14 +302,14 @@ void zkl__session_replace(zkl_client *c)
 	}
 	pthread_mutex_lock(&c->mu);
 	if (!s) {
-		zkl_log(c, ZKL_LOG_ERROR, "cannot open a new ZooKeeper session: %s", strerror(errno));
+		zkl__log(c, ZKL_LOG_ERROR, "cannot open a new ZooKeeper session: %s", strerror(errno));
 		return;
 	}
 	c->sess = s;
 	c->gen = s->gen;
 	if (!c->adopted && !c->external)
 		atomic_store(&c->sess_pub, s);
-	old->retired_at = zkl_now_ms();
+	old->retired_at = zkl__now_ms();
 	old->next = c->retired;
 	c->retired = old;
 	zkl__wake_all(c);
@@ -327,7 +327,7 @@ void zkl__handle_event(zkl_client *c, struct zkl_event *e)
 		else if (c->state != ZKL_STATE_CONNECTED && c->state != ZKL_STATE_RECONNECTED)
 			zkl__set_state(c, ZKL_STATE_RECONNECTED);
 	} else if (e->zk_state == ZOO_EXPIRED_SESSION_STATE) {
-		zkl_log(c, ZKL_LOG_WARN, "ZooKeeper session 0x%llx expired; %s",
+		zkl__log(c, ZKL_LOG_WARN, "ZooKeeper session 0x%llx expired; %s",
 		        (unsigned long long)s->id, c->adopted ? "waiting for the application's "
 		        "next handle (zkl_client_handover)" : "opening a new one");
 		zkl__session_replace(c);
@@ -336,7 +336,7 @@ void zkl__handle_event(zkl_client *c, struct zkl_event *e)
 			zkl__set_state(c, ZKL_STATE_LOST);
 	} else if (e->zk_state == ZOO_AUTH_FAILED_STATE) {
 		c->auth_failed = true;
-		zkl_log(c, ZKL_LOG_ERROR, "ZooKeeper refused the credentials");
+		zkl__log(c, ZKL_LOG_ERROR, "ZooKeeper refused the credentials");
 		pthread_cond_broadcast(&c->cv);
 	} else if (e->zk_state == ZOO_CONNECTING_STATE || e->zk_state == ZOO_ASSOCIATING_STATE ||
 	           e->zk_state == ZOO_NOTCONNECTED_STATE || e->zk_state == 0) {
@@ -348,24 +348,24 @@ void zkl__handle_event(zkl_client *c, struct zkl_event *e)
 
 int zkl_client_handover(zkl_client *c, zhandle_t *zh)
 {
-	zkl_clear_error();
+	zkl__clear_error();
 	if (!c || !zh)
-		return zkl_fail(ZKL_EINVAL, "%s is NULL", c ? "the ZooKeeper handle" : "client");
+		return zkl__fail(ZKL_EINVAL, "%s is NULL", c ? "the ZooKeeper handle" : "client");
 	if (!c->adopted)
-		return zkl_fail(ZKL_EINVAL, "the client has sessions of its own (it was not made "
+		return zkl__fail(ZKL_EINVAL, "the client has sessions of its own (it was not made "
 		                "with zkl_client_adopt())");
 	pthread_mutex_lock(&c->mu);
 	struct zkl_session *s = c->sess;
 	zhandle_t *old = s->zh;
 	int rc = 0;
 	if (c->closing)
-		rc = zkl_fail(ZKL_ECLOSED, "the client is closing");
+		rc = zkl__fail(ZKL_ECLOSED, "the client is closing");
 	else if (old == zh)
-		rc = zkl_fail(ZKL_EINVAL, "that handle is the client's already");
+		rc = zkl__fail(ZKL_EINVAL, "that handle is the client's already");
 	else if (!s->standin)
 		/* Not before the loop has moved on from the expired session: it would move
 		 * the new handle's session aside as expired when it gets to the expiry. */
-		rc = zkl_fail(ZKL_EBUSY, "the current session has not expired, or the client "
+		rc = zkl__fail(ZKL_EBUSY, "the current session has not expired, or the client "
 		              "has not yet moved on from it: hand the next handle over once it "
 		              "has (the state listener hears \"lost\")");
 	pthread_mutex_unlock(&c->mu);
@@ -398,22 +398,22 @@ int zkl_client_handover(zkl_client *c, zhandle_t *zh)
 
 int zkl_client_add_listener(zkl_client *c, zkl_state_fn fn, void *data)
 {
-	zkl_clear_error();
+	zkl__clear_error();
 	if (!c)
-		return zkl_fail(ZKL_EINVAL, "client is NULL");
+		return zkl__fail(ZKL_EINVAL, "client is NULL");
 	if (!fn)
-		return zkl_fail(ZKL_EINVAL, "listener function is NULL");
+		return zkl__fail(ZKL_EINVAL, "listener function is NULL");
 	pthread_mutex_lock(&c->mu);
 	for (size_t i = 0; i < c->nlisteners; i++) {
 		if (c->listeners[i].fn == fn && c->listeners[i].data == data) {
 			pthread_mutex_unlock(&c->mu);
-			return zkl_fail(ZKL_EINVAL, "this listener was already added");
+			return zkl__fail(ZKL_EINVAL, "this listener was already added");
 		}
 	}
 	struct zkl_listener *l = realloc(c->listeners, (c->nlisteners + 1) * sizeof *l);
 	if (!l) {
 		pthread_mutex_unlock(&c->mu);
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	}
 	l[c->nlisteners].fn = fn;
 	l[c->nlisteners].data = data;
@@ -425,9 +425,9 @@ int zkl_client_add_listener(zkl_client *c, zkl_state_fn fn, void *data)
 
 int zkl_client_remove_listener(zkl_client *c, zkl_state_fn fn, void *data)
 {
-	zkl_clear_error();
+	zkl__clear_error();
 	if (!c)
-		return zkl_fail(ZKL_EINVAL, "client is NULL");
+		return zkl__fail(ZKL_EINVAL, "client is NULL");
 	pthread_mutex_lock(&c->mu);
 	for (size_t i = 0; i < c->nlisteners; i++) {
 		if (c->listeners[i].fn == fn && c->listeners[i].data == data) {
@@ -435,14 +435,14 @@ int zkl_client_remove_listener(zkl_client *c, zkl_state_fn fn, void *data)
 			        (c->nlisteners - i - 1) * sizeof *c->listeners);
 			c->nlisteners--;
 			/* Promise: when this returns, the listener is not running. */
-			while (c->listener_running && !zkl_on_event_thread(c))
+			while (c->listener_running && !zkl__on_event_thread(c))
 				pthread_cond_wait(&c->cv, &c->mu);
 			pthread_mutex_unlock(&c->mu);
 			return 0;
 		}
 	}
 	pthread_mutex_unlock(&c->mu);
-	return zkl_fail(ZKL_EINVAL, "no such listener");
+	return zkl__fail(ZKL_EINVAL, "no such listener");
 }
 
 int64_t zkl_client_session_id(const zkl_client *c)

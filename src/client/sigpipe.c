@@ -13,7 +13,7 @@ static bool pipe_pending(void)
 	return sigpending(&p) == 0 && sigismember(&p, SIGPIPE) == 1;
 }
 
-void zkl_sigpipe_block(struct zkl_sigpipe_guard *g)
+void zkl__sigpipe_block(struct zkl_sigpipe_guard *g)
 {
 	sigset_t pipe_set;
 	sigemptyset(&pipe_set);
@@ -22,7 +22,7 @@ void zkl_sigpipe_block(struct zkl_sigpipe_guard *g)
 	g->pending = pipe_pending();
 }
 
-void zkl_sigpipe_restore(struct zkl_sigpipe_guard *g)
+void zkl__sigpipe_restore(struct zkl_sigpipe_guard *g)
 {
 	int e = errno;
 	if (!g->pending && pipe_pending()) {

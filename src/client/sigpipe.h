@@ -32,9 +32,9 @@ struct zkl_sigpipe_guard {
 };
 
 /* Blocks SIGPIPE in the calling thread and notes what was pending. */
-void zkl_sigpipe_block(struct zkl_sigpipe_guard *g);
-/* Takes off a SIGPIPE raised since zkl_sigpipe_block() (if none was pending before) and
+void zkl__sigpipe_block(struct zkl_sigpipe_guard *g);
+/* Takes off a SIGPIPE raised since zkl__sigpipe_block() (if none was pending before) and
  * gives the calling thread its mask back. Keeps errno. */
-void zkl_sigpipe_restore(struct zkl_sigpipe_guard *g);
+void zkl__sigpipe_restore(struct zkl_sigpipe_guard *g);
 
 #endif

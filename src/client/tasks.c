@@ -190,12 +190,12 @@ static void task_add(zkl_client *c, enum task_kind kind, const char *path, const
 		zkl__loop_wake(c);
 }
 
-void zkl_task_delete(zkl_client *c, const char *path, uint64_t gen)
+void zkl__task_delete(zkl_client *c, const char *path, uint64_t gen)
 {
 	task_add(c, TASK_DELETE, path, NULL, gen, true);
 }
 
-void zkl_task_find_delete(zkl_client *c, const char *parent, const char *uuid, uint64_t gen)
+void zkl__task_find_delete(zkl_client *c, const char *parent, const char *uuid, uint64_t gen)
 {
 	task_add(c, TASK_FIND_DELETE, parent, uuid, gen, true);
 }
@@ -240,7 +240,7 @@ static bool task_sendable(const zkl_client *c, const struct zkl_task *t)
 	return t->gen == c->gen && c->sess->connected;
 }
 
-bool zkl_task_delete_now(zkl_client *c, const char *path, uint64_t gen)
+bool zkl__task_delete_now(zkl_client *c, const char *path, uint64_t gen)
 {
 	task_add(c, TASK_DELETE, path, NULL, gen, false);
 	struct zkl_task *t = c->tasks;
@@ -255,14 +255,14 @@ bool zkl_task_delete_now(zkl_client *c, const char *path, uint64_t gen)
 	return true;
 }
 
-/* One release's delete fewer under way (zkl_task_delete_sent). */
+/* One release's delete fewer under way (zkl__task_delete_sent). */
 static void unpin(zkl_client *c)
 {
 	if (atomic_fetch_sub(&c->pins, 1) == 1)
 		pthread_cond_broadcast(&c->ev_cv); /* a close may wait for it */
 }
 
-bool zkl_task_delete_sent(zkl_client *c, char *path, uint64_t gen)
+bool zkl__task_delete_sent(zkl_client *c, char *path, uint64_t gen)
 {
 	/* Pinned from here until the loop takes the task over: meanwhile it closes no
 	 * session's handle, so the one read below stays open. The pin is counted before
@@ -285,7 +285,7 @@ bool zkl_task_delete_sent(zkl_client *c, char *path, uint64_t gen)
 	/* Handed over before it is sent, so that the loop knows the task before its answer,
 	 * and without a wake: it has nothing to do with it until the answer comes. */
 	zkl__inbox_put(c, &t->rel, true);
-	/* Sent from here, at once, for the reasons zkl_task_delete_now() gives. Once sent,
+	/* Sent from here, at once, for the reasons zkl__task_delete_now() gives. Once sent,
 	 * t is the loop's. */
 	int rc = c->zk->remove(s->zh, path, -1, task_void_done, t);
 	if (rc != ZOK) {
@@ -306,7 +306,7 @@ void zkl__task_take_over(zkl_client *c, struct zkl_task *t)
 	unpin(c);
 }
 
-bool zkl_task_pending(zkl_client *c, const char *parent, size_t parent_len, const char *name)
+bool zkl__task_pending(zkl_client *c, const char *parent, size_t parent_len, const char *name)
 {
 	struct zkl_task_folder *f = folder_find(c, parent, parent_len);
 	for (struct zkl_task *t = f ? f->tasks : NULL; t; t = t->fnext)
@@ -315,7 +315,7 @@ bool zkl_task_pending(zkl_client *c, const char *parent, size_t parent_len, cons
 	return false;
 }
 
-size_t zkl_tasks_pending(zkl_client *c, const char *parent, size_t parent_len,
+size_t zkl__tasks_pending(zkl_client *c, const char *parent, size_t parent_len,
                          const char **names, size_t max)
 {
 	size_t n = 0;
@@ -368,8 +368,8 @@ static void task_strings_done(int rc, const struct String_vector *sv, const void
 	char *found = NULL;
 	if (rc == ZOK && sv) {
 		for (int i = 0; i < sv->count; i++) {
-			if (zkl_name_has_uuid(sv->data[i], t->uuid)) {
-				found = zkl_path_join(t->path, sv->data[i]);
+			if (zkl__name_has_uuid(sv->data[i], t->uuid)) {
+				found = zkl__path_join(t->path, sv->data[i]);
 				break;
 			}
 		}
@@ -385,7 +385,7 @@ static void task_strings_done(int rc, const struct String_vector *sv, const void
 int64_t zkl__tasks_run(zkl_client *c)
 {
 	int64_t next_at = INT64_MAX;
-	int64_t now = zkl_now_ms();
+	int64_t now = zkl__now_ms();
 	/* Only this loop takes a task off this list (other threads add at its head, and a
 	 * completion moves its task back to the head), so the next one stays while mu is
 	 * released around a send. */
@@ -407,14 +407,14 @@ int64_t zkl__tasks_run(zkl_client *c)
 				rc = ZNONODE; /* the create never happened */
 			}
 			if (rc == ZOK || rc == ZNONODE) {
-				zkl_log(c, ZKL_LOG_DEBUG, "background delete of %s done", t->path);
+				zkl__log(c, ZKL_LOG_DEBUG, "background delete of %s done", t->path);
 				zkl__task_drop(c, t);
 				t = next;
 				continue;
 			}
-			const enum zkl_zk_class k = zkl_zk_class(rc);
+			const enum zkl__zk_class k = zkl__zk_class(rc);
 			if (k != ZKL_ZK_UNKNOWN && k != ZKL_ZK_EXPIRED && k != ZKL_ZK_CLOSING) {
-				zkl_log(c, ZKL_LOG_ERROR, "cannot delete %s: %s; it stays until its "
+				zkl__log(c, ZKL_LOG_ERROR, "cannot delete %s: %s; it stays until its "
 				        "session ends", t->path, zerror(rc));
 				zkl__task_drop(c, t);
 				t = next;

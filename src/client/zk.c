@@ -20,7 +20,7 @@ static void log_discard(const char *message)
 	(void)message;
 }
 
-unsigned zkl_zk_features(void)
+unsigned zkl__zk_features(void)
 {
 	unsigned f = 0;
 #ifdef ZKL_HAVE_ZK_TLS
@@ -134,7 +134,7 @@ static void sasl_init(void)
 }
 #endif
 
-void zkl_zk_creds_release(struct zkl_zk_creds *creds)
+void zkl__zk_creds_release(struct zkl_zk_creds *creds)
 {
 #ifdef ZKL_HAVE_ZK_SASL
 	struct sasl_ctx *x = creds->state;
@@ -231,9 +231,9 @@ static zhandle_t *zk_open(void *self, const char *servers, int timeout_ms, watch
 {
 	(void)self;
 	struct zkl_sigpipe_guard g;
-	zkl_sigpipe_block(&g);
+	zkl__sigpipe_block(&g);
 	zhandle_t *zh = open_handle(servers, timeout_ms, watcher, ctx, quiet, creds);
-	zkl_sigpipe_restore(&g);
+	zkl__sigpipe_restore(&g);
 	return zh;
 }
 
@@ -242,9 +242,9 @@ static zhandle_t *zk_open(void *self, const char *servers, int timeout_ms, watch
 static void zk_close(zhandle_t *zh)
 {
 	struct zkl_sigpipe_guard g;
-	zkl_sigpipe_block(&g);
+	zkl__sigpipe_block(&g);
 	zookeeper_close(zh);
-	zkl_sigpipe_restore(&g);
+	zkl__sigpipe_restore(&g);
 }
 
 static int64_t zk_session_id(zhandle_t *zh)

@@ -7,7 +7,7 @@
  * Only the client's loop makes requests (create ... sync): its own thread, or with
  * external_loop the thread that holds the client's mutex; an application thread that
  * waits for an answer hands the loop a job that sends them (job.c). The one exception is
- * a release's delete, which the releasing thread sends (zkl_task_delete_now).
+ * a release's delete, which the releasing thread sends (zkl__task_delete_now).
  *
  * The contract is the C client's: every call returns ZOK once the request is queued,
  * and then its completion runs exactly once; any other return means it was not sent
@@ -42,17 +42,17 @@ struct zkl_zk_creds {
 	const char *sasl_password_file;
 	int (*sasl_password_fn)(char *buf, size_t size, void *data);
 	void *sasl_password_data;
-	/* Filled by the C client's open (zk.c), freed by zkl_zk_creds_release(). */
+	/* Filled by the C client's open (zk.c), freed by zkl__zk_creds_release(). */
 	void *state;
 };
 
 /* What the C client this library was built against can do: bits of ZKL_FEATURE_*
  * (include/zklocks/client.h). */
-unsigned zkl_zk_features(void);
+unsigned zkl__zk_features(void);
 
 /* Frees what the C client's open kept in creds (SASL contexts), once no handle opened
  * with them is left. */
-void zkl_zk_creds_release(struct zkl_zk_creds *creds);
+void zkl__zk_creds_release(struct zkl_zk_creds *creds);
 
 struct zkl_zk_ops {
 	/* Starts a session: the handle, or NULL with errno set (EINVAL: servers cannot be

@@ -16,7 +16,7 @@
  * deadline wake it, and the loop calls step(), with the client mutex held. step() looks
  * at the current state, at what has arrived, and moves on: it sends the next request
  * (letting go of the mutex while it does, as every sender must), or returns to wait. A
- * state that waits says until when (zkl_waiter_wake_at).
+ * state that waits says until when (zkl__waiter_wake_at).
  *
  *   TOP ──▶ CREATE ──▶ LIST ──▶ WATCH ──▶ WAIT ──▶ TOP (list again) or held
  *    │        │ └▶ ENSURE (folder missing) ──▶ TOP
@@ -26,11 +26,11 @@
  *   RECOVER (wait for the connection) and TURN (our turn came past the loss deadline:
  *   wait for the new session) lead back to TOP; any failure ends in WITHDRAW.
  *
- * An acquisition reaches the loop as a call (zkl_call): an application thread queues
+ * An acquisition reaches the loop as a call (zkl__call): an application thread queues
  * it in the client's inbox, behind what was handed to the loop before (so a cancel made
  * after it finds it), and from then on only the loop touches it. The thread that asked
  * waits on the job's own semaphore, not on the client's mutex
- * (zkl_engine_acquire); with external_loop that thread runs the steps itself instead of
+ * (zkl__engine_acquire); with external_loop that thread runs the steps itself instead of
  * the loop. A thread that runs the loop must not wait: nothing would ever run the
  * acquisition. */
 #include <stddef.h>
@@ -87,7 +87,7 @@ struct zkl_acquisition {
 	uint64_t found_gen;
 	int failed;                    /* the failure being withdrawn from */
 	bool begun;                    /* counted (zkl_client_get_stats) */
-	void (*done_fn)(void *arg, int rc); /* or, started by zkl_engine_start: its end */
+	void (*done_fn)(void *arg, int rc); /* or, started by zkl__engine_start: its end */
 	void *done_arg;
 };
 
@@ -105,9 +105,9 @@ static int await(struct zkl_acquisition *a, const struct zkl_op *op, int64_t dea
 		return ANSWERED;
 	if (a->job.w.canceled)
 		return ZKL_ECANCELED;
-	if (zkl_now_ms() >= deadline)
+	if (zkl__now_ms() >= deadline)
 		return ZKL_ETIMEDOUT;
-	zkl_waiter_wake_at(a->q->c, &a->job.w, deadline);
+	zkl__waiter_wake_at(a->q->c, &a->job.w, deadline);
 	return WAIT;
 }
 
@@ -125,7 +125,7 @@ static int64_t answer_deadline(const zkl_client *c, const struct zkl_acquisition
  * passed). A wait that withdraws what we queued ends there; the background goes on. */
 static int64_t withdraw_until(const struct zkl_acquisition *a, int64_t t)
 {
-	const int64_t now = zkl_now_ms();
+	const int64_t now = zkl__now_ms();
 	const int64_t from = a->deadline > now ? a->deadline : now;
 	if (from > INT64_MAX - ZKL_WITHDRAW_MS)
 		return t;
@@ -135,13 +135,13 @@ static int64_t withdraw_until(const struct zkl_acquisition *a, int64_t t)
 static int gave_up(const struct zkl_acquisition *a, int rc)
 {
 	if (rc == ZKL_ETIMEDOUT)
-		return zkl_fail(rc, "timed out waiting for %s", a->q->path);
-	return zkl_fail(rc, "acquire of %s was cancelled", a->q->path);
+		return zkl__fail(rc, "timed out waiting for %s", a->q->path);
+	return zkl__fail(rc, "acquire of %s was cancelled", a->q->path);
 }
 
 static void put_op(zkl_client *c, struct zkl_op **op)
 {
-	zkl_op_put(c, *op);
+	zkl__op_put(c, *op);
 	*op = NULL;
 }
 
@@ -180,7 +180,7 @@ static void folder_done(zkl_client *c, struct zkl_folder *f, bool made)
 		w->folder_next = NULL;
 		if (made && w->q->folder_seen)
 			*w->q->folder_seen = true;
-		zkl_waiter_wake(c, &w->job.w);
+		zkl__waiter_wake(c, &w->job.w);
 	}
 	free(f->path);
 	free(f);
@@ -220,7 +220,7 @@ static void drop_requests(zkl_client *c, struct zkl_acquisition *a)
 	put_op(c, &a->list);
 	put_op(c, &a->op);
 	if (a->wt) {
-		zkl_watch_put(c, a->wt);
+		zkl__watch_put(c, a->wt);
 		a->wt = NULL;
 	}
 	free(a->found);
@@ -229,18 +229,18 @@ static void drop_requests(zkl_client *c, struct zkl_acquisition *a)
 	a->ensure = NULL;
 }
 
-/* The end of an acquisition started by zkl_engine_start (the job's end, on the loop,
+/* The end of an acquisition started by zkl__engine_start (the job's end, on the loop,
  * mu held): the done function runs with no lock held, and a is freed after it. */
 static void end_async(zkl_client *c, struct zkl_job *j)
 {
 	struct zkl_acquisition *a = (struct zkl_acquisition *)j;
 	pthread_mutex_unlock(&c->mu);
 	if (j->rc != 0)
-		zkl_fail(j->rc, "%s", j->error);
+		zkl__fail(j->rc, "%s", j->error);
 	else
-		zkl_clear_error();
+		zkl__clear_error();
 	a->done_fn(a->done_arg, j->rc);
-	zkl_job_destroy(j);
+	zkl__job_destroy(j);
 	free(a);
 	pthread_mutex_lock(&c->mu);
 }
@@ -259,7 +259,7 @@ static int start_list(zkl_client *c, struct zkl_acquisition *a);
 static int start_recover(struct zkl_acquisition *a)
 {
 	if (a->try_once)
-		return zkl_fail(ZKL_ETIMEDOUT, "the connection to ZooKeeper was lost");
+		return zkl__fail(ZKL_ETIMEDOUT, "the connection to ZooKeeper was lost");
 	a->st = A_RECOVER;
 	return GO_ON;
 }
@@ -272,9 +272,9 @@ static int on_recover(zkl_client *c, struct zkl_acquisition *a)
 		a->st = A_TOP;
 		return GO_ON;
 	}
-	if (zkl_now_ms() >= a->deadline)
-		return zkl_fail(ZKL_ETIMEDOUT, "timed out while disconnected from ZooKeeper");
-	zkl_waiter_wake_at(a->q->c, &a->job.w, a->deadline);
+	if (zkl__now_ms() >= a->deadline)
+		return zkl__fail(ZKL_ETIMEDOUT, "timed out while disconnected from ZooKeeper");
+	zkl__waiter_wake_at(a->q->c, &a->job.w, a->deadline);
 	return WAIT;
 }
 
@@ -282,7 +282,7 @@ static int on_recover(zkl_client *c, struct zkl_acquisition *a)
  * loss deadline. */
 static bool grant_stands(zkl_client *c, const struct zkl_node *node)
 {
-	return node->gen == c->gen && !c->sess->given_up && zkl_now_ms() < zkl_lost_at(c);
+	return node->gen == c->gen && !c->sess->given_up && zkl__now_ms() < zkl__lost_at(c);
 }
 
 /* Our turn has come. The grant stands (grant_stands) or it waits: a watch event proves
@@ -295,7 +295,7 @@ static int take_turn(zkl_client *c, struct zkl_acquisition *a)
 	const struct zkl_node *node = a->node;
 	if (grant_stands(c, node))
 		return HELD;
-	zkl_log(c, ZKL_LOG_INFO, "turn for %s came past the session's loss deadline; "
+	zkl__log(c, ZKL_LOG_INFO, "turn for %s came past the session's loss deadline; "
 	        "queueing again on a new session", node->path);
 	a->st = A_TURN;
 	return GO_ON;
@@ -307,14 +307,14 @@ static int on_turn(zkl_client *c, struct zkl_acquisition *a)
 	 * replaced: it counts again once ZooKeeper answers a write sent after (liveness.c),
 	 * and then our node, which lived on with it, may take its turn there. */
 	if (a->node->gen == c->gen && !a->job.w.canceled && !c->sess->given_up &&
-	    zkl_now_ms() < zkl_lost_at(c)) {
+	    zkl__now_ms() < zkl__lost_at(c)) {
 		a->st = A_TOP;
 		return GO_ON;
 	}
 	if (a->node->gen == c->gen && !a->job.w.canceled) {
-		if (zkl_now_ms() >= a->deadline)
-			return zkl_fail(ZKL_ETIMEDOUT, "timed out while the session was given up");
-		zkl_waiter_wake_at(a->q->c, &a->job.w, a->deadline);
+		if (zkl__now_ms() >= a->deadline)
+			return zkl__fail(ZKL_ETIMEDOUT, "timed out while the session was given up");
+		zkl__waiter_wake_at(a->q->c, &a->job.w, a->deadline);
 		return WAIT;
 	}
 	a->st = A_TOP;
@@ -331,17 +331,17 @@ static int on_top(zkl_client *c, struct zkl_acquisition *a)
 	if (node->path && node->gen != c->gen) {
 		/* Our session ended while we queued: the node went with it. Queue again on
 		 * the new session. */
-		zkl_log(c, ZKL_LOG_INFO, "session changed while waiting for %s; queueing again",
+		zkl__log(c, ZKL_LOG_INFO, "session changed while waiting for %s; queueing again",
 		        q->path);
-		zkl_node_forget(c, node);
-		zkl_uuid(node->uuid);
+		zkl__node_forget(c, node);
+		zkl__uuid(node->uuid);
 	}
 	if (!node->path && a->unknown) {
 		a->unknown = false;
 		if (a->unknown_gen == c->gen) {
 			int err = 0;
 			pthread_mutex_unlock(&c->mu);
-			struct zkl_op *op = zkl_op_children(c, &a->job.w, q->path, NULL, &err);
+			struct zkl_op *op = zkl__op_children(c, &a->job.w, q->path, NULL, &err);
 			pthread_mutex_lock(&c->mu);
 			if (!op)
 				return err;
@@ -350,7 +350,7 @@ static int on_top(zkl_client *c, struct zkl_acquisition *a)
 			a->st = A_FIND;
 			return GO_ON;
 		}
-		zkl_uuid(node->uuid);
+		zkl__uuid(node->uuid);
 	}
 	return node->path ? start_list(c, a) : start_create(c, a);
 }
@@ -373,12 +373,12 @@ static int on_find(zkl_client *c, struct zkl_acquisition *a)
 	rc = 0;
 	if (op->rc == ZOK) {
 		for (int i = 0; i < op->count && !found; i++)
-			if (zkl_name_has_uuid(op->names[i], a->node->uuid))
-				found = zkl_path_join(q->path, op->names[i]);
+			if (zkl__name_has_uuid(op->names[i], a->node->uuid))
+				found = zkl__path_join(q->path, op->names[i]);
 	} else if (op->rc != ZNONODE) {
-		rc = zkl_zk_transient(op->rc) || zkl_zk_session_gone(op->rc)
+		rc = zkl__zk_transient(op->rc) || zkl__zk_session_gone(op->rc)
 		             ? ZKL_ECONNLOSS
-		             : zkl_fail_zk(op->rc, "cannot list", q->path);
+		             : zkl__fail_zk(op->rc, "cannot list", q->path);
 	}
 	const uint64_t gen = op->s->gen;
 	put_op(c, &a->op);
@@ -389,12 +389,12 @@ static int on_find(zkl_client *c, struct zkl_acquisition *a)
 		}
 		if (rc != 0)
 			return rc;
-		zkl_uuid(a->node->uuid);
+		zkl__uuid(a->node->uuid);
 		return start_create(c, a);
 	}
 	int err = 0;
 	pthread_mutex_unlock(&c->mu);
-	op = zkl_op_exists(c, &a->job.w, found, NULL, &err);
+	op = zkl__op_exists(c, &a->job.w, found, NULL, &err);
 	pthread_mutex_lock(&c->mu);
 	if (!op) {
 		free(found);
@@ -426,10 +426,10 @@ static int on_find_exists(zkl_client *c, struct zkl_acquisition *a)
 		node->gen = gen;
 		node->czxid = op->stat.czxid;
 		put_op(c, &a->op);
-		zkl_node_known(a->q, node);
+		zkl__node_known(a->q, node);
 		return start_list(c, a);
 	}
-	const bool transient = zkl_zk_transient(op->rc);
+	const bool transient = zkl__zk_transient(op->rc);
 	put_op(c, &a->op);
 	free(a->found);
 	a->found = NULL;
@@ -437,7 +437,7 @@ static int on_find_exists(zkl_client *c, struct zkl_acquisition *a)
 		a->unknown = true;
 		return start_recover(a);
 	}
-	zkl_uuid(node->uuid);
+	zkl__uuid(node->uuid);
 	return start_create(c, a);
 }
 
@@ -449,29 +449,29 @@ static int start_create(zkl_client *c, struct zkl_acquisition *a)
 {
 	const struct zkl_queue *q = a->q;
 	char prefix[ZKL_PROTECT_PREFIX_LEN + 32];
-	zkl_node_prefix(prefix, sizeof prefix, a->node->uuid, q->kind);
-	char *target = zkl_path_join(q->path, prefix);
+	zkl__node_prefix(prefix, sizeof prefix, a->node->uuid, q->kind);
+	char *target = zkl__path_join(q->path, prefix);
 	if (!target)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	int err = 0;
 	const bool make_folder = q->folder_seen && !*q->folder_seen && c->folders_new;
 	pthread_mutex_unlock(&c->mu);
 	/* Nobody waits for the folder's answer alone (it comes before the node's), nor for
 	 * the node's alone when the list follows: only the last answer wakes the loop. */
-	struct zkl_op *folder = make_folder ? zkl_op_create_followed(c, NULL, q->path, NULL, 0,
-	                                                             zkl_folder_mode(c), true, &err)
+	struct zkl_op *folder = make_folder ? zkl__op_create_followed(c, NULL, q->path, NULL, 0,
+	                                                             zkl__folder_mode(c), true, &err)
 	                                    : NULL;
-	struct zkl_op *create = zkl_op_create_followed(c, &a->job.w, target, q->data,
+	struct zkl_op *create = zkl__op_create_followed(c, &a->job.w, target, q->data,
 	                                               q->data_len, ZOO_EPHEMERAL_SEQUENTIAL,
 	                                               !make_folder, &err);
 	struct zkl_op *list = NULL;
 	if (create && !make_folder)
-		list = zkl_op_children(c, &a->job.w, q->path, NULL, &err);
+		list = zkl__op_children(c, &a->job.w, q->path, NULL, &err);
 	/* What was not followed after all wakes the loop itself. */
 	if (folder && !create)
-		zkl_op_hasten(c, folder);
+		zkl__op_hasten(c, folder);
 	if (create && !make_folder && !list)
-		zkl_op_hasten(c, create);
+		zkl__op_hasten(c, create);
 	pthread_mutex_lock(&c->mu);
 	free(target);
 	if (list)
@@ -497,7 +497,7 @@ static int on_create(zkl_client *c, struct zkl_acquisition *a)
 		/* A cancelled acquire returns with nothing of its own left in the queue: wait
 		 * for the create's answer (unless cancelled again), then withdraw. */
 		a->job.w.canceled = false;
-		a->until = withdraw_until(a, zkl_now_ms() + zkl__session_timeout_ms(c));
+		a->until = withdraw_until(a, zkl__now_ms() + zkl__session_timeout_ms(c));
 		a->st = A_SETTLE;
 		return GO_ON;
 	}
@@ -515,13 +515,13 @@ static int on_create(zkl_client *c, struct zkl_acquisition *a)
 		create->value = NULL;
 		node->gen = create->s->gen;
 		node->czxid = create->stat.czxid;
-		zkl_node_known(q, node);
+		zkl__node_known(q, node);
 	}
 	const uint64_t cgen = create->s->gen;
 	put_op(c, &a->create);
 	zkl_child me;
-	if (zrc == ZOK && !a->job.w.canceled && zkl_child_parse(zkl_basename(node->path), &me) &&
-	    zkl_queue_alone(made, &me)) {
+	if (zrc == ZOK && !a->job.w.canceled && zkl__child_parse(zkl__basename(node->path), &me) &&
+	    zkl__queue_alone(made, &me)) {
 		/* No node was ever made in the folder before ours: no list needed. */
 		size_t watch = 0;
 		node->seq = 0;
@@ -555,33 +555,33 @@ static int on_create(zkl_client *c, struct zkl_acquisition *a)
 		}
 		a->ensure = strdup(q->path);
 		if (!a->ensure)
-			return zkl_fail(ZKL_ENOMEM, "out of memory");
+			return zkl__fail(ZKL_ENOMEM, "out of memory");
 		a->ensure_full = a->ensure_len = strlen(a->ensure);
 		a->st = A_ENSURE;
 		return GO_ON;
 	}
-	if (zkl_zk_transient(zrc) || zkl_zk_session_gone(zrc)) {
-		a->unknown = zkl_zk_transient(zrc);
+	if (zkl__zk_transient(zrc) || zkl__zk_session_gone(zrc)) {
+		a->unknown = zkl__zk_transient(zrc);
 		a->unknown_gen = cgen;
 		return start_recover(a);
 	}
-	return zkl_fail_zk(zrc, "cannot create a node under", q->path);
+	return zkl__fail_zk(zrc, "cannot create a node under", q->path);
 }
 
 static int on_settle(struct zkl_acquisition *a)
 {
 	struct zkl_op *create = a->create;
 	if (!create->done) {
-		if (a->job.w.canceled || zkl_now_ms() >= a->until)
+		if (a->job.w.canceled || zkl__now_ms() >= a->until)
 			return gave_up(a, ZKL_ECANCELED); /* the completion cleans up */
-		zkl_waiter_wake_at(a->q->c, &a->job.w, a->until);
+		zkl__waiter_wake_at(a->q->c, &a->job.w, a->until);
 		return WAIT;
 	}
 	if (create->rc == ZOK && create->value) {
 		a->node->path = create->value;
 		create->value = NULL;
 		a->node->gen = create->s->gen;
-	} else if (zkl_zk_transient(create->rc)) {
+	} else if (zkl__zk_transient(create->rc)) {
 		/* Made or not, nobody knows: look for it by uuid in the background. */
 		a->unknown = true;
 		a->unknown_gen = create->s->gen;
@@ -589,7 +589,7 @@ static int on_settle(struct zkl_acquisition *a)
 	return gave_up(a, ZKL_ECANCELED);
 }
 
-/* Creates the folder and its missing ancestors (of zkl_folder_mode()): try the path, on
+/* Creates the folder and its missing ancestors (of zkl__folder_mode()): try the path, on
  * NONODE its parent, and so on up, then create back down. a->op is the create out. */
 static int on_ensure(zkl_client *c, struct zkl_acquisition *a)
 {
@@ -598,8 +598,8 @@ static int on_ensure(zkl_client *c, struct zkl_acquisition *a)
 		buf[a->ensure_len] = 0;
 		int err = 0;
 		pthread_mutex_unlock(&c->mu);
-		a->ensure_mode = zkl_folder_mode(c);
-		struct zkl_op *op = zkl_op_create(c, &a->job.w, buf, NULL, 0, a->ensure_mode, &err);
+		a->ensure_mode = zkl__folder_mode(c);
+		struct zkl_op *op = zkl__op_create(c, &a->job.w, buf, NULL, 0, a->ensure_mode, &err);
 		pthread_mutex_lock(&c->mu);
 		if (!op)
 			return err;
@@ -609,10 +609,10 @@ static int on_ensure(zkl_client *c, struct zkl_acquisition *a)
 	if (rc == WAIT)
 		return WAIT;
 	if (rc < 0)
-		return zkl_fail(rc, "gave up creating %s", buf);
+		return zkl__fail(rc, "gave up creating %s", buf);
 	const int zrc = a->op->rc;
 	put_op(c, &a->op);
-	if ((rc = zkl_folder_refused(c, a->ensure_mode, zrc, buf)) != 0)
+	if ((rc = zkl__folder_refused(c, a->ensure_mode, zrc, buf)) != 0)
 		return rc > 0 ? GO_ON : rc;
 	if (zrc == ZOK || zrc == ZNODEEXISTS) {
 		if (a->ensure_len == a->ensure_full) {
@@ -629,20 +629,20 @@ static int on_ensure(zkl_client *c, struct zkl_acquisition *a)
 		return GO_ON;
 	}
 	if (zrc == ZNONODE) {
-		size_t p = zkl_path_parent_len(buf);
+		size_t p = zkl__path_parent_len(buf);
 		if (p == 0)
-			return zkl_fail(ZKL_EZK, "cannot create %s: the root of the client's chroot "
+			return zkl__fail(ZKL_EZK, "cannot create %s: the root of the client's chroot "
 			                "does not exist", a->q->path);
 		a->ensure_len = p;
 		return GO_ON;
 	}
-	if (zkl_zk_transient(zrc) || zkl_zk_session_gone(zrc)) {
+	if (zkl__zk_transient(zrc) || zkl__zk_session_gone(zrc)) {
 		free(a->ensure);
 		a->ensure = NULL;
 		folder_leave(c, a, false);
 		return start_recover(a);
 	}
-	return zkl_fail_zk(zrc, "cannot create", buf);
+	return zkl__fail_zk(zrc, "cannot create", buf);
 }
 
 /* Another acquisition makes the folder: wait until it is done with it, then look again. */
@@ -654,9 +654,9 @@ static int on_folder(zkl_client *c, struct zkl_acquisition *a)
 	}
 	if (a->job.w.canceled)
 		return gave_up(a, ZKL_ECANCELED);
-	if (zkl_now_ms() >= a->until)
+	if (zkl__now_ms() >= a->until)
 		return gave_up(a, ZKL_ETIMEDOUT);
-	zkl_waiter_wake_at(c, &a->job.w, a->until);
+	zkl__waiter_wake_at(c, &a->job.w, a->until);
 	return WAIT;
 }
 
@@ -667,7 +667,7 @@ static int start_list(zkl_client *c, struct zkl_acquisition *a)
 	if (!a->list) {
 		int err = 0;
 		pthread_mutex_unlock(&c->mu);
-		struct zkl_op *list = zkl_op_children(c, &a->job.w, a->q->path, NULL, &err);
+		struct zkl_op *list = zkl__op_children(c, &a->job.w, a->q->path, NULL, &err);
 		pthread_mutex_lock(&c->mu);
 		if (!list)
 			return err;
@@ -696,23 +696,23 @@ static int on_list(zkl_client *c, struct zkl_acquisition *a)
 	if (lrc == ZOK && q->folder_seen)
 		*q->folder_seen = true;
 	if (lrc == ZOK)
-		rc = zkl_take_queue(c, q->path, a->list, &queue, &n, &names, &count);
+		rc = zkl__take_queue(c, q->path, a->list, &queue, &n, &names, &count);
 	put_op(c, &a->list);
 	if (rc != 0)
 		return rc;
 	if (lrc != ZOK) {
 		if (lrc == ZNONODE) {
 			/* The folder is gone, and our node with it. */
-			zkl_node_forget(c, node);
-			zkl_uuid(node->uuid);
+			zkl__node_forget(c, node);
+			zkl__uuid(node->uuid);
 			a->st = A_TOP;
 			return GO_ON;
 		}
-		if (zkl_zk_transient(lrc) || zkl_zk_session_gone(lrc))
+		if (zkl__zk_transient(lrc) || zkl__zk_session_gone(lrc))
 			return start_recover(a);
-		return zkl_fail_zk(lrc, "cannot list", q->path);
+		return zkl__fail_zk(lrc, "cannot list", q->path);
 	}
-	const char *own = zkl_basename(node->path);
+	const char *own = zkl__basename(node->path);
 	size_t self = n;
 	for (size_t i = 0; i < n; i++) {
 		if (strcmp(queue[i].name, own) == 0) {
@@ -722,12 +722,12 @@ static int on_list(zkl_client *c, struct zkl_acquisition *a)
 	}
 	if (self == n) {
 		/* Our node is not there: deleted from outside. Queue again. */
-		zkl_log(c, ZKL_LOG_WARN, "node %s vanished while queued; queueing again",
+		zkl__log(c, ZKL_LOG_WARN, "node %s vanished while queued; queueing again",
 		        node->path);
-		zkl_node_forget(c, node);
-		zkl_uuid(node->uuid);
+		zkl__node_forget(c, node);
+		zkl__uuid(node->uuid);
 		free(queue);
-		zkl_names_free(names, count);
+		zkl__names_free(names, count);
 		a->st = A_TOP;
 		return GO_ON;
 	}
@@ -735,13 +735,13 @@ static int on_list(zkl_client *c, struct zkl_acquisition *a)
 	if (a->job.w.canceled) {
 		/* Its owner may be gone, and the predicate's argument with it. */
 		free(queue);
-		zkl_names_free(names, count);
+		zkl__names_free(names, count);
 		return gave_up(a, ZKL_ECANCELED);
 	}
 	size_t watch = 0;
 	if (q->pred->holds(queue, n, self, q->pred_arg, &watch)) {
 		free(queue);
-		zkl_names_free(names, count);
+		zkl__names_free(names, count);
 		return take_turn(c, a);
 	}
 	const bool folder = watch == ZKL_WATCH_CHILDREN;
@@ -749,26 +749,26 @@ static int on_list(zkl_client *c, struct zkl_acquisition *a)
 	a->heir = !folder && watch < self && q->pred->heir && q->pred->heir(queue, self, watch);
 	a->watch_folder = folder;
 	a->listed = n;
-	char *target = folder ? strdup(q->path) : zkl_path_join(q->path, queue[watch].name);
+	char *target = folder ? strdup(q->path) : zkl__path_join(q->path, queue[watch].name);
 	free(queue);
-	zkl_names_free(names, count);
+	zkl__names_free(names, count);
 	if (a->try_once) {
 		free(target);
-		return zkl_fail(ZKL_ETIMEDOUT, "%s is held", q->path);
+		return zkl__fail(ZKL_ETIMEDOUT, "%s is held", q->path);
 	}
 	if (!target)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	/* Watch the one node before us (a get on a vanished node registers nothing, so no
 	 * stray watch is left), or the folder's children. */
-	struct zkl_watch *wt = zkl_watch_new(c, &a->job.w);
+	struct zkl_watch *wt = zkl__watch_new(c, &a->job.w);
 	if (!wt) {
 		free(target);
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	}
 	int err = 0;
 	pthread_mutex_unlock(&c->mu);
-	struct zkl_op *get = folder ? zkl_op_children(c, &a->job.w, target, wt, &err)
-	                            : zkl_op_get(c, &a->job.w, target, wt, &err);
+	struct zkl_op *get = folder ? zkl__op_children(c, &a->job.w, target, wt, &err)
+	                            : zkl__op_get(c, &a->job.w, target, wt, &err);
 	pthread_mutex_lock(&c->mu);
 	free(target);
 	if (get && folder)
@@ -787,14 +787,14 @@ static int after_watch(zkl_client *c, struct zkl_acquisition *a, int grc)
 {
 	const struct zkl_node *node = a->node;
 	const bool gone = grc == ZNONODE || (a->wt->fired && a->wt->event == ZOO_DELETED_EVENT);
-	zkl_watch_put(c, a->wt);
+	zkl__watch_put(c, a->wt);
 	a->wt = NULL;
 	if (a->heir && gone && !a->job.w.canceled && a->ggen == node->gen && c->gen == node->gen)
 		return take_turn(c, a); /* the one node ahead is gone, and nothing can take its place */
-	if (zkl_zk_transient(grc) || zkl_zk_session_gone(grc))
+	if (zkl__zk_transient(grc) || zkl__zk_session_gone(grc))
 		return start_recover(a);
 	if (grc != ZOK && grc != ZNONODE)
-		return zkl_fail_zk(grc, "cannot watch a node under", a->q->path);
+		return zkl__fail_zk(grc, "cannot watch a node under", a->q->path);
 	a->st = A_TOP;
 	return GO_ON;
 }
@@ -817,7 +817,7 @@ static int on_watch(zkl_client *c, struct zkl_acquisition *a)
 		size_t parsed = 0;
 		zkl_child tmp;
 		for (int i = 0; i < get->count; i++)
-			parsed += zkl_child_parse(get->names[i], &tmp);
+			parsed += zkl__child_parse(get->names[i], &tmp);
 		changed = parsed != a->listed;
 	}
 	put_op(c, &a->op);
@@ -834,9 +834,9 @@ static int on_wait(zkl_client *c, struct zkl_acquisition *a)
 	/* A canceled acquisition reads nothing of its queue's owner, which may be gone. */
 	if (!a->job.w.canceled && !a->wt->fired && c->gen == a->ggen &&
 	    (!q->epoch || *q->epoch == a->epoch)) {
-		if (zkl_now_ms() >= a->deadline)
+		if (zkl__now_ms() >= a->deadline)
 			return gave_up(a, ZKL_ETIMEDOUT);
-		zkl_waiter_wake_at(a->q->c, &a->job.w, a->deadline);
+		zkl__waiter_wake_at(a->q->c, &a->job.w, a->deadline);
 		return WAIT;
 	}
 	if (!a->job.w.canceled && c->gen == a->ggen)
@@ -858,46 +858,46 @@ static int withdraw(zkl_client *c, struct zkl_acquisition *a)
 		drop_requests(c, a);
 		if (!node->path) {
 			if (a->unknown && a->unknown_gen == c->gen)
-				zkl_task_find_delete(c, a->q->path, node->uuid, a->unknown_gen);
+				zkl__task_find_delete(c, a->q->path, node->uuid, a->unknown_gen);
 			return GO_ON;
 		}
-		zkl_revwatch_remove(c, node->rev);
+		zkl__revwatch_remove(c, node->rev);
 		node->rev = NULL;
 		if (node->gen != c->gen)
 			return GO_ON; /* gone with its session */
-		if (c->closing || !c->sess->connected || zkl_now_ms() >= zkl_lost_at(c)) {
-			zkl_task_delete(c, node->path, node->gen);
+		if (c->closing || !c->sess->connected || zkl__now_ms() >= zkl__lost_at(c)) {
+			zkl__task_delete(c, node->path, node->gen);
 			return GO_ON;
 		}
 		int err = 0;
 		pthread_mutex_unlock(&c->mu);
-		struct zkl_op *op = zkl_op_delete(c, &a->job.w, node->path, &err);
+		struct zkl_op *op = zkl__op_delete(c, &a->job.w, node->path, &err);
 		pthread_mutex_lock(&c->mu);
 		if (!op) {
-			zkl_task_delete(c, node->path, node->gen);
+			zkl__task_delete(c, node->path, node->gen);
 			return GO_ON;
 		}
 		a->op = op;
-		a->until = withdraw_until(a, zkl_now_ms() + zkl__session_timeout_ms(c));
-		if (a->until > zkl_lost_at(c))
-			a->until = zkl_lost_at(c);
+		a->until = withdraw_until(a, zkl__now_ms() + zkl__session_timeout_ms(c));
+		if (a->until > zkl__lost_at(c))
+			a->until = zkl__lost_at(c);
 	}
 	struct zkl_op *op = a->op;
 	if (!op)
 		return GO_ON;
-	if (!op->done && !c->closing && zkl_now_ms() < a->until) {
-		zkl_waiter_wake_at(a->q->c, &a->job.w, a->until);
+	if (!op->done && !c->closing && zkl__now_ms() < a->until) {
+		zkl__waiter_wake_at(a->q->c, &a->job.w, a->until);
 		return WAIT;
 	}
 	const int zrc = op->done ? op->rc : ZOPERATIONTIMEOUT;
 	put_op(c, &a->op);
-	if (zrc == ZOK || zrc == ZNONODE || zkl_zk_session_gone(zrc))
+	if (zrc == ZOK || zrc == ZNONODE || zkl__zk_session_gone(zrc))
 		return GO_ON;
-	if (!zkl_zk_transient(zrc)) {
-		zkl_log(c, ZKL_LOG_ERROR, "cannot delete %s: %s", node->path, zerror(zrc));
+	if (!zkl__zk_transient(zrc)) {
+		zkl__log(c, ZKL_LOG_ERROR, "cannot delete %s: %s", node->path, zerror(zrc));
 		return GO_ON;
 	}
-	zkl_task_delete(c, node->path, node->gen);
+	zkl__task_delete(c, node->path, node->gen);
 	return GO_ON;
 }
 
@@ -922,11 +922,11 @@ static int step(zkl_client *c, struct zkl_job *j)
 	int rc = GO_ON;
 	while (rc == GO_ON && a->st != A_WITHDRAW) {
 		if (c->closing) {
-			rc = zkl_fail(ZKL_ECLOSED, "the client is closing");
+			rc = zkl__fail(ZKL_ECLOSED, "the client is closing");
 			break;
 		}
 		if (!bound(c, a)) {
-			rc = zkl_fail(ZKL_ELOST, "the session of %s changed", a->q->path);
+			rc = zkl__fail(ZKL_ELOST, "the session of %s changed", a->q->path);
 			break;
 		}
 		switch (a->st) {
@@ -948,9 +948,9 @@ static int step(zkl_client *c, struct zkl_job *j)
 	if (rc == WAIT)
 		return ZKL_JOB_WAIT;
 	if (rc == HELD && !bound(c, a))
-		rc = zkl_fail(ZKL_ELOST, "the session of %s changed", a->q->path);
+		rc = zkl__fail(ZKL_ELOST, "the session of %s changed", a->q->path);
 	if (rc == HELD) {
-		int hrc = zkl_engine_hold(c, a->q, a->node);
+		int hrc = zkl__engine_hold(c, a->q, a->node);
 		if (hrc != 0)
 			rc = hrc;
 	}
@@ -965,8 +965,8 @@ static int step(zkl_client *c, struct zkl_job *j)
 	}
 	if (withdraw(c, a) == WAIT)
 		return ZKL_JOB_WAIT;
-	zkl_node_forget(c, a->node);
-	zkl_node_clear(a->node);
+	zkl__node_forget(c, a->node);
+	zkl__node_clear(a->node);
 	return a->failed;
 }
 
@@ -980,11 +980,11 @@ static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
 	memset(node, 0, sizeof *node);
 	struct zkl_acquisition *a = calloc(1, sizeof *a);
 	if (!a) {
-		*err = zkl_fail(ZKL_ENOMEM, "out of memory");
+		*err = zkl__fail(ZKL_ENOMEM, "out of memory");
 		return NULL;
 	}
-	zkl_uuid(node->uuid);
-	if ((*err = zkl_engine_fits(q)) != 0) {
+	zkl__uuid(node->uuid);
+	if ((*err = zkl__engine_fits(q)) != 0) {
 		free(a);
 		memset(node, 0, sizeof *node);
 		return NULL;
@@ -993,15 +993,15 @@ static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
 	a->node = node;
 	a->st = A_TOP;
 	a->try_once = timeout_ms == 0;
-	a->deadline = timeout_ms != 0 ? zkl_deadline(timeout_ms) :
-	              q->until ? q->until : zkl_deadline(ZKL_TRY_ONCE_MS);
+	a->deadline = timeout_ms != 0 ? zkl__deadline(timeout_ms) :
+	              q->until ? q->until : zkl__deadline(ZKL_TRY_ONCE_MS);
 	a->done_fn = done;
 	a->done_arg = arg;
 	a->job.step = step;
 	a->job.drop = drop_job;
 	a->job.end = done ? end_async : NULL;
 	a->job.runs_closing = true;
-	if ((*err = zkl_job_start(c, &a->job, q->owner)) != 0) {
+	if ((*err = zkl__job_start(c, &a->job, q->owner)) != 0) {
 		free(a);
 		memset(node, 0, sizeof *node);
 		return NULL;
@@ -1009,39 +1009,39 @@ static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
 	return a;
 }
 
-int zkl_engine_fits(const struct zkl_queue *q)
+int zkl__engine_fits(const struct zkl_queue *q)
 {
 	char uuid[ZKL_UUID_LEN + 1];
-	zkl_uuid(uuid);
+	zkl__uuid(uuid);
 	char prefix[ZKL_PROTECT_PREFIX_LEN + 32];
-	int n = zkl_node_prefix(prefix, sizeof prefix, uuid, q->kind);
+	int n = zkl__node_prefix(prefix, sizeof prefix, uuid, q->kind);
 	if (n < 0)
 		return 0; /* the acquisition says what is wrong with the name */
-	return zkl_request_fits(q->c, ZKL_OP_CREATE, q->path, strlen(q->path) + 1 + (size_t)n,
+	return zkl__request_fits(q->c, ZKL_OP_CREATE, q->path, strlen(q->path) + 1 + (size_t)n,
 	                        q->data ? q->data_len : -1);
 }
 
-int zkl_engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
+int zkl__engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
                      void (*done)(void *arg, int rc), void *arg)
 {
 	int err = 0;
 	return start(q, timeout_ms, node, done, arg, &err) ? 0 : err;
 }
 
-int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node)
+int zkl__engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node)
 {
 	zkl_client *c = q->c;
 	int err = 0;
-	if (zkl_is_loop_thread(c)) {
+	if (zkl__is_loop_thread(c)) {
 		memset(node, 0, sizeof *node);
-		return zkl_fail(ZKL_EDEADLK, "cannot wait for %s on the thread that runs the "
+		return zkl__fail(ZKL_EDEADLK, "cannot wait for %s on the thread that runs the "
 		                "client's loop (in a callback, or the application's loop thread): "
 		                "nothing would run the acquisition", q->path);
 	}
 	struct zkl_acquisition *a = start(q, timeout_ms, node, NULL, NULL, &err);
 	if (!a)
 		return err;
-	int rc = zkl_job_wait(c, &a->job);
+	int rc = zkl__job_wait(c, &a->job);
 	free(a);
 	return rc;
 }

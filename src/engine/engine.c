@@ -40,35 +40,35 @@
 #include "engine.h"
 #include "engine_internal.h"
 
-bool zkl_queue_alone(bool made_folder, const zkl_child *own)
+bool zkl__queue_alone(bool made_folder, const zkl_child *own)
 {
 	return made_folder && own->seq == 0;
 }
 
 /* Forgets our node (mu held): its revocation watch goes too. */
-void zkl_node_forget(zkl_client *c, struct zkl_node *node)
+void zkl__node_forget(zkl_client *c, struct zkl_node *node)
 {
-	zkl_revwatch_remove(c, node->rev);
+	zkl__revwatch_remove(c, node->rev);
 	node->rev = NULL;
 	free(node->path);
 	node->path = NULL;
 }
 
 /* Our node is known (mu held): arm its revocation watch if the recipe asks for one. */
-void zkl_node_known(const struct zkl_queue *q, struct zkl_node *node)
+void zkl__node_known(const struct zkl_queue *q, struct zkl_node *node)
 {
 	if (q->on_revoke && !node->rev)
-		node->rev = zkl_revwatch_add(q->c, node->path, node->gen, q->revoke_decode,
+		node->rev = zkl__revwatch_add(q->c, node->path, node->gen, q->revoke_decode,
 		                             q->on_revoke, q->revoke_ctx);
 }
 
-void zkl_node_clear(struct zkl_node *node)
+void zkl__node_clear(struct zkl_node *node)
 {
 	free(node->path);
 	memset(node, 0, sizeof *node);
 }
 
-void zkl_names_free(char **names, int count)
+void zkl__names_free(char **names, int count)
 {
 	if (!names)
 		return;
@@ -79,7 +79,7 @@ void zkl_names_free(char **names, int count)
 
 /* Parses and sorts op's children into a new array (mu held), leaving out our own nodes
  * whose delete is on its way. Takes the names from the op. */
-int zkl_take_queue(zkl_client *c, const char *path, struct zkl_op *op, zkl_child **queue,
+int zkl__take_queue(zkl_client *c, const char *path, struct zkl_op *op, zkl_child **queue,
                    size_t *n, char ***names, int *count)
 {
 	size_t plen = strlen(path);
@@ -93,17 +93,17 @@ int zkl_take_queue(zkl_client *c, const char *path, struct zkl_op *op, zkl_child
 		return 0;
 	zkl_child *q = malloc((size_t)*count * sizeof *q);
 	if (!q)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	/* Our own nodes on their way out, looked up once for the whole listing. */
 	const char *leaving[16];
-	size_t nleaving = zkl_tasks_pending(c, path, plen, leaving, 16);
+	size_t nleaving = zkl__tasks_pending(c, path, plen, leaving, 16);
 	size_t k = 0;
 	for (int i = 0; i < *count; i++) {
-		if (!zkl_child_parse((*names)[i], &q[k]))
+		if (!zkl__child_parse((*names)[i], &q[k]))
 			continue;
 		bool gone = false;
 		if (nleaving > 16) {
-			gone = zkl_task_pending(c, path, plen, (*names)[i]); /* too many to keep */
+			gone = zkl__task_pending(c, path, plen, (*names)[i]); /* too many to keep */
 		} else {
 			for (size_t j = 0; j < nleaving && !gone; j++)
 				gone = strcmp(leaving[j], (*names)[i]) == 0;
@@ -113,13 +113,13 @@ int zkl_take_queue(zkl_client *c, const char *path, struct zkl_op *op, zkl_child
 			k++;
 		}
 	}
-	zkl_children_sort(q, k);
+	zkl__children_sort(q, k);
 	*queue = q;
 	*n = k;
 	return 0;
 }
 
-const char *zkl_basename(const char *path)
+const char *zkl__basename(const char *path)
 {
 	const char *s = strrchr(path, '/');
 	return s ? s + 1 : path;
@@ -141,7 +141,7 @@ struct delete_job {
 
 static int gone_with_session(const struct zkl_node *node)
 {
-	return zkl_fail(ZKL_ELOST, "the session of %s is gone; the node goes with it",
+	return zkl__fail(ZKL_ELOST, "the session of %s is gone; the node goes with it",
 	                node->path);
 }
 
@@ -154,14 +154,14 @@ static int delete_step(zkl_client *c, struct zkl_job *j)
 			return gone_with_session(node);
 		/* Past the loss deadline the session is being given up: its node goes with
 		 * it, or with the background task if it turns out to be alive. */
-		const int64_t lost_at = zkl_lost_at(c);
-		if (zkl_now_ms() >= lost_at) {
-			zkl_task_delete(c, node->path, node->gen);
+		const int64_t lost_at = zkl__lost_at(c);
+		if (zkl__now_ms() >= lost_at) {
+			zkl__task_delete(c, node->path, node->gen);
 			return gone_with_session(node);
 		}
 		if (d->reconnect) {
 			/* Wait for the connection, but no longer than the session can be alive. */
-			int rc = zkl_job_await_connected(c, j, lost_at);
+			int rc = zkl__job_await_connected(c, j, lost_at);
 			if (rc == ZKL_JOB_WAIT)
 				return rc;
 			if (rc != 0)
@@ -170,28 +170,28 @@ static int delete_step(zkl_client *c, struct zkl_job *j)
 		}
 		if (!d->op) {
 			const struct zkl_req del = {.kind = ZKL_OP_DELETE, .path = node->path};
-			int rc = zkl_job_send(c, j, &del, &d->op);
+			int rc = zkl__job_send(c, j, &del, &d->op);
 			if (rc != 0) {
-				zkl_task_delete(c, node->path, node->gen);
+				zkl__task_delete(c, node->path, node->gen);
 				return rc;
 			}
-			d->until = zkl_now_ms() + zkl__session_timeout_ms(c);
+			d->until = zkl__now_ms() + zkl__session_timeout_ms(c);
 			if (d->until > lost_at)
 				d->until = lost_at;
 		}
-		int rc = zkl_job_await(c, j, d->op, d->until);
+		int rc = zkl__job_await(c, j, d->op, d->until);
 		if (rc == ZKL_JOB_WAIT)
 			return rc;
 		const int zrc = rc == 0 ? d->op->rc : ZOPERATIONTIMEOUT;
-		zkl_op_put(c, d->op);
+		zkl__op_put(c, d->op);
 		d->op = NULL;
 		if (zrc == ZOK || zrc == ZNONODE)
 			return 0;
-		if (zkl_zk_session_gone(zrc))
+		if (zkl__zk_session_gone(zrc))
 			return gone_with_session(node);
-		if (!zkl_zk_transient(zrc)) {
-			zkl_log(c, ZKL_LOG_ERROR, "cannot delete %s: %s", node->path, zerror(zrc));
-			return zkl_fail_zk(zrc, "cannot delete", node->path);
+		if (!zkl__zk_transient(zrc)) {
+			zkl__log(c, ZKL_LOG_ERROR, "cannot delete %s: %s", node->path, zerror(zrc));
+			return zkl__fail_zk(zrc, "cannot delete", node->path);
 		}
 		d->reconnect = true;
 	}
@@ -201,20 +201,20 @@ static void delete_drop(zkl_client *c, struct zkl_job *j)
 {
 	struct delete_job *d = (struct delete_job *)j;
 	if (d->op)
-		zkl_op_put(c, d->op); /* abandoned: the client is closing */
+		zkl__op_put(c, d->op); /* abandoned: the client is closing */
 	d->op = NULL;
-	zkl_node_clear(d->node);
+	zkl__node_clear(d->node);
 }
 
-/* Deletes node (its hold ended); as zkl_engine_release(). */
+/* Deletes node (its hold ended); as zkl__engine_release(). */
 static int release_node(zkl_client *c, struct zkl_node *node)
 {
 	/* The usual release, from an application's thread: its delete is sent from here,
 	 * without the client's mutex, and the loop takes it over. */
-	if (node->path && !node->rev && !c->confirm_release && !zkl_on_event_thread(c) &&
-	    zkl_task_delete_sent(c, node->path, node->gen)) {
+	if (node->path && !node->rev && !c->confirm_release && !zkl__on_event_thread(c) &&
+	    zkl__task_delete_sent(c, node->path, node->gen)) {
 		node->path = NULL; /* the task's now */
-		zkl_node_clear(node);
+		zkl__node_clear(node);
 		return 0;
 	}
 	pthread_mutex_lock(&c->mu);
@@ -222,33 +222,33 @@ static int release_node(zkl_client *c, struct zkl_node *node)
 		pthread_mutex_unlock(&c->mu);
 		return 0;
 	}
-	zkl_revwatch_remove(c, node->rev);
+	zkl__revwatch_remove(c, node->rev);
 	node->rev = NULL;
 	/* On a thread that runs the loop (a callback, or the application's loop thread)
 	 * nothing waits for the server, not even with confirm_release: the delete goes to
 	 * the background task, sent at once if connected. */
-	const bool on_loop = zkl_runs_loop(c);
+	const bool on_loop = zkl__runs_loop(c);
 	int rc = 0;
 	bool wait = false; /* confirmed, or disconnected: wait for the delete below */
 	if (node->gen != c->gen)
 		rc = gone_with_session(node);
 	else if ((on_loop || !c->confirm_release) && c->sess->connected)
-		zkl_task_delete_now(c, node->path, node->gen);
+		zkl__task_delete_now(c, node->path, node->gen);
 	else if (on_loop)
-		zkl_task_delete(c, node->path, node->gen);
+		zkl__task_delete(c, node->path, node->gen);
 	else
 		wait = true;
 	if (!wait) {
-		zkl_node_clear(node);
+		zkl__node_clear(node);
 		pthread_mutex_unlock(&c->mu);
 		return rc;
 	}
 	pthread_mutex_unlock(&c->mu);
 	struct delete_job d = {.job = {.step = delete_step, .drop = delete_drop}, .node = node};
-	return zkl_job_run(c, &d.job, NULL, "a release");
+	return zkl__job_run(c, &d.job, NULL, "a release");
 }
 
-int zkl_engine_release(zkl_client *c, struct zkl_node *node)
+int zkl__engine_release(zkl_client *c, struct zkl_node *node)
 {
 	/* The hold lives until the delete is out, or answered for a release that waits for
 	 * it: a loss found meanwhile, or by the release, is reported to on_lost once (its
@@ -258,23 +258,23 @@ int zkl_engine_release(zkl_client *c, struct zkl_node *node)
 	if (h)
 		atomic_store(&h->releasing, true); /* our delete is no loss (holdwatch.c) */
 	int rc = release_node(c, node);
-	if (h && zkl_hold_end(c, h, rc == ZKL_ELOST ? ZKL_HOLD_END_LOST : ZKL_HOLD_END))
-		rc = zkl_fail(ZKL_ELOST, "the lock was lost before it was released");
+	if (h && zkl__hold_end(c, h, rc == ZKL_ELOST ? ZKL_HOLD_END_LOST : ZKL_HOLD_END))
+		rc = zkl__fail(ZKL_ELOST, "the lock was lost before it was released");
 	return rc;
 }
 
-void zkl_engine_release_later(zkl_client *c, struct zkl_node *node)
+void zkl__engine_release_later(zkl_client *c, struct zkl_node *node)
 {
 	if (node->hold)
-		zkl_hold_end(c, node->hold, ZKL_HOLD_END_QUIET);
+		zkl__hold_end(c, node->hold, ZKL_HOLD_END_QUIET);
 	node->hold = NULL;
 	pthread_mutex_lock(&c->mu);
 	if (node->path) {
-		zkl_revwatch_remove(c, node->rev);
+		zkl__revwatch_remove(c, node->rev);
 		node->rev = NULL;
 		if (node->gen == c->gen) /* else its session, and so the node, is gone */
-			zkl_task_delete_now(c, node->path, node->gen);
-		zkl_node_clear(node);
+			zkl__task_delete_now(c, node->path, node->gen);
+		zkl__node_clear(node);
 	}
 	pthread_mutex_unlock(&c->mu);
 }
@@ -295,13 +295,13 @@ static int list_answered(zkl_client *c, struct zkl_op **ops, size_t n, void *arg
 	(void)n;
 	struct listing *l = arg;
 	if (ops[0]->rc == ZOK)
-		return zkl_take_queue(c, l->path, ops[0], l->queue, l->n, l->names, l->count);
+		return zkl__take_queue(c, l->path, ops[0], l->queue, l->n, l->names, l->count);
 	if (ops[0]->rc != ZNONODE)
-		return zkl_fail_zk(ops[0]->rc, "cannot list", l->path);
+		return zkl__fail_zk(ops[0]->rc, "cannot list", l->path);
 	return 0;
 }
 
-int zkl_engine_list(zkl_client *c, const char *path, zkl_child **queue, size_t *n,
+int zkl__engine_list(zkl_client *c, const char *path, zkl_child **queue, size_t *n,
                     char ***names, int *count)
 {
 	struct zkl_op *op;
@@ -311,7 +311,7 @@ int zkl_engine_list(zkl_client *c, const char *path, zkl_child **queue, size_t *
 	*count = 0;
 	const struct zkl_req list = {.kind = ZKL_OP_CHILDREN, .path = path};
 	struct listing l = {path, queue, n, names, count};
-	return zkl_requests_then(c, &list, 1, INT64_MAX, &op, list_answered, &l);
+	return zkl__requests_then(c, &list, 1, INT64_MAX, &op, list_answered, &l);
 }
 
 /* The participants' reads, taken on the loop. */
@@ -343,14 +343,14 @@ static int reads_answered(zkl_client *c, struct zkl_op **ops, size_t n, void *ar
 			p[k].holder = k < r->holders;
 			k++;
 		} else if (ops[i]->rc != ZNONODE) {
-			return zkl_fail_zk(ops[i]->rc, "cannot read", p[i].path);
+			return zkl__fail_zk(ops[i]->rc, "cannot read", p[i].path);
 		}
 	}
 	r->kept = k;
 	return 0;
 }
 
-int zkl_engine_participants(zkl_client *c, const char *path, size_t holders,
+int zkl__engine_participants(zkl_client *c, const char *path, size_t holders,
                             zkl_participant **out, size_t *count)
 {
 	zkl_child *queue;
@@ -359,12 +359,12 @@ int zkl_engine_participants(zkl_client *c, const char *path, size_t holders,
 	int nnames;
 	*out = NULL;
 	*count = 0;
-	int rc = zkl_engine_list(c, path, &queue, &n, &names, &nnames);
+	int rc = zkl__engine_list(c, path, &queue, &n, &names, &nnames);
 	if (rc != 0)
 		return rc;
 	if (holders == ZKL_HOLDERS_READERS) {
 		holders = 0;
-		while (holders < n && !zkl_kind_is_writer(queue[holders].kind))
+		while (holders < n && !zkl__kind_is_writer(queue[holders].kind))
 			holders++;
 		if (holders == 0)
 			holders = 1;
@@ -377,24 +377,24 @@ int zkl_engine_participants(zkl_client *c, const char *path, size_t holders,
 		free(ops);
 		free(gets);
 		free(queue);
-		zkl_names_free(names, nnames);
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
+		zkl__names_free(names, nnames);
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	}
 	/* Read every node's data in one round trip. */
 	for (size_t i = 0; i < n && rc == 0; i++) {
-		p[i].path = zkl_path_join(path, queue[i].name);
+		p[i].path = zkl__path_join(path, queue[i].name);
 		if (!p[i].path)
-			rc = zkl_fail(ZKL_ENOMEM, "out of memory");
+			rc = zkl__fail(ZKL_ENOMEM, "out of memory");
 		gets[i] = (struct zkl_req){.kind = ZKL_OP_GET, .path = p[i].path};
 	}
 	struct reads r = {.p = p, .queue = queue, .holders = holders};
 	if (rc == 0)
-		rc = zkl_requests_then(c, gets, n, INT64_MAX, ops, reads_answered, &r);
+		rc = zkl__requests_then(c, gets, n, INT64_MAX, ops, reads_answered, &r);
 	const size_t k = r.kept;
 	free(ops);
 	free(gets);
 	free(queue);
-	zkl_names_free(names, nnames);
+	zkl__names_free(names, nnames);
 	if (rc != 0) {
 		zkl_participants_free(p, n);
 		return rc;
@@ -413,7 +413,7 @@ int zkl_engine_participants(zkl_client *c, const char *path, size_t holders,
 /* A node bound to a session (q->gen) cannot be made: that session is gone. */
 static int lost_session(const struct zkl_queue *q)
 {
-	return zkl_fail(ZKL_ELOST, "the session that %s was taken on has ended", q->path);
+	return zkl__fail(ZKL_ELOST, "the session that %s was taken on has ended", q->path);
 }
 
 /* fixed_answer(): send the next request. */
@@ -446,20 +446,20 @@ static int64_t fixed_until(const zkl_client *c, const struct fixed_job *f)
 static int fixed_gave_up(const struct fixed_job *f, int rc)
 {
 	if (rc == ZKL_ECANCELED)
-		return zkl_fail(rc, "the creation of %s was cancelled", f->target);
-	return zkl_fail(rc, "timed out creating %s", f->target);
+		return zkl__fail(rc, "the creation of %s was cancelled", f->target);
+	return zkl__fail(rc, "timed out creating %s", f->target);
 }
 
 /* Our node exists (mu held). */
-int zkl_engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *node)
+int zkl__engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *node)
 {
 	if (!q->on_lost)
 		return 0;
-	struct zkl_hold *h = zkl_hold_new(node->path, node->gen, q->on_lost, q->lost_ctx);
+	struct zkl_hold *h = zkl__hold_new(node->path, node->gen, q->on_lost, q->lost_ctx);
 	if (!h)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
-	zkl_hold_add_locked(c, h);
-	zkl_hold_watch_node(c, h);
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
+	zkl__hold_add_locked(c, h);
+	zkl__hold_watch_node(c, h);
 	node->hold = h;
 	return 0;
 }
@@ -471,12 +471,12 @@ static int fixed_made(zkl_client *c, struct fixed_job *f, const struct zkl_op *o
 	f->target = NULL;
 	node->gen = op->s->gen;
 	node->czxid = op->stat.czxid;
-	zkl_node_known(f->q, node);
-	int rc = zkl_engine_hold(c, f->q, node);
+	zkl__node_known(f->q, node);
+	int rc = zkl__engine_hold(c, f->q, node);
 	if (rc != 0) {
-		zkl_task_delete(c, node->path, node->gen);
-		zkl_node_forget(c, node);
-		zkl_node_clear(node);
+		zkl__task_delete(c, node->path, node->gen);
+		zkl__node_forget(c, node);
+		zkl__node_clear(node);
 	}
 	return rc;
 }
@@ -488,15 +488,15 @@ static int fixed_answer(zkl_client *c, struct fixed_job *f)
 	if (f->exists) {
 		if (op->rc == ZOK && op->stat.ephemeralOwner == c->sess->id)
 			return fixed_made(c, f, op);
-		return zkl_fail(ZKL_EZK, "%s exists and belongs to another session", f->target);
+		return zkl__fail(ZKL_EZK, "%s exists and belongs to another session", f->target);
 	}
 	const int zrc = op->rc;
 	const uint64_t gen = op->s->gen;
-	if (q->gen && (gen != q->gen || zkl_now_ms() >= zkl_lost_at(c))) {
+	if (q->gen && (gen != q->gen || zkl__now_ms() >= zkl__lost_at(c))) {
 		/* Sent after the session changed, or answered once it is being given up for
 		 * lost (as a turn is, acquire.c): whatever it made goes. */
-		if (zrc == ZOK || zkl_zk_transient(zrc))
-			zkl_task_delete(c, f->target, gen);
+		if (zrc == ZOK || zkl__zk_transient(zrc))
+			zkl__task_delete(c, f->target, gen);
 		return lost_session(q);
 	}
 	if (zrc == ZOK)
@@ -506,16 +506,16 @@ static int fixed_answer(zkl_client *c, struct fixed_job *f)
 		f->exists = true;
 		return AGAIN;
 	}
-	if (q->gen && zkl_zk_session_gone(zrc))
+	if (q->gen && zkl__zk_session_gone(zrc))
 		return lost_session(q);
-	if (zkl_zk_transient(zrc) || zkl_zk_session_gone(zrc)) {
+	if (zkl__zk_transient(zrc) || zkl__zk_session_gone(zrc)) {
 		if (f->try_once)
-			return zkl_fail(ZKL_ETIMEDOUT, "the connection to ZooKeeper was lost");
+			return zkl__fail(ZKL_ETIMEDOUT, "the connection to ZooKeeper was lost");
 		f->retried = true;
 		f->recover = true;
 		return AGAIN;
 	}
-	return zkl_fail_zk(zrc, "cannot create", f->target);
+	return zkl__fail_zk(zrc, "cannot create", f->target);
 }
 
 static int fixed_step(zkl_client *c, struct zkl_job *j)
@@ -524,11 +524,11 @@ static int fixed_step(zkl_client *c, struct zkl_job *j)
 	const struct zkl_queue *q = f->q;
 	for (;;) {
 		if (f->recover) {
-			int rc = zkl_job_await_connected(c, j, f->deadline);
+			int rc = zkl__job_await_connected(c, j, f->deadline);
 			if (rc == ZKL_JOB_WAIT)
 				return rc;
 			if (rc == ZKL_ETIMEDOUT)
-				return zkl_fail(rc, "timed out while disconnected from ZooKeeper");
+				return zkl__fail(rc, "timed out while disconnected from ZooKeeper");
 			if (rc != 0)
 				return fixed_gave_up(f, rc);
 			f->recover = false;
@@ -540,17 +540,17 @@ static int fixed_step(zkl_client *c, struct zkl_job *j)
 			                               .data = q->data, .len = q->data_len,
 			                               .mode = ZOO_EPHEMERAL};
 			const struct zkl_req exists = {.kind = ZKL_OP_EXISTS, .path = f->target};
-			int rc = zkl_job_send(c, j, f->exists ? &exists : &create, &f->op);
+			int rc = zkl__job_send(c, j, f->exists ? &exists : &create, &f->op);
 			if (rc != 0)
 				return rc;
 		}
-		int rc = zkl_job_await(c, j, f->op, fixed_until(c, f));
+		int rc = zkl__job_await(c, j, f->op, fixed_until(c, f));
 		if (rc == ZKL_JOB_WAIT)
 			return rc;
 		if (rc != 0)
 			return fixed_gave_up(f, rc); /* fixed_drop() sees to the create */
 		rc = fixed_answer(c, f);
-		zkl_op_put(c, f->op);
+		zkl__op_put(c, f->op);
 		f->op = NULL;
 		if (rc != AGAIN)
 			return rc;
@@ -564,24 +564,24 @@ static void fixed_drop(zkl_client *c, struct zkl_job *j)
 		/* A create given up may still be applied: its session owns the node, so the
 		 * background task deletes it by name. */
 		if (!f->exists && !f->op->done)
-			zkl_task_delete(c, f->target, f->op->s->gen);
-		zkl_op_put(c, f->op);
+			zkl__task_delete(c, f->target, f->op->s->gen);
+		zkl__op_put(c, f->op);
 		f->op = NULL;
 	}
 }
 
-int zkl_engine_create_fixed(const struct zkl_queue *q, const char *name, int timeout_ms,
+int zkl__engine_create_fixed(const struct zkl_queue *q, const char *name, int timeout_ms,
                             struct zkl_node *node)
 {
 	memset(node, 0, sizeof *node);
 	struct fixed_job f = {.job = {.step = fixed_step, .drop = fixed_drop}, .q = q,
 	                      .node = node, .try_once = timeout_ms == 0,
-	                      .deadline = zkl_deadline(timeout_ms ? timeout_ms :
+	                      .deadline = zkl__deadline(timeout_ms ? timeout_ms :
 	                                               ZKL_TRY_ONCE_MS)};
-	f.target = zkl_path_join(q->path, name);
+	f.target = zkl__path_join(q->path, name);
 	if (!f.target)
-		return zkl_fail(ZKL_ENOMEM, "out of memory");
-	int rc = zkl_job_run(q->c, &f.job, q->owner, "a node's creation");
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
+	int rc = zkl__job_run(q->c, &f.job, q->owner, "a node's creation");
 	free(f.target);
 	return rc;
 }

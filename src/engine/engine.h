@@ -17,7 +17,7 @@ struct zkl_predicate {
 	 * self) is gone, without listing again: the handoff then costs one watch event.
 	 * Sequence numbers only grow, so no node created later can sort ahead of ours; what
 	 * can appear ahead is the read node a downgrading holder leaves at its own number
-	 * (zkl_kind_may_downgrade). NULL: always list again. */
+	 * (zkl__kind_may_downgrade). NULL: always list again. */
 	bool (*heir)(const zkl_child *queue, size_t self, size_t watch);
 };
 
@@ -26,7 +26,7 @@ struct zkl_predicate {
  * node's number is its folder's child version, which counts every child made or deleted,
  * so 0 means no node was ever made in the folder before ours; a folder someone else made
  * (or one that existed) may hold anything. */
-bool zkl_queue_alone(bool made_folder, const zkl_child *own);
+bool zkl__queue_alone(bool made_folder, const zkl_child *own);
 
 /* One queued node of ours. */
 struct zkl_node {
@@ -62,7 +62,7 @@ struct zkl_queue {
 	 * create that failed for want of it), and the list is sent only if needed. */
 	bool *folder_seen;
 	/* If set, the grant makes node->hold: at the grant, in the loop's turn that decides
-	 * it, a hold of our node (zkl_hold_new) goes on the client's list, reported lost
+	 * it, a hold of our node (zkl__hold_new) goes on the client's list, reported lost
 	 * through on_lost(lost_ctx), so that it counts from that moment (a client holding
 	 * nothing may prove its session with a sync). The node's release ends it. Without
 	 * memory for it the acquisition fails. */
@@ -81,59 +81,59 @@ struct zkl_queue {
 
 /* Queues a node and waits until the predicate says we hold, the deadline passes, or the
  * owner is canceled. timeout_ms as in the API (0: one round trip, then give up). On
- * success *node holds the node (free its path with zkl_node_clear after release). On
+ * success *node holds the node (free its path with zkl__node_clear after release). On
  * failure our node is gone (or queued for a background delete) and *node is cleared.
  * The acquisition runs on the client's event thread (acquire.c); called there (from a
  * callback), it fails at once with ZKL_EDEADLK. q must live until it returns. */
-int zkl_engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node);
+int zkl__engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node);
 
-/* Whether the create of a node of q fits in one request (zkl_request_fits): 0, or
+/* Whether the create of a node of q fits in one request (zkl__request_fits): 0, or
  * ZKL_EINVAL naming the limit. The acquisitions check it before sending anything; a
  * recipe that queues on two folders checks the second before the first. */
-int zkl_engine_fits(const struct zkl_queue *q);
+int zkl__engine_fits(const struct zkl_queue *q);
 
 /* Starts the same acquisition and returns: 0, or a ZKL_E* code (then done never runs).
  * done(arg, rc) runs exactly once, on the client's event thread, with no lock held and
- * zkl_last_error() set, when the acquisition ends as zkl_engine_acquire would return.
+ * zkl_last_error() set, when the acquisition ends as zkl__engine_acquire would return.
  * q and node must live until then. A cancel of q->owner ends it with ZKL_ECANCELED. */
-int zkl_engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
+int zkl__engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
                      void (*done)(void *arg, int rc), void *arg);
 
 /* Deletes a node we hold, ending its hold first. Connected, the delete is sent at once and its answer is the
  * background's, which retries it until it succeeds or the session is gone; from an
- * application's thread that takes no lock of the client (zkl_task_delete_sent). With
+ * application's thread that takes no lock of the client (zkl__task_delete_sent). With
  * confirm_release, or while disconnected, it waits for the answer, no longer than the
  * session can be alive. Returns 0, or ZKL_ELOST if the node's hold was lost or its
  * session already gone.
  * Clears *node. On the client's loop (a callback) it never waits: the delete goes to the
  * background at once. */
-int zkl_engine_release(zkl_client *c, struct zkl_node *node);
+int zkl__engine_release(zkl_client *c, struct zkl_node *node);
 
 /* Deletes a node we hold in the background, without waiting (so also on the event
  * thread), ending its hold first: sent at once if connected, else when the session
  * reconnects. Clears *node. */
-void zkl_engine_release_later(zkl_client *c, struct zkl_node *node);
+void zkl__engine_release_later(zkl_client *c, struct zkl_node *node);
 
-void zkl_node_clear(struct zkl_node *node);
+void zkl__node_clear(struct zkl_node *node);
 
 /* Creates the non-sequential ephemeral node "<q->path>/<name>" (a downgrade read node)
  * and fills *node. With q->gen set, the node is made on that session only: once the
  * client is on another, or past that session's loss deadline, ZKL_ELOST. Returns 0, or a ZKL_E* code with nothing left
  * behind. */
-int zkl_engine_create_fixed(const struct zkl_queue *q, const char *name, int timeout_ms,
+int zkl__engine_create_fixed(const struct zkl_queue *q, const char *name, int timeout_ms,
                             struct zkl_node *node);
 
 /* Lists and parses the queue under path (sorted). *names owns the strings the children
- * point at: free with zkl_names_free(names, count). An absent path is an empty queue. */
-int zkl_engine_list(zkl_client *c, const char *path, zkl_child **queue, size_t *n,
+ * point at: free with zkl__names_free(names, count). An absent path is an empty queue. */
+int zkl__engine_list(zkl_client *c, const char *path, zkl_child **queue, size_t *n,
                     char ***names, int *count);
-void zkl_names_free(char **names, int count);
+void zkl__names_free(char **names, int count);
 
 /* Fills participants for a sorted queue: reads each node's data (pipelined). holders is
  * how many at the head hold, or ZKL_HOLDERS_READERS for a read-write queue (the readers
  * ahead of the first writer, else that writer). */
 #define ZKL_HOLDERS_READERS (SIZE_MAX - 1)
-int zkl_engine_participants(zkl_client *c, const char *path, size_t holders,
+int zkl__engine_participants(zkl_client *c, const char *path, size_t holders,
                             zkl_participant **out, size_t *count);
 
 #endif

@@ -5,21 +5,21 @@
 #include "engine.h"
 
 /* Our node is known (mu held): arm its revocation watch if the recipe asks for one. */
-void zkl_node_known(const struct zkl_queue *q, struct zkl_node *node);
+void zkl__node_known(const struct zkl_queue *q, struct zkl_node *node);
 /* Forgets our node (mu held): its revocation watch goes too. */
-void zkl_node_forget(zkl_client *c, struct zkl_node *node);
+void zkl__node_forget(zkl_client *c, struct zkl_node *node);
 
 /* Makes node->hold if q asks for one, at a grant (mu held, loop): 0, or ZKL_ENOMEM
  * with nothing made. */
-int zkl_engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *node);
+int zkl__engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *node);
 
 /* Parses and sorts op's children into a new array (mu held), leaving out our own nodes
  * whose delete is on its way. Takes the names from the op: free them with
- * zkl_names_free(*names, *count). */
-int zkl_take_queue(zkl_client *c, const char *path, struct zkl_op *op, zkl_child **queue,
+ * zkl__names_free(*names, *count). */
+int zkl__take_queue(zkl_client *c, const char *path, struct zkl_op *op, zkl_child **queue,
                    size_t *n, char ***names, int *count);
 
 /* The last component of a path. */
-const char *zkl_basename(const char *path);
+const char *zkl__basename(const char *path);
 
 #endif

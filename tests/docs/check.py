@@ -4,8 +4,9 @@
     check.py CHECK ARG...
 
     symbols LIB INCDIR            the exports of LIB equal the ZKL_API functions of
-                                  INCDIR/*.h, all under the version node ZKLOCKS_0, and
-                                  the soname is libzklocks.so.0
+                                  INCDIR/*.h, all under the version node ZKLOCKS_0, the
+                                  soname is libzklocks.so.0, and every other function
+                                  of LIB has an internal name (zkl__...)
     headers CC CXX INCDIR BUILDINC LIB
                                   <zklocks/zklocks.h> compiles alone as C11 and C++11
                                   with -pedantic -Werror (and links and runs as C++),
@@ -384,6 +385,16 @@ def check_symbols(lib, incdir):
     for n, v in sorted(exported.items()):
         if v != "ZKLOCKS_0":
             fail("%s is exported with version '%s', not ZKLOCKS_0" % (n, v))
+    # Every other function of the library says it is internal by its name (zkl__...):
+    # a reader must be able to tell a promise to users from a name.
+    _, full = run(["nm", "--defined-only", lib])
+    funcs = {p[2] for p in (l.split() for l in full.splitlines())
+             if len(p) == 3 and p[1] in "Tt"}
+    if not funcs:
+        print("no symbol table in %s: internal names not checked" % lib)
+    for n in sorted(f for f in funcs if re.match(r"zkl_[a-z0-9]", f) and f not in declared):
+        fail("internal function named like the public API: %s (internal names begin "
+             "with zkl__)" % n)
     _, dyn = run(["objdump", "-p", lib])
     m = re.search(r"SONAME\s+(\S+)", dyn)
     if not m or m.group(1) != "libzklocks.so.0":

@@ -2,14 +2,14 @@
  * duplicate and missing sequence numbers, Curator's and kazoo's names mixed. The input
  * is the listing, names separated by '\n' (a server's names hold no NUL, and the '\n'
  * is as good a separator as any other byte for the parser). Each name is parsed as
- * the engine parses a listing (zkl_take_queue), the queue sorted, and every recipe's
+ * the engine parses a listing (zkl__take_queue), the queue sorted, and every recipe's
  * predicate asked for every place in it.
  *
  * What must hold, besides no crash, leak or undefined behaviour: a parsed name's
  * sequence number is a signed 32-bit value and its kind a known one; sorting keeps the
  * same names; every predicate that does not hold names a node ahead of ours to watch
  * (or, the semaphore's, the folder); the first in the queue always holds a mutex;
- * zkl_name_has_uuid() finds our uuid only where Curator's or kazoo's protected names
+ * zkl__name_has_uuid() finds our uuid only where Curator's or kazoo's protected names
  * put it. */
 #include <stdint.h>
 #include <stdio.h>
@@ -42,18 +42,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t n = 0;
 	uint64_t sum_before = 0, sum_after = 0;
 	for (size_t i = 0; q && i < count; i++) {
-		if (!zkl_child_parse(names[i], &q[n]))
+		if (!zkl__child_parse(names[i], &q[n]))
 			continue;
 		CHECK(q[n].name == names[i]);
 		CHECK(q[n].seq >= INT32_MIN && q[n].seq <= INT32_MAX);
 		CHECK(q[n].kind < ZKL_KIND_COUNT);
-		CHECK(zkl_kind_marker(q[n].kind) && strstr(names[i], zkl_kind_marker(q[n].kind)));
+		CHECK(zkl__kind_marker(q[n].kind) && strstr(names[i], zkl__kind_marker(q[n].kind)));
 		q[n].index = i;
 		sum_before += i * 2654435761u + (uint64_t)q[n].seq;
 		n++;
 	}
 	if (q) {
-		zkl_children_sort(q, n);
+		zkl__children_sort(q, n);
 		for (size_t i = 0; i < n; i++) {
 			CHECK(q[i].name == names[q[i].index]);
 			sum_after += q[i].index * 2654435761u + (uint64_t)q[i].seq;
@@ -85,21 +85,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		zkl_child own;
 		if (n > 0) {
 			own = q[0];
-			(void)zkl_queue_alone(size & 1, &own);
+			(void)zkl__queue_alone(size & 1, &own);
 		}
 	}
 	/* Our own names: the prefix we make, and the uuid found in it again. */
 	char uuid[ZKL_UUID_LEN + 1] = "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f0";
 	for (size_t i = 0; i < count; i++) {
-		bool ours = zkl_name_has_uuid(names[i], uuid);
+		bool ours = zkl__name_has_uuid(names[i], uuid);
 		/* Curator's "_c_<uuid>-", or kazoo's "<uuid without dashes>__". */
 		CHECK(!ours || strncmp(names[i], "_c_", 3) == 0 ||
 		      strncmp(names[i], "0f1e2d3c4b5a49788695a4b3c2d1e0f0__", 34) == 0);
 	}
 	char prefix[ZKL_PROTECT_PREFIX_LEN + 32];
-	CHECK(zkl_node_prefix(prefix, sizeof prefix, uuid, (enum zkl_kind)(size % ZKL_KIND_COUNT)) >
+	CHECK(zkl__node_prefix(prefix, sizeof prefix, uuid, (enum zkl_kind)(size % ZKL_KIND_COUNT)) >
 	      0);
-	CHECK(zkl_name_has_uuid(prefix, uuid));
+	CHECK(zkl__name_has_uuid(prefix, uuid));
 	free(q);
 	free(text);
 	return 0;

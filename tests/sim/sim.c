@@ -9,9 +9,9 @@
  * invariants are checked against the model's ground truth. A run that breaks one prints
  * the seed and the command that replays it.
  *
- * Time: the server's clock is W.now. Each client's clock (what zkl_now_ms() returns while
+ * Time: the server's clock is W.now. Each client's clock (what zkl__now_ms() returns while
  * the simulation runs code of that client) is W.now minus the time its clock stood still
- * (a suspended machine). A timed wait in the library (zkl_cond_wait_until: opening,
+ * (a suspended machine). A timed wait in the library (zkl__cond_wait_until: opening,
  * closing, a release that must be confirmed) runs the rest of the world, without that
  * client's loop, until something reaches that client or its deadline passes: what a real
  * thread blocked there would see.
@@ -2340,7 +2340,7 @@ static bool step(void)
 	return true;
 }
 
-/* The library waits (zkl_cond_wait_until) on a thread of client W.cur: the rest of the
+/* The library waits (zkl__cond_wait_until) on a thread of client W.cur: the rest of the
  * world runs until something reaches that client or its deadline passes. */
 static int64_t hook_now(void *arg)
 {
@@ -2624,9 +2624,9 @@ static int run(const struct options *o, struct stats *out)
 		opt.connect_timeout_ms = 60000;
 		opt.external_loop = true;
 		W.cur = k;
-		int rc = W.o.adopt ? zkl_client_adopt_on(&W.cl[k].c, app_open(k), &opt, &sim_ops,
+		int rc = W.o.adopt ? zkl__client_adopt_on(&W.cl[k].c, app_open(k), &opt, &sim_ops,
 		                                         &W.cl[k])
-		                   : zkl_client_open_on(&W.cl[k].c, &opt, &sim_ops, &W.cl[k]);
+		                   : zkl__client_open_on(&W.cl[k].c, &opt, &sim_ops, &W.cl[k]);
 		W.cur = -1;
 		if (rc != 0)
 			violation("client %d: open failed: %s (%s)", k, zkl_strerror(rc), zkl_last_error());

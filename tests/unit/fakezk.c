@@ -718,13 +718,13 @@ static int submit(zhandle_t *zh, enum fz_op op, const char *path, const char *da
 {
 	struct session *s = (struct session *)zh;
 	struct fz *z = s->z;
-	/* Sessions are opened by zkl_client_open_on(), whose watcher context is the
+	/* Sessions are opened by zkl__client_open_on(), whose watcher context is the
 	 * client's session record. */
 	zkl_client *owner = ((struct zkl_session *)s->ctx)->c;
-	/* A release's delete is sent by the releasing thread (zkl_task_delete_now); with
+	/* A release's delete is sent by the releasing thread (zkl__task_delete_now); with
 	 * confirm_release the release waits for the answer and the loop sends it. */
 	const bool release = op == FZ_DELETE && !owner->confirm_release;
-	const bool stray = !owner->external && !zkl_on_event_thread(owner) && !release;
+	const bool stray = !owner->external && !zkl__on_event_thread(owner) && !release;
 	struct item *it = calloc(1, sizeof *it);
 	if (!it || !(it->path = strdup(path)))
 		abort();
@@ -902,7 +902,7 @@ int fz_client_open(struct fz *z, zkl_client **out, const zkl_client_options *o)
 		copy.log = log_stderr;
 		copy.log_level = ZKL_LOG_DEBUG;
 	}
-	return zkl_client_open_on(out, &copy, &fz_ops, z);
+	return zkl__client_open_on(out, &copy, &fz_ops, z);
 }
 
 int64_t fz_peer(struct fz *z)

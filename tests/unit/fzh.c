@@ -139,9 +139,9 @@ void fzh_queue_node(struct fz *z, const char *path, int i, char *buf, size_t siz
 	size_t k = 0;
 	for (char *tok = strtok_r(names, "\n", &save); tok && k < 64;
 	     tok = strtok_r(NULL, "\n", &save))
-		if (zkl_child_parse(tok, &q[k]))
+		if (zkl__child_parse(tok, &q[k]))
 			k++;
-	zkl_children_sort(q, k);
+	zkl__children_sort(q, k);
 	assert_true((size_t)i < k);
 	snprintf(buf, size, "%s/%s", path, q[i].name);
 }

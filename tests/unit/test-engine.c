@@ -656,8 +656,8 @@ static void slow_lost_fn(zkl_lock *l, int reason, void *data)
 		sched_yield();
 	/* The release is under way on the test's thread: it must wait for this callback,
 	 * however long it runs. A release that did not wait returns in microseconds. */
-	const int64_t until = zkl_now_ms() + 200;
-	while (zkl_now_ms() < until && !atomic_load(&s->released))
+	const int64_t until = zkl__now_ms() + 200;
+	while (zkl__now_ms() < until && !atomic_load(&s->released))
 		sched_yield();
 	atomic_store(&s->released_during, atomic_load(&s->released));
 	atomic_store(&s->running, false);
@@ -672,9 +672,9 @@ static void test_release_waits_for_lost_callback(void **state)
 	CHECK_OK(zkl_lock_on_lost(p.la, slow_lost_fn, &s));
 	CHECK_OK(zkl_lock_acquire(p.la, -1));
 	fz_expire(p.z, zkl_client_session_id(p.a));
-	const int64_t give_up = zkl_now_ms() + 30000;
+	const int64_t give_up = zkl__now_ms() + 30000;
 	while (!atomic_load(&s.running))
-		if (sched_yield() != 0 || zkl_now_ms() > give_up)
+		if (sched_yield() != 0 || zkl__now_ms() > give_up)
 			fail_msg("the holder was never told its lock was lost");
 	atomic_store(&s.releasing, true);
 	assert_int_equal(zkl_lock_release(p.la), ZKL_ELOST);
@@ -792,14 +792,14 @@ static void test_lost_on_cut_off_leader(void **state)
 	own_clock_hold(&t, z, "/locks/cut-leader");
 	atomic_store(&k.session, t.sa);
 	/* The holder reads all along (its participants), and is answered. */
-	const int64_t give_up = zkl_now_ms() + 30000;
+	const int64_t give_up = zkl__now_ms() + 30000;
 	while (atomic_load(&t.lost.n) == 0) {
 		zkl_participant *ps = NULL;
 		size_t n = 0;
 		int rc = zkl_lock_participants(t.la, &ps, &n);
 		zkl_participants_free(ps, n);
 		assert_true(rc == 0 || atomic_load(&t.lost.n) > 0);
-		if (zkl_now_ms() > give_up)
+		if (zkl__now_ms() > give_up)
 			fail_msg("a holder whose writes go unanswered was never told lost");
 	}
 	assert_true(atomic_load(&k.reads) > 0);

@@ -165,14 +165,14 @@ static void
 test_fail_and_clear(void **state)
 {
 	(void)state;
-	zkl_clear_error();
+	zkl__clear_error();
 	assert_string_equal(zkl_last_error(), "");
-	assert_int_equal(zkl_fail(ZKL_EBUSY, "mutex %s is %s", "/a", "held"), ZKL_EBUSY);
+	assert_int_equal(zkl__fail(ZKL_EBUSY, "mutex %s is %s", "/a", "held"), ZKL_EBUSY);
 	assert_string_equal(zkl_last_error(), "mutex /a is held");
 	/* A later failure replaces the detail. */
-	assert_int_equal(zkl_fail(ZKL_EINVAL, "timeout %d is negative", -5), ZKL_EINVAL);
+	assert_int_equal(zkl__fail(ZKL_EINVAL, "timeout %d is negative", -5), ZKL_EINVAL);
 	assert_string_equal(zkl_last_error(), "timeout -5 is negative");
-	zkl_clear_error();
+	zkl__clear_error();
 	assert_string_equal(zkl_last_error(), "");
 }
 
@@ -181,10 +181,10 @@ test_fail_keeps_errno(void **state)
 {
 	(void)state;
 	errno = ENOSPC;
-	zkl_fail(ZKL_EZK, "%s", "x");
+	zkl__fail(ZKL_EZK, "%s", "x");
 	assert_int_equal(errno, ENOSPC);
 	errno = EMFILE;
-	zkl_fail_zk(ZNONODE, "get", "/a");
+	zkl__fail_zk(ZNONODE, "get", "/a");
 	assert_int_equal(errno, EMFILE);
 }
 
@@ -194,8 +194,8 @@ static void
 test_fail_wraps_last_error(void **state)
 {
 	(void)state;
-	zkl_fail(ZKL_EBUSY, "an acquire of %s is under way", "/locks/a");
-	assert_int_equal(zkl_fail(ZKL_EBUSY, "member 1 of 2 (%s): %s", "/locks/a",
+	zkl__fail(ZKL_EBUSY, "an acquire of %s is under way", "/locks/a");
+	assert_int_equal(zkl__fail(ZKL_EBUSY, "member 1 of 2 (%s): %s", "/locks/a",
 	                          zkl_last_error()), ZKL_EBUSY);
 	assert_string_equal(zkl_last_error(),
 	                    "member 1 of 2 (/locks/a): an acquire of /locks/a is under way");
@@ -210,7 +210,7 @@ test_fail_truncates(void **state)
 	(void)state;
 	memset(big, 'q', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
-	zkl_fail(ZKL_EINVAL, "start %s end", big);
+	zkl__fail(ZKL_EINVAL, "start %s end", big);
 	msg = zkl_last_error();
 	assert_int_equal(strlen(msg), 255);
 	assert_int_equal(strncmp(msg, "start qqq", 9), 0);
@@ -251,8 +251,8 @@ test_fail_zk(void **state)
 		char want[256];
 		int rc;
 
-		zkl_clear_error();
-		rc = zkl_fail_zk(map[i].zrc, "create", "/locks/x");
+		zkl__clear_error();
+		rc = zkl__fail_zk(map[i].zrc, "create", "/locks/x");
 		if (rc != map[i].want)
 			fail_msg("%s mapped to %s, want %s", zkl_errname(map[i].zrc), zkl_errname(rc),
 			         zkl_errname(map[i].want));
@@ -260,10 +260,10 @@ test_fail_zk(void **state)
 		assert_string_equal(zkl_last_error(), want);
 	}
 	assert_string_equal(zkl_last_error(), "create /locks/x: unknown error");
-	assert_int_equal(zkl_fail_zk(ZNONODE, "delete", "/a/b"), ZKL_EZK);
+	assert_int_equal(zkl__fail_zk(ZNONODE, "delete", "/a/b"), ZKL_EZK);
 	assert_string_equal(zkl_last_error(), "delete /a/b: no node");
 	/* Without a path there is nothing to name. */
-	assert_int_equal(zkl_fail_zk(ZCONNECTIONLOSS, "sync", NULL), ZKL_ECONNLOSS);
+	assert_int_equal(zkl__fail_zk(ZCONNECTIONLOSS, "sync", NULL), ZKL_ECONNLOSS);
 	assert_string_equal(zkl_last_error(), "sync: connection loss");
 }
 
@@ -279,7 +279,7 @@ other_thread(void *arg)
 
 	/* A new thread starts with no detail, whatever the main thread recorded. */
 	snprintf(t->seen, sizeof(t->seen), "%s", zkl_last_error());
-	zkl_fail(ZKL_ETIMEDOUT, "set by the other thread");
+	zkl__fail(ZKL_ETIMEDOUT, "set by the other thread");
 	snprintf(t->after, sizeof(t->after), "%s", zkl_last_error());
 	return NULL;
 }
@@ -292,7 +292,7 @@ test_per_thread(void **state)
 
 	(void)state;
 	memset(&t, 'z', sizeof(t));
-	zkl_fail(ZKL_EINVAL, "set by the main thread");
+	zkl__fail(ZKL_EINVAL, "set by the main thread");
 	assert_int_equal(pthread_create(&th, NULL, other_thread, &t), 0);
 	assert_int_equal(pthread_join(th, NULL), 0);
 	assert_string_equal(t.seen, "");
@@ -344,24 +344,24 @@ test_zk_classes(void **state)
 	const int answered[] = { ZOK, ZNONODE, ZNODEEXISTS, ZNOTEMPTY, ZBADVERSION, ZNOAUTH,
 	                         ZINVALIDACL, ZBADARGUMENTS, ZSESSIONMOVED };
 	for (size_t i = 0; i < sizeof answered / sizeof answered[0]; i++) {
-		assert_true(zkl_zk_answered(answered[i]));
-		assert_false(zkl_zk_transient(answered[i]));
+		assert_true(zkl__zk_answered(answered[i]));
+		assert_false(zkl__zk_transient(answered[i]));
 	}
 	const int unanswered[] = { ZCONNECTIONLOSS, ZOPERATIONTIMEOUT, ZSESSIONEXPIRED,
 	                           ZINVALIDSTATE, ZCLOSING, ZSYSTEMERROR };
 	for (size_t i = 0; i < sizeof unanswered / sizeof unanswered[0]; i++)
-		assert_false(zkl_zk_answered(unanswered[i]));
-	assert_true(zkl_zk_transient(ZCONNECTIONLOSS));
-	assert_true(zkl_zk_transient(ZOPERATIONTIMEOUT));
-	assert_false(zkl_zk_transient(ZCLOSING));
-	assert_false(zkl_zk_transient(ZSESSIONEXPIRED));
-	assert_true(zkl_zk_session_gone(ZSESSIONEXPIRED));
-	assert_true(zkl_zk_session_gone(ZINVALIDSTATE));
-	assert_true(zkl_zk_session_gone(ZSESSIONMOVED));
-	assert_false(zkl_zk_session_gone(ZCONNECTIONLOSS));
-	assert_false(zkl_zk_session_gone(ZNONODE));
-	assert_int_equal(zkl_zk_class(ZCLOSING), ZKL_ZK_CLOSING);
-	assert_int_equal(zkl_zk_class(ZSYSTEMERROR), ZKL_ZK_LOCAL);
+		assert_false(zkl__zk_answered(unanswered[i]));
+	assert_true(zkl__zk_transient(ZCONNECTIONLOSS));
+	assert_true(zkl__zk_transient(ZOPERATIONTIMEOUT));
+	assert_false(zkl__zk_transient(ZCLOSING));
+	assert_false(zkl__zk_transient(ZSESSIONEXPIRED));
+	assert_true(zkl__zk_session_gone(ZSESSIONEXPIRED));
+	assert_true(zkl__zk_session_gone(ZINVALIDSTATE));
+	assert_true(zkl__zk_session_gone(ZSESSIONMOVED));
+	assert_false(zkl__zk_session_gone(ZCONNECTIONLOSS));
+	assert_false(zkl__zk_session_gone(ZNONODE));
+	assert_int_equal(zkl__zk_class(ZCLOSING), ZKL_ZK_CLOSING);
+	assert_int_equal(zkl__zk_class(ZSYSTEMERROR), ZKL_ZK_LOCAL);
 }
 
 int

@@ -103,7 +103,7 @@ test_parse_markers(void **state)
 		zkl_child c;
 
 		memset(&c, 0xa5, sizeof(c));
-		if (!zkl_child_parse(g->name, &c))
+		if (!zkl__child_parse(g->name, &c))
 			fail_msg("\"%s\" did not parse", g->name);
 		assert_ptr_equal(c.name, g->name);
 		if (c.kind != g->kind || c.seq != g->seq)
@@ -121,11 +121,11 @@ test_parse_every_kind(void **state)
 	for (int k = 0; k < ZKL_KIND_COUNT; k++) {
 		char name[128];
 		zkl_child c;
-		int n = zkl_node_prefix(name, sizeof(name), CURATOR_UUID, (enum zkl_kind)k);
+		int n = zkl__node_prefix(name, sizeof(name), CURATOR_UUID, (enum zkl_kind)k);
 
 		assert_true(n > 0);
 		snprintf(name + n, sizeof(name) - (size_t)n, "%010d", 1234567 + k);
-		assert_true(zkl_child_parse(name, &c));
+		assert_true(zkl__child_parse(name, &c));
 		assert_int_equal(c.kind, k);
 		assert_int_equal(c.seq, 1234567 + k);
 	}
@@ -138,14 +138,14 @@ test_parse_strays(void **state)
 	for (size_t i = 0; i < ARRAY_LEN(stray_names); i++) {
 		zkl_child c;
 
-		if (zkl_child_parse(stray_names[i], &c))
+		if (zkl__child_parse(stray_names[i], &c))
 			fail_msg("stray \"%s\" parsed as kind %d seq %lld", stray_names[i], (int)c.kind,
 			         (long long)c.seq);
 	}
 	{
 		zkl_child c;
 
-		assert_false(zkl_child_parse(NULL, &c));
+		assert_false(zkl__child_parse(NULL, &c));
 	}
 }
 
@@ -153,22 +153,22 @@ static void
 test_kinds(void **state)
 {
 	(void)state;
-	assert_string_equal(zkl_kind_marker(ZKL_KIND_LOCK), "lock-");
-	assert_string_equal(zkl_kind_marker(ZKL_KIND_READ), "__READ__");
-	assert_string_equal(zkl_kind_marker(ZKL_KIND_WRITE), "__WRIT__");
-	assert_string_equal(zkl_kind_marker(ZKL_KIND_LEASE), "lease-");
-	assert_string_equal(zkl_kind_marker(ZKL_KIND_LATCH), "latch-");
-	assert_string_equal(zkl_kind_marker(ZKL_KIND_KLOCK), "__lock__");
-	assert_string_equal(zkl_kind_marker(ZKL_KIND_KRLOCK), "__rlock__");
-	assert_string_equal(zkl_kind_marker(ZKL_KIND_COUNT), "");
+	assert_string_equal(zkl__kind_marker(ZKL_KIND_LOCK), "lock-");
+	assert_string_equal(zkl__kind_marker(ZKL_KIND_READ), "__READ__");
+	assert_string_equal(zkl__kind_marker(ZKL_KIND_WRITE), "__WRIT__");
+	assert_string_equal(zkl__kind_marker(ZKL_KIND_LEASE), "lease-");
+	assert_string_equal(zkl__kind_marker(ZKL_KIND_LATCH), "latch-");
+	assert_string_equal(zkl__kind_marker(ZKL_KIND_KLOCK), "__lock__");
+	assert_string_equal(zkl__kind_marker(ZKL_KIND_KRLOCK), "__rlock__");
+	assert_string_equal(zkl__kind_marker(ZKL_KIND_COUNT), "");
 
-	assert_true(zkl_kind_is_writer(ZKL_KIND_LOCK));
-	assert_false(zkl_kind_is_writer(ZKL_KIND_READ));
-	assert_true(zkl_kind_is_writer(ZKL_KIND_WRITE));
-	assert_true(zkl_kind_is_writer(ZKL_KIND_LEASE));
-	assert_true(zkl_kind_is_writer(ZKL_KIND_LATCH));
-	assert_true(zkl_kind_is_writer(ZKL_KIND_KLOCK));
-	assert_false(zkl_kind_is_writer(ZKL_KIND_KRLOCK));
+	assert_true(zkl__kind_is_writer(ZKL_KIND_LOCK));
+	assert_false(zkl__kind_is_writer(ZKL_KIND_READ));
+	assert_true(zkl__kind_is_writer(ZKL_KIND_WRITE));
+	assert_true(zkl__kind_is_writer(ZKL_KIND_LEASE));
+	assert_true(zkl__kind_is_writer(ZKL_KIND_LATCH));
+	assert_true(zkl__kind_is_writer(ZKL_KIND_KLOCK));
+	assert_false(zkl__kind_is_writer(ZKL_KIND_KRLOCK));
 }
 
 /* Parses names[] the way a caller does (strays dropped, index kept), sorts, and checks
@@ -181,12 +181,12 @@ check_sorted(const char *const *names, size_t n, const char *const *want)
 
 	assert_non_null(c);
 	for (size_t i = 0; i < n; i++) {
-		if (zkl_child_parse(names[i], &c[m])) {
+		if (zkl__child_parse(names[i], &c[m])) {
 			c[m].index = i;
 			m++;
 		}
 	}
-	zkl_children_sort(c, m);
+	zkl__children_sort(c, m);
 	for (; want[w]; w++) {
 		if (w >= m)
 			fail_msg("sorted list is short: %zu entries, want more", m);
@@ -231,9 +231,9 @@ test_sort_small(void **state)
 
 	(void)state;
 	/* Empty and single lists are left alone (and a NULL array with n = 0 is fine). */
-	zkl_children_sort(NULL, 0);
-	assert_true(zkl_child_parse("lock--000000001", &c));
-	zkl_children_sort(&c, 1);
+	zkl__children_sort(NULL, 0);
+	assert_true(zkl__child_parse("lock--000000001", &c));
+	zkl__children_sort(&c, 1);
 	assert_int_equal(c.seq, -1);
 }
 
@@ -382,7 +382,7 @@ test_uuid_format(void **state)
 		char u[ZKL_UUID_LEN + 1];
 
 		memset(u, 'X', sizeof(u));
-		zkl_uuid(u);
+		zkl__uuid(u);
 		assert_int_equal(strlen(u), ZKL_UUID_LEN);
 		for (size_t i = 0; i < ZKL_UUID_LEN; i++) {
 			if (i == 8 || i == 13 || i == 18 || i == 23) {
@@ -412,7 +412,7 @@ test_uuid_unique(void **state)
 	(void)state;
 	assert_non_null(u);
 	for (int i = 0; i < N; i++)
-		zkl_uuid(u[i]);
+		zkl__uuid(u[i]);
 	qsort(u, N, sizeof(*u), cmp_str);
 	for (int i = 1; i < N; i++) {
 		if (strcmp(u[i - 1], u[i]) == 0)
@@ -430,21 +430,21 @@ test_prefix(void **state)
 	int n;
 
 	(void)state;
-	n = zkl_node_prefix(buf, sizeof(buf), CURATOR_UUID, ZKL_KIND_LOCK);
+	n = zkl__node_prefix(buf, sizeof(buf), CURATOR_UUID, ZKL_KIND_LOCK);
 	assert_int_equal(n, strlen(want));
 	assert_int_equal(n, ZKL_PROTECT_PREFIX_LEN + 5);
 	assert_string_equal(buf, want);
 
-	n = zkl_node_prefix(buf, sizeof(buf), CURATOR_UUID, ZKL_KIND_WRITE);
+	n = zkl__node_prefix(buf, sizeof(buf), CURATOR_UUID, ZKL_KIND_WRITE);
 	assert_string_equal(buf, "_c_" CURATOR_UUID "-__WRIT__");
 	assert_int_equal(n, ZKL_PROTECT_PREFIX_LEN + 8);
 
 	/* 45 bytes plus the NUL need 46: one short fails, exactly enough works. */
-	assert_int_equal(zkl_node_prefix(small, sizeof(small), CURATOR_UUID, ZKL_KIND_LOCK), -1);
-	assert_int_equal(zkl_node_prefix(buf, 46, CURATOR_UUID, ZKL_KIND_LOCK), 45);
+	assert_int_equal(zkl__node_prefix(small, sizeof(small), CURATOR_UUID, ZKL_KIND_LOCK), -1);
+	assert_int_equal(zkl__node_prefix(buf, 46, CURATOR_UUID, ZKL_KIND_LOCK), 45);
 	assert_string_equal(buf, want);
 
-	assert_int_equal(zkl_node_prefix(buf, sizeof(buf), CURATOR_UUID, ZKL_KIND_COUNT), -1);
+	assert_int_equal(zkl__node_prefix(buf, sizeof(buf), CURATOR_UUID, ZKL_KIND_COUNT), -1);
 }
 
 static void
@@ -455,31 +455,31 @@ test_has_uuid(void **state)
 	int n;
 
 	(void)state;
-	zkl_uuid(uuid);
+	zkl__uuid(uuid);
 	do
-		zkl_uuid(other);
+		zkl__uuid(other);
 	while (strcmp(uuid, other) == 0);
 
-	n = zkl_node_prefix(name, sizeof(name), uuid, ZKL_KIND_READ);
+	n = zkl__node_prefix(name, sizeof(name), uuid, ZKL_KIND_READ);
 	assert_true(n > 0);
 	strcat(name, "0000000017");
-	assert_true(zkl_name_has_uuid(name, uuid));
-	assert_false(zkl_name_has_uuid(name, other));
+	assert_true(zkl__name_has_uuid(name, uuid));
+	assert_false(zkl__name_has_uuid(name, other));
 
-	assert_true(zkl_name_has_uuid("_c_" CURATOR_UUID "-lock-0000000003", CURATOR_UUID));
+	assert_true(zkl__name_has_uuid("_c_" CURATOR_UUID "-lock-0000000003", CURATOR_UUID));
 	/* The uuid must be whole, behind "_c_", and followed by '-'. */
-	assert_false(zkl_name_has_uuid("_c_" CURATOR_UUID "lock-0000000003", CURATOR_UUID));
-	assert_false(zkl_name_has_uuid("_c_" CURATOR_UUID, CURATOR_UUID));
-	assert_false(zkl_name_has_uuid(CURATOR_UUID "-lock-0000000003", CURATOR_UUID));
-	assert_false(zkl_name_has_uuid("x_c_" CURATOR_UUID "-lock-0000000003", CURATOR_UUID));
-	assert_false(zkl_name_has_uuid("_c_" CURATOR_UUID "-lock-0000000003", "53345f98"));
-	assert_false(zkl_name_has_uuid("_c_53345f98-lock-0000000003", CURATOR_UUID));
-	assert_false(zkl_name_has_uuid("", CURATOR_UUID));
-	assert_false(zkl_name_has_uuid("_c_-lock-0000000003", ""));
-	assert_false(zkl_name_has_uuid(NULL, CURATOR_UUID));
-	assert_false(zkl_name_has_uuid("_c_" CURATOR_UUID "-lock-0000000003", NULL));
+	assert_false(zkl__name_has_uuid("_c_" CURATOR_UUID "lock-0000000003", CURATOR_UUID));
+	assert_false(zkl__name_has_uuid("_c_" CURATOR_UUID, CURATOR_UUID));
+	assert_false(zkl__name_has_uuid(CURATOR_UUID "-lock-0000000003", CURATOR_UUID));
+	assert_false(zkl__name_has_uuid("x_c_" CURATOR_UUID "-lock-0000000003", CURATOR_UUID));
+	assert_false(zkl__name_has_uuid("_c_" CURATOR_UUID "-lock-0000000003", "53345f98"));
+	assert_false(zkl__name_has_uuid("_c_53345f98-lock-0000000003", CURATOR_UUID));
+	assert_false(zkl__name_has_uuid("", CURATOR_UUID));
+	assert_false(zkl__name_has_uuid("_c_-lock-0000000003", ""));
+	assert_false(zkl__name_has_uuid(NULL, CURATOR_UUID));
+	assert_false(zkl__name_has_uuid("_c_" CURATOR_UUID "-lock-0000000003", NULL));
 	/* A kazoo name carries no protection prefix. */
-	assert_false(zkl_name_has_uuid("53345f9894234e0ca7b59f819e3ec2e1__lock__0000000001",
+	assert_false(zkl__name_has_uuid("53345f9894234e0ca7b59f819e3ec2e1__lock__0000000001",
 	                               "53345f9894234e0ca7b59f819e3ec2e1"));
 }
 

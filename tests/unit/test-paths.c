@@ -90,7 +90,7 @@ test_valid(void **state)
 {
 	(void)state;
 	for (size_t i = 0; i < ARRAY_LEN(valid_paths); i++) {
-		int rc = zkl_path_check(valid_paths[i], "lock path");
+		int rc = zkl__path_check(valid_paths[i], "lock path");
 
 		if (rc != 0)
 			fail_msg("\"%s\" refused: %d %s", valid_paths[i], rc, zkl_last_error());
@@ -107,8 +107,8 @@ test_invalid(void **state)
 		const char *msg;
 		int rc;
 
-		zkl_clear_error();
-		rc = zkl_path_check(b->path, "lock path");
+		zkl__clear_error();
+		rc = zkl__path_check(b->path, "lock path");
 		msg = zkl_last_error();
 		if (rc != ZKL_EINVAL)
 			fail_msg("\"%s\": rc %d, want ZKL_EINVAL", shown, rc);
@@ -128,30 +128,30 @@ static void
 test_messages(void **state)
 {
 	(void)state;
-	assert_int_equal(zkl_path_check("locks/x", "lock path"), ZKL_EINVAL);
+	assert_int_equal(zkl__path_check("locks/x", "lock path"), ZKL_EINVAL);
 	assert_string_equal(zkl_last_error(),
 	                    "lock path \"locks/x\" is not absolute (must start with '/')");
 
-	assert_int_equal(zkl_path_check("/a//b", "lock path"), ZKL_EINVAL);
+	assert_int_equal(zkl__path_check("/a//b", "lock path"), ZKL_EINVAL);
 	assert_string_equal(zkl_last_error(), "lock path \"/a//b\" has an empty segment (\"//\")");
 
-	assert_int_equal(zkl_path_check(NULL, "lock path"), ZKL_EINVAL);
+	assert_int_equal(zkl__path_check(NULL, "lock path"), ZKL_EINVAL);
 	assert_string_equal(zkl_last_error(), "lock path is NULL");
 
-	assert_int_equal(zkl_path_check("", "latch path"), ZKL_EINVAL);
+	assert_int_equal(zkl__path_check("", "latch path"), ZKL_EINVAL);
 	assert_string_equal(zkl_last_error(), "latch path is empty");
 
 	/* The control character is shown escaped. */
-	assert_int_equal(zkl_path_check("/a\x01", "lock path"), ZKL_EINVAL);
+	assert_int_equal(zkl__path_check("/a\x01", "lock path"), ZKL_EINVAL);
 	assert_string_equal(zkl_last_error(),
 	                    "lock path \"/a\\x01\" has a control character (byte 0x01 at offset 2)");
 
 	/* Without a `what`, the message still says what it is about. */
-	assert_int_equal(zkl_path_check("x", NULL), ZKL_EINVAL);
+	assert_int_equal(zkl__path_check("x", NULL), ZKL_EINVAL);
 	assert_string_equal(zkl_last_error(), "path \"x\" is not absolute (must start with '/')");
 
 	/* Quotes in the path are escaped, so the message stays unambiguous. */
-	assert_int_equal(zkl_path_check("a\"b", "lock path"), ZKL_EINVAL);
+	assert_int_equal(zkl__path_check("a\"b", "lock path"), ZKL_EINVAL);
 	assert_string_equal(zkl_last_error(),
 	                    "lock path \"a\\\"b\" is not absolute (must start with '/')");
 }
@@ -168,13 +168,13 @@ test_length(void **state)
 	memset(p + 1, 'x', ZKL_PATH_MAX - 1);
 	p[ZKL_PATH_MAX] = '\0';
 	assert_int_equal(strlen(p), ZKL_PATH_MAX);
-	assert_int_equal(zkl_path_check(p, "lock path"), 0);
+	assert_int_equal(zkl__path_check(p, "lock path"), 0);
 
 	/* One more is too long, and the message keeps its reason although the path is
 	 * shortened to fit. */
 	p[ZKL_PATH_MAX] = 'x';
 	p[ZKL_PATH_MAX + 1] = '\0';
-	assert_int_equal(zkl_path_check(p, "lock path"), ZKL_EINVAL);
+	assert_int_equal(zkl__path_check(p, "lock path"), ZKL_EINVAL);
 	assert_non_null(strstr(zkl_last_error(), "is longer than 1024 bytes"));
 	assert_non_null(strstr(zkl_last_error(), "lock path \"/xxxxxxxx"));
 	assert_non_null(strstr(zkl_last_error(), "...\""));
@@ -191,14 +191,14 @@ test_long_path_reason_survives(void **state)
 	p[0] = '/';
 	memset(p + 1, 'y', 900);
 	strcpy(p + 901, "/../z");
-	assert_int_equal(zkl_path_check(p, "lock path"), ZKL_EINVAL);
+	assert_int_equal(zkl__path_check(p, "lock path"), ZKL_EINVAL);
 	assert_non_null(strstr(zkl_last_error(), "has a \".\" or \"..\" segment"));
 
 	/* Every byte escaped (four characters each) still leaves room for the reason. */
 	p[0] = '/';
 	memset(p + 1, '\x01', 900);
 	p[901] = '\0';
-	assert_int_equal(zkl_path_check(p, "lock path"), ZKL_EINVAL);
+	assert_int_equal(zkl__path_check(p, "lock path"), ZKL_EINVAL);
 	assert_non_null(strstr(zkl_last_error(), "has a control character (byte 0x01 at offset 1)"));
 }
 
@@ -208,17 +208,17 @@ test_join(void **state)
 	char *s;
 
 	(void)state;
-	s = zkl_path_join("/a", "b");
+	s = zkl__path_join("/a", "b");
 	assert_string_equal(s, "/a/b");
 	free(s);
-	s = zkl_path_join("/a/b", "_c_x-lock-0000000001");
+	s = zkl__path_join("/a/b", "_c_x-lock-0000000001");
 	assert_string_equal(s, "/a/b/_c_x-lock-0000000001");
 	free(s);
 	/* The root is joined without a double slash. */
-	s = zkl_path_join("/", "x");
+	s = zkl__path_join("/", "x");
 	assert_string_equal(s, "/x");
 	free(s);
-	s = zkl_path_join("/locks/x", "leases");
+	s = zkl__path_join("/locks/x", "leases");
 	assert_string_equal(s, "/locks/x/leases");
 	free(s);
 }
@@ -227,11 +227,11 @@ static void
 test_parent_len(void **state)
 {
 	(void)state;
-	assert_int_equal(zkl_path_parent_len("/a/b"), 2);
-	assert_int_equal(zkl_path_parent_len("/a"), 0);
-	assert_int_equal(zkl_path_parent_len("/a/b/c"), 4);
-	assert_int_equal(zkl_path_parent_len("/locks/x/_c_u-lock-0000000001"), 8);
-	assert_int_equal(zkl_path_parent_len("/"), 0);
+	assert_int_equal(zkl__path_parent_len("/a/b"), 2);
+	assert_int_equal(zkl__path_parent_len("/a"), 0);
+	assert_int_equal(zkl__path_parent_len("/a/b/c"), 4);
+	assert_int_equal(zkl__path_parent_len("/locks/x/_c_u-lock-0000000001"), 8);
+	assert_int_equal(zkl__path_parent_len("/"), 0);
 }
 
 int

@@ -13,9 +13,9 @@ static size_t queue_of(const char **names, size_t n, zkl_child *out)
 {
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++)
-		if (zkl_child_parse(names[i], &out[k]))
+		if (zkl__child_parse(names[i], &out[k]))
 			k++;
-	zkl_children_sort(out, k);
+	zkl__children_sort(out, k);
 	return k;
 }
 
@@ -144,19 +144,19 @@ static void test_queue_alone(void **state)
 	(void)state;
 	zkl_child own;
 	/* Number 0 in a folder we just made: nothing can be ahead. */
-	assert_true(zkl_child_parse("_c_a-lock-0000000000", &own));
-	assert_true(zkl_queue_alone(true, &own));
+	assert_true(zkl__child_parse("_c_a-lock-0000000000", &own));
+	assert_true(zkl__queue_alone(true, &own));
 	/* A folder that existed, or someone else made, may hold anything. */
-	assert_false(zkl_queue_alone(false, &own));
+	assert_false(zkl__queue_alone(false, &own));
 	/* Number 1: a node was made (and maybe deleted) before ours. */
-	assert_true(zkl_child_parse("_c_a-lock-0000000001", &own));
-	assert_false(zkl_queue_alone(true, &own));
+	assert_true(zkl__child_parse("_c_a-lock-0000000001", &own));
+	assert_false(zkl__queue_alone(true, &own));
 	/* kazoo's names count the same way. */
-	assert_true(zkl_child_parse("x__lock__0000000000", &own));
-	assert_true(zkl_queue_alone(true, &own));
+	assert_true(zkl__child_parse("x__lock__0000000000", &own));
+	assert_true(zkl__queue_alone(true, &own));
 	/* Past the counter's wrap ("%010d" of -1): not 0, so not alone. */
-	assert_true(zkl_child_parse("x__lock__-000000001", &own));
-	assert_false(zkl_queue_alone(true, &own));
+	assert_true(zkl__child_parse("x__lock__-000000001", &own));
+	assert_false(zkl__queue_alone(true, &own));
 }
 
 static void test_count(void **state)

@@ -75,12 +75,12 @@ static void test_raised_in_call(void **state)
 	sigset_t before, after;
 	pthread_sigmask(SIG_SETMASK, NULL, &before);
 	struct zkl_sigpipe_guard g;
-	zkl_sigpipe_block(&g);
+	zkl__sigpipe_block(&g);
 	assert_true(pipe_blocked());
 	assert_int_equal(write_broken(), EPIPE);
 	assert_true(pipe_pending());
 	errno = EBADF; /* the guarded call's errno survives the restore */
-	zkl_sigpipe_restore(&g);
+	zkl__sigpipe_restore(&g);
 	assert_int_equal(errno, EBADF);
 	assert_false(pipe_pending());
 	pthread_sigmask(SIG_SETMASK, NULL, &after);
@@ -111,12 +111,12 @@ static void test_thread_started_inside(void **state)
 {
 	(void)state;
 	struct zkl_sigpipe_guard g;
-	zkl_sigpipe_block(&g);
+	zkl__sigpipe_block(&g);
 	pthread_t t;
 	struct writer w = { .mu = PTHREAD_MUTEX_INITIALIZER };
 	pthread_mutex_lock(&w.mu);
 	assert_int_equal(pthread_create(&t, NULL, writer, &w), 0);
-	zkl_sigpipe_restore(&g);
+	zkl__sigpipe_restore(&g);
 	assert_false(pipe_blocked());
 	pthread_mutex_unlock(&w.mu);
 	assert_int_equal(pthread_join(t, NULL), 0);
@@ -135,9 +135,9 @@ static void test_pending_before_is_kept(void **state)
 	assert_int_equal(pthread_kill(pthread_self(), SIGPIPE), 0);
 	assert_true(pipe_pending());
 	struct zkl_sigpipe_guard g;
-	zkl_sigpipe_block(&g);
+	zkl__sigpipe_block(&g);
 	assert_int_equal(write_broken(), EPIPE);
-	zkl_sigpipe_restore(&g);
+	zkl__sigpipe_restore(&g);
 	assert_true(pipe_blocked());
 	assert_true(pipe_pending());
 	sigset_t s;
@@ -155,9 +155,9 @@ static void test_blocked_by_caller(void **state)
 	(void)state;
 	block_pipe(true);
 	struct zkl_sigpipe_guard g;
-	zkl_sigpipe_block(&g);
+	zkl__sigpipe_block(&g);
 	assert_int_equal(write_broken(), EPIPE);
-	zkl_sigpipe_restore(&g);
+	zkl__sigpipe_restore(&g);
 	assert_true(pipe_blocked());
 	assert_false(pipe_pending());
 	block_pipe(false);
