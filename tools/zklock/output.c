@@ -13,14 +13,17 @@
 
 void msg(const char *fmt, ...)
 {
+	/* One write for the whole line: the command shares stderr, and its own lines (a
+	 * shell's "Terminated") must not land inside ours. */
+	char line[4096];
 	va_list ap;
 	va_start(ap, fmt);
-	flockfile(stderr);
-	fputs("zklock: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	funlockfile(stderr);
+	int n = vsnprintf(line + 8, sizeof line - 9, fmt, ap);
 	va_end(ap);
+	memcpy(line, "zklock: ", 8);
+	size_t len = n < 0 ? 8 : (size_t)n < sizeof line - 9 ? 8 + (size_t)n : sizeof line - 2;
+	line[len++] = '\n';
+	fwrite(line, 1, len, stderr);
 }
 
 int usage_error(const char *fmt, ...)
