@@ -303,22 +303,18 @@ static int take_turn(zkl_client *c, struct zkl_acquisition *a)
 
 static int on_turn(zkl_client *c, struct zkl_acquisition *a)
 {
-	/* An application's session (zkl_client_adopt) given up by the loss rule is not
-	 * replaced: it counts again once ZooKeeper answers a write sent after (liveness.c),
-	 * and then our node, which lived on with it, may take its turn there. */
-	if (a->node->gen == c->gen && !a->job.w.canceled && !c->sess->given_up &&
-	    zkl__now_ms() < zkl__lost_at(c)) {
+	/* Look again once the session has changed, or the grant would stand after all: an
+	 * application's session (zkl_client_adopt) given up by the loss rule is not
+	 * replaced, but counts again once ZooKeeper answers a write sent after
+	 * (liveness.c), and our node, which lived on with it, may take its turn there. */
+	if (a->node->gen != c->gen || a->job.w.canceled || grant_stands(c, a->node)) {
 		a->st = A_TOP;
 		return GO_ON;
 	}
-	if (a->node->gen == c->gen && !a->job.w.canceled) {
-		if (zkl__now_ms() >= a->deadline)
-			return zkl__fail(ZKL_ETIMEDOUT, "timed out while the session was given up");
-		zkl__waiter_wake_at(a->q->c, &a->job.w, a->deadline);
-		return WAIT;
-	}
-	a->st = A_TOP;
-	return GO_ON;
+	if (zkl__now_ms() >= a->deadline)
+		return zkl__fail(ZKL_ETIMEDOUT, "timed out while the session was given up");
+	zkl__waiter_wake_at(a->q->c, &a->job.w, a->deadline);
+	return WAIT;
 }
 
 static int on_top(zkl_client *c, struct zkl_acquisition *a)
