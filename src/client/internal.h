@@ -412,11 +412,16 @@ struct zkl_req {
 	int mode;           /* CREATE */
 	int version;        /* SET; DELETE with check_version */
 	bool check_version; /* DELETE: only of the node at version */
+	struct zkl_watch *watch; /* GET, EXISTS, CHILDREN: armed with the request */
 };
 /* Sends r now, bound to w (mu NOT held): the loop's way to send one request. Returns
  * the op, or NULL with *err set. */
 struct zkl_op *zkl__op_send(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *r,
                            int *err);
+/* The same from a step the loop runs (mu held): mu is let go of around the send, as
+ * around every send, so the caller looks again at what another thread may change. */
+struct zkl_op *zkl__op_send_locked(zkl_client *c, struct zkl_waiter *w,
+                                  const struct zkl_req *r, int *err);
 
 /* A job: a machine the loop runs for a thread that waits for its end, or for an end
  * function (src/client/job.c). Fill step (and drop, end) and hand it to

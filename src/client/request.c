@@ -475,11 +475,11 @@ struct zkl_op *zkl__op_send(zkl_client *c, struct zkl_waiter *w, const struct zk
 	case ZKL_OP_DELETE:
 		return zkl__op_delete_at(c, w, r->path, r->check_version ? r->version : -1, err);
 	case ZKL_OP_CHILDREN:
-		return zkl__op_children(c, w, r->path, NULL, err);
+		return zkl__op_children(c, w, r->path, r->watch, err);
 	case ZKL_OP_GET:
-		return zkl__op_get(c, w, r->path, NULL, err);
+		return zkl__op_get(c, w, r->path, r->watch, err);
 	case ZKL_OP_EXISTS:
-		return zkl__op_exists(c, w, r->path, NULL, err);
+		return zkl__op_exists(c, w, r->path, r->watch, err);
 	case ZKL_OP_SET:
 		return zkl__op_set(c, w, r->path, r->data, r->len, r->version, err);
 	case ZKL_OP_SYNC:
@@ -489,6 +489,15 @@ struct zkl_op *zkl__op_send(zkl_client *c, struct zkl_waiter *w, const struct zk
 	}
 	*err = zkl__fail(ZKL_EINVAL, "unknown request");
 	return NULL;
+}
+
+struct zkl_op *zkl__op_send_locked(zkl_client *c, struct zkl_waiter *w,
+                                  const struct zkl_req *r, int *err)
+{
+	pthread_mutex_unlock(&c->mu);
+	struct zkl_op *op = zkl__op_send(c, w, r, err);
+	pthread_mutex_lock(&c->mu);
+	return op;
 }
 
 void zkl__op_release(zkl_client *c, struct zkl_op *op)
