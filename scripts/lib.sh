@@ -56,9 +56,12 @@ zkl_build_quiet() {
 # taken by one thread first, which then stops the others: until the last one has, the
 # server may still answer a request sent after kill returned (seen on a loaded machine).
 zkl_threads_are() {
-	local pid=$1 want=$2 t state
+	local pid=$1 want=$2 t line state
 	for t in /proc/"$pid"/task/*/stat; do
-		state=$(sed -e 's/^.*) //' "$t" 2>/dev/null | cut -d' ' -f1) || continue
+		# No process per thread: a JVM has dozens, and this runs while a test waits.
+		read -r line 2>/dev/null <"$t" || continue
+		state=${line##*) }
+		state=${state%% *}
 		[[ -z "$state" ]] && continue
 		if [[ $want == T ]]; then
 			[[ "$state" == T || "$state" == t ]] || return 1
