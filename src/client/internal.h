@@ -413,6 +413,8 @@ struct zkl_req {
 	int version;        /* SET; DELETE with check_version */
 	bool check_version; /* DELETE: only of the node at version */
 	struct zkl_watch *watch; /* GET, EXISTS, CHILDREN: armed with the request */
+	bool unbound;       /* zkl__ops_send_locked: bound to no waiter (its answer alone
+	                     * wakes nobody: the next one's, which comes after it, does) */
 };
 /* Sends r now, bound to w (mu NOT held): the loop's way to send one request. Returns
  * the op, or NULL with *err set. */
@@ -422,6 +424,12 @@ struct zkl_op *zkl__op_send(zkl_client *c, struct zkl_waiter *w, const struct zk
  * around every send, so the caller looks again at what another thread may change. */
 struct zkl_op *zkl__op_send_locked(zkl_client *c, struct zkl_waiter *w,
                                   const struct zkl_req *r, int *err);
+/* Sends reqs[0..n) in this order in one go, from a step the loop runs (mu held, let go
+ * of around the sends). The session answers in order, so only the last answer wakes w:
+ * the others are lazy. Stops at the first request refused (ops[k..n) NULL, *err set),
+ * and then the last one sent wakes w itself. Returns how many were sent. */
+int zkl__ops_send_locked(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *reqs,
+                        struct zkl_op **ops, int n, int *err);
 
 /* A job: a machine the loop runs for a thread that waits for its end, or for an end
  * function (src/client/job.c). Fill step (and drop, end) and hand it to
@@ -439,8 +447,9 @@ struct zkl_job {
 	/* On the loop (mu held), at the end: lets go of what the steps hold. May be NULL.
 	 * Also called (mu held) if the job never reached the loop. */
 	void (*drop)(zkl_client *c, struct zkl_job *j);
-	/* NULL: a thread waits for the end (zkl__job_wait). Else the end, on the loop (mu
-	 * held), with rc and error set; the job is not touched after it. */
+	/* NULL: a thread waits for the end (zkl__job_wait). Else the end, on the loop with
+	 * no lock held (it may run the user's callbacks), with rc and error set; the job is
+	 * not touched after it. */
 	void (*end)(zkl_client *c, struct zkl_job *j);
 	int rc;                    /* once ended: its result, and its detail */
 	char error[256];

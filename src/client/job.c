@@ -49,7 +49,9 @@ static void job_step(zkl_client *c, struct zkl_waiter *w)
 		j->drop(c, j);
 	zkl__waiter_leave(c, &j->w);
 	if (j->end) {
+		pthread_mutex_unlock(&c->mu);
 		j->end(c, j); /* j may be gone */
+		pthread_mutex_lock(&c->mu);
 		return;
 	}
 	if (j->w.own_thread) {
@@ -160,9 +162,7 @@ int zkl__job_run(zkl_client *c, struct zkl_job *j, const void *owner, const char
 int zkl__job_send(zkl_client *c, struct zkl_job *j, const struct zkl_req *r, struct zkl_op **op)
 {
 	int err = 0;
-	pthread_mutex_unlock(&c->mu);
-	*op = zkl__op_send(c, &j->w, r, &err);
-	pthread_mutex_lock(&c->mu);
+	*op = zkl__op_send_locked(c, &j->w, r, &err);
 	return *op ? 0 : err;
 }
 

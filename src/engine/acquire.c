@@ -230,11 +230,11 @@ static void drop_requests(zkl_client *c, struct zkl_acquisition *a)
 }
 
 /* The end of an acquisition started by zkl__engine_start (the job's end, on the loop,
- * mu held): the done function runs with no lock held, and a is freed after it. */
+ * no lock held): the done function runs, and a is freed after it. */
 static void end_async(zkl_client *c, struct zkl_job *j)
 {
+	(void)c;
 	struct zkl_acquisition *a = (struct zkl_acquisition *)j;
-	pthread_mutex_unlock(&c->mu);
 	if (j->rc != 0)
 		zkl__fail(j->rc, "%s", j->error);
 	else
@@ -242,7 +242,6 @@ static void end_async(zkl_client *c, struct zkl_job *j)
 	a->done_fn(a->done_arg, j->rc);
 	zkl__job_destroy(j);
 	free(a);
-	pthread_mutex_lock(&c->mu);
 }
 
 static void drop_job(zkl_client *c, struct zkl_job *j)
@@ -336,9 +335,8 @@ static int on_top(zkl_client *c, struct zkl_acquisition *a)
 		a->unknown = false;
 		if (a->unknown_gen == c->gen) {
 			int err = 0;
-			pthread_mutex_unlock(&c->mu);
-			struct zkl_op *op = zkl__op_children(c, &a->job.w, q->path, NULL, &err);
-			pthread_mutex_lock(&c->mu);
+			const struct zkl_req list = {.kind = ZKL_OP_CHILDREN, .path = q->path};
+			struct zkl_op *op = zkl__op_send_locked(c, &a->job.w, &list, &err);
 			if (!op)
 				return err;
 			tally(&c->n_listings);
@@ -389,9 +387,8 @@ static int on_find(zkl_client *c, struct zkl_acquisition *a)
 		return start_create(c, a);
 	}
 	int err = 0;
-	pthread_mutex_unlock(&c->mu);
-	op = zkl__op_exists(c, &a->job.w, found, NULL, &err);
-	pthread_mutex_lock(&c->mu);
+	const struct zkl_req exists = {.kind = ZKL_OP_EXISTS, .path = found};
+	op = zkl__op_send_locked(c, &a->job.w, &exists, &err);
 	if (!op) {
 		free(found);
 		return err;
@@ -451,31 +448,26 @@ static int start_create(zkl_client *c, struct zkl_acquisition *a)
 		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	int err = 0;
 	const bool make_folder = q->folder_seen && !*q->folder_seen && c->folders_new;
-	pthread_mutex_unlock(&c->mu);
-	/* Nobody waits for the folder's answer alone (it comes before the node's), nor for
-	 * the node's alone when the list follows: only the last answer wakes the loop. */
-	struct zkl_op *folder = make_folder ? zkl__op_create_followed(c, NULL, q->path, NULL, 0,
-	                                                             zkl__folder_mode(c), true, &err)
-	                                    : NULL;
-	struct zkl_op *create = zkl__op_create_followed(c, &a->job.w, target, q->data,
-	                                               q->data_len, ZOO_EPHEMERAL_SEQUENTIAL,
-	                                               !make_folder, &err);
-	struct zkl_op *list = NULL;
-	if (create && !make_folder)
-		list = zkl__op_children(c, &a->job.w, q->path, NULL, &err);
-	/* What was not followed after all wakes the loop itself. */
-	if (folder && !create)
-		zkl__op_hasten(c, folder);
-	if (create && !make_folder && !list)
-		zkl__op_hasten(c, create);
-	pthread_mutex_lock(&c->mu);
+	/* Nobody waits for the folder's answer alone (it comes before the node's): it is
+	 * bound to no waiter, and the node's answer, or the list's, wakes the loop. */
+	struct zkl_req reqs[2];
+	struct zkl_op *ops[2];
+	int n = 0;
+	if (make_folder)
+		reqs[n++] = (struct zkl_req){.kind = ZKL_OP_CREATE, .path = q->path,
+		                             .mode = zkl__folder_mode(c), .unbound = true};
+	reqs[n++] = (struct zkl_req){.kind = ZKL_OP_CREATE, .path = target, .data = q->data,
+	                             .len = q->data_len, .mode = ZOO_EPHEMERAL_SEQUENTIAL};
+	if (!make_folder)
+		reqs[n++] = (struct zkl_req){.kind = ZKL_OP_CHILDREN, .path = q->path};
+	const int sent = zkl__ops_send_locked(c, &a->job.w, reqs, ops, n, &err);
 	free(target);
-	if (list)
+	a->folder = make_folder ? ops[0] : NULL;
+	a->create = ops[make_folder ? 1 : 0];
+	a->list = make_folder ? NULL : ops[1];
+	if (a->list)
 		tally(&c->n_listings);
-	a->folder = folder;
-	a->create = create;
-	a->list = list;
-	if (!create || (!make_folder && !list))
+	if (sent < n)
 		return err;
 	a->st = A_CREATE;
 	return GO_ON;
@@ -593,10 +585,10 @@ static int on_ensure(zkl_client *c, struct zkl_acquisition *a)
 	if (!a->op) {
 		buf[a->ensure_len] = 0;
 		int err = 0;
-		pthread_mutex_unlock(&c->mu);
 		a->ensure_mode = zkl__folder_mode(c);
-		struct zkl_op *op = zkl__op_create(c, &a->job.w, buf, NULL, 0, a->ensure_mode, &err);
-		pthread_mutex_lock(&c->mu);
+		const struct zkl_req create = {.kind = ZKL_OP_CREATE, .path = buf, .len = 0,
+		                               .mode = a->ensure_mode};
+		struct zkl_op *op = zkl__op_send_locked(c, &a->job.w, &create, &err);
 		if (!op)
 			return err;
 		a->op = op;
@@ -662,9 +654,8 @@ static int start_list(zkl_client *c, struct zkl_acquisition *a)
 {
 	if (!a->list) {
 		int err = 0;
-		pthread_mutex_unlock(&c->mu);
-		struct zkl_op *list = zkl__op_children(c, &a->job.w, a->q->path, NULL, &err);
-		pthread_mutex_lock(&c->mu);
+		const struct zkl_req req = {.kind = ZKL_OP_CHILDREN, .path = a->q->path};
+		struct zkl_op *list = zkl__op_send_locked(c, &a->job.w, &req, &err);
 		if (!list)
 			return err;
 		tally(&c->n_listings);
@@ -762,10 +753,9 @@ static int on_list(zkl_client *c, struct zkl_acquisition *a)
 		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	}
 	int err = 0;
-	pthread_mutex_unlock(&c->mu);
-	struct zkl_op *get = folder ? zkl__op_children(c, &a->job.w, target, wt, &err)
-	                            : zkl__op_get(c, &a->job.w, target, wt, &err);
-	pthread_mutex_lock(&c->mu);
+	const struct zkl_req req = {.kind = folder ? ZKL_OP_CHILDREN : ZKL_OP_GET, .path = target,
+	                            .watch = wt};
+	struct zkl_op *get = zkl__op_send_locked(c, &a->job.w, &req, &err);
 	free(target);
 	if (get && folder)
 		tally(&c->n_listings);
@@ -866,9 +856,8 @@ static int withdraw(zkl_client *c, struct zkl_acquisition *a)
 			return GO_ON;
 		}
 		int err = 0;
-		pthread_mutex_unlock(&c->mu);
-		struct zkl_op *op = zkl__op_delete(c, &a->job.w, node->path, &err);
-		pthread_mutex_lock(&c->mu);
+		const struct zkl_req del = {.kind = ZKL_OP_DELETE, .path = node->path};
+		struct zkl_op *op = zkl__op_send_locked(c, &a->job.w, &del, &err);
 		if (!op) {
 			zkl__task_delete(c, node->path, node->gen);
 			return GO_ON;

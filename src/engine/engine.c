@@ -137,6 +137,7 @@ struct delete_job {
 	struct zkl_op *op;             /* the delete out */
 	int64_t until;                 /* its answer's deadline */
 	bool reconnect;                /* waiting for the connection after a loss */
+	bool decided;                  /* release_step: release_decide() has run */
 };
 
 static int gone_with_session(const struct zkl_node *node)
@@ -206,6 +207,57 @@ static void delete_drop(zkl_client *c, struct zkl_job *j)
 	zkl__node_clear(d->node);
 }
 
+/* What a release does with its node, on the loop (mu held): done (0, or ZKL_ELOST with
+ * its session gone), or ZKL_JOB_WAIT for a delete the caller waits for. On a thread that
+ * runs the loop (a callback, or the application's loop thread) nothing waits for the
+ * server, not even with confirm_release: the delete goes to the background task, sent at
+ * once if connected. */
+static int release_decide(zkl_client *c, struct zkl_node *node, bool on_loop)
+{
+	if (!node->path)
+		return 0;
+	zkl__revwatch_remove(c, node->rev);
+	node->rev = NULL;
+	int rc = 0;
+	if (node->gen != c->gen)
+		rc = gone_with_session(node);
+	else if ((on_loop || !c->confirm_release) && c->sess->connected)
+		zkl__task_delete_now(c, node->path, node->gen);
+	else if (on_loop)
+		zkl__task_delete(c, node->path, node->gen);
+	else
+		return ZKL_JOB_WAIT; /* confirmed, or disconnected: wait for the delete */
+	zkl__node_clear(node);
+	return rc;
+}
+
+/* A release from an application's thread: decided on the loop, then the delete waited
+ * for if it must be. */
+static int release_step(zkl_client *c, struct zkl_job *j)
+{
+	struct delete_job *d = (struct delete_job *)j;
+	if (!d->decided) {
+		d->decided = true;
+		int rc = release_decide(c, d->node, false);
+		if (rc != ZKL_JOB_WAIT)
+			return rc;
+	}
+	return delete_step(c, j);
+}
+
+/* A release on a thread that runs the loop: the call runs at once, on this thread. */
+struct release_call {
+	struct zkl__call call;
+	struct zkl_node *node;
+	int rc;
+};
+
+static void release_on_loop(zkl_client *c, struct zkl__call *call)
+{
+	struct release_call *r = (struct release_call *)call;
+	r->rc = release_decide(c, r->node, true);
+}
+
 /* Deletes node (its hold ended); as zkl__engine_release(). */
 static int release_node(zkl_client *c, struct zkl_node *node)
 {
@@ -217,34 +269,15 @@ static int release_node(zkl_client *c, struct zkl_node *node)
 		zkl__node_clear(node);
 		return 0;
 	}
-	pthread_mutex_lock(&c->mu);
-	if (!node->path) {
-		pthread_mutex_unlock(&c->mu);
+	if (!node->path)
 		return 0;
+	if (zkl__is_loop_thread(c)) {
+		struct release_call r = {.call.fn = release_on_loop, .node = node};
+		if (!zkl__call(c, &r.call))
+			zkl__node_clear(node); /* the loop has ended: the session goes with it */
+		return r.rc;
 	}
-	zkl__revwatch_remove(c, node->rev);
-	node->rev = NULL;
-	/* On a thread that runs the loop (a callback, or the application's loop thread)
-	 * nothing waits for the server, not even with confirm_release: the delete goes to
-	 * the background task, sent at once if connected. */
-	const bool on_loop = zkl__runs_loop(c);
-	int rc = 0;
-	bool wait = false; /* confirmed, or disconnected: wait for the delete below */
-	if (node->gen != c->gen)
-		rc = gone_with_session(node);
-	else if ((on_loop || !c->confirm_release) && c->sess->connected)
-		zkl__task_delete_now(c, node->path, node->gen);
-	else if (on_loop)
-		zkl__task_delete(c, node->path, node->gen);
-	else
-		wait = true;
-	if (!wait) {
-		zkl__node_clear(node);
-		pthread_mutex_unlock(&c->mu);
-		return rc;
-	}
-	pthread_mutex_unlock(&c->mu);
-	struct delete_job d = {.job = {.step = delete_step, .drop = delete_drop}, .node = node};
+	struct delete_job d = {.job = {.step = release_step, .drop = delete_drop}, .node = node};
 	return zkl__job_run(c, &d.job, NULL, "a release");
 }
 
@@ -263,20 +296,44 @@ int zkl__engine_release(zkl_client *c, struct zkl_node *node)
 	return rc;
 }
 
+/* A background release handed to the loop: the node, moved out of its owner. */
+struct release_later {
+	struct zkl__call call;
+	struct zkl_node node;
+};
+
+static void release_later_run(zkl_client *c, struct zkl__call *call)
+{
+	struct release_later *r = (struct release_later *)call;
+	zkl__revwatch_remove(c, r->node.rev);
+	if (r->node.gen == c->gen) /* else its session, and so the node, is gone */
+		zkl__task_delete_now(c, r->node.path, r->node.gen);
+	zkl__node_clear(&r->node);
+	free(r);
+}
+
 void zkl__engine_release_later(zkl_client *c, struct zkl_node *node)
 {
 	if (node->hold)
 		zkl__hold_end(c, node->hold, ZKL_HOLD_END_QUIET);
 	node->hold = NULL;
-	pthread_mutex_lock(&c->mu);
-	if (node->path) {
-		zkl__revwatch_remove(c, node->rev);
-		node->rev = NULL;
-		if (node->gen == c->gen) /* else its session, and so the node, is gone */
-			zkl__task_delete_now(c, node->path, node->gen);
+	if (!node->path)
+		return;
+	struct release_later *r = malloc(sizeof *r);
+	if (!r) {
+		/* Out of memory: the node stays until its session ends. */
+		zkl__log(c, ZKL_LOG_ERROR, "out of memory: %s stays until its session ends",
+		        node->path);
 		zkl__node_clear(node);
+		return;
 	}
-	pthread_mutex_unlock(&c->mu);
+	r->call.fn = release_later_run;
+	r->node = *node;
+	memset(node, 0, sizeof *node);
+	if (!zkl__call(c, &r->call)) {
+		zkl__node_clear(&r->node); /* the loop has ended: the session goes with it */
+		free(r);
+	}
 }
 
 /* ---- listing ---------------------------------------------------------------------- */

@@ -111,7 +111,8 @@ int zkl__engine_release(zkl_client *c, struct zkl_node *node);
 
 /* Deletes a node we hold in the background, without waiting (so also on the event
  * thread), ending its hold first: sent at once if connected, else when the session
- * reconnects. Clears *node. */
+ * reconnects. On a thread that runs the loop this is done at once; from another it is
+ * handed to the loop. Clears *node. */
 void zkl__engine_release_later(zkl_client *c, struct zkl_node *node);
 
 void zkl__node_clear(struct zkl_node *node);
