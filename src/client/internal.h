@@ -180,8 +180,29 @@ struct zkl_hold {
 	struct zkl_nodewatch *nw;         /* loop: the watch on its node (holdwatch.c) */
 	void (*on_lost)(struct zkl_hold *h, void *ctx);
 	void *ctx;
+	/* What the observer is told of it (zkl__hold_observe): its kind ("mutex", ...; NULL:
+	 * nothing is told), token, and when it was granted. Set before it is linked. */
+	const char *kind;
+	int64_t token;
+	int64_t granted_at;
 	char path[];                      /* its node, or "" */
 };
+
+/* ---- the observer (observer.c) ---- */
+
+/* Queues ev for the observer, if one is set (any thread, no lock of the client needed):
+ * the strings are copied, and the loop tells it with no lock held. */
+void zkl__observe(zkl_client *c, const zkl_lock_event *ev);
+/* The same for an event of hold h (type RELEASED, LOST or REVOKED), with its hold time
+ * counted in the client's hold histogram for RELEASED and LOST. */
+void zkl__hold_observe(zkl_client *c, const struct zkl_hold *h, zkl_lock_event_type type);
+/* Counts a wait in the client's histogram. */
+void zkl__observe_wait(zkl_client *c, int64_t wait_ms);
+/* Tells the observer what is queued (the loop, mu held: let go of around the calls). */
+void zkl__observer_run(zkl_client *c);
+/* Sets up and frees what observer.c keeps in c. */
+void zkl__observer_init(zkl_client *c);
+void zkl__observer_free(zkl_client *c);
 
 /* What a data watch found in its node's data. The recipe that keeps the watch decodes
  * it (recipes/revoke.c, recipes/shared_count.c): the client knows no format. A decoder
@@ -310,6 +331,20 @@ struct zkl_client {
 	                                     * waiter, so no call is taken */
 	/* zkl_client_get_stats(): counted on the loop, read by any thread. */
 	atomic_uint_fast64_t n_acquisitions, n_granted, n_wakes, n_listings;
+	atomic_uint_fast64_t wait_hist[ZKL_STATS_BUCKETS], wait_sum;
+	atomic_uint_fast64_t hold_hist[ZKL_STATS_BUCKETS], hold_sum;
+	/* The observer (observer.c): obs_mu guards it and the events it has still to be
+	 * told, which any thread may add (a release's, from the releasing thread); the
+	 * loop tells them with no lock held. */
+	pthread_mutex_t obs_mu;
+	pthread_cond_t obs_cv;          /* obs_mu: an observer call ended */
+	zkl_observer_fn obs_fn;         /* obs_mu */
+	void *obs_data;                 /* obs_mu */
+	struct zkl_obs *obs_head, *obs_tail; /* obs_mu */
+	unsigned obs_calling;           /* obs_mu: observer calls under way */
+	pthread_t obs_thread;           /* obs_mu: the thread making them */
+	unsigned obs_gen;               /* obs_mu: observers set so far */
+	unsigned obs_call_gen;          /* obs_mu: obs_gen of the one being called */
 	struct zkl_listener *listeners;         /* mu */
 	size_t nlisteners;
 	bool listener_running;                  /* mu */

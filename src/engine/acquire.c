@@ -87,6 +87,8 @@ struct zkl_acquisition {
 	uint64_t found_gen;
 	int failed;                    /* the failure being withdrawn from */
 	bool begun;                    /* counted (zkl_client_get_stats) */
+	int64_t since;                 /* when it began (the observer's wait_ms) */
+	bool told_queued;              /* the observer was told it waits */
 	void (*done_fn)(void *arg, int rc); /* or, started by zkl__engine_start: its end */
 	void *done_arg;
 };
@@ -743,6 +745,13 @@ static int on_list(zkl_client *c, struct zkl_acquisition *a)
 		free(target);
 		return zkl__fail(ZKL_ETIMEDOUT, "%s is held", q->path);
 	}
+	if (q->name && !a->told_queued) {
+		a->told_queued = true;
+		const zkl_lock_event ev = {.type = ZKL_EVENT_QUEUED, .kind = q->name,
+		                           .path = q->path, .node = node->path,
+		                           .ahead = (int)self, .at_ms = zkl__now_ms()};
+		zkl__observe(c, &ev);
+	}
 	if (!target)
 		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	/* Watch the one node before us (a get on a vanished node registers nothing, so no
@@ -935,7 +944,7 @@ static int step(zkl_client *c, struct zkl_job *j)
 	if (rc == HELD && !bound(c, a))
 		rc = zkl__fail(ZKL_ELOST, "the session of %s changed", a->q->path);
 	if (rc == HELD) {
-		int hrc = zkl__engine_hold(c, a->q, a->node);
+		int hrc = zkl__engine_hold(c, a->q, a->node, a->since);
 		if (hrc != 0)
 			rc = hrc;
 	}
@@ -950,6 +959,14 @@ static int step(zkl_client *c, struct zkl_job *j)
 	}
 	if (withdraw(c, a) == WAIT)
 		return ZKL_JOB_WAIT;
+	if (a->q->name && (a->failed == ZKL_ETIMEDOUT || a->failed == ZKL_ECANCELED)) {
+		const int64_t now = zkl__now_ms();
+		const zkl_lock_event ev = {
+			.type = a->failed == ZKL_ETIMEDOUT ? ZKL_EVENT_TIMED_OUT : ZKL_EVENT_CANCELED,
+			.kind = a->q->name, .path = a->q->path, .node = a->node->path,
+			.at_ms = now, .wait_ms = now - a->since};
+		zkl__observe(c, &ev);
+	}
 	zkl__node_forget(c, a->node);
 	zkl__node_clear(a->node);
 	return a->failed;
@@ -978,6 +995,7 @@ static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
 	a->node = node;
 	a->st = A_TOP;
 	a->try_once = timeout_ms == 0;
+	a->since = zkl__now_ms();
 	a->deadline = timeout_ms != 0 ? zkl__deadline(timeout_ms) :
 	              q->until ? q->until : zkl__deadline(ZKL_TRY_ONCE_MS);
 	a->done_fn = done;

@@ -490,6 +490,7 @@ struct fixed_job {
 	bool exists;                   /* op is the exists */
 	bool retried;                  /* a create was sent again after a loss */
 	bool recover;                  /* waiting for the connection */
+	int64_t since;                 /* when the call began */
 };
 
 /* The deadline of op's answer: the call's (trying once, ZKL_TRY_ONCE_MS from its
@@ -508,16 +509,29 @@ static int fixed_gave_up(const struct fixed_job *f, int rc)
 }
 
 /* Our node exists (mu held). */
-int zkl__engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *node)
+int zkl__engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *node,
+                    int64_t since)
 {
-	if (!q->on_lost)
-		return 0;
-	struct zkl_hold *h = zkl__hold_new(node->path, node->gen, q->on_lost, q->lost_ctx);
-	if (!h)
-		return zkl__fail(ZKL_ENOMEM, "out of memory");
-	zkl__hold_add_locked(c, h);
-	zkl__hold_watch_node(c, h);
-	node->hold = h;
+	const int64_t now = zkl__now_ms();
+	if (q->on_lost) {
+		struct zkl_hold *h = zkl__hold_new(node->path, node->gen, q->on_lost, q->lost_ctx);
+		if (!h)
+			return zkl__fail(ZKL_ENOMEM, "out of memory");
+		h->kind = q->name;
+		h->token = node->czxid;
+		h->granted_at = now;
+		zkl__hold_add_locked(c, h);
+		zkl__hold_watch_node(c, h);
+		node->hold = h;
+	}
+	if (q->name) {
+		zkl__observe_wait(c, now - since);
+		const zkl_lock_event ev = {.type = ZKL_EVENT_GRANTED, .kind = q->name,
+		                           .path = q->path, .node = node->path,
+		                           .token = node->czxid, .at_ms = now,
+		                           .wait_ms = now - since};
+		zkl__observe(c, &ev);
+	}
 	return 0;
 }
 
@@ -529,7 +543,7 @@ static int fixed_made(zkl_client *c, struct fixed_job *f, const struct zkl_op *o
 	node->gen = op->s->gen;
 	node->czxid = op->stat.czxid;
 	zkl__node_known(f->q, node);
-	int rc = zkl__engine_hold(c, f->q, node);
+	int rc = zkl__engine_hold(c, f->q, node, f->since);
 	if (rc != 0) {
 		zkl__task_delete(c, node->path, node->gen);
 		zkl__node_forget(c, node);
@@ -634,7 +648,8 @@ int zkl__engine_create_fixed(const struct zkl_queue *q, const char *name, int ti
 	struct fixed_job f = {.job = {.step = fixed_step, .drop = fixed_drop}, .q = q,
 	                      .node = node, .try_once = timeout_ms == 0,
 	                      .deadline = zkl__deadline(timeout_ms ? timeout_ms :
-	                                               ZKL_TRY_ONCE_MS)};
+	                                               ZKL_TRY_ONCE_MS),
+	                      .since = zkl__now_ms()};
 	f.target = zkl__path_join(q->path, name);
 	if (!f.target)
 		return zkl__fail(ZKL_ENOMEM, "out of memory");

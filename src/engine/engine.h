@@ -49,6 +49,9 @@ struct zkl_queue {
 	const struct zkl_predicate *pred;
 	void *pred_arg;
 	const void *owner;          /* for cancel */
+	/* The kind the observer is told of ("mutex", ...: zkl_lock_kind()), or NULL: an
+	 * acquisition of the recipe's own (a semaphore's gate) tells it nothing. */
+	const char *name;
 	/* If set, our node carries a revocation watch that calls this (event thread) each
 	 * time revoke_decode finds a request in the node's data. */
 	void (*on_revoke)(void *ctx, const char *path);
