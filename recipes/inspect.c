@@ -62,10 +62,8 @@ static int call_init(struct call *x, zkl_client *c, int timeout_ms)
 {
 	x->c = c;
 	x->timeout_ms = timeout_ms;
-	pthread_mutex_lock(&c->mu);
-	int session_ms = zkl__session_timeout_ms(c);
-	bool closing = c->closing;
-	pthread_mutex_unlock(&c->mu);
+	bool closing;
+	const int session_ms = zkl__session_timeout_any(c, &closing);
 	if (closing)
 		return zkl__fail(ZKL_ECLOSED, "the client is closing");
 	/* Trying once still waits for the answers: the C client gives one within the
@@ -79,13 +77,11 @@ static void rq_free(zkl_client *c, struct rq *r, size_t n)
 {
 	if (!r)
 		return;
-	pthread_mutex_lock(&c->mu);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		if (r[i].op)
-			zkl__op_put(c, r[i].op);
-	pthread_mutex_unlock(&c->mu);
-	for (size_t i = 0; i < n; i++)
+			zkl__op_release(c, r[i].op);
 		free(r[i].path);
+	}
 	free(r);
 }
 
@@ -128,7 +124,8 @@ static int rq_run(struct call *x, struct rq *r, size_t n)
 			rc = zkl__requests(c, reqs, k, x->deadline, ops);
 			if (rc == ZKL_ETIMEDOUT)
 				rc = timed_out(x, reqs[0].path);
-			pthread_mutex_lock(&c->mu);
+			/* The answers are final once zkl__requests() returned: only the loop
+			 * wrote them, before it told us. */
 			for (size_t i = 0; i < k && rc == 0; i++) {
 				struct zkl_op *op = ops[i];
 				/* Lost, or expired (a client opens a new session by itself): worth
@@ -148,7 +145,6 @@ static int rq_run(struct call *x, struct rq *r, size_t n)
 					}
 				}
 			}
-			pthread_mutex_unlock(&c->mu);
 			zkl__ops_release(c, ops, k);
 		}
 		if (rc != 0 || !again)
@@ -218,13 +214,12 @@ static int take_children(zkl_client *c, struct job *j, const char *folder, char 
 	if (!grown)
 		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	j->items = grown;
-	size_t start = j->nitems, plen = strlen(folder);
-	pthread_mutex_lock(&c->mu);
+	size_t start = j->nitems;
+	zkl__tasks_pending_drop(c, folder, names, count);
 	for (int i = 0; i < count; i++) {
 		struct item *it = &j->items[j->nitems];
 		memset(it, 0, sizeof *it);
-		if (!names[i] || !zkl__child_parse(names[i], &it->ch) ||
-		    zkl__task_pending(c, folder, plen, names[i]))
+		if (!names[i] || !zkl__child_parse(names[i], &it->ch))
 			continue;
 		it->name = names[i]; /* taken */
 		names[i] = NULL;
@@ -232,7 +227,6 @@ static int take_children(zkl_client *c, struct job *j, const char *folder, char 
 		it->part = part;
 		j->nitems++;
 	}
-	pthread_mutex_unlock(&c->mu);
 	/* zkl__children_sort moves the parsed children; keep each name with its item. */
 	size_t n = j->nitems - start;
 	zkl_child *sorted = malloc((n ? n : 1) * sizeof *sorted);
@@ -260,13 +254,11 @@ static void job_clear(zkl_client *c, struct job *j)
 	for (int i = 0; i < j->nkids; i++)
 		free(j->kids[i]);
 	free(j->kids);
-	pthread_mutex_lock(&c->mu);
-	for (size_t i = 0; i < j->nitems; i++)
+	for (size_t i = 0; i < j->nitems; i++) {
 		if (j->items[i].op)
-			zkl__op_put(c, j->items[i].op);
-	pthread_mutex_unlock(&c->mu);
-	for (size_t i = 0; i < j->nitems; i++)
+			zkl__op_release(c, j->items[i].op);
 		free(j->items[i].name);
+	}
 	free(j->items);
 	free(j->path);
 	memset(j, 0, sizeof *j);

@@ -560,6 +560,12 @@ bool zkl__task_delete_sent(zkl_client *c, char *path, uint64_t gen);
 /* Whether parent/name is one of our nodes on its way out (mu held): a queue we list must
  * not count it as a contender. */
 bool zkl__task_pending(zkl_client *c, const char *parent, size_t parent_len, const char *name);
+/* From any thread (no lock held): frees and sets to NULL each of names[0..count) that
+ * is one of our nodes under parent on its way out. */
+void zkl__tasks_pending_drop(zkl_client *c, const char *parent, char **names, int count);
+/* From any thread (no lock held): the session timeout (zkl__session_timeout_ms), and
+ * whether the client is closing. */
+int zkl__session_timeout_any(zkl_client *c, bool *closing);
 /* The same for a whole listing: our nodes directly under parent whose delete is on its
  * way (mu held): a queue we list
  * must not count them as contenders. Puts up to max of their names (valid while mu is

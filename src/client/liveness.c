@@ -15,6 +15,15 @@ int zkl__session_timeout_ms(const zkl_client *c)
 	return c->timeout_ms > 0 ? c->timeout_ms : c->session_timeout_req;
 }
 
+int zkl__session_timeout_any(zkl_client *c, bool *closing)
+{
+	pthread_mutex_lock(&c->mu);
+	const int t = zkl__session_timeout_ms(c);
+	*closing = c->closing;
+	pthread_mutex_unlock(&c->mu);
+	return t;
+}
+
 int64_t zkl__lost_at(zkl_client *c)
 {
 	const struct zkl_session *s = c->sess;
