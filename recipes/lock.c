@@ -53,21 +53,21 @@ void zkl__lock_dispose(zkl_lock *l)
 
 void zkl__lock_async_drain(zkl_lock *l)
 {
-	zkl_client *c = l->c;
-	pthread_mutex_lock(&c->mu);
-	if (zkl__runs_loop(c)) {
+	const bool on_loop = zkl__is_loop_thread(l->c);
+	pthread_mutex_lock(l->mu);
+	if (on_loop) {
 		/* Nothing waits on a thread that runs the loop: the acquire ends quietly,
 		 * withdrawing its node by itself. */
 		if (l->pending)
-			l->pending->orphaned = true;
+			atomic_store(&l->pending->orphaned, true);
 		if (in_callback.l == l)
 			in_callback.freed = true;
 	} else {
 		while (l->pending || l->calling)
-			pthread_cond_wait(&c->cv, &c->mu);
+			pthread_cond_wait(l->cv, l->mu);
 	}
 	l->pending = NULL;
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(l->mu);
 }
 
 int zkl__lock_async_claim(zkl_lock *l, struct zkl_lock_async *a, zkl_lock_acquired_fn fn,
@@ -79,7 +79,7 @@ int zkl__lock_async_claim(zkl_lock *l, struct zkl_lock_async *a, zkl_lock_acquir
 	a->l = l;
 	a->fn = fn;
 	a->fn_data = data;
-	a->orphaned = false;
+	atomic_init(&a->orphaned, false);
 	l->pending = a;
 	return 0;
 }
@@ -96,26 +96,26 @@ int zkl__lock_async_start(zkl_lock *l, struct zkl_lock_async *a, const struct zk
 {
 	int rc = zkl__engine_start(q, timeout_ms, node, done, arg);
 	if (rc != 0) {
-		pthread_mutex_lock(&l->c->mu);
+		pthread_mutex_lock(l->mu);
 		zkl__lock_async_unclaim(l, a);
-		pthread_mutex_unlock(&l->c->mu);
+		pthread_mutex_unlock(l->mu);
 	}
 	return rc;
 }
 
 bool zkl__lock_async_forget(zkl_lock *l, void *data)
 {
-	pthread_mutex_lock(&l->c->mu);
+	pthread_mutex_lock(l->mu);
 	bool forgot = l->pending && l->pending->fn_data == data;
 	if (forgot)
 		l->pending->fn_data = NULL;
-	pthread_mutex_unlock(&l->c->mu);
+	pthread_mutex_unlock(l->mu);
 	return forgot;
 }
 
 bool zkl__lock_async_ending(struct zkl_lock_async *a)
 {
-	if (a->orphaned)
+	if (atomic_load(&a->orphaned))
 		return false;
 	a->l->pending = NULL;
 	a->l->calling = true;
@@ -133,10 +133,10 @@ void zkl__lock_async_call(zkl_lock *l, zkl_lock_acquired_fn fn, void *data, int 
 	in_callback.l = NULL;
 	if (in_callback.freed)
 		return;
-	pthread_mutex_lock(&l->c->mu);
+	pthread_mutex_lock(l->mu);
 	l->calling = false;
-	pthread_cond_broadcast(&l->c->cv);
-	pthread_mutex_unlock(&l->c->mu);
+	pthread_cond_broadcast(l->cv);
+	pthread_mutex_unlock(l->mu);
 }
 
 /* The lost reports under way on this thread, innermost first: a handle freed by its own

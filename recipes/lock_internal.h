@@ -23,7 +23,7 @@ struct zkl_lock_ops {
 	/* The node l holds, as zkl_lock_node() describes it (l->mu and c->mu held), or
 	 * NULL. */
 	const char *(*node)(zkl_lock *l);
-	/* Whether an asynchronous acquire holds l (l->mu and c->mu held). */
+	/* Whether an asynchronous acquire holds l (l->mu held). */
 	bool (*holds_async)(zkl_lock *l);
 	int (*participants)(zkl_lock *l, zkl_participant **out, size_t *count);
 	/* Optional: replaces the view's own node data (a multi-lock passes it on to its
@@ -56,8 +56,8 @@ struct zkl_lock {
 	struct zkl_lock_listener *listeners; /* mu, in the order of listening */
 	uint64_t listen_seq;            /* mu */
 	unsigned reporting;             /* mu: zkl__lock_report_lost() calls under way */
-	struct zkl_lock_async *pending; /* c->mu: the asynchronous acquire under way */
-	bool calling;                   /* c->mu: its callback is running */
+	struct zkl_lock_async *pending; /* mu: the asynchronous acquire under way */
+	bool calling;                   /* mu: its callback is running */
 };
 
 /* An asynchronous acquire under way. A kind embeds it in what it allocates for one, so
@@ -66,7 +66,9 @@ struct zkl_lock_async {
 	zkl_lock *l;
 	zkl_lock_acquired_fn fn;
 	void *fn_data;
-	bool orphaned;                  /* c->mu: the handle is gone */
+	/* The handle is gone: set by a drain on the loop's thread, read by the acquire's
+	 * end there, before it touches the handle (whose mu may be gone with it). */
+	atomic_bool orphaned;
 };
 
 /* Fills the view of a new handle: copies path, sets the default node data; mu and cv are
@@ -84,12 +86,12 @@ void zkl__lock_dispose(zkl_lock *l);
  * gone. No lock held. */
 void zkl__lock_async_drain(zkl_lock *l);
 
-/* Claims l for a (l->mu and c->mu held): ZKL_EBUSY if an asynchronous acquire is under
- * way or holds l. */
+/* Claims l for a (l->mu held): ZKL_EBUSY if an asynchronous acquire is under way or
+ * holds l. */
 int zkl__lock_async_claim(zkl_lock *l, struct zkl_lock_async *a, zkl_lock_acquired_fn fn,
                          void *data);
 
-/* Gives the claim back after a start that failed (c->mu held). */
+/* Gives the claim back after a start that failed (l->mu held). */
 void zkl__lock_async_unclaim(zkl_lock *l, struct zkl_lock_async *a);
 
 /* Starts the engine's acquisition of a claimed acquire (no lock held), giving the claim
@@ -98,9 +100,10 @@ int zkl__lock_async_start(zkl_lock *l, struct zkl_lock_async *a, const struct zk
                          int timeout_ms, struct zkl_node *node,
                          void (*done)(void *arg, int rc), void *arg);
 
-/* The acquire of a has ended (c->mu held, event thread): false if a was orphaned (the
- * kind undoes a success quietly and calls nobody); true otherwise, and the kind installs
- * a success, then calls zkl__lock_async_call() once no lock is held. */
+/* The acquire of a has ended (event thread; l->mu held unless a was orphaned, which the
+ * kind may ask first with atomic_load(&a->orphaned)): false if a was orphaned (the kind
+ * undoes a success quietly and calls nobody); true otherwise, and the kind installs a
+ * success, then calls zkl__lock_async_call() once no lock is held. */
 bool zkl__lock_async_ending(struct zkl_lock_async *a);
 
 /* On l's event thread (no lock held): if the asynchronous acquire under way on l was

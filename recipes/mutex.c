@@ -211,16 +211,12 @@ static int node_data(zkl_mutex *m, struct zkl_data *data, enum zkl_kind *kind)
  * its hold at the grant. */
 static void install(zkl_mutex *m, struct zkl_acq *l)
 {
-	zkl_client *c = m->lock.c;
 	l->count = 1;
 	l->next = m->leases;
 	m->leases = l;
-	if (l->async && m->revoke_fn) {
-		pthread_mutex_lock(&c->mu);
-		l->node.rev = zkl__revwatch_add(c, l->node.path, l->node.gen, zkl__revoke_decode,
-		                              mutex_revoked, m);
-		pthread_mutex_unlock(&c->mu);
-	}
+	if (l->async && m->revoke_fn)
+		l->node.rev = zkl__revwatch_add_any(m->lock.c, l->node.path, l->node.gen,
+		                                  zkl__revoke_decode, mutex_revoked, m);
 }
 
 static int mutex_acquire(zkl_lock *lk, int timeout_ms)
@@ -256,6 +252,8 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 	enum zkl_kind kind;
 	int rc = node_data(m, &data, &kind);
 	bool revocable = m->revoke_fn != NULL;
+	/* The engine writes this one while it runs; the handle's is ours. */
+	bool folder_seen = m->folder_seen;
 	struct zkl_acq *l = rc == 0 ? calloc(1, sizeof *l) : NULL;
 	if (l) {
 		l->owner = pthread_self();
@@ -281,7 +279,7 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 		.on_revoke = revocable ? mutex_revoked : NULL,
 		.revoke_ctx = m,
 		.revoke_decode = zkl__revoke_decode,
-		.folder_seen = &m->folder_seen,
+		.folder_seen = &folder_seen,
 		.on_lost = mutex_lost,
 		.lost_ctx = m,
 	};
@@ -302,6 +300,7 @@ static int mutex_acquire(zkl_lock *lk, int timeout_ms)
 	}
 	zkl__data_free(&data);
 	pthread_mutex_lock(lk->mu);
+	m->folder_seen |= folder_seen;
 	for (struct zkl_acq **pp = &m->waiting; *pp; pp = &(*pp)->next) {
 		if (*pp == l) {
 			*pp = l->next;
@@ -330,22 +329,21 @@ static void mutex_async_done(void *arg, int rc)
 	struct zkl_acq *l = pa->l;
 	char saved[256];
 	snprintf(saved, sizeof saved, "%s", zkl_last_error());
-	pthread_mutex_lock(&c->mu);
-	const bool alive = !pa->a.orphaned;
-	if (alive)
-		m->folder_seen |= pa->folder_seen;
-	pthread_mutex_unlock(&c->mu);
-	if (alive && rc == 0) {
+	/* An orphaned acquire's handle is gone, its mutex with it; a live one's stays until
+	 * the acquire has ended (zkl__lock_async_drain() waits for that). */
+	bool call = false;
+	if (!atomic_load(&pa->a.orphaned)) {
 		pthread_mutex_lock(m->lock.mu);
-		l->async = true;
-		l->owner = pthread_self();
-		install(m, l);
+		m->folder_seen |= pa->folder_seen;
+		if (rc == 0) {
+			l->async = true;
+			l->owner = pthread_self();
+			install(m, l);
+			l = NULL;
+		}
+		call = zkl__lock_async_ending(&pa->a);
 		pthread_mutex_unlock(m->lock.mu);
-		l = NULL;
 	}
-	pthread_mutex_lock(&c->mu);
-	const bool call = zkl__lock_async_ending(&pa->a);
-	pthread_mutex_unlock(&c->mu);
 	if (l && rc == 0)
 		zkl__engine_release_later(c, &l->node); /* won for a handle that is gone */
 	free(l);
@@ -370,16 +368,11 @@ static int mutex_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, vo
 		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	}
 	pthread_mutex_lock(lk->mu);
-	pthread_mutex_lock(&c->mu);
 	enum zkl_kind kind;
 	int rc = zkl__lock_async_claim(lk, &pa->a, fn, data);
 	pa->folder_seen = m->folder_seen;
-	pthread_mutex_unlock(&c->mu);
-	if (rc == 0 && (rc = node_data(m, &pa->data, &kind)) != 0) {
-		pthread_mutex_lock(&c->mu);
+	if (rc == 0 && (rc = node_data(m, &pa->data, &kind)) != 0)
 		zkl__lock_async_unclaim(lk, &pa->a);
-		pthread_mutex_unlock(&c->mu);
-	}
 	if (rc == 0) {
 		pa->m = m;
 		pa->q = (struct zkl_queue){

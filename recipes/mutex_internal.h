@@ -9,7 +9,7 @@
 
 /* The handle's state is guarded by its own mutex, lock.mu (mu below): a mutex's own_mu,
  * or for both halves of a rwlock the read half's, since each half looks at the other's
- * holds. Lock order: mu, then the client's. mu is never held while waiting for the
+ * holds. mu is never held while waiting for the
  * client's loop to finish a callback of this handle (a lost or revocation callback
  * takes mu): zkl__hold_end(), zkl__engine_release() and zkl__client_cancel_owner() are
  * called without it. */
@@ -23,7 +23,8 @@ struct zkl_mutex {
 	zkl_revoke_fn revoke_fn;       /* mu */
 	void *revoke_data;
 	zkl_naming naming;             /* mu */
-	bool folder_seen;              /* c->mu: the engine has listed our folder */
+	bool folder_seen;              /* mu: the engine has listed our folder (it writes a
+	                                * copy of its own while an acquire runs) */
 	pthread_mutex_t own_mu;
 	pthread_cond_t own_cv;
 };

@@ -936,9 +936,14 @@ static void sem_async_end(struct sem_async *pa, int rc)
 		pthread_mutex_unlock(s->lock.mu);
 		pa->lease = NULL;
 	}
-	pthread_mutex_lock(&c->mu);
-	const bool call = zkl__lock_async_ending(&pa->a);
-	pthread_mutex_unlock(&c->mu);
+	/* The view's asynchronous acquire is the view's to end, under its mutex, which an
+	 * orphaned acquire must not touch (it went with the handle). */
+	bool call = false;
+	if (alive) {
+		pthread_mutex_lock(s->lock.mu);
+		call = zkl__lock_async_ending(&pa->a);
+		pthread_mutex_unlock(s->lock.mu);
+	}
 	if (pa->lease) {
 		if (l->node.path)
 			zkl__engine_release_later(c, &l->node); /* won for a handle that is gone */

@@ -611,6 +611,11 @@ static inline bool zkl__hold_lost(const struct zkl_hold *h)
 struct zkl_revwatch *zkl__revwatch_add(zkl_client *c, const char *path, uint64_t gen,
                                       zkl_data_decode_fn decode,
                                       void (*fn)(void *ctx, const char *path), void *ctx);
+/* The same from any thread, no lock held. */
+struct zkl_revwatch *zkl__revwatch_add_any(zkl_client *c, const char *path, uint64_t gen,
+                                          zkl_data_decode_fn decode,
+                                          void (*fn)(void *ctx, const char *path),
+                                          void *ctx);
 /* A value watch keeps *value equal to what decode reads at path, on whatever session the
  * client has (a semaphore's shared count), bumps *epoch and wakes every waiter. */
 struct zkl_revwatch *zkl__countwatch_add(zkl_client *c, const char *path,
