@@ -222,21 +222,14 @@ static void member_lost(zkl_lock *l, int reason, void *ctx)
 		zkl__lock_report_lost(&ml->lock, reason);
 }
 
-/* Waits (no lock held, not on c's event thread) until no asynchronous acquire runs and
- * its callback has returned, running c's loop if this thread is the one to run it. */
-static void wait_async(zkl_multilock *ml, zkl_client *c)
+/* Waits (no lock held, on a thread that does not run the loop of the acquire's client)
+ * until no asynchronous acquire runs and its callback has returned (finish() tells). */
+static void wait_async(zkl_multilock *ml)
 {
-	pthread_mutex_lock(&c->mu);
-	for (;;) {
-		pthread_mutex_lock(&ml->mu);
-		bool busy = ml->astate == ML_RUNNING || ml->calling;
-		pthread_mutex_unlock(&ml->mu);
-		if (!busy)
-			break;
-		if (!zkl__loop_step(c))
-			pthread_cond_wait(&c->cv, &c->mu);
-	}
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_lock(&ml->mu);
+	while (ml->astate == ML_RUNNING || ml->calling)
+		pthread_cond_wait(&ml->cv, &ml->mu);
+	pthread_mutex_unlock(&ml->mu);
 }
 
 static void multilock_cancel(zkl_lock *lk);
@@ -282,7 +275,7 @@ void zkl_multilock_free(zkl_multilock *ml)
 	if (held > 0)
 		release_members(ml, held);
 	if (c && !on_loop)
-		wait_async(ml, c);
+		wait_async(ml);
 	pthread_mutex_lock(&ml->mu);
 	bool async_held = ml->astate == ML_HELD;
 	ml->astate = ML_IDLE;
@@ -378,11 +371,7 @@ static int multilock_acquire(zkl_lock *lk, int timeout_ms)
 	/* On a member's loop the acquisition of that member could never run: say so before
 	 * anything is taken. */
 	for (size_t i = 0; i < ml->n; i++) {
-		zkl_client *c = ml->members[i].l->c;
-		pthread_mutex_lock(&c->mu);
-		bool on_loop = zkl__runs_loop(c);
-		pthread_mutex_unlock(&c->mu);
-		if (on_loop)
+		if (zkl__is_loop_thread(ml->members[i].l->c))
 			return zkl__fail(ZKL_EDEADLK, "cannot wait for multilock member %zu of %zu (%s) "
 			                "on the thread that runs its client's loop (in a callback, or "
 			                "the application's loop thread): nothing would run the "
@@ -466,7 +455,6 @@ int zkl_multilock_acquire(zkl_multilock *ml, int timeout_ms)
  * already; runs the callback once. */
 static void finish(zkl_multilock *ml, struct run *run, int rc, const char *detail)
 {
-	zkl_client *c = ml->ac;
 	zkl_lock_acquired_fn fn = ml->fn;
 	void *data = ml->fn_data;
 	ml->run = NULL;
@@ -485,10 +473,8 @@ static void finish(zkl_multilock *ml, struct run *run, int rc, const char *detai
 		return;
 	pthread_mutex_lock(&ml->mu);
 	ml->calling = false;
+	pthread_cond_broadcast(&ml->cv);
 	pthread_mutex_unlock(&ml->mu);
-	pthread_mutex_lock(&c->mu);
-	pthread_cond_broadcast(&c->cv);
-	pthread_mutex_unlock(&c->mu);
 }
 
 /* A member's acquire_async has returned 0 (mu held): a cancel that came while it was
@@ -660,6 +646,7 @@ static int multilock_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn
 	ml->starting = false;
 	ml->astate = ML_IDLE;
 	ml->run = NULL;
+	pthread_cond_broadcast(&ml->cv);
 	pthread_mutex_unlock(&ml->mu);
 	free(run);
 	return zkl__fail(rc, "acquiring multilock member 1 of %zu (%s): %s", ml->n,
