@@ -381,6 +381,12 @@ static int on_leaving(zkl_client *c, struct election *e)
 
 /* ---- the states ---- */
 
+/* The engine made our node (loop): zkl_lock_node() shows it while we queue. */
+static void node_known(void *ctx)
+{
+	zkl__election_publish(ctx);
+}
+
 struct engine_start {
 	struct election *e;
 	int timeout;
@@ -424,6 +430,8 @@ static int join(zkl_client *c, struct election *e)
 			.pred = &zkl_pred_first,
 			.owner = e,
 			.folder_seen = &e->folder_seen,
+			.on_node = node_known,
+			.node_ctx = e,
 		};
 		e->queue_done = false;
 		e->queue_canceled = false;
