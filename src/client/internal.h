@@ -7,8 +7,9 @@
  *     and recipe state, waiters, sessions, background tasks, data watches, listeners.
  *     The loop holds it for its whole turn and lets go of it around each request it
  *     sends; nothing blocks while holding it, and no zoo_* call is made with it held.
- *     Application threads still take it briefly in the recipes' calls (ARCHITECTURE.md,
- *     "One owner: where it stands", says what is left to move to the loop).
+ *     Application threads still take it briefly in some recipes' calls (ARCHITECTURE.md,
+ *     "One owner: where it stands", says what is left to move to the loop); the
+ *     election's (recipes/election*.c, leader_view.c) never do.
  *   - `inbox_mu` guards the inbox and the loop's wake count: the C client's completion
  *     thread queues what it hears there and never takes mu (with external_loop it
  *     applies what it hears itself, under mu; an adopted handle's session events go
@@ -21,10 +22,14 @@
  *     client's completion thread reads to find the client of a handle.
  *
  * An application thread hands the loop an acquisition, a job (a request it waits for,
- * job.c) or a cancel as a call (zkl__call), through the inbox, and waits, if it does, on
- * that acquisition or job alone, never on mu: from the call on, only the loop touches
- * it. Only the loop sends requests, with one exception: a release sends its delete
- * itself (zkl__task_delete_sent), leaving the answer to the loop. */
+ * job.c), a cancel, or any function of a recipe whose state only the loop touches
+ * (zkl__loop_run, loopcall.c) as a call (zkl__call), through the inbox, and waits, if it
+ * does, on that call, acquisition or job alone, never on mu: from the call on, only the
+ * loop touches it. A wait for a condition of a recipe's state is a job too
+ * (zkl__loop_wait), which the recipe's machine wakes (zkl__wake_owner_locked). A step of
+ * the loop runs the application's code with mu let go of (zkl__loop_callout). Only the
+ * loop sends requests, with one exception: a release sends its delete itself
+ * (zkl__task_delete_sent), leaving the answer to the loop. */
 #ifndef ZKL_INTERNAL_H
 #define ZKL_INTERNAL_H
 
