@@ -815,7 +815,10 @@ static void step(zkl_client *c, struct zkl_waiter *w)
 	if (rc == GONE)
 		return;
 	zkl__election_publish(e);
-	zkl__wake_owner_locked(c, &e->w); /* the threads that wait for its state */
+	/* The threads that wait for its state; one that begins to wait after this look
+	 * asks its condition as its wait begins, on the loop. */
+	if (atomic_load(&e->waits) > 0)
+		zkl__wake_owner_locked(c, &e->w);
 }
 
 /* ---- on and off the loop ---- */
@@ -839,6 +842,7 @@ int zkl__election_init(struct election *e, zkl_client *c, const char *path, cons
 	e->self = self;
 	atomic_init(&e->held_pub, false);
 	atomic_init(&e->token_pub, (int64_t)ZKL_ENOTHELD);
+	atomic_init(&e->waits, 0);
 	pthread_mutex_init(&e->pub_mu, NULL);
 	zkl__cond_init(&e->pub_cv);
 	e->lock.mu = &e->pub_mu;
@@ -872,7 +876,10 @@ int zkl__election_attach(struct election *e)
 int zkl__election_wait(struct election *e, bool (*done)(zkl_client *c, void *arg), void *arg,
                       int64_t deadline, const char *what)
 {
-	return zkl__loop_wait(e->lock.c, &e->w, done, arg, deadline, what);
+	atomic_fetch_add(&e->waits, 1);
+	int rc = zkl__loop_wait(e->lock.c, &e->w, done, arg, deadline, what);
+	atomic_fetch_sub(&e->waits, 1);
+	return rc;
 }
 
 static void unregister_run(zkl_client *c, void *arg)

@@ -45,6 +45,8 @@ struct election {
 	pthread_mutex_t pub_mu;
 	pthread_cond_t pub_cv;         /* the view's cv */
 	char *node_pub;                /* pub_mu */
+	atomic_int waits;              /* threads in zkl__election_wait(): the machine wakes
+	                                * their jobs only when there are some */
 
 	/* Everything below: the loop's alone (calls reach it through zkl__loop_run). */
 	struct zkl_waiter w;           /* the loop waiter whose run() is the machine; its
