@@ -4,15 +4,23 @@
  * Design notes
  *
  * The machine. An election is a loop waiter (zkl__waiter_enter_loop) for its whole life:
- * step() runs on the client's loop, with the client mutex held, whenever something it
- * waits for arrives: the engine's acquisition of our node ends, the read of our node is
- * answered, the watch on it fires, the session changes, the state listener saw the
- * connection drop, a thread asked for something (start, close, release, requeue,
- * interrupt, an acquire of the view), the selector's function returned, or a timer it
- * set is due. Nothing here blocks the loop; every user callback runs on the loop.
+ * step() runs on the client's loop whenever something it waits for arrives: the
+ * engine's acquisition of our node ends, the read of our node is answered, the watch on
+ * it fires, the session changes, the state listener saw the connection drop, a thread
+ * asked for something (start, close, release, requeue, interrupt, an acquire of the
+ * view), the selector's function returned, or a timer it set is due. Nothing here
+ * blocks the loop; every user callback runs on the loop (zkl__loop_callout).
  *
  *   OUT ──join──▶ QUEUE ──our node heads the queue──▶ LEAD ──▶ ENDING ──▶ LEAVING ──▶ OUT
  *    ▲              └─ failed (an ACL, memory) ──▶ BACKOFF ──┘ (join again later)
+ *
+ * One owner. Only the loop touches the election's state. A public call from another
+ * thread hands the loop a call and waits for its answer (zkl__loop_run,
+ * election_calls.c); a blocking one then waits for a condition of the state with a job
+ * of its own (zkl__loop_wait), which the machine wakes after each of its steps; what
+ * other threads read without asking (whether we lead, the token, our node) the loop
+ * publishes (zkl__election_publish). The notifications below come on the loop too, or,
+ * for the selector's function, from its thread, as calls.
  *
  * Who wants to be in the election: a started latch (until closed), a started selector
  * until its function has run (again with requeue), or the view's acquire (zkl_lock:
@@ -37,11 +45,11 @@
  * when it is ready (an interrupt, a release of the view), so the node stays while it
  * still acts as leader.
  *
- * has_leadership turns false on the thread that learns of the end, before any callback.
- * A latch's gained and lost callbacks run on the loop, one at a time, so they alternate.
- * A selector's function runs on a thread started for each leadership (it may run long,
- * and the loop must go on); the node is deleted only once it has returned, so no other
- * participant leads while it still runs.
+ * has_leadership turns false on the loop as soon as the end is known, before any
+ * callback. A latch's gained and lost callbacks run on the loop, one at a time, so they
+ * alternate. A selector's function runs on a thread started for each leadership (it may
+ * run long, and the loop must go on); the node is deleted only once it has returned, so
+ * no other participant leads while it still runs.
  *
  * Freeing. A handle freed on the loop's thread (in a callback) cannot wait for the
  * machine: it is marked, and the machine frees it once at rest. */
@@ -57,69 +65,137 @@
 /* What a state's function tells step(). */
 enum { GO_ON, WAIT, GONE };
 
-/* ---- notifications from other threads (no lock held) ---- */
+/* ---- what the loop publishes (loop) ---- */
 
-/* The session that held our node is gone (loop). */
+void zkl__election_publish(struct election *e)
+{
+	bool held = e->leading && (e->started || (e->view_held && !e->view_lost));
+	atomic_store(&e->held_pub, held);
+	atomic_store(&e->token_pub, e->leading ? e->token : (int64_t)ZKL_ENOTHELD);
+	const char *node = e->view_lost || e->let_go || (e->st != E_QUEUE && e->st != E_LEAD)
+	                   ? NULL : e->node.path;
+	/* Only the loop writes node_pub: it reads it without pub_mu. */
+	if (node ? e->node_pub && strcmp(node, e->node_pub) == 0 : !e->node_pub)
+		return;
+	char *copy = node ? strdup(node) : NULL; /* without memory: no node to show */
+	pthread_mutex_lock(&e->pub_mu);
+	char *old = e->node_pub;
+	e->node_pub = copy;
+	pthread_mutex_unlock(&e->pub_mu);
+	free(old);
+}
+
+void zkl__election_wake(struct election *e)
+{
+	zkl__waiter_wake(e->lock.c, &e->w);
+}
+
+/* ---- notifications (loop, no lock held) ---- */
+
+static void hold_lost_run(zkl_client *c, void *arg)
+{
+	(void)c;
+	struct election *e = arg;
+	e->leading = false;
+	zkl__election_publish(e);
+	zkl__election_wake(e);
+}
+
+/* The session that held our node is gone. */
 static void hold_lost(struct zkl_hold *h, void *ctx)
 {
 	(void)h;
 	struct election *e = ctx;
-	zkl_client *c = e->lock.c;
-	pthread_mutex_lock(&c->mu);
-	e->leading = false;
-	zkl__waiter_wake(c, &e->w);
-	pthread_cond_broadcast(&e->cv);
-	pthread_mutex_unlock(&c->mu);
-	zkl__log(c, ZKL_LOG_WARN, "leadership of %s lost with the session", e->lock.path);
+	zkl__loop_run(e->lock.c, hold_lost_run, e);
+	zkl__log(e->lock.c, ZKL_LOG_WARN, "leadership of %s lost with the session", e->lock.path);
 }
 
-/* Connection states (loop). */
-static void state_changed(zkl_client *c, zkl_state st, void *data)
+struct state_seen {
+	struct election *e;
+	zkl_state st;
+};
+
+static void state_run(zkl_client *c, void *arg)
 {
-	struct election *e = data;
-	pthread_mutex_lock(&c->mu);
-	if (st == ZKL_STATE_SUSPENDED) {
+	(void)c;
+	struct state_seen *k = arg;
+	struct election *e = k->e;
+	if (!e->listening)
+		return; /* not on the loop yet: zkl__election_attach() reads the state */
+	if (k->st == ZKL_STATE_SUSPENDED) {
 		e->suspended = true;
 		e->suspensions++;
 		if (e->lose_on_suspend)
 			e->leading = false;
-	} else if (st == ZKL_STATE_CONNECTED || st == ZKL_STATE_RECONNECTED) {
+	} else if (k->st == ZKL_STATE_CONNECTED || k->st == ZKL_STATE_RECONNECTED) {
 		e->suspended = false;
 	}
-	zkl__waiter_wake(c, &e->w);
-	pthread_cond_broadcast(&e->cv);
-	pthread_mutex_unlock(&c->mu);
+	zkl__election_publish(e);
+	zkl__election_wake(e);
 }
 
-/* The engine's acquisition of our node ended (loop). */
+/* Connection states. */
+static void state_changed(zkl_client *c, zkl_state st, void *data)
+{
+	struct state_seen k = {.e = data, .st = st};
+	zkl__loop_run(c, state_run, &k);
+}
+
+struct queued_end {
+	struct election *e;
+	int rc;
+	const char *error;
+};
+
+static void queued_run(zkl_client *c, void *arg)
+{
+	(void)c;
+	struct queued_end *k = arg;
+	struct election *e = k->e;
+	e->queue_done = true;
+	e->queue_rc = k->rc;
+	snprintf(e->queue_error, sizeof e->queue_error, "%s", k->error);
+	zkl__election_wake(e);
+}
+
+/* The engine's acquisition of our node ended. */
 static void queued(void *arg, int rc)
 {
 	struct election *e = arg;
-	zkl_client *c = e->lock.c;
-	pthread_mutex_lock(&c->mu);
-	e->queue_done = true;
-	e->queue_rc = rc;
-	snprintf(e->queue_error, sizeof e->queue_error, "%s", rc ? zkl_last_error() : "");
-	zkl__waiter_wake(c, &e->w);
-	pthread_mutex_unlock(&c->mu);
+	struct queued_end k = {.e = e, .rc = rc, .error = rc ? zkl_last_error() : ""};
+	zkl__loop_run(e->lock.c, queued_run, &k);
+}
+
+/* The election whose selector function runs on this thread. */
+static _Thread_local const struct election *in_worker;
+
+static void worker_done_run(zkl_client *c, void *arg)
+{
+	(void)c;
+	struct election *e = arg;
+	e->fn_done = true;
+	e->leading = false; /* given up, though the node goes a moment later */
+	zkl__election_publish(e);
+	zkl__election_wake(e);
 }
 
 /* The selector's function, on a thread of its own. */
 static void *worker_main(void *arg)
 {
 	struct election *e = arg;
-	zkl_client *c = e->lock.c;
+	in_worker = e;
 	e->fn(e->self, e->fn_data);
-	pthread_mutex_lock(&c->mu);
-	e->fn_done = true;
-	e->leading = false; /* given up, though the node goes a moment later */
-	zkl__waiter_wake(c, &e->w);
-	pthread_cond_broadcast(&e->cv);
-	pthread_mutex_unlock(&c->mu);
+	in_worker = NULL;
+	zkl__loop_run(e->lock.c, worker_done_run, e);
 	return NULL;
 }
 
-/* ---- the machine's helpers (c->mu held, loop) ---- */
+bool zkl__election_must_not_wait(struct election *e)
+{
+	return in_worker == e || zkl__is_loop_thread(e->lock.c);
+}
+
+/* ---- the machine's helpers (loop) ---- */
 
 /* Why the view's acquire under way must end now, or 0 if it goes on. */
 static int view_check(struct election *e)
@@ -136,8 +212,7 @@ static int view_check(struct election *e)
 	return 0;
 }
 
-/* Whether the handle wants to be in the election. */
-static bool want_in(struct election *e)
+bool zkl__election_want_in(struct election *e)
 {
 	if (e->closing || e->lock.c->closing)
 		return false;
@@ -146,42 +221,87 @@ static bool want_in(struct election *e)
 	return (e->view_pending && view_check(e) == 0) || (e->view_held && !e->view_lost);
 }
 
-/* The machine is at rest: out of the election, not going in, nothing of it running. */
-static bool at_rest(struct election *e)
+bool zkl__election_at_rest(struct election *e)
 {
-	return e->st == E_OUT && !want_in(e) && !e->view_pending && e->calling == 0 &&
-	       !e->worker_running;
+	return e->st == E_OUT && !zkl__election_want_in(e) && !e->view_pending &&
+	       e->calling == 0 && !e->worker_running;
 }
 
-/* Runs the latch's gained or revoke callback (both take the handle and data). */
+/* Runs fn(arg), the application's code, from a step: with the client's mutex let go of,
+ * and what the application may read published first. */
+static void call_out(struct election *e, void (*fn)(void *arg), void *arg)
+{
+	e->calling++;
+	zkl__election_publish(e);
+	zkl__loop_callout(e->lock.c, fn, arg);
+	e->calling--;
+}
+
+/* The latch's gained or revoke callback (both take the handle and data). */
+struct user_call {
+	struct election *e;
+	void (*fn)(zkl_leader *, void *);
+	int reason;
+};
+
+static void user_call(void *arg)
+{
+	struct user_call *k = arg;
+	k->fn(k->e->self, k->e->data);
+}
+
 static void call_user(struct election *e, void (*fn)(zkl_leader *, void *))
 {
 	if (!fn)
 		return;
-	zkl_client *c = e->lock.c;
-	e->calling++;
-	pthread_mutex_unlock(&c->mu);
-	fn(e->self, e->data);
-	pthread_mutex_lock(&c->mu);
-	e->calling--;
+	struct user_call k = {.e = e, .fn = fn};
+	call_out(e, user_call, &k);
+}
+
+static void lost_call(void *arg)
+{
+	struct user_call *k = arg;
+	k->e->on_lost(k->e->self, k->reason, k->e->data);
 }
 
 static void call_lost(struct election *e, int reason)
 {
 	if (!e->on_lost)
 		return;
-	zkl_client *c = e->lock.c;
-	e->calling++;
-	pthread_mutex_unlock(&c->mu);
-	e->on_lost(e->self, reason, e->data);
-	pthread_mutex_lock(&c->mu);
-	e->calling--;
+	struct user_call k = {.e = e, .reason = reason};
+	call_out(e, lost_call, &k);
 }
 
-/* Answers the view's acquire under way: its waiting thread, or its callback. */
+static void report_lost_call(void *arg)
+{
+	struct user_call *k = arg;
+	zkl__lock_report_lost(&k->e->lock, k->reason);
+}
+
+/* The view's lost callback, and its listeners. */
+static void report_lost(struct election *e, int reason)
+{
+	struct user_call k = {.e = e, .reason = reason};
+	call_out(e, report_lost_call, &k);
+}
+
+struct acquired_call {
+	struct election *e;
+	zkl_lock_acquired_fn fn;
+	void *data;
+	int rc;
+	const char *error;
+};
+
+static void acquired_call(void *arg)
+{
+	struct acquired_call *k = arg;
+	zkl__lock_async_call(&k->e->lock, k->fn, k->data, k->rc, k->error);
+}
+
+/* Answers the view's acquire under way: its callback (a blocking acquire's waits). */
 static void view_answer(struct election *e, int rc, const char *error)
 {
-	zkl_client *c = e->lock.c;
 	e->view_pending = false;
 	if (rc == 0) {
 		e->view_held = true;
@@ -201,22 +321,14 @@ static void view_answer(struct election *e, int rc, const char *error)
 		snprintf(saved, sizeof saved, "the leader handle of %s is closing", path);
 	else
 		snprintf(saved, sizeof saved, "%s", zkl_strerror(rc));
-	if (!e->view_async) {
-		e->view_done = true;
-		e->view_rc = rc;
-		snprintf(e->view_error, sizeof e->view_error, "%s", saved);
-		pthread_cond_broadcast(&e->cv);
-		return;
-	}
-	if (!zkl__lock_async_ending(&e->async))
+	pthread_mutex_lock(e->lock.mu); /* pub_mu, a leaf: the view's acquire is its */
+	const bool tell = zkl__lock_async_ending(&e->async);
+	pthread_mutex_unlock(e->lock.mu);
+	if (!tell)
 		return; /* the handle is being freed: nobody to tell */
-	zkl_lock_acquired_fn fn = e->async.fn;
-	void *data = e->async.fn_data;
-	e->calling++;
-	pthread_mutex_unlock(&c->mu);
-	zkl__lock_async_call(&e->lock, fn, data, rc, saved);
-	pthread_mutex_lock(&c->mu);
-	e->calling--;
+	struct acquired_call k = {.e = e, .fn = e->async.fn, .data = e->async.fn_data, .rc = rc,
+	                          .error = saved};
+	call_out(e, acquired_call, &k);
 }
 
 /* Leaves the election: deletes our node and waits for the answer (E_LEAVING), so that
@@ -236,10 +348,8 @@ static int leave(zkl_client *c, struct election *e, enum election_state next)
 		return GO_ON;
 	}
 	int err = 0;
-	char *path = node->path;
-	pthread_mutex_unlock(&c->mu);
-	struct zkl_op *op = zkl__op_delete(c, &e->w, path, &err);
-	pthread_mutex_lock(&c->mu);
+	const struct zkl_req del = {.kind = ZKL_OP_DELETE, .path = node->path};
+	struct zkl_op *op = zkl__op_send_locked(c, &e->w, &del, &err);
 	if (!op) {
 		zkl__task_delete(c, node->path, node->gen);
 		return GO_ON;
@@ -274,6 +384,28 @@ static int on_leaving(zkl_client *c, struct election *e)
 
 /* ---- the states ---- */
 
+/* The engine made our node (loop): zkl_lock_node() shows it while we queue. */
+static void node_known(void *ctx)
+{
+	zkl__election_publish(ctx);
+}
+
+struct engine_start {
+	struct election *e;
+	int timeout;
+	int rc;
+	char error[256];
+};
+
+static void engine_start_call(void *arg)
+{
+	struct engine_start *k = arg;
+	struct election *e = k->e;
+	k->rc = zkl__engine_start(&e->q, k->timeout, &e->node, queued, e);
+	if (k->rc != 0)
+		snprintf(k->error, sizeof k->error, "%s", zkl_last_error());
+}
+
 static int join(zkl_client *c, struct election *e)
 {
 	int timeout = ZKL_WAIT_FOREVER;
@@ -286,8 +418,12 @@ static int join(zkl_client *c, struct election *e)
 		}
 	}
 	zkl__data_free(&e->qdata);
-	int rc = zkl__lock_data_copy(&e->lock, &e->qdata);
-	if (rc == 0) {
+	struct engine_start k = {.e = e, .timeout = timeout};
+	k.rc = zkl__data_set(&e->qdata, e->id.bytes, (size_t)e->id.len);
+	if (k.rc != 0)
+		snprintf(k.error, sizeof k.error, "%s", zkl_last_error());
+	e->st = E_QUEUE;
+	if (k.rc == 0) {
 		e->q = (struct zkl_queue){
 			.c = c,
 			.path = e->lock.path,
@@ -297,42 +433,34 @@ static int join(zkl_client *c, struct election *e)
 			.pred = &zkl_pred_first,
 			.owner = e,
 			.folder_seen = &e->folder_seen,
+			.on_node = node_known,
+			.node_ctx = e,
 		};
 		e->queue_done = false;
 		e->queue_canceled = false;
-		e->st = E_QUEUE;
-		pthread_mutex_unlock(&c->mu);
-		rc = zkl__engine_start(&e->q, timeout, &e->node, queued, e);
-		pthread_mutex_lock(&c->mu);
-		if (rc == 0)
+		/* The engine takes the acquisition as a call, which it makes itself. */
+		zkl__loop_callout(c, engine_start_call, &k);
+		if (k.rc == 0)
 			return GO_ON;
 	}
 	/* on_queue() takes the failure as any other */
 	e->queue_done = true;
-	e->queue_rc = rc;
-	snprintf(e->queue_error, sizeof e->queue_error, "%s", zkl_last_error());
-	e->st = E_QUEUE;
+	e->queue_rc = k.rc;
+	snprintf(e->queue_error, sizeof e->queue_error, "%s", k.error);
 	return GO_ON;
 }
 
-/* Takes e off the client's loop (c->mu held, at rest); returns whether its state
- * listener is still to be removed. */
-static bool unregister(zkl_client *c, struct election *e)
-{
-	zkl__waiter_leave(c, &e->w);
-	bool listening = e->listening;
-	e->listening = false;
-	return listening;
-}
-
 /* Frees e's handle, off the loop already (no lock held). */
-static void dispose(struct election *e, bool listening)
+static void dispose(void *arg)
 {
-	if (listening)
-		zkl_client_remove_listener(e->lock.c, state_changed, e);
+	struct election *e = arg;
+	zkl_client_remove_listener(e->lock.c, state_changed, e);
 	zkl__data_free(&e->qdata);
+	zkl__data_free(&e->id);
 	zkl__lock_dispose(&e->lock);
-	pthread_cond_destroy(&e->cv);
+	free(e->node_pub);
+	pthread_mutex_destroy(&e->pub_mu);
+	pthread_cond_destroy(&e->pub_cv);
 	free(e->self);
 }
 
@@ -345,15 +473,13 @@ static int on_out(zkl_client *c, struct election *e)
 			return GO_ON;
 		}
 	}
-	if (want_in(e))
+	if (zkl__election_want_in(e))
 		return join(c, e);
-	if (e->freeing && at_rest(e)) {
-		bool listening = unregister(c, e);
-		pthread_mutex_unlock(&c->mu);
-		dispose(e, listening);
-		pthread_mutex_lock(&c->mu);
-		c->nfreeing--;
-		pthread_cond_broadcast(&c->cv);
+	if (e->freeing && zkl__election_at_rest(e)) {
+		zkl__waiter_leave(c, &e->w);
+		e->listening = false;
+		zkl__loop_callout(c, dispose, e);
+		zkl__client_free_done(c);
 		return GONE;
 	}
 	return WAIT;
@@ -367,7 +493,7 @@ static int on_queue(zkl_client *c, struct election *e)
 		/* Wanted: the view's deadline (ahead, since want_in() says it has not passed)
 		 * is the next thing to look at; else the cancel, whose end wakes us. Never a
 		 * time past: the loop would run us again at once, and again. */
-		if (want_in(e)) {
+		if (zkl__election_want_in(e)) {
 			if (e->view_pending && e->view_deadline != INT64_MAX)
 				zkl__waiter_wake_at(c, &e->w, e->view_deadline);
 		} else if (!e->queue_canceled) {
@@ -378,7 +504,7 @@ static int on_queue(zkl_client *c, struct election *e)
 	}
 	int rc = e->queue_rc;
 	if (rc == 0) {
-		if (!want_in(e))
+		if (!zkl__election_want_in(e))
 			return leave(c, e, E_OUT);
 		e->backoff_ms = 0;
 		e->st = E_LEAD;
@@ -407,7 +533,7 @@ static int on_queue(zkl_client *c, struct election *e)
 		view_answer(e, why ? why : rc, why ? NULL : e->queue_error);
 		return GO_ON;
 	}
-	if (rc == ZKL_ECANCELED || rc == ZKL_ECLOSED || !want_in(e))
+	if (rc == ZKL_ECANCELED || rc == ZKL_ECLOSED || !zkl__election_want_in(e))
 		return GO_ON;
 	/* Not a wait that ran out: ZooKeeper refused (an ACL) or memory ran out. Try again,
 	 * less and less often, until closed. */
@@ -422,7 +548,7 @@ static int on_queue(zkl_client *c, struct election *e)
 
 static int on_backoff(zkl_client *c, struct election *e)
 {
-	if (!want_in(e) || zkl__now_ms() >= e->retry_at) {
+	if (!zkl__election_want_in(e) || zkl__now_ms() >= e->retry_at) {
 		e->st = E_OUT;
 		return GO_ON;
 	}
@@ -490,11 +616,9 @@ static int send_check(zkl_client *c, struct election *e)
 		return GO_ON;
 	}
 	int err = 0;
-	char *path = e->node.path;
-	pthread_mutex_unlock(&c->mu);
-	struct zkl_op *op = nw ? zkl__op_get(c, &e->w, path, nw, &err)
-	                       : zkl__op_exists(c, &e->w, path, NULL, &err);
-	pthread_mutex_lock(&c->mu);
+	const struct zkl_req r = {.kind = nw ? ZKL_OP_GET : ZKL_OP_EXISTS, .path = e->node.path,
+	                          .watch = nw};
+	struct zkl_op *op = zkl__op_send_locked(c, &e->w, &r, &err);
 	if (!op) {
 		if (nw)
 			zkl__watch_put(c, nw);
@@ -517,10 +641,10 @@ static int announce(zkl_client *c, struct election *e)
 	e->announced = true;
 	e->leading = true;
 	e->token = e->node.czxid;
-	pthread_cond_broadcast(&e->cv);
 	if (e->fn) {
 		e->fn_done = false;
 		e->loss_told = false;
+		zkl__election_publish(e);
 		e->worker_running = pthread_create(&e->worker, NULL, worker_main, e) == 0;
 		if (!e->worker_running) {
 			zkl__log(c, ZKL_LOG_ERROR, "cannot start a thread for the leader of %s",
@@ -543,7 +667,7 @@ static int on_lead(zkl_client *c, struct election *e)
 	/* A leadership released without waiting ends before the view leads again. */
 	if (e->let_go)
 		return end_lead(e, ZKL_ECLOSED);
-	if (!want_in(e))
+	if (!zkl__election_want_in(e))
 		return end_lead(e, e->view_pending ? view_check(e) : ZKL_ECLOSED);
 	/* Past the loss deadline the session may be gone already: the loop gives it up on
 	 * this turn, after the waiters run, so a leadership read now must not begin (an
@@ -565,7 +689,6 @@ static int on_lead(zkl_client *c, struct election *e)
 			e->announced = false;
 			e->leading = false;
 			e->token = 0;
-			pthread_cond_broadcast(&e->cv);
 			if (e->gained) {
 				e->gained = false;
 				call_lost(e, ZKL_ECONNLOSS);
@@ -620,17 +743,18 @@ static bool lost_reason(int end)
 	return end != 0 && end != ZKL_ECANCELED && end != ZKL_ECLOSED;
 }
 
+static void join_worker(void *arg)
+{
+	pthread_join(*(pthread_t *)arg, NULL);
+}
+
 static int on_ending(zkl_client *c, struct election *e)
 {
 	if (e->fn && e->announced && !e->loss_told && lost_reason(e->end)) {
 		/* A selector's loss is told at once, on the loop, while its function may
 		 * still run (it sees has_leadership false). */
 		e->loss_told = true;
-		e->calling++;
-		pthread_mutex_unlock(&c->mu);
-		zkl__lock_report_lost(&e->lock, e->end);
-		pthread_mutex_lock(&c->mu);
-		e->calling--;
+		report_lost(e, e->end);
 	}
 	if (e->worker_running) {
 		if (!e->fn_done) {
@@ -638,10 +762,9 @@ static int on_ending(zkl_client *c, struct election *e)
 			 * returns, and the thread wakes us then. */
 			return WAIT;
 		}
+		/* It has returned: the join waits only for the thread to end. */
 		pthread_t worker = e->worker;
-		pthread_mutex_unlock(&c->mu);
-		pthread_join(worker, NULL);
-		pthread_mutex_lock(&c->mu);
+		zkl__loop_callout(c, join_worker, &worker);
 		e->worker_running = false;
 	}
 	int end = e->end;
@@ -649,11 +772,7 @@ static int on_ending(zkl_client *c, struct election *e)
 	e->announced = e->gained = false;
 	if (e->view_held && !e->view_lost && end != ZKL_ECLOSED) {
 		e->view_lost = true;
-		e->calling++;
-		pthread_mutex_unlock(&c->mu);
-		zkl__lock_report_lost(&e->lock, end);
-		pthread_mutex_lock(&c->mu);
-		e->calling--;
+		report_lost(e, end);
 	}
 	if (gained && (end != ZKL_ECLOSED || e->notify_on_close))
 		call_lost(e, end);
@@ -674,7 +793,7 @@ static int on_ending(zkl_client *c, struct election *e)
 	if (e->fn && !e->requeue && !e->again)
 		e->idle = true;
 	e->again = false;
-	if ((end == ZKL_EZK || end == ZKL_ENOMEM) && want_in(e)) {
+	if ((end == ZKL_EZK || end == ZKL_ENOMEM) && zkl__election_want_in(e)) {
 		/* Do not spin on a failure that may last: wait a little first. */
 		e->retry_at = zkl__now_ms() + 1000;
 		return leave(c, e, E_BACKOFF);
@@ -696,411 +815,85 @@ static void step(zkl_client *c, struct zkl_waiter *w)
 		case E_LEAVING: rc = on_leaving(c, e); break;
 		}
 	}
-	if (rc != GONE)
-		pthread_cond_broadcast(&e->cv);
+	if (rc == GONE)
+		return;
+	zkl__election_publish(e);
+	/* The threads that wait for its state; one that begins to wait after this look
+	 * asks its condition as its wait begins, on the loop. */
+	if (atomic_load(&e->waits) > 0)
+		zkl__wake_owner_locked(c, &e->w);
 }
 
-/* ---- the core's functions ---- */
+/* ---- on and off the loop ---- */
 
-/* Waits (c->mu held) until done(e) or, with a deadline, until it passes (returns false
- * then). On the application's loop thread it runs the loop meanwhile. */
-static bool wait_for(struct election *e, bool (*done)(struct election *), int64_t deadline)
-{
-	zkl_client *c = e->lock.c;
-	while (!done(e)) {
-		if (zkl__now_ms() >= deadline)
-			return false;
-		if (!zkl__loop_step(c))
-			zkl__cond_wait_until(&e->cv, &c->mu, deadline);
-	}
-	return true;
-}
-
-static const struct zkl_lock_ops leader_ops;
-
-int election_init(struct election *e, zkl_client *c, const char *path, const char *id,
-                  enum zkl_kind kind, void *self)
+int zkl__election_init(struct election *e, zkl_client *c, const char *path, const char *id,
+                      enum zkl_kind kind, void *self)
 {
 	if (!c)
 		return zkl__fail(ZKL_EINVAL, "client is NULL");
 	int rc = zkl__path_check(path, "election path");
 	const char *name = kind == ZKL_KIND_LOCK ? "selector" : "leader";
-	if (rc != 0 || (rc = zkl__lock_init(&e->lock, &leader_ops, name, c, path)) != 0)
+	if (rc != 0 || (rc = zkl__lock_init(&e->lock, &zkl__leader_ops, name, c, path)) != 0)
 		return rc;
-	if (id && (rc = zkl_lock_set_data(&e->lock, id, strlen(id))) != 0) {
+	if ((rc = zkl__data_init(&e->id)) != 0 ||
+	    (id && (rc = zkl__data_set(&e->id, id, strlen(id))) != 0)) {
+		zkl__data_free(&e->id);
 		zkl__lock_dispose(&e->lock);
 		return rc;
 	}
 	e->kind = kind;
 	e->self = self;
-	zkl__cond_init(&e->cv);
+	atomic_init(&e->held_pub, false);
+	atomic_init(&e->token_pub, (int64_t)ZKL_ENOTHELD);
+	atomic_init(&e->waits, 0);
+	pthread_mutex_init(&e->pub_mu, NULL);
+	zkl__cond_init(&e->pub_cv);
+	e->lock.mu = &e->pub_mu;
+	e->lock.cv = &e->pub_cv;
 	return 0;
 }
 
-int election_attach(struct election *e)
+static void attach_run(zkl_client *c, void *arg)
+{
+	struct election *e = arg;
+	e->suspended = c->state == ZKL_STATE_SUSPENDED;
+	e->listening = true;
+	zkl__waiter_enter_loop(c, &e->w, NULL, step);
+}
+
+int zkl__election_attach(struct election *e)
 {
 	zkl_client *c = e->lock.c;
-	pthread_mutex_lock(&c->mu);
-	e->suspended = c->state == ZKL_STATE_SUSPENDED;
-	pthread_mutex_unlock(&c->mu);
 	int rc = zkl_client_add_listener(c, state_changed, e);
 	if (rc != 0) {
-		pthread_cond_destroy(&e->cv);
+		pthread_mutex_destroy(&e->pub_mu);
+		pthread_cond_destroy(&e->pub_cv);
+		zkl__data_free(&e->id);
 		zkl__lock_dispose(&e->lock);
 		return rc;
 	}
-	pthread_mutex_lock(&c->mu);
-	e->listening = true;
-	zkl__waiter_enter_loop(c, &e->w, NULL, step);
-	pthread_mutex_unlock(&c->mu);
+	zkl__loop_run(c, attach_run, e);
 	return 0;
 }
 
-int election_start(struct election *e)
+int zkl__election_wait(struct election *e, bool (*done)(zkl_client *c, void *arg), void *arg,
+                      int64_t deadline, const char *what)
 {
-	zkl_client *c = e->lock.c;
-	const char *what = e->fn ? "selector" : "latch";
-	int rc = 0;
-	pthread_mutex_lock(&c->mu);
-	if (e->closing)
-		rc = zkl__fail(ZKL_ECLOSED, "the %s of %s is closed", what, e->lock.path);
-	else if (e->started)
-		rc = zkl__fail(ZKL_EBUSY, "the %s of %s was started already", what, e->lock.path);
-	else if (e->view_pending || e->view_held)
-		rc = zkl__fail(ZKL_EBUSY, "leadership of %s is taken through its lock view: "
-		              "release it first", e->lock.path);
-	else if (c->closing)
-		rc = zkl__fail(ZKL_ECLOSED, "the client is closing");
-	if (rc == 0) {
-		e->started = true;
-		zkl__waiter_wake(c, &e->w);
-	}
-	pthread_mutex_unlock(&c->mu);
+	atomic_fetch_add(&e->waits, 1);
+	int rc = zkl__loop_wait(e->lock.c, &e->w, done, arg, deadline, what);
+	atomic_fetch_sub(&e->waits, 1);
 	return rc;
 }
 
-/* Whether the calling thread must not wait for the machine (mu held): one that runs the
- * loop (a callback, or the application's loop thread, which must never wait for the
- * server), or the selector's function. */
-static bool must_not_wait(struct election *e)
+static void unregister_run(zkl_client *c, void *arg)
 {
-	zkl_client *c = e->lock.c;
-	return zkl__runs_loop(c) ||
-	       (e->worker_running && pthread_equal(pthread_self(), e->worker));
+	struct election *e = arg;
+	zkl__waiter_leave(c, &e->w);
+	e->listening = false;
 }
 
-int election_close(struct election *e)
+void zkl__election_dispose(struct election *e)
 {
-	zkl_client *c = e->lock.c;
-	pthread_mutex_lock(&c->mu);
-	e->closing = true;
-	e->leading = false;
-	zkl__waiter_wake(c, &e->w);
-	if (!must_not_wait(e))
-		wait_for(e, at_rest, INT64_MAX);
-	pthread_mutex_unlock(&c->mu);
-	return 0;
+	zkl__loop_run(e->lock.c, unregister_run, e);
+	dispose(e);
 }
-
-bool election_free(struct election *e)
-{
-	zkl_client *c = e->lock.c;
-	pthread_mutex_lock(&c->mu);
-	bool on_loop = must_not_wait(e);
-	pthread_mutex_unlock(&c->mu);
-	if (on_loop) {
-		/* The machine frees the handle once at rest (a selector's function, which may
-		 * be the caller, has returned and its thread is joined by then); a callback of
-		 * the view's acquire that runs now learns the handle is gone. */
-		zkl__lock_async_drain(&e->lock);
-		pthread_mutex_lock(&c->mu);
-		e->closing = true;
-		e->leading = false;
-		e->view_cancel = true;
-		e->freeing = true;
-		c->nfreeing++;
-		zkl__waiter_wake(c, &e->w);
-		pthread_mutex_unlock(&c->mu);
-		return true;
-	}
-	pthread_mutex_lock(&c->mu);
-	e->view_cancel = true;
-	pthread_mutex_unlock(&c->mu);
-	election_close(e);
-	zkl__lock_async_drain(&e->lock);
-	pthread_mutex_lock(&c->mu);
-	bool listening = unregister(c, e);
-	pthread_mutex_unlock(&c->mu);
-	dispose(e, listening);
-	return false;
-}
-
-int election_requeue(struct election *e)
-{
-	zkl_client *c = e->lock.c;
-	int rc = 0;
-	pthread_mutex_lock(&c->mu);
-	if (e->closing)
-		rc = zkl__fail(ZKL_ECLOSED, "the selector of %s is closed", e->lock.path);
-	else if (!e->started)
-		rc = zkl__fail(ZKL_EINVAL, "the selector of %s was not started", e->lock.path);
-	else if (e->idle) {
-		e->idle = false;
-		zkl__waiter_wake(c, &e->w);
-	} else if (e->in_lead) {
-		e->again = true;
-	}
-	pthread_mutex_unlock(&c->mu);
-	return rc;
-}
-
-void election_interrupt(struct election *e)
-{
-	zkl_client *c = e->lock.c;
-	pthread_mutex_lock(&c->mu);
-	if (e->leading && e->started) {
-		e->interrupt = true;
-		e->leading = false;
-		zkl__waiter_wake(c, &e->w);
-		pthread_cond_broadcast(&e->cv);
-	}
-	pthread_mutex_unlock(&c->mu);
-}
-
-static bool is_leading(struct election *e)
-{
-	return e->leading || e->closing;
-}
-
-static bool not_leading(struct election *e)
-{
-	return !e->leading;
-}
-
-int election_await(struct election *e, bool want, int timeout_ms)
-{
-	zkl_client *c = e->lock.c;
-	const char *what = e->fn ? "selector" : "latch";
-	int rc = 0;
-	pthread_mutex_lock(&c->mu);
-	if (want && !e->started && !e->closing) {
-		rc = zkl__fail(ZKL_EINVAL, "the %s of %s was not started", what, e->lock.path);
-	} else if (timeout_ms != 0 && zkl__runs_loop(c)) {
-		rc = zkl__fail(ZKL_EDEADLK, "cannot wait for leadership of %s on the thread that "
-		              "runs the client's loop (in a callback, or the application's loop "
-		              "thread)", e->lock.path);
-	} else {
-		int64_t deadline = timeout_ms == 0 ? 0 : zkl__deadline(timeout_ms);
-		bool ok = wait_for(e, want ? is_leading : not_leading, deadline);
-		if (want && e->closing)
-			rc = zkl__fail(ZKL_ECLOSED, "the %s of %s is closed", what, e->lock.path);
-		else if (!ok)
-			rc = want ? zkl__fail(ZKL_ETIMEDOUT, "not the leader of %s", e->lock.path)
-			          : ZKL_ETIMEDOUT;
-	}
-	pthread_mutex_unlock(&c->mu);
-	return rc;
-}
-
-/* The fencing token of the current leadership, or ZKL_ENOTHELD. */
-static int64_t election_token(struct election *e)
-{
-	pthread_mutex_lock(&e->lock.c->mu);
-	int64_t t = e->leading ? e->token : ZKL_ENOTHELD;
-	pthread_mutex_unlock(&e->lock.c->mu);
-	return t;
-}
-
-static int election_participants(struct election *e, zkl_participant **out,
-                                 size_t *count)
-{
-	if (!out || !count)
-		return zkl__fail(ZKL_EINVAL, "output pointer is NULL");
-	return zkl__engine_participants(e->lock.c, e->lock.path, 1, out, count);
-}
-
-int election_leader_id(struct election *e, char **id)
-{
-	if (!id)
-		return zkl__fail(ZKL_EINVAL, "output pointer is NULL");
-	*id = NULL;
-	zkl_participant *list;
-	size_t n;
-	int rc = zkl__engine_participants(e->lock.c, e->lock.path, 1, &list, &n);
-	if (rc != 0)
-		return rc;
-	if (n == 0)
-		return zkl__fail(ZKL_ENOTHELD, "nobody takes part in the election at %s",
-		                e->lock.path);
-	*id = list[0].data;
-	list[0].data = NULL;
-	zkl_participants_free(list, n);
-	if (!*id)
-		return zkl__fail(ZKL_ENOMEM, "out of memory");
-	return 0;
-}
-
-/* ---- the view: one leadership per acquire ---- */
-
-#define ELECTION(l) ((struct election *)(void *)(l))
-
-/* Begins an acquire of the view (c->mu held). */
-static int view_begin(struct election *e, int timeout_ms, bool async)
-{
-	zkl_client *c = e->lock.c;
-	const char *path = e->lock.path;
-	if (e->fn)
-		return zkl__fail(ZKL_ENOTSUP, "a selector of %s leads through zkl_selector_start() "
-		                "and runs its function; to hold leadership as a lock, use a "
-		                "zkl_leader's zkl_leader_lock()", path);
-	if (e->started)
-		return zkl__fail(ZKL_EBUSY, "the latch of %s was started with zkl_leader_start(): "
-		                "it leads by itself (see zkl_leader_await())", path);
-	if (e->closing || c->closing)
-		return zkl__fail(ZKL_ECLOSED, "the leader handle of %s is closed", path);
-	if (e->view_lost)
-		return zkl__fail(ZKL_ELOST, "leadership of %s was lost: release it first", path);
-	if (e->view_held)
-		return zkl__fail(ZKL_EBUSY, "already the leader of %s: release it first", path);
-	if (e->view_pending)
-		return zkl__fail(ZKL_EBUSY, "an acquire of leadership of %s is under way", path);
-	e->view_pending = true;
-	e->view_async = async;
-	e->view_cancel = false;
-	e->view_done = false;
-	e->view_timeout = timeout_ms;
-	e->view_deadline = timeout_ms > 0 ? zkl__deadline(timeout_ms) : INT64_MAX;
-	zkl__waiter_wake(c, &e->w);
-	return 0;
-}
-
-static int leader_acquire(zkl_lock *lk, int timeout_ms)
-{
-	struct election *e = ELECTION(lk);
-	zkl_client *c = lk->c;
-	pthread_mutex_lock(&c->mu);
-	if (zkl__runs_loop(c)) {
-		pthread_mutex_unlock(&c->mu);
-		return zkl__fail(ZKL_EDEADLK, "cannot wait for leadership of %s on the thread that "
-		                "runs the client's loop (in a callback, or the application's loop "
-		                "thread): nothing would run the election", lk->path);
-	}
-	int rc = view_begin(e, timeout_ms, false);
-	if (rc == 0) {
-		while (!e->view_done)
-			pthread_cond_wait(&e->cv, &c->mu);
-		e->view_done = false;
-		rc = e->view_rc;
-		if (rc != 0)
-			zkl__fail(rc, "%s", e->view_error);
-	}
-	pthread_mutex_unlock(&c->mu);
-	return rc;
-}
-
-static int leader_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, void *data)
-{
-	struct election *e = ELECTION(lk);
-	zkl_client *c = lk->c;
-	pthread_mutex_lock(&c->mu);
-	int rc = zkl__lock_async_claim(lk, &e->async, fn, data);
-	if (rc == 0 && (rc = view_begin(e, timeout_ms, true)) != 0)
-		zkl__lock_async_unclaim(lk, &e->async);
-	pthread_mutex_unlock(&c->mu);
-	return rc;
-}
-
-/* The node of the leadership released is gone, or its delete is out (without
- * confirm_release). */
-static bool left_lead(struct election *e)
-{
-	if (e->st == E_LEAVING)
-		return e->leave_op && !e->lock.c->confirm_release;
-	return e->st != E_LEAD && e->st != E_ENDING;
-}
-
-static int leader_release(zkl_lock *lk)
-{
-	struct election *e = ELECTION(lk);
-	zkl_client *c = lk->c;
-	int rc = 0;
-	pthread_mutex_lock(&c->mu);
-	if (e->fn) {
-		rc = zkl__fail(ZKL_ENOTSUP, "a selector's leadership of %s ends when its function "
-		              "returns (or with zkl_selector_interrupt())", lk->path);
-	} else if (!e->view_held) {
-		rc = zkl__fail(ZKL_ENOTHELD, "leadership of %s was not taken through this lock",
-		              lk->path);
-	} else if (e->view_lost) {
-		e->view_held = e->view_lost = false;
-		rc = zkl__fail(ZKL_ELOST, "leadership of %s had been lost", lk->path);
-	} else {
-		e->view_held = false;
-		e->leading = false;
-		zkl__waiter_wake(c, &e->w);
-		if (!must_not_wait(e))
-			wait_for(e, left_lead, INT64_MAX);
-		else if (e->st == E_LEAD)
-			e->let_go = true;
-	}
-	pthread_mutex_unlock(&c->mu);
-	return rc;
-}
-
-static void leader_cancel(zkl_lock *lk)
-{
-	struct election *e = ELECTION(lk);
-	pthread_mutex_lock(&lk->c->mu);
-	if (e->view_pending) {
-		e->view_cancel = true;
-		zkl__waiter_wake(lk->c, &e->w);
-	}
-	pthread_mutex_unlock(&lk->c->mu);
-}
-
-static bool leader_is_held(zkl_lock *lk)
-{
-	struct election *e = ELECTION(lk);
-	pthread_mutex_lock(&lk->c->mu);
-	bool held = e->leading && (e->started || (e->view_held && !e->view_lost));
-	pthread_mutex_unlock(&lk->c->mu);
-	return held;
-}
-
-static int64_t leader_token(zkl_lock *lk)
-{
-	int64_t t = election_token(ELECTION(lk));
-	if (t == ZKL_ENOTHELD)
-		return zkl__fail(ZKL_ENOTHELD, "not the leader of %s", lk->path);
-	return t;
-}
-
-static const char *leader_node(zkl_lock *lk)
-{
-	struct election *e = ELECTION(lk);
-	if (e->view_lost || e->let_go || (e->st != E_QUEUE && e->st != E_LEAD))
-		return NULL;
-	return e->node.path;
-}
-
-static bool leader_holds_async(zkl_lock *lk)
-{
-	return ELECTION(lk)->view_held;
-}
-
-static int leader_participants(zkl_lock *lk, zkl_participant **out, size_t *count)
-{
-	return election_participants(ELECTION(lk), out, count);
-}
-
-static const struct zkl_lock_ops leader_ops = {
-	.acquire = leader_acquire,
-	.start = leader_start,
-	.release = leader_release,
-	.cancel = leader_cancel,
-	.is_held = leader_is_held,
-	.token = leader_token,
-	.node = leader_node,
-	.holds_async = leader_holds_async,
-	.participants = leader_participants,
-};

@@ -35,7 +35,7 @@ int zkl_leader_new(zkl_leader **out, zkl_client *c, const char *path,
 	zkl_leader *l = calloc(1, sizeof *l);
 	if (!l)
 		return zkl__fail(ZKL_ENOMEM, "out of memory");
-	int rc = election_init(&l->e, c, path, o->id, ZKL_KIND_LATCH, l);
+	int rc = zkl__election_init(&l->e, c, path, o->id, ZKL_KIND_LATCH, l);
 	if (rc != 0) {
 		free(l);
 		return rc;
@@ -46,7 +46,7 @@ int zkl_leader_new(zkl_leader **out, zkl_client *c, const char *path,
 	l->e.data = o->data;
 	l->e.lose_on_suspend = o->lose_on_suspend;
 	l->e.notify_on_close = o->notify_on_close;
-	if ((rc = election_attach(&l->e)) != 0) {
+	if ((rc = zkl__election_attach(&l->e)) != 0) {
 		free(l);
 		return rc;
 	}
@@ -58,20 +58,20 @@ int zkl_leader_new(zkl_leader **out, zkl_client *c, const char *path,
 int zkl_leader_start(zkl_leader *l)
 {
 	ZKL_CHECK_HANDLE(l, "leader");
-	return election_start(&l->e);
+	return zkl__election_start(&l->e);
 }
 
 int zkl_leader_await(zkl_leader *l, int timeout_ms)
 {
 	ZKL_CHECK_HANDLE(l, "leader");
 	int rc = zkl__check_timeout(timeout_ms);
-	return rc ? rc : election_await(&l->e, true, timeout_ms);
+	return rc ? rc : zkl__election_await(&l->e, true, timeout_ms);
 }
 
 int zkl_leader_close(zkl_leader *l)
 {
 	ZKL_CHECK_HANDLE(l, "leader");
-	return election_close(&l->e);
+	return zkl__election_close(&l->e);
 }
 
 void zkl_leader_free(zkl_leader *l)
@@ -79,19 +79,19 @@ void zkl_leader_free(zkl_leader *l)
 	if (!l)
 		return;
 	zkl_client *c = l->e.lock.c;
-	zkl__client_handle_done(c, election_free(&l->e));
+	zkl__client_handle_done(c, zkl__election_free(&l->e));
 }
 
 void zkl_leader_interrupt(zkl_leader *l)
 {
 	if (l)
-		election_interrupt(&l->e);
+		zkl__election_interrupt(&l->e);
 }
 
 int zkl_leader_leader_id(zkl_leader *l, char **id)
 {
 	ZKL_CHECK_HANDLE(l, "leader");
-	return election_leader_id(&l->e, id);
+	return zkl__election_leader_id(&l->e, id);
 }
 
 zkl_lock *zkl_leader_lock(zkl_leader *l)

@@ -282,7 +282,8 @@ int zkl_lock_node(zkl_lock *l, char *buf, size_t size)
 		return zkl__fail(ZKL_ENOTSUP, "a %s has no node of its own: each of its members "
 		                "has one (ask the member)", l->kind);
 	/* A kind with a mutex of its own keeps nodes the engine writes: both are held. */
-	pthread_mutex_t *cmu = l->c && l->mu != &l->c->mu ? &l->c->mu : NULL;
+	pthread_mutex_t *cmu = l->c && l->mu != &l->c->mu && !l->ops->node_published
+	                       ? &l->c->mu : NULL;
 	pthread_mutex_lock(l->mu);
 	if (cmu)
 		pthread_mutex_lock(cmu);

@@ -20,9 +20,12 @@ struct zkl_lock_ops {
 	void (*cancel)(zkl_lock *l);
 	bool (*is_held)(zkl_lock *l);
 	int64_t (*token)(zkl_lock *l);
-	/* The node l holds, as zkl_lock_node() describes it (l->mu and c->mu held), or
-	 * NULL. */
+	/* The node l holds, as zkl_lock_node() describes it (l->mu and c->mu held, or
+	 * l->mu alone with node_published), or NULL. */
 	const char *(*node)(zkl_lock *l);
+	/* node() reads what the loop publishes under l->mu (a leaf the loop takes with
+	 * c->mu held): zkl_lock_node() then takes l->mu alone. */
+	bool node_published;
 	/* Whether an asynchronous acquire holds l (l->mu held). */
 	bool (*holds_async)(zkl_lock *l);
 	int (*participants)(zkl_lock *l, zkl_participant **out, size_t *count);

@@ -37,7 +37,7 @@ int zkl_selector_new(zkl_selector **out, zkl_client *c, const char *path, zkl_se
 	zkl_selector *s = calloc(1, sizeof *s);
 	if (!s)
 		return zkl__fail(ZKL_ENOMEM, "out of memory");
-	int rc = election_init(&s->e, c, path, o->id, ZKL_KIND_LOCK, s);
+	int rc = zkl__election_init(&s->e, c, path, o->id, ZKL_KIND_LOCK, s);
 	if (rc != 0) {
 		free(s);
 		return rc;
@@ -46,7 +46,7 @@ int zkl_selector_new(zkl_selector **out, zkl_client *c, const char *path, zkl_se
 	s->e.fn_data = data;
 	s->e.requeue = o->requeue;
 	s->e.lose_on_suspend = o->lose_on_suspend;
-	if ((rc = election_attach(&s->e)) != 0) {
+	if ((rc = zkl__election_attach(&s->e)) != 0) {
 		free(s);
 		return rc;
 	}
@@ -63,32 +63,32 @@ zkl_lock *zkl_selector_lock(zkl_selector *s)
 int zkl_selector_start(zkl_selector *s)
 {
 	ZKL_CHECK_HANDLE(s, "selector");
-	return election_start(&s->e);
+	return zkl__election_start(&s->e);
 }
 
 int zkl_selector_requeue(zkl_selector *s)
 {
 	ZKL_CHECK_HANDLE(s, "selector");
-	return election_requeue(&s->e);
+	return zkl__election_requeue(&s->e);
 }
 
 int zkl_selector_wait(zkl_selector *s, int timeout_ms)
 {
 	ZKL_CHECK_HANDLE(s, "selector");
 	int rc = zkl__check_timeout(timeout_ms);
-	return rc ? rc : election_await(&s->e, false, timeout_ms);
+	return rc ? rc : zkl__election_await(&s->e, false, timeout_ms);
 }
 
 void zkl_selector_interrupt(zkl_selector *s)
 {
 	if (s)
-		election_interrupt(&s->e);
+		zkl__election_interrupt(&s->e);
 }
 
 int zkl_selector_close(zkl_selector *s)
 {
 	ZKL_CHECK_HANDLE(s, "selector");
-	return election_close(&s->e);
+	return zkl__election_close(&s->e);
 }
 
 void zkl_selector_free(zkl_selector *s)
@@ -96,11 +96,11 @@ void zkl_selector_free(zkl_selector *s)
 	if (!s)
 		return;
 	zkl_client *c = s->e.lock.c;
-	zkl__client_handle_done(c, election_free(&s->e));
+	zkl__client_handle_done(c, zkl__election_free(&s->e));
 }
 
 int zkl_selector_leader_id(zkl_selector *s, char **id)
 {
 	ZKL_CHECK_HANDLE(s, "selector");
-	return election_leader_id(&s->e, id);
+	return zkl__election_leader_id(&s->e, id);
 }

@@ -59,3 +59,14 @@ bool zkl__client_close_refused(zkl_client *c)
 	zkl__log(c, ZKL_LOG_ERROR, "%s", zkl_last_error());
 	return true;
 }
+
+void zkl__client_free_put_off(zkl_client *c)
+{
+	c->nfreeing++;
+}
+
+void zkl__client_free_done(zkl_client *c)
+{
+	c->nfreeing--;
+	pthread_cond_broadcast(&c->cv);
+}

@@ -7,8 +7,9 @@
  *     and recipe state, waiters, sessions, background tasks, data watches, listeners.
  *     The loop holds it for its whole turn and lets go of it around each request it
  *     sends; nothing blocks while holding it, and no zoo_* call is made with it held.
- *     Application threads still take it briefly in the recipes' calls (ARCHITECTURE.md,
- *     "One owner: where it stands", says what is left to move to the loop).
+ *     Application threads still take it briefly in some recipes' calls (ARCHITECTURE.md,
+ *     "One owner: where it stands", says what is left to move to the loop); the
+ *     election's (recipes/election*.c, leader_view.c) never do.
  *   - `inbox_mu` guards the inbox and the loop's wake count: the C client's completion
  *     thread queues what it hears there and never takes mu (with external_loop it
  *     applies what it hears itself, under mu; an adopted handle's session events go
@@ -21,10 +22,14 @@
  *     client's completion thread reads to find the client of a handle.
  *
  * An application thread hands the loop an acquisition, a job (a request it waits for,
- * job.c) or a cancel as a call (zkl__call), through the inbox, and waits, if it does, on
- * that acquisition or job alone, never on mu: from the call on, only the loop touches
- * it. Only the loop sends requests, with one exception: a release sends its delete
- * itself (zkl__task_delete_sent), leaving the answer to the loop. */
+ * job.c), a cancel, or any function of a recipe whose state only the loop touches
+ * (zkl__loop_run, loopcall.c) as a call (zkl__call), through the inbox, and waits, if it
+ * does, on that call, acquisition or job alone, never on mu: from the call on, only the
+ * loop touches it. A wait for a condition of a recipe's state is a job too
+ * (zkl__loop_wait), which the recipe's machine wakes (zkl__wake_owner_locked). A step of
+ * the loop runs the application's code with mu let go of (zkl__loop_callout). Only the
+ * loop sends requests, with one exception: a release sends its delete itself
+ * (zkl__task_delete_sent), leaving the answer to the loop. */
 #ifndef ZKL_INTERNAL_H
 #define ZKL_INTERNAL_H
 
@@ -409,6 +414,20 @@ bool zkl__is_loop_thread(zkl_client *c);
 void zkl__client_cancel_owner(zkl_client *c, const void *owner);
 /* The same with mu held (on the loop: a recipe's machine cancels what it started). */
 void zkl__cancel_owner_locked(zkl_client *c, const void *owner);
+/* Wakes every waiter of owner (mu held): how a recipe's machine tells the threads that
+ * wait for a condition of its state (zkl__loop_wait) that its state changed. */
+void zkl__wake_owner_locked(zkl_client *c, const void *owner);
+/* Has the loop run fn(c, arg), mu held, and returns once it has (no lock held): how an
+ * application thread reaches state that only the loop touches, fn writing any answer
+ * into arg (loopcall.c). On a thread that runs the loop, and with external_loop on any
+ * thread, fn runs at once on the calling thread, after what the inbox holds; once the
+ * loop runs no more (closing), here too. fn runs exactly once. */
+void zkl__loop_run(zkl_client *c, void (*fn)(zkl_client *c, void *arg), void *arg);
+/* From a step the loop runs (mu held): runs fn(arg) with mu let go of, as the
+ * application's code runs (a user callback, or a call that hands the loop something
+ * itself, such as zkl__engine_start()), then takes mu back; the caller looks again at
+ * what may have changed meanwhile. */
+void zkl__loop_callout(zkl_client *c, void (*fn)(void *arg), void *arg);
 
 /* Requests. zkl_op_* issue an asynchronous request on the current session (mu must
  * NOT be held; on the loop) and return the op, bound to w, or NULL with *err set (ENOMEM, ECLOSED).
@@ -506,6 +525,13 @@ void zkl__job_destroy(struct zkl_job *j);
 /* Starts j and waits for it; on c's own event thread (a callback), which cannot wait
  * for a job, fails at once with ZKL_EDEADLK, naming what. */
 int zkl__job_run(zkl_client *c, struct zkl_job *j, const void *owner, const char *what);
+/* Waits (no lock held) until done(c, arg) holds, asked on the loop (mu held) when the
+ * wait begins and each time a waiter of tag is woken (zkl__wake_owner_locked), or until
+ * the deadline passes. Returns 0, ZKL_ETIMEDOUT, or, on a thread that runs the loop,
+ * ZKL_EDEADLK naming what (zkl__job_run). It goes on while the client closes: done must
+ * come true then. */
+int zkl__loop_wait(zkl_client *c, const void *tag, bool (*done)(zkl_client *c, void *arg),
+                  void *arg, int64_t deadline, const char *what);
 /* For steps (on the loop, mu held; released around the send): sends r bound to j.
  * Returns 0 with *op set, or a ZKL_E* code with *op NULL. */
 int zkl__job_send(zkl_client *c, struct zkl_job *j, const struct zkl_req *r,
@@ -644,6 +670,10 @@ bool zkl__on_event_thread(zkl_client *c);
 void zkl__client_handle_add(zkl_client *c);
 void zkl__client_handle_done(zkl_client *c, bool put_off);
 bool zkl__client_close_refused(zkl_client *c);
+/* A handle freed on the loop's thread whose machine frees it later (mu held, loop):
+ * counted until the machine has (free_done), so that a close waits for it. */
+void zkl__client_free_put_off(zkl_client *c);
+void zkl__client_free_done(zkl_client *c);
 /* Whether the calling thread runs c's loop (mu held): its event thread, a callback, or
  * the application's thread that calls zkl_client_process(). Such a thread cannot wait
  * for an acquisition. */

@@ -278,6 +278,35 @@ void zkl__ops_release(zkl_client *c, struct zkl_op **ops, size_t n)
 	pthread_mutex_unlock(&c->mu);
 }
 
+/* ---- waiting for a condition of the loop's state ------------------------------- */
+
+struct until_job {
+	struct zkl_job job;        /* first */
+	bool (*done)(zkl_client *c, void *arg);
+	void *arg;
+	int64_t deadline;
+	const char *what;
+};
+
+static int until_step(zkl_client *c, struct zkl_job *j)
+{
+	struct until_job *k = (struct until_job *)j;
+	if (k->done(c, k->arg))
+		return 0;
+	if (zkl__now_ms() >= k->deadline)
+		return zkl__fail(ZKL_ETIMEDOUT, "%s did not come in time", k->what);
+	zkl__waiter_wake_at(c, &j->w, k->deadline);
+	return ZKL_JOB_WAIT;
+}
+
+int zkl__loop_wait(zkl_client *c, const void *tag, bool (*done)(zkl_client *c, void *arg),
+                  void *arg, int64_t deadline, const char *what)
+{
+	struct until_job k = {.job = {.step = until_step, .runs_closing = true}, .done = done,
+	                      .arg = arg, .deadline = deadline, .what = what};
+	return zkl__job_run(c, &k.job, tag, what);
+}
+
 /* ---- waiting for the connection --------------------------------------------------- */
 
 struct connect_job {

@@ -291,6 +291,13 @@ void zkl__cancel_owner_locked(zkl_client *c, const void *owner)
 	}
 }
 
+void zkl__wake_owner_locked(zkl_client *c, const void *owner)
+{
+	for (struct zkl_waiter *w = c->waiters; w; w = w->next)
+		if (w->owner == owner)
+			zkl__waiter_wake(c, w);
+}
+
 struct cancel_call {
 	struct zkl__call call;
 	const void *owner;

@@ -54,9 +54,12 @@ void zkl__node_forget(zkl_client *c, struct zkl_node *node)
 	node->path = NULL;
 }
 
-/* Our node is known (mu held): arm its revocation watch if the recipe asks for one. */
+/* Our node is known (mu held): arm its revocation watch if the recipe asks for one, and
+ * tell the recipe if it asks. */
 void zkl__node_known(const struct zkl_queue *q, struct zkl_node *node)
 {
+	if (q->on_node)
+		q->on_node(q->node_ctx);
 	if (q->on_revoke && !node->rev)
 		node->rev = zkl__revwatch_add(q->c, node->path, node->gen, q->revoke_decode,
 		                             q->on_revoke, q->revoke_ctx);

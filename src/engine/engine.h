@@ -71,6 +71,11 @@ struct zkl_queue {
 	 * memory for it the acquisition fails. */
 	void (*on_lost)(struct zkl_hold *h, void *ctx);
 	void *lost_ctx;
+	/* If set, called on the loop (mu held) each time our node is known (made, or found
+	 * again after a lost answer): a recipe that publishes it to other threads (an
+	 * election's view) does so at once, while the acquisition goes on. */
+	void (*on_node)(void *ctx);
+	void *node_ctx;
 	/* If not 0, when trying once (a timeout of 0) ends: a recipe that tries once through
 	 * several acquisitions gives them one budget (ZKL_TRY_ONCE_MS from the call's
 	 * start). 0: ZKL_TRY_ONCE_MS from the acquisition's start. */
