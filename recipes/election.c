@@ -433,6 +433,7 @@ static int join(zkl_client *c, struct election *e)
 			.pred = &zkl_pred_first,
 			.owner = e,
 			.folder_seen = &e->folder_seen,
+			.name = e->lock.kind,
 			.on_node = node_known,
 			.node_ctx = e,
 		};
@@ -522,6 +523,9 @@ static int on_queue(zkl_client *c, struct election *e)
 		e->hold = zkl__hold_new(e->node.path, e->node.gen, hold_lost, e);
 		if (!e->hold)
 			return end_lead(e, zkl__fail(ZKL_ENOMEM, "out of memory"));
+		e->hold->kind = e->lock.kind; /* the observer's (its grant was the engine's) */
+		e->hold->token = e->node.czxid;
+		e->hold->granted_at = zkl__now_ms();
 		zkl__hold_add_locked(c, e->hold);
 		if (e->view_pending && e->view_timeout == 0)
 			e->view_deadline = zkl__now_ms() + zkl__session_timeout_ms(c); /* one look */
@@ -786,6 +790,11 @@ static int on_ending(zkl_client *c, struct election *e)
 	}
 	e->check_watch = false;
 	if (e->hold) {
+		/* The observer hears how the leadership ended, once: a loss the loop has
+		 * reported was told as it was. */
+		if (!e->hold->notified)
+			zkl__hold_observe(c, e->hold, lost_reason(end) || atomic_load(&e->hold->lost)
+			                                      ? ZKL_EVENT_LOST : ZKL_EVENT_RELEASED);
 		zkl__hold_end_locked(c, e->hold);
 		e->hold = NULL;
 	}

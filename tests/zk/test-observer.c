@@ -351,6 +351,45 @@ static void test_set_and_unset(void **state)
 	zkl_client_close(b);
 }
 
+/* A leadership taken through the leader's lock view: granted and released, with the
+ * leader's token; a second contender queues behind it and is granted after. */
+static void test_leader(void **state)
+{
+	(void)state;
+	const char *path = h_path("observer-leader");
+	zkl_client *a = h_client(0), *b = h_client(0);
+	zkl_leader *la, *lb;
+	CHECK_OK(zkl_leader_new(&la, a, path, NULL));
+	CHECK_OK(zkl_leader_new(&lb, b, path, NULL));
+	struct log g;
+	log_init(&g, b);
+	CHECK_OK(zkl_lock_acquire(zkl_leader_lock(la), WAIT_MS));
+	h_latch *granted = h_latch_new();
+	CHECK_OK(zkl_lock_acquire_async(zkl_leader_lock(lb), WAIT_MS, set_on_grant, granted));
+	struct seen *q = nth(&g, 1);
+	assert_int_equal(q->ev.type, ZKL_EVENT_QUEUED);
+	assert_string_equal(q->kind, "leader");
+	assert_int_equal(q->ev.ahead, 1);
+	CHECK_OK(zkl_lock_release(zkl_leader_lock(la)));
+	assert_int_equal(h_latch_wait(granted, WAIT_MS), 1);
+	struct seen *gr = nth(&g, 2);
+	assert_int_equal(gr->ev.type, ZKL_EVENT_GRANTED);
+	assert_string_equal(gr->node, q->node);
+	assert_int_equal(gr->ev.token, zkl_lock_token(zkl_leader_lock(lb)));
+	CHECK_OK(zkl_lock_release(zkl_leader_lock(lb)));
+	struct seen *rel = nth(&g, 3);
+	assert_int_equal(rel->ev.type, ZKL_EVENT_RELEASED);
+	assert_string_equal(rel->kind, "leader");
+	assert_int_equal(rel->ev.token, gr->ev.token);
+	assert_int_equal(count(&g), 3);
+	log_fini(&g);
+	h_latch_free(granted);
+	zkl_leader_free(la);
+	zkl_leader_free(lb);
+	zkl_client_close(a);
+	zkl_client_close(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -358,6 +397,7 @@ int main(void)
 		cmocka_unit_test(test_timed_out_and_canceled),
 		cmocka_unit_test(test_revoked_and_lost),
 		cmocka_unit_test(test_set_and_unset),
+		cmocka_unit_test(test_leader),
 	};
 	return H_RUN(tests);
 }
