@@ -71,6 +71,10 @@ static struct {
 	int64_t next_round;  /* the leaders' next pings (every half tick) */
 	int64_t elect_at;    /* an election under way ends then (0: none) */
 	int64_t disturbed;   /* the last moment a server was out of step with the leader */
+	/* grant-idle: client freeze_cl stops as it sends its first check after freeze_after,
+	 * until freeze_until */
+	int freeze_cl;
+	int64_t freeze_after, freeze_until;
 } E;
 
 static bool cut(int i)
@@ -186,18 +190,23 @@ static void sc_fault(int i, enum fkind kind, int cl, int64_t at, int64_t dur, ui
  *   two for 12 s: it answers reads for syncLimit (10 s) while the leader hears nothing
  *   of client 0's session and expires it 4 s on. Tick 1 s, sessions of 4 s, as the
  *   partition tests' ensemble.
- * leader-cut: the same with client 0 on server 0, the leader, cut off at 5 s for 20 s:
- *   it leads, and answers syncs, until it finds no follower for syncLimit ticks, while
- *   the other two elect a new leader that gives the session a fresh timeout and expires
- *   it first.
+ * leader-cut: client 0 on server 0, the leader, holds; it is cut off at 6.3 s for 20 s:
+ *   it leads, and answers syncs, until it finds no follower for more than syncLimit
+ *   ticks (18 s), while the other two give up on it at 16 s and elect a new leader
+ *   (16.15 to 16.5 s) that gives the session a fresh timeout and expires it first (22
+ *   s). Debian's tick (2 s) and syncLimit (5), sessions of 5.5 s: the new leader's
+ *   expiry, rounded up to its tick, comes soon after its start plus the timeout (with a
+ *   timeout of whole ticks the old leader would have less time to answer in).
  * grant-idle: client 0 knows server 0, the leader, and waits behind client 1's hold,
- *   which ends at 3 s; client 0 is frozen from 2.9 s (a pause) to 9.9 s, with the news
- *   of its turn on its machine; server 0 is cut off at 5.1 s. Client 0 takes its turn as
- *   it runs again, past the new leader's election and before server 0 gives up leading.
- *   Tick 2 s, syncLimit 3, sessions of 10 s (Debian's tick, the session a fifth of it
- *   times five). */
+ *   which ends about 3.5 s in; client 0 stops (a pause) as it sends its first heartbeat
+ *   after 3 s, with the news of its turn reaching its machine meanwhile, until 11.6 s;
+ *   server 0 is cut off at 4.1 s. Client 0 takes its turn as it runs again, its
+ *   heartbeat overdue in the same turn, after the new leader's election (10.15 to 10.5
+ *   s) and before server 0 gives up leading (12 s), and before its own loss deadline.
+ *   Tick 2 s, syncLimit 3, sessions of 9.5 s. */
 void ens_scenario(void)
 {
+	memset(&E, 0, sizeof E); /* a run starts from nothing (workers run many) */
 	W.delay_max = between(1, 40);
 	W.npaths = 1;
 	struct path_info *pi = &W.paths[0];
@@ -220,24 +229,29 @@ void ens_scenario(void)
 		W.cl[1].srv_mask = 1u << 0 | 1u << 2;
 		break;
 	case SC_LEADER_CUT:
+		timeout = 5500;
+		E.tick = 2000;
+		E.sync_limit = 5;
 		W.fault_end = 30000;
 		sc_contender(0, 0, 0, 40000);
 		sc_contender(1, 1, 1000, 100);
 		W.nf = 1;
-		sc_fault(0, F_SRV_CUT, 0, 5000, 20000, 0);
+		sc_fault(0, F_SRV_CUT, 0, 6300, 20000, 0);
 		W.cl[0].srv_mask = 1u << 0;
 		W.cl[1].srv_mask = 1u << 1 | 1u << 2;
 		break;
 	case SC_GRANT_IDLE:
-		timeout = 10000;
+		timeout = 9500;
 		E.tick = 2000;
 		E.sync_limit = 3;
 		W.fault_end = 30000;
-		sc_contender(0, 1, 0, 3000);
+		sc_contender(0, 1, 0, 3300);
 		sc_contender(1, 0, 500, 40000);
-		W.nf = 2;
-		sc_fault(0, F_FREEZE, 0, 2900, 7000, 0);
-		sc_fault(1, F_SRV_CUT, 0, 5100, 20000, 0);
+		W.nf = 1;
+		sc_fault(0, F_SRV_CUT, 0, 4100, 20000, 0);
+		E.freeze_cl = 0;
+		E.freeze_after = 3000;
+		E.freeze_until = 11600;
 		W.cl[0].srv_mask = 1u << 0;
 		W.cl[1].srv_mask = 1u << 1 | 1u << 2;
 		break;
@@ -256,10 +270,27 @@ void ens_scenario(void)
 	E.elect_at = 0;
 }
 
+/* A request of s goes out (the scenario's pause may begin). */
+void ens_sent(struct sess *s, int op)
+{
+	struct client *cl = &W.cl[s->cl];
+	if (W.o.scenario != SC_GRANT_IDLE || !E.freeze_after || s->cl != E.freeze_cl ||
+	    op != OP_CHECK || W.now < E.freeze_after || cl->life != L_RUN || cl->blocked)
+		return;
+	E.freeze_after = 0;
+	trace("client %d: stops (a pause) until %" PRId64 " ms", s->cl, E.freeze_until);
+	cl->life = L_FROZEN;
+	cl->susp_from = W.now;
+	cl->life_until = E.freeze_until;
+	if (E.freeze_until > cl->faulted_until)
+		cl->faulted_until = E.freeze_until;
+}
+
 /* ------------------------------------------------------------------------------------ */
 
 void ens_init(void)
 {
+	memset(&E, 0, sizeof E);
 	/* ZooKeeper takes session timeouts of 2 to 20 ticks; syncLimit is commonly 2 to 10
 	 * ticks (Debian: tick 2 s, syncLimit 5; the fault tests: tick 1 s, syncLimit 10). */
 	int t = W.cl[0].timeout;

@@ -909,6 +909,8 @@ static int submit(zhandle_t *zh, enum op op, const char *path, const char *data,
 		s->out = m;
 	s->out_tail = m;
 	trace("client %d: sends %s %s", s->cl, op_names[op], path);
+	if (W.o.ensemble)
+		ens_sent(s, (int)op);
 	return ZOK;
 }
 
