@@ -429,6 +429,7 @@ void ens_tick(void)
 		v->lead_start = W.now;
 		E.leader = l;
 		trace("server %d: leads (epoch %d)", l, E.epoch);
+		W.elections++;
 		for (int a = 0; a < n; a++)
 			if (looking[a] != l && linked(looking[a], l))
 				follow(looking[a], l);
@@ -629,6 +630,7 @@ void ens_check_expiry(struct sess *s)
 		if (!c->sess || c->sess->zh != (zhandle_t *)s || c->sess->last_ok_sent == 0)
 			continue;
 		int64_t d = zkl__lost_at(c) + cl->lag; /* on the server's clock */
+		W.ens_checked++;
 		if (d > W.now + allow)
 			violation("contender %d (client %d, %s %s) holds on session %" PRIx64 ", which "
 			          "the leader expires now, while its client's loss deadline is %" PRId64
@@ -637,6 +639,7 @@ void ens_check_expiry(struct sess *s)
 			          (uint64_t)s->id, d, d - W.now,
 			          s->via_follower ? "on a follower" : "on the leader", allow);
 		if (d >= W.now) {
+			W.ens_early++;
 			t->tell_by = d;
 			later = true;
 		}

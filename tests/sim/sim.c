@@ -2424,6 +2424,7 @@ struct stats {
 	uint64_t known_stalls;
 	uint64_t simulated_ms;
 	uint64_t fifo_pairs;
+	uint64_t elections, ens_checked, ens_early;
 };
 
 static int run(const struct options *o, struct stats *out)
@@ -2517,6 +2518,9 @@ static int run(const struct options *o, struct stats *out)
 	out->known_stalls = (uint64_t)W.known_stalls;
 	out->simulated_ms = (uint64_t)W.now;
 	out->fifo_pairs = W.fifo_pairs;
+	out->elections = W.elections;
+	out->ens_checked = W.ens_checked;
+	out->ens_early = W.ens_early;
 
 	/* Teardown: the dead come back so that everything can be freed. */
 	W.tearing_down = true;
@@ -2622,6 +2626,9 @@ static void stats_add(struct stats *to, const struct stats *st)
 	to->known_stalls += st->known_stalls;
 	to->simulated_ms += st->simulated_ms;
 	to->fifo_pairs += st->fifo_pairs;
+	to->elections += st->elections;
+	to->ens_checked += st->ens_checked;
+	to->ens_early += st->ens_early;
 }
 
 static void to_devnull(int fd)
@@ -2977,6 +2984,11 @@ int main(int argc, char **argv)
 	struct stats tot = { 0 };
 	for (int w = 0; w < MAXJOBS; w++)
 		stats_add(&tot, &shared->slot[w].st);
+	if (o.ensemble)
+		printf("ensemble: %" PRIu64 " elections; %" PRIu64 " holders' sessions expired by "
+		       "the leader checked against their client's loss deadline, %" PRIu64 " of them "
+		       "expired before it (within the documented bound)\n", tot.elections,
+		       tot.ens_checked, tot.ens_early);
 	printf("%" PRIu64 " schedules (seeds %" PRIu64 "..%" PRIu64 "), %" PRIu64 " steps, %" PRIu64
 	       " holds, %.1f simulated hours, %" PRIu64 " holds unchecked (suspended or crashed), "
 	       "%" PRIu64 " waiting contenders a grant was checked against (FIFO), %" PRIu64

@@ -315,6 +315,9 @@ struct world {
 	int exempt;          /* holds left unchecked: suspended or crashed */
 	int known_stalls;    /* runs ended by the known semaphore stall */
 	uint64_t fifo_pairs; /* FIFO: (grant, clean waiting contender) pairs compared */
+	/* --ensemble: elections; holds whose session the leader expired, checked against
+	 * their client's loss deadline; those expired before it (within the bound). */
+	uint64_t elections, ens_checked, ens_early;
 };
 extern struct world W;
 /* sim.c */
