@@ -61,6 +61,7 @@ struct server {
 	int64_t heard;       /* R_FOLLOWING: the last ping from its leader; R_LEADING: the last
 	                      * answer of a follower */
 	int64_t lead_start;  /* R_LEADING: its ticks are counted from here */
+	bool reached;        /* R_FOLLOWING: its leader reached it at the last look */
 };
 
 static struct {
@@ -337,6 +338,23 @@ void ens_fault(struct fault *f)
 	}
 }
 
+/* Leader l pings follower f, which answers with the sessions it heard from since its
+ * last answer. */
+static void exchange(int l, int f, int64_t at)
+{
+	E.s[f].heard = W.now;
+	E.s[l].heard = W.now;
+	for (struct sess *s = W.sessions; s; s = s->next) {
+		if (s->srv != f || !s->f_touched)
+			continue;
+		s->f_touched = false;
+		if (l == E.leader && s->alive) {
+			s->last_heard = at;
+			s->via_follower = true;
+		}
+	}
+}
+
 /* The servers' own clockwork at W.now: restarts, pings, giving up, elections; then the
  * connections of servers that stopped serving close. */
 void ens_tick(void)
@@ -350,7 +368,16 @@ void ens_tick(void)
 		}
 	}
 	/* A leader's pings, every half tick: what its followers heard from their clients
-	 * comes back in their answers. */
+	 * comes back in their answers. A follower that its leader reaches again before
+	 * either gives up gets the pings sent meanwhile at once (the connection delivers
+	 * them) and answers them before it answers anything else: its report comes first. */
+	for (int f = 0; f < NSRV; f++) {
+		struct server *v = &E.s[f];
+		bool now = v->role == R_FOLLOWING && leader_of(f) == v->leader;
+		if (now && !v->reached)
+			exchange(v->leader, f, W.now);
+		v->reached = now;
+	}
 	while (W.now >= E.next_round) {
 		for (int l = 0; l < NSRV; l++) {
 			if (E.s[l].down || E.s[l].role != R_LEADING)
@@ -360,17 +387,7 @@ void ens_tick(void)
 				if (f == l || v->role != R_FOLLOWING || v->leader != l ||
 				    v->epoch != E.s[l].epoch || !linked(l, f))
 					continue;
-				v->heard = W.now;
-				E.s[l].heard = W.now;
-				for (struct sess *s = W.sessions; s; s = s->next) {
-					if (s->srv != f || !s->f_touched)
-						continue;
-					s->f_touched = false;
-					if (l == E.leader && s->alive) {
-						s->last_heard = E.next_round;
-						s->via_follower = true;
-					}
-				}
+				exchange(l, f, E.next_round);
 			}
 		}
 		E.next_round += E.tick / 2;

@@ -7,7 +7,8 @@
  * contender acts; faults (delays, lost answers, disconnects, partitions, pauses, crashes,
  * expiry, a peer's deletes, stray children) come from the same seed. After every step the
  * invariants are checked against the model's ground truth. A run that breaks one prints
- * the seed and the command that replays it.
+ * the seed and the command that replays it. With --ensemble, ensemble.c puts three
+ * servers (a leader and followers) under the same model; sim.h holds the world's types.
  *
  * Time: the server's clock is W.now. Each client's clock (what zkl__now_ms() returns while
  * the simulation runs code of that client) is W.now minus the time its clock stood still
