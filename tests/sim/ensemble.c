@@ -16,7 +16,9 @@
  *   cut off. A leader steps down on the first of its ticks at which no follower has
  *   answered for more than syncLimit ticks; until then it answers reads and syncs (but
  *   commits nothing without a follower). Servers without a leader elect one among a
- *   majority (150 to 500 ms); a server that finds a leader joins it.
+ *   majority (150 to 500 ms); a server that finds a leader joins it. A follower that
+ *   its leader reaches again before either gives up answers the pings sent meanwhile
+ *   first, before any answer to its clients (the connection delivers them in order).
  * - Sessions: only the leader expires them, once it has a quorum to commit the close,
  *   on its tick boundaries (the expiry is rounded up to the next tick, as ZooKeeper's
  *   session tracker does). It hears of a session directly when the session is connected
@@ -348,6 +350,7 @@ static void exchange(int l, int f, int64_t at)
 		if (s->srv != f || !s->f_touched)
 			continue;
 		s->f_touched = false;
+		s->f_gap = 0;
 		if (l == E.leader && s->alive) {
 			s->last_heard = at;
 			s->via_follower = true;
@@ -456,6 +459,8 @@ void ens_tick(void)
 				continue;
 			s->last_heard = W.now;
 			s->f_touched = false;
+			s->f_last = W.now;
+			s->f_gap = 0;
 			s->via_follower = s->srv != l && E.s[s->srv].role == R_FOLLOWING &&
 			                  E.s[s->srv].leader == l;
 		}
@@ -587,6 +592,9 @@ void ens_touch(struct sess *s)
 		s->last_heard = W.now;
 		s->via_follower = false;
 	} else if (E.s[i].role == R_FOLLOWING) {
+		if (W.now - s->f_last > s->f_gap)
+			s->f_gap = W.now - s->f_last;
+		s->f_last = W.now;
 		s->f_touched = true;
 	}
 	/* An old leader's own record of the session counts for nothing. */
@@ -610,6 +618,8 @@ void ens_connected(struct sess *s, int srv)
 {
 	s->srv = srv;
 	s->f_touched = false;
+	s->f_last = W.now;
+	s->f_gap = 0;
 	s->via_follower = srv != E.leader;
 	trace("client %d: session %" PRIx64 " on server %d (%s)", s->cl, (uint64_t)s->id, srv,
 	      role_names[E.s[srv].role]);
@@ -634,7 +644,13 @@ void ens_check_expiry(struct sess *s)
 {
 	if (W.tearing_down)
 		return;
-	int64_t allow = s->via_follower ? E.tick / 2 + s->timeout / 6 : 0;
+	/* The leader's record of a session on a follower is the follower's last report:
+	 * what it heard of the session since may be lost with it. A client heard every
+	 * heartbeat (a sixth of the timeout) is then at most half a tick and a heartbeat
+	 * ahead of it; one whose requests were held up on the way, by as long as its
+	 * follower went without hearing of it. */
+	int64_t gap = s->f_gap > s->timeout / 6 ? s->f_gap : s->timeout / 6;
+	int64_t allow = s->via_follower ? E.tick / 2 + gap : 0;
 	bool later = false;
 	for (int j = 0; j < W.nct; j++) {
 		struct contender *t = &W.ct[j];

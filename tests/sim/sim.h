@@ -117,6 +117,9 @@ struct sess {
 	int srv;
 	bool f_touched;
 	bool via_follower;
+	/* --ensemble, on a follower: when it last heard of the session, and the longest it
+	 * went without hearing of it since it last told the leader */
+	int64_t f_last, f_gap;
 };
 
 /* A watch as the C client knows it: only once the answer of the request that set it came
