@@ -33,8 +33,9 @@
  * The invariant this adds (ens_check_expiry()): when the leader expires a session, the
  * loss deadline its client computed (zkl__lost_at(), on its clock) is no later than that
  * moment plus, for a session on a follower, the bound RELIABILITY.md documents: half a
- * tick plus one heartbeat (a sixth of the session timeout). A holder then must be told
- * "lost" by its deadline.
+ * tick plus the longer of a heartbeat (a sixth of the session timeout) and the longest
+ * the follower went without hearing of the session since its last report. A holder
+ * then must be told "lost" by its deadline.
  */
 #include <inttypes.h>
 #include <stdio.h>
