@@ -70,6 +70,7 @@ struct zkl_acquisition {
 	unsigned epoch;                /* *q->epoch when the queue was last looked at */
 	bool unknown;                  /* a create of ours may exist: look for it by uuid */
 	uint64_t unknown_gen;
+	uint64_t uuid_gen;             /* the session node->uuid's last create went out on */
 	struct zkl_op *folder, *create, *list, *op;
 	struct zkl_watch *wt;
 	bool watch_folder;             /* the watch is on the folder's children */
@@ -443,6 +444,13 @@ static int on_find_exists(zkl_client *c, struct zkl_acquisition *a)
 static int start_create(zkl_client *c, struct zkl_acquisition *a)
 {
 	const struct zkl_queue *q = a->q;
+	/* A uuid names creates of one session. One sent on an older session may have made
+	 * a node after all, which lives as long as that session does; a search by uuid on
+	 * this session (on_find()) would find that node first, take ours for someone
+	 * else's, and leave ours in the queue for good. */
+	if (a->uuid_gen && a->uuid_gen != c->gen)
+		zkl__uuid(a->node->uuid);
+	a->uuid_gen = c->gen;
 	char prefix[ZKL_PROTECT_PREFIX_LEN + 32];
 	zkl__node_prefix(prefix, sizeof prefix, a->node->uuid, q->kind);
 	char *target = zkl__path_join(q->path, prefix);

@@ -7,7 +7,8 @@
  * contender acts; faults (delays, lost answers, disconnects, partitions, pauses, crashes,
  * expiry, a peer's deletes, stray children) come from the same seed. After every step the
  * invariants are checked against the model's ground truth. A run that breaks one prints
- * the seed and the command that replays it.
+ * the seed and the command that replays it. With --ensemble, ensemble.c puts three
+ * servers (a leader and followers) under the same model; sim.h holds the world's types.
  *
  * Time: the server's clock is W.now. Each client's clock (what zkl__now_ms() returns while
  * the simulation runs code of that client) is W.now minus the time its clock stood still
@@ -38,10 +39,9 @@
 #include "clock.h"
 #include "internal.h"
 
-#define MAXC 5   /* clients */
-#define MAXK 12  /* contenders (with --multi, a multi-lock's second member too) */
-#define MAXF 24  /* faults */
-#define MAXP 3   /* lock paths */
+#include "sim.h"
+
+struct world W;
 
 /* ------------------------------------------------------------------------------------ */
 /* Randomness: every draw of a run comes from W.rng (the seed). */
@@ -54,298 +54,27 @@ static uint64_t rng_next(uint64_t *s)
 	return z ^ (z >> 31);
 }
 
-/* ------------------------------------------------------------------------------------ */
-/* The world */
 
-struct node {
-	struct node *next;
-	char *path;
-	char *data;
-	int len;
-	struct Stat st;
-	bool container;
-};
-
-enum wkind { W_DATA, W_CHILD };
-
-struct watch {
-	struct watch *next;
-	uint64_t id;
-	struct sess *s;
-	char *path;
-	enum wkind kind;
-	watcher_fn fn;
-	void *ctx;
-};
-
-enum op { OP_CREATE, OP_DELETE, OP_CHILDREN, OP_GET, OP_EXISTS, OP_SET, OP_SYNC, OP_CHECK };
 static const char *const op_names[] = { "create", "delete", "children", "get", "exists", "set",
                                         "sync", "check" };
 
-/* A message: a request travelling to the server, or something travelling back (an
- * answer, a watch event, a session event). */
-enum mkind { M_REQUEST, M_ANSWER, M_WATCH, M_SESSION };
-
-struct msg {
-	struct msg *next;
-	enum mkind kind;
-	int64_t at;          /* arrives no earlier than this (server clock) */
-	bool local;          /* made by the client library itself: no network between */
-	/* M_REQUEST, M_ANSWER */
-	enum op op;
-	char *path;
-	char *data;
-	int len;
-	int mode;
-	int version;
-	watcher_fn wfn;
-	void *wctx;
-	uint64_t wid;        /* the watch this request left on the server */
-	void (*done)(void);
-	const void *arg;
-	int rc;
-	char *created;
-	struct Stat st;
-	char **names;
-	int count;
-	/* M_WATCH, M_SESSION */
-	watcher_fn fn;
-	void *ctx;
-	int type;
-	int state;
-};
-
-/* C_EXPIRING: the C client knows the session expired, and its event is on the way to
- * the library; C_DEAD: the event was delivered. Either way every request is refused on
- * the spot with ZINVALIDSTATE, as the C client does once its handle has seen the
- * expiry: the library must not take such a session for connected while the event is on
- * its way (RELIABILITY.md, finding 4). */
-enum conn { C_CONNECTING, C_UP, C_DOWN, C_EXPIRING, C_DEAD };
-
-struct sess {
-	struct sess *next;
-	int cl;               /* its client's slot */
-	int64_t id;
-	int timeout;
-	watcher_fn fn;
-	void *ctx;
-	/* the server's side */
-	bool known;           /* the server has the session (first connect done) */
-	bool alive;           /* known, and neither expired nor closed */
-	int64_t last_heard;
-	bool kill_conn;       /* the server ended it: the client learns on its next contact */
-	/* the connection, as the client's library sees it */
-	enum conn conn;
-	int64_t retry_at;     /* C_CONNECTING, C_DOWN: next attempt */
-	int64_t last_recv;    /* last time anything arrived from the server */
-	int64_t next_ping;
-	bool lose_next;       /* fault: the next request is applied, its answer lost */
-	bool lose_create;     /* fault: the next create is applied, its answer lost */
-	bool closed;          /* the library closed the handle */
-	bool lib_connected;   /* the last session event delivered said CONNECTED */
-	int64_t lag0;         /* its client's lag when it was opened */
-	struct msg *out, *out_tail;   /* to the server */
-	int64_t out_last;
-	struct msg *in, *in_tail;     /* to the client */
-	int64_t in_last;
-	struct msg *held;             /* watch events fired while disconnected */
-	struct cwatch *cw;            /* the C client's table of watches it knows of */
-};
-
-/* A watch as the C client knows it: only once the answer of the request that set it came
- * back ZOK. An event for a watch it does not know is dropped, as the C client does. */
-struct cwatch {
-	struct cwatch *next;
-	uint64_t id;
-	char *path;
-	watcher_fn fn;
-	void *ctx;
-};
-
-enum life { L_RUN, L_FROZEN, L_SUSPENDED, L_CRASHED };
-
-struct client {
-	zkl_client *c;
-	int64_t lag;          /* how long its clock stood still */
-	int64_t susp_from;    /* L_SUSPENDED: since when */
-	struct sess *sess;    /* its newest session */
-	enum life life;
-	int64_t life_until;
-	bool cs_up, sc_up;    /* client -> server, server -> client */
-	int64_t part_until;
-	bool blocked;         /* a thread of it waits inside the library (nested steps) */
-	int64_t wait_until;   /* until when (server clock), if it runs */
-	uint64_t delivered;   /* deliveries so far: wakes a blocked wait */
-	bool owed;            /* a hold of it must be told lost as soon as it runs again */
-	int64_t faulted_until; /* the end of the last fault that touched it */
-	bool stopped_expiry;  /* a session of it expired while its clock stood still, and it
-	                       * has not opened another since: it cannot know */
-	int timeout;
-	/* --adopt: the application opens the client's sessions and lends them
-	 * (zkl_client_adopt); after an expiry it opens the next one and hands it over
-	 * (zkl_client_handover) at handover_at, and closes the expired handle, its own, at
-	 * close_at. */
-	int64_t handover_at;  /* 0: none due */
-	/* How many times its state listener heard "lost": an adopted session given up by
-	 * the loss rule keeps its id, but its client let go of everything on it. */
-	int losses;
-	struct sess *to_close;
-	int64_t close_at;
-};
-
-enum kind { K_MUTEX, K_READ, K_WRITE, K_SEM, K_SEMMUTEX, K_LEADER, K_MULTI };
 static const char *const kind_names[] = { "mutex", "read", "write", "semaphore",
                                           "semaphore-mutex", "leader", "multi-lock" };
 
-enum cstate { CT_IDLE, CT_ACQUIRING, CT_HOLDING, CT_DONE };
+const char *kind_name(enum kind k)
+{
+	return kind_names[k];
+}
 
-/* A multi-lock (K_MULTI, with --multi) holds two mutexes of its client, on its path and
- * on its second member's: that member is a contender of its own in W.ct, its "shadow",
- * never driven by itself, whose hold the multi-lock's grant records, so that every
- * check of a path counts the multi-lock's hold there too. */
-struct contender {
-	int cl;
-	int path;            /* index in W.paths */
-	enum kind kind;
-	int shadow;          /* K_MULTI: index of its second member in W.ct */
-	int shadow_of;       /* a second member: its multi-lock's index; else -1 */
-	zkl_multilock *ml;
-	zkl_mutex *m;
-	zkl_rwlock *rw;
-	zkl_semaphore *sem;
-	zkl_semaphore_mutex *sm;
-	zkl_leader *ld;
-	zkl_lock *l;
-	enum cstate st;
-	int cycles;          /* left to do */
-	int cycles0;         /* planned */
-	int64_t next_at;     /* CT_IDLE: start; CT_ACQUIRING: cancel (or INT64_MAX);
-	                      * CT_HOLDING: release */
-	bool pending;        /* an async acquire's callback is owed */
-	bool believes;       /* it was told it holds, and neither released nor told lost */
-	bool voided;         /* its node was deleted by a peer: its hold counts no more */
-	int64_t token;
-	int64_t sess;        /* the session its node belongs to */
-	char node[ZKL_NODE_MAX];
-	int calls, losts;
-	bool releasing;      /* its release is under way: a loss may still be told */
-	bool told_lost;      /* its lost callback ran for the current hold */
-	/* The acquire under way, for the FIFO check: cancelled, its deadline on its client's
-	 * clock (INT64_MAX: none), the session its client was on when it started. */
-	bool canceled;
-	int64_t deadline;
-	int64_t acq_sess;
-	int acq_losses;      /* its client's losses when it started */
-	char first[ZKL_NODE_MAX]; /* its first node on that session ("": none yet) */
-	/* A revocable mutex: its holds last longer, and a request to give its node up must
-	 * reach it (the revoke callback) while nothing else gets in the way. */
-	int64_t granted_at;  /* when it was told it holds */
-	bool revocable;
-	int64_t revoke_at;   /* a request for the current hold's node: when (0: none) */
-	bool revoke_told;
-	bool revoke_gone;    /* a peer wrote over the request: it may never be read */
-	/* A peer deleted the node of the current hold: when (0: no). The holder must be told
-	 * "lost" within deleted_bound() unless something disturbed its client. */
-	int64_t deleted_at;
-};
-
-enum fkind {
-	F_LOSE,      /* the next request of a client is applied, its answer lost */
-	F_DROP,      /* the connection drops; the client reconnects to the same session */
-	F_EXPIRE,    /* cut off both ways for longer than the session timeout */
-	F_FREEZE,    /* the process stops; its clock goes on (a long GC, SIGSTOP) */
-	F_SUSPEND,   /* the machine stops; its monotonic clock stops too */
-	F_CRASH,     /* the process dies: its session expires on the server */
-	F_PEERDEL,   /* a peer deletes a lock node */
-	F_STRAY,     /* a peer puts a stray child in a lock folder */
-	F_CUT_CS,    /* one-way partition: the server no longer hears the client */
-	F_CUT_SC,    /* one-way partition: the client no longer hears the server */
-	F_LOSE_CUT,  /* the next create's answer is lost, and the client no longer hears the
-	              * server for about the session timeout: the loss rule moves it to a new
-	              * session while the server still has the old one */
-	F_PEERWRITE, /* a peer writes over the data of a lock node (an operator, a revocation
-	              * request): its watchers hear a change, not a deletion. Not drawn by
-	              * itself: half of the stray faults become this one (see scenario()) */
-	F_REVOKE,    /* a revocation request (the revoke marker written over a revocable
-	              * mutex holder's node, as zkl_revoke() does) */
-	F_COUNT,     /* a peer sets a semaphore's shared count to 1, 2 or 3 */
-	F_NKINDS
-};
 static const char *const fault_names[] = { "lose-answer", "drop", "expire", "freeze", "suspend",
                                            "crash", "peer-delete", "stray", "cut-c>s",
                                            "cut-s>c", "lose-create+cut-s>c",
-                                           "peer-write", "revoke", "count" };
+                                           "peer-write", "revoke", "count", "server-cut",
+                                           "server-down" };
 
-struct fault {
-	enum fkind kind;
-	int cl;
-	int64_t at, dur;
-	uint64_t pick;
-	bool done;
-};
 
-struct path_info {
-	char path[64];
-	enum kind kind;      /* of its contenders (K_READ/K_WRITE: a rwlock) */
-	int max;             /* semaphores */
-	int64_t max_token;   /* the highest token granted so far */
-	int64_t max_excl;    /* the highest token of an exclusive hold */
-	/* A semaphore whose limit is a shared count (max is its first value): the values it
-	 * has had, and since when. */
-	bool shared;
-	char count_path[64];
-	int nvals;
-	struct { int64_t at; int v; } vals[16];
-};
-
-struct options {
-	uint64_t seed;
-	bool trace;
-	uint32_t fault_mask;   /* faults of the schedule kept (bit i: fault i) */
-	uint32_t cont_mask;    /* contenders kept */
-	bool verbose;
-	bool sem_peerdel;      /* peers delete semaphore nodes too */
-	bool known_sem;        /* the known semaphore stall is counted, not a failure */
-	bool leaders;          /* the mutex paths are leader elections (latches' views) */
-	bool multi;            /* mutex paths only; some contenders are multi-locks of two */
-	bool adopt;            /* the clients' sessions are the application's (adopted) */
-};
-
-static struct world {
-	struct options o;
-	uint64_t rng;
-	int64_t now;
-	int64_t zxid, next_sid;
-	uint64_t next_wid;
-	struct node *nodes;
-	struct watch *watches;
-	struct sess *sessions;
-	struct client cl[MAXC];
-	int ncl;
-	struct contender ct[MAXK];
-	int nct;
-	struct fault f[MAXF];
-	int nf;
-	struct path_info paths[MAXP];
-	int npaths;
-	int cur;             /* the client whose code runs now (its clock), or -1 */
-	int depth;
-	int64_t delay_max;
-	int64_t fault_end;   /* no new fault starts after this */
-	int64_t next_reap;
-	char peer_deleted[16][ZKL_NODE_MAX];
-	int npeer_deleted;
-	bool tearing_down;
-	bool checking;
-	uint64_t steps;
-	int holds;           /* holds granted */
-	int exempt;          /* holds left unchecked: suspended or crashed */
-	int known_stalls;    /* runs ended by the known semaphore stall */
-	uint64_t fifo_pairs; /* FIFO: (grant, clean waiting contender) pairs compared */
-} W;
-
-static void trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void trace(const char *fmt, ...)
+void trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void trace(const char *fmt, ...)
 {
 	if (!W.o.trace)
 		return;
@@ -360,8 +89,8 @@ static void trace(const char *fmt, ...)
 static void print_schedule(FILE *f);
 static bool quiet_child; /* stdout goes nowhere: the violation's line goes to stderr */
 
-static void violation(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void violation(const char *fmt, ...)
+void violation(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+void violation(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -375,12 +104,12 @@ static void violation(const char *fmt, ...)
 	_exit(1);
 }
 
-static uint64_t rnd(uint64_t n)
+uint64_t rnd(uint64_t n)
 {
 	return n ? rng_next(&W.rng) % n : 0;
 }
 
-static int64_t between(int64_t lo, int64_t hi)
+int64_t between(int64_t lo, int64_t hi)
 {
 	return lo + (int64_t)rnd((uint64_t)(hi - lo + 1));
 }
@@ -417,7 +146,7 @@ static void *xcalloc(size_t n, size_t size)
 /* ------------------------------------------------------------------------------------ */
 /* Clocks */
 
-static int64_t clock_of(int k)
+int64_t clock_of(int k)
 {
 	struct client *cl = &W.cl[k];
 	if (cl->life == L_SUSPENDED)
@@ -646,7 +375,7 @@ static void msg_free(struct msg *m)
 	free(m);
 }
 
-static int64_t delay(void)
+int64_t delay(void)
 {
 	/* Mostly short; now and then a long one (a slow server, a retransmission). */
 	if (rnd(100) == 0)
@@ -655,7 +384,7 @@ static int64_t delay(void)
 }
 
 /* Queues m for s's client, behind what is queued already (per-session FIFO). */
-static void push_in(struct sess *s, struct msg *m, int64_t at)
+void push_in(struct sess *s, struct msg *m, int64_t at)
 {
 	if (at < s->in_last)
 		at = s->in_last;
@@ -675,8 +404,10 @@ static void deliver_later(struct sess *s, struct msg *m)
 		msg_free(m);
 		return;
 	}
-	if (s->conn != C_UP) {
-		/* Not connected: the watch is re-set on reconnection, and fires then. */
+	if (s->conn != C_UP || (W.o.ensemble && ens_holds_events(s))) {
+		/* Not connected: the watch is re-set on reconnection, and fires then. With an
+		 * ensemble, a server cut off from the leader sees no commits: the event comes
+		 * once it sees them again, or once the client is on another server. */
 		m->next = s->held;
 		s->held = m;
 		return;
@@ -738,12 +469,12 @@ static void server_end(struct sess *s, const char *why)
 	}
 }
 
-static void check_expiry_told(struct sess *s);
+void check_expiry_told(struct sess *s);
 
 /* The connection of s drops (as the client's library sees it): every request without an
  * answer fails with connection loss, whether the server applied it or not, and the
  * library reports CONNECTING. */
-static void disconnect(struct sess *s, const char *why)
+void disconnect(struct sess *s, const char *why)
 {
 	if (s->conn != C_UP && s->conn != C_CONNECTING)
 		return;
@@ -810,6 +541,12 @@ static void connect_attempt(struct sess *s)
 		s->retry_at = W.now + between(100, 1000);
 		return;
 	}
+	int srv = -1;
+	if (W.o.ensemble && (srv = ens_pick(s)) < 0) {
+		/* No server it knows can take the session now (down, electing, cut off). */
+		s->retry_at = W.now + between(100, 1000);
+		return;
+	}
 	s->kill_conn = false;
 	if (s->known && !s->alive) {
 		trace("client %d: session %" PRIx64 " reconnects: expired", s->cl, (uint64_t)s->id);
@@ -832,10 +569,18 @@ static void connect_attempt(struct sess *s)
 	s->conn = C_UP;
 	s->last_recv = W.now;
 	s->next_ping = W.now + s->timeout / 3;
+	if (W.o.ensemble)
+		ens_connected(s, srv);
 	trace("client %d: session %" PRIx64 " connected", s->cl, (uint64_t)s->id);
 	int64_t at = W.now + delay();
 	session_event(s, ZOO_CONNECTED_STATE, at, false);
 	/* Watches re-set on reconnection fire now for what changed meanwhile. */
+	release_held(s, at);
+}
+
+/* The watch events held for s while it could not hear them fire now, oldest first. */
+void release_held(struct sess *s, int64_t at)
+{
 	struct msg *rev = NULL;
 	while (s->held) {
 		struct msg *m = s->held;
@@ -857,10 +602,15 @@ static void apply(struct sess *s)
 	s->out = m->next;
 	if (!s->out)
 		s->out_tail = NULL;
-	s->last_heard = W.now;
+	if (W.o.ensemble)
+		ens_touch(s);
+	else
+		s->last_heard = W.now;
 	struct msg *own = NULL;
 	int rc = ZOK;
-	if (!s->alive) {
+	/* With an ensemble, a server cut off from the leader does not know the session
+	 * ended, and answers its reads (ens_ready() lets nothing else through). */
+	if (!s->alive && (!W.o.ensemble || ens_knows_expired(s))) {
 		rc = ZSESSIONEXPIRED;
 	} else {
 		switch (m->op) {
@@ -934,6 +684,8 @@ static void apply(struct sess *s)
 	m->kind = M_ANSWER;
 	m->rc = rc;
 	int64_t at = W.now + delay();
+	if (W.o.ensemble)
+		at += ens_extra_delay(m);
 	while (own) {
 		struct msg *e = own;
 		own = e->next;
@@ -1158,6 +910,8 @@ static int submit(zhandle_t *zh, enum op op, const char *path, const char *data,
 		s->out = m;
 	s->out_tail = m;
 	trace("client %d: sends %s %s", s->cl, op_names[op], path);
+	if (W.o.ensemble)
+		ens_sent(s, (int)op);
 	return ZOK;
 }
 
@@ -1278,7 +1032,7 @@ static const struct zkl_zk_ops sim_ops = {
 /* ------------------------------------------------------------------------------------ */
 /* Ground truth and invariants */
 
-static struct sess *sess_by_id(int64_t id)
+struct sess *sess_by_id(int64_t id)
 {
 	for (struct sess *s = W.sessions; s; s = s->next)
 		if (s->id == id)
@@ -1286,7 +1040,7 @@ static struct sess *sess_by_id(int64_t id)
 	return NULL;
 }
 
-static bool alive(int64_t id)
+bool alive(int64_t id)
 {
 	struct sess *s = sess_by_id(id);
 	return s && s->alive;
@@ -1294,7 +1048,7 @@ static bool alive(int64_t id)
 
 /* Whether the clock of s's client stood still (suspend) during s's life: its loss rule
  * then runs late by that much, and nothing can tell it. */
-static bool clock_stood_still(const struct sess *s)
+bool clock_stood_still(const struct sess *s)
 {
 	return s && (W.cl[s->cl].lag != s->lag0 || W.cl[s->cl].life == L_SUSPENDED);
 }
@@ -1306,7 +1060,7 @@ static bool exclusive(enum kind k)
 
 /* The server is about to expire s: a holder on it must have been told already (its own
  * clock gave the session up before the server's clock could end it). */
-static void check_expiry_told(struct sess *s)
+void check_expiry_told(struct sess *s)
 {
 	if (W.tearing_down)
 		return;
@@ -1353,6 +1107,10 @@ static void check_deleted_told(void)
 		if (cl->life != L_RUN || cl->faulted_until + cl->timeout >= t->deleted_at ||
 		    !alive(t->sess))
 			continue;
+		/* With an ensemble, a server out of step with the leader holds the event back
+		 * (ensemble.c): the servers' faults touch every client. */
+		if (W.o.ensemble && ens_disturbed() + cl->timeout >= t->deleted_at)
+			continue;
 		violation("contender %d (client %d) still believes it holds %s, %" PRId64 " ms "
 		          "after a peer deleted its node %s: it was never told \"lost\"", j, t->cl,
 		          W.paths[t->path].path, W.now - t->deleted_at, t->node);
@@ -1364,6 +1122,8 @@ static void check_all(void)
 	if (W.tearing_down)
 		return;
 	check_deleted_told();
+	if (W.o.ensemble)
+		ens_check();
 	for (int p = 0; p < W.npaths; p++) {
 		int excl = 0, shared = 0, first = -1;
 		int64_t oldest = INT64_MAX, faulted = INT64_MIN;
@@ -1552,6 +1312,7 @@ static void hold_record(struct contender *t, int j, zkl_lock *view)
 	t->told_lost = false;
 	t->voided = false;
 	t->deleted_at = 0;
+	t->tell_by = 0;
 	t->granted_at = W.now;
 	t->token = zkl_lock_token(view);
 	int n = zkl_lock_node(view, t->node, sizeof t->node);
@@ -1646,6 +1407,8 @@ static void on_acquired(zkl_lock *l, int rc, void *data)
 	t->next_at = W.now + (r == 1 ? between(to, 2 * to) : between(0, 2500));
 	if (t->revocable && r > 1)
 		t->next_at = W.now + between(0, 4 * to); /* time for a revocation request */
+	if (t->scripted)
+		t->next_at = W.now + t->hold_for;
 }
 
 /* How long a revocation request may take to reach a holder whose client nothing else
@@ -1842,6 +1605,8 @@ static void contender_act(int j)
 			int to = W.cl[t->cl].timeout;
 			uint64_t r = rnd(10);
 			int timeout = r == 0 ? 0 : r == 1 ? -1 : (int)between(50, 3 * to);
+			if (t->scripted)
+				timeout = -1;
 			t->pending = true;
 			t->canceled = false;
 			t->deadline = timeout < 0 ? INT64_MAX : clock_of(t->cl) + timeout;
@@ -1861,6 +1626,8 @@ static void contender_act(int j)
 			} else if (t->pending) {
 				t->st = CT_ACQUIRING;
 				t->next_at = rnd(6) == 0 ? W.now + between(0, 2000) : INT64_MAX;
+				if (t->scripted)
+					t->next_at = INT64_MAX;
 			}
 		}
 	} else if (t->st == CT_ACQUIRING) {
@@ -1884,6 +1651,17 @@ static void fault_start(int i)
 	f->done = true;
 	if (!(W.o.fault_mask & (1u << i)))
 		return;
+	if (f->kind == F_SRV_CUT || f->kind == F_SRV_DOWN) {
+		ens_fault(f);
+		return;
+	}
+	if (W.o.ensemble && !ens_commits() &&
+	    (f->kind == F_PEERDEL || f->kind == F_PEERWRITE || f->kind == F_STRAY ||
+	     f->kind == F_REVOKE || f->kind == F_COUNT)) {
+		/* A peer's write needs a leader with a quorum: none now. */
+		trace("FAULT %d: %s skipped: no leader commits now", i, fault_names[f->kind]);
+		return;
+	}
 	struct client *cl = &W.cl[f->cl];
 	if (cl->life == L_CRASHED || !cl->sess)
 		return;
@@ -2027,6 +1805,8 @@ static void fault_start(int i)
 		}
 		break;
 	}
+	case F_SRV_CUT:
+	case F_SRV_DOWN:
 	case F_NKINDS:
 		break;
 	}
@@ -2148,12 +1928,18 @@ static void ticks(void)
 	for (int i = 0; i < W.nf; i++)
 		if (!W.f[i].done && W.f[i].at <= W.now)
 			fault_start(i);
+	if (W.o.ensemble)
+		ens_tick();
 	/* The server's expiries first: a client that stops being frozen or suspended in the
 	 * same millisecond was still stopped when the server expired its session, and has
 	 * had no time to run its loss rule (it is owed that first thing). */
 	for (struct sess *s = W.sessions; s; s = s->next) {
-		if (s->alive && W.now - s->last_heard >= s->timeout) {
-			check_expiry_told(s);
+		if (W.o.ensemble ? s->alive && ens_expires(s) :
+		    s->alive && W.now - s->last_heard >= s->timeout) {
+			if (W.o.ensemble)
+				ens_check_expiry(s);
+			else
+				check_expiry_told(s);
 			server_end(s, "expired");
 			s->kill_conn = true;
 		}
@@ -2178,13 +1964,19 @@ static void ticks(void)
 			connect_attempt(s);
 		if (s->conn != C_UP)
 			continue;
-		if (s->kill_conn && cl->sc_up) {
+		if (s->kill_conn && cl->sc_up && (!W.o.ensemble || ens_knows_expired(s))) {
 			disconnect(s, "the server ended the session");
 			continue;
 		}
 		if (W.now >= s->next_ping) {
 			s->next_ping = W.now + s->timeout / 3;
-			if (cl->cs_up && s->alive) {
+			if (W.o.ensemble) {
+				if (cl->cs_up && ens_answers_ping(s)) {
+					ens_touch(s);
+					if (cl->sc_up)
+						s->last_recv = W.now;
+				}
+			} else if (cl->cs_up && s->alive) {
 				s->last_heard = W.now;
 				if (cl->sc_up)
 					s->last_recv = W.now;
@@ -2226,8 +2018,8 @@ static bool step(void)
 			continue;
 		struct client *cl = &W.cl[s->cl];
 		if (s->out) {
-			if (!cl->cs_up)
-				;
+			if (!cl->cs_up || (W.o.ensemble && !ens_ready(s, s->out)))
+				; /* with an ensemble: its server waits for the leader (ens_tick()) */
 			else if (s->out->at <= W.now && n < 64)
 				act[n++] = (struct action){ A_ARRIVE, s, 0 };
 			else
@@ -2241,8 +2033,10 @@ static bool step(void)
 			else
 				next = min64(next, s->in->at);
 		}
-		if (s->alive)
+		if (s->alive && !W.o.ensemble)
 			next = min64(next, s->last_heard + s->timeout);
+		if (s->alive && W.o.ensemble && ens_expiry_at(s) > W.now)
+			next = min64(next, ens_expiry_at(s));
 		if (cl->life == L_RUN) {
 			if (s->conn == C_CONNECTING || s->conn == C_DOWN)
 				next = min64(next, s->retry_at);
@@ -2296,6 +2090,8 @@ static bool step(void)
 		if (!W.f[i].done)
 			next = min64(next, W.f[i].at);
 	next = min64(next, W.next_reap);
+	if (W.o.ensemble)
+		next = min64(next, ens_next());
 	if (n == 0) {
 		if (next == INT64_MAX)
 			return false;
@@ -2399,6 +2195,10 @@ static const struct zkl_clock_hook sim_clock = { hook_now, hook_wait, NULL };
 
 static void scenario(void)
 {
+	if (W.o.scenario) {
+		ens_scenario();
+		return;
+	}
 	W.ncl = (int)between(2, 4);
 	int timeout = (int)between(2, 8) * 1000;
 	W.delay_max = between(1, 120);
@@ -2461,9 +2261,15 @@ static void scenario(void)
 	for (int k = 0; k < W.ncl; k++) {
 		W.cl[k].timeout = timeout;
 		W.cl[k].cs_up = W.cl[k].sc_up = true;
+		/* With an ensemble, a third of the clients know one server only (the others
+		 * all three): such a client cannot move when its server fails it. */
+		if (W.o.ensemble)
+			W.cl[k].srv_mask = rnd(3) == 0 ? 1u << rnd(3) : 7u;
 	}
-	/* Faults, more valuable kinds more often. */
-	static const int weight[F_NKINDS] = { 4, 4, 2, 2, 1, 1, 2, 1, 2, 2, 2, 0, 2, 2 };
+	/* Faults, more valuable kinds more often; with an ensemble, the servers' too. */
+	static const int weight1[F_NKINDS] = { 4, 4, 2, 2, 1, 1, 2, 1, 2, 2, 2, 0, 2, 2 };
+	static const int weight3[F_NKINDS] = { 4, 4, 2, 2, 1, 1, 2, 1, 2, 2, 2, 0, 2, 2, 6, 3 };
+	const int *weight = W.o.ensemble ? weight3 : weight1;
 	int total = 0;
 	for (int i = 0; i < F_NKINDS; i++)
 		total += weight[i];
@@ -2495,6 +2301,12 @@ static void scenario(void)
 		case F_LOSE_CUT:
 			f->dur = between(timeout * 95 / 100, timeout * 3 / 2);
 			break;
+		case F_SRV_CUT:
+			f->dur = between(200, timeout * 3);
+			break;
+		case F_SRV_DOWN:
+			f->dur = between(200, timeout * 2);
+			break;
 		default:
 			f->dur = 0;
 		}
@@ -2507,6 +2319,8 @@ static void scenario(void)
 			W.f[j - 1] = x;
 		}
 	W.next_reap = between(200, 3000);
+	if (W.o.ensemble)
+		ens_init();
 }
 
 static void print_schedule(FILE *f)
@@ -2528,11 +2342,25 @@ static void print_schedule(FILE *f)
 			        W.ct[j].cycles0);
 	for (int i = 0; i < W.nf; i++)
 		if (W.o.fault_mask & (1u << i))
-			fprintf(f, "  fault %d: at %" PRId64 " ms, %s, client %d, %" PRId64 " ms\n", i,
-			        W.f[i].at, fault_names[W.f[i].kind], W.f[i].cl, W.f[i].dur);
-	fprintf(f, "replay: tests/sim/run --seed %" PRIu64 " --faults 0x%x --contenders 0x%x%s%s%s%s "
+		{
+			char who[32];
+			if ((W.f[i].kind == F_SRV_CUT || W.f[i].kind == F_SRV_DOWN) &&
+			    (W.f[i].pick >> 8) & 1)
+				snprintf(who, sizeof who, "the leader");
+			else if (W.f[i].kind == F_SRV_CUT || W.f[i].kind == F_SRV_DOWN)
+				snprintf(who, sizeof who, "server %d", (int)(W.f[i].pick % 3));
+			else
+				snprintf(who, sizeof who, "client %d", W.f[i].cl);
+			fprintf(f, "  fault %d: at %" PRId64 " ms, %s, %s, %" PRId64 " ms\n", i,
+			        W.f[i].at, fault_names[W.f[i].kind], who, W.f[i].dur);
+		}
+	if (W.o.ensemble)
+		ens_print(f);
+	fprintf(f, "replay: tests/sim/run --seed %" PRIu64 " --faults 0x%x --contenders 0x%x%s%s%s%s%s%s%s "
 	        "--trace\n", W.o.seed, W.o.fault_mask & ((1u << W.nf) - 1),
 	        W.o.cont_mask & ((1u << W.nct) - 1),
+	        W.o.ensemble ? " --ensemble" : "",
+	        W.o.scenario ? " --scenario " : "", W.o.scenario ? ens_scenario_name(W.o.scenario) : "",
 	        W.o.leaders ? " --leaders" : W.o.multi ? " --multi" : "",
 	        W.o.adopt ? " --adopt" : "",
 	        W.o.sem_peerdel ? " --semaphore-peer-deletes" : "",
@@ -2597,6 +2425,7 @@ struct stats {
 	uint64_t known_stalls;
 	uint64_t simulated_ms;
 	uint64_t fifo_pairs;
+	uint64_t elections, ens_checked, ens_early;
 };
 
 static int run(const struct options *o, struct stats *out)
@@ -2649,6 +2478,10 @@ static int run(const struct options *o, struct stats *out)
 	/* Faults, then until every contender is done: the liveness bound. */
 	run_until(W.fault_end, NULL);
 	int64_t bound = W.fault_end + 4 * W.cl[0].timeout;
+	/* With an ensemble, from the moment the servers are whole again: nothing commits
+	 * while a majority is cut off or down, and a leader is elected after. */
+	if (W.o.ensemble && ens_settled() > W.fault_end)
+		bound += ens_settled() - W.fault_end;
 	for (int j = 0; j < W.nct; j++)
 		bound += (int64_t)W.ct[j].cycles * (2500 + 2 * W.cl[0].timeout + 3 * W.cl[0].timeout) *
 		         (W.ct[j].kind == K_MULTI ? 2 : 1);
@@ -2670,7 +2503,8 @@ static int run(const struct options *o, struct stats *out)
 	/* Quiet: background deletes end, old sessions close or expire. Then no node of ours
 	 * may be left on a live session. */
 	if (!known)
-		run_until(W.now + 2 * W.cl[0].timeout + 6000, NULL);
+		run_until((W.o.ensemble && ens_settled() > W.now ? ens_settled() : W.now) +
+		          2 * W.cl[0].timeout + 6000, NULL);
 	for (struct node *n = W.nodes; n && !known; n = n->next) {
 		if (strncmp(n->path, "/locks/", 7) == 0 && n->st.ephemeralOwner &&
 		    alive(n->st.ephemeralOwner)) {
@@ -2685,6 +2519,9 @@ static int run(const struct options *o, struct stats *out)
 	out->known_stalls = (uint64_t)W.known_stalls;
 	out->simulated_ms = (uint64_t)W.now;
 	out->fifo_pairs = W.fifo_pairs;
+	out->elections = W.elections;
+	out->ens_checked = W.ens_checked;
+	out->ens_early = W.ens_early;
 
 	/* Teardown: the dead come back so that everything can be freed. */
 	W.tearing_down = true;
@@ -2790,6 +2627,9 @@ static void stats_add(struct stats *to, const struct stats *st)
 	to->known_stalls += st->known_stalls;
 	to->simulated_ms += st->simulated_ms;
 	to->fifo_pairs += st->fifo_pairs;
+	to->elections += st->elections;
+	to->ens_checked += st->ens_checked;
+	to->ens_early += st->ens_early;
 }
 
 static void to_devnull(int fd)
@@ -3018,7 +2858,10 @@ static void usage(void)
 	        "         --multi (mutex paths only; about half the contenders are multi-locks\n"
 	        "           of two of them, taken asynchronously through the multi-lock's view)\n"
 	        "         --adopt (the clients' sessions are the application's: adopted, and\n"
-	        "           handed over after an expiry)\n",
+	        "           handed over after an expiry)\n"
+	        "         --ensemble (three servers, a leader and followers: ensemble.c)\n"
+	        "         --scenario NAME (a scripted ensemble case: follower-cut, leader-cut,\n"
+	        "           grant-idle; the seed draws the rest)\n",
 	        MAXJOBS);
 	exit(2);
 }
@@ -3067,6 +2910,16 @@ int main(int argc, char **argv)
 			o.multi = true;
 		} else if (strcmp(a, "--adopt") == 0) {
 			o.adopt = true;
+		} else if (strcmp(a, "--ensemble") == 0) {
+			o.ensemble = true;
+		} else if (strcmp(a, "--scenario") == 0 && v) {
+			o.scenario = ens_scenario_named(v);
+			if (o.scenario <= 0) {
+				fprintf(stderr, "zkl-sim: no scenario named %s\n", v);
+				return 2;
+			}
+			o.ensemble = true;
+			i++;
 		} else if (strcmp(a, "--keep-going") == 0) {
 			keep_going = keep_going_g = true;
 		} else if (strcmp(a, "--no-shrink") == 0) {
@@ -3132,6 +2985,11 @@ int main(int argc, char **argv)
 	struct stats tot = { 0 };
 	for (int w = 0; w < MAXJOBS; w++)
 		stats_add(&tot, &shared->slot[w].st);
+	if (o.ensemble)
+		printf("ensemble: %" PRIu64 " elections; %" PRIu64 " holders' sessions expired by "
+		       "the leader checked against their client's loss deadline, %" PRIu64 " of them "
+		       "expired before it (within the documented bound)\n", tot.elections,
+		       tot.ens_checked, tot.ens_early);
 	printf("%" PRIu64 " schedules (seeds %" PRIu64 "..%" PRIu64 "), %" PRIu64 " steps, %" PRIu64
 	       " holds, %.1f simulated hours, %" PRIu64 " holds unchecked (suspended or crashed), "
 	       "%" PRIu64 " waiting contenders a grant was checked against (FIFO), %" PRIu64
