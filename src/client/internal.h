@@ -440,8 +440,14 @@ struct zkl_job {
 	 * Also called (mu held) if the job never reached the loop. */
 	void (*drop)(zkl_client *c, struct zkl_job *j);
 	/* NULL: a thread waits for the end (zkl__job_wait). Else the end, on the loop (mu
-	 * held), with rc and error set; the job is not touched after it. */
+	 * held), with rc and error set; the job is not touched after it, unless after is
+	 * set: then after runs next, on the loop with no lock held (to call a user's
+	 * callback), and may free the job. */
 	void (*end)(zkl_client *c, struct zkl_job *j);
+	void (*after)(zkl_client *c, struct zkl_job *j);
+	/* mu: a job started by a step of another (zkl__job_start_locked), and the one
+	 * child of a job under way; the parent is woken when its child ends. */
+	struct zkl_job *parent, *child;
 	int rc;                    /* once ended: its result, and its detail */
 	char error[256];
 	sem_t done;                /* posted once it ended: its waiting thread's wait */
@@ -453,15 +459,27 @@ void zkl__jobs_tell(struct zkl_job *list);
 /* Hands j to the loop (no lock held). Returns 0, or ZKL_ECLOSED (the loop runs no more,
  * j is left as it was). */
 int zkl__job_start(zkl_client *c, struct zkl_job *j, const void *owner);
+/* The same from a step or a call the loop runs (mu held): j begins at once. With a
+ * parent (the job whose step starts j; one child at a time), j is its child: the parent
+ * is woken once j has ended (after j's end), and with external_loop the thread that
+ * waits for the parent runs j's steps too. */
+void zkl__job_start_locked(zkl_client *c, struct zkl_job *j, const void *owner,
+                          struct zkl_job *parent);
 /* Waits (no lock held) for the end of j, started without an end function. Returns its
  * result, with its detail for zkl_last_error(). With external_loop the waiting thread
- * runs j's steps itself. */
+ * runs j's steps (and its child's) itself. */
 int zkl__job_wait(zkl_client *c, struct zkl_job *j);
 /* Frees what zkl__job_start() set up, for a job with an end function, once it ended. */
 void zkl__job_destroy(struct zkl_job *j);
 /* Starts j and waits for it; on c's own event thread (a callback), which cannot wait
  * for a job, fails at once with ZKL_EDEADLK, naming what. */
 int zkl__job_run(zkl_client *c, struct zkl_job *j, const void *owner, const char *what);
+/* Runs fn(c, arg) on the loop (mu held), after everything handed to the loop before,
+ * and returns once it has run (no lock held): how an application thread reads or
+ * changes, in one go, state that only the loop touches. On a thread that runs the loop,
+ * and with external_loop, it runs at once on the calling thread (zkl__call); once the
+ * loop has ended (closing), here too. The caller holds no lock a loop callback takes. */
+void zkl__loop_run(zkl_client *c, void (*fn)(zkl_client *c, void *arg), void *arg);
 /* For steps (on the loop, mu held; released around the send): sends r bound to j.
  * Returns 0 with *op set, or a ZKL_E* code with *op NULL. */
 int zkl__job_send(zkl_client *c, struct zkl_job *j, const struct zkl_req *r,

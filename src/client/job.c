@@ -26,7 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core.h"
 
 /* Wakes the thread that waits for j. A semaphore, not a condition variable: the woken
  * thread takes no mutex the loop may still hold, and may free j as soon as it wakes. */
@@ -48,8 +48,19 @@ static void job_step(zkl_client *c, struct zkl_waiter *w)
 	if (j->drop)
 		j->drop(c, j);
 	zkl__waiter_leave(c, &j->w);
+	if (j->parent) {
+		/* A child job: its parent looks at what it left (end, below, runs first). */
+		j->parent->child = NULL;
+		zkl__waiter_wake(c, &j->parent->w);
+	}
 	if (j->end) {
-		j->end(c, j); /* j may be gone */
+		void (*after)(zkl_client *c, struct zkl_job *j) = j->after;
+		j->end(c, j); /* j may be gone, unless after is set */
+		if (after) {
+			pthread_mutex_unlock(&c->mu);
+			after(c, j); /* j may be gone */
+			pthread_mutex_lock(&c->mu);
+		}
 		return;
 	}
 	if (j->w.own_thread) {
@@ -82,13 +93,34 @@ static void job_begin(zkl_client *c, struct zkl__call *call)
 	zkl__waiter_enter_loop(c, &j->w, j->owner, job_step);
 }
 
-int zkl__job_start(zkl_client *c, struct zkl_job *j, const void *owner)
+/* What every start of a job sets. */
+static void job_init(struct zkl_job *j, const void *owner)
 {
 	j->owner = owner;
 	j->rc = 0;
 	j->error[0] = '\0';
 	j->finished = false;
+	j->parent = j->child = NULL;
 	sem_init(&j->done, 0, 0);
+}
+
+void zkl__job_start_locked(zkl_client *c, struct zkl_job *j, const void *owner,
+                          struct zkl_job *parent)
+{
+	job_init(j, owner);
+	if (parent) {
+		j->parent = parent;
+		parent->child = j;
+	}
+	/* A child is run by whoever runs its parent: with external_loop, the thread that
+	 * waits for the parent (zkl__job_wait). */
+	j->w.own_thread = parent ? parent->w.own_thread : c->external && !j->end;
+	zkl__waiter_enter_loop(c, &j->w, owner, job_step);
+}
+
+int zkl__job_start(zkl_client *c, struct zkl_job *j, const void *owner)
+{
+	job_init(j, owner);
 	j->call.fn = job_begin;
 	j->w.own_thread = c->external && !j->end;
 	if (!zkl__call(c, &j->call)) {
@@ -106,10 +138,15 @@ int zkl__job_wait(zkl_client *c, struct zkl_job *j)
 		 * nothing else would run it. The loop leaves it alone (own_thread). */
 		pthread_mutex_lock(&c->mu);
 		while (!j->finished) {
-			if (zkl__waiter_due(&j->w))
+			struct zkl_job *k = j->child;
+			if (k && zkl__waiter_due(&k->w))
+				job_step(c, &k->w); /* k may be gone */
+			else if (zkl__waiter_due(&j->w))
 				job_step(c, &j->w);
 			else
-				zkl__cond_wait_until(&c->ev_cv, &c->mu, j->w.wake_at);
+				zkl__cond_wait_until(&c->ev_cv, &c->mu,
+				                     k && k->w.wake_at < j->w.wake_at ? k->w.wake_at
+				                                                      : j->w.wake_at);
 		}
 		pthread_mutex_unlock(&c->mu);
 	} else {
@@ -155,6 +192,40 @@ int zkl__job_run(zkl_client *c, struct zkl_job *j, const void *owner, const char
 		return rc;
 	}
 	return zkl__job_wait(c, j);
+}
+
+/* ---- running something on the loop and waiting for it ------------------------------ */
+
+struct loop_run {
+	struct zkl__call call;     /* first */
+	void (*fn)(zkl_client *c, void *arg);
+	void *arg;
+	sem_t ran;
+};
+
+static void loop_run_call(zkl_client *c, struct zkl__call *call)
+{
+	struct loop_run *k = (struct loop_run *)call;
+	k->fn(c, k->arg);
+	sem_post(&k->ran); /* k is the waiting thread's again */
+}
+
+void zkl__loop_run(zkl_client *c, void (*fn)(zkl_client *c, void *arg), void *arg)
+{
+	struct loop_run k = {.call.fn = loop_run_call, .fn = fn, .arg = arg};
+	sem_init(&k.ran, 0, 0);
+	if (zkl__call(c, &k.call)) {
+		/* From an application thread the loop runs it; elsewhere it ran already. */
+		while (sem_wait(&k.ran) != 0)
+			; /* EINTR: a signal handler ran */
+	} else {
+		/* The loop has ended (closing): nothing else runs what fn touches. */
+		pthread_mutex_lock(&c->mu);
+		zkl__inbox_drain(c);
+		fn(c, arg);
+		pthread_mutex_unlock(&c->mu);
+	}
+	sem_destroy(&k.ran);
 }
 
 int zkl__job_send(zkl_client *c, struct zkl_job *j, const struct zkl_req *r, struct zkl_op **op)

@@ -263,12 +263,8 @@ int zkl__engine_release(zkl_client *c, struct zkl_node *node)
 	return rc;
 }
 
-void zkl__engine_release_later(zkl_client *c, struct zkl_node *node)
+void zkl__engine_release_locked(zkl_client *c, struct zkl_node *node)
 {
-	if (node->hold)
-		zkl__hold_end(c, node->hold, ZKL_HOLD_END_QUIET);
-	node->hold = NULL;
-	pthread_mutex_lock(&c->mu);
 	if (node->path) {
 		zkl__revwatch_remove(c, node->rev);
 		node->rev = NULL;
@@ -276,6 +272,15 @@ void zkl__engine_release_later(zkl_client *c, struct zkl_node *node)
 			zkl__task_delete_now(c, node->path, node->gen);
 		zkl__node_clear(node);
 	}
+}
+
+void zkl__engine_release_later(zkl_client *c, struct zkl_node *node)
+{
+	if (node->hold)
+		zkl__hold_end(c, node->hold, ZKL_HOLD_END_QUIET);
+	node->hold = NULL;
+	pthread_mutex_lock(&c->mu);
+	zkl__engine_release_locked(c, node);
 	pthread_mutex_unlock(&c->mu);
 }
 
