@@ -23,7 +23,8 @@ struct zkl_lock_ops {
 	/* The node l holds, as zkl_lock_node() describes it (l->mu and c->mu held), or
 	 * NULL. */
 	const char *(*node)(zkl_lock *l);
-	/* Whether an asynchronous acquire holds l (l->mu and c->mu held). */
+	/* Whether an asynchronous acquire holds l (c->mu held; l->mu too, unless the kind
+	 * answers without it, as the semaphore does from an atomic count). */
 	bool (*holds_async)(zkl_lock *l);
 	int (*participants)(zkl_lock *l, zkl_participant **out, size_t *count);
 	/* Optional: replaces the view's own node data (a multi-lock passes it on to its
@@ -84,7 +85,8 @@ void zkl__lock_dispose(zkl_lock *l);
  * gone. No lock held. */
 void zkl__lock_async_drain(zkl_lock *l);
 
-/* Claims l for a (l->mu and c->mu held): ZKL_EBUSY if an asynchronous acquire is under
+/* Claims l for a (c->mu held, and l->mu if the kind's holds_async needs it; on the loop
+ * for a kind that takes no client lock): ZKL_EBUSY if an asynchronous acquire is under
  * way or holds l. */
 int zkl__lock_async_claim(zkl_lock *l, struct zkl_lock_async *a, zkl_lock_acquired_fn fn,
                          void *data);

@@ -7,8 +7,10 @@
  *     and recipe state, waiters, sessions, background tasks, data watches, listeners.
  *     The loop holds it for its whole turn and lets go of it around each request it
  *     sends; nothing blocks while holding it, and no zoo_* call is made with it held.
- *     Application threads still take it briefly in the recipes' calls (ARCHITECTURE.md,
- *     "One owner: where it stands", says what is left to move to the loop).
+ *     Application threads still take it briefly in some recipes' calls (ARCHITECTURE.md,
+ *     "One owner: where it stands", says what is left to move to the loop); a recipe
+ *     that takes none (the semaphore) reaches its state on the loop through a call it
+ *     waits for (zkl__loop_run) or a job (a blocking call is the job plus a wait).
  *   - `inbox_mu` guards the inbox and the loop's wake count: the C client's completion
  *     thread queues what it hears there and never takes mu (with external_loop it
  *     applies what it hears itself, under mu; an adopted handle's session events go
@@ -21,9 +23,10 @@
  *     client's completion thread reads to find the client of a handle.
  *
  * An application thread hands the loop an acquisition, a job (a request it waits for,
- * job.c) or a cancel as a call (zkl__call), through the inbox, and waits, if it does, on
- * that acquisition or job alone, never on mu: from the call on, only the loop touches
- * it. Only the loop sends requests, with one exception: a release sends its delete
+ * job.c), a cancel or a function to run (zkl__loop_run) as a call (zkl__call), through
+ * the inbox, and waits, if it does, on that call or job alone, never on mu: from the
+ * call on, only the loop touches it. A job's step may start further jobs (an engine
+ * acquisition) as its children (zkl__job_start_locked), run where the job is run. Only the loop sends requests, with one exception: a release sends its delete
  * itself (zkl__task_delete_sent), leaving the answer to the loop. */
 #ifndef ZKL_INTERNAL_H
 #define ZKL_INTERNAL_H

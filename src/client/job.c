@@ -20,7 +20,14 @@
  * external_loop, the C
  * client's completion thread applies the answers as they come, and the waiting thread
  * runs its job's steps itself when they are due: the application's loop may be that
- * very thread, or not run at all while it waits. */
+ * very thread, or not run at all while it waits.
+ *
+ * A job's step may start another job from the loop (zkl__job_start_locked): a recipe
+ * made of engine acquisitions (a semaphore's gate, then its lease) starts each as the
+ * child of its own job, and is woken when the child ends. The child is run where its
+ * parent is: by the loop, or by the parent's waiting thread with external_loop. So a
+ * blocking call and an asynchronous one are the same job, waited for or with an end. An
+ * end that calls the application back does so in its after part, with mu let go of. */
 #include <semaphore.h>
 #include <stddef.h>
 #include <stdio.h>
