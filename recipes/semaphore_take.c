@@ -461,21 +461,25 @@ int zkl__sem_take_run(struct zkl__sem_take *t)
 
 /* ---- the view's asynchronous acquire ---------------------------------------------- */
 
-/* Its end (on the loop, mu held): the acquire is no longer under way, unless it was
- * orphaned (its handle freed on the loop's thread). A lease taken counts as the view's
- * from here on, so that no second asynchronous acquire is claimed before it is there. */
-static void take_end(zkl_client *c, struct zkl_job *j)
+/* Its step: the take's, and at its result (on the loop, mu held) the acquire is no
+ * longer under way, unless it was orphaned (its handle freed on the loop's thread). A
+ * lease taken counts as the view's from here on, so that no second asynchronous acquire
+ * is claimed before it is there. */
+static int take_step_async(zkl_client *c, struct zkl_job *j)
 {
-	(void)c;
 	struct zkl__sem_take *t = (struct zkl__sem_take *)j;
+	int rc = take_step(c, j);
+	if (rc == ZKL_JOB_WAIT)
+		return rc;
 	t->call = zkl__lock_async_ending(&t->a);
-	if (t->call && j->rc == 0)
+	if (t->call && rc == 0)
 		atomic_fetch_add(&t->s->async_held, 1);
+	return rc;
 }
 
-/* Then, on the loop with no lock held: the lease goes on the view and the application
+/* Its end, on the loop with no lock held: the lease goes on the view and the application
  * is called back; a lease won for a handle that is gone is given back. */
-static void take_after(zkl_client *c, struct zkl_job *j)
+static void take_end(zkl_client *c, struct zkl_job *j)
 {
 	struct zkl__sem_take *t = (struct zkl__sem_take *)j;
 	if (!t->call) {
@@ -519,8 +523,8 @@ static void start_on_loop(zkl_client *c, void *arg)
 		snprintf(sa->error, sizeof sa->error, "%s", zkl_last_error());
 		return;
 	}
-	t->job = (struct zkl_job){.step = take_step, .drop = take_drop, .end = take_end,
-	                          .after = take_after, .runs_closing = true};
+	t->job = (struct zkl_job){.step = take_step_async, .drop = take_drop, .end = take_end,
+	                          .runs_closing = true};
 	zkl__job_start_locked(c, &t->job, t->k, NULL);
 }
 

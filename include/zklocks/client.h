@@ -283,6 +283,9 @@ ZKL_API zkl_state zkl_client_state(const zkl_client *c);
 /* What a client's acquisitions have done since it was opened: for monitoring, and to
  * check that a queue wakes only the waiter whose turn came (a lock's node that goes
  * wakes the one waiter behind it, not the whole queue). */
+/* How many buckets each histogram of zkl_client_stats has. */
+#define ZKL_STATS_BUCKETS 12
+
 typedef struct zkl_client_stats {
 	uint64_t acquisitions; /* started, blocking or asynchronous, of every kind */
 	uint64_t granted;      /* of those, the ones that ended holding */
@@ -290,13 +293,71 @@ typedef struct zkl_client_stats {
 	                        * waited for changed: the node it watched went or changed,
 	                        * or a semaphore's shared count moved */
 	uint64_t listings;     /* listings of a queue sent by acquisitions */
+	/* How long acquires waited before their grant, and how long holds were held
+	 * (released or lost), of the kinds the observer is told of: counts per bucket,
+	 * bucket i holding the times of at most zkl_stats_bucket_ms(i) ms and more than
+	 * bucket i-1's bound; the last bucket has no bound. Sums in ms. */
+	uint64_t wait_hist[ZKL_STATS_BUCKETS];
+	uint64_t wait_sum_ms;
+	uint64_t hold_hist[ZKL_STATS_BUCKETS];
+	uint64_t hold_sum_ms;
 } zkl_client_stats;
+
+/* The upper bound, in ms, of bucket i of zkl_client_stats' histograms (1, 5, 10, 50,
+ * 100, 500, 1000, 5000, 10000, 60000, 300000), or INT64_MAX for the last one and for i
+ * out of range. */
+ZKL_API int64_t zkl_stats_bucket_ms(int i);
 
 /* Copies c's counters into *out, whose size is size (sizeof *out where the caller was
  * built: fields a newer library adds past it are left out). Thread-safe; the counters
  * are read one by one, not as one snapshot. Returns 0, or ZKL_EINVAL (c or out NULL,
  * size too small for the first field). */
 ZKL_API int zkl_client_get_stats(const zkl_client *c, zkl_client_stats *out, size_t size);
+
+/* ---- the observer: every lock event of a client, with its times ---- */
+
+/* What happened to one acquisition or hold. */
+typedef enum zkl_lock_event_type {
+	ZKL_EVENT_QUEUED = 1, /* an acquire found others ahead and waits (ahead says how
+	                       * many); told once per acquire */
+	ZKL_EVENT_GRANTED,    /* the acquire holds (wait_ms) */
+	ZKL_EVENT_RELEASED,   /* the hold was released (hold_ms) */
+	ZKL_EVENT_LOST,       /* the hold was lost: its session ended or was given up, or
+	                       * its node was deleted (hold_ms) */
+	ZKL_EVENT_REVOKED,    /* someone asked the holder to release (zkl_revoke()) */
+	ZKL_EVENT_TIMED_OUT,  /* the acquire ran out of time (wait_ms) */
+	ZKL_EVENT_CANCELED,   /* the acquire was canceled, or its handle freed (wait_ms) */
+} zkl_lock_event_type;
+
+/* One event. Pointers are valid during the call only. */
+typedef struct zkl_lock_event {
+	zkl_lock_event_type type;
+	const char *kind;  /* "mutex", "read", "write", "semaphore", "semaphore-mutex",
+	                    * "leader", ... (zkl_lock_kind()) */
+	const char *path;  /* the folder the node queues in: the lock's path (a semaphore's
+	                    * leases queue in "<path>/leases") */
+	const char *node;  /* the full path of our node, or NULL if it had none */
+	int64_t token;     /* the fencing token of the hold (its node's czxid), or 0 */
+	int ahead;         /* QUEUED: how many nodes were ahead of ours; else 0 */
+	int64_t at_ms;     /* when it happened, on zkl_monotonic_ms()'s clock */
+	int64_t wait_ms;   /* GRANTED, TIMED_OUT, CANCELED: since the acquire began */
+	int64_t hold_ms;   /* RELEASED, LOST, REVOKED: since the grant */
+} zkl_lock_event;
+
+/* Told of every lock event of the client, in order, on the client's event thread (or
+ * in zkl_client_process() with external_loop) with no lock of zklocks held. It must
+ * return soon and must not wait for the server: what it tells a metrics library or a
+ * log is what it is for. */
+typedef void (*zkl_observer_fn)(zkl_client *c, const zkl_lock_event *ev, void *data);
+
+/* Sets the client's observer (one per client; NULL fn removes it). When it returns, an
+ * observer replaced is not running and will not run again, unless called from the
+ * observer itself. None is kept while no observer is set. Returns 0, or ZKL_EINVAL if
+ * c is NULL. */
+ZKL_API int zkl_client_set_observer(zkl_client *c, zkl_observer_fn fn, void *data);
+
+/* A static name for an event type ("queued", "granted", ...; "unknown" for others). */
+ZKL_API const char *zkl_lock_event_name(zkl_lock_event_type type);
 
 /* A static name for a state ("connected", "suspended", ...). */
 ZKL_API const char *zkl_state_name(zkl_state s);

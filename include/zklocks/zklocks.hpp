@@ -297,19 +297,43 @@ public:
 
 	client(const client &) = delete;
 	client &operator=(const client &) = delete;
-	client(client &&o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
+	client(client &&o) noexcept
+	    : c_(std::exchange(o.c_, nullptr)), observer_(std::move(o.observer_))
+	{
+	}
 	client &operator=(client &&o) noexcept
 	{
 		if (this != &o) {
 			close();
 			c_ = std::exchange(o.c_, nullptr);
+			observer_ = std::move(o.observer_);
 		}
 		return *this;
 	}
 	~client() { close(); }
 
 	/* Closes the session now (zkl_client_close()); the object is empty afterwards. */
-	void close() noexcept { zkl_client_close(std::exchange(c_, nullptr)); }
+	void close() noexcept
+	{
+		zkl_client_close(std::exchange(c_, nullptr));
+		observer_.reset(); /* called no more: the client is gone */
+	}
+
+	/* Tells fn every lock event of the client (zkl_client_set_observer(): on the
+	 * client's event thread, no lock held; it must not throw). An empty fn removes
+	 * the observer; when this returns, a replaced one is not running. Throws
+	 * zkl::error (ZKL_EINVAL) on an empty client. */
+	void on_event(std::function<void(const zkl_lock_event &)> fn)
+	{
+		if (!c_)
+			throw error(ZKL_EINVAL, "the client is empty");
+		std::unique_ptr<std::function<void(const zkl_lock_event &)>> next;
+		if (fn)
+			next.reset(new std::function<void(const zkl_lock_event &)>(std::move(fn)));
+		check(next ? zkl_client_set_observer(c_, &client::observed, next.get())
+		           : zkl_client_set_observer(c_, nullptr, nullptr));
+		observer_ = std::move(next);
+	}
 
 	/* The C handle (borrowed; NULL when empty), for the rest of the C API. */
 	zkl_client *native_handle() const noexcept { return c_; }
@@ -331,7 +355,14 @@ public:
 private:
 	client(zkl_client *c, int) noexcept : c_(c) {}
 
+	static void observed(zkl_client *, const zkl_lock_event *ev, void *data) noexcept
+	{
+		(*static_cast<std::function<void(const zkl_lock_event &)> *>(data))(*ev);
+	}
+
 	zkl_client *c_ = nullptr;
+	/* on the heap, so that its address, the observer's data, stays while we move */
+	std::unique_ptr<std::function<void(const zkl_lock_event &)>> observer_;
 };
 
 /* ---- the verbs every lock shares ---- */

@@ -184,6 +184,7 @@ static void client_free(zkl_client *c)
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->inbox_cv);
 	pthread_mutex_destroy(&c->inbox_mu);
+	zkl__observer_free(c);
 	if (c->efd >= 0)
 		close(c->efd);
 	free(c);
@@ -298,6 +299,7 @@ servers_checked:
 	zkl__cond_init(&c->inbox_cv);
 	zkl__cond_init(&c->cv);
 	zkl__cond_init(&c->ev_cv);
+	zkl__observer_init(c);
 	c->efd = -1;
 	c->external = o->external_loop;
 	c->loop_due = INT64_MAX;
@@ -575,7 +577,13 @@ int zkl_client_get_stats(const zkl_client *c, zkl_client_stats *out, size_t size
 		.granted = atomic_load_explicit(&c->n_granted, memory_order_relaxed),
 		.wakes = atomic_load_explicit(&c->n_wakes, memory_order_relaxed),
 		.listings = atomic_load_explicit(&c->n_listings, memory_order_relaxed),
+		.wait_sum_ms = atomic_load_explicit(&c->wait_sum, memory_order_relaxed),
+		.hold_sum_ms = atomic_load_explicit(&c->hold_sum, memory_order_relaxed),
 	};
+	for (int i = 0; i < ZKL_STATS_BUCKETS; i++) {
+		s.wait_hist[i] = atomic_load_explicit(&c->wait_hist[i], memory_order_relaxed);
+		s.hold_hist[i] = atomic_load_explicit(&c->hold_hist[i], memory_order_relaxed);
+	}
 	memcpy(out, &s, size < sizeof s ? size : sizeof s);
 	return 0;
 }

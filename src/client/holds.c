@@ -103,6 +103,7 @@ static void hold_report_here(zkl_client *c, struct zkl_hold *h)
 	h->reported = true;
 	atomic_store(&h->state, ZKL_HOLD_DISPATCHING);
 	h->in_dispatch = true;
+	zkl__hold_observe(c, h, ZKL_EVENT_LOST);
 	zkl_client *outer = zkl__running_loop;
 	zkl__running_loop = c; /* a release inside on_lost is on the loop */
 	pthread_mutex_unlock(&c->mu);
@@ -196,6 +197,8 @@ static bool hold_finish(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending 
 bool zkl__hold_end(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending how)
 {
 	bool lost = hold_finish(c, h, how);
+	if (how == ZKL_HOLD_END && !lost)
+		zkl__hold_observe(c, h, ZKL_EVENT_RELEASED);
 	/* No wake: an ended hold is nothing to the loop but memory. */
 	h->end.kind = MSG_HOLD_END;
 	hold_post(c, &h->end);
@@ -237,6 +240,7 @@ void zkl__holds_notify(zkl_client *c)
 			continue; /* ended by its owner: nobody to tell */
 		h->reported = true;
 		h->in_dispatch = true;
+		zkl__hold_observe(c, h, ZKL_EVENT_LOST);
 		pthread_mutex_unlock(&c->mu);
 		if (h->on_lost)
 			h->on_lost(h, h->ctx);

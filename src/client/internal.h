@@ -183,8 +183,29 @@ struct zkl_hold {
 	struct zkl_nodewatch *nw;         /* loop: the watch on its node (holdwatch.c) */
 	void (*on_lost)(struct zkl_hold *h, void *ctx);
 	void *ctx;
+	/* What the observer is told of it (zkl__hold_observe): its kind ("mutex", ...; NULL:
+	 * nothing is told), token, and when it was granted. Set before it is linked. */
+	const char *kind;
+	int64_t token;
+	int64_t granted_at;
 	char path[];                      /* its node, or "" */
 };
+
+/* ---- the observer (observer.c) ---- */
+
+/* Queues ev for the observer, if one is set (any thread, no lock of the client needed):
+ * the strings are copied, and the loop tells it with no lock held. */
+void zkl__observe(zkl_client *c, const zkl_lock_event *ev);
+/* The same for an event of hold h (type RELEASED, LOST or REVOKED), with its hold time
+ * counted in the client's hold histogram for RELEASED and LOST. */
+void zkl__hold_observe(zkl_client *c, const struct zkl_hold *h, zkl_lock_event_type type);
+/* Counts a wait in the client's histogram. */
+void zkl__observe_wait(zkl_client *c, int64_t wait_ms);
+/* Tells the observer what is queued (the loop, mu held: let go of around the calls). */
+void zkl__observer_run(zkl_client *c);
+/* Sets up and frees what observer.c keeps in c. */
+void zkl__observer_init(zkl_client *c);
+void zkl__observer_free(zkl_client *c);
 
 /* What a data watch found in its node's data. The recipe that keeps the watch decodes
  * it (recipes/revoke.c, recipes/shared_count.c): the client knows no format. A decoder
@@ -313,6 +334,20 @@ struct zkl_client {
 	                                     * waiter, so no call is taken */
 	/* zkl_client_get_stats(): counted on the loop, read by any thread. */
 	atomic_uint_fast64_t n_acquisitions, n_granted, n_wakes, n_listings;
+	atomic_uint_fast64_t wait_hist[ZKL_STATS_BUCKETS], wait_sum;
+	atomic_uint_fast64_t hold_hist[ZKL_STATS_BUCKETS], hold_sum;
+	/* The observer (observer.c): obs_mu guards it and the events it has still to be
+	 * told, which any thread may add (a release's, from the releasing thread); the
+	 * loop tells them with no lock held. */
+	pthread_mutex_t obs_mu;
+	pthread_cond_t obs_cv;          /* obs_mu: an observer call ended */
+	zkl_observer_fn obs_fn;         /* obs_mu */
+	void *obs_data;                 /* obs_mu */
+	struct zkl_obs *obs_head, *obs_tail; /* obs_mu */
+	unsigned obs_calling;           /* obs_mu: observer calls under way */
+	pthread_t obs_thread;           /* obs_mu: the thread making them */
+	unsigned obs_gen;               /* obs_mu: observers set so far */
+	unsigned obs_call_gen;          /* obs_mu: obs_gen of the one being called */
 	struct zkl_listener *listeners;         /* mu */
 	size_t nlisteners;
 	bool listener_running;                  /* mu */
@@ -416,6 +451,8 @@ struct zkl_req {
 	int version;        /* SET; DELETE with check_version */
 	bool check_version; /* DELETE: only of the node at version */
 	struct zkl_watch *watch; /* GET, EXISTS, CHILDREN: armed with the request */
+	bool unbound;       /* zkl__ops_send_locked: bound to no waiter (its answer alone
+	                     * wakes nobody: the next one's, which comes after it, does) */
 };
 /* Sends r now, bound to w (mu NOT held): the loop's way to send one request. Returns
  * the op, or NULL with *err set. */
@@ -425,6 +462,12 @@ struct zkl_op *zkl__op_send(zkl_client *c, struct zkl_waiter *w, const struct zk
  * around every send, so the caller looks again at what another thread may change. */
 struct zkl_op *zkl__op_send_locked(zkl_client *c, struct zkl_waiter *w,
                                   const struct zkl_req *r, int *err);
+/* Sends reqs[0..n) in this order in one go, from a step the loop runs (mu held, let go
+ * of around the sends). The session answers in order, so only the last answer wakes w:
+ * the others are lazy. Stops at the first request refused (ops[k..n) NULL, *err set),
+ * and then the last one sent wakes w itself. Returns how many were sent. */
+int zkl__ops_send_locked(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *reqs,
+                        struct zkl_op **ops, int n, int *err);
 
 /* A job: a machine the loop runs for a thread that waits for its end, or for an end
  * function (src/client/job.c). Fill step (and drop, end) and hand it to
@@ -442,12 +485,10 @@ struct zkl_job {
 	/* On the loop (mu held), at the end: lets go of what the steps hold. May be NULL.
 	 * Also called (mu held) if the job never reached the loop. */
 	void (*drop)(zkl_client *c, struct zkl_job *j);
-	/* NULL: a thread waits for the end (zkl__job_wait). Else the end, on the loop (mu
-	 * held), with rc and error set; the job is not touched after it, unless after is
-	 * set: then after runs next, on the loop with no lock held (to call a user's
-	 * callback), and may free the job. */
+	/* NULL: a thread waits for the end (zkl__job_wait). Else the end, on the loop with
+	 * no lock held (it may run the user's callbacks), with rc and error set; the job is
+	 * not touched after it. */
 	void (*end)(zkl_client *c, struct zkl_job *j);
-	void (*after)(zkl_client *c, struct zkl_job *j);
 	/* mu: a job started by a step of another (zkl__job_start_locked), and the one
 	 * child of a job under way; the parent is woken when its child ends. */
 	struct zkl_job *parent, *child;
@@ -464,8 +505,8 @@ void zkl__jobs_tell(struct zkl_job *list);
 int zkl__job_start(zkl_client *c, struct zkl_job *j, const void *owner);
 /* The same from a step or a call the loop runs (mu held): j begins at once. With a
  * parent (the job whose step starts j; one child at a time), j is its child: the parent
- * is woken once j has ended (after j's end), and with external_loop the thread that
- * waits for the parent runs j's steps too. */
+ * is woken once j's end has run, and with external_loop the thread that waits for the
+ * parent runs j's steps too. */
 void zkl__job_start_locked(zkl_client *c, struct zkl_job *j, const void *owner,
                           struct zkl_job *parent);
 /* Waits (no lock held) for the end of j, started without an end function. Returns its

@@ -26,8 +26,7 @@
  * made of engine acquisitions (a semaphore's gate, then its lease) starts each as the
  * child of its own job, and is woken when the child ends. The child is run where its
  * parent is: by the loop, or by the parent's waiting thread with external_loop. So a
- * blocking call and an asynchronous one are the same job, waited for or with an end. An
- * end that calls the application back does so in its after part, with mu let go of. */
+ * blocking call and an asynchronous one are the same job, waited for or with an end. */
 #include <semaphore.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -55,18 +54,15 @@ static void job_step(zkl_client *c, struct zkl_waiter *w)
 	if (j->drop)
 		j->drop(c, j);
 	zkl__waiter_leave(c, &j->w);
-	if (j->parent) {
-		/* A child job: its parent looks at what it left (end, below, runs first). */
-		j->parent->child = NULL;
-		zkl__waiter_wake(c, &j->parent->w);
-	}
 	if (j->end) {
-		void (*after)(zkl_client *c, struct zkl_job *j) = j->after;
-		j->end(c, j); /* j may be gone, unless after is set */
-		if (after) {
-			pthread_mutex_unlock(&c->mu);
-			after(c, j); /* j may be gone */
-			pthread_mutex_lock(&c->mu);
+		struct zkl_job *parent = j->parent;
+		pthread_mutex_unlock(&c->mu);
+		j->end(c, j); /* j may be gone */
+		pthread_mutex_lock(&c->mu);
+		if (parent) {
+			/* A child job (it has an end): its parent looks at what the end left. */
+			parent->child = NULL;
+			zkl__waiter_wake(c, &parent->w);
 		}
 		return;
 	}
@@ -238,9 +234,7 @@ void zkl__loop_run(zkl_client *c, void (*fn)(zkl_client *c, void *arg), void *ar
 int zkl__job_send(zkl_client *c, struct zkl_job *j, const struct zkl_req *r, struct zkl_op **op)
 {
 	int err = 0;
-	pthread_mutex_unlock(&c->mu);
-	*op = zkl__op_send(c, &j->w, r, &err);
-	pthread_mutex_lock(&c->mu);
+	*op = zkl__op_send_locked(c, &j->w, r, &err);
 	return *op ? 0 : err;
 }
 

@@ -434,7 +434,8 @@ int64_t zkl__loop_waiters_run(zkl_client *c)
 }
 
 /* One turn of the loop (mu held): session events, lost holds, revocation watches,
- * acquisitions, background deletes, liveness, old sessions; until nothing is ready.
+ * acquisitions, background deletes, liveness, old sessions, the observer; until nothing
+ * is ready.
  * Returns when it next has something to do. */
 int64_t zkl__loop_once(zkl_client *c)
 {
@@ -460,6 +461,7 @@ int64_t zkl__loop_once(zkl_client *c)
 		int64_t r = zkl__retired_reap(c, false);
 		if (r < next)
 			next = r;
+		zkl__observer_run(c);
 		if (c->closing || (!c->events && !c->ready))
 			return next;
 	}

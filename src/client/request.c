@@ -500,6 +500,31 @@ struct zkl_op *zkl__op_send_locked(zkl_client *c, struct zkl_waiter *w,
 	return op;
 }
 
+int zkl__ops_send_locked(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *reqs,
+                        struct zkl_op **ops, int n, int *err)
+{
+	int sent = 0;
+	pthread_mutex_unlock(&c->mu);
+	for (; sent < n; sent++) {
+		const struct zkl_req *r = &reqs[sent];
+		struct zkl_waiter *to = r->unbound ? NULL : w;
+		const bool followed = sent < n - 1;
+		ops[sent] = r->kind == ZKL_OP_CREATE
+		                    ? zkl__op_create_followed(c, to, r->path, r->data, r->len,
+		                                             r->mode, followed, err)
+		                    : zkl__op_send(c, to, r, err);
+		if (!ops[sent])
+			break;
+	}
+	for (int k = sent + 1; k < n; k++)
+		ops[k] = NULL;
+	/* What was not followed after all wakes the loop itself. */
+	if (sent > 0 && sent < n)
+		zkl__op_hasten(c, ops[sent - 1]);
+	pthread_mutex_lock(&c->mu);
+	return sent;
+}
+
 void zkl__op_release(zkl_client *c, struct zkl_op *op)
 {
 	pthread_mutex_lock(&c->mu);

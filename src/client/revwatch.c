@@ -140,6 +140,9 @@ void zkl__revwatches_run(zkl_client *c)
 			rv->requests = 0;
 			rv->dispatching = true;
 			rv->refs++;
+			for (struct zkl_hold *h = c->holds; h; h = h->next)
+				if (strcmp(h->path, rv->path) == 0)
+					zkl__hold_observe(c, h, ZKL_EVENT_REVOKED);
 			pthread_mutex_unlock(&c->mu);
 			rv->fn(rv->ctx, rv->path);
 			pthread_mutex_lock(&c->mu);

@@ -87,6 +87,8 @@ struct zkl_acquisition {
 	uint64_t found_gen;
 	int failed;                    /* the failure being withdrawn from */
 	bool begun;                    /* counted (zkl_client_get_stats) */
+	int64_t since;                 /* when it began (the observer's wait_ms) */
+	bool told_queued;              /* the observer was told it waits */
 	void (*done_fn)(void *arg, int rc); /* or, started by zkl__engine_start: its end */
 	void *done_arg;
 };
@@ -230,24 +232,8 @@ static void drop_requests(zkl_client *c, struct zkl_acquisition *a)
 }
 
 /* The end of an acquisition started by zkl__engine_start (the job's end, on the loop,
- * mu held): the done function runs with no lock held, and a is freed after it. */
+ * no lock held): the done function runs, and a is freed after it. */
 static void end_async(zkl_client *c, struct zkl_job *j)
-{
-	struct zkl_acquisition *a = (struct zkl_acquisition *)j;
-	pthread_mutex_unlock(&c->mu);
-	if (j->rc != 0)
-		zkl__fail(j->rc, "%s", j->error);
-	else
-		zkl__clear_error();
-	a->done_fn(a->done_arg, j->rc);
-	zkl__job_destroy(j);
-	free(a);
-	pthread_mutex_lock(&c->mu);
-}
-
-/* The same for an acquisition started from a job's step (zkl__engine_start_locked):
- * its done function runs here, mu held, before its parent is woken. */
-static void end_locked(zkl_client *c, struct zkl_job *j)
 {
 	(void)c;
 	struct zkl_acquisition *a = (struct zkl_acquisition *)j;
@@ -356,9 +342,8 @@ static int on_top(zkl_client *c, struct zkl_acquisition *a)
 		a->unknown = false;
 		if (a->unknown_gen == c->gen) {
 			int err = 0;
-			pthread_mutex_unlock(&c->mu);
-			struct zkl_op *op = zkl__op_children(c, &a->job.w, q->path, NULL, &err);
-			pthread_mutex_lock(&c->mu);
+			const struct zkl_req list = {.kind = ZKL_OP_CHILDREN, .path = q->path};
+			struct zkl_op *op = zkl__op_send_locked(c, &a->job.w, &list, &err);
 			if (!op)
 				return err;
 			tally(&c->n_listings);
@@ -409,9 +394,8 @@ static int on_find(zkl_client *c, struct zkl_acquisition *a)
 		return start_create(c, a);
 	}
 	int err = 0;
-	pthread_mutex_unlock(&c->mu);
-	op = zkl__op_exists(c, &a->job.w, found, NULL, &err);
-	pthread_mutex_lock(&c->mu);
+	const struct zkl_req exists = {.kind = ZKL_OP_EXISTS, .path = found};
+	op = zkl__op_send_locked(c, &a->job.w, &exists, &err);
 	if (!op) {
 		free(found);
 		return err;
@@ -471,31 +455,26 @@ static int start_create(zkl_client *c, struct zkl_acquisition *a)
 		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	int err = 0;
 	const bool make_folder = q->folder_seen && !*q->folder_seen && c->folders_new;
-	pthread_mutex_unlock(&c->mu);
-	/* Nobody waits for the folder's answer alone (it comes before the node's), nor for
-	 * the node's alone when the list follows: only the last answer wakes the loop. */
-	struct zkl_op *folder = make_folder ? zkl__op_create_followed(c, NULL, q->path, NULL, 0,
-	                                                             zkl__folder_mode(c), true, &err)
-	                                    : NULL;
-	struct zkl_op *create = zkl__op_create_followed(c, &a->job.w, target, q->data,
-	                                               q->data_len, ZOO_EPHEMERAL_SEQUENTIAL,
-	                                               !make_folder, &err);
-	struct zkl_op *list = NULL;
-	if (create && !make_folder)
-		list = zkl__op_children(c, &a->job.w, q->path, NULL, &err);
-	/* What was not followed after all wakes the loop itself. */
-	if (folder && !create)
-		zkl__op_hasten(c, folder);
-	if (create && !make_folder && !list)
-		zkl__op_hasten(c, create);
-	pthread_mutex_lock(&c->mu);
+	/* Nobody waits for the folder's answer alone (it comes before the node's): it is
+	 * bound to no waiter, and the node's answer, or the list's, wakes the loop. */
+	struct zkl_req reqs[2];
+	struct zkl_op *ops[2];
+	int n = 0;
+	if (make_folder)
+		reqs[n++] = (struct zkl_req){.kind = ZKL_OP_CREATE, .path = q->path,
+		                             .mode = zkl__folder_mode(c), .unbound = true};
+	reqs[n++] = (struct zkl_req){.kind = ZKL_OP_CREATE, .path = target, .data = q->data,
+	                             .len = q->data_len, .mode = ZOO_EPHEMERAL_SEQUENTIAL};
+	if (!make_folder)
+		reqs[n++] = (struct zkl_req){.kind = ZKL_OP_CHILDREN, .path = q->path};
+	const int sent = zkl__ops_send_locked(c, &a->job.w, reqs, ops, n, &err);
 	free(target);
-	if (list)
+	a->folder = make_folder ? ops[0] : NULL;
+	a->create = ops[make_folder ? 1 : 0];
+	a->list = make_folder ? NULL : ops[1];
+	if (a->list)
 		tally(&c->n_listings);
-	a->folder = folder;
-	a->create = create;
-	a->list = list;
-	if (!create || (!make_folder && !list))
+	if (sent < n)
 		return err;
 	a->st = A_CREATE;
 	return GO_ON;
@@ -613,10 +592,10 @@ static int on_ensure(zkl_client *c, struct zkl_acquisition *a)
 	if (!a->op) {
 		buf[a->ensure_len] = 0;
 		int err = 0;
-		pthread_mutex_unlock(&c->mu);
 		a->ensure_mode = zkl__folder_mode(c);
-		struct zkl_op *op = zkl__op_create(c, &a->job.w, buf, NULL, 0, a->ensure_mode, &err);
-		pthread_mutex_lock(&c->mu);
+		const struct zkl_req create = {.kind = ZKL_OP_CREATE, .path = buf, .len = 0,
+		                               .mode = a->ensure_mode};
+		struct zkl_op *op = zkl__op_send_locked(c, &a->job.w, &create, &err);
 		if (!op)
 			return err;
 		a->op = op;
@@ -682,9 +661,8 @@ static int start_list(zkl_client *c, struct zkl_acquisition *a)
 {
 	if (!a->list) {
 		int err = 0;
-		pthread_mutex_unlock(&c->mu);
-		struct zkl_op *list = zkl__op_children(c, &a->job.w, a->q->path, NULL, &err);
-		pthread_mutex_lock(&c->mu);
+		const struct zkl_req req = {.kind = ZKL_OP_CHILDREN, .path = a->q->path};
+		struct zkl_op *list = zkl__op_send_locked(c, &a->job.w, &req, &err);
 		if (!list)
 			return err;
 		tally(&c->n_listings);
@@ -772,6 +750,13 @@ static int on_list(zkl_client *c, struct zkl_acquisition *a)
 		free(target);
 		return zkl__fail(ZKL_ETIMEDOUT, "%s is held", q->path);
 	}
+	if (q->name && !a->told_queued) {
+		a->told_queued = true;
+		const zkl_lock_event ev = {.type = ZKL_EVENT_QUEUED, .kind = q->name,
+		                           .path = q->path, .node = node->path,
+		                           .ahead = (int)self, .at_ms = zkl__now_ms()};
+		zkl__observe(c, &ev);
+	}
 	if (!target)
 		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	/* Watch the one node before us (a get on a vanished node registers nothing, so no
@@ -782,10 +767,9 @@ static int on_list(zkl_client *c, struct zkl_acquisition *a)
 		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	}
 	int err = 0;
-	pthread_mutex_unlock(&c->mu);
-	struct zkl_op *get = folder ? zkl__op_children(c, &a->job.w, target, wt, &err)
-	                            : zkl__op_get(c, &a->job.w, target, wt, &err);
-	pthread_mutex_lock(&c->mu);
+	const struct zkl_req req = {.kind = folder ? ZKL_OP_CHILDREN : ZKL_OP_GET, .path = target,
+	                            .watch = wt};
+	struct zkl_op *get = zkl__op_send_locked(c, &a->job.w, &req, &err);
 	free(target);
 	if (get && folder)
 		tally(&c->n_listings);
@@ -886,9 +870,8 @@ static int withdraw(zkl_client *c, struct zkl_acquisition *a)
 			return GO_ON;
 		}
 		int err = 0;
-		pthread_mutex_unlock(&c->mu);
-		struct zkl_op *op = zkl__op_delete(c, &a->job.w, node->path, &err);
-		pthread_mutex_lock(&c->mu);
+		const struct zkl_req del = {.kind = ZKL_OP_DELETE, .path = node->path};
+		struct zkl_op *op = zkl__op_send_locked(c, &a->job.w, &del, &err);
 		if (!op) {
 			zkl__task_delete(c, node->path, node->gen);
 			return GO_ON;
@@ -966,7 +949,7 @@ static int step(zkl_client *c, struct zkl_job *j)
 	if (rc == HELD && !bound(c, a))
 		rc = zkl__fail(ZKL_ELOST, "the session of %s changed", a->q->path);
 	if (rc == HELD) {
-		int hrc = zkl__engine_hold(c, a->q, a->node);
+		int hrc = zkl__engine_hold(c, a->q, a->node, a->since);
 		if (hrc != 0)
 			rc = hrc;
 	}
@@ -981,6 +964,14 @@ static int step(zkl_client *c, struct zkl_job *j)
 	}
 	if (withdraw(c, a) == WAIT)
 		return ZKL_JOB_WAIT;
+	if (a->q->name && (a->failed == ZKL_ETIMEDOUT || a->failed == ZKL_ECANCELED)) {
+		const int64_t now = zkl__now_ms();
+		const zkl_lock_event ev = {
+			.type = a->failed == ZKL_ETIMEDOUT ? ZKL_EVENT_TIMED_OUT : ZKL_EVENT_CANCELED,
+			.kind = a->q->name, .path = a->q->path, .node = a->node->path,
+			.at_ms = now, .wait_ms = now - a->since};
+		zkl__observe(c, &ev);
+	}
 	zkl__node_forget(c, a->node);
 	zkl__node_clear(a->node);
 	return a->failed;
@@ -1009,13 +1000,14 @@ static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
 	a->node = node;
 	a->st = A_TOP;
 	a->try_once = timeout_ms == 0;
+	a->since = zkl__now_ms();
 	a->deadline = timeout_ms != 0 ? zkl__deadline(timeout_ms) :
 	              q->until ? q->until : zkl__deadline(ZKL_TRY_ONCE_MS);
 	a->done_fn = done;
 	a->done_arg = arg;
 	a->job.step = step;
 	a->job.drop = drop_job;
-	a->job.end = parent ? end_locked : done ? end_async : NULL;
+	a->job.end = done ? end_async : NULL;
 	a->job.runs_closing = true;
 	if (parent) {
 		zkl__job_start_locked(c, &a->job, q->owner, parent);

@@ -137,6 +137,7 @@ struct delete_job {
 	struct zkl_op *op;             /* the delete out */
 	int64_t until;                 /* its answer's deadline */
 	bool reconnect;                /* waiting for the connection after a loss */
+	bool decided;                  /* release_step: release_decide() has run */
 };
 
 static int gone_with_session(const struct zkl_node *node)
@@ -206,6 +207,57 @@ static void delete_drop(zkl_client *c, struct zkl_job *j)
 	zkl__node_clear(d->node);
 }
 
+/* What a release does with its node, on the loop (mu held): done (0, or ZKL_ELOST with
+ * its session gone), or ZKL_JOB_WAIT for a delete the caller waits for. On a thread that
+ * runs the loop (a callback, or the application's loop thread) nothing waits for the
+ * server, not even with confirm_release: the delete goes to the background task, sent at
+ * once if connected. */
+static int release_decide(zkl_client *c, struct zkl_node *node, bool on_loop)
+{
+	if (!node->path)
+		return 0;
+	zkl__revwatch_remove(c, node->rev);
+	node->rev = NULL;
+	int rc = 0;
+	if (node->gen != c->gen)
+		rc = gone_with_session(node);
+	else if ((on_loop || !c->confirm_release) && c->sess->connected)
+		zkl__task_delete_now(c, node->path, node->gen);
+	else if (on_loop)
+		zkl__task_delete(c, node->path, node->gen);
+	else
+		return ZKL_JOB_WAIT; /* confirmed, or disconnected: wait for the delete */
+	zkl__node_clear(node);
+	return rc;
+}
+
+/* A release from an application's thread: decided on the loop, then the delete waited
+ * for if it must be. */
+static int release_step(zkl_client *c, struct zkl_job *j)
+{
+	struct delete_job *d = (struct delete_job *)j;
+	if (!d->decided) {
+		d->decided = true;
+		int rc = release_decide(c, d->node, false);
+		if (rc != ZKL_JOB_WAIT)
+			return rc;
+	}
+	return delete_step(c, j);
+}
+
+/* A release on a thread that runs the loop: the call runs at once, on this thread. */
+struct release_call {
+	struct zkl__call call;
+	struct zkl_node *node;
+	int rc;
+};
+
+static void release_on_loop(zkl_client *c, struct zkl__call *call)
+{
+	struct release_call *r = (struct release_call *)call;
+	r->rc = release_decide(c, r->node, true);
+}
+
 /* Deletes node (its hold ended); as zkl__engine_release(). */
 static int release_node(zkl_client *c, struct zkl_node *node)
 {
@@ -217,34 +269,15 @@ static int release_node(zkl_client *c, struct zkl_node *node)
 		zkl__node_clear(node);
 		return 0;
 	}
-	pthread_mutex_lock(&c->mu);
-	if (!node->path) {
-		pthread_mutex_unlock(&c->mu);
+	if (!node->path)
 		return 0;
+	if (zkl__is_loop_thread(c)) {
+		struct release_call r = {.call.fn = release_on_loop, .node = node};
+		if (!zkl__call(c, &r.call))
+			zkl__node_clear(node); /* the loop has ended: the session goes with it */
+		return r.rc;
 	}
-	zkl__revwatch_remove(c, node->rev);
-	node->rev = NULL;
-	/* On a thread that runs the loop (a callback, or the application's loop thread)
-	 * nothing waits for the server, not even with confirm_release: the delete goes to
-	 * the background task, sent at once if connected. */
-	const bool on_loop = zkl__runs_loop(c);
-	int rc = 0;
-	bool wait = false; /* confirmed, or disconnected: wait for the delete below */
-	if (node->gen != c->gen)
-		rc = gone_with_session(node);
-	else if ((on_loop || !c->confirm_release) && c->sess->connected)
-		zkl__task_delete_now(c, node->path, node->gen);
-	else if (on_loop)
-		zkl__task_delete(c, node->path, node->gen);
-	else
-		wait = true;
-	if (!wait) {
-		zkl__node_clear(node);
-		pthread_mutex_unlock(&c->mu);
-		return rc;
-	}
-	pthread_mutex_unlock(&c->mu);
-	struct delete_job d = {.job = {.step = delete_step, .drop = delete_drop}, .node = node};
+	struct delete_job d = {.job = {.step = release_step, .drop = delete_drop}, .node = node};
 	return zkl__job_run(c, &d.job, NULL, "a release");
 }
 
@@ -263,15 +296,28 @@ int zkl__engine_release(zkl_client *c, struct zkl_node *node)
 	return rc;
 }
 
+/* A background release handed to the loop: the node, moved out of its owner. */
+struct release_later {
+	struct zkl__call call;
+	struct zkl_node node;
+};
+
 void zkl__engine_release_locked(zkl_client *c, struct zkl_node *node)
 {
-	if (node->path) {
-		zkl__revwatch_remove(c, node->rev);
-		node->rev = NULL;
-		if (node->gen == c->gen) /* else its session, and so the node, is gone */
-			zkl__task_delete_now(c, node->path, node->gen);
-		zkl__node_clear(node);
-	}
+	if (!node->path)
+		return;
+	zkl__revwatch_remove(c, node->rev);
+	node->rev = NULL;
+	if (node->gen == c->gen) /* else its session, and so the node, is gone */
+		zkl__task_delete_now(c, node->path, node->gen);
+	zkl__node_clear(node);
+}
+
+static void release_later_run(zkl_client *c, struct zkl__call *call)
+{
+	struct release_later *r = (struct release_later *)call;
+	zkl__engine_release_locked(c, &r->node);
+	free(r);
 }
 
 void zkl__engine_release_later(zkl_client *c, struct zkl_node *node)
@@ -279,9 +325,23 @@ void zkl__engine_release_later(zkl_client *c, struct zkl_node *node)
 	if (node->hold)
 		zkl__hold_end(c, node->hold, ZKL_HOLD_END_QUIET);
 	node->hold = NULL;
-	pthread_mutex_lock(&c->mu);
-	zkl__engine_release_locked(c, node);
-	pthread_mutex_unlock(&c->mu);
+	if (!node->path)
+		return;
+	struct release_later *r = malloc(sizeof *r);
+	if (!r) {
+		/* Out of memory: the node stays until its session ends. */
+		zkl__log(c, ZKL_LOG_ERROR, "out of memory: %s stays until its session ends",
+		        node->path);
+		zkl__node_clear(node);
+		return;
+	}
+	r->call.fn = release_later_run;
+	r->node = *node;
+	memset(node, 0, sizeof *node);
+	if (!zkl__call(c, &r->call)) {
+		zkl__node_clear(&r->node); /* the loop has ended: the session goes with it */
+		free(r);
+	}
 }
 
 /* ---- listing ---------------------------------------------------------------------- */
@@ -438,6 +498,7 @@ struct fixed_job {
 	bool exists;                   /* op is the exists */
 	bool retried;                  /* a create was sent again after a loss */
 	bool recover;                  /* waiting for the connection */
+	int64_t since;                 /* when the call began */
 };
 
 /* The deadline of op's answer: the call's (trying once, ZKL_TRY_ONCE_MS from its
@@ -456,16 +517,29 @@ static int fixed_gave_up(const struct fixed_job *f, int rc)
 }
 
 /* Our node exists (mu held). */
-int zkl__engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *node)
+int zkl__engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *node,
+                    int64_t since)
 {
-	if (!q->on_lost)
-		return 0;
-	struct zkl_hold *h = zkl__hold_new(node->path, node->gen, q->on_lost, q->lost_ctx);
-	if (!h)
-		return zkl__fail(ZKL_ENOMEM, "out of memory");
-	zkl__hold_add_locked(c, h);
-	zkl__hold_watch_node(c, h);
-	node->hold = h;
+	const int64_t now = zkl__now_ms();
+	if (q->on_lost) {
+		struct zkl_hold *h = zkl__hold_new(node->path, node->gen, q->on_lost, q->lost_ctx);
+		if (!h)
+			return zkl__fail(ZKL_ENOMEM, "out of memory");
+		h->kind = q->name;
+		h->token = node->czxid;
+		h->granted_at = now;
+		zkl__hold_add_locked(c, h);
+		zkl__hold_watch_node(c, h);
+		node->hold = h;
+	}
+	if (q->name) {
+		zkl__observe_wait(c, now - since);
+		const zkl_lock_event ev = {.type = ZKL_EVENT_GRANTED, .kind = q->name,
+		                           .path = q->path, .node = node->path,
+		                           .token = node->czxid, .at_ms = now,
+		                           .wait_ms = now - since};
+		zkl__observe(c, &ev);
+	}
 	return 0;
 }
 
@@ -477,7 +551,7 @@ static int fixed_made(zkl_client *c, struct fixed_job *f, const struct zkl_op *o
 	node->gen = op->s->gen;
 	node->czxid = op->stat.czxid;
 	zkl__node_known(f->q, node);
-	int rc = zkl__engine_hold(c, f->q, node);
+	int rc = zkl__engine_hold(c, f->q, node, f->since);
 	if (rc != 0) {
 		zkl__task_delete(c, node->path, node->gen);
 		zkl__node_forget(c, node);
@@ -582,7 +656,8 @@ int zkl__engine_create_fixed(const struct zkl_queue *q, const char *name, int ti
 	struct fixed_job f = {.job = {.step = fixed_step, .drop = fixed_drop}, .q = q,
 	                      .node = node, .try_once = timeout_ms == 0,
 	                      .deadline = zkl__deadline(timeout_ms ? timeout_ms :
-	                                               ZKL_TRY_ONCE_MS)};
+	                                               ZKL_TRY_ONCE_MS),
+	                      .since = zkl__now_ms()};
 	f.target = zkl__path_join(q->path, name);
 	if (!f.target)
 		return zkl__fail(ZKL_ENOMEM, "out of memory");

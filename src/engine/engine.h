@@ -49,6 +49,9 @@ struct zkl_queue {
 	const struct zkl_predicate *pred;
 	void *pred_arg;
 	const void *owner;          /* for cancel */
+	/* The kind the observer is told of ("mutex", ...: zkl_lock_kind()), or NULL: an
+	 * acquisition of the recipe's own (a semaphore's gate) tells it nothing. */
+	const char *name;
 	/* If set, our node carries a revocation watch that calls this (event thread) each
 	 * time revoke_decode finds a request in the node's data. */
 	void (*on_revoke)(void *ctx, const char *path);
@@ -100,8 +103,8 @@ int zkl__engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node
                      void (*done)(void *arg, int rc), void *arg);
 
 /* The same from a step of a job the loop runs (mu held): the acquisition is the child
- * of parent (zkl__job_start_locked), and done(arg, rc) runs on the loop with mu held
- * and zkl_last_error() set, before parent is woken. */
+ * of parent (zkl__job_start_locked), run where parent is, and parent is woken once
+ * done(arg, rc) has run (as above: on the loop, no lock held). */
 int zkl__engine_start_locked(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
                             struct zkl_job *parent, void (*done)(void *arg, int rc),
                             void *arg);
@@ -123,7 +126,8 @@ int zkl__engine_release(zkl_client *c, struct zkl_node *node);
 
 /* Deletes a node we hold in the background, without waiting (so also on the event
  * thread), ending its hold first: sent at once if connected, else when the session
- * reconnects. Clears *node. */
+ * reconnects. On a thread that runs the loop this is done at once; from another it is
+ * handed to the loop. Clears *node. */
 void zkl__engine_release_later(zkl_client *c, struct zkl_node *node);
 
 /* The same from a step the loop runs (mu held), for a node without a hold (a

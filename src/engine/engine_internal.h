@@ -11,7 +11,8 @@ void zkl__node_forget(zkl_client *c, struct zkl_node *node);
 
 /* Makes node->hold if q asks for one, at a grant (mu held, loop): 0, or ZKL_ENOMEM
  * with nothing made. */
-int zkl__engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *node);
+int zkl__engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *node,
+                    int64_t since);
 
 /* Parses and sorts op's children into a new array (mu held), leaving out our own nodes
  * whose delete is on its way. Takes the names from the op: free them with

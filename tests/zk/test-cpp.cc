@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <condition_variable>
 #include <future>
 #include <limits>
 #include <mutex>
@@ -898,6 +899,49 @@ static void test_leader()
 	EXPECT_THROWS(ZKL_EINVAL, empty.start());
 }
 
+// The observer as a std::function: told each event in order; the client moves with it.
+static void test_observer()
+{
+	zkl::client a = open_client();
+	std::mutex mu;
+	std::condition_variable cv;
+	std::vector<std::pair<zkl_lock_event_type, std::string>> seen;
+	a.on_event([&](const zkl_lock_event &ev) {
+		std::lock_guard<std::mutex> g(mu);
+		seen.emplace_back(ev.type, ev.kind ? ev.kind : "");
+		cv.notify_all();
+	});
+	zkl::client moved = std::move(a); // the observer goes with the client
+	const std::string p = fresh_path("observer");
+	{
+		zkl::mutex m(moved, p);
+		std::lock_guard<zkl::mutex> g(m);
+	}
+	{
+		std::unique_lock<std::mutex> g(mu);
+		EXPECT(cv.wait_for(g, 20s, [&] { return seen.size() >= 2; }));
+		EXPECT(seen[0].first == ZKL_EVENT_GRANTED && seen[0].second == "mutex");
+		EXPECT(seen[1].first == ZKL_EVENT_RELEASED);
+	}
+	moved.on_event(nullptr);
+	{
+		zkl::mutex m(moved, p);
+		std::lock_guard<zkl::mutex> g(m);
+	}
+	{
+		std::lock_guard<std::mutex> g(mu);
+		EXPECT_EQ(seen.size(), 2u);
+	}
+	zkl::client empty = zkl::client::adopt(nullptr);
+	bool threw = false;
+	try {
+		empty.on_event([](const zkl_lock_event &) {});
+	} catch (const zkl::error &e) {
+		threw = e.code() == ZKL_EINVAL;
+	}
+	EXPECT(threw);
+}
+
 int main(int argc, char **argv)
 {
 	static const test_case tests[] = {
@@ -914,6 +958,7 @@ int main(int argc, char **argv)
 		{"node_and_data", test_node_and_data},
 		{"multilock", test_multilock},
 		{"leader", test_leader},
+		{"observer", test_observer},
 	};
 	h_servers(); // exits 77 (skip) without a server
 	std::setvbuf(stdout, nullptr, _IOLBF, 0);

@@ -228,7 +228,7 @@ static void test_calls_on_the_loop(void **state)
 	skip_unless_driven();
 	struct app a;
 	app_open(&a, 8000, true);
-	zkl_client *other = h_client(0);
+	zkl_client *other = h_client(8000); /* outlives the pause, as the app's does */
 	const char *paths[] = {
 		strdup(h_path("paused-mutex")),   strdup(h_path("paused-rw")),
 		strdup(h_path("paused-rw-read")),

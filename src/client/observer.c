@@ -1,0 +1,190 @@
+/* The observer: one function per client told every lock event, with its times, and the
+ * wait and hold histograms of the client's statistics.
+ *
+ * Events come from the engine on the loop (queued, granted, timed out, canceled), from
+ * the holds the loop reports lost or revoked, and from a release, on whatever thread
+ * releases. Each is copied into a queue of its own (obs_mu, never the client's mutex),
+ * and the loop tells them in order, with no lock held, as it runs lost callbacks: so an
+ * observer sees a release after the grant it ends, and may call any zklocks function
+ * that does not wait for the server. Nothing is kept while no observer is set. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+struct zkl_obs {
+	struct zkl_obs *next;
+	zkl_lock_event ev;
+	char strings[]; /* ev.path, then ev.node */
+};
+
+static const int64_t bucket_ms[ZKL_STATS_BUCKETS - 1] = {
+	1, 5, 10, 50, 100, 500, 1000, 5000, 10000, 60000, 300000,
+};
+
+int64_t zkl_stats_bucket_ms(int i)
+{
+	if (i < 0 || i >= ZKL_STATS_BUCKETS - 1)
+		return INT64_MAX;
+	return bucket_ms[i];
+}
+
+static void count(atomic_uint_fast64_t *hist, atomic_uint_fast64_t *sum, int64_t ms)
+{
+	if (ms < 0)
+		ms = 0;
+	int i = 0;
+	while (i < ZKL_STATS_BUCKETS - 1 && ms > bucket_ms[i])
+		i++;
+	atomic_fetch_add_explicit(&hist[i], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(sum, (uint_fast64_t)ms, memory_order_relaxed);
+}
+
+void zkl__observe_wait(zkl_client *c, int64_t wait_ms)
+{
+	count(c->wait_hist, &c->wait_sum, wait_ms);
+}
+
+void zkl__observer_init(zkl_client *c)
+{
+	pthread_mutex_init(&c->obs_mu, NULL);
+	zkl__cond_init(&c->obs_cv);
+}
+
+void zkl__observer_free(zkl_client *c)
+{
+	struct zkl_obs *o = c->obs_head;
+	while (o) {
+		struct zkl_obs *next = o->next;
+		free(o);
+		o = next;
+	}
+	c->obs_head = c->obs_tail = NULL;
+	pthread_cond_destroy(&c->obs_cv);
+	pthread_mutex_destroy(&c->obs_mu);
+}
+
+void zkl__observe(zkl_client *c, const zkl_lock_event *ev)
+{
+	pthread_mutex_lock(&c->obs_mu);
+	const bool wanted = c->obs_fn != NULL;
+	pthread_mutex_unlock(&c->obs_mu);
+	if (!wanted)
+		return;
+	const size_t plen = ev->path ? strlen(ev->path) + 1 : 0;
+	const size_t nlen = ev->node ? strlen(ev->node) + 1 : 0;
+	struct zkl_obs *o = malloc(sizeof *o + plen + nlen);
+	if (!o)
+		return; /* an observer misses an event rather than a lock its memory */
+	o->next = NULL;
+	o->ev = *ev;
+	o->ev.path = plen ? memcpy(o->strings, ev->path, plen) : NULL;
+	o->ev.node = nlen ? memcpy(o->strings + plen, ev->node, nlen) : NULL;
+	pthread_mutex_lock(&c->obs_mu);
+	if (c->obs_tail)
+		c->obs_tail->next = o;
+	else
+		c->obs_head = o;
+	c->obs_tail = o;
+	pthread_mutex_unlock(&c->obs_mu);
+	if (!zkl__on_event_thread(c))
+		zkl__loop_wake(c); /* the loop tells it on its next turn */
+}
+
+void zkl__hold_observe(zkl_client *c, const struct zkl_hold *h, zkl_lock_event_type type)
+{
+	if (!h->kind)
+		return;
+	const int64_t now = zkl__now_ms();
+	const int64_t held = now - h->granted_at;
+	if (type == ZKL_EVENT_RELEASED || type == ZKL_EVENT_LOST)
+		count(c->hold_hist, &c->hold_sum, held);
+	/* The folder: the node's path up to its last slash. */
+	const char *slash = strrchr(h->path, '/');
+	char *folder = strndup(h->path, slash ? (size_t)(slash - h->path) : 0);
+	if (!folder)
+		return;
+	const zkl_lock_event ev = {
+		.type = type,
+		.kind = h->kind,
+		.path = folder,
+		.node = h->path[0] ? h->path : NULL,
+		.token = h->token,
+		.at_ms = now,
+		.hold_ms = held,
+	};
+	zkl__observe(c, &ev);
+	free(folder);
+}
+
+void zkl__observer_run(zkl_client *c)
+{
+	pthread_mutex_lock(&c->obs_mu);
+	/* One thread tells them at a time, so that they are told in order: another that
+	 * runs the loop meanwhile (external_loop) leaves them to it. */
+	if (c->obs_calling) {
+		pthread_mutex_unlock(&c->obs_mu);
+		return;
+	}
+	bool unlocked = false;
+	while (c->obs_head) {
+		struct zkl_obs *o = c->obs_head;
+		c->obs_head = o->next;
+		if (!c->obs_head)
+			c->obs_tail = NULL;
+		zkl_observer_fn fn = c->obs_fn;
+		void *data = c->obs_data;
+		if (!fn) {
+			free(o);
+			continue;
+		}
+		c->obs_calling++;
+		c->obs_thread = pthread_self();
+		c->obs_call_gen = c->obs_gen;
+		pthread_mutex_unlock(&c->obs_mu);
+		if (!unlocked) {
+			pthread_mutex_unlock(&c->mu);
+			unlocked = true;
+		}
+		fn(c, &o->ev, data);
+		free(o);
+		pthread_mutex_lock(&c->obs_mu);
+		c->obs_calling--;
+		pthread_cond_broadcast(&c->obs_cv);
+	}
+	pthread_mutex_unlock(&c->obs_mu);
+	if (unlocked)
+		pthread_mutex_lock(&c->mu);
+}
+
+int zkl_client_set_observer(zkl_client *c, zkl_observer_fn fn, void *data)
+{
+	zkl__clear_error();
+	if (!c)
+		return zkl__fail(ZKL_EINVAL, "client is NULL");
+	pthread_mutex_lock(&c->obs_mu);
+	c->obs_fn = fn;
+	c->obs_data = data;
+	const unsigned gen = ++c->obs_gen;
+	/* The observer replaced may be running: wait for that call, unless this is it
+	 * (calls of the new one may follow meanwhile). */
+	while (c->obs_calling && c->obs_call_gen != gen &&
+	       !pthread_equal(c->obs_thread, pthread_self()))
+		pthread_cond_wait(&c->obs_cv, &c->obs_mu);
+	pthread_mutex_unlock(&c->obs_mu);
+	return 0;
+}
+
+const char *zkl_lock_event_name(zkl_lock_event_type type)
+{
+	switch (type) {
+	case ZKL_EVENT_QUEUED: return "queued";
+	case ZKL_EVENT_GRANTED: return "granted";
+	case ZKL_EVENT_RELEASED: return "released";
+	case ZKL_EVENT_LOST: return "lost";
+	case ZKL_EVENT_REVOKED: return "revoked";
+	case ZKL_EVENT_TIMED_OUT: return "timed out";
+	case ZKL_EVENT_CANCELED: return "canceled";
+	}
+	return "unknown";
+}
