@@ -26,8 +26,9 @@
  * job.c), a cancel or a function to run (zkl__loop_run) as a call (zkl__call), through
  * the inbox, and waits, if it does, on that call or job alone, never on mu: from the
  * call on, only the loop touches it. A job's step may start further jobs (an engine
- * acquisition) as its children (zkl__job_start_locked), run where the job is run. Only the loop sends requests, with one exception: a release sends its delete
- * itself (zkl__task_delete_sent), leaving the answer to the loop. */
+ * acquisition) as its children (zkl__job_start_locked), run where the job is run. Only
+ * the loop sends requests, with one exception: a release sends its delete itself
+ * (zkl__task_delete_sent), leaving the answer to the loop. */
 #ifndef ZKL_INTERNAL_H
 #define ZKL_INTERNAL_H
 
