@@ -9,7 +9,8 @@
  *     sends; nothing blocks while holding it, and no zoo_* call is made with it held.
  *     Application threads still take it briefly in some recipes' calls (ARCHITECTURE.md,
  *     "One owner: where it stands", says what is left to move to the loop); the
- *     election's (recipes/election*.c, leader_view.c) never do.
+ *     election's (recipes/election*.c, leader_view.c) and the semaphore's
+ *     (recipes/semaphore*.c) never do.
  *   - `inbox_mu` guards the inbox and the loop's wake count: the C client's completion
  *     thread queues what it hears there and never takes mu (with external_loop it
  *     applies what it hears itself, under mu; an adopted handle's session events go
@@ -27,9 +28,11 @@
  * does, on that call, acquisition or job alone, never on mu: from the call on, only the
  * loop touches it. A wait for a condition of a recipe's state is a job too
  * (zkl__loop_wait), which the recipe's machine wakes (zkl__wake_owner_locked). A step of
- * the loop runs the application's code with mu let go of (zkl__loop_callout). Only the
- * loop sends requests, with one exception: a release sends its delete itself
- * (zkl__task_delete_sent), leaving the answer to the loop. */
+ * the loop runs the application's code with mu let go of (zkl__loop_callout). A job's
+ * step may start further jobs (an engine acquisition) as its children
+ * (zkl__job_start_locked), run where the job is run. Only the loop sends requests, with
+ * one exception: a release sends its delete itself (zkl__task_delete_sent), leaving the
+ * answer to the loop. */
 #ifndef ZKL_INTERNAL_H
 #define ZKL_INTERNAL_H
 
@@ -505,6 +508,9 @@ struct zkl_job {
 	 * no lock held (it may run the user's callbacks), with rc and error set; the job is
 	 * not touched after it. */
 	void (*end)(zkl_client *c, struct zkl_job *j);
+	/* mu: a job started by a step of another (zkl__job_start_locked), and the one
+	 * child of a job under way; the parent is woken when its child ends. */
+	struct zkl_job *parent, *child;
 	int rc;                    /* once ended: its result, and its detail */
 	char error[256];
 	sem_t done;                /* posted once it ended: its waiting thread's wait */
@@ -516,9 +522,15 @@ void zkl__jobs_tell(struct zkl_job *list);
 /* Hands j to the loop (no lock held). Returns 0, or ZKL_ECLOSED (the loop runs no more,
  * j is left as it was). */
 int zkl__job_start(zkl_client *c, struct zkl_job *j, const void *owner);
+/* The same from a step or a call the loop runs (mu held): j begins at once. With a
+ * parent (the job whose step starts j; one child at a time), j is its child: the parent
+ * is woken once j's end has run, and with external_loop the thread that waits for the
+ * parent runs j's steps too. */
+void zkl__job_start_locked(zkl_client *c, struct zkl_job *j, const void *owner,
+                          struct zkl_job *parent);
 /* Waits (no lock held) for the end of j, started without an end function. Returns its
  * result, with its detail for zkl_last_error(). With external_loop the waiting thread
- * runs j's steps itself. */
+ * runs j's steps (and its child's) itself. */
 int zkl__job_wait(zkl_client *c, struct zkl_job *j);
 /* Frees what zkl__job_start() set up, for a job with an end function, once it ended. */
 void zkl__job_destroy(struct zkl_job *j);

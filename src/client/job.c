@@ -20,13 +20,19 @@
  * external_loop, the C
  * client's completion thread applies the answers as they come, and the waiting thread
  * runs its job's steps itself when they are due: the application's loop may be that
- * very thread, or not run at all while it waits. */
+ * very thread, or not run at all while it waits.
+ *
+ * A job's step may start another job from the loop (zkl__job_start_locked): a recipe
+ * made of engine acquisitions (a semaphore's gate, then its lease) starts each as the
+ * child of its own job, and is woken when the child ends. The child is run where its
+ * parent is: by the loop, or by the parent's waiting thread with external_loop. So a
+ * blocking call and an asynchronous one are the same job, waited for or with an end. */
 #include <semaphore.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core.h"
 
 /* Wakes the thread that waits for j. A semaphore, not a condition variable: the woken
  * thread takes no mutex the loop may still hold, and may free j as soon as it wakes. */
@@ -49,9 +55,15 @@ static void job_step(zkl_client *c, struct zkl_waiter *w)
 		j->drop(c, j);
 	zkl__waiter_leave(c, &j->w);
 	if (j->end) {
+		struct zkl_job *parent = j->parent;
 		pthread_mutex_unlock(&c->mu);
 		j->end(c, j); /* j may be gone */
 		pthread_mutex_lock(&c->mu);
+		if (parent) {
+			/* A child job (it has an end): its parent looks at what the end left. */
+			parent->child = NULL;
+			zkl__waiter_wake(c, &parent->w);
+		}
 		return;
 	}
 	if (j->w.own_thread) {
@@ -84,13 +96,34 @@ static void job_begin(zkl_client *c, struct zkl__call *call)
 	zkl__waiter_enter_loop(c, &j->w, j->owner, job_step);
 }
 
-int zkl__job_start(zkl_client *c, struct zkl_job *j, const void *owner)
+/* What every start of a job sets. */
+static void job_init(struct zkl_job *j, const void *owner)
 {
 	j->owner = owner;
 	j->rc = 0;
 	j->error[0] = '\0';
 	j->finished = false;
+	j->parent = j->child = NULL;
 	sem_init(&j->done, 0, 0);
+}
+
+void zkl__job_start_locked(zkl_client *c, struct zkl_job *j, const void *owner,
+                          struct zkl_job *parent)
+{
+	job_init(j, owner);
+	if (parent) {
+		j->parent = parent;
+		parent->child = j;
+	}
+	/* A child is run by whoever runs its parent: with external_loop, the thread that
+	 * waits for the parent (zkl__job_wait). */
+	j->w.own_thread = parent ? parent->w.own_thread : c->external && !j->end;
+	zkl__waiter_enter_loop(c, &j->w, owner, job_step);
+}
+
+int zkl__job_start(zkl_client *c, struct zkl_job *j, const void *owner)
+{
+	job_init(j, owner);
 	j->call.fn = job_begin;
 	j->w.own_thread = c->external && !j->end;
 	if (!zkl__call(c, &j->call)) {
@@ -108,10 +141,15 @@ int zkl__job_wait(zkl_client *c, struct zkl_job *j)
 		 * nothing else would run it. The loop leaves it alone (own_thread). */
 		pthread_mutex_lock(&c->mu);
 		while (!j->finished) {
-			if (zkl__waiter_due(&j->w))
+			struct zkl_job *k = j->child;
+			if (k && zkl__waiter_due(&k->w))
+				job_step(c, &k->w); /* k may be gone */
+			else if (zkl__waiter_due(&j->w))
 				job_step(c, &j->w);
 			else
-				zkl__cond_wait_until(&c->ev_cv, &c->mu, j->w.wake_at);
+				zkl__cond_wait_until(&c->ev_cv, &c->mu,
+				                     k && k->w.wake_at < j->w.wake_at ? k->w.wake_at
+				                                                      : j->w.wake_at);
 		}
 		pthread_mutex_unlock(&c->mu);
 	} else {

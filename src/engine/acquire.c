@@ -287,6 +287,11 @@ static bool grant_stands(zkl_client *c, const struct zkl_node *node)
 	return node->gen == c->gen && !c->sess->given_up && zkl__now_ms() < zkl__lost_at(c);
 }
 
+bool zkl__engine_grant_stands(zkl_client *c, const struct zkl_node *node)
+{
+	return grant_stands(c, node);
+}
+
 /* Our turn has come. The grant stands (grant_stands) or it waits: a watch event proves
  * nothing about the server hearing us (a client cut off one way still hears it), so a
  * turn learned past the deadline waits for the new session the event thread is about to
@@ -984,7 +989,7 @@ static int step(zkl_client *c, struct zkl_job *j)
  * loop touches it, until it is done. done NULL: the caller waits for it. */
 static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
                                      struct zkl_node *node, void (*done)(void *, int),
-                                     void *arg, int *err)
+                                     void *arg, struct zkl_job *parent, int *err)
 {
 	zkl_client *c = q->c;
 	memset(node, 0, sizeof *node);
@@ -1012,6 +1017,10 @@ static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
 	a->job.drop = drop_job;
 	a->job.end = done ? end_async : NULL;
 	a->job.runs_closing = true;
+	if (parent) {
+		zkl__job_start_locked(c, &a->job, q->owner, parent);
+		return a;
+	}
 	if ((*err = zkl__job_start(c, &a->job, q->owner)) != 0) {
 		free(a);
 		memset(node, 0, sizeof *node);
@@ -1036,7 +1045,15 @@ int zkl__engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node
                      void (*done)(void *arg, int rc), void *arg)
 {
 	int err = 0;
-	return start(q, timeout_ms, node, done, arg, &err) ? 0 : err;
+	return start(q, timeout_ms, node, done, arg, NULL, &err) ? 0 : err;
+}
+
+int zkl__engine_start_locked(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
+                            struct zkl_job *parent, void (*done)(void *arg, int rc),
+                            void *arg)
+{
+	int err = 0;
+	return start(q, timeout_ms, node, done, arg, parent, &err) ? 0 : err;
 }
 
 int zkl__engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node)
@@ -1049,7 +1066,7 @@ int zkl__engine_acquire(const struct zkl_queue *q, int timeout_ms, struct zkl_no
 		                "client's loop (in a callback, or the application's loop thread): "
 		                "nothing would run the acquisition", q->path);
 	}
-	struct zkl_acquisition *a = start(q, timeout_ms, node, NULL, NULL, &err);
+	struct zkl_acquisition *a = start(q, timeout_ms, node, NULL, NULL, NULL, &err);
 	if (!a)
 		return err;
 	int rc = zkl__job_wait(c, &a->job);

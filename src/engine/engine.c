@@ -305,13 +305,21 @@ struct release_later {
 	struct zkl_node node;
 };
 
+void zkl__engine_release_locked(zkl_client *c, struct zkl_node *node)
+{
+	if (!node->path)
+		return;
+	zkl__revwatch_remove(c, node->rev);
+	node->rev = NULL;
+	if (node->gen == c->gen) /* else its session, and so the node, is gone */
+		zkl__task_delete_now(c, node->path, node->gen);
+	zkl__node_clear(node);
+}
+
 static void release_later_run(zkl_client *c, struct zkl__call *call)
 {
 	struct release_later *r = (struct release_later *)call;
-	zkl__revwatch_remove(c, r->node.rev);
-	if (r->node.gen == c->gen) /* else its session, and so the node, is gone */
-		zkl__task_delete_now(c, r->node.path, r->node.gen);
-	zkl__node_clear(&r->node);
+	zkl__engine_release_locked(c, &r->node);
 	free(r);
 }
 

@@ -107,6 +107,18 @@ int zkl__engine_fits(const struct zkl_queue *q);
 int zkl__engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
                      void (*done)(void *arg, int rc), void *arg);
 
+/* The same from a step of a job the loop runs (mu held): the acquisition is the child
+ * of parent (zkl__job_start_locked), run where parent is, and parent is woken once
+ * done(arg, rc) has run (as above: on the loop, no lock held). */
+int zkl__engine_start_locked(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
+                            struct zkl_job *parent, void (*done)(void *arg, int rc),
+                            void *arg);
+
+/* Whether the grant of node, held, still stands (mu held): its session is the current
+ * one, not given up, and short of its loss deadline. A recipe that waits for more after
+ * a grant (a semaphore's further leases) asks before it says it holds. */
+bool zkl__engine_grant_stands(zkl_client *c, const struct zkl_node *node);
+
 /* Deletes a node we hold, ending its hold first. Connected, the delete is sent at once and its answer is the
  * background's, which retries it until it succeeds or the session is gone; from an
  * application's thread that takes no lock of the client (zkl__task_delete_sent). With
@@ -122,6 +134,10 @@ int zkl__engine_release(zkl_client *c, struct zkl_node *node);
  * reconnects. On a thread that runs the loop this is done at once; from another it is
  * handed to the loop. Clears *node. */
 void zkl__engine_release_later(zkl_client *c, struct zkl_node *node);
+
+/* The same from a step the loop runs (mu held), for a node without a hold (a
+ * semaphore's gate node): sent at once, never waited for. */
+void zkl__engine_release_locked(zkl_client *c, struct zkl_node *node);
 
 void zkl__node_clear(struct zkl_node *node);
 

@@ -2148,6 +2148,72 @@ static void test_semaphore_lease_lost_while_taking(void **state)
 	fz_free(z);
 }
 
+/* ---- a blocking take with external_loop: the application's loop may never run while
+ * a thread waits, so that thread runs the take and the acquisitions it starts (the gate,
+ * then the lease) itself ---- */
+
+struct take_one {
+	struct fz *z;
+	zkl_semaphore *s;
+	zkl_lease *got;
+	int rc;
+	atomic_bool done;
+};
+
+static void *take_one_main(void *arg)
+{
+	struct take_one *t = arg;
+	t->rc = zkl_semaphore_acquire(t->s, 1, 10000, &t->got);
+	atomic_store(&t->done, true);
+	fz_poke(t->z);
+	return NULL;
+}
+
+static bool one_taken(void *arg)
+{
+	return atomic_load(&((struct take_one *)arg)->done);
+}
+
+static void test_semaphore_blocking_external_loop(void **state)
+{
+	(void)state;
+	struct fz *z = fz_new();
+	zkl_client *a, *b;
+	zkl_client_options o;
+	zkl_client_options_init(&o);
+	o.session_timeout_ms = 20000;
+	o.external_loop = true; /* and zkl_client_process() is never called */
+	CHECK_OK(fz_client_open(z, &a, &o));
+	CHECK_OK(fz_client_open(z, &b, NULL));
+	const char *path = "/locks/sem-external";
+	zkl_semaphore *sa, *sb;
+	CHECK_OK(zkl_semaphore_new(&sa, a, path, 1));
+	CHECK_OK(zkl_semaphore_new(&sb, b, path, 1));
+	zkl_lease *lb;
+	CHECK_OK(zkl_semaphore_acquire(sb, 1, -1, &lb));
+	/* a passes the gate and waits with its lease behind b's. */
+	struct take_one t = { .z = z, .s = sa };
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, take_one_main, &t), 0);
+	fzh_wait_children(z, "/locks/sem-external/leases", 2);
+	assert_false(atomic_load(&t.done));
+	CHECK_OK(zkl_lease_release(lb));
+	fz_wait(z, one_taken, &t, "the blocking acquire on the external loop's client");
+	pthread_join(th, NULL);
+	CHECK_OK(t.rc);
+	assert_true(zkl_lease_is_held(t.got));
+	/* The gate was let go of, and a holds the one slot: b's try finds it taken. */
+	fzh_wait_children(z, "/locks/sem-external/locks", 0);
+	assert_int_equal(zkl_semaphore_acquire(sb, 1, 0, &lb), ZKL_ETIMEDOUT);
+	CHECK_OK(zkl_lease_release(t.got));
+	zkl_lease_free(t.got);
+	zkl_semaphore_free(sa);
+	zkl_semaphore_free(sb);
+	zkl_client_close(a);
+	zkl_client_close(b);
+	fz_free(z);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2192,6 +2258,7 @@ int main(void)
 		cmocka_unit_test(test_semaphore_count_differs_async),
 		cmocka_unit_test(test_semaphore_gate_session),
 		cmocka_unit_test(test_semaphore_lease_lost_while_taking),
+		cmocka_unit_test(test_semaphore_blocking_external_loop),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
