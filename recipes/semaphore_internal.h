@@ -78,6 +78,7 @@ struct zkl__sem_take {
 	struct zkl_data data;          /* the lease nodes' data */
 	bool revocable;
 	int64_t deadline;
+	int64_t since;                 /* when the take began (the observer's wait) */
 	int timeout_ms;
 	int st;                        /* loop: where it is (semaphore_take.c) */
 	/* loop: the count check's request out, whether it is the write of our count (with

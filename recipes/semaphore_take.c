@@ -106,6 +106,7 @@ int zkl__sem_take_new(struct zkl__sem_take **out, zkl_semaphore *s, int n, int t
 	t->timeout_ms = timeout_ms;
 	/* Trying once: every acquisition of the take tries once, within one budget. */
 	t->deadline = zkl__deadline(timeout_ms ? timeout_ms : ZKL_TRY_ONCE_MS);
+	t->since = zkl__now_ms();
 	t->st = T_CHECK;
 	t->max = (struct zkl_limit){&t->k->fixed_max, &t->k->shared_max};
 	*out = t;
@@ -275,6 +276,9 @@ static int queue_gate(zkl_client *c, struct zkl__sem_take *t)
 		.data_len = t->data.len,
 		.pred = &zkl_pred_first,
 		.owner = k,
+		.name = t->s->lock.kind,
+		.since = t->since,
+		.quiet_grant = true, /* the lease's grant is the acquire's */
 		.folder_seen = &k->locks_seen,
 	};
 	return queue(c, t, &t->gate);
@@ -293,6 +297,8 @@ static int queue_lease(zkl_client *c, struct zkl__sem_take *t)
 		.pred = &zkl_pred_count,
 		.pred_arg = &t->max,
 		.owner = k,
+		.name = t->s->lock.kind,
+		.since = t->since,
 		.on_revoke = t->revocable ? zkl__sem_lease_revoked : NULL,
 		.revoke_ctx = t->s,
 		.revoke_decode = zkl__revoke_decode,

@@ -1008,7 +1008,7 @@ static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
 	a->node = node;
 	a->st = A_TOP;
 	a->try_once = timeout_ms == 0;
-	a->since = zkl__now_ms();
+	a->since = q->since ? q->since : zkl__now_ms();
 	a->deadline = timeout_ms != 0 ? zkl__deadline(timeout_ms) :
 	              q->until ? q->until : zkl__deadline(ZKL_TRY_ONCE_MS);
 	a->done_fn = done;

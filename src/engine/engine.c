@@ -535,7 +535,9 @@ int zkl__engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *
 		zkl__hold_watch_node(c, h);
 		node->hold = h;
 	}
-	if (q->name) {
+	if (q->since)
+		since = q->since;
+	if (q->name && !q->quiet_grant) {
 		zkl__observe_wait(c, now - since);
 		const zkl_lock_event ev = {.type = ZKL_EVENT_GRANTED, .kind = q->name,
 		                           .path = q->path, .node = node->path,

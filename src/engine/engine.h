@@ -52,6 +52,11 @@ struct zkl_queue {
 	/* The kind the observer is told of ("mutex", ...: zkl_lock_kind()), or NULL: an
 	 * acquisition of the recipe's own (a semaphore's gate) tells it nothing. */
 	const char *name;
+	/* For the observer: when the recipe's acquire began, if before this acquisition
+	 * (a semaphore's lease, after its gate), else 0; and whether its grant is only a
+	 * step of the acquire, told when the acquire is granted (a semaphore's gate). */
+	int64_t since;
+	bool quiet_grant;
 	/* If set, our node carries a revocation watch that calls this (event thread) each
 	 * time revoke_decode finds a request in the node's data. */
 	void (*on_revoke)(void *ctx, const char *path);

@@ -390,6 +390,57 @@ static void test_leader(void **state)
 	zkl_client_close(b);
 }
 
+/* A semaphore's lease: a wait for a lease that runs out is told as queued and timed out;
+ * a lease taken is granted with its wait counted from the acquire's start (its gate's
+ * turn included) and released with its hold. */
+static void test_semaphore(void **state)
+{
+	(void)state;
+	const char *path = h_path("observer-sem");
+	zkl_client *a = h_client(0), *b = h_client(0);
+	zkl_semaphore *sa, *sb;
+	CHECK_OK(zkl_semaphore_new(&sa, a, path, 1));
+	CHECK_OK(zkl_semaphore_new(&sb, b, path, 1));
+	struct log g;
+	log_init(&g, b);
+	zkl_lease *la, *lb;
+	CHECK_OK(zkl_semaphore_acquire(sa, 1, WAIT_MS, &la));
+	const int64_t t0 = zkl_monotonic_ms();
+	CHECK_RC(ZKL_ETIMEDOUT, zkl_semaphore_acquire(sb, 1, 300, &lb));
+	const int64_t t1 = zkl_monotonic_ms();
+	struct seen *q = nth(&g, 1);
+	assert_int_equal(q->ev.type, ZKL_EVENT_QUEUED);
+	assert_string_equal(q->kind, "semaphore");
+	assert_string_equal(q->path, h_sub(path, "leases"));
+	assert_int_equal(q->ev.ahead, 1);
+	struct seen *to = nth(&g, 2);
+	assert_int_equal(to->ev.type, ZKL_EVENT_TIMED_OUT);
+	assert_true(to->ev.wait_ms >= 300 && to->ev.wait_ms <= t1 - t0);
+	CHECK_OK(zkl_lease_release(la));
+	zkl_lease_free(la);
+
+	const int64_t t2 = zkl_monotonic_ms();
+	CHECK_OK(zkl_semaphore_acquire(sb, 1, WAIT_MS, &lb));
+	const int64_t t3 = zkl_monotonic_ms();
+	struct seen *gr = nth(&g, 3);
+	assert_int_equal(gr->ev.type, ZKL_EVENT_GRANTED);
+	assert_string_equal(gr->kind, "semaphore");
+	assert_true(gr->ev.token > 0);
+	assert_true(gr->ev.wait_ms <= t3 - t2);
+	CHECK_OK(zkl_lease_release(lb));
+	zkl_lease_free(lb);
+	struct seen *rel = nth(&g, 4);
+	assert_int_equal(rel->ev.type, ZKL_EVENT_RELEASED);
+	assert_string_equal(rel->node, gr->node);
+	assert_int_equal(rel->ev.token, gr->ev.token);
+	assert_int_equal(count(&g), 4);
+	log_fini(&g);
+	zkl_semaphore_free(sa);
+	zkl_semaphore_free(sb);
+	zkl_client_close(a);
+	zkl_client_close(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -398,6 +449,7 @@ int main(void)
 		cmocka_unit_test(test_revoked_and_lost),
 		cmocka_unit_test(test_set_and_unset),
 		cmocka_unit_test(test_leader),
+		cmocka_unit_test(test_semaphore),
 	};
 	return H_RUN(tests);
 }
