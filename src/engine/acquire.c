@@ -39,60 +39,8 @@
 #include <string.h>
 
 #include "engine.h"
+#include "acquisition.h"
 #include "engine_internal.h"
-
-enum acq_state {
-	A_TOP,         /* decide what comes next */
-	A_FIND,        /* listing the folder for our uuid */
-	A_FIND_EXISTS, /* found a node with our uuid: whose session owns it? */
-	A_CREATE,      /* our create is out (with the folder's create, or the list) */
-	A_SETTLE,      /* cancelled with the create out: waiting for its answer */
-	A_ENSURE,      /* making the folder and its missing ancestors */
-	A_FOLDER,      /* waiting for another acquisition to make the folder */
-	A_LIST,        /* the queue's list is out */
-	A_WATCH,       /* the request that arms our watch is out */
-	A_WAIT,        /* waiting for the watch to fire */
-	A_RECOVER,     /* waiting for the connection after a transient failure */
-	A_TURN,        /* our turn came past the loss deadline: waiting for a new session */
-	A_WITHDRAW,    /* deleting our node before reporting the failure */
-};
-
-/* What a state's function tells step() (or ZKL_E*: it failed); ANSWERED is await()'s. */
-enum { GO_ON = 0, WAIT = 1, HELD = 2, ANSWERED = 3 };
-
-struct zkl_acquisition {
-	struct zkl_job job;            /* first: the loop runs it (src/client/job.c) */
-	const struct zkl_queue *q;
-	struct zkl_node *node;         /* the caller's */
-	enum acq_state st;
-	int64_t deadline;
-	bool try_once;                 /* timeout 0: one round trip, then give up */
-	unsigned epoch;                /* *q->epoch when the queue was last looked at */
-	bool unknown;                  /* a create of ours may exist: look for it by uuid */
-	uint64_t unknown_gen;
-	uint64_t uuid_gen;             /* the session node->uuid's last create went out on */
-	struct zkl_op *folder, *create, *list, *op;
-	struct zkl_watch *wt;
-	bool watch_folder;             /* the watch is on the folder's children */
-	bool heir;                     /* the watched node going means we hold */
-	size_t listed;                 /* the queue's length when the watch was armed */
-	uint64_t ggen;                 /* the session the watch was armed on */
-	int64_t until;                 /* SETTLE, ENSURE, WITHDRAW: their own deadline */
-	char *ensure;                  /* ENSURE: the folder's path; the create out (or next) */
-	size_t ensure_len, ensure_full;/* is of its first ensure_len bytes */
-	int ensure_mode;               /* and its mode */
-	struct zkl_folder *folder_made;/* ENSURE: the folder we make for others too; FOLDER:
-	                                * the one we wait for (NULL once it is done) */
-	struct zkl_acquisition *folder_next; /* FOLDER: next waiter of folder_made */
-	char *found;                   /* FIND_EXISTS */
-	uint64_t found_gen;
-	int failed;                    /* the failure being withdrawn from */
-	bool begun;                    /* counted (zkl_client_get_stats) */
-	int64_t since;                 /* when it began (the observer's wait_ms) */
-	bool told_queued;              /* the observer was told it waits */
-	void (*done_fn)(void *arg, int rc); /* or, started by zkl__engine_start: its end */
-	void *done_arg;
-};
 
 /* One more of what zkl_client_get_stats() counts. */
 static void tally(atomic_uint_fast64_t *k)
@@ -102,7 +50,7 @@ static void tally(atomic_uint_fast64_t *k)
 
 /* Whether op has its answer (ANSWERED) or is still out (WAIT: the loop runs us again at
  * `deadline` at the latest), or the wait is over: ZKL_ECANCELED or ZKL_ETIMEDOUT. */
-static int await(struct zkl_acquisition *a, const struct zkl_op *op, int64_t deadline)
+int zkl__acq_await(struct zkl_acquisition *a, const struct zkl_op *op, int64_t deadline)
 {
 	if (op->done)
 		return ANSWERED;
@@ -135,93 +83,32 @@ static int64_t withdraw_until(const struct zkl_acquisition *a, int64_t t)
 	return t < from + ZKL_WITHDRAW_MS ? t : from + ZKL_WITHDRAW_MS;
 }
 
-static int gave_up(const struct zkl_acquisition *a, int rc)
+int zkl__acq_gave_up(const struct zkl_acquisition *a, int rc)
 {
 	if (rc == ZKL_ETIMEDOUT)
 		return zkl__fail(rc, "timed out waiting for %s", a->q->path);
 	return zkl__fail(rc, "acquire of %s was cancelled", a->q->path);
 }
 
-static void put_op(zkl_client *c, struct zkl_op **op)
+void zkl__acq_put_op(zkl_client *c, struct zkl_op **op)
 {
 	zkl__op_put(c, *op);
 	*op = NULL;
-}
-
-/* A folder one acquisition makes while the others that found it missing wait: with many
- * acquisitions started at once on a new path, one chain of creates instead of one per
- * acquisition. */
-struct zkl_folder {
-	struct zkl_folder *next;            /* in c->folders */
-	char *path;
-	struct zkl_acquisition *maker;
-	struct zkl_acquisition *waiting;    /* linked by folder_next */
-};
-
-static struct zkl_folder *folder_find(zkl_client *c, const char *path)
-{
-	for (struct zkl_folder *f = c->folders; f; f = f->next)
-		if (strcmp(f->path, path) == 0)
-			return f;
-	return NULL;
-}
-
-/* The maker is done with the folder (made, or given up): its waiters look again, and
- * take it as there if it was made. */
-static void folder_done(zkl_client *c, struct zkl_folder *f, bool made)
-{
-	for (struct zkl_folder **pp = &c->folders; *pp; pp = &(*pp)->next) {
-		if (*pp == f) {
-			*pp = f->next;
-			break;
-		}
-	}
-	while (f->waiting) {
-		struct zkl_acquisition *w = f->waiting;
-		f->waiting = w->folder_next;
-		w->folder_made = NULL;
-		w->folder_next = NULL;
-		if (made && w->q->folder_seen)
-			*w->q->folder_seen = true;
-		zkl__waiter_wake(c, &w->job.w);
-	}
-	free(f->path);
-	free(f);
-}
-
-/* a lets go of the folder it makes or waits for. */
-static void folder_leave(zkl_client *c, struct zkl_acquisition *a, bool made)
-{
-	struct zkl_folder *f = a->folder_made;
-	if (!f)
-		return;
-	a->folder_made = NULL;
-	if (f->maker == a) {
-		folder_done(c, f, made);
-		return;
-	}
-	for (struct zkl_acquisition **pp = &f->waiting; *pp; pp = &(*pp)->folder_next) {
-		if (*pp == a) {
-			*pp = a->folder_next;
-			break;
-		}
-	}
-	a->folder_next = NULL;
 }
 
 /* Drops every request still out. A create whose answer has not come carries the
  * cleanup of what it may make to its completion. */
 static void drop_requests(zkl_client *c, struct zkl_acquisition *a)
 {
-	folder_leave(c, a, false);
-	put_op(c, &a->folder);
+	zkl__acq_folder_leave(c, a, false);
+	zkl__acq_put_op(c, &a->folder);
 	if (a->create && !a->create->done) {
 		a->create->cleanup_parent = strdup(a->q->path);
 		memcpy(a->create->uuid, a->node->uuid, sizeof a->node->uuid);
 	}
-	put_op(c, &a->create);
-	put_op(c, &a->list);
-	put_op(c, &a->op);
+	zkl__acq_put_op(c, &a->create);
+	zkl__acq_put_op(c, &a->list);
+	zkl__acq_put_op(c, &a->op);
 	if (a->wt) {
 		zkl__watch_put(c, a->wt);
 		a->wt = NULL;
@@ -258,7 +145,7 @@ static int start_create(zkl_client *c, struct zkl_acquisition *a);
 static int start_list(zkl_client *c, struct zkl_acquisition *a);
 
 /* After a transient failure: wait for the connection, unless trying once. */
-static int start_recover(struct zkl_acquisition *a)
+int zkl__acq_start_recover(struct zkl_acquisition *a)
 {
 	if (a->try_once)
 		return zkl__fail(ZKL_ETIMEDOUT, "the connection to ZooKeeper was lost");
@@ -269,7 +156,7 @@ static int start_recover(struct zkl_acquisition *a)
 static int on_recover(zkl_client *c, struct zkl_acquisition *a)
 {
 	if (a->job.w.canceled)
-		return gave_up(a, ZKL_ECANCELED);
+		return zkl__acq_gave_up(a, ZKL_ECANCELED);
 	if (c->sess->connected) {
 		a->st = A_TOP;
 		return GO_ON;
@@ -329,7 +216,7 @@ static int on_top(zkl_client *c, struct zkl_acquisition *a)
 	const struct zkl_queue *q = a->q;
 	struct zkl_node *node = a->node;
 	if (a->job.w.canceled)
-		return gave_up(a, ZKL_ECANCELED);
+		return zkl__acq_gave_up(a, ZKL_ECANCELED);
 	a->epoch = q->epoch ? *q->epoch : 0;
 	if (node->path && node->gen != c->gen) {
 		/* Our session ended while we queued: the node went with it. Queue again on
@@ -363,12 +250,12 @@ static int on_top(zkl_client *c, struct zkl_acquisition *a)
 static int on_find(zkl_client *c, struct zkl_acquisition *a)
 {
 	const struct zkl_queue *q = a->q;
-	int rc = await(a, a->op, answer_deadline(c, a, a->op));
+	int rc = zkl__acq_await(a, a->op, answer_deadline(c, a, a->op));
 	if (rc == WAIT)
 		return WAIT;
 	if (rc < 0) {
 		a->unknown = true; /* the withdrawal looks for it in the background */
-		return gave_up(a, rc);
+		return zkl__acq_gave_up(a, rc);
 	}
 	struct zkl_op *op = a->op;
 	char *found = NULL;
@@ -383,11 +270,11 @@ static int on_find(zkl_client *c, struct zkl_acquisition *a)
 		             : zkl__fail_zk(op->rc, "cannot list", q->path);
 	}
 	const uint64_t gen = op->s->gen;
-	put_op(c, &a->op);
+	zkl__acq_put_op(c, &a->op);
 	if (!found) {
 		if (rc == ZKL_ECONNLOSS) {
 			a->unknown = true;
-			return start_recover(a);
+			return zkl__acq_start_recover(a);
 		}
 		if (rc != 0)
 			return rc;
@@ -412,12 +299,12 @@ static int on_find_exists(zkl_client *c, struct zkl_acquisition *a)
 {
 	struct zkl_node *node = a->node;
 	struct zkl_op *op = a->op;
-	int rc = await(a, op, answer_deadline(c, a, op));
+	int rc = zkl__acq_await(a, op, answer_deadline(c, a, op));
 	if (rc == WAIT)
 		return WAIT;
 	if (rc < 0) {
 		a->unknown = true;
-		return gave_up(a, rc);
+		return zkl__acq_gave_up(a, rc);
 	}
 	const uint64_t gen = a->found_gen;
 	if (op->rc == ZOK && gen == c->gen && op->s->gen == gen &&
@@ -426,17 +313,17 @@ static int on_find_exists(zkl_client *c, struct zkl_acquisition *a)
 		a->found = NULL;
 		node->gen = gen;
 		node->czxid = op->stat.czxid;
-		put_op(c, &a->op);
+		zkl__acq_put_op(c, &a->op);
 		zkl__node_known(a->q, node);
 		return start_list(c, a);
 	}
 	const bool transient = zkl__zk_transient(op->rc);
-	put_op(c, &a->op);
+	zkl__acq_put_op(c, &a->op);
 	free(a->found);
 	a->found = NULL;
 	if (transient) {
 		a->unknown = true;
-		return start_recover(a);
+		return zkl__acq_start_recover(a);
 	}
 	zkl__uuid(node->uuid);
 	return start_create(c, a);
@@ -493,7 +380,7 @@ static int on_create(zkl_client *c, struct zkl_acquisition *a)
 	const struct zkl_queue *q = a->q;
 	struct zkl_node *node = a->node;
 	struct zkl_op *create = a->create;
-	int rc = await(a, create, answer_deadline(c, a, create));
+	int rc = zkl__acq_await(a, create, answer_deadline(c, a, create));
 	if (rc == WAIT)
 		return WAIT;
 	if (rc == ZKL_ECANCELED) {
@@ -505,14 +392,14 @@ static int on_create(zkl_client *c, struct zkl_acquisition *a)
 		return GO_ON;
 	}
 	if (rc < 0)
-		return gave_up(a, rc); /* the create's completion cleans up */
+		return zkl__acq_gave_up(a, rc); /* the create's completion cleans up */
 	const int zrc = create->rc;
 	/* The session answers in order: the folder's answer came first. */
 	struct zkl_op *folder = a->folder;
 	const bool made = folder && folder->done && folder->rc == ZOK;
 	if (folder && folder->done && (folder->rc == ZOK || folder->rc == ZNODEEXISTS))
 		c->folders_new = made;
-	put_op(c, &a->folder);
+	zkl__acq_put_op(c, &a->folder);
 	if (zrc == ZOK) {
 		node->path = create->value;
 		create->value = NULL;
@@ -521,7 +408,7 @@ static int on_create(zkl_client *c, struct zkl_acquisition *a)
 		zkl__node_known(q, node);
 	}
 	const uint64_t cgen = create->s->gen;
-	put_op(c, &a->create);
+	zkl__acq_put_op(c, &a->create);
 	zkl_child me;
 	if (zrc == ZOK && !a->job.w.canceled && zkl__child_parse(zkl__basename(node->path), &me) &&
 	    zkl__queue_alone(made, &me)) {
@@ -534,39 +421,13 @@ static int on_create(zkl_client *c, struct zkl_acquisition *a)
 	}
 	if (zrc == ZOK)
 		return start_list(c, a);
-	put_op(c, &a->list);
-	if (zrc == ZNONODE) {
-		/* The folder was missing: the next first acquire bets on a new one. Making
-		 * the folder is part of trying once, not waiting. */
-		c->folders_new = true;
-		a->until = a->deadline;
-		struct zkl_folder *f = folder_find(c, q->path);
-		if (f) {
-			a->folder_made = f;
-			a->folder_next = f->waiting;
-			f->waiting = a;
-			a->st = A_FOLDER;
-			return GO_ON;
-		}
-		if ((f = calloc(1, sizeof *f)) && (f->path = strdup(q->path))) {
-			f->maker = a;
-			f->next = c->folders;
-			c->folders = f;
-			a->folder_made = f;
-		} else {
-			free(f); /* then this acquisition makes it for itself */
-		}
-		a->ensure = strdup(q->path);
-		if (!a->ensure)
-			return zkl__fail(ZKL_ENOMEM, "out of memory");
-		a->ensure_full = a->ensure_len = strlen(a->ensure);
-		a->st = A_ENSURE;
-		return GO_ON;
-	}
+	zkl__acq_put_op(c, &a->list);
+	if (zrc == ZNONODE)
+		return zkl__acq_folder_missing(c, a);
 	if (zkl__zk_transient(zrc) || zkl__zk_session_gone(zrc)) {
 		a->unknown = zkl__zk_transient(zrc);
 		a->unknown_gen = cgen;
-		return start_recover(a);
+		return zkl__acq_start_recover(a);
 	}
 	return zkl__fail_zk(zrc, "cannot create a node under", q->path);
 }
@@ -576,7 +437,7 @@ static int on_settle(struct zkl_acquisition *a)
 	struct zkl_op *create = a->create;
 	if (!create->done) {
 		if (a->job.w.canceled || zkl__now_ms() >= a->until)
-			return gave_up(a, ZKL_ECANCELED); /* the completion cleans up */
+			return zkl__acq_gave_up(a, ZKL_ECANCELED); /* the completion cleans up */
 		zkl__waiter_wake_at(a->q->c, &a->job.w, a->until);
 		return WAIT;
 	}
@@ -589,78 +450,7 @@ static int on_settle(struct zkl_acquisition *a)
 		a->unknown = true;
 		a->unknown_gen = create->s->gen;
 	}
-	return gave_up(a, ZKL_ECANCELED);
-}
-
-/* Creates the folder and its missing ancestors (of zkl__folder_mode()): try the path, on
- * NONODE its parent, and so on up, then create back down. a->op is the create out. */
-static int on_ensure(zkl_client *c, struct zkl_acquisition *a)
-{
-	char *buf = a->ensure;
-	if (!a->op) {
-		buf[a->ensure_len] = 0;
-		int err = 0;
-		a->ensure_mode = zkl__folder_mode(c);
-		const struct zkl_req create = {.kind = ZKL_OP_CREATE, .path = buf, .len = 0,
-		                               .mode = a->ensure_mode};
-		struct zkl_op *op = zkl__op_send_locked(c, &a->job.w, &create, &err);
-		if (!op)
-			return err;
-		a->op = op;
-	}
-	int rc = await(a, a->op, a->until);
-	if (rc == WAIT)
-		return WAIT;
-	if (rc < 0)
-		return zkl__fail(rc, "gave up creating %s", buf);
-	const int zrc = a->op->rc;
-	put_op(c, &a->op);
-	if ((rc = zkl__folder_refused(c, a->ensure_mode, zrc, buf)) != 0)
-		return rc > 0 ? GO_ON : rc;
-	if (zrc == ZOK || zrc == ZNODEEXISTS) {
-		if (a->ensure_len == a->ensure_full) {
-			free(a->ensure);
-			a->ensure = NULL;
-			folder_leave(c, a, true);
-			if (a->q->folder_seen)
-				*a->q->folder_seen = true;
-			a->st = A_TOP;
-			return GO_ON;
-		}
-		buf[a->ensure_len] = '/';
-		a->ensure_len += strcspn(buf + a->ensure_len + 1, "/") + 1;
-		return GO_ON;
-	}
-	if (zrc == ZNONODE) {
-		size_t p = zkl__path_parent_len(buf);
-		if (p == 0)
-			return zkl__fail(ZKL_EZK, "cannot create %s: the root of the client's chroot "
-			                "does not exist", a->q->path);
-		a->ensure_len = p;
-		return GO_ON;
-	}
-	if (zkl__zk_transient(zrc) || zkl__zk_session_gone(zrc)) {
-		free(a->ensure);
-		a->ensure = NULL;
-		folder_leave(c, a, false);
-		return start_recover(a);
-	}
-	return zkl__fail_zk(zrc, "cannot create", buf);
-}
-
-/* Another acquisition makes the folder: wait until it is done with it, then look again. */
-static int on_folder(zkl_client *c, struct zkl_acquisition *a)
-{
-	if (!a->folder_made) {
-		a->st = A_TOP;
-		return GO_ON;
-	}
-	if (a->job.w.canceled)
-		return gave_up(a, ZKL_ECANCELED);
-	if (zkl__now_ms() >= a->until)
-		return gave_up(a, ZKL_ETIMEDOUT);
-	zkl__waiter_wake_at(c, &a->job.w, a->until);
-	return WAIT;
+	return zkl__acq_gave_up(a, ZKL_ECANCELED);
 }
 
 /* ---- the queue ------------------------------------------------------------------ */
@@ -684,11 +474,11 @@ static int on_list(zkl_client *c, struct zkl_acquisition *a)
 {
 	const struct zkl_queue *q = a->q;
 	struct zkl_node *node = a->node;
-	int rc = await(a, a->list, answer_deadline(c, a, a->list));
+	int rc = zkl__acq_await(a, a->list, answer_deadline(c, a, a->list));
 	if (rc == WAIT)
 		return WAIT;
 	if (rc < 0)
-		return gave_up(a, rc);
+		return zkl__acq_gave_up(a, rc);
 	zkl_child *queue = NULL;
 	size_t n = 0;
 	char **names = NULL;
@@ -699,7 +489,7 @@ static int on_list(zkl_client *c, struct zkl_acquisition *a)
 		*q->folder_seen = true;
 	if (lrc == ZOK)
 		rc = zkl__take_queue(c, q->path, a->list, &queue, &n, &names, &count);
-	put_op(c, &a->list);
+	zkl__acq_put_op(c, &a->list);
 	if (rc != 0)
 		return rc;
 	if (lrc != ZOK) {
@@ -711,7 +501,7 @@ static int on_list(zkl_client *c, struct zkl_acquisition *a)
 			return GO_ON;
 		}
 		if (zkl__zk_transient(lrc) || zkl__zk_session_gone(lrc))
-			return start_recover(a);
+			return zkl__acq_start_recover(a);
 		return zkl__fail_zk(lrc, "cannot list", q->path);
 	}
 	const char *own = zkl__basename(node->path);
@@ -738,7 +528,7 @@ static int on_list(zkl_client *c, struct zkl_acquisition *a)
 		/* Its owner may be gone, and the predicate's argument with it. */
 		free(queue);
 		zkl__names_free(names, count);
-		return gave_up(a, ZKL_ECANCELED);
+		return zkl__acq_gave_up(a, ZKL_ECANCELED);
 	}
 	size_t watch = 0;
 	if (q->pred->holds(queue, n, self, q->pred_arg, &watch)) {
@@ -800,7 +590,7 @@ static int after_watch(zkl_client *c, struct zkl_acquisition *a, int grc)
 	if (a->heir && gone && !a->job.w.canceled && a->ggen == node->gen && c->gen == node->gen)
 		return take_turn(c, a); /* the one node ahead is gone, and nothing can take its place */
 	if (zkl__zk_transient(grc) || zkl__zk_session_gone(grc))
-		return start_recover(a);
+		return zkl__acq_start_recover(a);
 	if (grc != ZOK && grc != ZNONODE)
 		return zkl__fail_zk(grc, "cannot watch a node under", a->q->path);
 	a->st = A_TOP;
@@ -810,11 +600,11 @@ static int after_watch(zkl_client *c, struct zkl_acquisition *a, int grc)
 static int on_watch(zkl_client *c, struct zkl_acquisition *a)
 {
 	struct zkl_op *get = a->op;
-	int rc = await(a, get, a->deadline);
+	int rc = zkl__acq_await(a, get, a->deadline);
 	if (rc == WAIT)
 		return WAIT;
 	if (rc < 0)
-		return gave_up(a, rc);
+		return zkl__acq_gave_up(a, rc);
 	const int grc = get->rc;
 	a->ggen = get->s->gen;
 	/* A folder watch is armed by a fresh listing. If the queue changed between our
@@ -828,7 +618,7 @@ static int on_watch(zkl_client *c, struct zkl_acquisition *a)
 			parsed += zkl__child_parse(get->names[i], &tmp);
 		changed = parsed != a->listed;
 	}
-	put_op(c, &a->op);
+	zkl__acq_put_op(c, &a->op);
 	if (grc == ZOK && !changed) {
 		a->st = A_WAIT;
 		return GO_ON;
@@ -843,7 +633,7 @@ static int on_wait(zkl_client *c, struct zkl_acquisition *a)
 	if (!a->job.w.canceled && !a->wt->fired && c->gen == a->ggen &&
 	    (!q->epoch || *q->epoch == a->epoch)) {
 		if (zkl__now_ms() >= a->deadline)
-			return gave_up(a, ZKL_ETIMEDOUT);
+			return zkl__acq_gave_up(a, ZKL_ETIMEDOUT);
 		zkl__waiter_wake_at(a->q->c, &a->job.w, a->deadline);
 		return WAIT;
 	}
@@ -897,7 +687,7 @@ static int withdraw(zkl_client *c, struct zkl_acquisition *a)
 		return WAIT;
 	}
 	const int zrc = op->done ? op->rc : ZOPERATIONTIMEOUT;
-	put_op(c, &a->op);
+	zkl__acq_put_op(c, &a->op);
 	if (zrc == ZOK || zrc == ZNONODE || zkl__zk_session_gone(zrc))
 		return GO_ON;
 	if (!zkl__zk_transient(zrc)) {
@@ -942,8 +732,8 @@ static int step(zkl_client *c, struct zkl_job *j)
 		case A_FIND_EXISTS: rc = on_find_exists(c, a); break;
 		case A_CREATE: rc = on_create(c, a); break;
 		case A_SETTLE: rc = on_settle(a); break;
-		case A_ENSURE: rc = on_ensure(c, a); break;
-		case A_FOLDER: rc = on_folder(c, a); break;
+		case A_ENSURE: rc = zkl__acq_on_ensure(c, a); break;
+		case A_FOLDER: rc = zkl__acq_on_folder(c, a); break;
 		case A_LIST: rc = on_list(c, a); break;
 		case A_WATCH: rc = on_watch(c, a); break;
 		case A_WAIT: rc = on_wait(c, a); break;
