@@ -36,11 +36,7 @@ int zkl__lock_init(zkl_lock *l, const struct zkl_lock_ops *ops, const char *kind
 	}
 	l->ops = ops;
 	l->kind = kind;
-	l->c = c;
-	if (c) {
-		l->mu = &c->mu;
-		l->cv = &c->cv;
-	}
+	l->c = c; /* mu and cv are the kind's own: it sets them next */
 	return 0;
 }
 
@@ -282,8 +278,7 @@ int zkl_lock_node(zkl_lock *l, char *buf, size_t size)
 		return zkl__fail(ZKL_ENOTSUP, "a %s has no node of its own: each of its members "
 		                "has one (ask the member)", l->kind);
 	/* A kind with a mutex of its own keeps nodes the engine writes: both are held. */
-	pthread_mutex_t *cmu = l->c && l->mu != &l->c->mu && !l->ops->node_published
-	                       ? &l->c->mu : NULL;
+	pthread_mutex_t *cmu = l->c && !l->ops->node_published ? &l->c->mu : NULL;
 	pthread_mutex_lock(l->mu);
 	if (cmu)
 		pthread_mutex_lock(cmu);

@@ -48,10 +48,11 @@ struct zkl_lock {
 	const struct zkl_lock_ops *ops;
 	const char *kind;               /* "mutex", ... (static) */
 	zkl_client *c;                  /* NULL for a multi-lock, whose members have theirs */
-	pthread_mutex_t *mu;            /* guards the view's fields: &c->mu, or the
-	                                 * handle's own (a mutex's, a multi-lock's);
-	                                 * taken before c->mu */
-	pthread_cond_t *cv;             /* with mu: &c->cv, or the handle's own */
+	pthread_mutex_t *mu;            /* guards the view's fields: the handle's own
+	                                 * (set by its kind after zkl__lock_init); an
+	                                 * election's and a semaphore's are leaves the
+	                                 * loop takes with the client's mutex held */
+	pthread_cond_t *cv;             /* with mu, the handle's own */
 	char *path;                     /* the handle's lock path, owned here */
 	struct zkl_data data;           /* mu: data of the nodes created from now on */
 	zkl_lock_lost_fn lost_fn;       /* mu */
@@ -74,9 +75,9 @@ struct zkl_lock_async {
 	atomic_bool orphaned;
 };
 
-/* Fills the view of a new handle: copies path, sets the default node data; mu and cv are
- * c's (a multi-lock, with c NULL, sets its own). Returns 0, or ZKL_ENOMEM with nothing to
- * free. */
+/* Fills the view of a new handle: copies path, sets the default node data. The kind
+ * sets mu and cv, its own, before the view is used. Returns 0, or ZKL_ENOMEM with nothing
+ * to free. */
 int zkl__lock_init(zkl_lock *l, const struct zkl_lock_ops *ops, const char *kind,
                   zkl_client *c, const char *path);
 

@@ -467,6 +467,15 @@ int zkl__sem_take_run(struct zkl__sem_take *t)
 
 /* ---- the view's asynchronous acquire ---------------------------------------------- */
 
+/* The view's asynchronous acquire ends (its mutex held, the client's not). */
+static void view_end(void *arg)
+{
+	struct zkl__sem_take *t = arg;
+	pthread_mutex_lock(t->s->lock.mu);
+	t->call = zkl__lock_async_ending(&t->a);
+	pthread_mutex_unlock(t->s->lock.mu);
+}
+
 /* Its step: the take's, and at its result (on the loop, mu held) the acquire is no
  * longer under way, unless it was orphaned (its handle freed on the loop's thread). A
  * lease taken counts as the view's from here on, so that no second asynchronous acquire
@@ -477,14 +486,12 @@ static int take_step_async(zkl_client *c, struct zkl_job *j)
 	int rc = take_step(c, j);
 	if (rc == ZKL_JOB_WAIT)
 		return rc;
-	/* The view's acquire is guarded by its mutex (a leaf the loop takes), which an
-	 * orphaned acquire must not touch: it went with the handle. */
+	/* The view's acquire is guarded by its mutex, taken with the client's let go of
+	 * (zkl_lock_node() takes the two in the other order); an orphaned acquire must not
+	 * touch it: it went with the handle. */
 	t->call = false;
-	if (!atomic_load(&t->a.orphaned)) {
-		pthread_mutex_lock(t->s->lock.mu);
-		t->call = zkl__lock_async_ending(&t->a);
-		pthread_mutex_unlock(t->s->lock.mu);
-	}
+	if (!atomic_load(&t->a.orphaned))
+		zkl__loop_callout(c, view_end, t);
 	if (t->call && rc == 0)
 		atomic_fetch_add(&t->s->async_held, 1);
 	return rc;
@@ -525,18 +532,24 @@ struct start_arg {
 	char error[256];
 };
 
+static void view_claim(void *arg)
+{
+	struct start_arg *sa = arg;
+	struct zkl__sem_take *t = sa->t;
+	pthread_mutex_lock(t->s->lock.mu);
+	sa->rc = zkl__lock_async_claim(&t->s->lock, &t->a, sa->fn, sa->data);
+	pthread_mutex_unlock(t->s->lock.mu);
+}
+
 /* On the loop (mu held): claims the view and hands the take to the loop. */
 static void start_on_loop(zkl_client *c, void *arg)
 {
 	struct start_arg *sa = arg;
 	struct zkl__sem_take *t = sa->t;
-	if (c->closing) {
+	if (c->closing)
 		sa->rc = zkl__fail(ZKL_ECLOSED, "the client is closing");
-	} else {
-		pthread_mutex_lock(t->s->lock.mu); /* the view's, a leaf */
-		sa->rc = zkl__lock_async_claim(&t->s->lock, &t->a, sa->fn, sa->data);
-		pthread_mutex_unlock(t->s->lock.mu);
-	}
+	else
+		zkl__loop_callout(c, view_claim, sa); /* as view_end, for the view's mutex */
 	if (sa->rc != 0) {
 		snprintf(sa->error, sizeof sa->error, "%s", zkl_last_error());
 		return;
