@@ -498,7 +498,7 @@ static void test_suspended_and_back(void **state)
 	CHECK_OK(zkl_leader_await(b.l, 10000));
 	assert_true(h_counter_wait(&a.gained, 1, 5000));
 	assert_true(h_counter_wait(&b.gained, 1, 5000));
-	int64_t token = a.token;
+	int64_t token = __atomic_load_n(&a.token, __ATOMIC_SEQ_CST);
 
 	h_server("stop");
 	assert_true(h_counter_wait(&a.lost, 1, 10000));
