@@ -138,7 +138,7 @@ static bool hold_finish(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending 
 				break;
 			}
 			while (atomic_load(&h->state) == ZKL_HOLD_DISPATCHING)
-				pthread_cond_wait(&c->cv, &c->mu);
+				zkl__cond_wait_until(&c->cv, &c->mu, INT64_MAX);
 			pthread_mutex_unlock(&c->mu);
 		}
 		return atomic_load(&h->lost);
@@ -173,7 +173,7 @@ static bool hold_finish(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending 
 				atomic_store(&h->state, ZKL_HOLD_ENDED);
 				break;
 			}
-			pthread_cond_wait(&c->cv, &c->mu);
+			zkl__cond_wait_until(&c->cv, &c->mu, INT64_MAX);
 			continue;
 		}
 		if (!hold_doomed(c, h) || h->notified || c->loop_ended) {
@@ -187,7 +187,7 @@ static bool hold_finish(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending 
 		atomic_store(&h->lost, true);
 		c->holds_lost = true;
 		zkl__loop_wake(c);
-		pthread_cond_wait(&c->cv, &c->mu);
+		zkl__cond_wait_until(&c->cv, &c->mu, INT64_MAX);
 	}
 	bool lost = atomic_load(&h->lost);
 	pthread_mutex_unlock(&c->mu);

@@ -1895,6 +1895,9 @@ static void process(int k)
 	W.cur = k;
 	trace("client %d: process", k);
 	int rc = zkl_client_process(W.cl[k].c);
+	/* The thread that waits in the library is another than the loop's: it stays so. */
+	if (W.cl[k].blocked_off_loop)
+		off_loop(W.cl[k].c);
 	W.cur = saved;
 	if (rc != 0)
 		violation("client %d: zkl_client_process() returned %s", k, zkl_strerror(rc));
@@ -2054,6 +2057,15 @@ static bool step(void)
 			next = min64(next, cl->part_until);
 		if (cl->blocked && cl->life == L_RUN)
 			next = min64(next, cl->wait_until);
+		if (cl->blocked && cl->blocked_off_loop && cl->life == L_RUN && cl->c) {
+			/* Only the loop runs for it: its waiting thread is another. */
+			int t = loop_timeout(k);
+			if (t == 0 && n < 64)
+				act[n++] = (struct action){ A_PROCESS, NULL, k };
+			else if (t > 0)
+				next = min64(next, W.now + t);
+			continue;
+		}
 		if (!can_run(k))
 			continue;
 		if (cl->handover_at && W.depth == 0) {
@@ -2155,6 +2167,10 @@ static bool hook_wait(void *arg, pthread_mutex_t *mu, int64_t deadline)
 	struct client *cl = &W.cl[k];
 	if (++W.depth > 40)
 		violation("timed waits nest more than 40 deep");
+	/* A wait of a thread other than the loop's (off_loop) leaves the loop to run: the
+	 * waiting thread may be waiting for it. mu is the client's here, held. */
+	const bool was_off = cl->blocked_off_loop;
+	cl->blocked_off_loop = cl->c && mu == &cl->c->mu && !cl->c->loop_known;
 	pthread_mutex_unlock(mu);
 	if (deadline == INT64_MAX)
 		trace("client %d: a thread waits in the library, no deadline", k);
@@ -2181,6 +2197,7 @@ static bool hook_wait(void *arg, pthread_mutex_t *mu, int64_t deadline)
 			          "wake it", k, deadline == INT64_MAX ? "none" : "set");
 	}
 	cl->blocked = was;
+	cl->blocked_off_loop = was_off;
 	cl->wait_until = was_until;
 	W.cur = k;
 	W.depth--;

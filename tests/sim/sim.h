@@ -144,6 +144,8 @@ struct client {
 	bool cs_up, sc_up;    /* client -> server, server -> client */
 	int64_t part_until;
 	bool blocked;         /* a thread of it waits inside the library (nested steps) */
+	bool blocked_off_loop;/* that thread is not the loop's (off_loop): the application's
+	                       * loop thread goes on running zkl_client_process() */
 	int64_t wait_until;   /* until when (server clock), if it runs */
 	uint64_t delivered;   /* deliveries so far: wakes a blocked wait */
 	bool owed;            /* a hold of it must be told lost as soon as it runs again */
