@@ -64,12 +64,18 @@ void zkl__observer_free(zkl_client *c)
 	pthread_mutex_destroy(&c->obs_mu);
 }
 
-void zkl__observe(zkl_client *c, const zkl_lock_event *ev)
+/* Whether an observer is set: events are made only then. */
+static bool wanted(zkl_client *c)
 {
 	pthread_mutex_lock(&c->obs_mu);
-	const bool wanted = c->obs_fn != NULL;
+	const bool w = c->obs_fn != NULL;
 	pthread_mutex_unlock(&c->obs_mu);
-	if (!wanted)
+	return w;
+}
+
+void zkl__observe(zkl_client *c, const zkl_lock_event *ev)
+{
+	if (!wanted(c))
 		return;
 	const size_t plen = ev->path ? strlen(ev->path) + 1 : 0;
 	const size_t nlen = ev->node ? strlen(ev->node) + 1 : 0;
@@ -99,6 +105,8 @@ void zkl__hold_observe(zkl_client *c, const struct zkl_hold *h, zkl_lock_event_t
 	const int64_t held = now - h->granted_at;
 	if (type == ZKL_EVENT_RELEASED || type == ZKL_EVENT_LOST)
 		count(c->hold_hist, &c->hold_sum, held);
+	if (!wanted(c))
+		return; /* no copy of the folder on every release nobody watches */
 	/* The folder: the node's path up to its last slash. */
 	const char *slash = strrchr(h->path, '/');
 	char *folder = strndup(h->path, slash ? (size_t)(slash - h->path) : 0);
