@@ -692,6 +692,25 @@ void ens_check_expiry(struct sess *s)
 			W.ct[j].voided = false;
 }
 
+/* Client k runs again after a freeze: a hold whose loss deadline passed while it was
+ * frozen is owed "lost" first thing, as one whose session expired then (resume()).
+ * Without this, a deadline passed in the same millisecond the freeze ends, or with no
+ * step between, would be checked only after the client's first turn. */
+void ens_resume(int k)
+{
+	struct client *cl = &W.cl[k];
+	if (cl->life != L_FROZEN)
+		return;
+	for (int j = 0; j < W.nct; j++) {
+		struct contender *t = &W.ct[j];
+		if (t->cl != k || !t->tell_by || W.now <= t->tell_by)
+			continue;
+		t->tell_by = 0;
+		if (t->believes && !t->voided)
+			cl->owed = true;
+	}
+}
+
 /* After every step: a holder whose session the leader expired before its loss deadline
  * is told by that deadline (its loop is due then, and runs before time moves on). */
 void ens_check(void)

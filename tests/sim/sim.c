@@ -1910,6 +1910,8 @@ static void process(int k)
 static void resume(int k)
 {
 	struct client *cl = &W.cl[k];
+	if (W.o.ensemble)
+		ens_resume(k);
 	if (cl->life == L_SUSPENDED)
 		cl->lag += W.now - cl->susp_from;
 	cl->life = L_RUN;

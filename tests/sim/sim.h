@@ -364,6 +364,7 @@ int64_t ens_expiry_at(const struct sess *s);
 bool ens_expires(const struct sess *s);
 void ens_check_expiry(struct sess *s);
 void ens_check(void);
+void ens_resume(int k);
 void ens_fault(struct fault *f);
 int64_t ens_extra_delay(const struct msg *m);
 
