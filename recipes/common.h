@@ -2,6 +2,8 @@
 #ifndef ZKL_RECIPE_H
 #define ZKL_RECIPE_H
 
+#include <zklocks/lock.h>
+
 #include "engine.h"
 
 /* One acquisition held by a handle: a node, the thread that took it, how many times
@@ -12,6 +14,10 @@ struct zkl_acq {
 	bool async;                /* taken by an asynchronous acquire: the handle's, not a thread's */
 	int count;
 	struct zkl_node node;      /* its hold: node.hold, made at the grant */
+	/* How the holder before it left, once read (zkl_lock_previous()). */
+	bool prev_known;
+	zkl_previous prev;
+	char prev_node[96];
 };
 
 /* Node data of a handle: "<host>:<pid>" until set. */

@@ -490,6 +490,12 @@ static const char *mutex_node(zkl_lock *lk)
 	return other;
 }
 
+static struct zkl_acq *mutex_own(zkl_lock *lk)
+{
+	struct zkl_acq **pp = find_own(MUTEX(lk));
+	return pp ? *pp : NULL;
+}
+
 static bool mutex_holds_async(zkl_lock *lk)
 {
 	return find_async(MUTEX(lk)) != NULL;
@@ -517,6 +523,7 @@ static const struct zkl_lock_ops mutex_ops = {
 	.node = mutex_node,
 	.holds_async = mutex_holds_async,
 	.participants = mutex_participants,
+	.own = mutex_own,
 };
 
 int zkl_mutex_set_naming(zkl_mutex *m, zkl_naming naming)

@@ -153,6 +153,45 @@ ZKL_API const char *zkl_lock_path(const zkl_lock *l);
  * "leader", "selector" or "multilock" (static). NULL for NULL. */
 ZKL_API const char *zkl_lock_kind(const zkl_lock *l);
 
+/* How the holder before this one left its lock (zkl_lock_previous()). */
+typedef enum {
+	ZKL_PREVIOUS_NONE = 0,     /* no holder before this one is known to the lock */
+	ZKL_PREVIOUS_RELEASED = 1, /* it released the lock, leaving a note in the same
+	                            * transaction as the delete of its node */
+	ZKL_PREVIOUS_VANISHED = 2, /* its node went without a note: its session ended (a
+	                            * crash, an expiry), or a library that leaves no note
+	                            * (Curator, kazoo) or a zklocks handle not tracking
+	                            * released it. Not proof that it died. */
+} zkl_previous;
+
+/* Makes l keep track of how its holders leave (true), from its next acquire on: each
+ * acquire that takes the lock (not a re-entry) reads the note "<path>.previous", a
+ * persistent node beside the lock, and writes its own ("held <node>") there; each
+ * release writes "released <node>" in the same transaction as the delete of its node.
+ * The note node stays after the lock is free (a lock folder is reaped by the server
+ * once empty, and a note in it would go between runs); zkl_record_delete() removes it.
+ * Only for locks with one holder at a time: a mutex, the write half of a read-write lock
+ * (else ZKL_EINVAL). Only blocking acquires (zkl_lock_acquire()) read and write the
+ * note: an asynchronous acquire of a tracking handle fails with ZKL_ENOTSUP. An acquire
+ * that takes the lock but cannot read or write the note gives it back and fails with
+ * the reason. Returns 0, ZKL_EINVAL. */
+ZKL_API int zkl_lock_track_previous(zkl_lock *l, bool on);
+
+/* How the holder before the calling thread's hold of l left (*how), and the name of its
+ * node (node, size bytes; "" for ZKL_PREVIOUS_NONE): ZKL_PREVIOUS_RELEASED when the
+ * note names the node this acquire last waited behind, or, if it waited behind none,
+ * when the note says the last holder released; ZKL_PREVIOUS_VANISHED when the node it
+ * waited behind left no note, or the note still says "held" by another node;
+ * ZKL_PREVIOUS_NONE when it waited behind no node and there is no note. A holder of a
+ * library that leaves no note, gone before this acquire queued, is not seen. Returns 0;
+ * ZKL_ENOTHELD (not held by the calling thread), ZKL_EINVAL (l, how or node NULL,
+ * size 0, or l does not track: zkl_lock_track_previous()). A node name too long for
+ * node is cut short. No round trip: the answer was read at the acquire. */
+ZKL_API int zkl_lock_previous(zkl_lock *l, zkl_previous *how, char *node, size_t size);
+
+/* "none", "released", "vanished"; NULL for a value out of range. */
+ZKL_API const char *zkl_previous_name(zkl_previous how);
+
 ZKL_END_DECLS
 
 #endif

@@ -67,6 +67,7 @@ void zkl__node_known(const struct zkl_queue *q, struct zkl_node *node)
 
 void zkl__node_clear(struct zkl_node *node)
 {
+	free(node->note);
 	free(node->path);
 	memset(node, 0, sizeof *node);
 }

@@ -37,6 +37,13 @@ struct zkl_node {
 	int64_t seq;
 	struct zkl_revwatch *rev;      /* revocation watch, while the node lives */
 	struct zkl_hold *hold;         /* made at the grant if the queue asked (on_lost) */
+	/* The name of the last node the acquisition waited behind ("" if it never waited
+	 * behind a node), cut short if longer: how its holder left is what
+	 * zkl_lock_previous() tells. */
+	char pred[96];
+	/* A note node whose data the release sets to "released <name>" in the same
+	 * transaction as the delete of the node (zkl_lock_track_previous()), or NULL. */
+	char *note;
 };
 
 /* What the engine needs to know about a queue. */
