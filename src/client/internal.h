@@ -114,7 +114,7 @@ struct zkl_watch {
 };
 
 enum zkl_op_kind { ZKL_OP_CREATE, ZKL_OP_DELETE, ZKL_OP_CHILDREN, ZKL_OP_GET, ZKL_OP_EXISTS, ZKL_OP_SET,
-                   ZKL_OP_SYNC, ZKL_OP_CHECK };
+                   ZKL_OP_SYNC, ZKL_OP_CHECK, ZKL_OP_MULTI };
 
 /* What the loop is told from other threads: a completion or a watch event from the C
  * client's completion thread, or an application thread's call, queued in the client's
@@ -154,6 +154,12 @@ struct zkl_op {
 	int value_len;
 	char **names;              /* CHILDREN */
 	int count;
+	/* MULTI: each operation's result (results[i].err, once answered), n of them, and
+	 * the room a create's result names its node in. */
+	zoo_op_result_t *results;
+	int nresults;
+	struct Stat *stats;
+	char *bufs;
 	struct zkl_watch *watch;   /* GET/CHILDREN with a watch: dropped if not registered */
 	/* A create abandoned before it completed: the completion queues the cleanup. */
 	char *cleanup_parent;
@@ -470,6 +476,10 @@ struct zkl_req {
 	int version;        /* SET; DELETE with check_version */
 	bool check_version; /* DELETE: only of the node at version */
 	struct zkl_watch *watch; /* GET, EXISTS, CHILDREN: armed with the request */
+	/* MULTI: its operations, committed all or none: CREATE, DELETE (check_version),
+	 * SET, and CHECK of a node's version (version, -1 for any). */
+	const struct zkl_req *subs;
+	int nsubs;
 	bool unbound;       /* zkl__ops_send_locked: bound to no waiter (its answer alone
 	                     * wakes nobody: the next one's, which comes after it, does) */
 };

@@ -78,7 +78,7 @@ static bool op_proves(const struct zkl_op *op, int rc)
 	if (rc != ZOK)
 		return false;
 	return op->kind == ZKL_OP_CREATE || op->kind == ZKL_OP_DELETE || op->kind == ZKL_OP_SET ||
-	       op->kind == ZKL_OP_CHECK;
+	       op->kind == ZKL_OP_CHECK || op->kind == ZKL_OP_MULTI;
 }
 
 /* Frees op (mu held), and its session if that is closed and op was its last request. */
@@ -94,6 +94,9 @@ static void op_free(struct zkl_op *op)
 		free(op->names);
 	}
 	free(op->cleanup_parent);
+	free(op->results);
+	free(op->stats);
+	free(op->bufs);
 	free(op);
 }
 
@@ -456,6 +459,78 @@ struct zkl_op *zkl__op_check(zkl_client *c, struct zkl_waiter *w, const char *pa
 	return op;
 }
 
+/* The room a multi's create names its node in. */
+#define MULTI_NAME_MAX 1024
+
+static struct zkl_op *op_multi(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *r,
+                               int *err)
+{
+	const int n = r->nsubs;
+	if (n <= 0 || !r->subs) {
+		*err = zkl__fail(ZKL_EINVAL, "a transaction of no operations");
+		return NULL;
+	}
+	zoo_op_t *zops = calloc((size_t)n, sizeof *zops);
+	zoo_op_result_t *results = calloc((size_t)n, sizeof *results);
+	struct Stat *stats = calloc((size_t)n, sizeof *stats);
+	int creates = 0;
+	for (int i = 0; i < n; i++)
+		creates += r->subs[i].kind == ZKL_OP_CREATE;
+	char *bufs = creates ? calloc((size_t)creates, MULTI_NAME_MAX) : NULL;
+	if (!zops || !results || !stats || (creates && !bufs)) {
+		free(zops);
+		free(results);
+		free(stats);
+		free(bufs);
+		*err = zkl__fail(ZKL_ENOMEM, "out of memory");
+		return NULL;
+	}
+	int k = 0;
+	for (int i = 0; i < n; i++) {
+		const struct zkl_req *o = &r->subs[i];
+		switch (o->kind) {
+		case ZKL_OP_CREATE:
+			zoo_create_op_init(&zops[i], o->path, o->data, o->len, c->acl, o->mode,
+			                   bufs + (size_t)k++ * MULTI_NAME_MAX, MULTI_NAME_MAX);
+			break;
+		case ZKL_OP_DELETE:
+			zoo_delete_op_init(&zops[i], o->path, o->check_version ? o->version : -1);
+			break;
+		case ZKL_OP_SET:
+			zoo_set_op_init(&zops[i], o->path, o->data, o->len, o->version, &stats[i]);
+			break;
+		case ZKL_OP_CHECK:
+			zoo_check_op_init(&zops[i], o->path, o->version);
+			break;
+		default:
+			free(zops);
+			free(results);
+			free(stats);
+			free(bufs);
+			*err = zkl__fail(ZKL_EINVAL, "operation %d of a transaction is of a kind a "
+			                "transaction cannot hold", i);
+			return NULL;
+		}
+	}
+	struct zkl_op *op = op_begin(c, w, ZKL_OP_MULTI, err);
+	if (!op) {
+		free(zops);
+		free(results);
+		free(stats);
+		free(bufs);
+		return NULL;
+	}
+	op->results = results;
+	op->stats = stats;
+	op->nresults = n;
+	op->bufs = bufs;
+	int rc = c->zk->multi(op->s->zh, n, zops, results, void_done, op);
+	free(zops);
+	if (rc != ZOK)
+		op_refused(c, op, rc);
+	return op;
+}
+
 void zkl__op_put(zkl_client *c, struct zkl_op *op)
 {
 	(void)c;
@@ -486,6 +561,8 @@ struct zkl_op *zkl__op_send(zkl_client *c, struct zkl_waiter *w, const struct zk
 		return zkl__op_sync(c, w, r->path, err);
 	case ZKL_OP_CHECK:
 		return zkl__op_check(c, w, r->path, err);
+	case ZKL_OP_MULTI:
+		return op_multi(c, w, r, err);
 	}
 	*err = zkl__fail(ZKL_EINVAL, "unknown request");
 	return NULL;

@@ -174,8 +174,18 @@ static int delete_step(zkl_client *c, struct zkl_job *j)
 			d->reconnect = false;
 		}
 		if (!d->op) {
-			const struct zkl_req del = {.kind = ZKL_OP_DELETE, .path = node->path};
-			int rc = zkl__job_send(c, j, &del, &d->op);
+			/* A tracking hold's note goes in the same transaction as the delete. */
+			char note[128];
+			int n = node->note ? snprintf(note, sizeof note, "released %s",
+			                              zkl__basename(node->path)) : 0;
+			const struct zkl_req subs[2] = {
+				{.kind = ZKL_OP_DELETE, .path = node->path},
+				{.kind = ZKL_OP_SET, .path = node->note, .data = note, .len = n,
+				 .version = -1},
+			};
+			const struct zkl_req multi = {.kind = ZKL_OP_MULTI, .subs = subs, .nsubs = 2};
+			const bool noted = node->note && n > 0 && (size_t)n < sizeof note;
+			int rc = zkl__job_send(c, j, noted ? &multi : &subs[0], &d->op);
 			if (rc != 0) {
 				zkl__task_delete(c, node->path, node->gen);
 				return rc;
@@ -188,8 +198,17 @@ static int delete_step(zkl_client *c, struct zkl_job *j)
 		if (rc == ZKL_JOB_WAIT)
 			return rc;
 		const int zrc = rc == 0 ? d->op->rc : ZOPERATIONTIMEOUT;
+		/* A transaction refused for its note alone (the note was deleted meanwhile):
+		 * the node is deleted without one. */
+		const bool note_gone = zrc == ZNONODE && d->op->kind == ZKL_OP_MULTI &&
+		                       d->op->nresults == 2 && d->op->results[0].err == ZOK;
 		zkl__op_put(c, d->op);
 		d->op = NULL;
+		if (note_gone) {
+			free(node->note);
+			node->note = NULL;
+			continue;
+		}
 		if (zrc == ZOK || zrc == ZNONODE)
 			return 0;
 		if (zkl__zk_session_gone(zrc))
@@ -225,6 +244,8 @@ static int release_decide(zkl_client *c, struct zkl_node *node, bool on_loop)
 	int rc = 0;
 	if (node->gen != c->gen)
 		rc = gone_with_session(node);
+	else if (node->note && !on_loop)
+		return ZKL_JOB_WAIT; /* its note goes in one transaction with the delete */
 	else if ((on_loop || !c->confirm_release) && c->sess->connected)
 		zkl__task_delete_now(c, node->path, node->gen);
 	else if (on_loop)
@@ -267,7 +288,8 @@ static int release_node(zkl_client *c, struct zkl_node *node)
 {
 	/* The usual release, from an application's thread: its delete is sent from here,
 	 * without the client's mutex, and the loop takes it over. */
-	if (node->path && !node->rev && !c->confirm_release && !zkl__on_event_thread(c) &&
+	if (node->path && !node->rev && !node->note && !c->confirm_release &&
+	    !zkl__on_event_thread(c) &&
 	    zkl__task_delete_sent(c, node->path, node->gen)) {
 		node->path = NULL; /* the task's now */
 		zkl__node_clear(node);
