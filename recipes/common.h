@@ -64,6 +64,10 @@ int zkl__count_parse(const char *data, int len);
  * (persistent) if needed; what names it in errors ("record", "shared count"). Returns 0
  * or a ZKL_E* code with the reason set. */
 int zkl__node_put(zkl_client *c, const char *path, const void *data, int len, const char *what);
+/* Makes the missing folders above path (containers; persistent on a server without
+ * them), and leaves them: a guarded write of a record creates the record itself
+ * (txn.c). Returns 0 or a ZKL_E* code with its detail. */
+int zkl__record_folders(zkl_client *c, const char *path);
 
 /* Reads the node at path (record.c): 0 with *op (released by the caller with
  * zkl__op_release()), ZKL_ENOTHELD if it does not exist ("<what> <path> does not

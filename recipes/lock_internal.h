@@ -32,6 +32,11 @@ struct zkl_lock_ops {
 	/* Optional: the calling thread's hold (l->mu held), or NULL; kinds with one holder
 	 * at a time that have it can track how their holders leave (previous.c). */
 	struct zkl_acq *(*own)(zkl_lock *l);
+	/* For a guarded transaction (txn.c): the node of the hold the verbs see (l->mu held:
+	 * once held, its path is settled), copied into buf; returns 1 if it is held, -1 if
+	 * it is lost and not yet released, 0 if there is none (or buf is too small). NULL:
+	 * the kind has no node of its own (a multi-lock). */
+	int (*hold_node)(zkl_lock *l, char *buf, size_t size);
 	/* Optional: replaces the view's own node data (a multi-lock passes it on to its
 	 * members). */
 	int (*set_data)(zkl_lock *l, const void *data, size_t len);

@@ -496,6 +496,15 @@ static struct zkl_acq *mutex_own(zkl_lock *lk)
 	return pp ? *pp : NULL;
 }
 
+static int mutex_hold_node(zkl_lock *lk, char *buf, size_t size)
+{
+	const struct zkl_acq *l = current(MUTEX(lk));
+	if (!l || !l->node.path || strlen(l->node.path) >= size)
+		return 0;
+	strcpy(buf, l->node.path);
+	return zkl__hold_lost(l->node.hold) ? -1 : 1;
+}
+
 static bool mutex_holds_async(zkl_lock *lk)
 {
 	return find_async(MUTEX(lk)) != NULL;
@@ -521,6 +530,7 @@ static const struct zkl_lock_ops mutex_ops = {
 	.is_held = mutex_is_held,
 	.token = mutex_token,
 	.node = mutex_node,
+	.hold_node = mutex_hold_node,
 	.holds_async = mutex_holds_async,
 	.participants = mutex_participants,
 	.own = mutex_own,

@@ -191,6 +191,102 @@ ZKL_API int zkl_lock_previous(zkl_lock *l, zkl_previous *how, char *node, size_t
 
 /* "none", "released", "vanished"; NULL for a value out of range. */
 ZKL_API const char *zkl_previous_name(zkl_previous how);
+/* ---- Writes that only a holder can make ----
+ *
+ * A guarded transaction commits the caller's ZooKeeper operations together with a check
+ * that this hold's own node still exists, in one ZooKeeper multi: the server applies all
+ * of them or none, so a holder whose lock is gone (its session expired while it was
+ * paused, its node deleted) cannot land a write after the next holder started, whatever
+ * its own clock says. It guards writes to ZooKeeper only; for anything else hand the
+ * fencing token (zkl_lock_token()) to the resource. GUIDE.md, "Writes that only a holder
+ * can make". */
+
+/* What an operation of a transaction does. */
+typedef enum zkl_txn_kind {
+	ZKL_TXN_CREATE = 1, /* makes a node at path with data (flags: ZKL_TXN_EPHEMERAL...) */
+	ZKL_TXN_SET,        /* writes path's data, if its version is version (-1: any) */
+	ZKL_TXN_DELETE,     /* deletes the node at path (no children), at version (-1: any) */
+	ZKL_TXN_CHECK,      /* changes nothing: path must exist, at version (-1: any) */
+} zkl_txn_kind;
+
+/* The kind of node a create makes: persistent (0), or these, or'ed. An ephemeral node is
+ * the session's: it goes when the client's session ends. */
+#define ZKL_TXN_EPHEMERAL 1u
+#define ZKL_TXN_SEQUENTIAL 2u /* a sequence number is added to path (result's path) */
+
+/* The most operations a transaction takes (the check of the hold's node not counted). */
+#define ZKL_TXN_MAX 64
+
+/* One operation. Fields a kind does not use are ignored. */
+typedef struct zkl_txn_op {
+	zkl_txn_kind kind;
+	const char *path;   /* absolute */
+	const void *data;   /* CREATE, SET: len bytes (NULL with len 0: none) */
+	size_t len;         /* at most ZKL_RECORD_MAX (<zklocks/record.h>), 1,047,552 */
+	int version;        /* SET, DELETE, CHECK: the version the node must have, -1: any */
+	unsigned flags;     /* CREATE: ZKL_TXN_EPHEMERAL, ZKL_TXN_SEQUENTIAL */
+} zkl_txn_op;
+
+/* What became of one operation. */
+typedef struct zkl_txn_result {
+	/* 0: applied. Else not applied: the code of the operation that failed for it, and
+	 * ZKL_ECANCELED for every other (none is applied when one fails); the transaction's
+	 * own code for all of them when it failed as a whole (ZKL_ELOST, ZKL_ECONNLOSS...). */
+	int rc;
+	/* ZooKeeper's own code for it (zkl_errname() names it): ZOK, ZNONODE, ZNODEEXISTS,
+	 * ZBADVERSION, ZNOTEMPTY, ZNOAUTH..., ZRUNTIMEINCONSISTENCY for one that was not
+	 * applied because another failed; the request's (ZCONNECTIONLOSS...) when the
+	 * server did not answer it; 0 when it was never sent. */
+	int zk_rc;
+	int32_t version;    /* SET, applied: the node's data version after it */
+	char path[ZKL_NODE_MAX]; /* CREATE, applied: the node made; else "" */
+} zkl_txn_result;
+
+/* Commits ops[0..n) all or none, together with a check that the hold l has now (as
+ * zkl_lock_is_held() sees it: for a mutex or a half, the calling thread's or the
+ * asynchronous acquire's; for a semaphore, the lease taken last) still has its node, on
+ * the client's session (its own or an adopted one). results, if not NULL, gets n results.
+ * Returns 0 when every operation was applied. Else nothing was applied, and it returns:
+ * ZKL_ELOST: the hold's node is gone, or its session (the hold is then lost and reported
+ * as any loss is: the lost callback, the observer's event, zkl_lock_is_held() false);
+ * ZKL_ENOTHELD: l is not held here, or its release came first (a release racing the
+ * transaction from another thread either comes after it, and the transaction is applied,
+ * or before, and it is refused so); for an operation of ops that failed, its code (the
+ * result's rc; zk_rc says which ZooKeeper answer, zkl_last_error() names the operation,
+ * its index and its path): ZKL_EZK (a node there or not there, a version that differs, a
+ * delete of a node with children...), ZKL_EACL, ZKL_EINVAL; ZKL_ECONNLOSS: the
+ * connection went before the answer: it may or may not have been applied (read back
+ * what it wrote before writing again); ZKL_EINVAL: bad arguments (l, ops or a path NULL
+ * or not valid, n 0 or above ZKL_TXN_MAX, an unknown kind or flag, data NULL with a
+ * length, a version below -1, more bytes than a server reads in one request);
+ * ZKL_ENOTSUP: a multi-lock's view (each member has its own node: guard with a member);
+ * ZKL_EDEADLK on a thread that runs the client's loop; ZKL_ECLOSED; ZKL_ENOMEM. */
+ZKL_API int zkl_lock_txn(zkl_lock *l, const zkl_txn_op *ops, size_t n,
+                         zkl_txn_result *results);
+
+/* Called once when an asynchronous transaction ends, on the client's event thread with
+ * no zklocks lock held: rc as zkl_lock_txn() returns it (zkl_last_error() set), and the
+ * n results, valid during the call. */
+typedef void (*zkl_txn_fn)(zkl_lock *l, int rc, const zkl_txn_result *results, size_t n,
+                           void *data);
+
+/* The same, returning at once: 0, and then fn runs exactly once; or an error of the
+ * arguments or of the hold (as zkl_lock_txn() answers before it sends anything), and fn
+ * never runs. ops and their data are copied. The hold must stay held until fn runs, or
+ * fn is told ZKL_ENOTHELD or ZKL_ELOST; freeing l's handle before fn runs is not
+ * allowed. */
+ZKL_API int zkl_lock_txn_async(zkl_lock *l, const zkl_txn_op *ops, size_t n, zkl_txn_fn fn,
+                               void *data);
+
+/* A transaction of one operation: writes len bytes of data to the node at path, which
+ * must exist (any version). Returns as zkl_lock_txn(). */
+ZKL_API int zkl_lock_guarded_set(zkl_lock *l, const char *path, const void *data, size_t len);
+
+/* A transaction of one operation: makes a persistent node at path with len bytes of
+ * data (its parent must exist). Returns as zkl_lock_txn(): ZKL_EZK with zk_rc ZNODEEXISTS
+ * if it is there already. */
+ZKL_API int zkl_lock_guarded_create(zkl_lock *l, const char *path, const void *data,
+                                    size_t len);
 
 ZKL_END_DECLS
 

@@ -94,9 +94,11 @@ static void op_free(struct zkl_op *op)
 		free(op->names);
 	}
 	free(op->cleanup_parent);
+	for (int i = 0; op->made && i < op->nmops; i++)
+		free(op->made[i]);
+	free(op->made);
 	free(op->results);
 	free(op->stats);
-	free(op->bufs);
 	free(op);
 }
 
@@ -459,71 +461,78 @@ struct zkl_op *zkl__op_check(zkl_client *c, struct zkl_waiter *w, const char *pa
 	return op;
 }
 
-/* The room a multi's create names its node in. */
-#define MULTI_NAME_MAX 1024
-
-static struct zkl_op *op_multi(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *r,
-                               int *err)
+struct zkl_op *zkl__op_multi(zkl_client *c, struct zkl_waiter *w, const struct zkl_mop *mops,
+                            int n, int *err)
 {
-	const int n = r->nsubs;
-	if (n <= 0 || !r->subs) {
-		*err = zkl__fail(ZKL_EINVAL, "a transaction of no operations");
-		return NULL;
-	}
-	zoo_op_t *zops = calloc((size_t)n, sizeof *zops);
-	zoo_op_result_t *results = calloc((size_t)n, sizeof *results);
-	struct Stat *stats = calloc((size_t)n, sizeof *stats);
-	int creates = 0;
-	for (int i = 0; i < n; i++)
-		creates += r->subs[i].kind == ZKL_OP_CREATE;
-	char *bufs = creates ? calloc((size_t)creates, MULTI_NAME_MAX) : NULL;
-	if (!zops || !results || !stats || (creates && !bufs)) {
-		free(zops);
-		free(results);
-		free(stats);
-		free(bufs);
-		*err = zkl__fail(ZKL_ENOMEM, "out of memory");
-		return NULL;
-	}
-	int k = 0;
+	/* The whole multi is one request: the servers read it only if it fits. */
+	int64_t size = 8;
 	for (int i = 0; i < n; i++) {
-		const struct zkl_req *o = &r->subs[i];
-		switch (o->kind) {
-		case ZKL_OP_CREATE:
-			zoo_create_op_init(&zops[i], o->path, o->data, o->len, c->acl, o->mode,
-			                   bufs + (size_t)k++ * MULTI_NAME_MAX, MULTI_NAME_MAX);
+		const struct zkl_mop *m = &mops[i];
+		size += 12; /* the operation's header */
+		if (m->type == ZOO_CREATE_OP || m->type == ZOO_SETDATA_OP)
+			size += zkl__request_size(c, m->type == ZOO_CREATE_OP ? ZKL_OP_CREATE
+			                                                      : ZKL_OP_SET,
+			                          strlen(m->path), m->data ? m->len : -1);
+		else
+			size += 8 + (int64_t)strlen(m->path);
+	}
+	if (size > c->max_request) {
+		*err = zkl__fail(ZKL_EINVAL, "a transaction of %lld bytes, more than the %d a server "
+		                 "reads in one request (its jute.maxbuffer; the client's "
+		                 "max_request option), refused before sending", (long long)size,
+		                 c->max_request);
+		return NULL;
+	}
+	zoo_op_t *zops = calloc((size_t)n + 1, sizeof *zops);
+	zoo_op_result_t *results = calloc((size_t)n + 1, sizeof *results);
+	char **made = calloc((size_t)n + 1, sizeof *made);
+	struct Stat *stats = calloc((size_t)n + 1, sizeof *stats);
+	bool ok = zops && results && made && stats;
+	for (int i = 0; ok && i < n; i++) {
+		const struct zkl_mop *m = &mops[i];
+		const int len = m->data ? m->len : -1;
+		switch (m->type) {
+		case ZOO_CREATE_OP: {
+			/* The name made: the path, and a sequence number of 10 digits. */
+			const size_t size = strlen(m->path) + 16;
+			if (!(made[i] = malloc(size))) {
+				ok = false;
+				break;
+			}
+			made[i][0] = '\0';
+			zoo_create_op_init(&zops[i], m->path, m->data, len, c->acl, m->mode, made[i],
+			                   (int)size);
 			break;
-		case ZKL_OP_DELETE:
-			zoo_delete_op_init(&zops[i], o->path, o->check_version ? o->version : -1);
+		}
+		case ZOO_SETDATA_OP:
+			zoo_set_op_init(&zops[i], m->path, m->data, len, m->version, &stats[i]);
 			break;
-		case ZKL_OP_SET:
-			zoo_set_op_init(&zops[i], o->path, o->data, o->len, o->version, &stats[i]);
-			break;
-		case ZKL_OP_CHECK:
-			zoo_check_op_init(&zops[i], o->path, o->version);
+		case ZOO_DELETE_OP:
+			zoo_delete_op_init(&zops[i], m->path, m->version);
 			break;
 		default:
-			free(zops);
-			free(results);
-			free(stats);
-			free(bufs);
-			*err = zkl__fail(ZKL_EINVAL, "operation %d of a transaction is of a kind a "
-			                "transaction cannot hold", i);
-			return NULL;
+			zoo_check_op_init(&zops[i], m->path, m->version);
+			break;
 		}
 	}
-	struct zkl_op *op = op_begin(c, w, ZKL_OP_MULTI, err);
+	struct zkl_op *op = ok ? op_begin(c, w, ZKL_OP_MULTI, err) : NULL;
 	if (!op) {
-		free(zops);
+		if (!ok)
+			*err = zkl__fail(ZKL_ENOMEM, "out of memory");
+		for (int i = 0; made && i < n; i++)
+			free(made[i]);
+		free(made);
 		free(results);
 		free(stats);
-		free(bufs);
+		free(zops);
 		return NULL;
 	}
+	op->nmops = n;
 	op->results = results;
+	op->made = made;
 	op->stats = stats;
-	op->nresults = n;
-	op->bufs = bufs;
+	/* The C client reads zops during the call; the results, names and stats stay with
+	 * op until its completion has run. */
 	int rc = c->zk->multi(op->s->zh, n, zops, results, void_done, op);
 	free(zops);
 	if (rc != ZOK)
@@ -562,7 +571,7 @@ struct zkl_op *zkl__op_send(zkl_client *c, struct zkl_waiter *w, const struct zk
 	case ZKL_OP_CHECK:
 		return zkl__op_check(c, w, r->path, err);
 	case ZKL_OP_MULTI:
-		return op_multi(c, w, r, err);
+		return zkl__op_multi(c, w, r->mops, r->nmops, err);
 	}
 	*err = zkl__fail(ZKL_EINVAL, "unknown request");
 	return NULL;

@@ -140,7 +140,7 @@ struct delete_job {
 	struct zkl_node *node;         /* the caller's */
 	/* A release with the caller's operations (zkl__engine_release_txn): they go in one
 	 * transaction with the delete (and the note); dropped once they failed. */
-	const struct zkl_req *subs;
+	const struct zkl_mop *subs;
 	int nsubs;
 	struct zkl_op *answer;         /* the transaction's answer, kept for the caller */
 	int failed;                    /* what the caller is told once the node is gone */
@@ -188,21 +188,23 @@ static int delete_step(zkl_client *c, struct zkl_job *j)
 			                              zkl__basename(node->path)) : 0;
 			const bool noted = node->note && n > 0 && (size_t)n < sizeof note;
 			const int total = d->nsubs + 1 + noted;
-			struct zkl_req *subs = calloc((size_t)total, sizeof *subs);
+			struct zkl_mop *subs = calloc((size_t)total, sizeof *subs);
 			if (!subs) {
 				zkl__task_delete(c, node->path, node->gen);
 				return zkl__fail(ZKL_ENOMEM, "out of memory");
 			}
 			for (int i = 0; i < d->nsubs; i++)
 				subs[i] = d->subs[i];
-			subs[d->nsubs] = (struct zkl_req){.kind = ZKL_OP_DELETE, .path = node->path};
+			subs[d->nsubs] = (struct zkl_mop){.type = ZOO_DELETE_OP, .path = node->path,
+			                                  .version = -1};
 			if (noted)
-				subs[d->nsubs + 1] = (struct zkl_req){.kind = ZKL_OP_SET,
+				subs[d->nsubs + 1] = (struct zkl_mop){.type = ZOO_SETDATA_OP,
 				                                      .path = node->note, .data = note,
 				                                      .len = n, .version = -1};
-			const struct zkl_req multi = {.kind = ZKL_OP_MULTI, .subs = subs,
-			                              .nsubs = total};
-			int rc = zkl__job_send(c, j, total > 1 ? &multi : &subs[0], &d->op);
+			const struct zkl_req multi = {.kind = ZKL_OP_MULTI, .mops = subs,
+			                              .nmops = total};
+			const struct zkl_req del = {.kind = ZKL_OP_DELETE, .path = node->path};
+			int rc = zkl__job_send(c, j, total > 1 ? &multi : &del, &d->op);
 			free(subs);
 			if (rc != 0) {
 				zkl__task_delete(c, node->path, node->gen);
@@ -220,7 +222,7 @@ static int delete_step(zkl_client *c, struct zkl_job *j)
 		 * (nsubs), the note (nsubs + 1). */
 		int at = -1;
 		if (zrc != ZOK && d->op->kind == ZKL_OP_MULTI && zkl__zk_answered(zrc)) {
-			for (int i = 0; i < d->op->nresults && at < 0; i++)
+			for (int i = 0; i < d->op->nmops && at < 0; i++)
 				if (d->op->results[i].err != ZOK)
 					at = i;
 		}
@@ -376,7 +378,7 @@ static int release_node(zkl_client *c, struct zkl_node *node)
 	return zkl__job_run(c, &d.job, NULL, "a release");
 }
 
-int zkl__engine_release_txn(zkl_client *c, struct zkl_node *node, const struct zkl_req *subs,
+int zkl__engine_release_txn(zkl_client *c, struct zkl_node *node, const struct zkl_mop *subs,
                            int n, struct zkl_op **answer)
 {
 	*answer = NULL;

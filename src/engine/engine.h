@@ -140,13 +140,13 @@ bool zkl__engine_grant_stands(zkl_client *c, const struct zkl_node *node);
  * Clears *node. On the client's loop (a callback) it never waits: the delete goes to the
  * background at once. */
 int zkl__engine_release(zkl_client *c, struct zkl_node *node);
-/* The same, with subs[0..n) (MULTI's operations) in one transaction before the delete of
+/* The same, with subs[0..n) in one transaction before the delete of
  * the node (and its note), waiting for the server: 0 when all were applied; ZKL_ELOST
  * (the node or its session is gone: nothing was applied); an operation's failure, after
  * which the node is deleted alone; ZKL_ECONNLOSS (an answer was lost: applied or not).
  * The hold ends whatever comes. *answer is the transaction's answered op, or NULL
  * (release it with zkl__op_release()). From an application's thread only. */
-int zkl__engine_release_txn(zkl_client *c, struct zkl_node *node, const struct zkl_req *subs,
+int zkl__engine_release_txn(zkl_client *c, struct zkl_node *node, const struct zkl_mop *subs,
                            int n, struct zkl_op **answer);
 
 /* Deletes a node we hold in the background, without waiting (so also on the event
