@@ -37,6 +37,11 @@ struct zkl_lock_ops {
 	 * it is lost and not yet released, 0 if there is none (or buf is too small). NULL:
 	 * the kind has no node of its own (a multi-lock). */
 	int (*hold_node)(zkl_lock *l, char *buf, size_t size);
+	/* Optional: releases the calling thread's hold (its last level) with mops[0..n) in
+	 * one transaction with the delete of its node (zkl__engine_release_txn(), whose
+	 * answer it passes on); ZKL_EBUSY for a hold entered more than once. */
+	int (*release_txn)(zkl_lock *l, const struct zkl_mop *mops, int n,
+	                   struct zkl_op **answer);
 	/* Optional: replaces the view's own node data (a multi-lock passes it on to its
 	 * members). */
 	int (*set_data)(zkl_lock *l, const void *data, size_t len);

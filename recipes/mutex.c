@@ -432,6 +432,32 @@ static int mutex_release(zkl_lock *lk)
 	return rc;
 }
 
+static int mutex_release_txn(zkl_lock *lk, const struct zkl_mop *mops, int n,
+                             struct zkl_op **answer)
+{
+	zkl_mutex *m = MUTEX(lk);
+	*answer = NULL;
+	pthread_mutex_lock(lk->mu);
+	struct zkl_acq **pp = find_own(m);
+	if (!pp)
+		pp = find_async(m);
+	if (!pp) {
+		pthread_mutex_unlock(lk->mu);
+		return zkl__fail(ZKL_ENOTHELD, "the calling thread does not hold %s", lk->path);
+	}
+	struct zkl_acq *l = *pp;
+	if (l->count > 1) {
+		pthread_mutex_unlock(lk->mu);
+		return zkl__fail(ZKL_EBUSY, "%s is held %d times over: release the inner levels "
+		                 "first", lk->path, l->count);
+	}
+	*pp = l->next; /* as mutex_release() */
+	pthread_mutex_unlock(lk->mu);
+	int rc = zkl__engine_release_txn(lk->c, &l->node, mops, n, answer);
+	free(l);
+	return rc;
+}
+
 /* The hold the verbs see (mu held): the calling thread's, else the asynchronous one. */
 static struct zkl_acq *current(zkl_mutex *m)
 {
@@ -531,6 +557,7 @@ static const struct zkl_lock_ops mutex_ops = {
 	.token = mutex_token,
 	.node = mutex_node,
 	.hold_node = mutex_hold_node,
+	.release_txn = mutex_release_txn,
 	.holds_async = mutex_holds_async,
 	.participants = mutex_participants,
 	.own = mutex_own,

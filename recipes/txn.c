@@ -428,3 +428,78 @@ int zkl_record_set_guarded(zkl_lock *l, const char *path, const void *data, size
 	}
 	return zkl__fail(ZKL_EZK, "cannot set record %s: it keeps changing", path);
 }
+
+/* ---- a release with the caller's operations (zkl_lock_release_txn) ----
+ *
+ * The operations go in one transaction with the delete of the hold's node (and a
+ * tracking hold's note, previous.c): the delete is the check. The hold ends whatever
+ * comes (src/engine's zkl__engine_release_txn()); results say what became of each. */
+
+/* The results of ops from the release's transaction answer (NULL: none came), rc the
+ * release's. */
+static void release_results(struct txn *t, const struct zkl_op *answer, int rc)
+{
+	if (rc == 0 && answer && answer->rc == ZOK) {
+		for (size_t i = 0; i < t->n; i++) {
+			zkl_txn_result *r = &t->results[i];
+			*r = (zkl_txn_result){.rc = 0, .zk_rc = ZOK};
+			if (t->ops[i].kind == ZKL_TXN_CREATE && answer->made[i])
+				snprintf(r->path, sizeof r->path, "%s", answer->made[i]);
+			if (t->ops[i].kind == ZKL_TXN_SET)
+				r->version = answer->stats[i].version;
+		}
+		return;
+	}
+	/* An operation of the caller's failed: it has the code, the others were not
+	 * applied because of it. Else the transaction failed as a whole. */
+	if (answer && rc != ZKL_ECONNLOSS && rc != ZKL_ELOST && rc != 0) {
+		for (size_t k = 0; k < t->n; k++) {
+			const int err = answer->results[k].err;
+			if (err == ZOK || err == ZRUNTIMEINCONSISTENCY)
+				continue;
+			results_all(t, ZKL_ECANCELED, ZRUNTIMEINCONSISTENCY);
+			t->results[k].rc = rc;
+			t->results[k].zk_rc = err;
+			return;
+		}
+	}
+	results_all(t, rc, answer ? answer->rc : 0);
+}
+
+int zkl_lock_release_txn(zkl_lock *l, const zkl_txn_op *ops, size_t n,
+                         zkl_txn_result *results)
+{
+	struct txn *t;
+	int rc = txn_new(l, ops, n, true, &t);
+	if (rc == ZKL_ELOST && l->ops->release_txn) {
+		/* Lost already: released as any lost hold is (its loss told once). */
+		char saved[256];
+		snprintf(saved, sizeof saved, "%s", zkl_last_error());
+		zkl_lock_release(l);
+		zkl__fail(rc, "%s; nothing of the transaction was applied", saved);
+	}
+	if (rc == 0 && !l->ops->release_txn) {
+		txn_free(t);
+		rc = zkl__fail(ZKL_ENOTSUP, "a %s is not released with a transaction: only a mutex "
+		               "and the halves of a read-write lock are (use zkl_lock_txn(), then "
+		               "zkl_lock_release())", l->kind);
+	}
+	if (rc != 0) {
+		for (size_t i = 0; results && i < n && ops; i++)
+			results[i] = (zkl_txn_result){.rc = rc};
+		return rc;
+	}
+	struct zkl_op *answer = NULL;
+	rc = l->ops->release_txn(l, t->mops + 1, (int)n, &answer);
+	char saved[256];
+	snprintf(saved, sizeof saved, "%s", zkl_last_error());
+	release_results(t, answer, rc);
+	if (answer)
+		zkl__op_release(l->c, answer);
+	if (results)
+		memcpy(results, t->results, n * sizeof *results);
+	txn_free(t);
+	if (rc != 0)
+		zkl__fail(rc, "%s", saved);
+	return rc;
+}

@@ -288,6 +288,23 @@ ZKL_API int zkl_lock_guarded_set(zkl_lock *l, const char *path, const void *data
 ZKL_API int zkl_lock_guarded_create(zkl_lock *l, const char *path, const void *data,
                                     size_t len);
 
+/* Releases l (the calling thread's hold, or the asynchronous one) with ops[0..n) in one
+ * transaction with the delete of its node (and, if l tracks its holders, the note that
+ * it released: zkl_lock_track_previous()): the operations are applied only if the node
+ * is still there, and the lock is never seen free before they are. A job that records
+ * its run and frees its lock in one step, so that no reader finds the lock free and the
+ * record old. For a mutex and the halves of a read-write lock (else ZKL_ENOTSUP). The
+ * hold ends whatever the answer, as zkl_lock_release() ends it. Returns 0 (applied and
+ * released); ZKL_ELOST (the node or its session is gone: nothing applied; the loss is
+ * reported as any is); an operation's failure, as zkl_lock_txn() reports it (nothing
+ * applied; the node is then deleted alone); ZKL_ECONNLOSS (the connection went with the
+ * transaction out: it may or may not have been applied; the lock is released either
+ * way); ZKL_EBUSY (held more than once by re-entry: release the inner levels first;
+ * nothing is done); ZKL_ENOTHELD, ZKL_EINVAL, ZKL_EDEADLK (on a thread that runs the
+ * client's loop), ZKL_ECLOSED, ZKL_ENOMEM as zkl_lock_txn(). */
+ZKL_API int zkl_lock_release_txn(zkl_lock *l, const zkl_txn_op *ops, size_t n,
+                                 zkl_txn_result *results);
+
 ZKL_END_DECLS
 
 #endif

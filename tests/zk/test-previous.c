@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <zookeeper/zookeeper.h>
+
 #include "harness.h"
 
 /* A thread that takes l (blocking), notes how its predecessor left, and holds it until
@@ -259,6 +261,106 @@ static void test_misuse(void **state)
 	zkl_client_close(c);
 }
 
+/* A release with a transaction: the record and the note are written with the delete
+ * of the node, or nothing is. */
+static void test_release_txn(void **state)
+{
+	(void)state;
+	const char *path = h_path("previous-txn");
+	char note[512], rec[512], data[256];
+	snprintf(note, sizeof note, "%s.previous", path);
+	snprintf(rec, sizeof rec, "%s.last-run", path);
+	zkl_client *c = h_client(0);
+	zkl_mutex *m;
+	CHECK_OK(zkl_mutex_new(&m, c, path));
+	zkl_lock *l = zkl_mutex_lock(m);
+	CHECK_OK(zkl_lock_track_previous(l, true));
+	char node[ZKL_NODE_MAX], want[ZKL_NODE_MAX + 16];
+
+	/* Applied: the record made, the node gone, the note says released. */
+	CHECK_OK(zkl_lock_acquire(l, 10000));
+	assert_true(zkl_lock_node(l, node, sizeof node) > 0);
+	zkl_txn_op op = {.kind = ZKL_TXN_CREATE, .path = rec, .data = "run 1", .len = 5};
+	zkl_txn_result r;
+	CHECK_OK(zkl_lock_release_txn(l, &op, 1, &r));
+	assert_int_equal(r.rc, 0);
+	assert_string_equal(r.path, rec);
+	assert_false(zkl_lock_is_held(l));
+	assert_int_equal(h_exists(node), 0);
+	int n = h_get(rec, data, sizeof data);
+	data[n] = '\0';
+	assert_string_equal(data, "run 1");
+	n = h_get(note, data, sizeof data);
+	data[n] = '\0';
+	snprintf(want, sizeof want, "released %s", strrchr(node, '/') + 1);
+	assert_string_equal(data, want);
+
+	/* An operation fails (the record is there already): nothing of it is applied, and
+	 * the lock is released all the same, its note with it. */
+	CHECK_OK(zkl_lock_acquire(l, 10000));
+	assert_true(zkl_lock_node(l, node, sizeof node) > 0);
+	zkl_txn_op two[2] = {
+		{.kind = ZKL_TXN_SET, .path = rec, .data = "run 2", .len = 5, .version = -1},
+		{.kind = ZKL_TXN_CREATE, .path = rec, .data = "x", .len = 1},
+	};
+	zkl_txn_result rr[2];
+	CHECK_RC(ZKL_EZK, zkl_lock_release_txn(l, two, 2, rr));
+	assert_int_equal(rr[0].rc, ZKL_ECANCELED);
+	assert_int_equal(rr[1].rc, ZKL_EZK);
+	assert_int_equal(rr[1].zk_rc, ZNODEEXISTS);
+	assert_false(zkl_lock_is_held(l));
+	assert_int_equal(h_exists(node), 0);
+	n = h_get(rec, data, sizeof data);
+	data[n] = '\0';
+	assert_string_equal(data, "run 1"); /* the set before it was not applied either */
+	n = h_get(note, data, sizeof data);
+	data[n] = '\0';
+	snprintf(want, sizeof want, "released %s", strrchr(node, '/') + 1);
+	assert_string_equal(data, want);
+
+	/* Held twice over: nothing is done. */
+	CHECK_OK(zkl_lock_acquire(l, 10000));
+	CHECK_OK(zkl_lock_acquire(l, 10000));
+	op = (zkl_txn_op){.kind = ZKL_TXN_SET, .path = rec, .data = "run 3", .len = 5,
+	                  .version = -1};
+	CHECK_RC(ZKL_EBUSY, zkl_lock_release_txn(l, &op, 1, &r));
+	assert_true(zkl_lock_is_held(l));
+	CHECK_OK(zkl_lock_release(l));
+
+	/* Its node deleted by someone else: lost, told once, nothing applied. */
+	h_latch *lost = h_latch_new();
+	CHECK_OK(zkl_lock_on_lost(l, h_on_lost, lost));
+	assert_true(zkl_lock_node(l, node, sizeof node) > 0);
+	h_delete(node);
+	int rc = zkl_lock_release_txn(l, &op, 1, &r);
+	assert_int_equal(rc, ZKL_ELOST);
+	assert_int_equal(r.rc, ZKL_ELOST);
+	assert_int_equal(h_latch_wait(lost, 20000), 1);
+	assert_int_equal(h_latch_count(lost), 1);
+	assert_false(zkl_lock_is_held(l));
+	n = h_get(rec, data, sizeof data);
+	data[n] = '\0';
+	assert_string_equal(data, "run 1");
+	CHECK_RC(ZKL_ENOTHELD, zkl_lock_release_txn(l, &op, 1, &r));
+	CHECK_OK(zkl_lock_on_lost(l, NULL, NULL));
+	h_latch_free(lost);
+
+	/* Kinds without a node of one holder's. */
+	zkl_semaphore *s;
+	CHECK_OK(zkl_semaphore_new(&s, c, h_sub(path, "sem"), 2));
+	zkl_lock *sl = zkl_semaphore_lock(s);
+	CHECK_OK(zkl_lock_acquire(sl, 10000));
+	CHECK_RC(ZKL_ENOTSUP, zkl_lock_release_txn(sl, &op, 1, &r));
+	CHECK_OK(zkl_lock_release(sl));
+	zkl_semaphore_free(s);
+	CHECK_RC(ZKL_EINVAL, zkl_lock_release_txn(l, NULL, 1, &r));
+
+	zkl_mutex_free(m);
+	zkl_client_close(c);
+	h_delete(rec);
+	h_delete(note);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -266,6 +368,7 @@ int main(void)
 		cmocka_unit_test(test_queued_behind),
 		cmocka_unit_test(test_write_half),
 		cmocka_unit_test(test_misuse),
+		cmocka_unit_test(test_release_txn),
 	};
 	return H_RUN(tests);
 }
