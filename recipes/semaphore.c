@@ -514,7 +514,7 @@ static const char *semaphore_view_node(zkl_lock *lk)
 	const char *other = NULL;
 	for (const struct zkl__sem_take *t = s->waiting; t; t = t->next) {
 		const char *node = zkl__sem_take_node(t);
-		if (node && pthread_equal(t->taker, pthread_self()))
+		if (node && t->taker == zkl__owner_self())
 			return node;
 		if (node && !other)
 			other = node;

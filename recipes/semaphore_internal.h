@@ -98,8 +98,8 @@ struct zkl__sem_take {
 	/* an asynchronous acquire's claim of the view, and whether its callback is due */
 	struct zkl_lock_async a;
 	bool call;
-	/* a blocking acquire's thread, while in s->waiting */
-	pthread_t taker;
+	/* a blocking acquire's owner (its thread's), while in s->waiting */
+	zkl__owner taker;
 	struct zkl__sem_take *next;
 };
 

@@ -448,7 +448,7 @@ int zkl__sem_take_run(struct zkl__sem_take *t)
 {
 	zkl_semaphore *s = t->s;
 	t->job = (struct zkl_job){.step = take_step, .drop = take_drop, .runs_closing = true};
-	t->taker = pthread_self();
+	t->taker = zkl__owner_self();
 	pthread_mutex_lock(s->lock.mu);
 	t->next = s->waiting;
 	s->waiting = t;

@@ -147,11 +147,23 @@ void zkl__engine_release_locked(zkl_client *c, struct zkl_node *node);
 void zkl__node_clear(struct zkl_node *node);
 
 /* Creates the non-sequential ephemeral node "<q->path>/<name>" (a downgrade read node)
- * and fills *node. With q->gen set, the node is made on that session only: once the
+ * and fills *node. With stands_on (the node the new one takes the place of: the
+ * downgrade's write node), that node is asked for right after the create, in the same
+ * round trip: gone, the new node is deleted again and the result is ZKL_ELOST (a writer
+ * behind it may hold already); unknown, ZKL_ECONNLOSS. With q->gen set, the node is made on that session only: once the
  * client is on another, or past that session's loss deadline, ZKL_ELOST. Returns 0, or a ZKL_E* code with nothing left
  * behind. */
-int zkl__engine_create_fixed(const struct zkl_queue *q, const char *name, int timeout_ms,
-                            struct zkl_node *node);
+int zkl__engine_create_fixed(const struct zkl_queue *q, const char *name,
+                            const char *stands_on, int timeout_ms, struct zkl_node *node);
+
+/* Starts the same creation and returns: 0, or a ZKL_E* code (then done never runs).
+ * done(arg, rc) runs exactly once, on the client's event thread, with no lock held, when
+ * it ends as zkl__engine_create_fixed would return; q and node must live until then. A
+ * cancel of q->owner ends it with ZKL_ECANCELED. */
+int zkl__engine_create_fixed_start(const struct zkl_queue *q, const char *name,
+                                  const char *stands_on, int timeout_ms,
+                                  struct zkl_node *node, void (*done)(void *arg, int rc),
+                                  void *arg);
 
 /* Lists and parses the queue under path (sorted). *names owns the strings the children
  * point at: free with zkl__names_free(names, count). An absent path is an empty queue. */
