@@ -25,6 +25,9 @@ struct zkl_acq {
 	                            * owner's (owner is ZKL_OWNER_NONE) */
 	int count;
 	struct zkl_node node;      /* its hold: node.hold, made at the grant */
+	/* While it is under way, its node as the loop published it (the engine writes node):
+	 * a copy, guarded by the handle's leaf for that (zkl_lock.pub). */
+	char *node_pub;
 };
 
 /* Node data of a handle: "<host>:<pid>" until set. */

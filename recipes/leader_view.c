@@ -271,7 +271,6 @@ const struct zkl_lock_ops zkl__leader_ops = {
 	.is_held = leader_is_held,
 	.token = leader_token,
 	.node = leader_node,
-	.node_published = true,
 	.holds_async = leader_holds_async,
 	.participants = leader_participants,
 	.set_data = leader_set_data,

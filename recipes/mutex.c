@@ -140,8 +140,10 @@ int zkl__mutex_init(zkl_mutex *m, zkl_client *c, const char *path, enum zkl_kind
 		return rc;
 	pthread_mutex_init(&m->own_mu, NULL);
 	pthread_cond_init(&m->own_cv, NULL);
+	pthread_mutex_init(&m->pub_mu, NULL);
 	m->lock.mu = &m->own_mu;
 	m->lock.cv = &m->own_cv;
+	m->lock.pub = &m->pub_mu;
 	return 0;
 }
 
@@ -248,6 +250,7 @@ void zkl__mutex_fini(zkl_mutex *m)
 {
 	pthread_mutex_destroy(&m->own_mu);
 	pthread_cond_destroy(&m->own_cv);
+	pthread_mutex_destroy(&m->pub_mu);
 }
 
 /* Node data and kind of a new acquisition (mu held). Nodes of revocable handles carry
@@ -271,6 +274,34 @@ static void install(zkl_mutex *m, struct zkl_acq *l)
 	if (l->async && m->revoke_fn)
 		l->node.rev = zkl__revwatch_add_any(m->lock.c, l->node.path, l->node.gen,
 		                                  zkl__revoke_decode, mutex_revoked, m);
+}
+
+/* The node of l, under way, is known or forgotten (on the loop, the client's mutex
+ * held): its copy for zkl_lock_node(), under pub_mu, a leaf. */
+static void publish(zkl_mutex *m, struct zkl_acq *l)
+{
+	char *copy = l->node.path ? strdup(l->node.path) : NULL; /* no memory: no node */
+	pthread_mutex_lock(&m->pub_mu);
+	char *old = l->node_pub;
+	l->node_pub = copy;
+	pthread_mutex_unlock(&m->pub_mu);
+	free(old);
+}
+
+/* An acquisition under way stops being published (mu held; the loop is done with it). */
+static void unpublish(struct zkl_acq *l)
+{
+	free(l->node_pub);
+	l->node_pub = NULL;
+}
+
+/* The engine's on_node of an owner's acquisition (loop). An orphaned one's handle is
+ * gone: it was orphaned on this very thread (zkl__mutex_dispose). */
+static void owned_node(void *ctx)
+{
+	struct mutex_owned *o = ctx;
+	if (!o->orphaned)
+		publish(o->m, o->l);
 }
 
 /* Decides owner's acquire of m from owner's holds (mu held): 1 if owner holds m already
@@ -329,6 +360,8 @@ static int owned_prepare(zkl_mutex *m, zkl__owner owner, struct mutex_owned *o)
 		.folder_seen = &o->folder_seen,
 		.on_lost = mutex_lost,
 		.lost_ctx = m,
+		.on_node = owned_node,
+		.node_ctx = o,
 	};
 	if (o->downgrade) {
 		/* Curator's downgrade: a non-sequential read node that sorts at the writer's
@@ -369,6 +402,7 @@ static void owned_end(zkl_mutex *m, struct mutex_owned *o, int rc)
 			break;
 		}
 	}
+	unpublish(o->l);
 	if (rc == 0) {
 		if (o->downgrade)
 			o->l->node.seq = o->writer_seq;
@@ -424,6 +458,7 @@ static void owned_done(void *arg, int rc)
 	} else {
 		if (rc == 0)
 			zkl__engine_release_later(o->q.c, &o->l->node); /* won for a handle gone */
+		unpublish(o->l);
 		free(o->l);
 	}
 	zkl__data_free(&o->data);
@@ -496,6 +531,7 @@ static void mutex_async_done(void *arg, int rc)
 	bool call = false;
 	if (!atomic_load(&pa->a.orphaned)) {
 		pthread_mutex_lock(m->lock.mu);
+		unpublish(l);
 		m->folder_seen |= pa->folder_seen;
 		if (rc == 0) {
 			l->async = true;
@@ -508,6 +544,8 @@ static void mutex_async_done(void *arg, int rc)
 	}
 	if (l && rc == 0)
 		zkl__engine_release_later(c, &l->node); /* won for a handle that is gone */
+	if (l)
+		unpublish(l);
 	free(l);
 	zkl__data_free(&pa->data);
 	free(pa->path);
@@ -516,6 +554,15 @@ static void mutex_async_done(void *arg, int rc)
 	free(pa);
 	if (call)
 		zkl__lock_async_call(&m->lock, fn, data, rc, saved);
+}
+
+/* The engine's on_node of the asynchronous acquire (loop). An orphaned one's handle is
+ * gone: it was orphaned on this very thread (zkl__lock_async_drain). */
+static void async_node(void *ctx)
+{
+	struct mutex_async *pa = ctx;
+	if (!atomic_load(&pa->a.orphaned))
+		publish(pa->m, pa->l);
 }
 
 static int mutex_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, void *data)
@@ -549,6 +596,8 @@ static int mutex_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, vo
 			.folder_seen = &pa->folder_seen,
 			.on_lost = mutex_lost,
 			.lost_ctx = m,
+			.on_node = async_node,
+			.node_ctx = pa,
 		};
 	}
 	pthread_mutex_unlock(lk->mu);
@@ -659,9 +708,8 @@ static int64_t mutex_token(zkl_lock *lk)
 	return token;
 }
 
-/* The hold's node; else the node an acquire under way has queued: the asynchronous one,
- * the calling thread's, another thread's (mu and c->mu held: the engine writes the nodes
- * of acquisitions under way). */
+/* The hold's node; else the node an acquire under way has queued, as the loop published
+ * it: the asynchronous one, the calling thread's, another thread's (mu and pub_mu held). */
 static const char *mutex_node(zkl_lock *lk)
 {
 	zkl_mutex *m = MUTEX(lk);
@@ -670,16 +718,16 @@ static const char *mutex_node(zkl_lock *lk)
 		return zkl__hold_lost(l->node.hold) ? NULL : l->node.path;
 	if (lk->pending) {
 		const struct mutex_async *pa = (const struct mutex_async *)(void *)lk->pending;
-		if (pa->l->node.path)
-			return pa->l->node.path;
+		if (pa->l->node_pub)
+			return pa->l->node_pub;
 	}
 	const char *other = NULL;
 	const zkl__owner self = caller(m);
 	for (l = m->waiting; l; l = l->next) {
-		if (l->node.path && l->owner == self)
-			return l->node.path;
-		if (l->node.path && !other)
-			other = l->node.path;
+		if (l->node_pub && l->owner == self)
+			return l->node_pub;
+		if (l->node_pub && !other)
+			other = l->node_pub;
 	}
 	return other;
 }

@@ -9,7 +9,9 @@
 
 /* The handle's state is guarded by its own mutex, lock.mu (mu below): a mutex's own_mu,
  * or for both halves of a rwlock the read half's, since each half looks at the other's
- * holds. mu is never held while waiting for the
+ * holds. The nodes of acquisitions under way, which the engine writes on the loop, are
+ * published by the loop into a copy under pub_mu, a leaf (each half its own). mu is
+ * never held while waiting for the
  * client's loop to finish a callback of this handle (a lost or revocation callback
  * takes mu): zkl__hold_end(), zkl__engine_release() and zkl__client_cancel_owner() are
  * called without it. */
@@ -19,7 +21,7 @@ struct zkl_mutex {
 	zkl_mutex *other;              /* the other half of a rwlock, or NULL */
 	struct zkl_acq *leases;        /* mu: acquisitions held, one per thread */
 	struct zkl_acq *waiting;       /* mu: acquisitions of an owner under way (their nodes
-	                                * are the engine's: c->mu) */
+	                                * as published: node_pub, pub_mu) */
 	struct mutex_owned *started;   /* mu: those of them started by zkl__mutex_start_as */
 	zkl_revoke_fn revoke_fn;       /* mu */
 	void *revoke_data;
@@ -28,6 +30,7 @@ struct zkl_mutex {
 	                                * copy of its own while an acquire runs) */
 	pthread_mutex_t own_mu;
 	pthread_cond_t own_cv;
+	pthread_mutex_t pub_mu;        /* lock.pub: the leaf of the nodes published */
 };
 
 /* Makes the view of m, a mutex of kind at path (0, or ZKL_ENOMEM with nothing to free). */

@@ -50,6 +50,7 @@ struct zkl_semaphore {
 	void *revoke_data;
 	pthread_mutex_t own_mu;
 	pthread_cond_t own_cv;
+	pthread_mutex_t pub_mu;        /* lock.pub: the leaf of the takes' published nodes */
 };
 
 struct zkl_lease {
@@ -100,6 +101,9 @@ struct zkl__sem_take {
 	bool call;
 	/* a blocking acquire's owner (its thread's), while in s->waiting */
 	zkl__owner taker;
+	/* the lease node under way as the loop published it (the engine writes the lease's
+	 * node): a copy, s->pub_mu */
+	char *node_pub;
 	struct zkl__sem_take *next;
 };
 
@@ -114,7 +118,7 @@ int zkl__sem_take_run(struct zkl__sem_take *t);
 /* Starts t for the view's asynchronous acquire (no lock held), claiming the view: 0
  * (then t is the loop's, which frees it), or a ZKL_E* code (t is still the caller's). */
 int zkl__sem_take_start(struct zkl__sem_take *t, zkl_lock_acquired_fn fn, void *data);
-/* The lease node a take under way has made, or NULL (the loop's: the client's mutex
+/* The lease node a take under way has made, as the loop published it, or NULL (s->pub_mu
  * held, as zkl_lock_node() holds it). */
 const char *zkl__sem_take_node(const struct zkl__sem_take *t);
 

@@ -45,13 +45,16 @@ bool zkl__queue_alone(bool made_folder, const zkl_child *own)
 	return made_folder && own->seq == 0;
 }
 
-/* Forgets our node (mu held): its revocation watch goes too. */
-void zkl__node_forget(zkl_client *c, struct zkl_node *node)
+/* Forgets our node (mu held): its revocation watch goes too, and the recipe is told. */
+void zkl__node_forget(const struct zkl_queue *q, struct zkl_node *node)
 {
-	zkl__revwatch_remove(c, node->rev);
+	zkl__revwatch_remove(q->c, node->rev);
 	node->rev = NULL;
+	const bool had = node->path != NULL;
 	free(node->path);
 	node->path = NULL;
+	if (had && q->on_node)
+		q->on_node(q->node_ctx);
 }
 
 /* Our node is known (mu held): arm its revocation watch if the recipe asks for one, and
@@ -576,7 +579,7 @@ static int fixed_made(zkl_client *c, struct fixed_job *f, const struct zkl_op *o
 	int rc = zkl__engine_hold(c, f->q, node, f->since);
 	if (rc != 0) {
 		zkl__task_delete(c, node->path, node->gen);
-		zkl__node_forget(c, node);
+		zkl__node_forget(f->q, node);
 		zkl__node_clear(node);
 	}
 	return rc;

@@ -77,8 +77,10 @@ struct zkl_queue {
 	void (*on_lost)(struct zkl_hold *h, void *ctx);
 	void *lost_ctx;
 	/* If set, called on the loop (mu held) each time our node is known (made, or found
-	 * again after a lost answer): a recipe that publishes it to other threads (an
-	 * election's view) does so at once, while the acquisition goes on. */
+	 * again after a lost answer) or forgotten (gone with its session or its folder, or
+	 * withdrawn): a recipe that publishes it to other threads (an election's view, the
+	 * node zkl_lock_node() shows) does so at once, while the acquisition goes on. It
+	 * takes no lock but a leaf of its own. */
 	void (*on_node)(void *ctx);
 	void *node_ctx;
 	/* If not 0, when trying once (a timeout of 0) ends: a recipe that tries once through
