@@ -48,8 +48,9 @@ struct zkl_lock {
 	zkl_client *c;                  /* NULL for a multi-lock, whose members have theirs */
 	pthread_mutex_t *mu;            /* guards the view's fields: the handle's own
 	                                 * (set by its kind after zkl__lock_init); an
-	                                 * election's and a semaphore's are leaves the
-	                                 * loop takes with the client's mutex held */
+	                                 * election's is a leaf the loop takes with the
+	                                 * client's mutex held (pub_mu); the others the
+	                                 * loop takes only with the client's let go of */
 	pthread_cond_t *cv;             /* with mu, the handle's own */
 	/* The leaf under which the loop publishes the nodes of acquisitions under way (it
 	 * takes it with the client's mutex held, and nothing while it holds it), taken by

@@ -7,8 +7,10 @@
  * way. An application thread reaches it by handing the loop a call (zkl__loop_run) or a
  * take (a job), never by taking the client's mutex. The handle's own mutex (lock.mu)
  * guards the lease handles and what only the application's threads touch; the loop
- * never takes it while it runs a step (with the client's mutex held): it is taken first
- * elsewhere (zkl_lock_node() takes it, then the client's). */
+ * never takes it while it runs a step (with the client's mutex held), only from a
+ * callout (zkl__loop_callout), with the client's let go of. What a step publishes for
+ * other threads (the lease node a take has made, for zkl_lock_node()) goes under pub_mu,
+ * a leaf the loop takes with the client's mutex held. */
 #ifndef ZKL_SEMAPHORE_INTERNAL_H
 #define ZKL_SEMAPHORE_INTERNAL_H
 

@@ -511,9 +511,9 @@ static int take_step_async(zkl_client *c, struct zkl_job *j)
 	int rc = take_step(c, j);
 	if (rc == ZKL_JOB_WAIT)
 		return rc;
-	/* The view's acquire is guarded by its mutex, taken with the client's let go of
-	 * (zkl_lock_node() takes the two in the other order); an orphaned acquire must not
-	 * touch it: it went with the handle. */
+	/* The view's acquire is guarded by its mutex, which the loop takes only with the
+	 * client's let go of (semaphore_internal.h); an orphaned acquire must not touch it:
+	 * it went with the handle. */
 	t->call = false;
 	if (!atomic_load(&t->a.orphaned))
 		zkl__loop_callout(c, view_end, t);
