@@ -589,11 +589,6 @@ static int fixed_answer(zkl_client *c, struct fixed_job *f)
 {
 	const struct zkl_queue *q = f->q;
 	struct zkl_op *op = f->op;
-	if (f->exists) {
-		if (op->rc == ZOK && op->stat.ephemeralOwner == c->sess->id)
-			return fixed_made(c, f, op);
-		return zkl__fail(ZKL_EZK, "%s exists and belongs to another session", f->target);
-	}
 	const int zrc = op->rc;
 	const uint64_t gen = op->s->gen;
 	if (q->gen && (gen != q->gen || zkl__now_ms() >= zkl__lost_at(c))) {
@@ -602,6 +597,27 @@ static int fixed_answer(zkl_client *c, struct fixed_job *f)
 		if (zrc == ZOK || zkl__zk_transient(zrc))
 			zkl__task_delete(c, f->target, gen);
 		return lost_session(q);
+	}
+	if (f->exists) {
+		if (op->rc == ZOK && op->stat.ephemeralOwner == c->sess->id)
+			return fixed_made(c, f, op);
+		if (op->rc == ZNONODE) {
+			/* Not there after all (gone since the create found it): make it. */
+			f->exists = false;
+			return AGAIN;
+		}
+		if (zkl__zk_transient(op->rc)) {
+			if (f->try_once)
+				return zkl__fail(ZKL_ETIMEDOUT, "the connection to ZooKeeper was lost");
+			f->recover = true;
+			return AGAIN;
+		}
+		if (zkl__zk_session_gone(op->rc))
+			return q->gen ? lost_session(q) :
+			       zkl__fail_zk(op->rc, "cannot look for", f->target);
+		if (op->rc != ZOK)
+			return zkl__fail_zk(op->rc, "cannot look for", f->target);
+		return zkl__fail(ZKL_EZK, "%s exists and belongs to another session", f->target);
 	}
 	if (zrc == ZOK)
 		return fixed_made(c, f, op);
