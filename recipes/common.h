@@ -6,18 +6,34 @@
 
 #include "engine.h"
 
-/* One acquisition held by a handle: a node, the thread that took it, how many times
- * (reentrant recipes), and its registration for lost reports. */
+/* Who an acquisition is for, as data: reentrancy and the write->read downgrade are
+ * decided from it, never from the thread that happens to run the decision. A blocking
+ * call's owner is its thread's (zkl__owner_self()); the simulator drives contenders that
+ * act as threads with owners of its own (zkl__mutex_start_as). 0 is no owner: the
+ * handle's asynchronous acquire. */
+typedef uint64_t zkl__owner;
+#define ZKL_OWNER_NONE ((zkl__owner)0)
+
+/* The calling thread's owner: one number per thread for the life of the process, never
+ * ZKL_OWNER_NONE. */
+zkl__owner zkl__owner_self(void);
+
+/* One acquisition held by a handle: a node, its owner, how many times (reentrant
+ * recipes), and its registration for lost reports. */
 struct zkl_acq {
 	struct zkl_acq *next;
-	pthread_t owner;
-	bool async;                /* taken by an asynchronous acquire: the handle's, not a thread's */
+	zkl__owner owner;
+	bool async;                /* taken by an asynchronous acquire: the handle's, not an
+	                            * owner's (owner is ZKL_OWNER_NONE) */
 	int count;
 	struct zkl_node node;      /* its hold: node.hold, made at the grant */
 	/* How the holder before it left, once read (zkl_lock_previous()). */
 	bool prev_known;
 	zkl_previous prev;
 	char prev_node[96];
+	/* While it is under way, its node as the loop published it (the engine writes node):
+	 * a copy, guarded by the handle's leaf for that (zkl_lock.pub). */
+	char *node_pub;
 };
 
 /* Node data of a handle: "<host>:<pid>" until set. */

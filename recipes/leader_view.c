@@ -282,7 +282,6 @@ const struct zkl_lock_ops zkl__leader_ops = {
 	.token = leader_token,
 	.node = leader_node,
 	.hold_node = leader_hold_node,
-	.node_published = true,
 	.holds_async = leader_holds_async,
 	.participants = leader_participants,
 	.set_data = leader_set_data,

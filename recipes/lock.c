@@ -285,11 +285,9 @@ int zkl_lock_node(zkl_lock *l, char *buf, size_t size)
 	if (!l->ops->node)
 		return zkl__fail(ZKL_ENOTSUP, "a %s has no node of its own: each of its members "
 		                "has one (ask the member)", l->kind);
-	/* A kind with a mutex of its own keeps nodes the engine writes: both are held. */
-	pthread_mutex_t *cmu = l->c && !l->ops->node_published ? &l->c->mu : NULL;
 	pthread_mutex_lock(l->mu);
-	if (cmu)
-		pthread_mutex_lock(cmu);
+	if (l->pub)
+		pthread_mutex_lock(l->pub);
 	const char *node = l->ops->node(l);
 	size_t n = node ? strlen(node) : 0;
 	int rc = (int)n;
@@ -299,8 +297,8 @@ int zkl_lock_node(zkl_lock *l, char *buf, size_t size)
 		rc = ZKL_EINVAL;
 	else
 		memcpy(buf, node, n + 1);
-	if (cmu)
-		pthread_mutex_unlock(cmu);
+	if (l->pub)
+		pthread_mutex_unlock(l->pub);
 	pthread_mutex_unlock(l->mu);
 	if (rc == ZKL_ENOTHELD)
 		return zkl__fail(rc, "%s %s is not held here", l->kind, l->path);

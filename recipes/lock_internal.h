@@ -20,12 +20,10 @@ struct zkl_lock_ops {
 	void (*cancel)(zkl_lock *l);
 	bool (*is_held)(zkl_lock *l);
 	int64_t (*token)(zkl_lock *l);
-	/* The node l holds, as zkl_lock_node() describes it (l->mu and c->mu held, or
-	 * l->mu alone with node_published), or NULL. */
+	/* The node l holds, as zkl_lock_node() describes it (l->mu held, and l->pub if
+	 * set), or NULL. The nodes of acquisitions under way are read as the loop
+	 * publishes them, never from the engine's own fields. */
 	const char *(*node)(zkl_lock *l);
-	/* node() reads what the loop publishes under l->mu (a leaf the loop takes with
-	 * c->mu held): zkl_lock_node() then takes l->mu alone. */
-	bool node_published;
 	/* Whether an asynchronous acquire holds l (l->mu held). */
 	bool (*holds_async)(zkl_lock *l);
 	int (*participants)(zkl_lock *l, zkl_participant **out, size_t *count);
@@ -63,9 +61,14 @@ struct zkl_lock {
 	zkl_client *c;                  /* NULL for a multi-lock, whose members have theirs */
 	pthread_mutex_t *mu;            /* guards the view's fields: the handle's own
 	                                 * (set by its kind after zkl__lock_init); an
-	                                 * election's and a semaphore's are leaves the
-	                                 * loop takes with the client's mutex held */
+	                                 * election's is a leaf the loop takes with the
+	                                 * client's mutex held (pub_mu); the others the
+	                                 * loop takes only with the client's let go of */
 	pthread_cond_t *cv;             /* with mu, the handle's own */
+	/* The leaf under which the loop publishes the nodes of acquisitions under way (it
+	 * takes it with the client's mutex held, and nothing while it holds it), taken by
+	 * zkl_lock_node() after mu; NULL when mu is that leaf itself (an election's). */
+	pthread_mutex_t *pub;
 	char *path;                     /* the handle's lock path, owned here */
 	struct zkl_data data;           /* mu: data of the nodes created from now on */
 	zkl_lock_lost_fn lost_fn;       /* mu */

@@ -83,7 +83,8 @@ struct zkl_multilock {
 	int taking;                     /* mu: blocking acquires under way */
 	bool taking_lost;               /* mu: a member was lost while the outermost one
 	                                 * took the others */
-	pthread_t owner;                /* mu: the thread of the outermost, when depth > 0 */
+	zkl__owner owner;               /* mu: the owner (thread) of the outermost, when
+	                                 * depth > 0 */
 	bool lost_told;                 /* mu: the current hold's loss has been told */
 	bool releasing;                 /* mu: the asynchronous hold's release is under
 	                                 * way: a member's loss is still the hold's */
@@ -426,7 +427,7 @@ static int multilock_acquire(zkl_lock *lk, int timeout_ms)
 	if (rc == 0) {
 		ml->taking--;
 		if (ml->depth++ == 0) {
-			ml->owner = pthread_self();
+			ml->owner = zkl__owner_self();
 			ml->lost_told = false;
 		}
 	}
@@ -676,7 +677,7 @@ static int multilock_release(zkl_lock *lk)
 {
 	zkl_multilock *ml = ML(lk);
 	pthread_mutex_lock(&ml->mu);
-	bool own = ml->depth > 0 && pthread_equal(ml->owner, pthread_self());
+	bool own = ml->depth > 0 && ml->owner == zkl__owner_self();
 	bool async_held = !own && ml->astate == ML_HELD;
 	bool other = ml->depth > 0;
 	if (async_held) {

@@ -1,9 +1,12 @@
 /* zkl_mutex: fair, reentrant per thread, Curator's InterProcessMutex layout; and the two
  * halves of zkl_rwlock, which are mutexes with another marker and predicate.
  *
- * Each thread that acquires queues its own node, so threads sharing a handle queue like
- * any other contender. The handle keeps a list of the acquisitions it holds, one per
- * thread; normally there is at most one, but a hold lost with an expired session stays
+ * Each owner that acquires queues its own node, so threads sharing a handle queue like
+ * any other contender. An owner is data the acquisition carries (common.h): a blocking
+ * call's is its thread's, and the simulator gives its own (zkl__mutex_start_as), so
+ * re-entry and the downgrade are decided from the owner's holds, never from which thread
+ * runs the decision. The handle keeps a list of the acquisitions it holds, one per
+ * owner; normally there is at most one, but a hold lost with an expired session stays
  * on the list until its thread releases it, while another thread may already hold the
  * lock again on the new session. Handle state is guarded by the handle's own mutex
  * (mutex_internal.h), so that the verbs of one handle neither wait for the client's loop
@@ -31,12 +34,33 @@ struct mutex_async {
 	struct zkl_acq *l;
 };
 
+/* An acquire of an owner under way: what the engine reads until it ends. A blocking
+ * acquire keeps it on its stack; one started by zkl__mutex_start_as owns it, and its own
+ * copy of the path, so that the handle may be freed meanwhile (the acquire is then
+ * orphaned). */
+struct mutex_owned {
+	zkl_mutex *m;
+	struct zkl_acq *l;             /* on m->waiting until it ends */
+	struct zkl_queue q;
+	struct zkl_data data;
+	bool folder_seen;              /* the engine writes this one; the handle's is ours */
+	bool downgrade;
+	int64_t writer_seq;            /* downgrade: the write node's number */
+	char name[ZKL_PROTECT_PREFIX_LEN + 40]; /* downgrade: the read node's name */
+	char *path;                    /* started: the path, owned */
+	char *writer;                  /* downgrade: the write node's path, owned */
+	void (*done)(void *arg, int rc);
+	void *arg;
+	bool orphaned;                 /* started: m is gone (set on the loop, read there) */
+	struct mutex_owned *next;      /* started: in m->started */
+};
+
 #define MUTEX(l) ((zkl_mutex *)(void *)(l))
 
 /* While a revocation callback runs, releasing its handle on the event thread releases the
  * revoked acquisition, whichever thread took it. */
 static _Thread_local const zkl_mutex *revoking;
-static _Thread_local pthread_t revoking_owner;
+static _Thread_local zkl__owner revoking_owner;
 
 static void mutex_revoked(void *ctx, const char *node)
 {
@@ -69,14 +93,26 @@ static void mutex_lost(struct zkl_hold *h, void *ctx)
 	zkl__lock_report_lost(&m->lock, ZKL_ELOST);
 }
 
+/* Owner's acquisition (mu held). */
+static struct zkl_acq **find_owner(zkl_mutex *m, zkl__owner owner)
+{
+	for (struct zkl_acq **pp = &m->leases; *pp; pp = &(*pp)->next)
+		if (!(*pp)->async && (*pp)->owner == owner)
+			return pp;
+	return NULL;
+}
+
+/* The owner the calling thread acts as on m: its own, or in a revocation callback of m
+ * the revoked hold's. */
+static zkl__owner caller(const zkl_mutex *m)
+{
+	return revoking == m ? revoking_owner : zkl__owner_self();
+}
+
 /* The calling thread's acquisition (mu held). */
 static struct zkl_acq **find_own(zkl_mutex *m)
 {
-	pthread_t self = revoking == m ? revoking_owner : pthread_self();
-	for (struct zkl_acq **pp = &m->leases; *pp; pp = &(*pp)->next)
-		if (!(*pp)->async && pthread_equal((*pp)->owner, self))
-			return pp;
-	return NULL;
+	return find_owner(m, caller(m));
 }
 
 /* The handle's asynchronous acquisition (mu held). */
@@ -104,8 +140,10 @@ int zkl__mutex_init(zkl_mutex *m, zkl_client *c, const char *path, enum zkl_kind
 		return rc;
 	pthread_mutex_init(&m->own_mu, NULL);
 	pthread_cond_init(&m->own_cv, NULL);
+	pthread_mutex_init(&m->pub_mu, NULL);
 	m->lock.mu = &m->own_mu;
 	m->lock.cv = &m->own_cv;
+	m->lock.pub = &m->pub_mu;
 	return 0;
 }
 
@@ -165,8 +203,26 @@ void zkl__mutex_dispose(zkl_mutex *m)
 	/* An asynchronous acquire under way ends with ZKL_ECANCELED. */
 	zkl__client_cancel_owner(c, m);
 	zkl__lock_async_drain(&m->lock);
-	/* The calling thread's hold, however deep, ends here. */
+	/* So do those started for an owner (zkl__mutex_start_as): on a thread that runs the
+	 * loop, nothing may wait, and they end quietly; elsewhere their ends are awaited. */
+	const bool on_loop = zkl__is_loop_thread(c);
 	pthread_mutex_lock(mu);
+	while (m->started) {
+		if (on_loop) {
+			struct mutex_owned *o = m->started;
+			m->started = o->next;
+			o->orphaned = true;
+			for (struct zkl_acq **pp = &m->waiting; *pp; pp = &(*pp)->next) {
+				if (*pp == o->l) {
+					*pp = o->l->next;
+					break;
+				}
+			}
+		} else {
+			pthread_cond_wait(m->lock.cv, mu);
+		}
+	}
+	/* The calling thread's hold, however deep, ends here. */
 	struct zkl_acq **pp = find_own(m);
 	if (pp)
 		(*pp)->count = 1;
@@ -194,6 +250,7 @@ void zkl__mutex_fini(zkl_mutex *m)
 {
 	pthread_mutex_destroy(&m->own_mu);
 	pthread_cond_destroy(&m->own_cv);
+	pthread_mutex_destroy(&m->pub_mu);
 }
 
 /* Node data and kind of a new acquisition (mu held). Nodes of revocable handles carry
@@ -219,99 +276,239 @@ static void install(zkl_mutex *m, struct zkl_acq *l)
 		                                  zkl__revoke_decode, mutex_revoked, m);
 }
 
-static int mutex_acquire(zkl_lock *lk, int timeout_ms)
+/* The node of l, under way, is known or forgotten (on the loop, the client's mutex
+ * held): its copy for zkl_lock_node(), under pub_mu, a leaf. */
+static void publish(zkl_mutex *m, struct zkl_acq *l)
 {
-	zkl_mutex *m = MUTEX(lk);
-	zkl_client *c = lk->c;
+	char *copy = l->node.path ? strdup(l->node.path) : NULL; /* no memory: no node */
+	pthread_mutex_lock(&m->pub_mu);
+	char *old = l->node_pub;
+	l->node_pub = copy;
+	pthread_mutex_unlock(&m->pub_mu);
+	free(old);
+}
 
-	pthread_mutex_lock(lk->mu);
-	struct zkl_acq **pp = find_own(m);
+/* An acquisition under way stops being published (mu held; the loop is done with it). */
+static void unpublish(struct zkl_acq *l)
+{
+	free(l->node_pub);
+	l->node_pub = NULL;
+}
+
+/* The engine's on_node of an owner's acquisition (loop). An orphaned one's handle is
+ * gone: it was orphaned on this very thread (zkl__mutex_dispose). */
+static void owned_node(void *ctx)
+{
+	struct mutex_owned *o = ctx;
+	if (!o->orphaned)
+		publish(o->m, o->l);
+}
+
+/* Decides owner's acquire of m from owner's holds (mu held): 1 if owner holds m already
+ * (its count goes up), ZKL_E* if it may not acquire, else 0 with o filled, its
+ * acquisition on m->waiting. */
+static int owned_prepare(zkl_mutex *m, zkl__owner owner, struct mutex_owned *o)
+{
+	zkl_lock *lk = &m->lock;
+	struct zkl_acq **pp = find_owner(m, owner);
 	if (pp) {
 		/* Re-entry costs no round trip. */
 		struct zkl_acq *l = *pp;
-		if (zkl__hold_lost(l->node.hold)) {
-			pthread_mutex_unlock(lk->mu);
+		if (zkl__hold_lost(l->node.hold))
 			return zkl__fail(ZKL_ELOST, "lock %s was lost; release it before acquiring "
 			                "again", lk->path);
-		}
 		l->count++;
-		pthread_mutex_unlock(lk->mu);
-		return 0;
+		return 1;
 	}
-	/* The other half of a rwlock, held by this thread: downgrade or upgrade. */
-	struct zkl_acq **op = m->other ? find_own(m->other) : NULL;
-	bool downgrade = op && m->kind == ZKL_KIND_READ && !zkl__hold_lost((*op)->node.hold);
-	int64_t writer_seq = downgrade ? (*op)->node.seq : 0;
-	uint64_t writer_gen = downgrade ? (*op)->node.gen : 0;
-	if (op && m->kind == ZKL_KIND_WRITE) {
-		pthread_mutex_unlock(lk->mu);
-		return zkl__fail(ZKL_EDEADLK, "the calling thread holds the read lock of %s: "
-		                "upgrading to the write lock can never succeed", lk->path);
-	}
-	struct zkl_data data = {0};
-	enum zkl_kind kind;
-	int rc = node_data(m, &data, &kind);
-	bool revocable = m->revoke_fn != NULL;
-	/* The engine writes this one while it runs; the handle's is ours. */
-	bool folder_seen = m->folder_seen;
-	struct zkl_acq *l = rc == 0 ? calloc(1, sizeof *l) : NULL;
-	if (l) {
-		l->owner = pthread_self();
-		l->next = m->waiting;
-		m->waiting = l;
-	}
-	pthread_mutex_unlock(lk->mu);
-	if (rc != 0)
-		return rc;
-	if (!l) {
-		zkl__data_free(&data);
+	/* The other half of a rwlock, held by this owner: downgrade or upgrade. */
+	struct zkl_acq **op = m->other ? find_owner(m->other, owner) : NULL;
+	if (op && m->kind == ZKL_KIND_WRITE)
+		return zkl__fail(ZKL_EDEADLK, "%s holds the read lock of %s: upgrading to the "
+		                "write lock can never succeed", owner == zkl__owner_self() ?
+		                "the calling thread" : "its owner", lk->path);
+	o->m = m;
+	o->downgrade = op && m->kind == ZKL_KIND_READ && !zkl__hold_lost((*op)->node.hold);
+	o->writer_seq = o->downgrade ? (*op)->node.seq : 0;
+	if (o->downgrade && !(o->writer = strdup((*op)->node.path)))
 		return zkl__fail(ZKL_ENOMEM, "out of memory");
+	uint64_t writer_gen = o->downgrade ? (*op)->node.gen : 0;
+	enum zkl_kind kind;
+	int rc = node_data(m, &o->data, &kind);
+	o->l = rc == 0 ? calloc(1, sizeof *o->l) : NULL;
+	if (!o->l) {
+		if (rc == 0)
+			zkl__data_free(&o->data);
+		free(o->writer);
+		o->writer = NULL;
+		return rc != 0 ? rc : zkl__fail(ZKL_ENOMEM, "out of memory");
 	}
-	struct zkl_queue q = {
-		.c = c,
-		.path = lk->path,
+	o->folder_seen = m->folder_seen;
+	o->l->owner = owner;
+	bool revocable = m->revoke_fn != NULL;
+	o->q = (struct zkl_queue){
+		.c = lk->c,
+		.path = o->path ? o->path : lk->path,
 		.kind = kind,
-		.data = data.bytes,
-		.data_len = data.len,
+		.data = o->data.bytes,
+		.data_len = o->data.len,
 		.pred = m->kind == ZKL_KIND_READ ? &zkl_pred_read : &zkl_pred_first,
 		.owner = m,
 		.name = lk->kind,
 		.on_revoke = revocable ? mutex_revoked : NULL,
 		.revoke_ctx = m,
 		.revoke_decode = zkl__revoke_decode,
-		.folder_seen = &folder_seen,
+		.folder_seen = &o->folder_seen,
 		.on_lost = mutex_lost,
 		.lost_ctx = m,
+		.on_node = owned_node,
+		.node_ctx = o,
 	};
-	if (downgrade) {
+	if (o->downgrade) {
 		/* Curator's downgrade: a non-sequential read node that sorts at the writer's
 		 * place, so writers queued behind the writer stay behind the reader. It holds
 		 * because the write lock does: only on the write lock's session, which another
 		 * writer may already hold once that session is gone. */
-		q.gen = writer_gen;
-		char uuid[ZKL_UUID_LEN + 1], name[ZKL_PROTECT_PREFIX_LEN + 40];
+		o->q.gen = writer_gen;
+		char uuid[ZKL_UUID_LEN + 1];
 		zkl__uuid(uuid);
-		int k = zkl__node_prefix(name, sizeof name, uuid, kind);
-		snprintf(name + k, sizeof name - (size_t)k, "%010d", (int)writer_seq);
-		rc = zkl__engine_create_fixed(&q, name, timeout_ms, &l->node);
-		l->node.seq = writer_seq;
-	} else {
-		rc = zkl__engine_acquire(&q, timeout_ms, &l->node);
+		int k = zkl__node_prefix(o->name, sizeof o->name, uuid, kind);
+		snprintf(o->name + k, sizeof o->name - (size_t)k, "%010d", (int)o->writer_seq);
 	}
-	zkl__data_free(&data);
-	pthread_mutex_lock(lk->mu);
-	m->folder_seen |= folder_seen;
+	o->l->next = m->waiting;
+	m->waiting = o->l;
+	return 0;
+}
+
+/* Starts the engine's part of o (no lock held); done NULL: waits for it. */
+static int owned_run(struct mutex_owned *o, int timeout_ms, void (*done)(void *, int))
+{
+	if (o->downgrade)
+		return done ? zkl__engine_create_fixed_start(&o->q, o->name, o->writer,
+		                                             timeout_ms, &o->l->node, done, o)
+		            : zkl__engine_create_fixed(&o->q, o->name, o->writer, timeout_ms,
+		                                       &o->l->node);
+	return done ? zkl__engine_start(&o->q, timeout_ms, &o->l->node, done, o)
+	            : zkl__engine_acquire(&o->q, timeout_ms, &o->l->node);
+}
+
+/* o's acquire has ended with rc (mu held): its acquisition leaves m->waiting and becomes
+ * a hold of its owner, or is freed. */
+static void owned_end(zkl_mutex *m, struct mutex_owned *o, int rc)
+{
+	m->folder_seen |= o->folder_seen;
 	for (struct zkl_acq **pp = &m->waiting; *pp; pp = &(*pp)->next) {
-		if (*pp == l) {
-			*pp = l->next;
+		if (*pp == o->l) {
+			*pp = o->l->next;
 			break;
 		}
 	}
-	if (rc == 0)
-		install(m, l);
+	unpublish(o->l);
+	if (rc == 0) {
+		if (o->downgrade)
+			o->l->node.seq = o->writer_seq;
+		install(m, o->l);
+	} else {
+		free(o->l);
+	}
+	o->l = NULL;
+}
+
+static int acquire_as(zkl_mutex *m, zkl__owner owner, int timeout_ms)
+{
+	zkl_lock *lk = &m->lock;
+	struct mutex_owned o = {0};
+	pthread_mutex_lock(lk->mu);
+	int rc = owned_prepare(m, owner, &o);
 	pthread_mutex_unlock(lk->mu);
 	if (rc != 0)
-		free(l);
+		return rc > 0 ? 0 : rc;
+	rc = owned_run(&o, timeout_ms, NULL);
+	zkl__data_free(&o.data);
+	free(o.writer);
+	pthread_mutex_lock(lk->mu);
+	owned_end(m, &o, rc);
+	pthread_mutex_unlock(lk->mu);
+	return rc;
+}
+
+static int mutex_acquire(zkl_lock *lk, int timeout_ms)
+{
+	zkl_mutex *m = MUTEX(lk);
+	return acquire_as(m, caller(m), timeout_ms);
+}
+
+/* The end of an acquire started by zkl__mutex_start_as (on the loop, no lock held). */
+static void owned_done(void *arg, int rc)
+{
+	struct mutex_owned *o = arg;
+	zkl_mutex *m = o->m;
+	/* Orphaned: the handle went on this thread (zkl__mutex_dispose), its mutex too. */
+	bool orphaned = o->orphaned;
+	if (!orphaned) {
+		pthread_mutex_lock(m->lock.mu);
+		owned_end(m, o, rc);
+		for (struct mutex_owned **pp = &m->started; *pp; pp = &(*pp)->next) {
+			if (*pp == o) {
+				*pp = o->next;
+				break;
+			}
+		}
+		pthread_cond_broadcast(m->lock.cv);
+		pthread_mutex_unlock(m->lock.mu);
+	} else {
+		if (rc == 0)
+			zkl__engine_release_later(o->q.c, &o->l->node); /* won for a handle gone */
+		unpublish(o->l);
+		free(o->l);
+	}
+	zkl__data_free(&o->data);
+	free(o->writer);
+	free(o->path);
+	void (*done)(void *, int) = o->done;
+	void *done_arg = o->arg;
+	free(o);
+	if (!orphaned)
+		done(done_arg, rc);
+}
+
+int zkl__mutex_start_as(zkl_mutex *m, zkl__owner owner, int timeout_ms,
+                       void (*done)(void *arg, int rc), void *arg)
+{
+	zkl_lock *lk = &m->lock;
+	int rc = zkl__check_timeout(timeout_ms);
+	if (rc != 0)
+		return rc;
+	struct mutex_owned *o = calloc(1, sizeof *o);
+	if (!o || !(o->path = strdup(lk->path))) {
+		free(o);
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
+	}
+	o->done = done;
+	o->arg = arg;
+	pthread_mutex_lock(lk->mu);
+	rc = owned_prepare(m, owner, o);
+	if (rc == 0) {
+		o->next = m->started;
+		m->started = o;
+	}
+	pthread_mutex_unlock(lk->mu);
+	if (rc == 0 && (rc = owned_run(o, timeout_ms, owned_done)) != 0) {
+		pthread_mutex_lock(lk->mu);
+		owned_end(m, o, rc);
+		for (struct mutex_owned **pp = &m->started; *pp; pp = &(*pp)->next) {
+			if (*pp == o) {
+				*pp = o->next;
+				break;
+			}
+		}
+		pthread_mutex_unlock(lk->mu);
+		zkl__data_free(&o->data);
+		free(o->writer);
+	}
+	if (rc != 0) {
+		free(o->path);
+		free(o);
+	}
 	return rc;
 }
 
@@ -334,10 +531,11 @@ static void mutex_async_done(void *arg, int rc)
 	bool call = false;
 	if (!atomic_load(&pa->a.orphaned)) {
 		pthread_mutex_lock(m->lock.mu);
+		unpublish(l);
 		m->folder_seen |= pa->folder_seen;
 		if (rc == 0) {
 			l->async = true;
-			l->owner = pthread_self();
+			l->owner = ZKL_OWNER_NONE;
 			install(m, l);
 			l = NULL;
 		}
@@ -346,6 +544,8 @@ static void mutex_async_done(void *arg, int rc)
 	}
 	if (l && rc == 0)
 		zkl__engine_release_later(c, &l->node); /* won for a handle that is gone */
+	if (l)
+		unpublish(l);
 	free(l);
 	zkl__data_free(&pa->data);
 	free(pa->path);
@@ -354,6 +554,15 @@ static void mutex_async_done(void *arg, int rc)
 	free(pa);
 	if (call)
 		zkl__lock_async_call(&m->lock, fn, data, rc, saved);
+}
+
+/* The engine's on_node of the asynchronous acquire (loop). An orphaned one's handle is
+ * gone: it was orphaned on this very thread (zkl__lock_async_drain). */
+static void async_node(void *ctx)
+{
+	struct mutex_async *pa = ctx;
+	if (!atomic_load(&pa->a.orphaned))
+		publish(pa->m, pa->l);
 }
 
 static int mutex_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, void *data)
@@ -387,6 +596,8 @@ static int mutex_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, vo
 			.folder_seen = &pa->folder_seen,
 			.on_lost = mutex_lost,
 			.lost_ctx = m,
+			.on_node = async_node,
+			.node_ctx = pa,
 		};
 	}
 	pthread_mutex_unlock(lk->mu);
@@ -402,17 +613,20 @@ static int mutex_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, vo
 	return rc;
 }
 
-static int mutex_release(zkl_lock *lk)
+/* Releases one level of owner's hold, else, with any, of the handle's asynchronous
+ * one. */
+static int release_as(zkl_mutex *m, zkl__owner owner, bool any)
 {
-	zkl_mutex *m = MUTEX(lk);
+	zkl_lock *lk = &m->lock;
 	zkl_client *c = lk->c;
 	pthread_mutex_lock(lk->mu);
-	struct zkl_acq **pp = find_own(m);
-	if (!pp)
+	struct zkl_acq **pp = find_owner(m, owner);
+	if (!pp && any)
 		pp = find_async(m); /* the handle's: any thread may release it */
 	if (!pp) {
 		pthread_mutex_unlock(lk->mu);
-		return zkl__fail(ZKL_ENOTOWNER, "the calling thread does not hold %s", lk->path);
+		return zkl__fail(ZKL_ENOTOWNER, "%s does not hold %s", owner == zkl__owner_self() ?
+		                "the calling thread" : "its owner", lk->path);
 	}
 	struct zkl_acq *l = *pp;
 	if (--l->count > 0) {
@@ -458,6 +672,34 @@ static int mutex_release_txn(zkl_lock *lk, const struct zkl_mop *mops, int n,
 	return rc;
 }
 
+static int mutex_release(zkl_lock *lk)
+{
+	zkl_mutex *m = MUTEX(lk);
+	return release_as(m, caller(m), true);
+}
+
+int zkl__mutex_release_as(zkl_mutex *m, zkl__owner owner)
+{
+	zkl__clear_error();
+	return release_as(m, owner, false);
+}
+
+int zkl__mutex_held_as(zkl_mutex *m, zkl__owner owner, char *buf, size_t len,
+                      int64_t *token)
+{
+	pthread_mutex_lock(m->lock.mu);
+	struct zkl_acq **pp = find_owner(m, owner);
+	int count = pp ? (*pp)->count : 0;
+	if (pp && !zkl__hold_lost((*pp)->node.hold)) {
+		snprintf(buf, len, "%s", (*pp)->node.path);
+		*token = (*pp)->node.czxid;
+	} else if (len) {
+		buf[0] = '\0';
+	}
+	pthread_mutex_unlock(m->lock.mu);
+	return count;
+}
+
 /* The hold the verbs see (mu held): the calling thread's, else the asynchronous one. */
 static struct zkl_acq *current(zkl_mutex *m)
 {
@@ -492,9 +734,8 @@ static int64_t mutex_token(zkl_lock *lk)
 	return token;
 }
 
-/* The hold's node; else the node an acquire under way has queued: the asynchronous one,
- * the calling thread's, another thread's (mu and c->mu held: the engine writes the nodes
- * of acquisitions under way). */
+/* The hold's node; else the node an acquire under way has queued, as the loop published
+ * it: the asynchronous one, the calling thread's, another thread's (mu and pub_mu held). */
 static const char *mutex_node(zkl_lock *lk)
 {
 	zkl_mutex *m = MUTEX(lk);
@@ -503,15 +744,16 @@ static const char *mutex_node(zkl_lock *lk)
 		return zkl__hold_lost(l->node.hold) ? NULL : l->node.path;
 	if (lk->pending) {
 		const struct mutex_async *pa = (const struct mutex_async *)(void *)lk->pending;
-		if (pa->l->node.path)
-			return pa->l->node.path;
+		if (pa->l->node_pub)
+			return pa->l->node_pub;
 	}
 	const char *other = NULL;
+	const zkl__owner self = caller(m);
 	for (l = m->waiting; l; l = l->next) {
-		if (l->node.path && pthread_equal(l->owner, pthread_self()))
-			return l->node.path;
-		if (l->node.path && !other)
-			other = l->node.path;
+		if (l->node_pub && l->owner == self)
+			return l->node_pub;
+		if (l->node_pub && !other)
+			other = l->node_pub;
 	}
 	return other;
 }

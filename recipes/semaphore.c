@@ -84,8 +84,10 @@ static int semaphore_make(zkl_semaphore **out, zkl_client *c, const char *path)
 	}
 	pthread_mutex_init(&s->own_mu, NULL);
 	pthread_cond_init(&s->own_cv, NULL);
+	pthread_mutex_init(&s->pub_mu, NULL);
 	s->lock.mu = &s->own_mu;
 	s->lock.cv = &s->own_cv;
+	s->lock.pub = &s->pub_mu;
 	atomic_init(&s->async_held, 0);
 	atomic_init(&k->refs, 1);
 	s->k = k;
@@ -249,6 +251,7 @@ void zkl_semaphore_free(zkl_semaphore *s)
 	zkl__lock_dispose(&s->lock);
 	pthread_mutex_destroy(&s->own_mu);
 	pthread_cond_destroy(&s->own_cv);
+	pthread_mutex_destroy(&s->pub_mu);
 	free(s->count_path);
 	free(s);
 	zkl__client_handle_done(c, false);
@@ -495,9 +498,9 @@ static int64_t semaphore_view_token(zkl_lock *lk)
 	return t;
 }
 
-/* The lease taken last; else the lease node a take under way has made (past the gate):
- * the asynchronous one, the calling thread's, another thread's (mu held, and the
- * client's mutex, by zkl_lock_node(): the loop writes the nodes of takes under way). */
+/* The lease taken last; else the lease node a take under way has made (past the gate),
+ * as the loop published it: the asynchronous one, the calling thread's, another
+ * thread's (mu and pub_mu held, by zkl_lock_node()). */
 static const char *semaphore_view_node(zkl_lock *lk)
 {
 	zkl_semaphore *s = SEM(lk);
@@ -514,7 +517,7 @@ static const char *semaphore_view_node(zkl_lock *lk)
 	const char *other = NULL;
 	for (const struct zkl__sem_take *t = s->waiting; t; t = t->next) {
 		const char *node = zkl__sem_take_node(t);
-		if (node && pthread_equal(t->taker, pthread_self()))
+		if (node && t->taker == zkl__owner_self())
 			return node;
 		if (node && !other)
 			other = node;

@@ -7,8 +7,10 @@
  * way. An application thread reaches it by handing the loop a call (zkl__loop_run) or a
  * take (a job), never by taking the client's mutex. The handle's own mutex (lock.mu)
  * guards the lease handles and what only the application's threads touch; the loop
- * never takes it while it runs a step (with the client's mutex held): it is taken first
- * elsewhere (zkl_lock_node() takes it, then the client's). */
+ * never takes it while it runs a step (with the client's mutex held), only from a
+ * callout (zkl__loop_callout), with the client's let go of. What a step publishes for
+ * other threads (the lease node a take has made, for zkl_lock_node()) goes under pub_mu,
+ * a leaf the loop takes with the client's mutex held. */
 #ifndef ZKL_SEMAPHORE_INTERNAL_H
 #define ZKL_SEMAPHORE_INTERNAL_H
 
@@ -50,6 +52,7 @@ struct zkl_semaphore {
 	void *revoke_data;
 	pthread_mutex_t own_mu;
 	pthread_cond_t own_cv;
+	pthread_mutex_t pub_mu;        /* lock.pub: the leaf of the takes' published nodes */
 };
 
 struct zkl_lease {
@@ -98,8 +101,11 @@ struct zkl__sem_take {
 	/* an asynchronous acquire's claim of the view, and whether its callback is due */
 	struct zkl_lock_async a;
 	bool call;
-	/* a blocking acquire's thread, while in s->waiting */
-	pthread_t taker;
+	/* a blocking acquire's owner (its thread's), while in s->waiting */
+	zkl__owner taker;
+	/* the lease node under way as the loop published it (the engine writes the lease's
+	 * node): a copy, s->pub_mu */
+	char *node_pub;
 	struct zkl__sem_take *next;
 };
 
@@ -114,7 +120,7 @@ int zkl__sem_take_run(struct zkl__sem_take *t);
 /* Starts t for the view's asynchronous acquire (no lock held), claiming the view: 0
  * (then t is the loop's, which frees it), or a ZKL_E* code (t is still the caller's). */
 int zkl__sem_take_start(struct zkl__sem_take *t, zkl_lock_acquired_fn fn, void *data);
-/* The lease node a take under way has made, or NULL (the loop's: the client's mutex
+/* The lease node a take under way has made, as the loop published it, or NULL (s->pub_mu
  * held, as zkl_lock_node() holds it). */
 const char *zkl__sem_take_node(const struct zkl__sem_take *t);
 

@@ -123,6 +123,7 @@ void zkl__sem_take_free(struct zkl__sem_take *t)
 		free(t->leases[i]);
 	}
 	free(t->leases);
+	free(t->node_pub);
 	zkl__data_free(&t->data);
 	zkl__sem_core_put(t->k);
 	free(t);
@@ -130,7 +131,28 @@ void zkl__sem_take_free(struct zkl__sem_take *t)
 
 const char *zkl__sem_take_node(const struct zkl__sem_take *t)
 {
-	return t->got < t->n ? t->leases[t->got]->node.path : NULL;
+	return t->node_pub;
+}
+
+/* The lease node under way is known, forgotten, or granted (on the loop, the client's
+ * mutex held): its copy for zkl_lock_node(), under the handle's pub_mu, a leaf. An
+ * orphaned take's handle is gone: it was orphaned on this very thread. */
+static void take_publish(struct zkl__sem_take *t)
+{
+	if (atomic_load(&t->a.orphaned))
+		return;
+	const char *node = t->got < t->n ? t->leases[t->got]->node.path : NULL;
+	char *copy = node ? strdup(node) : NULL; /* no memory: no node */
+	pthread_mutex_lock(&t->s->pub_mu);
+	char *old = t->node_pub;
+	t->node_pub = copy;
+	pthread_mutex_unlock(&t->s->pub_mu);
+	free(old);
+}
+
+static void lease_node(void *ctx)
+{
+	take_publish(ctx);
 }
 
 /* ---- the count check -------------------------------------------------------------- */
@@ -307,6 +329,8 @@ static int queue_lease(zkl_client *c, struct zkl__sem_take *t)
 		.gen = t->gate.gen, /* the lease belongs to the gate's session */
 		.on_lost = zkl__sem_lease_lost,
 		.lost_ctx = l,
+		.on_node = lease_node,
+		.node_ctx = t,
 	};
 	return queue(c, t, &l->node);
 }
@@ -392,6 +416,7 @@ static int take_step(zkl_client *c, struct zkl_job *j)
 			if (t->out_rc != 0)
 				return zkl__fail(t->out_rc, "%s", t->out_error);
 			t->got++;
+			take_publish(t); /* held: the view's now, not under way */
 			t->st = T_GATE;
 			break;
 		}
@@ -448,7 +473,7 @@ int zkl__sem_take_run(struct zkl__sem_take *t)
 {
 	zkl_semaphore *s = t->s;
 	t->job = (struct zkl_job){.step = take_step, .drop = take_drop, .runs_closing = true};
-	t->taker = pthread_self();
+	t->taker = zkl__owner_self();
 	pthread_mutex_lock(s->lock.mu);
 	t->next = s->waiting;
 	s->waiting = t;
@@ -486,9 +511,9 @@ static int take_step_async(zkl_client *c, struct zkl_job *j)
 	int rc = take_step(c, j);
 	if (rc == ZKL_JOB_WAIT)
 		return rc;
-	/* The view's acquire is guarded by its mutex, taken with the client's let go of
-	 * (zkl_lock_node() takes the two in the other order); an orphaned acquire must not
-	 * touch it: it went with the handle. */
+	/* The view's acquire is guarded by its mutex, which the loop takes only with the
+	 * client's let go of (semaphore_internal.h); an orphaned acquire must not touch it:
+	 * it went with the handle. */
 	t->call = false;
 	if (!atomic_load(&t->a.orphaned))
 		zkl__loop_callout(c, view_end, t);

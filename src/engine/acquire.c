@@ -223,7 +223,7 @@ static int on_top(zkl_client *c, struct zkl_acquisition *a)
 		 * the new session. */
 		zkl__log(c, ZKL_LOG_INFO, "session changed while waiting for %s; queueing again",
 		        q->path);
-		zkl__node_forget(c, node);
+		zkl__node_forget(a->q, node);
 		zkl__uuid(node->uuid);
 	}
 	if (!node->path && a->unknown) {
@@ -495,7 +495,7 @@ static int on_list(zkl_client *c, struct zkl_acquisition *a)
 	if (lrc != ZOK) {
 		if (lrc == ZNONODE) {
 			/* The folder is gone, and our node with it. */
-			zkl__node_forget(c, node);
+			zkl__node_forget(a->q, node);
 			zkl__uuid(node->uuid);
 			a->st = A_TOP;
 			return GO_ON;
@@ -516,7 +516,7 @@ static int on_list(zkl_client *c, struct zkl_acquisition *a)
 		/* Our node is not there: deleted from outside. Queue again. */
 		zkl__log(c, ZKL_LOG_WARN, "node %s vanished while queued; queueing again",
 		        node->path);
-		zkl__node_forget(c, node);
+		zkl__node_forget(a->q, node);
 		zkl__uuid(node->uuid);
 		free(queue);
 		zkl__names_free(names, count);
@@ -772,7 +772,7 @@ static int step(zkl_client *c, struct zkl_job *j)
 			.at_ms = now, .wait_ms = now - a->since};
 		zkl__observe(c, &ev);
 	}
-	zkl__node_forget(c, a->node);
+	zkl__node_forget(a->q, a->node);
 	zkl__node_clear(a->node);
 	return a->failed;
 }

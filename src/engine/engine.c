@@ -45,13 +45,16 @@ bool zkl__queue_alone(bool made_folder, const zkl_child *own)
 	return made_folder && own->seq == 0;
 }
 
-/* Forgets our node (mu held): its revocation watch goes too. */
-void zkl__node_forget(zkl_client *c, struct zkl_node *node)
+/* Forgets our node (mu held): its revocation watch goes too, and the recipe is told. */
+void zkl__node_forget(const struct zkl_queue *q, struct zkl_node *node)
 {
-	zkl__revwatch_remove(c, node->rev);
+	zkl__revwatch_remove(q->c, node->rev);
 	node->rev = NULL;
+	const bool had = node->path != NULL;
 	free(node->path);
 	node->path = NULL;
+	if (had && q->on_node)
+		q->on_node(q->node_ctx);
 }
 
 /* Our node is known (mu held): arm its revocation watch if the recipe asks for one, and
@@ -622,7 +625,14 @@ struct fixed_job {
 	bool exists;                   /* op is the exists */
 	bool retried;                  /* a create was sent again after a loss */
 	bool recover;                  /* waiting for the connection */
+	const char *stands_on;         /* the node ours stands on (a downgrade's write
+	                                * node): asked for right after each create */
+	struct zkl_op *check;          /* that exists, out with op */
+	uint64_t unknown;              /* a create whose answer was lost went out on this
+	                                * session: the node may be there */
 	int64_t since;                 /* when the call began */
+	void (*done_fn)(void *arg, int rc); /* started by zkl__engine_create_fixed_start: */
+	void *done_arg;                /* its end */
 };
 
 /* The deadline of op's answer: the call's (trying once, ZKL_TRY_ONCE_MS from its
@@ -672,6 +682,16 @@ int zkl__engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *
 static int fixed_made(zkl_client *c, struct fixed_job *f, const struct zkl_op *op)
 {
 	struct zkl_node *node = f->node;
+	if (f->check && (f->check->rc != ZOK || f->check->s != op->s)) {
+		/* The node ours stands on was not there just after ours was made (served in
+		 * order): a writer behind it may hold already, and ours must go
+		 * (fixed_drop()). Unknown (no answer on this connection) counts as gone. */
+		if (f->check->rc == ZNONODE && f->check->s == op->s)
+			return zkl__fail(ZKL_ELOST, "%s is gone: the hold %s stood on is lost",
+			                f->stands_on, f->target);
+		return zkl__fail(ZKL_ECONNLOSS, "the connection was lost before %s could be "
+		                "confirmed: %s is withdrawn", f->stands_on, f->target);
+	}
 	node->path = f->target;
 	f->target = NULL;
 	node->gen = op->s->gen;
@@ -680,7 +700,7 @@ static int fixed_made(zkl_client *c, struct fixed_job *f, const struct zkl_op *o
 	int rc = zkl__engine_hold(c, f->q, node, f->since);
 	if (rc != 0) {
 		zkl__task_delete(c, node->path, node->gen);
-		zkl__node_forget(c, node);
+		zkl__node_forget(f->q, node);
 		zkl__node_clear(node);
 	}
 	return rc;
@@ -690,11 +710,6 @@ static int fixed_answer(zkl_client *c, struct fixed_job *f)
 {
 	const struct zkl_queue *q = f->q;
 	struct zkl_op *op = f->op;
-	if (f->exists) {
-		if (op->rc == ZOK && op->stat.ephemeralOwner == c->sess->id)
-			return fixed_made(c, f, op);
-		return zkl__fail(ZKL_EZK, "%s exists and belongs to another session", f->target);
-	}
 	const int zrc = op->rc;
 	const uint64_t gen = op->s->gen;
 	if (q->gen && (gen != q->gen || zkl__now_ms() >= zkl__lost_at(c))) {
@@ -703,6 +718,27 @@ static int fixed_answer(zkl_client *c, struct fixed_job *f)
 		if (zrc == ZOK || zkl__zk_transient(zrc))
 			zkl__task_delete(c, f->target, gen);
 		return lost_session(q);
+	}
+	if (f->exists) {
+		if (op->rc == ZOK && op->stat.ephemeralOwner == c->sess->id)
+			return fixed_made(c, f, op);
+		if (op->rc == ZNONODE) {
+			/* Not there after all (gone since the create found it): make it. */
+			f->exists = false;
+			return AGAIN;
+		}
+		if (zkl__zk_transient(op->rc)) {
+			if (f->try_once)
+				return zkl__fail(ZKL_ETIMEDOUT, "the connection to ZooKeeper was lost");
+			f->recover = true;
+			return AGAIN;
+		}
+		if (zkl__zk_session_gone(op->rc))
+			return q->gen ? lost_session(q) :
+			       zkl__fail_zk(op->rc, "cannot look for", f->target);
+		if (op->rc != ZOK)
+			return zkl__fail_zk(op->rc, "cannot look for", f->target);
+		return zkl__fail(ZKL_EZK, "%s exists and belongs to another session", f->target);
 	}
 	if (zrc == ZOK)
 		return fixed_made(c, f, op);
@@ -713,7 +749,14 @@ static int fixed_answer(zkl_client *c, struct fixed_job *f)
 	}
 	if (q->gen && zkl__zk_session_gone(zrc))
 		return lost_session(q);
+	if (q->gen && zrc == ZNONODE)
+		/* The folder is gone, so is the node of the hold this one stands on (a
+		 * downgrade's write lock, whose loss is on its way). */
+		return zkl__fail(ZKL_ELOST, "the folder %s is gone, and with it the hold this "
+		                "node stood on", q->path);
 	if (zkl__zk_transient(zrc) || zkl__zk_session_gone(zrc)) {
+		if (zkl__zk_transient(zrc))
+			f->unknown = gen;
 		if (f->try_once)
 			return zkl__fail(ZKL_ETIMEDOUT, "the connection to ZooKeeper was lost");
 		f->retried = true;
@@ -748,15 +791,29 @@ static int fixed_step(zkl_client *c, struct zkl_job *j)
 			int rc = zkl__job_send(c, j, f->exists ? &exists : &create, &f->op);
 			if (rc != 0)
 				return rc;
+			if (f->stands_on) {
+				const struct zkl_req check = {.kind = ZKL_OP_EXISTS,
+				                              .path = f->stands_on};
+				if ((rc = zkl__job_send(c, j, &check, &f->check)) != 0)
+					return rc;
+			}
 		}
 		int rc = zkl__job_await(c, j, f->op, fixed_until(c, f));
+		if (rc == 0 && f->check)
+			rc = zkl__job_await(c, j, f->check, fixed_until(c, f));
 		if (rc == ZKL_JOB_WAIT)
 			return rc;
 		if (rc != 0)
 			return fixed_gave_up(f, rc); /* fixed_drop() sees to the create */
 		rc = fixed_answer(c, f);
+		if (rc != 0 && rc != AGAIN)
+			return rc; /* fixed_drop() sees to what op may have made */
 		zkl__op_put(c, f->op);
 		f->op = NULL;
+		if (f->check) {
+			zkl__op_put(c, f->check);
+			f->check = NULL;
+		}
 		if (rc != AGAIN)
 			return rc;
 	}
@@ -765,21 +822,76 @@ static int fixed_step(zkl_client *c, struct zkl_job *j)
 static void fixed_drop(zkl_client *c, struct zkl_job *j)
 {
 	struct fixed_job *f = (struct fixed_job *)j;
+	if (!f->node->path && f->target) {
+		/* Given up with a node of ours maybe there: a create still out or answered
+		 * (its check then failed, or its wait ran out), a node found by exists, or a
+		 * create whose answer was lost. Its session owns it, and nobody else would
+		 * ever delete it (the owner's next acquire would queue behind it). */
+		uint64_t gen = f->unknown;
+		if (f->op && (!f->op->done || f->op->rc == ZOK))
+			gen = f->op->s->gen;
+		if (gen)
+			zkl__task_delete(c, f->target, gen);
+	}
 	if (f->op) {
-		/* A create given up may still be applied: its session owns the node, so the
-		 * background task deletes it by name. */
-		if (!f->exists && !f->op->done)
-			zkl__task_delete(c, f->target, f->op->s->gen);
 		zkl__op_put(c, f->op);
 		f->op = NULL;
 	}
+	if (f->check) {
+		zkl__op_put(c, f->check);
+		f->check = NULL;
+	}
 }
 
-int zkl__engine_create_fixed(const struct zkl_queue *q, const char *name, int timeout_ms,
-                            struct zkl_node *node)
+/* The end of a creation started by zkl__engine_create_fixed_start (on the loop, no lock
+ * held): the done function runs, and f is freed after it. */
+static void fixed_end(zkl_client *c, struct zkl_job *j)
+{
+	(void)c;
+	struct fixed_job *f = (struct fixed_job *)j;
+	if (j->rc != 0)
+		zkl__fail(j->rc, "%s", j->error);
+	else
+		zkl__clear_error();
+	f->done_fn(f->done_arg, j->rc);
+	zkl__job_destroy(j);
+	free(f->target);
+	free(f);
+}
+
+int zkl__engine_create_fixed_start(const struct zkl_queue *q, const char *name,
+                                  const char *stands_on, int timeout_ms,
+                                  struct zkl_node *node, void (*done)(void *arg, int rc),
+                                  void *arg)
+{
+	memset(node, 0, sizeof *node);
+	struct fixed_job *f = calloc(1, sizeof *f);
+	char *target = zkl__path_join(q->path, name);
+	if (!f || !target) {
+		free(f);
+		free(target);
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
+	}
+	*f = (struct fixed_job){.job = {.step = fixed_step, .drop = fixed_drop, .end = fixed_end},
+	                        .q = q, .node = node, .target = target, .stands_on = stands_on,
+	                        .try_once = timeout_ms == 0,
+	                        .deadline = zkl__deadline(timeout_ms ? timeout_ms :
+	                                                 ZKL_TRY_ONCE_MS),
+	                        .since = zkl__now_ms(), .done_fn = done, .done_arg = arg};
+	int rc = zkl__job_start(q->c, &f->job, q->owner);
+	if (rc != 0) {
+		free(f->target);
+		free(f);
+	}
+	return rc;
+}
+
+int zkl__engine_create_fixed(const struct zkl_queue *q, const char *name,
+                            const char *stands_on, int timeout_ms, struct zkl_node *node)
 {
 	memset(node, 0, sizeof *node);
 	struct fixed_job f = {.job = {.step = fixed_step, .drop = fixed_drop}, .q = q,
+	                      .stands_on = stands_on,
 	                      .node = node, .try_once = timeout_ms == 0,
 	                      .deadline = zkl__deadline(timeout_ms ? timeout_ms :
 	                                               ZKL_TRY_ONCE_MS),

@@ -84,8 +84,10 @@ struct zkl_queue {
 	void (*on_lost)(struct zkl_hold *h, void *ctx);
 	void *lost_ctx;
 	/* If set, called on the loop (mu held) each time our node is known (made, or found
-	 * again after a lost answer): a recipe that publishes it to other threads (an
-	 * election's view) does so at once, while the acquisition goes on. */
+	 * again after a lost answer) or forgotten (gone with its session or its folder, or
+	 * withdrawn): a recipe that publishes it to other threads (an election's view, the
+	 * node zkl_lock_node() shows) does so at once, while the acquisition goes on. It
+	 * takes no lock but a leaf of its own. */
 	void (*on_node)(void *ctx);
 	void *node_ctx;
 	/* If not 0, when trying once (a timeout of 0) ends: a recipe that tries once through
@@ -162,11 +164,23 @@ void zkl__engine_release_locked(zkl_client *c, struct zkl_node *node);
 void zkl__node_clear(struct zkl_node *node);
 
 /* Creates the non-sequential ephemeral node "<q->path>/<name>" (a downgrade read node)
- * and fills *node. With q->gen set, the node is made on that session only: once the
+ * and fills *node. With stands_on (the node the new one takes the place of: the
+ * downgrade's write node), that node is asked for right after the create, in the same
+ * round trip: gone, the new node is deleted again and the result is ZKL_ELOST (a writer
+ * behind it may hold already); unknown, ZKL_ECONNLOSS. With q->gen set, the node is made on that session only: once the
  * client is on another, or past that session's loss deadline, ZKL_ELOST. Returns 0, or a ZKL_E* code with nothing left
  * behind. */
-int zkl__engine_create_fixed(const struct zkl_queue *q, const char *name, int timeout_ms,
-                            struct zkl_node *node);
+int zkl__engine_create_fixed(const struct zkl_queue *q, const char *name,
+                            const char *stands_on, int timeout_ms, struct zkl_node *node);
+
+/* Starts the same creation and returns: 0, or a ZKL_E* code (then done never runs).
+ * done(arg, rc) runs exactly once, on the client's event thread, with no lock held, when
+ * it ends as zkl__engine_create_fixed would return; q and node must live until then. A
+ * cancel of q->owner ends it with ZKL_ECANCELED. */
+int zkl__engine_create_fixed_start(const struct zkl_queue *q, const char *name,
+                                  const char *stands_on, int timeout_ms,
+                                  struct zkl_node *node, void (*done)(void *arg, int rc),
+                                  void *arg);
 
 /* Lists and parses the queue under path (sorted). *names owns the strings the children
  * point at: free with zkl__names_free(names, count). An absent path is an empty queue. */

@@ -6,8 +6,8 @@
 
 /* Our node is known (mu held): arm its revocation watch if the recipe asks for one. */
 void zkl__node_known(const struct zkl_queue *q, struct zkl_node *node);
-/* Forgets our node (mu held): its revocation watch goes too. */
-void zkl__node_forget(zkl_client *c, struct zkl_node *node);
+/* Forgets our node (mu held): its revocation watch goes too, and q->on_node is told. */
+void zkl__node_forget(const struct zkl_queue *q, struct zkl_node *node);
 
 /* Makes node->hold if q asks for one, at a grant (mu held, loop): 0, or ZKL_ENOMEM
  * with nothing made. */

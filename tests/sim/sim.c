@@ -38,6 +38,7 @@
 
 #include "clock.h"
 #include "internal.h"
+#include "mutex_internal.h"
 
 #include "sim.h"
 
@@ -1436,6 +1437,10 @@ static void check_all(void)
 			struct contender *t = &W.ct[j];
 			if (t->path != p || !t->believes || t->voided || !alive(t->sess))
 				continue;
+			/* A downgrade's read hold, while its owner still holds the write lock: one
+			 * owner holding both (--owners). */
+			bool same_owner = t->owner && t->shadow_of >= 0 &&
+			                  W.ct[t->shadow_of].believes && !W.ct[t->shadow_of].voided;
 			/* A holder on a live session has its node, owned by that session. */
 			struct node *n = find(t->node);
 			if (!n || n->st.ephemeralOwner != t->sess)
@@ -1444,7 +1449,7 @@ static void check_all(void)
 				          "not on the server");
 			if (exclusive(t->kind))
 				excl++;
-			else
+			else if (!same_owner)
 				shared++;
 			if (first < 0)
 				first = j;
@@ -1480,9 +1485,43 @@ static void check_all(void)
 /* ------------------------------------------------------------------------------------ */
 /* Contenders */
 
+static bool peer_deleted(const char *node);
+
 static int64_t ms_to_start(void)
 {
 	return W.now + between(0, 1500);
+}
+
+/* Releases every level owner t holds of h's mutex (h: t, or its downgrade's read half),
+ * the last level's result returned. Each level but the last leaves the node in place. */
+static int owner_release(struct contender *t, int j, struct contender *h)
+{
+	int rc = 0;
+	h->believes = false;
+	h->releasing = true;
+	for (; h->levels > 0; h->levels--) {
+		rc = zkl__mutex_release_as(h->om, t->owner);
+		if (h->levels == 1)
+			break;
+		if (rc != 0 && rc != ZKL_ELOST)
+			violation("contender %d: release of one of %d levels returned %s", j, h->levels,
+			          zkl_strerror(rc));
+		if (rc == 0 && !h->voided && alive(h->sess) && !find(h->node) &&
+		    !peer_deleted(h->node))
+			violation("contender %d: its node %s went with one of its %d levels", j,
+			          h->node, h->levels);
+	}
+	h->levels = 0;
+	h->releasing = false;
+	if (h != t) {
+		/* The read half of a downgrade: its checks are the writer's. */
+		if (rc == ZKL_ELOST && !h->told_lost && !W.tearing_down)
+			violation("contender %d: release of its read half said lost, and the lost "
+			          "callback never ran for it", j);
+		h->st = CT_DONE;
+		rc = rc == ZKL_ELOST ? 0 : rc;
+	}
+	return rc;
 }
 
 static void contender_release(struct contender *t, int j, const char *where)
@@ -1493,7 +1532,15 @@ static void contender_release(struct contender *t, int j, const char *where)
 	int saved = W.cur;
 	W.cur = t->cl;
 	t->releasing = true;
-	int rc = zkl_lock_release(t->l);
+	int rc;
+	if (t->downgraded) {
+		rc = owner_release(t, j, &W.ct[t->shadow]);
+		t->downgraded = false;
+	} else if (t->owner) {
+		rc = owner_release(t, j, t);
+	} else {
+		rc = zkl_lock_release(t->l);
+	}
 	t->releasing = false;
 	W.cur = saved;
 	trace("contender %d: release (%s) -> %s", j, where, rc ? zkl_strerror(rc) : "0");
@@ -1619,8 +1666,24 @@ static void hold_record(struct contender *t, int j, zkl_lock *view)
 	t->deleted_at = 0;
 	t->tell_by = 0;
 	t->granted_at = W.now;
-	t->token = zkl_lock_token(view);
-	int n = zkl_lock_node(view, t->node, sizeof t->node);
+	int n;
+	if (t->owner) {
+		/* An owner's hold: its own, as its thread would ask (zkl_lock_node() answers for
+		 * the calling thread). */
+		t->levels = zkl__mutex_held_as(t->om, t->owner, t->node, sizeof t->node, &t->token);
+		n = t->levels > 0 && t->node[0] ? (int)strlen(t->node) : ZKL_ENOTHELD;
+		if (t->levels > 0 && n < 0) {
+			/* Granted, and lost in the same turn of the loop (a downgrade whose write
+			 * lock's session was given up as its answer came): its lost callback is on
+			 * its way, and the hold counts no more. */
+			t->voided = true;
+			t->sess = 0;
+			return;
+		}
+	} else {
+		t->token = zkl_lock_token(view);
+		n = zkl_lock_node(view, t->node, sizeof t->node);
+	}
 	if (n < 0)
 		violation("contender %d: held, but zkl_lock_node() says %s", j, zkl_strerror(n));
 	struct node *nd = find(t->node);
@@ -1658,7 +1721,11 @@ static void hold_record(struct contender *t, int j, zkl_lock *view)
 			violation("contender %d: read hold of %s with token %" PRId64 ", not above the "
 			          "writer's %" PRId64 " granted before", j, pi->path, t->token,
 			          pi->max_excl);
-		if (t->token > pi->max_token)
+		/* A downgrade's read node is made after writers queued behind its writer, whose
+		 * nodes are older: its token says nothing of theirs (the writer's own, below
+		 * theirs, still stands for the hold). */
+		bool downgrade = t->owner && t->shadow_of >= 0;
+		if (t->token > pi->max_token && !downgrade)
 			pi->max_token = t->token;
 		if (exclusive(t->kind) && t->token > pi->max_excl)
 			pi->max_excl = t->token;
@@ -1810,6 +1877,13 @@ static int contender_make(struct contender *t)
 		if ((rc = zkl_rwlock_new(&t->rw, c, path)) == 0)
 			t->l = zkl_mutex_lock(t->kind == K_READ ? zkl_rwlock_read(t->rw) :
 			                                          zkl_rwlock_write(t->rw));
+		if (rc == 0 && t->owner && t->kind == K_WRITE) {
+			/* Its downgrade's read half is its shadow's. */
+			struct contender *sh = &W.ct[t->shadow];
+			sh->om = zkl_rwlock_read(t->rw);
+			sh->l = zkl_mutex_lock(sh->om);
+			rc = zkl_lock_on_lost(sh->l, on_lost, sh);
+		}
 		break;
 	case K_SEM:
 		if (W.paths[t->path].shared) {
@@ -1842,6 +1916,8 @@ static int contender_make(struct contender *t)
 		break;
 	}
 	}
+	if (rc == 0 && t->owner)
+		t->om = t->m ? t->m : zkl_rwlock_write(t->rw);
 	if (rc == 0)
 		rc = zkl_lock_on_lost(t->l, on_lost, t);
 	return rc;
@@ -1878,7 +1954,12 @@ static void contender_free(struct contender *t)
 	zkl_semaphore_free(t->sem);
 	zkl_semaphore_mutex_free(t->sm);
 	zkl_leader_free(t->ld);
+	if (t->owner && t->kind == K_WRITE) {
+		W.ct[t->shadow].l = NULL;
+		W.ct[t->shadow].om = NULL;
+	}
 	W.cur = saved;
+	t->om = NULL;
 	t->ml = NULL;
 	t->m = NULL;
 	t->rw = NULL;
@@ -1886,6 +1967,106 @@ static void contender_free(struct contender *t)
 	t->sm = NULL;
 	t->ld = NULL;
 	t->l = NULL;
+}
+
+/* The end of an owner's acquire. */
+static void owner_acquired(void *arg, int rc)
+{
+	struct contender *t = arg;
+	on_acquired(t->l, rc, t);
+}
+
+/* The end of a writer's downgrade (its read half's acquire, the write lock held): held,
+ * the read half is its shadow's hold, and the write lock goes at once. */
+static void owner_downgraded(void *arg, int rc)
+{
+	struct contender *t = arg;
+	int j = (int)(t - W.ct);
+	struct contender *sh = &W.ct[t->shadow];
+	if (W.tearing_down || !t->downgrading)
+		return;
+	t->downgrading = false;
+	sh->pending = false;
+	trace("contender %d: downgrade -> %s", j, rc ? zkl_strerror(rc) : "held");
+	t->next_at = W.now + between(0, 1500);
+	if (rc != 0) {
+		/* ZKL_ECONNLOSS: the write node could not be confirmed after the read node was
+		 * made (zkl__engine_create_fixed()). */
+		if (rc != ZKL_ETIMEDOUT && rc != ZKL_ECANCELED && rc != ZKL_ELOST &&
+		    rc != ZKL_ECONNLOSS)
+			violation("contender %d: downgrade ended with %s (%s)", j, zkl_strerror(rc),
+			          zkl_last_error());
+		return;
+	}
+	W.holds++;
+	sh->st = CT_HOLDING;
+	hold_record(sh, t->shadow, sh->l);
+	/* The write lock goes; the read lock stays, and no writer may come in between. */
+	int saved = W.cur;
+	W.cur = t->cl;
+	t->believes = false;
+	t->releasing = true;
+	int wrc = owner_release(t, j, t);
+	t->releasing = false;
+	W.cur = saved;
+	trace("contender %d: write half released after the downgrade -> %s", j,
+	      wrc ? zkl_strerror(wrc) : "0");
+	if (wrc != 0 && wrc != ZKL_ELOST)
+		violation("contender %d: release of the write half returned %s", j,
+		          zkl_strerror(wrc));
+	t->downgraded = true;
+	t->next_at = W.now + between(0, 2500);
+}
+
+/* An owner that holds: now and then it re-enters (the count goes up, no new node), or a
+ * writer downgrades. Returns false if it lets go now instead. */
+static bool owner_act(struct contender *t, int j)
+{
+	if (t->downgraded || t->downgrading || !t->believes || rnd(2))
+		return false;
+	if (t->kind == K_WRITE && rnd(2)) {
+		struct contender *sh = &W.ct[t->shadow];
+		int to = W.cl[t->cl].timeout;
+		uint64_t r = rnd(4);
+		int timeout = r == 0 ? 0 : r == 1 ? -1 : (int)between(50, 3 * to);
+		sh->pending = true;
+		t->downgrading = true;
+		int rc = zkl__mutex_start_as(sh->om, t->owner, timeout, owner_downgraded, t);
+		trace("contender %d: downgrade, timeout %d -> %s", j, timeout,
+		      rc == 0 ? "started" : zkl_strerror(rc));
+		if (rc != 0) {
+			t->downgrading = false;
+			sh->pending = false;
+			if (rc != ZKL_ECLOSED)
+				violation("contender %d: downgrade refused: %s (%s)", j,
+				          rc == 1 ? "re-entered" : zkl_strerror(rc), zkl_last_error());
+			return false;
+		}
+		t->next_at = INT64_MAX;
+		return true;
+	}
+	/* Re-entry: no round trip, no new node. */
+	int before = count_children(W.paths[t->path].path);
+	int rc = zkl__mutex_start_as(t->om, t->owner, -1, owner_acquired, t);
+	trace("contender %d: re-enter -> %d", j, rc);
+	if (rc == ZKL_ELOST && (t->told_lost || !t->believes))
+		return false;
+	if (rc == ZKL_ELOST)
+		return false; /* lost, and told on the loop's next turn */
+	if (rc != 1)
+		violation("contender %d: re-entry of the lock it holds returned %d (%s)", j, rc,
+		          rc < 0 ? zkl_last_error() : "an acquire started");
+	char node[ZKL_NODE_MAX];
+	int64_t token;
+	int levels = zkl__mutex_held_as(t->om, t->owner, node, sizeof node, &token);
+	if (levels != t->levels + 1 || strcmp(node, t->node) != 0 || token != t->token ||
+	    count_children(W.paths[t->path].path) != before)
+		violation("contender %d: re-entry made %d levels (had %d), node %s (had %s), %d "
+		          "children (had %d)", j, levels, t->levels, node, t->node,
+		          count_children(W.paths[t->path].path), before);
+	t->levels = levels;
+	t->next_at = W.now + between(0, 1500);
+	return true;
 }
 
 static void contender_act(int j)
@@ -1922,7 +2103,10 @@ static void contender_act(int j)
 			t->acq_sess = W.cl[t->cl].sess ? W.cl[t->cl].sess->id : 0;
 			t->acq_losses = W.cl[t->cl].losses;
 			t->first[0] = 0;
-			int rc = zkl_lock_acquire_async(t->l, timeout, on_acquired, t);
+			int rc = t->owner ? zkl__mutex_start_as(t->om, t->owner, timeout, owner_acquired, t)
+			                  : zkl_lock_acquire_async(t->l, timeout, on_acquired, t);
+			if (rc == 1)
+				violation("contender %d: its owner re-entered a lock it does not hold", j);
 			trace("contender %d: acquire %s %s, timeout %d -> %s", j, kind_names[t->kind],
 			      W.paths[t->path].path, timeout, rc ? zkl_strerror(rc) : "started");
 			if (rc != 0) {
@@ -1946,7 +2130,8 @@ static void contender_act(int j)
 		zkl_lock_cancel(t->l);
 	} else if (t->st == CT_HOLDING) {
 		check_revoke_told(t, j);
-		contender_release(t, j, "after holding");
+		if (!(t->owner && owner_act(t, j)))
+			contender_release(t, j, "after holding");
 	}
 	W.cur = saved;
 }
@@ -2539,6 +2724,8 @@ static void scenario(void)
 		pi->kind = kinds[rnd(4)];
 		if (W.o.multi)
 			pi->kind = K_MUTEX; /* a multi-lock's members are mutexes */
+		if (W.o.owners)
+			pi->kind = pi->kind == K_SEM || pi->kind == K_SEMMUTEX ? K_WRITE : pi->kind;
 		if (W.o.leaders && pi->kind == K_MUTEX)
 			pi->kind = K_LEADER; /* the same draws: the rest of the schedule is alike */
 		pi->max = pi->kind == K_SEM ? (int)between(1, 3) : 1;
@@ -2570,10 +2757,28 @@ static void scenario(void)
 			t->revocable = false;
 			t->shadow = -1 - (int)rnd((uint64_t)W.npaths - 1); /* placed below */
 		}
+		if (W.o.owners && t->kind != K_READ && rnd(4)) {
+			/* An owner, as a thread's blocking calls are: not revocable (a revocation
+			 * callback releases for the thread that holds), re-entering, downgrading. */
+			t->owner = (UINT64_C(1) << 40) + (uint64_t)j;
+			t->revocable = false;
+			t->shadow = -1;
+		}
 		if (!(W.o.cont_mask & (1u << j))) {
 			t->st = CT_DONE;
 			t->cycles = 0;
 		}
+	}
+	for (int j = 0, drawn = W.nct; W.o.owners && j < drawn; j++) {
+		struct contender *t = &W.ct[j];
+		if (!t->owner || t->kind != K_WRITE)
+			continue;
+		/* A writer's downgrade: its read half's hold, a contender of its own. */
+		struct contender *sh = &W.ct[W.nct];
+		*sh = (struct contender){ .cl = t->cl, .kind = K_READ, .shadow_of = j,
+		                          .path = t->path, .owner = t->owner, .st = CT_DONE,
+		                          .next_at = INT64_MAX };
+		t->shadow = W.nct++;
 	}
 	for (int j = 0, drawn = W.nct; j < drawn; j++) {
 		struct contender *t = &W.ct[j];
@@ -2684,13 +2889,13 @@ static void print_schedule(FILE *f)
 		}
 	if (W.o.ensemble)
 		ens_print(f);
-	fprintf(f, "replay: tests/sim/run --seed %" PRIu64 " --faults 0x%x --contenders 0x%x%s%s%s%s%s%s%s "
+	fprintf(f, "replay: tests/sim/run --seed %" PRIu64 " --faults 0x%x --contenders 0x%x%s%s%s%s%s%s%s%s "
 	        "--trace\n", W.o.seed, W.o.fault_mask & ((1u << W.nf) - 1),
 	        W.o.cont_mask & ((1u << W.nct) - 1),
 	        W.o.ensemble ? " --ensemble" : "",
 	        W.o.scenario ? " --scenario " : "", W.o.scenario ? ens_scenario_name(W.o.scenario) : "",
 	        W.o.leaders ? " --leaders" : W.o.multi ? " --multi" : "",
-	        W.o.adopt ? " --adopt" : "",
+	        W.o.adopt ? " --adopt" : "", W.o.owners ? " --owners" : "",
 	        W.o.sem_peerdel ? " --semaphore-peer-deletes" : "",
 	        W.o.known_sem ? " --known-semaphore-stall" : "");
 }
@@ -3187,6 +3392,8 @@ static void usage(void)
 	        "           of two of them, taken asynchronously through the multi-lock's view)\n"
 	        "         --adopt (the clients' sessions are the application's: adopted, and\n"
 	        "           handed over after an expiry)\n"
+	        "         --owners (mutex and read-write paths; most contenders act as threads\n"
+	        "           through owner ids: they re-enter, and writers downgrade)\n"
 	        "         --ensemble (three servers, a leader and followers: ensemble.c)\n"
 	        "         --scenario NAME (a scripted ensemble case: follower-cut, leader-cut,\n"
 	        "           grant-idle; the seed draws the rest)\n",
@@ -3240,6 +3447,8 @@ int main(int argc, char **argv)
 			o.multi = true;
 		} else if (strcmp(a, "--adopt") == 0) {
 			o.adopt = true;
+		} else if (strcmp(a, "--owners") == 0) {
+			o.owners = true;
 		} else if (strcmp(a, "--ensemble") == 0) {
 			o.ensemble = true;
 		} else if (strcmp(a, "--scenario") == 0 && v) {
@@ -3257,6 +3466,11 @@ int main(int argc, char **argv)
 		} else {
 			usage();
 		}
+	}
+	if ((o.leaders || o.multi) && o.owners) {
+		fprintf(stderr, "zkl-sim: --owners goes with neither --leaders nor --multi (its "
+		        "paths are mutexes and read-write locks)\n");
+		return 2;
 	}
 	if (o.leaders && o.multi) {
 		fprintf(stderr, "zkl-sim: --leaders and --multi do not go together (a multi-lock's "

@@ -243,6 +243,16 @@ struct contender {
 	/* A scripted scenario's contender: no timeout, no cancel, holds hold_for ms. */
 	bool scripted;
 	int64_t hold_for;
+	/* --owners: an owner id (0: none), as a thread's blocking calls carry: the contender
+	 * acquires and releases through the mutex's owner entries (zkl__mutex_start_as),
+	 * re-enters (levels held), and a writer downgrades: its read half's hold is its
+	 * "shadow" contender's (K_READ, shadow_of), and held alongside the write lock it is
+	 * the same owner's, not a second holder. */
+	uint64_t owner;
+	zkl_mutex *om;       /* the mutex the owner takes (a rwlock's half) */
+	int levels;          /* levels held (re-entries + 1) */
+	bool downgrading;    /* a writer: its read half's acquire is under way */
+	bool downgraded;     /* a writer: it holds the read half, the write half released */
 };
 
 enum fkind {
@@ -305,6 +315,7 @@ struct options {
 	bool multi;            /* mutex paths only; some contenders are multi-locks of two */
 	bool adopt;            /* the clients' sessions are the application's (adopted) */
 	bool ensemble;         /* three servers: a leader and followers (ensemble.c) */
+	bool owners;           /* some contenders are owners (re-entry, downgrade) */
 	int scenario;          /* --scenario: a scripted ensemble case (ensemble.c); 0: none */
 };
 
