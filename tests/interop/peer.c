@@ -418,11 +418,24 @@ struct zh {
 	enum zh_cmd cmd; /* under mu: the command being run, ZH_NONE when idle */
 	int arg;         /* under mu */
 	int rc;          /* under mu: the result of the last command */
+	zkl_previous prev;   /* under mu: after an acquire of a tracking contender */
+	char prev_node[128];
 };
 
 static int zh_run(zh *z, enum zh_cmd cmd, int arg)
 {
-	return cmd == ZH_ACQUIRE ? zkl_lock_acquire(z->l, arg) : zkl_lock_release(z->l);
+	if (cmd != ZH_ACQUIRE)
+		return zkl_lock_release(z->l);
+	int rc = zkl_lock_acquire(z->l, arg);
+	zkl_previous how = ZKL_PREVIOUS_NONE;
+	char node[128] = "";
+	if (rc == 0 && zkl_lock_previous(z->l, &how, node, sizeof node) == 0) {
+		pthread_mutex_lock(&z->mu);
+		z->prev = how;
+		memcpy(z->prev_node, node, sizeof node);
+		pthread_mutex_unlock(&z->mu);
+	}
+	return rc;
 }
 
 static void *zh_main(void *arg)
@@ -562,6 +575,20 @@ void zh_free(zh *z)
 	free(z);
 }
 
+void zh_track(zh *z)
+{
+	CHECK_OK(zkl_lock_track_previous(z->l, true));
+}
+
+zkl_previous zh_previous(zh *z, char *node, size_t size)
+{
+	pthread_mutex_lock(&z->mu);
+	zkl_previous how = z->prev;
+	snprintf(node, size, "%s", z->prev_node);
+	pthread_mutex_unlock(&z->mu);
+	return how;
+}
+
 /* ---- scenarios that both the Curator and the kazoo tests run ---- */
 
 void peer_check_peer_holds(peer *p, const char *path, zkl_naming naming, const char *verb)
@@ -642,4 +669,36 @@ void peer_check_peer_writer_blocks_readers(peer *p, const char *path, zkl_naming
 	peer_do(p, "w", "released", PEER_SOON, "release");
 	zh_free(r1);
 	zh_free(r2);
+}
+
+void peer_check_note(peer *p, const char *path, zkl_naming naming, const char *verb)
+{
+	char note[512], peer_node[256], node[128];
+	snprintf(note, sizeof note, "%s.previous", path);
+	zh *z = zh_new(ZH_MUTEX, path, naming, 0, NULL);
+	zh_track(z);
+	CHECK_OK(zh_acquire(z, -1));
+	assert_int_equal(zh_previous(z, node, sizeof node), ZKL_PREVIOUS_NONE);
+	/* The peer waits behind a tracking holder, and takes the lock once it released with
+	 * its note: the note beside the lock is nothing to it. */
+	peer_send(p, "a acquire %s %s -1", verb, path);
+	h_wait_children(path, 2);
+	CHECK_OK(zh_release(z));
+	peer_expect(p, "a", "acquired", PEER_SOON);
+	assert_int_equal(h_exists(note), 1);
+	/* Behind the peer, which leaves no note: vanished, naming the peer's node. */
+	h_child_except(path, "", peer_node, sizeof peer_node);
+	zh_start_acquire(z, 30000);
+	h_wait_children(path, 2);
+	assert_int_equal(zh_wait(z, 300), ZH_PENDING);
+	peer_do(p, "a", "released", PEER_SOON, "release");
+	CHECK_OK(zh_wait(z, PEER_SOON));
+	assert_int_equal(zh_previous(z, node, sizeof node), ZKL_PREVIOUS_VANISHED);
+	assert_string_equal(node, strrchr(peer_node, '/') + 1);
+	CHECK_OK(zh_release(z));
+	/* The peer comes after the note and takes the lock as before. */
+	peer_do(p, "b", "acquired", PEER_SOON, "acquire %s %s %d", verb, path, PEER_SOON);
+	peer_do(p, "b", "released", PEER_SOON, "release");
+	zh_free(z);
+	h_delete(note);
 }

@@ -90,6 +90,10 @@ int zh_release(zh *z);
 int zh_participants(zh *z, zkl_participant **out, size_t *count);
 /* Cancels a pending acquire, releases a hold, ends the thread, closes the client. */
 void zh_free(zh *z);
+/* Makes the contender track how its holders leave (zkl_lock_track_previous), and reads
+ * what its last acquire found (zkl_lock_previous), with the previous holder's node. */
+void zh_track(zh *z);
+zkl_previous zh_previous(zh *z, char *node, size_t size);
 
 /* ---- scenarios that both the Curator and the kazoo tests run ---- */
 
@@ -112,5 +116,10 @@ void peer_check_fifo_alternating(peer *p, const char *path, zkl_naming naming,
 /* The peer's writer (slot w) keeps two zklocks readers out; they get in together once it
  * goes, and keep it out until both have released. */
 void peer_check_peer_writer_blocks_readers(peer *p, const char *path, zkl_naming naming);
+
+/* A tracking zklocks mutex and the peer's on one path: the peer is unaffected by the
+ * note beside the lock, and a zklocks holder that waited behind the peer is told
+ * "vanished" with the peer's node (the peer leaves no note). */
+void peer_check_note(peer *p, const char *path, zkl_naming naming, const char *verb);
 
 #endif

@@ -370,6 +370,12 @@ static int teardown(void **state)
 	return h_teardown(state);
 }
 
+static void test_note_beside_the_lock(void **state)
+{
+	(void)state;
+	peer_check_note(P, h_path("c-note"), ZKL_NAMING_CURATOR, "mutex");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -383,6 +389,7 @@ int main(void)
 		cmocka_unit_test(test_semaphore_never_more_than_two),
 		cmocka_unit_test(test_semaphore_mutex_both_ways),
 		cmocka_unit_test(test_participants),
+		cmocka_unit_test(test_note_beside_the_lock),
 		/* Last: it replaces the peer's session. */
 		cmocka_unit_test(test_curator_session_expiry),
 	};

@@ -233,6 +233,12 @@ static int teardown(void **state)
 	return h_teardown(state);
 }
 
+static void test_note_beside_the_lock(void **state)
+{
+	(void)state;
+	peer_check_note(P, h_path("k-note"), K, "lock");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -244,6 +250,7 @@ int main(void)
 		cmocka_unit_test(test_rw_readers_overlap),
 		cmocka_unit_test(test_rw_reader_before_later_writer),
 		cmocka_unit_test(test_participants),
+		cmocka_unit_test(test_note_beside_the_lock),
 		/* Last: it replaces the peer's session. */
 		cmocka_unit_test(test_kazoo_session_expiry),
 	};
