@@ -290,6 +290,21 @@ static int txn_answered(zkl_client *c, struct txn *t)
 	return rc;
 }
 
+/* Waits for the session (mu held, loop): its events wake the job, and the client gives
+ * it up for lost by its deadline (zkl__lost_at()), which marks the hold lost. Looked at
+ * again now and then until then, never at once (the deadline may be due on this very
+ * turn of the loop, before the loop has marked anything). */
+static void wait_session(zkl_client *c, struct txn *t)
+{
+	const int64_t now = zkl__now_ms();
+	int64_t at = zkl__lost_at(c);
+	if (at > now + 1000)
+		at = now + 1000;
+	if (at < now + 50)
+		at = now + 50;
+	zkl__waiter_wake_at(c, &t->job.w, at);
+}
+
 /* The connection went before the answer (mu held, loop): the transaction may or may
  * not have been applied. Whatever it was, it was while the hold's node existed. The
  * answer waits until the session's fate is known: it lives on (ZKL_ECONNLOSS: read back
@@ -312,10 +327,7 @@ static int txn_unknown(zkl_client *c, struct txn *t)
 		                 "the transaction (%s): it may or may not have been applied",
 		                 zerror(zrc));
 	}
-	/* Session events wake the job; the loss deadline bounds the wait. */
-	int64_t at = zkl__lost_at(c);
-	const int64_t soon = zkl__now_ms() + 1000;
-	zkl__waiter_wake_at(c, &t->job.w, at < soon ? at : soon);
+	wait_session(c, t);
 	return ZKL_JOB_WAIT;
 }
 
@@ -333,6 +345,12 @@ static int txn_step(zkl_client *c, struct zkl_job *j)
 			results_all(t, ZKL_ELOST, 0);
 			return zkl__fail(ZKL_ELOST, "%s %s was lost; the transaction was not sent",
 			                 t->kind, t->lpath);
+		}
+		if (!c->sess->connected) {
+			/* Sent now, it would fail at once: it waits for the connection, or for
+			 * the hold's loss. */
+			wait_session(c, t);
+			return ZKL_JOB_WAIT;
 		}
 		int rc = zkl__job_send(c, j, &t->req, &t->op);
 		if (rc != 0) {
