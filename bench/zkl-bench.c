@@ -44,6 +44,12 @@
  *         grant; prints drain_ms, and from zkl_client_get_stats() wakes/release and
  *         listings/acq; fails if a lock was granted out of queue order, or if there were
  *         more wakes than releases)
+ *   gs1   a guarded set (zkl_lock_guarded_set(): one multi, the check of the hold's node
+ *         and the set) against a plain set (zkl_record_set()) of one node, on one session
+ *         holding a lock, one write at a time; the two take turns in half-second rounds;
+ *         a line for each (latency: one write; cpu_us/c: this process's CPU per write),
+ *         then GS1-ratio (guarded/plain)
+ *   gs64  the same with -w threads (default 64) writing at once (GS64xN with another -w)
  *   all   s0a s0b s0m s1 s2 s3 s4 s5 s6 s7 mem
  *
  * Cycles of the first -W seconds (default: a fifth of -d, at most 1) are a warm-up and
@@ -1641,6 +1647,121 @@ static void s8(void)
 	free(st.last_token);
 }
 
+/* ---- guarded writes ----------------------------------------------------------------- */
+
+/* gs1 / gs64: a guarded set (zkl_lock_guarded_set(), a multi of a check of the hold's
+ * node and the set) against a plain set (zkl_record_set(): one set) of the same node on
+ * the same session, with 1 or -w (default 64) threads writing at once. The two kinds
+ * take turns in rounds of half a second over the timed window, so that both see the same
+ * machine; each gets its own line (latency of one write, writes per second, and cpu_us/c,
+ * this process's CPU time per write), then a line of the guarded/plain ratios. */
+static struct {
+	zkl_client *c;
+	zkl_lock *l;
+	char path[600];
+	atomic_int mode;        /* 0 plain, 1 guarded, 2 warm-up (plain), -1 stop */
+	struct vec lat[2];      /* by mode, merged from the threads */
+	long cycles[2];
+	pthread_mutex_t mu;
+} gs = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void *gs_thread(void *arg)
+{
+	(void)arg;
+	struct vec lat[2] = {{0}, {0}};
+	long cycles[2] = {0, 0};
+	gate_wait();
+	for (;;) {
+		const int mode = atomic_load(&gs.mode);
+		if (mode < 0)
+			break;
+		const int64_t t0 = now_ns();
+		int rc = mode == 1 ? zkl_lock_guarded_set(gs.l, gs.path, node_data,
+		                                          (size_t)node_data_len)
+		                   : zkl_record_set(gs.c, gs.path, node_data, (size_t)node_data_len);
+		if (rc != 0)
+			die_zkl(mode == 1 ? "guarded set" : "set", rc);
+		const int64_t t1 = now_ns();
+		if (mode < 2 && atomic_load(&gs.mode) == mode) {
+			vec_push(&lat[mode], t1 - t0);
+			cycles[mode]++;
+		}
+	}
+	pthread_mutex_lock(&gs.mu);
+	for (int m = 0; m < 2; m++) {
+		vec_append(&gs.lat[m], &lat[m]);
+		gs.cycles[m] += cycles[m];
+		free(lat[m].v);
+	}
+	pthread_mutex_unlock(&gs.mu);
+	return NULL;
+}
+
+static void gs_run(const char *name, int threads)
+{
+	set_base(name);
+	make_node_data();
+	gs.c = open_client();
+	zkl_semaphore *sem;
+	char lock[700];
+	snprintf(lock, sizeof lock, "%s/lock", base_path);
+	int rc = zkl_semaphore_new(&sem, gs.c, lock, 1);
+	if (rc != 0)
+		die_zkl("semaphore", rc);
+	gs.l = zkl_semaphore_lock(sem); /* held by the view: any thread's writes are its */
+	if ((rc = zkl_lock_acquire(gs.l, 20000)) != 0)
+		die_zkl("acquire", rc);
+	snprintf(gs.path, sizeof gs.path, "%s/record", base_path);
+	if ((rc = zkl_record_set(gs.c, gs.path, node_data, (size_t)node_data_len)) != 0)
+		die_zkl("set", rc);
+	atomic_store(&gs.mode, 2);
+	pthread_t *th = xcalloc((size_t)threads, sizeof *th);
+	for (int i = 0; i < threads; i++)
+		th[i] = start_thread(gs_thread, NULL);
+	gate_open_when(threads);
+	run_begin();
+	sleep_until(run.warm_end);
+	double cpu[2] = {0, 0}, secs[2] = {0, 0};
+	const int64_t round = 500 * 1000 * 1000;
+	for (int k = 0; now_ns() < run.end; k++) {
+		const int m = k % 2;
+		atomic_store(&gs.mode, m);
+		const double c0 = proc_cpu_us("self");
+		const int64_t t0 = now_ns();
+		sleep_until(t0 + round);
+		const int64_t t1 = now_ns();
+		cpu[m] += proc_cpu_us("self") - c0;
+		secs[m] += (double)(t1 - t0) / 1e9;
+	}
+	atomic_store(&gs.mode, -1);
+	for (int i = 0; i < threads; i++)
+		pthread_join(th[i], NULL);
+	free(th);
+	zkl_lock_release(gs.l);
+	zkl_semaphore_free(sem);
+	zkl_client_close(gs.c);
+	static const char *const kind[2] = {"plain", "guarded"};
+	double p50[2], p99[2], rate[2], cpc[2];
+	for (int m = 0; m < 2; m++) {
+		char sname[64];
+		snprintf(sname, sizeof sname, "%s-%s", name, kind[m]);
+		struct result *r = new_result(sname);
+		vec_append(r->lat, &gs.lat[m]);
+		r->cycles = gs.cycles[m];
+		r->rate = (double)r->cycles / secs[m];
+		r->m0.cpu_self = r->m1.cpu_self = r->m0.cpu_server = r->m1.cpu_server = -1;
+		cpc[m] = r->cycles ? cpu[m] / (double)r->cycles : 0;
+		snprintf(r->extra, sizeof r->extra, "threads=%d cpu_us/c=%.1f", threads, cpc[m]);
+		report(r); /* sorts the samples */
+		p50[m] = quantile_us(r->lat, 0.50);
+		p99[m] = quantile_us(r->lat, 0.99);
+		rate[m] = r->rate;
+	}
+	printf("%s-ratio %s p50=%.3f p99=%.3f rate=%.3f cpu=%.3f (guarded/plain)\n", name,
+	       opt.label, p50[1] / p50[0], p99[1] / p99[0], rate[1] / rate[0], cpc[1] / cpc[0]);
+	fflush(stdout);
+}
+
 /* ---- main --------------------------------------------------------------------------- */
 
 static void run_scenario(const char *s)
@@ -1675,12 +1796,18 @@ static void run_scenario(const char *s)
 		mema();
 	else if (strcmp(s, "s8") == 0)
 		s8();
+	else if (strcmp(s, "gs1") == 0)
+		gs_run("GS1", 1);
+	else if (strcmp(s, "gs64") == 0)
+		gs_run(scenario_name("GS64", opt.window_set ? opt.window : 64, 64),
+		       opt.window_set ? opt.window : 64);
 }
 
 static bool known(const char *s)
 {
 	static const char *names[] = {"s0a", "s0b", "s0m", "s1", "s2", "s3",
-	                              "s4",  "s5",  "s6",  "s7", "s8",  "mem", "mema", "all"};
+	                              "s4",  "s5",  "s6",  "s7", "s8",  "mem", "mema", "gs1",
+	                              "gs64", "all"};
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
 		if (strcmp(s, names[i]) == 0)
 			return true;
@@ -1693,7 +1820,7 @@ static void usage(void)
 	        "usage: %s [-s servers] [-d seconds] [-W warmup] [-c clients] [-n count]\n"
 	        "          [-w window] [-L label] [-p prefix] [-z zklock] SCENARIO...\n"
 	        "       %s [options] s7 [-- COMMAND [ARG...]]\n"
-	        "scenarios: s0a s0b s0m s1 s2 s3 s4 s5 s6 s7 s8 mem mema all\n",
+	        "scenarios: s0a s0b s0m s1 s2 s3 s4 s5 s6 s7 s8 mem mema gs1 gs64 all\n",
 	        prog, prog);
 	exit(2);
 }

@@ -24,7 +24,9 @@
 
 struct txn {
 	struct zkl_job job;         /* first */
-	zkl_lock *l;
+	zkl_lock *l;                /* only handed back to the callback */
+	const char *kind;           /* l's, for the details: static */
+	char *lpath;                /* l's path, copied (the handle may go meanwhile) */
 	size_t n;                   /* the caller's operations; mops has n + 1 */
 	struct zkl_mop *mops;       /* [0]: the check of the hold's node */
 	zkl_txn_op *ops;            /* the caller's, copied (paths and data in mops) */
@@ -62,6 +64,7 @@ static void txn_free(struct txn *t)
 	free(t->mops);
 	free(t->ops);
 	free(t->results);
+	free(t->lpath);
 	free(t);
 }
 
@@ -121,11 +124,17 @@ static int txn_new(zkl_lock *l, const zkl_txn_op *ops, size_t n, bool blocking,
 	if (!t)
 		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	t->l = l;
+	t->kind = l->kind;
 	t->n = n;
+	if (!(t->lpath = strdup(l->path))) {
+		free(t);
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
+	}
 	pthread_mutex_lock(l->mu);
 	int held = l->ops->hold_node(l, t->node, sizeof t->node);
 	pthread_mutex_unlock(l->mu);
 	if (held <= 0) {
+		free(t->lpath);
 		free(t);
 		if (held < 0)
 			return zkl__fail(ZKL_ELOST, "%s %s was lost: release it", l->kind, l->path);
@@ -214,7 +223,6 @@ static int txn_answered(zkl_client *c, struct txn *t)
 {
 	const struct zkl_op *op = t->op;
 	const int zrc = op->rc;
-	zkl_lock *l = t->l;
 	if (zrc == ZOK) {
 		for (size_t i = 0; i < t->n; i++) {
 			zkl_txn_result *r = &t->results[i];
@@ -237,17 +245,17 @@ static int txn_answered(zkl_client *c, struct txn *t)
 			zkl__hold_mark_lost(c, h);
 			results_all(t, ZKL_ELOST, ZRUNTIMEINCONSISTENCY);
 			return zkl__fail(ZKL_ELOST, "%s %s was lost: its node %s is gone; the "
-			                 "transaction was not applied", l->kind, l->path, t->node);
+			                 "transaction was not applied", t->kind, t->lpath, t->node);
 		}
 		if (op->results[0].err == ZNONODE && h && atomic_load(&h->lost)) {
 			results_all(t, ZKL_ELOST, ZRUNTIMEINCONSISTENCY);
 			return zkl__fail(ZKL_ELOST, "%s %s was lost; the transaction was not applied",
-			                 l->kind, l->path);
+			                 t->kind, t->lpath);
 		}
 		if (op->results[0].err == ZNONODE) {
 			results_all(t, ZKL_ENOTHELD, ZRUNTIMEINCONSISTENCY);
 			return zkl__fail(ZKL_ENOTHELD, "%s %s was released before the transaction "
-			                 "reached the server; it was not applied", l->kind, l->path);
+			                 "reached the server; it was not applied", t->kind, t->lpath);
 		}
 		int rc = zkl__fail_zk(op->results[0].err, "cannot check the hold's node", t->node);
 		results_all(t, rc, ZRUNTIMEINCONSISTENCY);
@@ -275,32 +283,74 @@ static int txn_answered(zkl_client *c, struct txn *t)
 	int rc;
 	if (zkl__zk_session_gone(zrc))
 		rc = zkl__fail(ZKL_ELOST, "%s %s was lost with its session (%s); the transaction "
-		               "was not applied", l->kind, l->path, zerror(zrc));
-	else if (zkl__zk_transient(zrc))
-		rc = zkl__fail(ZKL_ECONNLOSS, "the connection was lost before ZooKeeper answered "
-		               "the transaction (%s): it may or may not have been applied",
-		               zerror(zrc));
+		               "was not applied", t->kind, t->lpath, zerror(zrc));
 	else
 		rc = zkl__fail_zk(zrc, "transaction guarded by", t->node);
 	results_all(t, rc, zrc);
 	return rc;
 }
 
+/* Waits for the session (mu held, loop): its events wake the job, and the client gives
+ * it up for lost by its deadline (zkl__lost_at()), which marks the hold lost. Looked at
+ * again now and then until then, never at once (the deadline may be due on this very
+ * turn of the loop, before the loop has marked anything). */
+static void wait_session(zkl_client *c, struct txn *t)
+{
+	const int64_t now = zkl__now_ms();
+	int64_t at = zkl__lost_at(c);
+	if (at > now + 1000)
+		at = now + 1000;
+	if (at < now + 50)
+		at = now + 50;
+	zkl__waiter_wake_at(c, &t->job.w, at);
+}
+
+/* The connection went before the answer (mu held, loop): the transaction may or may
+ * not have been applied. Whatever it was, it was while the hold's node existed. The
+ * answer waits until the session's fate is known: it lives on (ZKL_ECONNLOSS: read back
+ * and write again), or the hold is lost with it (ZKL_ELOST: stop; a holder paused past
+ * its session hears this, and its write was not applied after the loss). The loop gives
+ * a session up by its own deadline, so the wait ends. */
+static int txn_unknown(zkl_client *c, struct txn *t)
+{
+	const int zrc = t->op->rc;
+	const struct zkl_hold *h = hold_find(c, t->node);
+	if (h && hold_owned(h) && (atomic_load(&h->lost) || h->gen != c->gen)) {
+		results_all(t, ZKL_ELOST, zrc);
+		return zkl__fail(ZKL_ELOST, "%s %s was lost after the connection went, before "
+		                 "ZooKeeper answered the transaction (%s): if it was applied, it "
+		                 "was while the hold's node existed", t->kind, t->lpath, zerror(zrc));
+	}
+	if (!hold_owned(h) || c->sess->connected) {
+		results_all(t, ZKL_ECONNLOSS, zrc);
+		return zkl__fail(ZKL_ECONNLOSS, "the connection was lost before ZooKeeper answered "
+		                 "the transaction (%s): it may or may not have been applied",
+		                 zerror(zrc));
+	}
+	wait_session(c, t);
+	return ZKL_JOB_WAIT;
+}
+
 static int txn_step(zkl_client *c, struct zkl_job *j)
 {
 	struct txn *t = (struct txn *)j;
-	zkl_lock *l = t->l;
 	if (!t->op) {
 		struct zkl_hold *h = hold_find(c, t->node);
 		if (!hold_owned(h)) {
 			results_all(t, ZKL_ENOTHELD, 0);
 			return zkl__fail(ZKL_ENOTHELD, "%s %s was released before the transaction "
-			                 "was sent", l->kind, l->path);
+			                 "was sent", t->kind, t->lpath);
 		}
 		if (atomic_load(&h->lost) || h->gen != c->gen) {
 			results_all(t, ZKL_ELOST, 0);
 			return zkl__fail(ZKL_ELOST, "%s %s was lost; the transaction was not sent",
-			                 l->kind, l->path);
+			                 t->kind, t->lpath);
+		}
+		if (!c->sess->connected) {
+			/* Sent now, it would fail at once: it waits for the connection, or for
+			 * the hold's loss. */
+			wait_session(c, t);
+			return ZKL_JOB_WAIT;
 		}
 		int rc = zkl__job_send(c, j, &t->req, &t->op);
 		if (rc != 0) {
@@ -312,6 +362,8 @@ static int txn_step(zkl_client *c, struct zkl_job *j)
 	int rc = zkl__job_await(c, j, t->op, INT64_MAX);
 	if (rc != 0)
 		return rc; /* ZKL_JOB_WAIT */
+	if (zkl__zk_transient(t->op->rc))
+		return txn_unknown(c, t);
 	return txn_answered(c, t);
 }
 

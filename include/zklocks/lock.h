@@ -255,8 +255,10 @@ typedef struct zkl_txn_result {
  * result's rc; zk_rc says which ZooKeeper answer, zkl_last_error() names the operation,
  * its index and its path): ZKL_EZK (a node there or not there, a version that differs, a
  * delete of a node with children...), ZKL_EACL, ZKL_EINVAL; ZKL_ECONNLOSS: the
- * connection went before the answer: it may or may not have been applied (read back
- * what it wrote before writing again); ZKL_EINVAL: bad arguments (l, ops or a path NULL
+ * connection went before the answer, and the session lives on: it may or may not have
+ * been applied (read back what it wrote before writing again); when the session, and
+ * the hold with it, is lost after such a connection loss, ZKL_ELOST (the results' zk_rc
+ * say ZCONNECTIONLOSS): if it was applied, it was while the hold's node existed; ZKL_EINVAL: bad arguments (l, ops or a path NULL
  * or not valid, n 0 or above ZKL_TXN_MAX, an unknown kind or flag, data NULL with a
  * length, a version below -1, more bytes than a server reads in one request);
  * ZKL_ENOTSUP: a multi-lock's view (each member has its own node: guard with a member);
@@ -273,8 +275,8 @@ typedef void (*zkl_txn_fn)(zkl_lock *l, int rc, const zkl_txn_result *results, s
 /* The same, returning at once: 0, and then fn runs exactly once; or an error of the
  * arguments or of the hold (as zkl_lock_txn() answers before it sends anything), and fn
  * never runs. ops and their data are copied. The hold must stay held until fn runs, or
- * fn is told ZKL_ENOTHELD or ZKL_ELOST; freeing l's handle before fn runs is not
- * allowed. */
+ * fn is told ZKL_ENOTHELD or ZKL_ELOST. l's handle may be freed before fn runs (fn then
+ * gets l and must not use it). */
 ZKL_API int zkl_lock_txn_async(zkl_lock *l, const zkl_txn_op *ops, size_t n, zkl_txn_fn fn,
                                void *data);
 

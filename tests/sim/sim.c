@@ -387,6 +387,31 @@ static struct node *nodes_copy(const struct node *list)
 	return head;
 }
 
+/* --guarded: a multi that commits a write of /guarded is a hold's guarded write, whose
+ * data names the hold's node. The invariant, checked here against the tree itself and
+ * not through the multi's own check: the node exists as the write commits, and it is the
+ * writing session's. */
+static void guarded_commit(const struct msg *m, const struct sess *s)
+{
+	for (int i = 0; i < m->nsubs; i++) {
+		const struct sub *o = &m->subs[i];
+		if (o->type != ZOO_SETDATA_OP || strcmp(o->path, "/guarded") != 0)
+			continue;
+		char node[ZKL_NODE_MAX];
+		snprintf(node, sizeof node, "%.*s", o->len > 0 ? o->len : 0, o->data ? o->data : "");
+		const struct node *n = find(node);
+		if (!n)
+			violation("a guarded write of session %" PRIx64 " committed while its hold's "
+			          "node %s was gone", (uint64_t)s->id, node);
+		if (n->st.ephemeralOwner != s->id)
+			violation("a guarded write of session %" PRIx64 " committed for node %s, which "
+			          "is session %" PRIx64 "'s", (uint64_t)s->id, node,
+			          (uint64_t)n->st.ephemeralOwner);
+		W.gw_applied++;
+		trace("server: guarded write for %s committed", node);
+	}
+}
+
 /* A multi: its ops run in order on a copy of the tree, watches aside; if one fails the
  * tree is left as it was and the results say which (those before it ZOK, those after
  * ZRUNTIMEINCONSISTENCY, as the server answers); else they run again on the tree itself,
@@ -420,6 +445,8 @@ static int tree_multi(struct msg *m, struct sess *s, struct msg **own)
 		return rc;
 	}
 	W.zxid++;
+	if (W.o.guarded)
+		guarded_commit(m, s);
 	for (int i = 0; i < m->nsubs; i++) {
 		struct sub *o = &m->subs[i];
 		free(o->created);
@@ -1769,6 +1796,7 @@ static void on_acquired(zkl_lock *l, int rc, void *data)
 		hold_record(t, j, t->l);
 	}
 	t->st = CT_HOLDING;
+	t->wrote = false;
 	uint64_t r = rnd(20);
 	if (r == 0 && W.depth == 0 && W.cl[t->cl].sess && W.cl[t->cl].sess->lib_connected) {
 		check_all();
@@ -2069,6 +2097,23 @@ static bool owner_act(struct contender *t, int j)
 	return true;
 }
 
+/* --guarded: the end of a hold's guarded write. Whatever it answers, the invariant was
+ * checked at its commit (guarded_commit()); here only that the answer is one of those a
+ * guarded write may give. */
+static void on_guarded(zkl_lock *l, int rc, const zkl_txn_result *results, size_t n,
+                       void *data)
+{
+	(void)l;
+	(void)results;
+	(void)n;
+	int j = (int)((struct contender *)data - W.ct);
+	trace("contender %d: guarded write -> %s", j, rc ? zkl_strerror(rc) : "applied");
+	if (rc != 0 && rc != ZKL_ELOST && rc != ZKL_ENOTHELD && rc != ZKL_ECONNLOSS &&
+	    rc != ZKL_ECLOSED)
+		violation("contender %d: guarded write answered %s (%s)", j, zkl_strerror(rc),
+		          zkl_last_error());
+}
+
 static void contender_act(int j)
 {
 	struct contender *t = &W.ct[j];
@@ -2128,6 +2173,22 @@ static void contender_act(int j)
 		t->next_at = INT64_MAX;
 		t->canceled = true;
 		zkl_lock_cancel(t->l);
+	} else if (t->st == CT_HOLDING && W.o.guarded && !t->wrote && t->kind != K_MULTI &&
+	           t->shadow_of < 0) {
+		/* When it would let go: a guarded write naming its node first, and the release
+		 * a moment later. */
+		t->wrote = true;
+		const zkl_txn_op op = {.kind = ZKL_TXN_SET, .path = "/guarded", .data = t->node,
+		                       .len = strlen(t->node), .version = -1};
+		int rc = zkl_lock_txn_async(t->l, &op, 1, on_guarded, t);
+		trace("contender %d: guarded write for %s -> %s", j, t->node,
+		      rc ? zkl_strerror(rc) : "started");
+		if (rc == 0)
+			W.gw_sent++;
+		else if (rc != ZKL_ELOST && rc != ZKL_ENOTHELD && rc != ZKL_ECLOSED)
+			violation("contender %d: guarded write refused: %s (%s)", j, zkl_strerror(rc),
+			          zkl_last_error());
+		t->next_at = W.now + between(0, 1000);
 	} else if (t->st == CT_HOLDING) {
 		check_revoke_told(t, j);
 		if (!(t->owner && owner_act(t, j)))
@@ -2959,6 +3020,7 @@ struct stats {
 	uint64_t simulated_ms;
 	uint64_t fifo_pairs;
 	uint64_t elections, ens_checked, ens_early;
+	uint64_t gw_sent, gw_applied;
 };
 
 static int run(const struct options *o, struct stats *out)
@@ -2973,6 +3035,8 @@ static int run(const struct options *o, struct stats *out)
 	root->path = xstrdup("/");
 	W.nodes = root;
 	tree_create("/locks", NULL, 0, 0, 0, NULL, NULL, NULL, NULL);
+	if (o->guarded)
+		tree_create("/guarded", NULL, 0, 0, 0, NULL, NULL, NULL, NULL);
 	scenario();
 	if (o->trace)
 		print_schedule(stdout);
@@ -3055,6 +3119,8 @@ static int run(const struct options *o, struct stats *out)
 	out->elections = W.elections;
 	out->ens_checked = W.ens_checked;
 	out->ens_early = W.ens_early;
+	out->gw_sent = W.gw_sent;
+	out->gw_applied = W.gw_applied;
 
 	/* Teardown: the dead come back so that everything can be freed. */
 	W.tearing_down = true;
@@ -3163,6 +3229,8 @@ static void stats_add(struct stats *to, const struct stats *st)
 	to->elections += st->elections;
 	to->ens_checked += st->ens_checked;
 	to->ens_early += st->ens_early;
+	to->gw_sent += st->gw_sent;
+	to->gw_applied += st->gw_applied;
 }
 
 static void to_devnull(int fd)
@@ -3394,6 +3462,8 @@ static void usage(void)
 	        "           handed over after an expiry)\n"
 	        "         --owners (mutex and read-write paths; most contenders act as threads\n"
 	        "           through owner ids: they re-enter, and writers downgrade)\n"
+	        "         --guarded (each hold makes a guarded write naming its node, checked\n"
+	        "           at its commit: the node exists and is the writer session's)\n"
 	        "         --ensemble (three servers, a leader and followers: ensemble.c)\n"
 	        "         --scenario NAME (a scripted ensemble case: follower-cut, leader-cut,\n"
 	        "           grant-idle; the seed draws the rest)\n",
@@ -3449,6 +3519,8 @@ int main(int argc, char **argv)
 			o.adopt = true;
 		} else if (strcmp(a, "--owners") == 0) {
 			o.owners = true;
+		} else if (strcmp(a, "--guarded") == 0) {
+			o.guarded = true;
 		} else if (strcmp(a, "--ensemble") == 0) {
 			o.ensemble = true;
 		} else if (strcmp(a, "--scenario") == 0 && v) {
@@ -3534,6 +3606,9 @@ int main(int argc, char **argv)
 		       "the leader checked against their client's loss deadline, %" PRIu64 " of them "
 		       "expired before it (within the documented bound)\n", tot.elections,
 		       tot.ens_checked, tot.ens_early);
+	if (o.guarded)
+		printf("guarded writes: %" PRIu64 " started, %" PRIu64 " applied, each while its "
+		       "hold's node existed and was its session's\n", tot.gw_sent, tot.gw_applied);
 	printf("%" PRIu64 " schedules (seeds %" PRIu64 "..%" PRIu64 "), %" PRIu64 " steps, %" PRIu64
 	       " holds, %.1f simulated hours, %" PRIu64 " holds unchecked (suspended or crashed), "
 	       "%" PRIu64 " waiting contenders a grant was checked against (FIFO), %" PRIu64

@@ -241,6 +241,7 @@ struct contender {
 	 * (server clock), was still ahead within the documented bound: told by then. */
 	int64_t tell_by;
 	/* A scripted scenario's contender: no timeout, no cancel, holds hold_for ms. */
+	bool wrote;          /* --guarded: the current hold's guarded write has been started */
 	bool scripted;
 	int64_t hold_for;
 	/* --owners: an owner id (0: none), as a thread's blocking calls carry: the contender
@@ -316,6 +317,7 @@ struct options {
 	bool adopt;            /* the clients' sessions are the application's (adopted) */
 	bool ensemble;         /* three servers: a leader and followers (ensemble.c) */
 	bool owners;           /* some contenders are owners (re-entry, downgrade) */
+	bool guarded;          /* each hold makes a guarded write (zkl_lock_txn) of /guarded */
 	int scenario;          /* --scenario: a scripted ensemble case (ensemble.c); 0: none */
 };
 
@@ -354,6 +356,8 @@ struct world {
 	/* --ensemble: elections; holds whose session the leader expired, checked against
 	 * their client's loss deadline; those expired before it (within the bound). */
 	uint64_t elections, ens_checked, ens_early;
+	/* --guarded: guarded writes started, and applied (each checked at its commit) */
+	uint64_t gw_sent, gw_applied;
 };
 extern struct world W;
 /* sim.c */
