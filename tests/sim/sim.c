@@ -391,6 +391,29 @@ static struct node *nodes_copy(const struct node *list)
  * data names the hold's node. The invariant, checked here against the tree itself and
  * not through the multi's own check: the node exists as the write commits, and it is the
  * writing session's. */
+/* Records never go backward: on a path held by one holder at a time, a guarded write
+ * commits only for a hold whose token is at least that of the last one committed there
+ * (a holder that lost its lock, woken late, never writes over its successor's). Read
+ * holds and a semaphore's leases are held several at once (a count fault may raise a
+ * limit of one): not checked. */
+static void guarded_order(const char *node, int64_t token)
+{
+	for (int p = 0; p < W.npaths; p++) {
+		struct path_info *pi = &W.paths[p];
+		size_t k = strlen(pi->path);
+		if (strncmp(node, pi->path, k) != 0 || node[k] != '/')
+			continue;
+		if (strstr(node, "__READ__") || pi->kind == K_SEM)
+			return;
+		if (token < pi->guarded)
+			violation("a guarded write for %s (token %" PRId64 ") committed after one of a "
+			          "later holder of %s (token %" PRId64 "): the record went backward",
+			          node, token, pi->path, pi->guarded);
+		pi->guarded = token;
+		return;
+	}
+}
+
 static void guarded_commit(const struct msg *m, const struct sess *s)
 {
 	for (int i = 0; i < m->nsubs; i++) {
@@ -407,6 +430,7 @@ static void guarded_commit(const struct msg *m, const struct sess *s)
 			violation("a guarded write of session %" PRIx64 " committed for node %s, which "
 			          "is session %" PRIx64 "'s", (uint64_t)s->id, node,
 			          (uint64_t)n->st.ephemeralOwner);
+		guarded_order(node, n->st.czxid);
 		W.gw_applied++;
 		trace("server: guarded write for %s committed", node);
 	}

@@ -296,6 +296,8 @@ struct path_info {
 	int max;             /* semaphores */
 	int64_t max_token;   /* the highest token granted so far */
 	int64_t max_excl;    /* the highest token of an exclusive hold */
+	int64_t guarded;     /* --guarded: the highest token of an exclusive hold whose
+	                      * guarded write committed (they never go backward) */
 	/* A semaphore whose limit is a shared count (max is its first value): the values it
 	 * has had, and since when. */
 	bool shared;
