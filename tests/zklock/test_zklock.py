@@ -1015,7 +1015,14 @@ def usage_errors_name_the_problem():
             (["revoke"], ["missing lock path"]),
             (["--session-timeout", "1", p, "--", "true"],
              ["session timeout \"1\"", "100..3600000 milliseconds"]),
-            (["--session-timeout", "3600001", p, "--", "true"], ["100..3600000"])):
+            (["--session-timeout", "3600001", p, "--", "true"], ["100..3600000"]),
+            (["--lock-delay", "0", p, "--", "true"], ["--lock-delay \"0\""]),
+            (["--lock-delay", "soon", p, "--", "true"], ["--lock-delay \"soon\""]),
+            (["--lock-delay", "1w", p, "--", "true"], ["--lock-delay \"1w\""]),
+            (["--lock-delay", "5", "--read", p, "--", "true"], ["--lock-delay", "not --read"]),
+            (["--semaphore", "2", "--lock-delay", "5", p, "--", "true"],
+             ["--lock-delay", "not --semaphore"]),
+            (["status", "--lock-delay", "5", p], ["--lock-delay", "not of zklock status"])):
         _, err, _ = expect(args, 64, stderr_has=["zklock --help"] + words)
         check("Usage" not in err, "the whole usage on a usage error: %r" % err)
 

@@ -94,6 +94,7 @@ struct opts {
 	long once_per_s;        /* 0: off */
 	int64_t max_runtime_ms; /* 0: off */
 	int64_t warn_after_ms;  /* 0: off */
+	int64_t lock_delay_ms;  /* --lock-delay: wait after a vanished holder; 0: off */
 	const char *metrics_file; /* --metrics-file, or NULL */
 	const char *job_name;   /* --job-name, else the command's name */
 	/* zklock check: ms for the ages, a count for the waiters */
