@@ -2,6 +2,8 @@
 #ifndef ZKL_RECIPE_H
 #define ZKL_RECIPE_H
 
+#include <zklocks/lock.h>
+
 #include "engine.h"
 
 /* One acquisition held by a handle: a node, the thread that took it, how many times
@@ -12,6 +14,10 @@ struct zkl_acq {
 	bool async;                /* taken by an asynchronous acquire: the handle's, not a thread's */
 	int count;
 	struct zkl_node node;      /* its hold: node.hold, made at the grant */
+	/* How the holder before it left, once read (zkl_lock_previous()). */
+	bool prev_known;
+	zkl_previous prev;
+	char prev_node[96];
 };
 
 /* Node data of a handle: "<host>:<pid>" until set. */
@@ -58,6 +64,10 @@ int zkl__count_parse(const char *data, int len);
  * (persistent) if needed; what names it in errors ("record", "shared count"). Returns 0
  * or a ZKL_E* code with the reason set. */
 int zkl__node_put(zkl_client *c, const char *path, const void *data, int len, const char *what);
+/* Makes the missing folders above path (containers; persistent on a server without
+ * them), and leaves them: a guarded write of a record creates the record itself
+ * (txn.c). Returns 0 or a ZKL_E* code with its detail. */
+int zkl__record_folders(zkl_client *c, const char *path);
 
 /* Reads the node at path (record.c): 0 with *op (released by the caller with
  * zkl__op_release()), ZKL_ENOTHELD if it does not exist ("<what> <path> does not

@@ -224,6 +224,16 @@ static const char *leader_node(zkl_lock *lk)
 	return ELECTION(lk)->node_pub;
 }
 
+/* lk->mu (pub_mu) held. A lost leadership is published as none. */
+static int leader_hold_node(zkl_lock *lk, char *buf, size_t size)
+{
+	const char *node = ELECTION(lk)->node_pub;
+	if (!atomic_load(&ELECTION(lk)->held_pub) || !node || strlen(node) >= size)
+		return 0;
+	strcpy(buf, node);
+	return 1;
+}
+
 /* Loop (zkl__lock_async_claim). */
 static bool leader_holds_async(zkl_lock *lk)
 {
@@ -271,6 +281,7 @@ const struct zkl_lock_ops zkl__leader_ops = {
 	.is_held = leader_is_held,
 	.token = leader_token,
 	.node = leader_node,
+	.hold_node = leader_hold_node,
 	.node_published = true,
 	.holds_async = leader_holds_async,
 	.participants = leader_participants,

@@ -231,7 +231,9 @@ int zkl_lock_acquire(zkl_lock *l, int timeout_ms)
 {
 	CHECK_LOCK(l);
 	int rc = zkl__check_timeout(timeout_ms);
-	return rc ? rc : l->ops->acquire(l, timeout_ms);
+	if (rc == 0)
+		rc = l->ops->acquire(l, timeout_ms);
+	return rc == 0 ? zkl__previous_at_grant(l) : rc;
 }
 
 int zkl_lock_acquire_async(zkl_lock *l, int timeout_ms, zkl_lock_acquired_fn fn, void *data)
@@ -242,6 +244,12 @@ int zkl_lock_acquire_async(zkl_lock *l, int timeout_ms, zkl_lock_acquired_fn fn,
 		return rc;
 	if (!fn)
 		return zkl__fail(ZKL_EINVAL, "callback is NULL");
+	pthread_mutex_lock(l->mu);
+	const bool track = l->track;
+	pthread_mutex_unlock(l->mu);
+	if (track)
+		return zkl__fail(ZKL_ENOTSUP, "%s %s tracks how its holders leave, which only a "
+		                "blocking acquire reads and writes", l->kind, l->path);
 	return l->ops->start(l, timeout_ms, fn, data);
 }
 

@@ -29,6 +29,19 @@ struct zkl_lock_ops {
 	/* Whether an asynchronous acquire holds l (l->mu held). */
 	bool (*holds_async)(zkl_lock *l);
 	int (*participants)(zkl_lock *l, zkl_participant **out, size_t *count);
+	/* Optional: the calling thread's hold (l->mu held), or NULL; kinds with one holder
+	 * at a time that have it can track how their holders leave (previous.c). */
+	struct zkl_acq *(*own)(zkl_lock *l);
+	/* For a guarded transaction (txn.c): the node of the hold the verbs see (l->mu held:
+	 * once held, its path is settled), copied into buf; returns 1 if it is held, -1 if
+	 * it is lost and not yet released, 0 if there is none (or buf is too small). NULL:
+	 * the kind has no node of its own (a multi-lock). */
+	int (*hold_node)(zkl_lock *l, char *buf, size_t size);
+	/* Optional: releases the calling thread's hold (its last level) with mops[0..n) in
+	 * one transaction with the delete of its node (zkl__engine_release_txn(), whose
+	 * answer it passes on); ZKL_EBUSY for a hold entered more than once. */
+	int (*release_txn)(zkl_lock *l, const struct zkl_mop *mops, int n,
+	                   struct zkl_op **answer);
 	/* Optional: replaces the view's own node data (a multi-lock passes it on to its
 	 * members). */
 	int (*set_data)(zkl_lock *l, const void *data, size_t len);
@@ -62,6 +75,7 @@ struct zkl_lock {
 	unsigned reporting;             /* mu: zkl__lock_report_lost() calls under way */
 	struct zkl_lock_async *pending; /* mu: the asynchronous acquire under way */
 	bool calling;                   /* mu: its callback is running */
+	bool track;                     /* mu: zkl_lock_track_previous() */
 };
 
 /* An asynchronous acquire under way. A kind embeds it in what it allocates for one, so
@@ -136,6 +150,17 @@ void zkl__lock_listen(zkl_lock *l, struct zkl_lock_listener *w);
  * for a report under way on another thread; on l's event thread (in a callback) the
  * report under way, if any, skips w. */
 void zkl__lock_unlisten(zkl_lock *l, struct zkl_lock_listener *w);
+
+/* After a blocking acquire of l took the lock (no lock held): reads the note of how the
+ * holder before left and writes its own, if l tracks (zkl_lock_track_previous()). On
+ * failure the hold is given back and the reason returned. */
+int zkl__previous_at_grant(zkl_lock *l);
+
+/* Decides how the previous holder left (previous.c; pure): the note's data (NULL if
+ * there is none), the node the acquire last waited behind ("" if none), our own node's
+ * name; writes the previous holder's node name to who. */
+zkl_previous zkl__previous_decide(const char *note, size_t len, const char *pred,
+                                  const char *self, char *who, size_t size);
 
 /* Copies l's node data (l->mu held) for an acquisition to send. */
 int zkl__lock_data_copy(zkl_lock *l, struct zkl_data *out);

@@ -432,6 +432,32 @@ static int mutex_release(zkl_lock *lk)
 	return rc;
 }
 
+static int mutex_release_txn(zkl_lock *lk, const struct zkl_mop *mops, int n,
+                             struct zkl_op **answer)
+{
+	zkl_mutex *m = MUTEX(lk);
+	*answer = NULL;
+	pthread_mutex_lock(lk->mu);
+	struct zkl_acq **pp = find_own(m);
+	if (!pp)
+		pp = find_async(m);
+	if (!pp) {
+		pthread_mutex_unlock(lk->mu);
+		return zkl__fail(ZKL_ENOTHELD, "the calling thread does not hold %s", lk->path);
+	}
+	struct zkl_acq *l = *pp;
+	if (l->count > 1) {
+		pthread_mutex_unlock(lk->mu);
+		return zkl__fail(ZKL_EBUSY, "%s is held %d times over: release the inner levels "
+		                 "first", lk->path, l->count);
+	}
+	*pp = l->next; /* as mutex_release() */
+	pthread_mutex_unlock(lk->mu);
+	int rc = zkl__engine_release_txn(lk->c, &l->node, mops, n, answer);
+	free(l);
+	return rc;
+}
+
 /* The hold the verbs see (mu held): the calling thread's, else the asynchronous one. */
 static struct zkl_acq *current(zkl_mutex *m)
 {
@@ -490,6 +516,21 @@ static const char *mutex_node(zkl_lock *lk)
 	return other;
 }
 
+static struct zkl_acq *mutex_own(zkl_lock *lk)
+{
+	struct zkl_acq **pp = find_own(MUTEX(lk));
+	return pp ? *pp : NULL;
+}
+
+static int mutex_hold_node(zkl_lock *lk, char *buf, size_t size)
+{
+	const struct zkl_acq *l = current(MUTEX(lk));
+	if (!l || !l->node.path || strlen(l->node.path) >= size)
+		return 0;
+	strcpy(buf, l->node.path);
+	return zkl__hold_lost(l->node.hold) ? -1 : 1;
+}
+
 static bool mutex_holds_async(zkl_lock *lk)
 {
 	return find_async(MUTEX(lk)) != NULL;
@@ -515,8 +556,11 @@ static const struct zkl_lock_ops mutex_ops = {
 	.is_held = mutex_is_held,
 	.token = mutex_token,
 	.node = mutex_node,
+	.hold_node = mutex_hold_node,
+	.release_txn = mutex_release_txn,
 	.holds_async = mutex_holds_async,
 	.participants = mutex_participants,
+	.own = mutex_own,
 };
 
 int zkl_mutex_set_naming(zkl_mutex *m, zkl_naming naming)

@@ -96,6 +96,24 @@ int zkl__node_put(zkl_client *c, const char *path, const void *data, int len, co
 	return zkl__fail(rc, "%s", saved);
 }
 
+int zkl__record_folders(zkl_client *c, const char *path)
+{
+	size_t levels = 0;
+	for (const char *p = path; *p; p++)
+		levels += *p == '/';
+	char **made = calloc(levels, sizeof *made);
+	if (!made)
+		return zkl__fail(ZKL_ENOMEM, "out of memory");
+	size_t nmade = 0;
+	int zrc = folders_make(c, path, made, &nmade);
+	for (size_t i = 0; i < nmade; i++)
+		free(made[i]);
+	free(made);
+	if (zrc == ZOK)
+		return 0;
+	return zrc < -1000 ? zrc : zkl__fail_zk(zrc, "cannot make the folders of", path);
+}
+
 int zkl__node_get(zkl_client *c, const char *path, const char *what, struct zkl_op **op)
 {
 	struct zkl_req r = {.kind = ZKL_OP_GET, .path = path};

@@ -522,6 +522,15 @@ static const char *semaphore_view_node(zkl_lock *lk)
 	return other;
 }
 
+static int semaphore_view_hold_node(zkl_lock *lk, char *buf, size_t size)
+{
+	const zkl_lease *l = SEM(lk)->view;
+	if (!l || !l->held || !l->path || strlen(l->path) >= size)
+		return 0;
+	strcpy(buf, l->path);
+	return zkl__hold_lost(l->node.hold) ? -1 : 1;
+}
+
 /* Asked on the loop by zkl__lock_async_claim(), without mu: a count, kept as leases an
  * asynchronous acquire took enter and leave the view. */
 static bool semaphore_view_holds_async(zkl_lock *lk)
@@ -554,6 +563,7 @@ static const struct zkl_lock_ops semaphore_ops = {
 	.is_held = semaphore_view_is_held,
 	.token = semaphore_view_token,
 	.node = semaphore_view_node,
+	.hold_node = semaphore_view_hold_node,
 	.holds_async = semaphore_view_holds_async,
 	.participants = semaphore_participants,
 };

@@ -153,6 +153,158 @@ ZKL_API const char *zkl_lock_path(const zkl_lock *l);
  * "leader", "selector" or "multilock" (static). NULL for NULL. */
 ZKL_API const char *zkl_lock_kind(const zkl_lock *l);
 
+/* How the holder before this one left its lock (zkl_lock_previous()). */
+typedef enum {
+	ZKL_PREVIOUS_NONE = 0,     /* no holder before this one is known to the lock */
+	ZKL_PREVIOUS_RELEASED = 1, /* it released the lock, leaving a note in the same
+	                            * transaction as the delete of its node */
+	ZKL_PREVIOUS_VANISHED = 2, /* its node went without a note: its session ended (a
+	                            * crash, an expiry), or a library that leaves no note
+	                            * (Curator, kazoo) or a zklocks handle not tracking
+	                            * released it. Not proof that it died. */
+} zkl_previous;
+
+/* Makes l keep track of how its holders leave (true), from its next acquire on: each
+ * acquire that takes the lock (not a re-entry) reads the note "<path>.previous", a
+ * persistent node beside the lock, and writes its own ("held <node>") there; each
+ * release writes "released <node>" in the same transaction as the delete of its node.
+ * The note node stays after the lock is free (a lock folder is reaped by the server
+ * once empty, and a note in it would go between runs); zkl_record_delete() removes it.
+ * Only for locks with one holder at a time: a mutex, the write half of a read-write lock
+ * (else ZKL_EINVAL). Only blocking acquires (zkl_lock_acquire()) read and write the
+ * note: an asynchronous acquire of a tracking handle fails with ZKL_ENOTSUP. An acquire
+ * that takes the lock but cannot read or write the note gives it back and fails with
+ * the reason. Returns 0, ZKL_EINVAL. */
+ZKL_API int zkl_lock_track_previous(zkl_lock *l, bool on);
+
+/* How the holder before the calling thread's hold of l left (*how), and the name of its
+ * node (node, size bytes; "" for ZKL_PREVIOUS_NONE): ZKL_PREVIOUS_RELEASED when the
+ * note names the node this acquire last waited behind, or, if it waited behind none,
+ * when the note says the last holder released; ZKL_PREVIOUS_VANISHED when the node it
+ * waited behind left no note, or the note still says "held" by another node;
+ * ZKL_PREVIOUS_NONE when it waited behind no node and there is no note. A holder of a
+ * library that leaves no note, gone before this acquire queued, is not seen. Returns 0;
+ * ZKL_ENOTHELD (not held by the calling thread), ZKL_EINVAL (l, how or node NULL,
+ * size 0, or l does not track: zkl_lock_track_previous()). A node name too long for
+ * node is cut short. No round trip: the answer was read at the acquire. */
+ZKL_API int zkl_lock_previous(zkl_lock *l, zkl_previous *how, char *node, size_t size);
+
+/* "none", "released", "vanished"; NULL for a value out of range. */
+ZKL_API const char *zkl_previous_name(zkl_previous how);
+/* ---- Writes that only a holder can make ----
+ *
+ * A guarded transaction commits the caller's ZooKeeper operations together with a check
+ * that this hold's own node still exists, in one ZooKeeper multi: the server applies all
+ * of them or none, so a holder whose lock is gone (its session expired while it was
+ * paused, its node deleted) cannot land a write after the next holder started, whatever
+ * its own clock says. It guards writes to ZooKeeper only; for anything else hand the
+ * fencing token (zkl_lock_token()) to the resource. GUIDE.md, "Writes that only a holder
+ * can make". */
+
+/* What an operation of a transaction does. */
+typedef enum zkl_txn_kind {
+	ZKL_TXN_CREATE = 1, /* makes a node at path with data (flags: ZKL_TXN_EPHEMERAL...) */
+	ZKL_TXN_SET,        /* writes path's data, if its version is version (-1: any) */
+	ZKL_TXN_DELETE,     /* deletes the node at path (no children), at version (-1: any) */
+	ZKL_TXN_CHECK,      /* changes nothing: path must exist, at version (-1: any) */
+} zkl_txn_kind;
+
+/* The kind of node a create makes: persistent (0), or these, or'ed. An ephemeral node is
+ * the session's: it goes when the client's session ends. */
+#define ZKL_TXN_EPHEMERAL 1u
+#define ZKL_TXN_SEQUENTIAL 2u /* a sequence number is added to path (result's path) */
+
+/* The most operations a transaction takes (the check of the hold's node not counted). */
+#define ZKL_TXN_MAX 64
+
+/* One operation. Fields a kind does not use are ignored. */
+typedef struct zkl_txn_op {
+	zkl_txn_kind kind;
+	const char *path;   /* absolute */
+	const void *data;   /* CREATE, SET: len bytes (NULL with len 0: none) */
+	size_t len;         /* at most ZKL_RECORD_MAX (<zklocks/record.h>), 1,047,552 */
+	int version;        /* SET, DELETE, CHECK: the version the node must have, -1: any */
+	unsigned flags;     /* CREATE: ZKL_TXN_EPHEMERAL, ZKL_TXN_SEQUENTIAL */
+} zkl_txn_op;
+
+/* What became of one operation. */
+typedef struct zkl_txn_result {
+	/* 0: applied. Else not applied: the code of the operation that failed for it, and
+	 * ZKL_ECANCELED for every other (none is applied when one fails); the transaction's
+	 * own code for all of them when it failed as a whole (ZKL_ELOST, ZKL_ECONNLOSS...). */
+	int rc;
+	/* ZooKeeper's own code for it (zkl_errname() names it): ZOK, ZNONODE, ZNODEEXISTS,
+	 * ZBADVERSION, ZNOTEMPTY, ZNOAUTH..., ZRUNTIMEINCONSISTENCY for one that was not
+	 * applied because another failed; the request's (ZCONNECTIONLOSS...) when the
+	 * server did not answer it; 0 when it was never sent. */
+	int zk_rc;
+	int32_t version;    /* SET, applied: the node's data version after it */
+	char path[ZKL_NODE_MAX]; /* CREATE, applied: the node made; else "" */
+} zkl_txn_result;
+
+/* Commits ops[0..n) all or none, together with a check that the hold l has now (as
+ * zkl_lock_is_held() sees it: for a mutex or a half, the calling thread's or the
+ * asynchronous acquire's; for a semaphore, the lease taken last) still has its node, on
+ * the client's session (its own or an adopted one). results, if not NULL, gets n results.
+ * Returns 0 when every operation was applied. Else nothing was applied, and it returns:
+ * ZKL_ELOST: the hold's node is gone, or its session (the hold is then lost and reported
+ * as any loss is: the lost callback, the observer's event, zkl_lock_is_held() false);
+ * ZKL_ENOTHELD: l is not held here, or its release came first (a release racing the
+ * transaction from another thread either comes after it, and the transaction is applied,
+ * or before, and it is refused so); for an operation of ops that failed, its code (the
+ * result's rc; zk_rc says which ZooKeeper answer, zkl_last_error() names the operation,
+ * its index and its path): ZKL_EZK (a node there or not there, a version that differs, a
+ * delete of a node with children...), ZKL_EACL, ZKL_EINVAL; ZKL_ECONNLOSS: the
+ * connection went before the answer: it may or may not have been applied (read back
+ * what it wrote before writing again); ZKL_EINVAL: bad arguments (l, ops or a path NULL
+ * or not valid, n 0 or above ZKL_TXN_MAX, an unknown kind or flag, data NULL with a
+ * length, a version below -1, more bytes than a server reads in one request);
+ * ZKL_ENOTSUP: a multi-lock's view (each member has its own node: guard with a member);
+ * ZKL_EDEADLK on a thread that runs the client's loop; ZKL_ECLOSED; ZKL_ENOMEM. */
+ZKL_API int zkl_lock_txn(zkl_lock *l, const zkl_txn_op *ops, size_t n,
+                         zkl_txn_result *results);
+
+/* Called once when an asynchronous transaction ends, on the client's event thread with
+ * no zklocks lock held: rc as zkl_lock_txn() returns it (zkl_last_error() set), and the
+ * n results, valid during the call. */
+typedef void (*zkl_txn_fn)(zkl_lock *l, int rc, const zkl_txn_result *results, size_t n,
+                           void *data);
+
+/* The same, returning at once: 0, and then fn runs exactly once; or an error of the
+ * arguments or of the hold (as zkl_lock_txn() answers before it sends anything), and fn
+ * never runs. ops and their data are copied. The hold must stay held until fn runs, or
+ * fn is told ZKL_ENOTHELD or ZKL_ELOST; freeing l's handle before fn runs is not
+ * allowed. */
+ZKL_API int zkl_lock_txn_async(zkl_lock *l, const zkl_txn_op *ops, size_t n, zkl_txn_fn fn,
+                               void *data);
+
+/* A transaction of one operation: writes len bytes of data to the node at path, which
+ * must exist (any version). Returns as zkl_lock_txn(). */
+ZKL_API int zkl_lock_guarded_set(zkl_lock *l, const char *path, const void *data, size_t len);
+
+/* A transaction of one operation: makes a persistent node at path with len bytes of
+ * data (its parent must exist). Returns as zkl_lock_txn(): ZKL_EZK with zk_rc ZNODEEXISTS
+ * if it is there already. */
+ZKL_API int zkl_lock_guarded_create(zkl_lock *l, const char *path, const void *data,
+                                    size_t len);
+
+/* Releases l (the calling thread's hold, or the asynchronous one) with ops[0..n) in one
+ * transaction with the delete of its node (and, if l tracks its holders, the note that
+ * it released: zkl_lock_track_previous()): the operations are applied only if the node
+ * is still there, and the lock is never seen free before they are. A job that records
+ * its run and frees its lock in one step, so that no reader finds the lock free and the
+ * record old. For a mutex and the halves of a read-write lock (else ZKL_ENOTSUP). The
+ * hold ends whatever the answer, as zkl_lock_release() ends it. Returns 0 (applied and
+ * released); ZKL_ELOST (the node or its session is gone: nothing applied; the loss is
+ * reported as any is); an operation's failure, as zkl_lock_txn() reports it (nothing
+ * applied; the node is then deleted alone); ZKL_ECONNLOSS (the connection went with the
+ * transaction out: it may or may not have been applied; the lock is released either
+ * way); ZKL_EBUSY (held more than once by re-entry: release the inner levels first;
+ * nothing is done); ZKL_ENOTHELD, ZKL_EINVAL, ZKL_EDEADLK (on a thread that runs the
+ * client's loop), ZKL_ECLOSED, ZKL_ENOMEM as zkl_lock_txn(). */
+ZKL_API int zkl_lock_release_txn(zkl_lock *l, const zkl_txn_op *ops, size_t n,
+                                 zkl_txn_result *results);
+
 ZKL_END_DECLS
 
 #endif

@@ -14,6 +14,7 @@
 #define ZKLOCKS_RECORD_H
 
 #include <zklocks/common.h>
+#include <zklocks/lock.h>
 
 ZKL_BEGIN_DECLS
 
@@ -35,6 +36,17 @@ ZKL_API int zkl_record_get(zkl_client *c, const char *path, char **data, size_t 
  * ZKL_RECORD_MAX); ZKL_EACL; ZKL_ECONNLOSS (the write may or may not have been applied:
  * write again); ZKL_ECLOSED; ZKL_ENOMEM; ZKL_EZK. */
 ZKL_API int zkl_record_set(zkl_client *c, const char *path, const void *data, size_t len);
+
+/* zkl_record_set(), guarded by the hold l (<zklocks/lock.h>, zkl_lock_txn()): the
+ * record is written (set, or created if missing) only while l's node exists, in one
+ * ZooKeeper transaction with the check of that node, so a holder whose lock is gone
+ * never writes it. Missing parent folders are made first, unguarded (containers: empty,
+ * the server removes them). Returns 0; ZKL_ELOST (l's node or session is gone: the
+ * record is not written, and the loss is reported as any is); ZKL_ENOTHELD (l is not
+ * held here); ZKL_EINVAL, ZKL_EACL, ZKL_ECONNLOSS (it may or may not have been written),
+ * ZKL_EDEADLK, ZKL_ECLOSED, ZKL_ENOMEM, ZKL_EZK, ZKL_ENOTSUP as zkl_lock_txn(). */
+ZKL_API int zkl_record_set_guarded(zkl_lock *l, const char *path, const void *data,
+                                   size_t len);
 
 /* Deletes the record at path (whatever its version). Returns 0; ZKL_ENOTHELD if there is
  * no node at path; ZKL_EINVAL (bad path, or a node with children: not a record);

@@ -538,6 +538,47 @@ public:
 		return std::string(buf, static_cast<std::size_t>(n));
 	}
 
+	/* ---- writes that only a holder can make ---- */
+
+	/* Commits ops all or none, together with a check that this hold's node still exists
+	 * (zkl_lock_txn()), and returns their results. Throws the transaction's code:
+	 * ZKL_ELOST (the hold is gone; it is reported lost as any loss), ZKL_ENOTHELD, the
+	 * failing operation's (ZKL_EZK...: the detail names it), ZKL_ECONNLOSS... */
+	std::vector<zkl_txn_result> txn(const std::vector<zkl_txn_op> &ops)
+	{
+		std::vector<zkl_txn_result> results(ops.size());
+		check(zkl_lock_txn(view_, ops.data(), ops.size(), results.data()));
+		return results;
+	}
+
+	/* The same, without throwing: the code, and the results in results (resized). */
+	int txn(const std::vector<zkl_txn_op> &ops, std::vector<zkl_txn_result> &results,
+	        std::nothrow_t)
+	{
+		results.resize(ops.size());
+		return zkl_lock_txn(view_, ops.data(), ops.size(), results.data());
+	}
+
+	/* Writes data to the node at path, only while this hold's node exists
+	 * (zkl_lock_guarded_set()). Throws as txn(). */
+	void guarded_set(const std::string &path, std::string_view data)
+	{
+		check(zkl_lock_guarded_set(view_, path.c_str(), data.data(), data.size()));
+	}
+
+	/* Makes a persistent node at path with data, only while this hold's node exists
+	 * (zkl_lock_guarded_create()). Throws as txn(). */
+	void guarded_create(const std::string &path, std::string_view data)
+	{
+		check(zkl_lock_guarded_create(view_, path.c_str(), data.data(), data.size()));
+	}
+
+	/* Writes the record at path (zkl_record_set_guarded()). Throws as txn(). */
+	void record_set_guarded(const std::string &path, std::string_view data)
+	{
+		check(zkl_record_set_guarded(view_, path.c_str(), data.data(), data.size()));
+	}
+
 	/* ---- settings ---- */
 
 	/* Sets the function called once when a hold is lost (its session expired, or could

@@ -114,7 +114,18 @@ struct zkl_watch {
 };
 
 enum zkl_op_kind { ZKL_OP_CREATE, ZKL_OP_DELETE, ZKL_OP_CHILDREN, ZKL_OP_GET, ZKL_OP_EXISTS, ZKL_OP_SET,
-                   ZKL_OP_SYNC, ZKL_OP_CHECK };
+                   ZKL_OP_SYNC, ZKL_OP_CHECK, ZKL_OP_MULTI };
+
+/* One operation of a multi (ZKL_OP_MULTI), all of whose operations commit or none:
+ * type is the C client's ZOO_CREATE_OP, ZOO_SETDATA_OP, ZOO_DELETE_OP or ZOO_CHECK_OP. */
+struct zkl_mop {
+	int type;
+	const char *path;
+	const void *data;   /* create, set: len bytes (NULL: none) */
+	int len;
+	int version;        /* set, delete, check: -1 for any */
+	int mode;           /* create: ZOO_PERSISTENT, ZOO_EPHEMERAL... */
+};
 
 /* What the loop is told from other threads: a completion or a watch event from the C
  * client's completion thread, or an application thread's call, queued in the client's
@@ -155,6 +166,12 @@ struct zkl_op {
 	char **names;              /* CHILDREN */
 	int count;
 	struct zkl_watch *watch;   /* GET/CHILDREN with a watch: dropped if not registered */
+	/* MULTI: its operations' results (the C client writes them before the completion),
+	 * where each create writes the node it made, and each set the node's stat. */
+	int nmops;
+	zoo_op_result_t *results;
+	char **made;
+	struct Stat *stats;
 	/* A create abandoned before it completed: the completion queues the cleanup. */
 	char *cleanup_parent;
 	char uuid[ZKL_UUID_LEN + 1];
@@ -460,6 +477,13 @@ struct zkl_op *zkl__op_set(zkl_client *c, struct zkl_waiter *w, const char *path
  * the server alone, even one cut off from the leader). */
 struct zkl_op *zkl__op_sync(zkl_client *c, struct zkl_waiter *w, const char *path, int *err);
 struct zkl_op *zkl__op_check(zkl_client *c, struct zkl_waiter *w, const char *path, int *err);
+/* A multi of mops[0..n), committed all or none (zk.h's multi). Once done, op->rc is ZOK
+ * or the failing operation's error (or the request's own: connection loss...), and, if
+ * the server answered, op->results[i].err each operation's; a create's node is in
+ * op->made[i], a set's stat in op->stats[i], when op->rc is ZOK. Refused before it is
+ * sent (ZKL_EINVAL, with a detail) if it is longer than the servers read. */
+struct zkl_op *zkl__op_multi(zkl_client *c, struct zkl_waiter *w, const struct zkl_mop *mops,
+                            int n, int *err);
 /* One request, run to its answer by zkl__request(). */
 struct zkl_req {
 	enum zkl_op_kind kind;
@@ -472,6 +496,8 @@ struct zkl_req {
 	struct zkl_watch *watch; /* GET, EXISTS, CHILDREN: armed with the request */
 	bool unbound;       /* zkl__ops_send_locked: bound to no waiter (its answer alone
 	                     * wakes nobody: the next one's, which comes after it, does) */
+	const struct zkl_mop *mops; /* MULTI: nmops operations, committed all or none */
+	int nmops;
 };
 /* Sends r now, bound to w (mu NOT held): the loop's way to send one request. Returns
  * the op, or NULL with *err set. */

@@ -78,7 +78,7 @@ static bool op_proves(const struct zkl_op *op, int rc)
 	if (rc != ZOK)
 		return false;
 	return op->kind == ZKL_OP_CREATE || op->kind == ZKL_OP_DELETE || op->kind == ZKL_OP_SET ||
-	       op->kind == ZKL_OP_CHECK;
+	       op->kind == ZKL_OP_CHECK || op->kind == ZKL_OP_MULTI;
 }
 
 /* Frees op (mu held), and its session if that is closed and op was its last request. */
@@ -94,6 +94,11 @@ static void op_free(struct zkl_op *op)
 		free(op->names);
 	}
 	free(op->cleanup_parent);
+	for (int i = 0; op->made && i < op->nmops; i++)
+		free(op->made[i]);
+	free(op->made);
+	free(op->results);
+	free(op->stats);
 	free(op);
 }
 
@@ -456,6 +461,85 @@ struct zkl_op *zkl__op_check(zkl_client *c, struct zkl_waiter *w, const char *pa
 	return op;
 }
 
+struct zkl_op *zkl__op_multi(zkl_client *c, struct zkl_waiter *w, const struct zkl_mop *mops,
+                            int n, int *err)
+{
+	/* The whole multi is one request: the servers read it only if it fits. */
+	int64_t size = 8;
+	for (int i = 0; i < n; i++) {
+		const struct zkl_mop *m = &mops[i];
+		size += 12; /* the operation's header */
+		if (m->type == ZOO_CREATE_OP || m->type == ZOO_SETDATA_OP)
+			size += zkl__request_size(c, m->type == ZOO_CREATE_OP ? ZKL_OP_CREATE
+			                                                      : ZKL_OP_SET,
+			                          strlen(m->path), m->data ? m->len : -1);
+		else
+			size += 8 + (int64_t)strlen(m->path);
+	}
+	if (size > c->max_request) {
+		*err = zkl__fail(ZKL_EINVAL, "a transaction of %lld bytes, more than the %d a server "
+		                 "reads in one request (its jute.maxbuffer; the client's "
+		                 "max_request option), refused before sending", (long long)size,
+		                 c->max_request);
+		return NULL;
+	}
+	zoo_op_t *zops = calloc((size_t)n + 1, sizeof *zops);
+	zoo_op_result_t *results = calloc((size_t)n + 1, sizeof *results);
+	char **made = calloc((size_t)n + 1, sizeof *made);
+	struct Stat *stats = calloc((size_t)n + 1, sizeof *stats);
+	bool ok = zops && results && made && stats;
+	for (int i = 0; ok && i < n; i++) {
+		const struct zkl_mop *m = &mops[i];
+		const int len = m->data ? m->len : -1;
+		switch (m->type) {
+		case ZOO_CREATE_OP: {
+			/* The name made: the path, and a sequence number of 10 digits. */
+			const size_t size = strlen(m->path) + 16;
+			if (!(made[i] = malloc(size))) {
+				ok = false;
+				break;
+			}
+			made[i][0] = '\0';
+			zoo_create_op_init(&zops[i], m->path, m->data, len, c->acl, m->mode, made[i],
+			                   (int)size);
+			break;
+		}
+		case ZOO_SETDATA_OP:
+			zoo_set_op_init(&zops[i], m->path, m->data, len, m->version, &stats[i]);
+			break;
+		case ZOO_DELETE_OP:
+			zoo_delete_op_init(&zops[i], m->path, m->version);
+			break;
+		default:
+			zoo_check_op_init(&zops[i], m->path, m->version);
+			break;
+		}
+	}
+	struct zkl_op *op = ok ? op_begin(c, w, ZKL_OP_MULTI, err) : NULL;
+	if (!op) {
+		if (!ok)
+			*err = zkl__fail(ZKL_ENOMEM, "out of memory");
+		for (int i = 0; made && i < n; i++)
+			free(made[i]);
+		free(made);
+		free(results);
+		free(stats);
+		free(zops);
+		return NULL;
+	}
+	op->nmops = n;
+	op->results = results;
+	op->made = made;
+	op->stats = stats;
+	/* The C client reads zops during the call; the results, names and stats stay with
+	 * op until its completion has run. */
+	int rc = c->zk->multi(op->s->zh, n, zops, results, void_done, op);
+	free(zops);
+	if (rc != ZOK)
+		op_refused(c, op, rc);
+	return op;
+}
+
 void zkl__op_put(zkl_client *c, struct zkl_op *op)
 {
 	(void)c;
@@ -486,6 +570,8 @@ struct zkl_op *zkl__op_send(zkl_client *c, struct zkl_waiter *w, const struct zk
 		return zkl__op_sync(c, w, r->path, err);
 	case ZKL_OP_CHECK:
 		return zkl__op_check(c, w, r->path, err);
+	case ZKL_OP_MULTI:
+		return zkl__op_multi(c, w, r->mops, r->nmops, err);
 	}
 	*err = zkl__fail(ZKL_EINVAL, "unknown request");
 	return NULL;

@@ -336,6 +336,12 @@ static int zk_check(zhandle_t *zh, const char *path, void_completion_t done, con
 	return rc;
 }
 
+static int zk_multi(zhandle_t *zh, int count, const zoo_op_t *ops, zoo_op_result_t *results,
+                    void_completion_t done, const void *arg)
+{
+	return zoo_amulti(zh, count, ops, results, done, arg);
+}
+
 static watcher_fn zk_set_watcher(zhandle_t *zh, watcher_fn fn)
 {
 	return zoo_set_watcher(zh, fn);
@@ -371,6 +377,7 @@ const struct zkl_zk_ops zkl_zk_client = {
 	.set = zk_set,
 	.sync = zk_sync,
 	.check = zk_check,
+	.multi = zk_multi,
 	.set_watcher = zk_set_watcher,
 	.connected = zk_connected,
 	.remove_watch = zk_remove_watch,

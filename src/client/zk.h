@@ -89,6 +89,21 @@ struct zkl_zk_ops {
 	 * off from the others still answers syncs and reads until syncLimit passes, while
 	 * the others may already have a new leader, but it commits nothing. */
 	int (*check)(zhandle_t *zh, const char *path, void_completion_t done, const void *arg);
+	/* count operations (zoo_create_op_init ... zoo_check_op_init) committed as one write,
+	 * all or none, in order: a later op sees what an earlier one did. ops is read during
+	 * the call; results (count of them), and the buffers a create's buf and a set's stat
+	 * point to, must live until the completion. Once the server answered, each result
+	 * has its err: all ZOK when the multi committed; else ZOK for the ops before the
+	 * first that failed, that op's own error, ZRUNTIMEINCONSISTENCY for those after, and
+	 * nothing was applied. A committed create's result names the node made in its buf
+	 * (value, cut to buflen), a committed set's the node's new stat; of a failed multi a
+	 * create's value is NULL, a failed set's stat NULL, and a passed set's stat is not to
+	 * be read. The completion's rc is ZOK or the failing op's error; any other rc
+	 * (ZCONNECTIONLOSS, ZSESSIONEXPIRED, ZCLOSING...) is the request's own, and then no
+	 * result's err is set (after a connection loss it may have been applied, or not).
+	 * tests/unit/multi-cases.h holds the server, fakezk and the simulator to this. */
+	int (*multi)(zhandle_t *zh, int count, const zoo_op_t *ops, zoo_op_result_t *results,
+	             void_completion_t done, const void *arg);
 
 	/* For a handle the application made (zkl_client_adopt); NULL where there is none.
 	 * set_watcher puts fn in the handle's global watcher's place and returns the one it

@@ -542,6 +542,8 @@ static int on_list(zkl_client *c, struct zkl_acquisition *a)
 	a->watch_folder = folder;
 	a->listed = n;
 	char *target = folder ? strdup(q->path) : zkl__path_join(q->path, queue[watch].name);
+	if (!folder)
+		snprintf(node->pred, sizeof node->pred, "%s", queue[watch].name);
 	free(queue);
 	zkl__names_free(names, count);
 	if (a->try_once) {
@@ -796,6 +798,7 @@ static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
 	}
 	a->q = q;
 	a->node = node;
+	node->pred[0] = 0;
 	a->st = A_TOP;
 	a->try_once = timeout_ms == 0;
 	a->since = q->since ? q->since : zkl__now_ms();

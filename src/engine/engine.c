@@ -67,6 +67,7 @@ void zkl__node_known(const struct zkl_queue *q, struct zkl_node *node)
 
 void zkl__node_clear(struct zkl_node *node)
 {
+	free(node->note);
 	free(node->path);
 	memset(node, 0, sizeof *node);
 }
@@ -137,6 +138,13 @@ const char *zkl__basename(const char *path)
 struct delete_job {
 	struct zkl_job job;            /* first */
 	struct zkl_node *node;         /* the caller's */
+	/* A release with the caller's operations (zkl__engine_release_txn): they go in one
+	 * transaction with the delete (and the note); dropped once they failed. */
+	const struct zkl_mop *subs;
+	int nsubs;
+	struct zkl_op *answer;         /* the transaction's answer, kept for the caller */
+	int failed;                    /* what the caller is told once the node is gone */
+	bool unsure;                   /* a transaction went out and its answer was lost */
 	struct zkl_op *op;             /* the delete out */
 	int64_t until;                 /* its answer's deadline */
 	bool reconnect;                /* waiting for the connection after a loss */
@@ -173,8 +181,31 @@ static int delete_step(zkl_client *c, struct zkl_job *j)
 			d->reconnect = false;
 		}
 		if (!d->op) {
+			/* The caller's operations, then the delete, then a tracking hold's note,
+			 * all in one transaction. */
+			char note[128];
+			int n = node->note ? snprintf(note, sizeof note, "released %s",
+			                              zkl__basename(node->path)) : 0;
+			const bool noted = node->note && n > 0 && (size_t)n < sizeof note;
+			const int total = d->nsubs + 1 + noted;
+			struct zkl_mop *subs = calloc((size_t)total, sizeof *subs);
+			if (!subs) {
+				zkl__task_delete(c, node->path, node->gen);
+				return zkl__fail(ZKL_ENOMEM, "out of memory");
+			}
+			for (int i = 0; i < d->nsubs; i++)
+				subs[i] = d->subs[i];
+			subs[d->nsubs] = (struct zkl_mop){.type = ZOO_DELETE_OP, .path = node->path,
+			                                  .version = -1};
+			if (noted)
+				subs[d->nsubs + 1] = (struct zkl_mop){.type = ZOO_SETDATA_OP,
+				                                      .path = node->note, .data = note,
+				                                      .len = n, .version = -1};
+			const struct zkl_req multi = {.kind = ZKL_OP_MULTI, .mops = subs,
+			                              .nmops = total};
 			const struct zkl_req del = {.kind = ZKL_OP_DELETE, .path = node->path};
-			int rc = zkl__job_send(c, j, &del, &d->op);
+			int rc = zkl__job_send(c, j, total > 1 ? &multi : &del, &d->op);
+			free(subs);
 			if (rc != 0) {
 				zkl__task_delete(c, node->path, node->gen);
 				return rc;
@@ -187,16 +218,59 @@ static int delete_step(zkl_client *c, struct zkl_job *j)
 		if (rc == ZKL_JOB_WAIT)
 			return rc;
 		const int zrc = rc == 0 ? d->op->rc : ZOPERATIONTIMEOUT;
-		zkl__op_put(c, d->op);
+		/* Which operation of a transaction failed: the caller's (< nsubs), the delete
+		 * (nsubs), the note (nsubs + 1). */
+		int at = -1;
+		if (zrc != ZOK && d->op->kind == ZKL_OP_MULTI && zkl__zk_answered(zrc)) {
+			for (int i = 0; i < d->op->nmops && at < 0; i++)
+				if (d->op->results[i].err != ZOK)
+					at = i;
+		}
+		if (d->nsubs && d->op->kind == ZKL_OP_MULTI && (zrc == ZOK || at >= 0)) {
+			if (d->answer)
+				zkl__op_put(c, d->answer);
+			d->answer = d->op; /* the caller reads the results */
+		} else {
+			zkl__op_put(c, d->op);
+		}
 		d->op = NULL;
-		if (zrc == ZOK || zrc == ZNONODE)
-			return 0;
+		if (at >= 0 && at == d->nsubs + 1) {
+			/* Refused for its note alone (deleted meanwhile): again, without one. */
+			free(node->note);
+			node->note = NULL;
+			continue;
+		}
+		if (at >= 0 && at < d->nsubs) {
+			/* The caller's operations failed, and nothing was applied; or, after an
+			 * answer lost, they may have been applied by the first transaction. The
+			 * node goes anyway, alone. */
+			d->failed = d->unsure ? zkl__fail(ZKL_ECONNLOSS, "the connection was lost "
+			                                  "with the transaction out; it may or may not "
+			                                  "have been applied")
+			                      : zkl__fail_zk(d->answer->results[at].err,
+			                                     "operation of the release's transaction "
+			                                     "failed at", d->subs[at].path);
+			d->subs = NULL;
+			d->nsubs = 0;
+			continue;
+		}
+		if (zrc == ZNONODE && d->nsubs && !d->unsure)
+			return zkl__fail(ZKL_ELOST, "the node %s is gone: the lock was lost, and "
+			                 "nothing of the transaction was applied", node->path);
+		if (zrc == ZOK || zrc == ZNONODE) {
+			if (zrc == ZNONODE && d->nsubs)
+				return zkl__fail(ZKL_ECONNLOSS, "the connection was lost with the "
+				                 "transaction out; it may or may not have been applied");
+			return d->failed;
+		}
 		if (zkl__zk_session_gone(zrc))
 			return gone_with_session(node);
 		if (!zkl__zk_transient(zrc)) {
 			zkl__log(c, ZKL_LOG_ERROR, "cannot delete %s: %s", node->path, zerror(zrc));
 			return zkl__fail_zk(zrc, "cannot delete", node->path);
 		}
+		if (d->nsubs)
+			d->unsure = true;
 		d->reconnect = true;
 	}
 }
@@ -224,6 +298,8 @@ static int release_decide(zkl_client *c, struct zkl_node *node, bool on_loop)
 	int rc = 0;
 	if (node->gen != c->gen)
 		rc = gone_with_session(node);
+	else if (node->note && !on_loop)
+		return ZKL_JOB_WAIT; /* its note goes in one transaction with the delete */
 	else if ((on_loop || !c->confirm_release) && c->sess->connected)
 		zkl__task_delete_now(c, node->path, node->gen);
 	else if (on_loop)
@@ -248,6 +324,23 @@ static int release_step(zkl_client *c, struct zkl_job *j)
 	return delete_step(c, j);
 }
 
+/* A release with a transaction: its delete always waits for the server. */
+static int release_txn_step(zkl_client *c, struct zkl_job *j)
+{
+	struct delete_job *d = (struct delete_job *)j;
+	if (!d->decided) {
+		d->decided = true;
+		if (!d->node->path)
+			return 0;
+		zkl__revwatch_remove(c, d->node->rev);
+		d->node->rev = NULL;
+		if (d->node->gen != c->gen)
+			return zkl__fail(ZKL_ELOST, "the session of %s is gone: the lock was lost, "
+			                 "and nothing of the transaction was applied", d->node->path);
+	}
+	return delete_step(c, j);
+}
+
 /* A release on a thread that runs the loop: the call runs at once, on this thread. */
 struct release_call {
 	struct zkl__call call;
@@ -266,7 +359,8 @@ static int release_node(zkl_client *c, struct zkl_node *node)
 {
 	/* The usual release, from an application's thread: its delete is sent from here,
 	 * without the client's mutex, and the loop takes it over. */
-	if (node->path && !node->rev && !c->confirm_release && !zkl__on_event_thread(c) &&
+	if (node->path && !node->rev && !node->note && !c->confirm_release &&
+	    !zkl__on_event_thread(c) &&
 	    zkl__task_delete_sent(c, node->path, node->gen)) {
 		node->path = NULL; /* the task's now */
 		zkl__node_clear(node);
@@ -282,6 +376,33 @@ static int release_node(zkl_client *c, struct zkl_node *node)
 	}
 	struct delete_job d = {.job = {.step = release_step, .drop = delete_drop}, .node = node};
 	return zkl__job_run(c, &d.job, NULL, "a release");
+}
+
+int zkl__engine_release_txn(zkl_client *c, struct zkl_node *node, const struct zkl_mop *subs,
+                           int n, struct zkl_op **answer)
+{
+	*answer = NULL;
+	struct zkl_hold *h = node->hold;
+	node->hold = NULL;
+	if (h)
+		atomic_store(&h->releasing, true); /* our delete is no loss (holdwatch.c) */
+	int rc = 0;
+	if (!node->path) {
+		rc = 0;
+	} else if (zkl__is_loop_thread(c)) {
+		rc = zkl__fail(ZKL_EDEADLK, "a release with a transaction waits for the server: "
+		               "not on a thread that runs the client's loop");
+		release_node(c, node);
+	} else {
+		struct delete_job d = {.job = {.step = release_txn_step, .drop = delete_drop},
+		                       .node = node, .subs = subs, .nsubs = n};
+		rc = zkl__job_run(c, &d.job, NULL, "a release");
+		*answer = d.answer;
+	}
+	if (h && zkl__hold_end(c, h, rc == ZKL_ELOST ? ZKL_HOLD_END_LOST : ZKL_HOLD_END) &&
+	    rc != ZKL_ELOST)
+		rc = zkl__fail(ZKL_ELOST, "the lock was lost before it was released");
+	return rc;
 }
 
 int zkl__engine_release(zkl_client *c, struct zkl_node *node)

@@ -37,6 +37,13 @@ struct zkl_node {
 	int64_t seq;
 	struct zkl_revwatch *rev;      /* revocation watch, while the node lives */
 	struct zkl_hold *hold;         /* made at the grant if the queue asked (on_lost) */
+	/* The name of the last node the acquisition waited behind ("" if it never waited
+	 * behind a node), cut short if longer: how its holder left is what
+	 * zkl_lock_previous() tells. */
+	char pred[96];
+	/* A note node whose data the release sets to "released <name>" in the same
+	 * transaction as the delete of the node (zkl_lock_track_previous()), or NULL. */
+	char *note;
 };
 
 /* What the engine needs to know about a queue. */
@@ -133,6 +140,14 @@ bool zkl__engine_grant_stands(zkl_client *c, const struct zkl_node *node);
  * Clears *node. On the client's loop (a callback) it never waits: the delete goes to the
  * background at once. */
 int zkl__engine_release(zkl_client *c, struct zkl_node *node);
+/* The same, with subs[0..n) in one transaction before the delete of
+ * the node (and its note), waiting for the server: 0 when all were applied; ZKL_ELOST
+ * (the node or its session is gone: nothing was applied); an operation's failure, after
+ * which the node is deleted alone; ZKL_ECONNLOSS (an answer was lost: applied or not).
+ * The hold ends whatever comes. *answer is the transaction's answered op, or NULL
+ * (release it with zkl__op_release()). From an application's thread only. */
+int zkl__engine_release_txn(zkl_client *c, struct zkl_node *node, const struct zkl_mop *subs,
+                           int n, struct zkl_op **answer);
 
 /* Deletes a node we hold in the background, without waiting (so also on the event
  * thread), ending its hold first: sent at once if connected, else when the session

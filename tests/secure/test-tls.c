@@ -130,6 +130,32 @@ static void test_contend(void **state)
 	zkl_client_close(b);
 }
 
+/* A guarded write over TLS: the multi with the check of the hold's node goes through
+ * the same secure session, and is refused once the hold is released. */
+static void test_guarded(void **state)
+{
+	(void)state;
+	const char *path = h_path("tls-guarded");
+	const char *rec = h_sub(h_path("tls-guarded-rec"), "r");
+	zkl_client *a = tls_client("client", ZKL_ACL_OPEN);
+	zkl_mutex *m;
+	CHECK_OK(zkl_mutex_new(&m, a, path));
+	zkl_lock *l = zkl_mutex_lock(m);
+	CHECK_OK(zkl_lock_acquire(l, 5000));
+	CHECK_OK(zkl_record_set_guarded(l, rec, "tls", 3));
+	char *data = NULL;
+	size_t len = 0;
+	CHECK_OK(zkl_record_get(a, rec, &data, &len, NULL));
+	assert_int_equal(len, 3);
+	assert_string_equal(data, "tls");
+	free(data);
+	CHECK_OK(zkl_lock_release(l));
+	CHECK_RC(ZKL_ENOTHELD, zkl_record_set_guarded(l, rec, "late", 4));
+	CHECK_OK(zkl_record_delete(a, rec));
+	zkl_mutex_free(m);
+	zkl_client_close(a);
+}
+
 /* The server requires a client certificate: without one the handshake is refused. */
 static void test_missing_client_cert(void **state)
 {
@@ -300,6 +326,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_features),
 		cmocka_unit_test(test_contend),
+		cmocka_unit_test(test_guarded),
 		cmocka_unit_test(test_missing_client_cert),
 		cmocka_unit_test(test_untrusted_client_cert),
 		cmocka_unit_test(test_untrusted_server),

@@ -548,6 +548,7 @@ bool ens_ready(const struct sess *s, const struct msg *m)
 	case OP_DELETE:
 	case OP_SET:
 	case OP_CHECK:
+	case OP_MULTI: /* one write, committed by a quorum as a whole */
 		return quorum(leader_of(i));
 	}
 	return false;
@@ -561,6 +562,7 @@ int64_t ens_extra_delay(const struct msg *m)
 	case OP_DELETE:
 	case OP_SET:
 	case OP_CHECK:
+	case OP_MULTI:
 		return delay();
 	default:
 		return 0;

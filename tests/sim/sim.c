@@ -56,7 +56,7 @@ static uint64_t rng_next(uint64_t *s)
 
 
 static const char *const op_names[] = { "create", "delete", "children", "get", "exists", "set",
-                                        "sync", "check" };
+                                        "sync", "check", "multi" };
 
 static const char *const kind_names[] = { "mutex", "read", "write", "semaphore",
                                           "semaphore-mutex", "leader", "multi-lock" };
@@ -157,6 +157,12 @@ int64_t clock_of(int k)
 /* ------------------------------------------------------------------------------------ */
 /* The tree */
 
+static void next_zxid(void)
+{
+	if (!W.in_multi)
+		W.zxid++;
+}
+
 static struct node *find(const char *path)
 {
 	for (struct node *n = W.nodes; n; n = n->next)
@@ -248,7 +254,7 @@ static int tree_create(const char *path, const char *data, int len, int mode, in
 		n->len = len;
 	}
 	n->container = mode == ZOO_CONTAINER;
-	W.zxid++;
+	next_zxid();
 	n->st.czxid = n->st.mzxid = n->st.pzxid = W.zxid;
 	n->st.ctime = n->st.mtime = W.now;
 	n->st.ephemeralOwner = (mode & ZOO_EPHEMERAL) ? owner : 0;
@@ -284,7 +290,7 @@ static int tree_delete(const char *path, int version, struct sess *self, struct 
 			break;
 		}
 	}
-	W.zxid++;
+	next_zxid();
 	if (p) {
 		p->st.cversion = (int32_t)((uint32_t)p->st.cversion + 1);
 		p->st.pzxid = W.zxid;
@@ -315,7 +321,7 @@ static int tree_set(const char *path, const char *data, int len, int version, st
 		memcpy(n->data, data, (size_t)len);
 		n->len = len;
 	}
-	W.zxid++;
+	next_zxid();
 	n->st.mzxid = W.zxid;
 	n->st.mtime = W.now;
 	n->st.version++;
@@ -323,6 +329,105 @@ static int tree_set(const char *path, const char *data, int len, int version, st
 	if (st)
 		*st = n->st;
 	fire(path, W_DATA, ZOO_CHANGED_EVENT, self, own);
+	return ZOK;
+}
+
+static int tree_check(const char *path, int version)
+{
+	struct node *n = find(path);
+	if (!n)
+		return ZNONODE;
+	if (version >= 0 && version != n->st.version)
+		return ZBADVERSION;
+	return ZOK;
+}
+
+static int sub_apply(struct sub *o, int64_t owner, struct sess *self, struct msg **own)
+{
+	switch (o->type) {
+	case ZOO_CREATE_OP:
+		return tree_create(o->path, o->data, o->len, o->mode, owner, &o->created, &o->st, self,
+		                   own);
+	case ZOO_DELETE_OP:
+		return tree_delete(o->path, o->version, self, own);
+	case ZOO_SETDATA_OP:
+		return tree_set(o->path, o->data, o->len, o->version, &o->st, self, own);
+	case ZOO_CHECK_OP:
+		return tree_check(o->path, o->version);
+	}
+	return ZUNIMPLEMENTED;
+}
+
+static void nodes_free(struct node *list)
+{
+	while (list) {
+		struct node *n = list;
+		list = n->next;
+		free(n->path);
+		free(n->data);
+		free(n);
+	}
+}
+
+static struct node *nodes_copy(const struct node *list)
+{
+	struct node *head = NULL, **tail = &head;
+	for (const struct node *n = list; n; n = n->next) {
+		struct node *c = xcalloc(1, sizeof *c);
+		*c = (struct node){ .path = xstrdup(n->path), .len = n->len, .st = n->st,
+		                    .container = n->container };
+		if (n->data) {
+			c->data = malloc((size_t)n->len + 1);
+			memcpy(c->data, n->data, (size_t)n->len);
+		}
+		*tail = c;
+		tail = &c->next;
+	}
+	return head;
+}
+
+/* A multi: its ops run in order on a copy of the tree, watches aside; if one fails the
+ * tree is left as it was and the results say which (those before it ZOK, those after
+ * ZRUNTIMEINCONSISTENCY, as the server answers); else they run again on the tree itself,
+ * under one zxid, firing watches. */
+static int tree_multi(struct msg *m, struct sess *s, struct msg **own)
+{
+	struct node *real = W.nodes;
+	struct watch *watches = W.watches;
+	const int64_t zxid = W.zxid;
+	W.nodes = nodes_copy(real);
+	W.watches = NULL;
+	W.zxid++;
+	W.in_multi = true;
+	int failed = -1, rc = ZOK;
+	for (int i = 0; i < m->nsubs && failed < 0; i++) {
+		if ((rc = sub_apply(&m->subs[i], s->id, NULL, NULL)) != ZOK)
+			failed = i;
+	}
+	nodes_free(W.nodes);
+	W.nodes = real;
+	W.watches = watches;
+	W.zxid = zxid;
+	if (failed >= 0) {
+		W.in_multi = false;
+		for (int i = 0; i < m->nsubs; i++) {
+			struct sub *o = &m->subs[i];
+			free(o->created);
+			o->created = NULL;
+			o->err = i < failed ? ZOK : i == failed ? rc : ZRUNTIMEINCONSISTENCY;
+		}
+		return rc;
+	}
+	W.zxid++;
+	for (int i = 0; i < m->nsubs; i++) {
+		struct sub *o = &m->subs[i];
+		free(o->created);
+		o->created = NULL;
+		if ((o->err = sub_apply(o, s->id, s, own)) != ZOK)
+			violation("model: a multi's op %d on %s failed (%d) after it passed on a copy",
+			          i, o->path, o->err);
+	}
+	W.in_multi = false;
 	return ZOK;
 }
 
@@ -364,6 +469,12 @@ static void reap(void)
 
 static void msg_free(struct msg *m)
 {
+	for (int i = 0; i < m->nsubs; i++) {
+		free(m->subs[i].path);
+		free(m->subs[i].data);
+		free(m->subs[i].created);
+	}
+	free(m->subs);
 	free(m->path);
 	free(m->data);
 	free(m->created);
@@ -678,6 +789,10 @@ static void apply(struct sess *s)
 			if (!find(m->path))
 				rc = ZNONODE;
 			break;
+		case OP_MULTI:
+			rc = tree_multi(m, s, &own);
+			m->answered = true;
+			break;
 		}
 	}
 	trace("server: %" PRIx64 " %s %s -> %d", (uint64_t)s->id, op_names[m->op], m->path, rc);
@@ -695,6 +810,46 @@ static void apply(struct sess *s)
 	if (s->lose_next || (s->lose_create && m->op == OP_CREATE)) {
 		s->lose_next = s->lose_create = false;
 		disconnect(s, "fault: answer lost");
+	}
+}
+
+static int multi_first_error(const struct msg *m)
+{
+	for (int i = 0; i < m->nsubs; i++)
+		if (m->subs[i].err != ZOK)
+			return m->subs[i].err;
+	return ZOK;
+}
+
+/* A multi's results, as the C client fills them from the server's answer. */
+static void multi_results(struct msg *m)
+{
+	bool ok = true;
+	for (int i = 0; i < m->nsubs; i++)
+		ok = ok && m->subs[i].err == ZOK;
+	for (int i = 0; i < m->nsubs; i++) {
+		const struct sub *o = &m->subs[i];
+		zoo_op_result_t *r = &m->results[i];
+		r->err = o->err;
+		if (o->type == ZOO_CREATE_OP) {
+			if (r->value && ok && o->created) {
+				size_t n = strlen(o->created) + 1;
+				if (r->valuelen >= 0 && n > (size_t)r->valuelen)
+					n = (size_t)r->valuelen;
+				if (n > 0) {
+					memcpy(r->value, o->created, n - 1);
+					r->value[n - 1] = 0;
+				}
+			} else {
+				r->value = NULL;
+			}
+		} else if (o->type == ZOO_SETDATA_OP) {
+			/* Of a failed multi, the ops that passed leave their stat unwritten. */
+			if (o->err != ZOK)
+				r->stat = NULL;
+			else if (r->stat && ok)
+				*r->stat = o->st;
+		}
 	}
 }
 
@@ -765,6 +920,13 @@ static void deliver(struct sess *s, struct msg *m)
 		break;
 	case OP_DELETE:
 	case OP_CHECK:
+		((void_completion_t)m->done)(rc, m->arg);
+		break;
+	case OP_MULTI:
+		/* Only the server's answer fills the results: after a connection loss the
+		 * multi may have been applied, or not, and the caller cannot tell. */
+		if (m->answered && (rc == ZOK || rc == multi_first_error(m)))
+			multi_results(m);
 		((void_completion_t)m->done)(rc, m->arg);
 		break;
 	case OP_CHILDREN:
@@ -868,6 +1030,10 @@ static int op_timeout(zhandle_t *zh)
 	return open_handle(zh, "timeout")->timeout;
 }
 
+static int submit_msg(struct sess *s, struct msg *m, enum op op, const char *path,
+                      const char *data, int len, int mode, int version, watcher_fn wfn,
+                      void *wctx, void (*done)(void), const void *arg);
+
 static int submit(zhandle_t *zh, enum op op, const char *path, const char *data, int len,
                   int mode, int version, watcher_fn wfn, void *wctx, void (*done)(void),
                   const void *arg)
@@ -875,7 +1041,15 @@ static int submit(zhandle_t *zh, enum op op, const char *path, const char *data,
 	struct sess *s = open_handle(zh, op_names[op]);
 	if (s->conn == C_DEAD || s->conn == C_EXPIRING)
 		return ZINVALIDSTATE;
-	struct msg *m = xcalloc(1, sizeof *m);
+	return submit_msg(s, xcalloc(1, sizeof(struct msg)), op, path, data, len, mode, version,
+	                  wfn, wctx, done, arg);
+}
+
+/* Sends m, a new message (a multi's with its ops already in it). */
+static int submit_msg(struct sess *s, struct msg *m, enum op op, const char *path,
+                      const char *data, int len, int mode, int version, watcher_fn wfn,
+                      void *wctx, void (*done)(void), const void *arg)
+{
 	m->kind = M_REQUEST;
 	m->op = op;
 	m->path = xstrdup(path);
@@ -968,6 +1142,136 @@ static int op_check(zhandle_t *zh, const char *path, void_completion_t done, con
 	return submit(zh, OP_CHECK, path, NULL, -1, 0, -1, NULL, NULL, (void (*)(void))done, arg);
 }
 
+/* A multi's ops, copied into m; where each result goes is set in results, as the C
+ * client does when it sends them. false if one is of no kind a multi takes. */
+static bool subs_copy(struct msg *m, int count, const zoo_op_t *ops, zoo_op_result_t *results)
+{
+	for (int i = 0; i < count; i++)
+		if (ops[i].type != ZOO_CREATE_OP && ops[i].type != ZOO_DELETE_OP &&
+		    ops[i].type != ZOO_SETDATA_OP && ops[i].type != ZOO_CHECK_OP)
+			return false;
+	m->subs = xcalloc((size_t)count + 1, sizeof *m->subs);
+	m->nsubs = count;
+	m->results = results;
+	for (int i = 0; i < count; i++) {
+		const zoo_op_t *op = &ops[i];
+		struct sub *o = &m->subs[i];
+		const char *path = NULL;
+		const char *data = NULL;
+		int len = -1;
+		o->type = op->type;
+		o->version = -1;
+		results[i].value = NULL;
+		results[i].valuelen = 0;
+		results[i].stat = NULL;
+		switch (op->type) {
+		case ZOO_CREATE_OP:
+			path = op->create_op.path;
+			data = op->create_op.data;
+			len = data ? op->create_op.datalen : -1;
+			o->mode = op->create_op.flags;
+			results[i].value = op->create_op.buf;
+			results[i].valuelen = op->create_op.buflen;
+			break;
+		case ZOO_DELETE_OP:
+			path = op->delete_op.path;
+			o->version = op->delete_op.version;
+			break;
+		case ZOO_SETDATA_OP:
+			path = op->set_op.path;
+			data = op->set_op.data;
+			len = data ? op->set_op.datalen : -1;
+			o->version = op->set_op.version;
+			results[i].stat = op->set_op.stat;
+			break;
+		default:
+			path = op->check_op.path;
+			o->version = op->check_op.version;
+			break;
+		}
+		o->path = xstrdup(path);
+		o->len = len;
+		if (data && len >= 0) {
+			o->data = malloc((size_t)len + 1);
+			memcpy(o->data, data, (size_t)len);
+		}
+	}
+	return true;
+}
+
+static int op_multi(zhandle_t *zh, int count, const zoo_op_t *ops, zoo_op_result_t *results,
+                    void_completion_t done, const void *arg)
+{
+	struct sess *s = open_handle(zh, "multi");
+	if (s->conn == C_DEAD || s->conn == C_EXPIRING)
+		return ZINVALIDSTATE;
+	if (count < 0 || (count > 0 && (!ops || !results)))
+		return ZBADARGUMENTS;
+	struct msg *m = xcalloc(1, sizeof *m);
+	if (!subs_copy(m, count, ops, results)) {
+		free(m);
+		return ZBADARGUMENTS;
+	}
+	return submit_msg(s, m, OP_MULTI, count > 0 ? m->subs[0].path : "/", NULL, -1, 0, -1,
+	                  NULL, NULL, (void (*)(void))done, arg);
+}
+
+/* --multi-table: the model's multi answers the table that the server and the in-memory
+ * ZooKeeper answer (tests/unit/multi-cases.h). */
+#define fail_msg(...) violation(__VA_ARGS__)
+#include "../unit/multi-cases.h"
+#undef fail_msg
+
+static void table_create(void *ctx, const char *path)
+{
+	(void)ctx;
+	int rc = tree_create(path, "v0", 2, 0, 0, NULL, NULL, NULL, NULL);
+	if (rc != ZOK)
+		violation("create %s: %s", path, zerror(rc));
+}
+
+static int table_exists(void *ctx, const char *path, int *version)
+{
+	(void)ctx;
+	struct node *n = find(path);
+	if (n)
+		*version = n->st.version;
+	return n != NULL;
+}
+
+static int table_multi(void *ctx, int count, const zoo_op_t *ops, zoo_op_result_t *results)
+{
+	struct sess *s = ctx;
+	struct msg m = { .kind = M_REQUEST, .op = OP_MULTI };
+	if (!subs_copy(&m, count, ops, results))
+		return ZBADARGUMENTS;
+	int rc = tree_multi(&m, s, NULL);
+	m.answered = true;
+	multi_results(&m);
+	for (int i = 0; i < m.nsubs; i++) {
+		free(m.subs[i].path);
+		free(m.subs[i].data);
+		free(m.subs[i].created);
+	}
+	free(m.subs);
+	return rc;
+}
+
+static int multi_table(void)
+{
+	memset(&W, 0, sizeof W);
+	struct node *root = xcalloc(1, sizeof *root);
+	root->path = xstrdup("/");
+	W.nodes = root;
+	struct sess s = { .id = 0x77, .alive = true };
+	const struct multi_driver d = { table_create, table_exists, table_multi, &s };
+	run_multi_cases(&d, "/m");
+	nodes_free(W.nodes);
+	W.nodes = NULL;
+	printf("the model's multi answers every case of the table as the server does\n");
+	return 0;
+}
+
 /* The entries for a handle the application lends (--adopt). */
 static watcher_fn op_set_watcher(zhandle_t *zh, watcher_fn fn)
 {
@@ -1024,6 +1328,7 @@ static const struct zkl_zk_ops sim_ops = {
 	.set = op_set,
 	.sync = op_sync,
 	.check = op_check,
+	.multi = op_multi,
 	.set_watcher = op_set_watcher,
 	.connected = op_connected,
 	.remove_watch = op_remove_watch,
@@ -2902,6 +3207,8 @@ int main(int argc, char **argv)
 		if (strcmp(a, "--seed") == 0 && v) {
 			o.seed = strtoull(v, NULL, 0);
 			i++;
+		} else if (strcmp(a, "--multi-table") == 0) {
+			return multi_table();
 		} else if (strcmp(a, "--trace") == 0) {
 			o.trace = true;
 		} else if (strcmp(a, "--faults") == 0 && v) {

@@ -40,7 +40,21 @@ struct watch {
 	void *ctx;
 };
 
-enum op { OP_CREATE, OP_DELETE, OP_CHILDREN, OP_GET, OP_EXISTS, OP_SET, OP_SYNC, OP_CHECK };
+enum op { OP_CREATE, OP_DELETE, OP_CHILDREN, OP_GET, OP_EXISTS, OP_SET, OP_SYNC, OP_CHECK,
+          OP_MULTI };
+
+/* One op of a multi, copied from the caller's zoo_op_t, and its result once applied. */
+struct sub {
+	int type;            /* ZOO_CREATE_OP ... ZOO_CHECK_OP */
+	char *path;
+	char *data;
+	int len;
+	int mode;
+	int version;
+	int err;
+	char *created;
+	struct Stat st;
+};
 
 /* A message: a request travelling to the server, or something travelling back (an
  * answer, a watch event, a session event). */
@@ -68,6 +82,11 @@ struct msg {
 	struct Stat st;
 	char **names;
 	int count;
+	/* OP_MULTI: its ops, and where their results go (the caller's) */
+	struct sub *subs;
+	int nsubs;
+	zoo_op_result_t *results;
+	bool answered;       /* the server's answer, not the request's own failure */
 	/* M_WATCH, M_SESSION */
 	watcher_fn fn;
 	void *ctx;
@@ -294,6 +313,7 @@ struct world {
 	uint64_t rng;
 	int64_t now;
 	int64_t zxid, next_sid;
+	bool in_multi;        /* the ops of a multi share one zxid, as the server's do */
 	uint64_t next_wid;
 	struct node *nodes;
 	struct watch *watches;

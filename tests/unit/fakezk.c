@@ -49,11 +49,29 @@ struct item {
 	void (*done)(void);
 	const void *arg;
 	bool hooked;            /* the hook has seen it */
+	/* FZ_MULTI: its ops (copied), and where their results go */
+	struct sub *subs;
+	int nsubs;
+	zoo_op_result_t *results;
 	/* I_WATCH, I_SESSION */
 	watcher_fn fn;
 	void *ctx;
 	int type;
 	int state;
+};
+
+/* One op of a multi, copied from the caller's zoo_op_t. */
+struct sub {
+	int type;               /* ZOO_CREATE_OP ... ZOO_CHECK_OP */
+	char *path;
+	char *data;
+	int len;
+	int mode;
+	int version;
+	/* filled when it is applied */
+	int err;
+	char *created;
+	struct Stat st;
 };
 
 enum sstate { S_CONNECTED, S_DISCONNECTED, S_EXPIRED, S_CLOSED };
@@ -83,6 +101,7 @@ struct fz {
 	struct watch *watches;
 	struct session *sessions;
 	int64_t zxid;
+	bool in_multi;          /* the ops of a multi share one zxid, as the server's do */
 	int64_t next_id;
 	fz_hook_fn hook;
 	void *hook_arg;
@@ -99,6 +118,12 @@ static void changed(struct fz *z)
 {
 	z->changes++;
 	pthread_cond_broadcast(&z->changed);
+}
+
+static void next_zxid(struct fz *z)
+{
+	if (!z->in_multi)
+		z->zxid++;
 }
 
 static struct node *find(struct fz *z, const char *path)
@@ -217,7 +242,7 @@ static int tree_create(struct fz *z, const char *path, const char *data, int len
 		n->len = len;
 	}
 	n->container = mode == ZOO_CONTAINER;
-	z->zxid++;
+	next_zxid(z);
 	n->st.czxid = n->st.mzxid = n->st.pzxid = z->zxid;
 	n->st.ctime = n->st.mtime = z->zxid * 1000;
 	n->st.ephemeralOwner = (mode & ZOO_EPHEMERAL) ? owner : 0;
@@ -254,7 +279,7 @@ static int tree_delete(struct fz *z, const char *path, int version, struct sessi
 			break;
 		}
 	}
-	z->zxid++;
+	next_zxid(z);
 	if (p) {
 		p->st.cversion = (int32_t)((uint32_t)p->st.cversion + 1);
 		p->st.pzxid = z->zxid;
@@ -286,7 +311,7 @@ static int tree_set(struct fz *z, const char *path, const char *data, int len, i
 		memcpy(n->data, data, (size_t)len);
 		n->len = len;
 	}
-	z->zxid++;
+	next_zxid(z);
 	n->st.mzxid = z->zxid;
 	n->st.mtime = z->zxid * 1000;
 	n->st.version++;
@@ -295,6 +320,119 @@ static int tree_set(struct fz *z, const char *path, const char *data, int len, i
 		*st = n->st;
 	fire(z, path, W_DATA, ZOO_CHANGED_EVENT, self, own);
 	changed(z);
+	return ZOK;
+}
+
+static int tree_check(struct fz *z, const char *path, int version)
+{
+	struct node *n = find(z, path);
+	if (!n)
+		return ZNONODE;
+	if (version >= 0 && version != n->st.version)
+		return ZBADVERSION;
+	return ZOK;
+}
+
+static int sub_apply(struct fz *z, struct sub *o, int64_t owner, struct session *self,
+                     struct item **own)
+{
+	switch (o->type) {
+	case ZOO_CREATE_OP:
+		return tree_create(z, o->path, o->data, o->len, o->mode, owner, &o->created, &o->st,
+		                   self, own);
+	case ZOO_DELETE_OP:
+		return tree_delete(z, o->path, o->version, self, own);
+	case ZOO_SETDATA_OP:
+		return tree_set(z, o->path, o->data, o->len, o->version, &o->st, self, own);
+	case ZOO_CHECK_OP:
+		return tree_check(z, o->path, o->version);
+	}
+	return ZUNIMPLEMENTED;
+}
+
+static void subs_free(struct sub *subs, int n)
+{
+	for (int i = 0; i < n; i++) {
+		free(subs[i].path);
+		free(subs[i].data);
+		free(subs[i].created);
+	}
+	free(subs);
+}
+
+static void nodes_free(struct node *list)
+{
+	while (list) {
+		struct node *n = list;
+		list = n->next;
+		free(n->path);
+		free(n->data);
+		free(n);
+	}
+}
+
+static struct node *nodes_copy(const struct node *list)
+{
+	struct node *head = NULL, **tail = &head;
+	for (const struct node *n = list; n; n = n->next) {
+		struct node *c = calloc(1, sizeof *c);
+		if (!c || !(c->path = strdup(n->path)))
+			abort();
+		*c = (struct node){ .path = c->path, .len = n->len, .st = n->st,
+		                    .container = n->container };
+		if (n->data) {
+			c->data = malloc((size_t)n->len + 1);
+			memcpy(c->data, n->data, (size_t)n->len);
+		}
+		*tail = c;
+		tail = &c->next;
+	}
+	return head;
+}
+
+/* A multi (mu held): its ops run in order on a copy of the tree, watches aside; if one
+ * fails, the tree is left as it was and the results say which (the ones before it ZOK,
+ * the ones after ZRUNTIMEINCONSISTENCY, as the server answers); else they run again on
+ * the tree itself, under one zxid, firing watches. */
+static int tree_multi(struct fz *z, struct item *it, int64_t owner, struct session *self,
+                      struct item **own)
+{
+	struct node *real = z->nodes;
+	struct watch *watches = z->watches;
+	const int64_t zxid = z->zxid;
+	z->nodes = nodes_copy(real);
+	z->watches = NULL;
+	z->zxid++;
+	z->in_multi = true;
+	int failed = -1, rc = ZOK;
+	for (int i = 0; i < it->nsubs && failed < 0; i++) {
+		if ((rc = sub_apply(z, &it->subs[i], owner, NULL, NULL)) != ZOK)
+			failed = i;
+	}
+	nodes_free(z->nodes);
+	z->nodes = real;
+	z->watches = watches;
+	z->zxid = zxid;
+	if (failed >= 0) {
+		z->in_multi = false;
+		for (int i = 0; i < it->nsubs; i++) {
+			struct sub *o = &it->subs[i];
+			free(o->created);
+			o->created = NULL;
+			o->err = i < failed ? ZOK : i == failed ? rc : ZRUNTIMEINCONSISTENCY;
+		}
+		return rc;
+	}
+	z->zxid++;
+	for (int i = 0; i < it->nsubs; i++) {
+		struct sub *o = &it->subs[i];
+		free(o->created);
+		o->created = NULL;
+		o->err = sub_apply(z, o, owner, self, own);
+		if (o->err != ZOK)
+			abort(); /* it passed on the copy */
+	}
+	z->in_multi = false;
 	return ZOK;
 }
 
@@ -381,6 +519,7 @@ static struct session *session_find(struct fz *z, int64_t id)
 
 static void item_free(struct item *it)
 {
+	subs_free(it->subs, it->nsubs);
 	free(it->path);
 	free(it->data);
 	free(it);
@@ -395,10 +534,43 @@ struct answer {
 	int len;
 };
 
+/* A multi's results, as the C client fills them from the server's answer. */
+static void multi_results(struct item *it)
+{
+	bool ok = true;
+	for (int i = 0; i < it->nsubs; i++)
+		ok = ok && it->subs[i].err == ZOK;
+	for (int i = 0; i < it->nsubs; i++) {
+		const struct sub *o = &it->subs[i];
+		zoo_op_result_t *r = &it->results[i];
+		r->err = o->err;
+		if (o->type == ZOO_CREATE_OP) {
+			if (r->value && ok && o->created) {
+				size_t n = strlen(o->created) + 1;
+				if (r->valuelen >= 0 && n > (size_t)r->valuelen)
+					n = (size_t)r->valuelen;
+				if (n > 0) {
+					memcpy(r->value, o->created, n - 1);
+					r->value[n - 1] = 0;
+				}
+			} else {
+				r->value = NULL;
+			}
+		} else if (o->type == ZOO_SETDATA_OP) {
+			/* Of a failed multi, the ops that passed leave their stat unwritten. */
+			if (o->err != ZOK)
+				r->stat = NULL;
+			else if (r->stat && ok)
+				*r->stat = o->st;
+		}
+	}
+}
+
 /* Calls the request's completion (no lock held). */
 static void answer(struct item *it, int rc, const struct answer *a)
 {
 	static const struct answer none = { .len = -1 };
+	const bool from_server = a != NULL; /* else the request failed on its own */
 	if (rc != ZOK)
 		a = &none;
 	switch (it->op) {
@@ -407,6 +579,12 @@ static void answer(struct item *it, int rc, const struct answer *a)
 		break;
 	case FZ_DELETE:
 	case FZ_CHECK:
+		((void_completion_t)it->done)(rc, it->arg);
+		break;
+	case FZ_MULTI:
+		/* The server answered: every op has its result. */
+		if (from_server)
+			multi_results(it);
 		((void_completion_t)it->done)(rc, it->arg);
 		break;
 	case FZ_CHILDREN:
@@ -513,6 +691,9 @@ static void apply(struct session *s, struct item *it, enum fz_action action, int
 			if (!find(z, it->path))
 				rc = ZNONODE;
 			break;
+		case FZ_MULTI:
+			rc = tree_multi(z, it, s->id, s, &own);
+			break;
 		}
 	}
 	bool lose = action == FZ_LOSE;
@@ -544,7 +725,8 @@ static void apply(struct session *s, struct item *it, enum fz_action action, int
 		answer_error(it, ZCONNECTIONLOSS);
 	} else {
 		const struct answer a = { created, &st, &sv, value, vlen };
-		answer(it, rc, &a);
+		/* A refused request failed on its own: a multi's results are not filled. */
+		answer(it, rc, action == FZ_REFUSE && rc != ZOK ? NULL : &a);
 	}
 	while (failed) {
 		struct item *f = failed;
@@ -712,9 +894,24 @@ static int op_timeout(zhandle_t *zh)
 	return ((struct session *)zh)->timeout;
 }
 
+static int submit_multi(zhandle_t *zh, enum fz_op op, const char *path, const char *data,
+                        int len, int mode, int version, watcher_fn wfn, void *wctx,
+                        void (*done)(void), const void *arg, struct sub *subs, int nsubs,
+                        zoo_op_result_t *results);
+
 static int submit(zhandle_t *zh, enum fz_op op, const char *path, const char *data, int len,
                   int mode, int version, watcher_fn wfn, void *wctx, void (*done)(void),
                   const void *arg)
+{
+	return submit_multi(zh, op, path, data, len, mode, version, wfn, wctx, done, arg, NULL, 0,
+	                    NULL);
+}
+
+/* submit(), with a multi's ops (taken over) and results. */
+static int submit_multi(zhandle_t *zh, enum fz_op op, const char *path, const char *data,
+                        int len, int mode, int version, watcher_fn wfn, void *wctx,
+                        void (*done)(void), const void *arg, struct sub *subs, int nsubs,
+                        zoo_op_result_t *results)
 {
 	struct session *s = (struct session *)zh;
 	struct fz *z = s->z;
@@ -743,6 +940,9 @@ static int submit(zhandle_t *zh, enum fz_op op, const char *path, const char *da
 	it->wctx = wctx;
 	it->done = done;
 	it->arg = arg;
+	it->subs = subs;
+	it->nsubs = nsubs;
+	it->results = results;
 	pthread_mutex_lock(&z->mu);
 	if (stray && z->strays++ == 0)
 		snprintf(z->stray, sizeof z->stray, "request %d on %s", (int)op, path);
@@ -810,6 +1010,75 @@ static int op_check(zhandle_t *zh, const char *path, void_completion_t done, con
 	return submit(zh, FZ_CHECK, path, NULL, -1, 0, -1, NULL, NULL, (void (*)(void))done, arg);
 }
 
+/* A multi's ops, copied; where each result goes is set in results, as the C client does
+ * when it sends them. NULL if one is of no kind a multi takes. */
+static struct sub *subs_copy(int count, const zoo_op_t *ops, zoo_op_result_t *results)
+{
+	struct sub *subs = calloc((size_t)count + 1, sizeof *subs);
+	if (!subs)
+		abort();
+	for (int i = 0; i < count; i++) {
+		const zoo_op_t *op = &ops[i];
+		struct sub *o = &subs[i];
+		const char *path = NULL;
+		const char *data = NULL;
+		int len = -1;
+		o->type = op->type;
+		o->version = -1;
+		results[i].value = NULL;
+		results[i].valuelen = 0;
+		results[i].stat = NULL;
+		switch (op->type) {
+		case ZOO_CREATE_OP:
+			path = op->create_op.path;
+			data = op->create_op.data;
+			len = data ? op->create_op.datalen : -1;
+			o->mode = op->create_op.flags;
+			results[i].value = op->create_op.buf;
+			results[i].valuelen = op->create_op.buflen;
+			break;
+		case ZOO_DELETE_OP:
+			path = op->delete_op.path;
+			o->version = op->delete_op.version;
+			break;
+		case ZOO_SETDATA_OP:
+			path = op->set_op.path;
+			data = op->set_op.data;
+			len = data ? op->set_op.datalen : -1;
+			o->version = op->set_op.version;
+			results[i].stat = op->set_op.stat;
+			break;
+		case ZOO_CHECK_OP:
+			path = op->check_op.path;
+			o->version = op->check_op.version;
+			break;
+		default:
+			subs_free(subs, i);
+			return NULL;
+		}
+		if (!path || !(o->path = strdup(path)))
+			abort();
+		o->len = len;
+		if (data && len >= 0) {
+			o->data = malloc((size_t)len + 1);
+			memcpy(o->data, data, (size_t)len);
+		}
+	}
+	return subs;
+}
+
+static int op_multi(zhandle_t *zh, int count, const zoo_op_t *ops, zoo_op_result_t *results,
+                    void_completion_t done, const void *arg)
+{
+	if (count < 0 || (count > 0 && (!ops || !results)))
+		return ZBADARGUMENTS;
+	struct sub *subs = subs_copy(count, ops, results);
+	if (!subs)
+		return ZBADARGUMENTS;
+	return submit_multi(zh, FZ_MULTI, count > 0 ? subs[0].path : "/", NULL, -1, 0, -1, NULL,
+	                    NULL, (void (*)(void))done, arg, subs, count, results);
+}
+
 static const struct zkl_zk_ops fz_ops = {
 	.open = op_open,
 	.close = op_close,
@@ -823,6 +1092,7 @@ static const struct zkl_zk_ops fz_ops = {
 	.set = op_set,
 	.sync = op_sync,
 	.check = op_check,
+	.multi = op_multi,
 };
 
 /* ------------------------------------------------------------------------------------ */
@@ -872,6 +1142,23 @@ void fz_free(struct fz *z)
 	pthread_cond_destroy(&z->changed);
 	pthread_mutex_destroy(&z->mu);
 	free(z);
+}
+
+int fz_multi(struct fz *z, int64_t owner, int count, const zoo_op_t *ops,
+             zoo_op_result_t *results)
+{
+	if (count < 0 || (count > 0 && (!ops || !results)))
+		return ZBADARGUMENTS;
+	struct item it = { .op = FZ_MULTI, .nsubs = count, .results = results };
+	if (!(it.subs = subs_copy(count, ops, results)))
+		return ZBADARGUMENTS;
+	pthread_mutex_lock(&z->mu);
+	int rc = tree_multi(z, &it, owner, NULL, NULL);
+	changed(z);
+	pthread_mutex_unlock(&z->mu);
+	multi_results(&it);
+	subs_free(it.subs, it.nsubs);
+	return rc;
 }
 
 void fz_set_hook(struct fz *z, fz_hook_fn fn, void *arg)

@@ -6,7 +6,8 @@
  * sequential names numbered by the parent's child version, as the server does (so they
  * wrap past 2^31 - 1 as the server's do); ephemeral nodes owned by a session and removed
  * when it ends; container folders, reaped when fz_reap() is called; one-shot data and
- * child watches; session events; expiry.
+ * child watches; session events; expiry; multis (all or none, under one zxid, each
+ * op's result as the server gives it).
  *
  * How it runs: each session has one delivery thread, which takes the session's requests
  * in order, applies each to the tree and calls its completion at once, as a server and
@@ -32,7 +33,10 @@
 
 struct fz;
 
-enum fz_op { FZ_CREATE, FZ_DELETE, FZ_CHILDREN, FZ_GET, FZ_EXISTS, FZ_SET, FZ_SYNC, FZ_CHECK };
+enum fz_op {
+	FZ_CREATE, FZ_DELETE, FZ_CHILDREN, FZ_GET, FZ_EXISTS, FZ_SET, FZ_SYNC, FZ_CHECK,
+	FZ_MULTI, /* its path is its first op's */
+};
 
 /* What the hook wants done with a request. */
 enum fz_action {
@@ -78,6 +82,10 @@ int fz_create(struct fz *z, const char *path, const char *data, int mode, int64_
               char *created, size_t size);
 int fz_delete(struct fz *z, const char *path);
 int fz_set(struct fz *z, const char *path, const char *data);
+/* A multi as a peer makes it (ephemeral creates owned by owner), as the request layer's
+ * multi applies it (zk.h): returns its rc and fills results. */
+int fz_multi(struct fz *z, int64_t owner, int count, const zoo_op_t *ops,
+             zoo_op_result_t *results);
 /* Sets path's data to len bytes (any bytes; len <= 0: none) and its creation time. */
 int fz_put(struct fz *z, const char *path, const void *data, int len, int64_t ctime);
 /* Whether path exists; if so and st is not NULL, its stat. */

@@ -4,6 +4,7 @@
 // -Werror -pedantic (tests/zk/meson.build). Run through tests/with-zk; plain checks that
 // abort with a message, no cmocka. An argument runs only the tests whose name contains it.
 #include <zklocks/zklocks.hpp>
+#include <zookeeper/zookeeper.h> // ZooKeeper's codes, for a transaction's zk_rc
 
 #include <atomic>
 #include <chrono>
@@ -758,6 +759,39 @@ static void test_node_and_data()
 	EXPECT(try_any(n));
 }
 
+// Writes that only a holder can make: a transaction and the short forms, refused once
+// the hold's node is gone.
+static void test_guarded()
+{
+	zkl::client a = open_client();
+	const std::string p = fresh_path("guarded");
+	const std::string rec = fresh_path("guarded-rec");
+	zkl::mutex m(a, p);
+	EXPECT_THROWS(ZKL_ENOTHELD, m.guarded_create(rec, "x"));
+	m.lock();
+	m.guarded_create(rec, "one");
+	m.guarded_set(rec, "two");
+	const std::vector<zkl_txn_result> r = m.txn({
+		{ZKL_TXN_CHECK, rec.c_str(), nullptr, 0, 1, 0},
+		{ZKL_TXN_SET, rec.c_str(), "three", 5, 1, 0},
+	});
+	EXPECT_EQ(r.size(), 2u);
+	EXPECT_EQ(r[1].version, 2);
+	std::vector<zkl_txn_result> out;
+	EXPECT_EQ(m.txn({{ZKL_TXN_SET, rec.c_str(), "four", 4, 7, 0}}, out, std::nothrow),
+	          ZKL_EZK);
+	EXPECT_EQ(out[0].zk_rc, ZBADVERSION);
+	m.record_set_guarded(rec + "-deep/r", "five");
+	h_delete(m.node().c_str());
+	EXPECT_THROWS(ZKL_ELOST, m.guarded_set(rec, "late"));
+	EXPECT(!m.is_held());
+	char buf[16] = {0};
+	EXPECT_EQ(h_get(rec.c_str(), buf, sizeof buf - 1), 5);
+	EXPECT(std::string(buf) == "three");
+	m.unlock();
+	EXPECT_EQ(m.last_unlock_error(), ZKL_ELOST);
+}
+
 // Several kinds held as one, all or nothing.
 static void test_multilock()
 {
@@ -956,6 +990,7 @@ int main(int argc, char **argv)
 		{"async", test_async},
 		{"on_lost", test_on_lost},
 		{"node_and_data", test_node_and_data},
+		{"guarded", test_guarded},
 		{"multilock", test_multilock},
 		{"leader", test_leader},
 		{"observer", test_observer},
