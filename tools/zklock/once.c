@@ -180,6 +180,22 @@ void print_last_run_json(FILE *f, const struct last_run *r)
 	fprintf(f, ", \"at\": \"%s\", \"at_ms\": %lld}", at, (long long)r->at_ms);
 }
 
+/* The note of how the last holder of the lock whose record is rec left (--previous,
+ * --lock-delay): "<path>.previous" beside it, malloc'ed, or NULL. */
+static char *note_path(const char *rec)
+{
+	size_t n = strlen(rec) - strlen(".last-run");
+	size_t size = n + sizeof ".previous";
+	char *p = malloc(size);
+	if (p)
+		snprintf(p, size, "%.*s.previous", (int)n, rec);
+	return p;
+}
+
+/* Deletes the record and the note beside the lock, so that a retired job leaves
+ * nothing (its folder then goes too). The note may be deleted while a holder holds the
+ * lock: its release then goes without one, and the next holder hears "vanished". Exits
+ * 1 when there was neither. */
 int run_forget(const struct opts *o)
 {
 	zkl_client *c = NULL;
@@ -187,17 +203,22 @@ int run_forget(const struct opts *o)
 	if (status != 0)
 		return status;
 	char *rec = is_record_path(o->path) ? strdup(o->path) : record_path(o->path);
-	int rc = rec ? zkl_record_delete(c, rec) : ZKL_ENOMEM;
-	if (rc == 0) {
-		if (!o->quiet)
-			msg("forgot the last run of %s (%s)", o->path, rec);
-	} else if (rc == ZKL_ENOTHELD) {
-		if (!o->quiet)
-			msg("%s has no record of a last run (%s)", o->path, rec);
-		status = 1;
-	} else {
+	char *note = rec ? note_path(rec) : NULL;
+	int rc = note ? zkl_record_delete(c, rec) : ZKL_ENOMEM;
+	int nrc = rc == 0 || rc == ZKL_ENOTHELD ? zkl_record_delete(c, note) : ZKL_ENOTHELD;
+	if (rc != 0 && rc != ZKL_ENOTHELD)
 		status = report_failure("forgetting", rec ? rec : o->path, rc);
-	}
+	else if (nrc != 0 && nrc != ZKL_ENOTHELD)
+		status = report_failure("forgetting", note, nrc);
+	else if (rc == ZKL_ENOTHELD && nrc == ZKL_ENOTHELD)
+		status = 1;
+	if (!o->quiet && rc == 0)
+		msg("forgot the last run of %s (%s)", o->path, rec);
+	if (!o->quiet && nrc == 0)
+		msg("forgot how the last holder of %s left (%s)", o->path, note);
+	if (!o->quiet && status == 1)
+		msg("%s has no record of a last run (%s)", o->path, rec);
+	free(note);
 	free(rec);
 	zkl_client_close(c);
 	return status;
