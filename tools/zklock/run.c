@@ -219,6 +219,7 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 	int status = 0;
 	char *rec = NULL;
 	int64_t arrival = 0;
+	bool rec_exists = false;
 	struct timespec held_at = now();
 
 	if (o->once_per_s > 0) {
@@ -235,7 +236,8 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 		char by[300];
 		if (status == 0)
 			status = once_check(lk->c, rec, arrival, o->once_per_s, &recent, &last, by,
-			                    sizeof by, o->metrics_file ? &rep->success_ms : NULL);
+			                    sizeof by, o->metrics_file ? &rep->success_ms : NULL,
+			                    &rec_exists);
 		if (status == 0 && recent) {
 			rep->once = true;
 			char ago[32], at[40];
@@ -274,20 +276,26 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 	rep->ran = out.ran;
 	rep->max_runtime = out.max_runtime;
 	rep->warned = out.warned;
+	int rc = 0;
+	bool released = false;
 	if (out.ran && status == 0 && !out.lost && !out.revoked) {
-		/* Only while the lock is still ours. */
+		/* Only while the lock is still ours: the record's transaction checks that our
+		 * node exists, whatever we know here. */
 		pthread_mutex_lock(&st.mu);
 		bool lost = st.lost;
 		pthread_mutex_unlock(&st.mu);
-		if (rec && !lost && zkl_lock_token(lk->l) > 0)
-			status = once_record(lk->c, rec, arrival, lk->id,
-			                     o->metrics_file ? &rep->success_ms : NULL);
-		else if (!rec && !lost && o->metrics_file)
+		if (rec && !lost && zkl_lock_token(lk->l) > 0) {
+			status = once_record(lk, rec, arrival, rec_exists,
+			                     o->metrics_file ? &rep->success_ms : NULL, &rc);
+			released = true;
+		} else if (!rec && !lost && o->metrics_file) {
 			rep->success_ms = arrival_ms(lk);
+		}
 	}
 	free(rec);
 
-	int rc = zkl_lock_release(lk->l);
+	if (!released)
+		rc = zkl_lock_release(lk->l);
 	rep->hold_s = seconds_since(held_at);
 	pthread_mutex_lock(&st.mu);
 	bool lost = st.lost || out.lost;

@@ -303,13 +303,18 @@ char *record_path(const char *path);
 /* The server time at which our node was created (when we asked for the lock), or 0. */
 int64_t arrival_ms(struct lock *lk);
 /* Whether the last successful run is recent. Fills *last and *by (the record's data),
- * and *mtime (if not NULL) with when the record was written (server time, 0: none). */
+ * *mtime (if not NULL) with when the record was written (server time, 0: none), and
+ * *exists with whether there is a record. */
 int once_check(zkl_client *c, const char *rec, int64_t arrival, long interval_s,
-               bool *recent, int64_t *last, char *by, size_t bysize, int64_t *mtime);
-/* Records a successful run (while the lock is still ours); *mtime (if not NULL) gets
- * when it was written, on the server's clock. */
-int once_record(zkl_client *c, const char *rec, int64_t arrival, const char *id,
-                int64_t *mtime);
+               bool *recent, int64_t *last, char *by, size_t bysize, int64_t *mtime,
+               bool *exists);
+/* Records a successful run and releases the lock, in one transaction that also checks
+ * our node (exists: whether once_check() found a record). *mtime (if not NULL) gets when
+ * it was written, on the server's clock; *release the release's code, as
+ * zkl_lock_release() returns it (ZKL_ELOST: our node was gone, nothing recorded).
+ * Returns 0 or an exit code after reporting. */
+int once_record(struct lock *lk, const char *rec, int64_t arrival, bool exists,
+                int64_t *mtime, int *release);
 
 /* The --once-per record of a lock path, as status and list show it. */
 struct last_run {
