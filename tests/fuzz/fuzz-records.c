@@ -110,12 +110,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(zkl_record_get(ft.c, "/R/rec", &back, &len, NULL) == 0);
 	CHECK(len == size && (size == 0 || memcmp(back, data, size) == 0) && back[len] == 0);
 	free(back);
-	bool recent;
+	bool recent, exists;
 	int64_t last;
 	char by[300];
 	CHECK(once_check(ft.c, "/R/rec", 1700000000000LL, 3600, &recent, &last, by,
-	                 sizeof by, NULL) == 0);
-	CHECK(strlen(by) < sizeof by);
+	                 sizeof by, NULL, &exists) == 0);
+	CHECK(strlen(by) < sizeof by && exists);
 	/* "<host>:<pid>" in a node's data. */
 	char host[256];
 	long pid;

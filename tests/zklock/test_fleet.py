@@ -456,6 +456,30 @@ def check_curator_holder():
         k.close()
 
 
+@case
+def previous_after_curator_holder():
+    """A Curator InterProcessMutex that releases leaves no note: the zklock that waited
+    behind it is told "vanished" (never "released": the note it finds is of the zklock
+    before), and waits --lock-delay."""
+    c = Curator()
+    p = lock_path("previous-curator")
+    try:
+        out, _, _ = expect(["--previous", p, "--", "sh", "-c", 'echo "$ZKLOCK_PREVIOUS"'], 0)
+        check(out == "none\n", "first holder: ZKLOCK_PREVIOUS %r" % out)
+        c.say("h acquire mutex %s -1" % p)
+        c.expect("h acquired")
+        w = Proc(["-v", "--lock-delay", "1", p, "--", "sh", "-c", 'echo "$ZKLOCK_PREVIOUS"'])
+        waiter_queued(p, w, 1)
+        c.say("h release")
+        c.expect("h released")
+        line = w.wait_line(r"^\w+$", stream="out", timeout=30)
+        check(line == "vanished", "after Curator's release: ZKLOCK_PREVIOUS %r" % line)
+        check(w.wait() == 0, "waiter: exit %s; %r" % (w.p.returncode, w.stderr()))
+        check(re.search(r"vanished .*--lock-delay", w.stderr()), "stderr %r" % w.stderr())
+    finally:
+        c.close()
+
+
 # ---- systemd ----
 
 class NotifySocket:

@@ -1015,7 +1015,19 @@ def usage_errors_name_the_problem():
             (["revoke"], ["missing lock path"]),
             (["--session-timeout", "1", p, "--", "true"],
              ["session timeout \"1\"", "100..3600000 milliseconds"]),
-            (["--session-timeout", "3600001", p, "--", "true"], ["100..3600000"])):
+            (["--session-timeout", "3600001", p, "--", "true"], ["100..3600000"]),
+            (["--lock-delay", "0", p, "--", "true"], ["--lock-delay \"0\""]),
+            (["--lock-delay", "soon", p, "--", "true"], ["--lock-delay \"soon\""]),
+            (["--lock-delay", "1w", p, "--", "true"], ["--lock-delay \"1w\""]),
+            (["--lock-delay", "5", "--read", p, "--", "true"], ["--lock-delay", "not --read"]),
+            (["--semaphore", "2", "--lock-delay", "5", p, "--", "true"],
+             ["--lock-delay", "not --semaphore"]),
+            (["status", "--lock-delay", "5", p], ["--lock-delay", "not of zklock status"]),
+            (["--previous", "--read", p, "--", "true"], ["--previous", "not --read"]),
+            (["list", "--previous", p], ["--previous", "not of zklock list"]),
+            (["--previous", "--leader", p, "--", "true"], ["--previous", "not --leader"]),
+            (["--leader", "--lock-delay", "1", p, "--", "true"],
+             ["--lock-delay", "not --leader"])):
         _, err, _ = expect(args, 64, stderr_has=["zklock --help"] + words)
         check("Usage" not in err, "the whole usage on a usage error: %r" % err)
 
@@ -1674,6 +1686,121 @@ def once_per_record_shown_and_forgotten():
 
 
 # ---- cron: quiet, shell strings, flock's names ----
+
+@case
+def once_per_record_with_release():
+    """--once-per writes its record in the transaction that deletes its lock node: in a
+    persistent lock folder, the record's last change (mzxid) is the folder's last child
+    change (pzxid), the delete of our node; and a reader polling the tree while the job
+    ends never finds the lock free with the record older than that run."""
+    p = lock_path("once-txn")
+    rec = p + ".last-run"
+    k = kazoo_client()
+    seen, stop = [], threading.Event()
+
+    def poll():
+        # Children first, then the record: the record read is at least as new as the
+        # children read (one server, one session: reads in order).
+        while not stop.is_set():
+            try:
+                kids = k.get_children(p)
+                data = k.get(rec)[0].decode()
+            except Exception:  # the folder or the record not made yet
+                kids, data = None, None
+            seen.append((kids, data))
+
+    try:
+        for run_ in range(3):
+            h = Proc(["-v", "--lock-folders", "persistent", "--once-per", "1s", p, "--",
+                      "cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+            h.wait_line(r"^zklock: acquired ")
+            me = status_lines(p)[0]
+            del seen[:]
+            stop.clear()
+            poller = threading.Thread(target=poll, daemon=True)
+            poller.start()
+            wait_until(lambda: len(seen) > 3, "the reader has polled while the lock is held")
+            h.release()
+            check(h.wait() == 0, "run %d: exit %s; %r" % (run_, h.p.returncode, h.stderr()))
+            wait_until(lambda: any(kids == [] for kids, _ in seen[-3:]),
+                       "the reader has seen the lock free")
+            stop.set()
+            poller.join(10)
+            data, rst = k.get(rec)
+            check(data.decode().endswith(" " + me["data"]), "run %d: record %r, our node "
+                  "says %r" % (run_, data, me["data"]))
+            pst = k.exists(p)
+            check(rst.mzxid == pst.pzxid, "run %d: the record was written in transaction "
+                  "0x%x, our node deleted in 0x%x" % (run_, rst.mzxid, pst.pzxid))
+            free = [d for kids, d in seen if kids == []]
+            check(free and all(d == data.decode() for d in free),
+                  "run %d: the lock seen free with the records %r; ours is %r" %
+                  (run_, sorted(set(free)), data))
+            # The next run may start at once: a record is a second apart (--once-per 1s).
+            wait_until(lambda: int(data.split()[0]) + 1000 <= server_ms(k),
+                       "a second has passed on the server's clock")
+    finally:
+        stop.set()
+        k.delete(p, recursive=True)
+        k.stop()
+        k.close()
+
+
+def server_ms(k):
+    """The server's clock (ms), from the mtime of a node written now."""
+    node = lock_path("clock")
+    k.ensure_path(node)
+    return k.set(node, b"").mtime
+
+
+@case
+def once_per_holder_that_lost_records_nothing():
+    """Our node deleted (by an operator) as the job ends with status 0: either zklock
+    recorded the run and released in one transaction before the delete (which then
+    finds no node), or the delete came first and the run is not recorded: zklock exits
+    70 and the record is not written. Never a record from a zklock whose node was gone.
+    Several rounds, to vary who comes first."""
+    from kazoo.exceptions import NoNodeError
+    p = lock_path("once-lost")
+    rec = p + ".last-run"
+    k = kazoo_client()
+    outcomes = set()
+    try:
+        for round_ in range(6):
+            if k.exists(rec):
+                k.delete(rec)
+            h = Proc(["-v", "--lock-folders", "persistent", "--once-per", "1h", p, "--",
+                      "cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+            h.wait_line(r"^zklock: acquired ")
+            node = status_lines(p)[0]["node"]
+            # The job ends, then the node goes, as close together as two calls get;
+            # every other round the other way round.
+            if round_ % 2 == 0:
+                h.release()
+            try:
+                k.delete(node)
+                deleted = True
+            except NoNodeError:
+                deleted = False
+            if round_ % 2 == 1:
+                h.release()
+            rc = h.wait()
+            got = k.exists(rec)
+            if deleted:
+                check(rc == 70 and got is None, "round %d: the node was deleted; zklock "
+                      "exited %s and the record is %r; stderr %r" %
+                      (round_, rc, got and k.get(rec)[0], h.stderr()))
+            else:
+                check(rc == 0 and got is not None and got.mzxid == k.exists(p).pzxid,
+                      "round %d: released first; exit %s, record %r; stderr %r" %
+                      (round_, rc, got, h.stderr()))
+            outcomes.add(deleted)
+    finally:
+        k.delete(p, recursive=True)
+        k.stop()
+        k.close()
+    check(True in outcomes, "the delete never came first: the case tested nothing")
+
 
 @case
 def quiet_conflict():

@@ -127,41 +127,45 @@ static void relay_stop(pid_t child, int sig)
 	kill(-child, SIGCONT);
 }
 
-/* The command's environment: ours, with NAME=token. Freed with free() (one block of
- * pointers; the strings are environ's, but for the one added). */
-static char **command_env(const char *name, int64_t token, char **added)
+/* Whether the environment entry e sets the variable name. */
+static bool sets(const char *e, const char *name)
+{
+	size_t nl = strlen(name);
+	return strncmp(e, name, nl) == 0 && e[nl] == '=';
+}
+
+/* The command's environment: ours, with NAME=token and, if previous is not NULL,
+ * ZKLOCK_PREVIOUS=previous (an inherited one is dropped either way: it would speak of
+ * another lock). Freed with free() (one block of pointers; the strings are environ's,
+ * but for the one added, *added, which holds both added variables). */
+static char **command_env(const char *name, int64_t token, const char *previous,
+                          char **added)
 {
 	size_t n = 0, nl = strlen(name);
 	while (environ[n])
 		n++;
-	char **envp = malloc((n + 2) * sizeof *envp);
-	char *var = malloc(nl + 32);
+	char **envp = malloc((n + 3) * sizeof *envp);
+	size_t size = nl + 32 + sizeof PREVIOUS_ENV "=" + (previous ? strlen(previous) : 0);
+	char *var = malloc(size);
 	if (!envp || !var) {
 		free(envp);
 		free(var);
 		return NULL;
 	}
-	snprintf(var, nl + 32, "%s=%lld", name, (long long)token);
+	int len = snprintf(var, size, "%s=%lld", name, (long long)token);
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++)
-		if (!(strncmp(environ[i], name, nl) == 0 && environ[i][nl] == '='))
+		if (!sets(environ[i], name) && !sets(environ[i], PREVIOUS_ENV))
 			envp[k++] = environ[i];
 	envp[k++] = var;
+	if (previous) {
+		char *pv = var + len + 1;
+		snprintf(pv, size - (size_t)len - 1, "%s=%s", PREVIOUS_ENV, previous);
+		envp[k++] = pv;
+	}
 	envp[k] = NULL;
 	*added = var;
 	return envp;
-}
-
-/* t plus ms (which may be more than an int holds). */
-static struct timespec plus_ms(struct timespec t, int64_t ms)
-{
-	t.tv_sec += (time_t)(ms / 1000);
-	t.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (t.tv_nsec >= 1000000000L) {
-		t.tv_sec++;
-		t.tv_nsec -= 1000000000L;
-	}
-	return t;
 }
 
 static bool before(struct timespec a, struct timespec b)
@@ -180,7 +184,7 @@ struct outcome run_command(const struct opts *o, struct lock *lk)
 	zkl_deadlines dl;
 	zkl_client_deadlines(lk->c, &dl);
 	const bool alive = token > 0 && dl.session_id != 0 && zkl_monotonic_ms() < dl.loss_ms;
-	char **envp = command_env(o->token_env, token, &var);
+	char **envp = command_env(o->token_env, token, lk->previous, &var);
 	int errpipe[2];
 	if (!envp) {
 		msg("out of memory");

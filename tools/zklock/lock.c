@@ -134,6 +134,32 @@ static int handle_new(const struct opts *o, struct lock *lk)
 	}
 }
 
+/* With --previous or --lock-delay, an exclusive lock (a mutex, --write) tells
+ * its command how the previous holder left: it released (its release left a note), it
+ * vanished (its node went without one: its session ended, or a library that leaves no
+ * note released it), or there was none. Not by default: the note is a persistent node
+ * beside the lock (PATH.previous), which stays after the lock is free, and a write more
+ * for every acquire; a job that does not read it would pay for nothing, and jobs on
+ * paths made up as they go would leave a node each behind. Returns 0 or an exit code
+ * after reporting. */
+static int track_previous(const struct opts *o, struct lock *lk)
+{
+	if (!o->previous && !o->lock_delay_ms)
+		return 0;
+	int rc = zkl_lock_track_previous(lk->l, true);
+	if (rc == 0) {
+		lk->tracked = true;
+		return 0;
+	}
+	const char *detail = *zkl_last_error() ? zkl_last_error() : zkl_strerror(rc);
+	const char *opt = o->lock_delay_ms ? "--lock-delay" : "--previous";
+	if (rc == ZKL_EINVAL)
+		return usage_error("%s: how the previous holder of %s left cannot be told: %s", opt,
+		                   o->path, detail);
+	msg("%s: how the previous holder of %s left cannot be told: %s", opt, o->path, detail);
+	return EXIT_SOFTWARE;
+}
+
 /* Makes the handle. Returns 0 or an exit code after reporting. */
 int lock_new(const struct opts *o, zkl_client *c, struct lock *lk)
 {
@@ -153,7 +179,7 @@ int lock_new(const struct opts *o, zkl_client *c, struct lock *lk)
 	if (rc == 0 && o->data)
 		rc = zkl_lock_set_data(lk->l, o->data, strlen(o->data));
 	if (rc == 0)
-		return 0;
+		return track_previous(o, lk);
 	const char *detail = zkl_last_error();
 	if (rc == ZKL_EINVAL)
 		return usage_error("invalid lock path \"%s\": %s", o->path,

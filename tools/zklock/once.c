@@ -2,7 +2,14 @@
  *
  * It compares server times only: the creation time (ctime) of our lock node, which is
  * when our cron line fired as far as ZooKeeper is concerned, with the one recorded by the
- * last successful run. Host clocks never enter it. */
+ * last successful run. Host clocks never enter it.
+ *
+ * A successful run is recorded by the release itself: one transaction checks our node,
+ * writes the record and deletes the node (zkl_lock_release_txn(); a lease or a
+ * leadership writes it guarded by its node, zkl_record_set_guarded(), and then
+ * releases). So the lock is never free while the record is older than the run that just
+ * ended, and a holder whose node is gone (its session expired while it was stopped, an
+ * operator deleted it) records nothing: the server refuses the whole transaction. */
 #include "zklock.h"
 
 #include <stdlib.h>
@@ -45,16 +52,19 @@ static int64_t once_slack_ms(long interval_s)
 
 /* Whether the last successful run is recent. Fills *last and *by (the record's data). */
 int once_check(zkl_client *c, const char *rec, int64_t arrival, long interval_s,
-               bool *recent, int64_t *last, char *by, size_t bysize, int64_t *mtime)
+               bool *recent, int64_t *last, char *by, size_t bysize, int64_t *mtime,
+               bool *exists)
 {
 	*recent = false;
 	*last = 0;
+	*exists = false;
 	by[0] = '\0';
 	char *buf;
 	size_t len;
 	int rc = zkl_record_get(c, rec, &buf, &len, mtime);
 	if (rc == ZKL_ENOTHELD)
 		return 0;
+	*exists = rc == 0;
 	if (rc != 0) {
 		const char *detail = zkl_last_error();
 		msg("cannot read %s: %s", rec, *detail ? detail : zkl_strerror(rc));
@@ -74,26 +84,79 @@ int once_check(zkl_client *c, const char *rec, int64_t arrival, long interval_s,
 	return 0;
 }
 
-int once_record(zkl_client *c, const char *rec, int64_t arrival, const char *id,
-                int64_t *mtime)
+/* Whether the record at rec says data (read back after a transaction whose answer was
+ * lost with the connection); *mtime gets when it was written. */
+static bool record_says(zkl_client *c, const char *rec, const char *data, size_t len,
+                        int64_t *mtime)
+{
+	char *back = NULL;
+	size_t blen = 0;
+	int64_t m = 0;
+	bool same = zkl_record_get(c, rec, &back, &blen, &m) == 0 && blen == len &&
+	            memcmp(back, data, len) == 0;
+	free(back);
+	if (same && mtime)
+		*mtime = m;
+	return same;
+}
+
+int once_record(struct lock *lk, const char *rec, int64_t arrival, bool exists,
+                int64_t *mtime, int *release)
 {
 	char buf[400];
-	int len = snprintf(buf, sizeof buf, "%lld %s", (long long)arrival, id);
-	int rc = zkl_record_set(c, rec, buf, (size_t)len);
-	if (rc == 0 && mtime) {
-		/* When it was written, on the server's clock (for --metrics-file). */
-		char *back = NULL;
-		size_t blen;
-		if (zkl_record_get(c, rec, &back, &blen, mtime) != 0)
-			*mtime = 0;
-		free(back);
+	int len = snprintf(buf, sizeof buf, "%lld %s", (long long)arrival, lk->id);
+	int rc;
+	if (lk->mode == MODE_MUTEX || lk->mode == MODE_READ || lk->mode == MODE_WRITE) {
+		/* The record as the last reading found it: set if it was there, else created.
+		 * Should that have changed meanwhile (zklock forget, a record made by hand),
+		 * the transaction fails whole and the node is deleted alone: not recorded. */
+		const zkl_txn_op op = { .kind = exists ? ZKL_TXN_SET : ZKL_TXN_CREATE,
+		                        .path = rec, .data = buf, .len = (size_t)len,
+		                        .version = -1 };
+		rc = zkl_lock_release_txn(lk->l, &op, 1, NULL);
+	} else {
+		/* A lease or leadership has no release with a transaction: the record is
+		 * written while our node exists (a guarded write), then the lock is released.
+		 * A reader may see the record before the release, never the lock free before
+		 * the record; a holder whose node is gone records nothing here either. */
+		rc = zkl_record_set_guarded(lk->l, rec, buf, (size_t)len);
+		if (rc == 0) {
+			/* Recorded while ours: whatever the release says (a loss since) is its. */
+			*release = zkl_lock_release(lk->l);
+			if (mtime && !record_says(lk->c, rec, buf, (size_t)len, mtime))
+				*mtime = 0;
+			return 0;
+		}
 	}
-	if (rc != 0) {
-		const char *detail = zkl_last_error();
-		msg("cannot record the run in %s: %s", rec, *detail ? detail : zkl_strerror(rc));
+	const char *detail = zkl_last_error();
+	char said[512];
+	snprintf(said, sizeof said, "%s", *detail ? detail : zkl_strerror(rc));
+	if (rc == ZKL_ECONNLOSS && record_says(lk->c, rec, buf, (size_t)len, mtime)) {
+		/* The answer was lost, not the transaction: it was applied. */
+		*release = 0;
+		return 0;
+	}
+	if (rc == 0) {
+		*release = 0;
+		/* When it was written, on the server's clock (for --metrics-file). */
+		if (mtime && !record_says(lk->c, rec, buf, (size_t)len, mtime))
+			*mtime = 0;
+		return 0;
+	}
+	if (rc == ZKL_ELOST) {
+		/* Our node was gone: the server applied nothing, so no run of a holder that
+		 * was not one is recorded, and the next holder runs the command again. */
+		*release = ZKL_ELOST;
+		msg("the run is not recorded in %s: the lock was lost before", rec);
 		return EXIT_SOFTWARE;
 	}
-	return 0;
+	/* Nothing recorded (or, after a lost connection, not as far as we can read). The
+	 * transaction's release ends the hold whatever its answer; otherwise (the guarded
+	 * write failed) give the lock back now. */
+	int r = zkl_lock_release(lk->l);
+	*release = r == ZKL_ENOTHELD ? 0 : r;
+	msg("cannot record the run in %s: %s", rec, said);
+	return EXIT_SOFTWARE;
 }
 
 /* ---- the record, as status and list show it; `zklock forget` ---- */
@@ -180,6 +243,22 @@ void print_last_run_json(FILE *f, const struct last_run *r)
 	fprintf(f, ", \"at\": \"%s\", \"at_ms\": %lld}", at, (long long)r->at_ms);
 }
 
+/* The note of how the last holder of the lock whose record is rec left (--previous,
+ * --lock-delay): "<path>.previous" beside it, malloc'ed, or NULL. */
+static char *note_path(const char *rec)
+{
+	size_t n = strlen(rec) - strlen(".last-run");
+	size_t size = n + sizeof ".previous";
+	char *p = malloc(size);
+	if (p)
+		snprintf(p, size, "%.*s.previous", (int)n, rec);
+	return p;
+}
+
+/* Deletes the record and the note beside the lock, so that a retired job leaves
+ * nothing (its folder then goes too). The note may be deleted while a holder holds the
+ * lock: its release then goes without one, and the next holder hears "vanished". Exits
+ * 1 when there was neither. */
 int run_forget(const struct opts *o)
 {
 	zkl_client *c = NULL;
@@ -187,17 +266,22 @@ int run_forget(const struct opts *o)
 	if (status != 0)
 		return status;
 	char *rec = is_record_path(o->path) ? strdup(o->path) : record_path(o->path);
-	int rc = rec ? zkl_record_delete(c, rec) : ZKL_ENOMEM;
-	if (rc == 0) {
-		if (!o->quiet)
-			msg("forgot the last run of %s (%s)", o->path, rec);
-	} else if (rc == ZKL_ENOTHELD) {
-		if (!o->quiet)
-			msg("%s has no record of a last run (%s)", o->path, rec);
-		status = 1;
-	} else {
+	char *note = rec ? note_path(rec) : NULL;
+	int rc = note ? zkl_record_delete(c, rec) : ZKL_ENOMEM;
+	int nrc = rc == 0 || rc == ZKL_ENOTHELD ? zkl_record_delete(c, note) : ZKL_ENOTHELD;
+	if (rc != 0 && rc != ZKL_ENOTHELD)
 		status = report_failure("forgetting", rec ? rec : o->path, rc);
-	}
+	else if (nrc != 0 && nrc != ZKL_ENOTHELD)
+		status = report_failure("forgetting", note, nrc);
+	else if (rc == ZKL_ENOTHELD && nrc == ZKL_ENOTHELD)
+		status = 1;
+	if (!o->quiet && rc == 0)
+		msg("forgot the last run of %s (%s)", o->path, rec);
+	if (!o->quiet && nrc == 0)
+		msg("forgot how the last holder of %s left (%s)", o->path, note);
+	if (!o->quiet && status == 1)
+		msg("%s has no record of a last run (%s)", o->path, rec);
+	free(note);
 	free(rec);
 	zkl_client_close(c);
 	return status;

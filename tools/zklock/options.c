@@ -46,6 +46,8 @@ enum {
 	OPT_CLOCK_NODE,
 	OPT_DRY_RUN,
 	OPT_LOCK_FOLDERS,
+	OPT_LOCK_DELAY,
+	OPT_PREVIOUS,
 };
 
 static const char short_opts[] = "+:s:w:nE:c:qvh";
@@ -91,6 +93,8 @@ static const struct option long_opts[] = {
 	{ "clock-node", required_argument, NULL, OPT_CLOCK_NODE },
 	{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
 	{ "lock-folders", required_argument, NULL, OPT_LOCK_FOLDERS },
+	{ "lock-delay", required_argument, NULL, OPT_LOCK_DELAY },
+	{ "previous", no_argument, NULL, OPT_PREVIOUS },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -418,6 +422,14 @@ static int parse_opts(int argc, char **argv, bool permute, struct opts *o, int *
 				                   c == OPT_MAX_RUNTIME ? "--max-runtime" : "--warn-after",
 				                   optarg);
 			break;
+		case OPT_LOCK_DELAY:
+			if (!parse_duration(optarg, &o->lock_delay_ms))
+				return usage_error("invalid --lock-delay \"%s\": expected seconds > 0, or a "
+				                   "number with s, m, h or d (such as 30, 2m)", optarg);
+			break;
+		case OPT_PREVIOUS:
+			o->previous = true;
+			break;
 		case OPT_METRICS_FILE:
 			if (*optarg == '\0')
 				return usage_error("empty --metrics-file");
@@ -502,9 +514,11 @@ static bool has_check_opts(const struct opts *o)
 /* Options of a run that a subcommand does not take, and the reverse. */
 static int check_subcommand_opts(const struct opts *o, const char *name)
 {
-	if (o->metrics_file || o->job_name || o->max_runtime_ms || o->warn_after_ms)
-		return usage_error("--metrics-file, --job-name, --max-runtime and --warn-after are "
-		                   "options of a run, not of zklock %s", name);
+	if (o->metrics_file || o->job_name || o->max_runtime_ms || o->warn_after_ms ||
+	    o->lock_delay_ms || o->previous)
+		return usage_error("--metrics-file, --job-name, --max-runtime, --warn-after, "
+		                   "--previous and --lock-delay are options of a run, not of "
+		                   "zklock %s", name);
 	if (o->command != CMD_CHECK && has_check_opts(o))
 		return usage_error("--held-longer, --waiters-more, --last-run-older and "
 		                   "--clock-node are options of zklock check, not of zklock %s",
@@ -674,6 +688,16 @@ int parse_args(int argc, char **argv, struct opts *o)
 	if (o->data && o->revocable)
 		return usage_error("--data does not work with --revocable: revocable nodes carry "
 		                   "no data, as Curator's do");
+	if ((o->lock_delay_ms || o->previous) &&
+	    (o->mode == MODE_READ || o->mode == MODE_SEMAPHORE))
+		return usage_error("%s works with a mutex or --write, not %s: its holders "
+		                   "overlap, so no holder has one previous holder",
+		                   o->lock_delay_ms ? "--lock-delay" : "--previous",
+		                   o->mode == MODE_READ ? "--read" : "--semaphore");
+	if ((o->lock_delay_ms || o->previous) && o->mode == MODE_LEADER)
+		return usage_error("%s works with a mutex or --write, not --leader: an election "
+		                   "keeps no note of how its leaders leave",
+		                   o->lock_delay_ms ? "--lock-delay" : "--previous");
 	if (o->naming == ZKL_NAMING_KAZOO && (o->mode == MODE_SEMAPHORE || o->mode == MODE_LEADER))
 		return usage_error("--naming kazoo works with a mutex, --read or --write only "
 		                   "(kazoo's semaphore and election use other layouts)");

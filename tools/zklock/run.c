@@ -167,6 +167,50 @@ static bool acquire(const struct opts *o, struct lock *lk, int *status, pthread_
 	return false;
 }
 
+/* How the previous holder left, for the command (ZKLOCK_PREVIOUS), and --lock-delay:
+ * after a holder that vanished, whatever it had sent may still be on its way to the
+ * systems it wrote to, so the command starts T later. The wait ends early on a signal, a
+ * loss or a revocation, on which run_command() then acts without starting the command;
+ * it is the lock's, not the command's, so --max-runtime starts after it. Returns 0 or an
+ * exit code after reporting. */
+static int previous_holder(const struct opts *o, struct lock *lk)
+{
+	lk->previous = NULL;
+	if (!lk->tracked)
+		return 0;
+	zkl_previous how;
+	char node[ZKL_NODE_MAX];
+	int rc = zkl_lock_previous(lk->l, &how, node, sizeof node);
+	if (rc == ZKL_ELOST || rc == ZKL_ENOTHELD) {
+		msg("lock on %s lost", o->path); /* between the grant and now */
+		return EXIT_SOFTWARE;
+	}
+	if (rc != 0) {
+		const char *detail = zkl_last_error();
+		msg("cannot tell how the previous holder of %s left: %s", o->path,
+		    *detail ? detail : zkl_strerror(rc));
+		return EXIT_SOFTWARE;
+	}
+	lk->previous = zkl_previous_name(how);
+	if (o->verbose)
+		msg("the previous holder of %s%s: %s%s%s%s", lock_what(lk), o->path, lk->previous,
+		    *node ? " (" : "", node, *node ? ")" : "");
+	if (how != ZKL_PREVIOUS_VANISHED || o->lock_delay_ms == 0)
+		return 0;
+	msg("the previous holder of %s%s vanished (%s left no release note): starting %s in "
+	    "%g s (--lock-delay)", lock_what(lk), o->path, *node ? node : "its node", o->cmd[0],
+	    o->lock_delay_ms / 1000.0);
+	notify("STATUS=holding %s%s; starting %s in %g s, after a holder that vanished "
+	       "(--lock-delay)\nEXTEND_TIMEOUT_USEC=%lld", lock_what(lk), o->path, o->cmd[0],
+	       o->lock_delay_ms / 1000.0, o->lock_delay_ms * 1000LL + EXTEND_USEC);
+	const struct timespec until = plus_ms(now(), o->lock_delay_ms);
+	pthread_mutex_lock(&st.mu);
+	while (!st.lost && !st.revoked && st.signal == 0 && !reached(until))
+		pthread_cond_timedwait(&st.cond, &st.mu, &until);
+	pthread_mutex_unlock(&st.mu);
+	return 0;
+}
+
 /* Holds the lock (acquired) through the command; releases it. Sets *again for a
  * --requeue loop that should go on. */
 static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, struct report *rep)
@@ -175,6 +219,7 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 	int status = 0;
 	char *rec = NULL;
 	int64_t arrival = 0;
+	bool rec_exists = false;
 	struct timespec held_at = now();
 
 	if (o->once_per_s > 0) {
@@ -191,7 +236,8 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 		char by[300];
 		if (status == 0)
 			status = once_check(lk->c, rec, arrival, o->once_per_s, &recent, &last, by,
-			                    sizeof by, o->metrics_file ? &rep->success_ms : NULL);
+			                    sizeof by, o->metrics_file ? &rep->success_ms : NULL,
+			                    &rec_exists);
 		if (status == 0 && recent) {
 			rep->once = true;
 			char ago[32], at[40];
@@ -216,25 +262,40 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 		}
 	}
 
+	status = previous_holder(o, lk);
+	if (status != 0) {
+		set_phase(PH_DONE);
+		zkl_lock_release(lk->l);
+		rep->hold_s = seconds_since(held_at);
+		free(rec);
+		return status;
+	}
+
 	struct outcome out = run_command(o, lk);
 	status = out.status;
 	rep->ran = out.ran;
 	rep->max_runtime = out.max_runtime;
 	rep->warned = out.warned;
+	int rc = 0;
+	bool released = false;
 	if (out.ran && status == 0 && !out.lost && !out.revoked) {
-		/* Only while the lock is still ours. */
+		/* Only while the lock is still ours: the record's transaction checks that our
+		 * node exists, whatever we know here. */
 		pthread_mutex_lock(&st.mu);
 		bool lost = st.lost;
 		pthread_mutex_unlock(&st.mu);
-		if (rec && !lost && zkl_lock_token(lk->l) > 0)
-			status = once_record(lk->c, rec, arrival, lk->id,
-			                     o->metrics_file ? &rep->success_ms : NULL);
-		else if (!rec && !lost && o->metrics_file)
+		if (rec && !lost && zkl_lock_token(lk->l) > 0) {
+			status = once_record(lk, rec, arrival, rec_exists,
+			                     o->metrics_file ? &rep->success_ms : NULL, &rc);
+			released = true;
+		} else if (!rec && !lost && o->metrics_file) {
 			rep->success_ms = arrival_ms(lk);
+		}
 	}
 	free(rec);
 
-	int rc = zkl_lock_release(lk->l);
+	if (!released)
+		rc = zkl_lock_release(lk->l);
 	rep->hold_s = seconds_since(held_at);
 	pthread_mutex_lock(&st.mu);
 	bool lost = st.lost || out.lost;

@@ -49,6 +49,9 @@ enum {
 #define DEFAULT_SERVERS "127.0.0.1:2181"
 #define DEFAULT_KILL_GRACE_MS 10000
 #define DEFAULT_TOKEN_ENV "ZKLOCK_TOKEN"
+/* How the previous holder left, for the command of an exclusive lock: "released",
+ * "vanished" or "none" (zkl_previous_name()). */
+#define PREVIOUS_ENV "ZKLOCK_PREVIOUS"
 #define SYSTEM_CONFIG "/etc/zklock.conf"
 
 enum mode { MODE_MUTEX, MODE_READ, MODE_WRITE, MODE_SEMAPHORE, MODE_LEADER };
@@ -94,6 +97,8 @@ struct opts {
 	long once_per_s;        /* 0: off */
 	int64_t max_runtime_ms; /* 0: off */
 	int64_t warn_after_ms;  /* 0: off */
+	int64_t lock_delay_ms;  /* --lock-delay: wait after a vanished holder; 0: off */
+	bool previous;          /* --previous: ZKLOCK_PREVIOUS (--lock-delay implies it) */
 	const char *metrics_file; /* --metrics-file, or NULL */
 	const char *job_name;   /* --job-name, else the command's name */
 	/* zklock check: ms for the ages, a count for the waiters */
@@ -164,16 +169,21 @@ static inline bool reached(struct timespec deadline)
 	       (t.tv_sec == deadline.tv_sec && t.tv_nsec >= deadline.tv_nsec);
 }
 
-static inline struct timespec after_ms(int ms)
+/* t plus ms (which may be more than an int holds). */
+static inline struct timespec plus_ms(struct timespec t, int64_t ms)
 {
-	struct timespec t = now();
-	t.tv_sec += ms / 1000;
+	t.tv_sec += (time_t)(ms / 1000);
 	t.tv_nsec += (long)(ms % 1000) * 1000000L;
 	if (t.tv_nsec >= 1000000000L) {
 		t.tv_sec++;
 		t.tv_nsec -= 1000000000L;
 	}
 	return t;
+}
+
+static inline struct timespec after_ms(int ms)
+{
+	return plus_ms(now(), ms);
 }
 
 /* ---- session.c ---- */
@@ -225,6 +235,8 @@ struct lock {
 	void *handle;          /* the mutex, read-write lock, semaphore or latch */
 	void (*handle_free)(void *handle);
 	char id[300];          /* our node data: "<host>:<pid>" */
+	bool tracked;          /* how the previous holder left is told (exclusive kinds) */
+	const char *previous;  /* for the command: zkl_previous_name(), or NULL (untracked) */
 };
 
 /* Makes the handle. Returns 0 or an exit code after reporting. */
@@ -291,13 +303,18 @@ char *record_path(const char *path);
 /* The server time at which our node was created (when we asked for the lock), or 0. */
 int64_t arrival_ms(struct lock *lk);
 /* Whether the last successful run is recent. Fills *last and *by (the record's data),
- * and *mtime (if not NULL) with when the record was written (server time, 0: none). */
+ * *mtime (if not NULL) with when the record was written (server time, 0: none), and
+ * *exists with whether there is a record. */
 int once_check(zkl_client *c, const char *rec, int64_t arrival, long interval_s,
-               bool *recent, int64_t *last, char *by, size_t bysize, int64_t *mtime);
-/* Records a successful run (while the lock is still ours); *mtime (if not NULL) gets
- * when it was written, on the server's clock. */
-int once_record(zkl_client *c, const char *rec, int64_t arrival, const char *id,
-                int64_t *mtime);
+               bool *recent, int64_t *last, char *by, size_t bysize, int64_t *mtime,
+               bool *exists);
+/* Records a successful run and releases the lock, in one transaction that also checks
+ * our node (exists: whether once_check() found a record). *mtime (if not NULL) gets when
+ * it was written, on the server's clock; *release the release's code, as
+ * zkl_lock_release() returns it (ZKL_ELOST: our node was gone, nothing recorded).
+ * Returns 0 or an exit code after reporting. */
+int once_record(struct lock *lk, const char *rec, int64_t arrival, bool exists,
+                int64_t *mtime, int *release);
 
 /* The --once-per record of a lock path, as status and list show it. */
 struct last_run {

@@ -1,0 +1,149 @@
+#!/usr/bin/python3
+"""zklock --previous and --lock-delay against a real ZooKeeper server: ZKLOCK_PREVIOUS
+after a first holder, a release, a holder killed with SIGKILL (once the server has
+expired its session), and the delay taken only after a holder that vanished.
+
+    tests/with-zk /usr/bin/python3 tests/zklock/test_previous.py build/tools/zklock [CASE...]
+
+The helpers, the environment and the runner are test_zklock.py's (its header says how
+a case runs); only the cases differ. The case with a Curator holder is test_fleet.py's
+(it needs the interop suite's Java peer).
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_zklock as z  # noqa: E402  (parses argv: ZKLOCK [CASE...])
+from test_zklock import (ENV, WD_OPTS, Proc, case, check, expect, kazoo_client,  # noqa: E402
+                         lock_path, status, tmp, wait_until, waiter_queued)
+
+z.CASES.clear()
+
+
+SHOW_PREVIOUS = ["sh", "-c", 'echo "${ZKLOCK_PREVIOUS-unset}"']
+
+
+@case
+def previous_none_then_released():
+    """With --previous, ZKLOCK_PREVIOUS is "none" for the first holder of a path and
+    "released" after a holder that released, for a mutex and --write;
+    --lock-delay (30 s), which implies --previous, does not hold either back. Without
+    them the command gets no ZKLOCK_PREVIOUS (an inherited one is dropped) and no note is
+    made beside the lock. zklock forget deletes the note."""
+    for mode in ([], ["--write"]):
+        p = lock_path("previous" + "".join(mode).replace("-", "_"))
+        for want, opt in (("none", ["--previous"]), ("released", ["--lock-delay", "30"]),
+                          ("released", ["--previous"])):
+            out, err, secs = expect(["-v"] + opt + mode + [p, "--"] + SHOW_PREVIOUS, 0,
+                                    timeout=20)
+            check(out == want + "\n", "%s, %s holder: ZKLOCK_PREVIOUS %r" %
+                  (mode or "mutex", want, out))
+            check("--lock-delay" not in err, "%s: waited after %s: %r" % (mode, want, err))
+            said = "the previous holder of %s: %s" % (p, want)
+            check(said in err, "%s: stderr %r lacks %r" % (mode, err, said))
+    k = kazoo_client()
+    try:
+        p = lock_path("previous")
+        check(k.exists(p + ".previous") is not None, "no note beside %s" % p)
+        expect(["forget", p], 0, stderr_has="forgot how the last holder of %s left" % p)
+        check(k.exists(p + ".previous") is None, "forget left the note")
+        expect(["forget", p], 1, stderr_has="no record")
+        env = dict(ENV, ZKLOCK_PREVIOUS="inherited")
+        for mode in ([], ["--write"], ["--leader"], ["--read"], ["--semaphore", "2"]):
+            p = lock_path("untracked" + "".join(mode).replace("-", "_"))
+            for _ in range(2):
+                out, _, _ = expect(mode + [p, "--"] + SHOW_PREVIOUS, 0, env=env)
+                check(out == "unset\n", "%s: ZKLOCK_PREVIOUS %r" % (mode, out))
+            check(k.exists(p + ".previous") is None, "%s: a note without --previous" % mode)
+    finally:
+        k.stop()
+        k.close()
+
+
+def vanished_holder(name, waiter_args):
+    """A holder on a 4 s session, SIGKILLed with a waiter (zklock waiter_args PATH --
+    ...) queued behind it. Returns (the waiter's Proc, the name of the holder's node,
+    the path)."""
+    p = lock_path(name)
+    a = Proc(WD_OPTS + ["--previous", p, "--", "sleep", "600"])
+    a.wait_line(r"^zklock: acquired ")
+    node = status(p)[0][0].rsplit("/", 1)[1]
+    b = Proc(waiter_args(p))
+    waiter_queued(p, b, 1)
+    a.signal(signal.SIGKILL)
+    check(a.wait() == -signal.SIGKILL, "holder: exit %s" % a.p.returncode)
+    return b, node, p
+
+
+@case
+def previous_vanished_and_lock_delay():
+    """The holder is killed (SIGKILL): once the server has expired its session, the
+    waiter behind it is told "vanished", with the holder's node, and with --lock-delay 3
+    starts its command 3 s after it acquired, not before, saying so once; --max-runtime
+    (2 s) counts from the command's start, not the acquisition. A later run, after a
+    holder that released, starts at once."""
+    job = 'echo "started $ZKLOCK_PREVIOUS"; sleep 1; echo done'
+    b, node, p = vanished_holder("vanished", lambda p: [
+        "-v", "--lock-delay", "3", "--max-runtime", "2", p, "--", "sh", "-c", job])
+    _, acquired = b.wait_line_at(r"^zklock: acquired ", timeout=30)
+    line, started = b.wait_line_at(r"^started ", stream="out")
+    check(line == "started vanished", "ZKLOCK_PREVIOUS: %r" % line)
+    rc = b.wait(20)
+    check(rc == 0, "waiter: exit %s, expected 0 (--max-runtime from the command's start); "
+          "stderr %r" % (rc, b.stderr()))
+    check(b.stdout().splitlines()[-1] == "done", "stdout %r" % b.stdout())
+    # The acquired line was read before the wait began; reading it may lag a little.
+    check(2.5 <= started - acquired < 13, "the command started %.3f s after the lock was "
+          "acquired, with --lock-delay 3" % (started - acquired))
+    said = [x for x in b.stderr().splitlines() if "--lock-delay" in x]
+    check(len(said) == 1 and "vanished" in said[0] and node in said[0],
+          "what zklock said of the delay: %r (the holder's node %s)" % (said, node))
+    check("the previous holder of %s: vanished (%s)" % (p, node) in b.stderr(),
+          "stderr %r lacks the holder's node %s" % (b.stderr(), node))
+    # After a holder that released: no delay.
+    out, err, secs = expect(["--lock-delay", "30", p, "--"] + SHOW_PREVIOUS, 0, timeout=20)
+    check(out == "released\n" and "--lock-delay" not in err, "next run: %r %r" % (out, err))
+
+
+@case
+def previous_vanished_with_nobody_waiting():
+    """A holder killed (SIGKILL) with nobody waiting: the next run, once the server has
+    expired the session, is told "vanished" (a cron job's next run, minutes later)."""
+    p = lock_path("vanished-alone")
+    expect(["--previous", p, "--", "true"], 0)  # a note of a release, before
+    a = Proc(WD_OPTS + ["--previous", p, "--", "sleep", "600"])
+    a.wait_line(r"^zklock: acquired ")
+    a.signal(signal.SIGKILL)
+    check(a.wait() == -signal.SIGKILL, "holder: exit %s" % a.p.returncode)
+    wait_until(lambda: status(p) == [], "the server expired the holder's session",
+               timeout=30)
+    out, _, _ = expect(["--previous", p, "--"] + SHOW_PREVIOUS, 0)
+    check(out == "vanished\n", "ZKLOCK_PREVIOUS %r" % out)
+
+
+@case
+def lock_delay_ends_on_signal():
+    """SIGTERM during --lock-delay: zklock exits 143 at once, the command never starts,
+    and the lock is free."""
+    marker = tmp("delay-term-ran")
+    b, node, p = vanished_holder("delay-term", lambda p: [
+        "--lock-delay", "60", p, "--", "touch", marker])
+    b.wait_line(r"vanished .*--lock-delay", timeout=30)
+    t0 = time.monotonic()
+    b.signal(signal.SIGTERM)
+    rc = b.wait(10)
+    check(rc == 128 + signal.SIGTERM, "exit %s; stderr %r" % (rc, b.stderr()))
+    check(time.monotonic() - t0 < 5, "zklock took %.1f s to stop" % (time.monotonic() - t0))
+    check(not os.path.exists(marker), "the command ran")
+    check(status(p) == [], "not released: %r" % status(p))
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(z.main())
+    finally:
+        subprocess.run(["rm", "-rf", "--", z.TMP])
