@@ -249,7 +249,8 @@ typedef struct zkl_txn_result {
  * Returns 0 when every operation was applied. Else nothing was applied, and it returns:
  * ZKL_ELOST: the hold's node is gone, or its session (the hold is then lost and reported
  * as any loss is: the lost callback, the observer's event, zkl_lock_is_held() false);
- * ZKL_ENOTHELD: l is not held here, or its release came first (a release racing the
+ * ZKL_ENOTHELD: l is not held here (a leader's view whose loss is known already answers
+ * so, since its leadership is then none), or its release came first (a release racing the
  * transaction from another thread either comes after it, and the transaction is applied,
  * or before, and it is refused so); for an operation of ops that failed, its code (the
  * result's rc; zk_rc says which ZooKeeper answer, zkl_last_error() names the operation,
