@@ -340,6 +340,40 @@ def waiter_cut_off_ends_by_itself():
     return "B gave up without holding; its node went with its session"
 
 
+def once_record(path):
+    """Who wrote PATH's --once-per record ("host:pid"), as `zklock status` shows it, or
+    None."""
+    r = subprocess.run([ZKLOCK, "status", path], env=ENV, capture_output=True, text=True,
+                       timeout=30)
+    for line in r.stdout.splitlines():
+        f = line.split("\t")
+        if len(f) >= 4 and f[3] == "record":
+            return f[1]
+    return None
+
+
+@case
+def once_per_holder_cut_off():
+    """--once-per: a holder cut off from the server past its session records no run, and
+    the next holder's record stands. The record goes in one transaction with the release,
+    which deletes our node: once the session is gone the server refuses it whole."""
+    path = ROOT + "/once"
+    a = Zklock("A", path, ["bash", "-c", "sleep 2"], cut=True,
+               extra=["--once-per", "3600"])
+    a.wait_line(r"acquired")
+    b = Zklock("B", path, ["true"], extra=["--once-per", "3600"])
+    wait_until(lambda: queue_len(path) == 2, "B queued")
+    fw.cut("out")
+    rc = a.wait()
+    check(rc == 70, "A exited %d, not 70: %s" % (rc, a.stderr()))
+    check(b.wait() == 0, "B did not run and record: " + b.stderr())
+    fw.heal()
+    by = once_record(path)
+    check(by is not None and by.endswith(":%d" % b.p.pid),
+          "the record is not B's (pid %d): %r; A: %s" % (b.p.pid, by, a.stderr()))
+    return "A exited 70 with no record; the record is B's"
+
+
 @case
 def next_in_line_cut_off():
     """The second in line is cut off while it still hears the server; the holder then
