@@ -614,8 +614,10 @@ static int mutex_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, vo
 }
 
 /* Releases one level of owner's hold, else, with any, of the handle's asynchronous
- * one. */
-static int release_as(zkl_mutex *m, zkl__owner owner, bool any)
+ * one. With a transaction (mops[0..n), n > 0), only a hold's last level, with the
+ * operations in one transaction with its delete (*answer: its answer). */
+static int release_as(zkl_mutex *m, zkl__owner owner, bool any, const struct zkl_mop *mops,
+                      int n, struct zkl_op **answer)
 {
 	zkl_lock *lk = &m->lock;
 	zkl_client *c = lk->c;
@@ -625,10 +627,16 @@ static int release_as(zkl_mutex *m, zkl__owner owner, bool any)
 		pp = find_async(m); /* the handle's: any thread may release it */
 	if (!pp) {
 		pthread_mutex_unlock(lk->mu);
-		return zkl__fail(ZKL_ENOTOWNER, "%s does not hold %s", owner == zkl__owner_self() ?
-		                "the calling thread" : "its owner", lk->path);
+		return zkl__fail(n > 0 ? ZKL_ENOTHELD : ZKL_ENOTOWNER, "%s does not hold %s",
+		                 owner == zkl__owner_self() ? "the calling thread" : "its owner",
+		                 lk->path);
 	}
 	struct zkl_acq *l = *pp;
+	if (n > 0 && l->count > 1) {
+		pthread_mutex_unlock(lk->mu);
+		return zkl__fail(ZKL_EBUSY, "%s is held %d times over: release the inner levels "
+		                 "first", lk->path, l->count);
+	}
 	if (--l->count > 0) {
 		bool lost = zkl__hold_lost(l->node.hold);
 		pthread_mutex_unlock(lk->mu);
@@ -639,9 +647,9 @@ static int release_as(zkl_mutex *m, zkl__owner owner, bool any)
 	 * callback, should one run right now: that takes the handle's mutex). */
 	*pp = l->next;
 	pthread_mutex_unlock(lk->mu);
-	int rc = zkl__engine_release(c, &l->node);
+	int rc = zkl__engine_release_txn(c, &l->node, mops, n, answer);
 	free(l);
-	if (rc == ZKL_ELOST)
+	if (rc == ZKL_ELOST && n == 0)
 		return zkl__fail(ZKL_ELOST, "lock %s was lost before it was released", lk->path);
 	return rc;
 }
@@ -650,38 +658,19 @@ static int mutex_release_txn(zkl_lock *lk, const struct zkl_mop *mops, int n,
                              struct zkl_op **answer)
 {
 	zkl_mutex *m = MUTEX(lk);
-	*answer = NULL;
-	pthread_mutex_lock(lk->mu);
-	struct zkl_acq **pp = find_own(m);
-	if (!pp)
-		pp = find_async(m);
-	if (!pp) {
-		pthread_mutex_unlock(lk->mu);
-		return zkl__fail(ZKL_ENOTHELD, "the calling thread does not hold %s", lk->path);
-	}
-	struct zkl_acq *l = *pp;
-	if (l->count > 1) {
-		pthread_mutex_unlock(lk->mu);
-		return zkl__fail(ZKL_EBUSY, "%s is held %d times over: release the inner levels "
-		                 "first", lk->path, l->count);
-	}
-	*pp = l->next; /* as mutex_release() */
-	pthread_mutex_unlock(lk->mu);
-	int rc = zkl__engine_release_txn(lk->c, &l->node, mops, n, answer);
-	free(l);
-	return rc;
+	return release_as(m, caller(m), true, mops, n, answer);
 }
 
 static int mutex_release(zkl_lock *lk)
 {
 	zkl_mutex *m = MUTEX(lk);
-	return release_as(m, caller(m), true);
+	return release_as(m, caller(m), true, NULL, 0, NULL);
 }
 
 int zkl__mutex_release_as(zkl_mutex *m, zkl__owner owner)
 {
 	zkl__clear_error();
-	return release_as(m, owner, false);
+	return release_as(m, owner, false, NULL, 0, NULL);
 }
 
 int zkl__mutex_held_as(zkl_mutex *m, zkl__owner owner, char *buf, size_t len,

@@ -292,7 +292,7 @@ static void delete_drop(zkl_client *c, struct zkl_job *j)
  * runs the loop (a callback, or the application's loop thread) nothing waits for the
  * server, not even with confirm_release: the delete goes to the background task, sent at
  * once if connected. */
-static int release_decide(zkl_client *c, struct zkl_node *node, bool on_loop)
+static int release_decide(zkl_client *c, struct zkl_node *node, bool on_loop, bool wait)
 {
 	if (!node->path)
 		return 0;
@@ -301,8 +301,9 @@ static int release_decide(zkl_client *c, struct zkl_node *node, bool on_loop)
 	int rc = 0;
 	if (node->gen != c->gen)
 		rc = gone_with_session(node);
-	else if (node->note && !on_loop)
-		return ZKL_JOB_WAIT; /* its note goes in one transaction with the delete */
+	else if ((node->note || wait) && !on_loop)
+		return ZKL_JOB_WAIT; /* its note, or the caller's operations, go in one
+		                      * transaction with the delete */
 	else if ((on_loop || !c->confirm_release) && c->sess->connected)
 		zkl__task_delete_now(c, node->path, node->gen);
 	else if (on_loop)
@@ -320,26 +321,9 @@ static int release_step(zkl_client *c, struct zkl_job *j)
 	struct delete_job *d = (struct delete_job *)j;
 	if (!d->decided) {
 		d->decided = true;
-		int rc = release_decide(c, d->node, false);
+		int rc = release_decide(c, d->node, false, d->nsubs > 0);
 		if (rc != ZKL_JOB_WAIT)
 			return rc;
-	}
-	return delete_step(c, j);
-}
-
-/* A release with a transaction: its delete always waits for the server. */
-static int release_txn_step(zkl_client *c, struct zkl_job *j)
-{
-	struct delete_job *d = (struct delete_job *)j;
-	if (!d->decided) {
-		d->decided = true;
-		if (!d->node->path)
-			return 0;
-		zkl__revwatch_remove(c, d->node->rev);
-		d->node->rev = NULL;
-		if (d->node->gen != c->gen)
-			return zkl__fail(ZKL_ELOST, "the session of %s is gone: the lock was lost, "
-			                 "and nothing of the transaction was applied", d->node->path);
 	}
 	return delete_step(c, j);
 }
@@ -354,15 +338,17 @@ struct release_call {
 static void release_on_loop(zkl_client *c, struct zkl__call *call)
 {
 	struct release_call *r = (struct release_call *)call;
-	r->rc = release_decide(c, r->node, true);
+	r->rc = release_decide(c, r->node, true, false);
 }
 
-/* Deletes node (its hold ended); as zkl__engine_release(). */
-static int release_node(zkl_client *c, struct zkl_node *node)
+/* Deletes node (its hold ended), with subs[0..n) in the same transaction if n > 0; as
+ * zkl__engine_release_txn(). */
+static int release_node(zkl_client *c, struct zkl_node *node, const struct zkl_mop *subs,
+                        int n, struct zkl_op **answer)
 {
 	/* The usual release, from an application's thread: its delete is sent from here,
 	 * without the client's mutex, and the loop takes it over. */
-	if (node->path && !node->rev && !node->note && !c->confirm_release &&
+	if (node->path && n == 0 && !node->rev && !node->note && !c->confirm_release &&
 	    !zkl__on_event_thread(c) &&
 	    zkl__task_delete_sent(c, node->path, node->gen)) {
 		node->path = NULL; /* the task's now */
@@ -372,55 +358,46 @@ static int release_node(zkl_client *c, struct zkl_node *node)
 	if (!node->path)
 		return 0;
 	if (zkl__is_loop_thread(c)) {
+		/* Nothing waits for the server here: released without the transaction. */
 		struct release_call r = {.call.fn = release_on_loop, .node = node};
 		if (!zkl__call(c, &r.call))
 			zkl__node_clear(node); /* the loop has ended: the session goes with it */
+		if (n > 0)
+			return zkl__fail(ZKL_EDEADLK, "a release with a transaction waits for the "
+			                 "server: not on a thread that runs the client's loop");
 		return r.rc;
 	}
-	struct delete_job d = {.job = {.step = release_step, .drop = delete_drop}, .node = node};
-	return zkl__job_run(c, &d.job, NULL, "a release");
+	struct delete_job d = {.job = {.step = release_step, .drop = delete_drop}, .node = node,
+	                       .subs = subs, .nsubs = n};
+	int rc = zkl__job_run(c, &d.job, NULL, "a release");
+	if (answer)
+		*answer = d.answer;
+	return rc;
 }
 
 int zkl__engine_release_txn(zkl_client *c, struct zkl_node *node, const struct zkl_mop *subs,
                            int n, struct zkl_op **answer)
 {
-	*answer = NULL;
+	/* The hold lives until the delete is out, or answered for a release that waits for
+	 * it: a loss found meanwhile, or by the release, is reported to on_lost once (its
+	 * end reports one the loop has not yet), and release says ZKL_ELOST as well (a
+	 * transaction's keeps its own detail). */
+	if (answer)
+		*answer = NULL;
 	struct zkl_hold *h = node->hold;
 	node->hold = NULL;
 	if (h)
 		atomic_store(&h->releasing, true); /* our delete is no loss (holdwatch.c) */
-	int rc = 0;
-	if (!node->path) {
-		rc = 0;
-	} else if (zkl__is_loop_thread(c)) {
-		rc = zkl__fail(ZKL_EDEADLK, "a release with a transaction waits for the server: "
-		               "not on a thread that runs the client's loop");
-		release_node(c, node);
-	} else {
-		struct delete_job d = {.job = {.step = release_txn_step, .drop = delete_drop},
-		                       .node = node, .subs = subs, .nsubs = n};
-		rc = zkl__job_run(c, &d.job, NULL, "a release");
-		*answer = d.answer;
-	}
+	int rc = release_node(c, node, subs, n, answer);
 	if (h && zkl__hold_end(c, h, rc == ZKL_ELOST ? ZKL_HOLD_END_LOST : ZKL_HOLD_END) &&
-	    rc != ZKL_ELOST)
+	    (n == 0 || rc != ZKL_ELOST))
 		rc = zkl__fail(ZKL_ELOST, "the lock was lost before it was released");
 	return rc;
 }
 
 int zkl__engine_release(zkl_client *c, struct zkl_node *node)
 {
-	/* The hold lives until the delete is out, or answered for a release that waits for
-	 * it: a loss found meanwhile, or by the release, is reported to on_lost once (its
-	 * end reports one the loop has not yet), and release says ZKL_ELOST as well. */
-	struct zkl_hold *h = node->hold;
-	node->hold = NULL;
-	if (h)
-		atomic_store(&h->releasing, true); /* our delete is no loss (holdwatch.c) */
-	int rc = release_node(c, node);
-	if (h && zkl__hold_end(c, h, rc == ZKL_ELOST ? ZKL_HOLD_END_LOST : ZKL_HOLD_END))
-		rc = zkl__fail(ZKL_ELOST, "the lock was lost before it was released");
-	return rc;
+	return zkl__engine_release_txn(c, node, NULL, 0, NULL);
 }
 
 /* A background release handed to the loop: the node, moved out of its owner. */
