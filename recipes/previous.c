@@ -60,7 +60,8 @@ static void copy_name(char *who, size_t size, const char *name)
 /* A read node is never a predecessor whose leaving the note tells: readers keep none. */
 static bool is_reader(const char *name)
 {
-	return strstr(name, "__READ__") != NULL;
+	zkl_child child;
+	return zkl__child_parse(name, &child) && !zkl__kind_is_writer(child.kind);
 }
 
 zkl_previous zkl__previous_decide(const char *note, size_t len, const char *pred,
