@@ -38,6 +38,7 @@
 
 #include "clock.h"
 #include "internal.h"
+#include "multilock_internal.h"
 #include "mutex_internal.h"
 
 #include "sim.h"
@@ -1538,6 +1539,11 @@ static void contender_release(struct contender *t, int j, const char *where)
 		t->downgraded = false;
 	} else if (t->owner) {
 		rc = owner_release(t, j, t);
+	} else if (t->mowner) {
+		rc = zkl__multilock_release_as(t->ml, t->mowner);
+		if (rc == 0 && zkl__multilock_held_as(t->ml, t->mowner))
+			violation("contender %d: its owner still holds the multi-lock after its "
+			          "release", j);
 	} else {
 		rc = zkl_lock_release(t->l);
 	}
@@ -1657,7 +1663,8 @@ static void check_fifo(const struct contender *g, int gj)
 
 /* Contender t (index j) is told it holds, through view (its lock, or a multi-lock's
  * member): what the server has is checked, and the hold noted for the checks. */
-static void hold_record(struct contender *t, int j, zkl_lock *view)
+static void hold_record(struct contender *t, int j, zkl_lock *view, zkl_mutex *mm,
+                        uint64_t mowner)
 {
 	struct path_info *pi = &W.paths[t->path];
 	t->believes = true;
@@ -1680,6 +1687,11 @@ static void hold_record(struct contender *t, int j, zkl_lock *view)
 			t->sess = 0;
 			return;
 		}
+	} else if (mowner) {
+		/* A member of a multi-lock its owner holds: the owner's hold, as its thread
+		 * would ask. */
+		int levels = zkl__mutex_held_as(mm, mowner, t->node, sizeof t->node, &t->token);
+		n = levels > 0 && t->node[0] ? (int)strlen(t->node) : ZKL_ENOTHELD;
 	} else {
 		t->token = zkl_lock_token(view);
 		n = zkl_lock_node(view, t->node, sizeof t->node);
@@ -1763,10 +1775,14 @@ static void on_acquired(zkl_lock *l, int rc, void *data)
 	t->revoke_gone = false;
 	if (t->kind == K_MULTI) {
 		struct contender *sh = &W.ct[t->shadow];
-		hold_record(t, j, zkl_mutex_lock(t->m));
-		hold_record(sh, t->shadow, zkl_mutex_lock(sh->m));
+		/* All or nothing: told it holds, its owner holds every member. */
+		if (t->mowner && !zkl__multilock_held_as(t->ml, t->mowner))
+			violation("contender %d: told its owner holds the multi-lock, which it does "
+			          "not hold whole", j);
+		hold_record(t, j, zkl_mutex_lock(t->m), t->m, t->mowner);
+		hold_record(sh, t->shadow, zkl_mutex_lock(sh->m), sh->m, t->mowner);
 	} else {
-		hold_record(t, j, t->l);
+		hold_record(t, j, t->l, NULL, 0);
 	}
 	t->st = CT_HOLDING;
 	uint64_t r = rnd(20);
@@ -2000,7 +2016,7 @@ static void owner_downgraded(void *arg, int rc)
 	}
 	W.holds++;
 	sh->st = CT_HOLDING;
-	hold_record(sh, t->shadow, sh->l);
+	hold_record(sh, t->shadow, sh->l, NULL, 0);
 	/* The write lock goes; the read lock stays, and no writer may come in between. */
 	int saved = W.cur;
 	W.cur = t->cl;
@@ -2104,7 +2120,9 @@ static void contender_act(int j)
 			t->acq_losses = W.cl[t->cl].losses;
 			t->first[0] = 0;
 			int rc = t->owner ? zkl__mutex_start_as(t->om, t->owner, timeout, owner_acquired, t)
-			                  : zkl_lock_acquire_async(t->l, timeout, on_acquired, t);
+			       : t->mowner ? zkl__multilock_start_as(t->ml, t->mowner, timeout,
+			                                             owner_acquired, t)
+			                   : zkl_lock_acquire_async(t->l, timeout, on_acquired, t);
 			if (rc == 1)
 				violation("contender %d: its owner re-entered a lock it does not hold", j);
 			trace("contender %d: acquire %s %s, timeout %d -> %s", j, kind_names[t->kind],
@@ -2756,6 +2774,9 @@ static void scenario(void)
 			t->kind = K_MULTI;
 			t->revocable = false;
 			t->shadow = -1 - (int)rnd((uint64_t)W.npaths - 1); /* placed below */
+			/* Half of them as a thread's blocking acquire is: an owner's run. */
+			if (rnd(2))
+				t->mowner = (UINT64_C(1) << 41) + (uint64_t)j;
 		}
 		if (W.o.owners && t->kind != K_READ && rnd(4)) {
 			/* An owner, as a thread's blocking calls are: not revocable (a revocation
@@ -3389,7 +3410,8 @@ static void usage(void)
 	        "         --leaders (the mutex paths are leader elections, through the\n"
 	        "           latch's lock view)\n"
 	        "         --multi (mutex paths only; about half the contenders are multi-locks\n"
-	        "           of two of them, taken asynchronously through the multi-lock's view)\n"
+	        "           of two of them, taken asynchronously through the multi-lock's view,\n"
+	        "           or by an owner as a blocking acquire takes them)\n"
 	        "         --adopt (the clients' sessions are the application's: adopted, and\n"
 	        "           handed over after an expiry)\n"
 	        "         --owners (mutex and read-write paths; most contenders act as threads\n"
