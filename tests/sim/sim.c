@@ -1540,6 +1540,14 @@ static void contender_release(struct contender *t, int j, const char *where)
 	} else if (t->owner) {
 		rc = owner_release(t, j, t);
 	} else if (t->mowner) {
+		/* The levels its owner re-entered first: each leaves every node in place. */
+		for (; t->levels > 1; t->levels--) {
+			rc = zkl__multilock_release_as(t->ml, t->mowner);
+			if (rc != 0 && rc != ZKL_ELOST)
+				violation("contender %d: release of one of %d levels of its multi-lock "
+				          "returned %s", j, t->levels, zkl_strerror(rc));
+		}
+		t->levels = 0;
 		rc = zkl__multilock_release_as(t->ml, t->mowner);
 		if (rc == 0 && zkl__multilock_held_as(t->ml, t->mowner))
 			violation("contender %d: its owner still holds the multi-lock after its "
@@ -1779,6 +1787,7 @@ static void on_acquired(zkl_lock *l, int rc, void *data)
 		if (t->mowner && !zkl__multilock_held_as(t->ml, t->mowner))
 			violation("contender %d: told its owner holds the multi-lock, which it does "
 			          "not hold whole", j);
+		t->levels = t->mowner ? 1 : 0;
 		hold_record(t, j, zkl_mutex_lock(t->m), t->m, t->mowner);
 		hold_record(sh, t->shadow, zkl_mutex_lock(sh->m), sh->m, t->mowner);
 	} else {
@@ -2034,6 +2043,31 @@ static void owner_downgraded(void *arg, int rc)
 	t->next_at = W.now + between(0, 2500);
 }
 
+/* A multi-lock's owner that holds: now and then it re-enters (every member's count goes
+ * up, at once, with no new node). Returns false if it lets go now instead. */
+static bool multi_owner_act(struct contender *t, int j)
+{
+	if (!t->believes || t->levels >= 3 || rnd(2))
+		return false;
+	const char *p1 = W.paths[t->path].path, *p2 = W.paths[W.ct[t->shadow].path].path;
+	int before = count_children(p1) + count_children(p2);
+	int rc = zkl__multilock_start_as(t->ml, t->mowner, -1, owner_acquired, t);
+	trace("contender %d: re-enter its multi-lock -> %d", j, rc);
+	if (rc == ZKL_ELOST)
+		return false; /* a member lost, and told on the loop's next turn */
+	if (rc != 1)
+		violation("contender %d: re-entry of the multi-lock it holds returned %d (%s)", j,
+		          rc, rc < 0 ? zkl_last_error() : "an acquire started");
+	if (!zkl__multilock_held_as(t->ml, t->mowner) ||
+	    count_children(p1) + count_children(p2) != before)
+		violation("contender %d: re-entry of its multi-lock left it not held whole, or "
+		          "changed the nodes (%d children, had %d)", j,
+		          count_children(p1) + count_children(p2), before);
+	t->levels++;
+	t->next_at = W.now + between(0, 1500);
+	return true;
+}
+
 /* An owner that holds: now and then it re-enters (the count goes up, no new node), or a
  * writer downgrades. Returns false if it lets go now instead. */
 static bool owner_act(struct contender *t, int j)
@@ -2148,7 +2182,7 @@ static void contender_act(int j)
 		zkl_lock_cancel(t->l);
 	} else if (t->st == CT_HOLDING) {
 		check_revoke_told(t, j);
-		if (!(t->owner && owner_act(t, j)))
+		if (!(t->owner && owner_act(t, j)) && !(t->mowner && multi_owner_act(t, j)))
 			contender_release(t, j, "after holding");
 	}
 	W.cur = saved;
