@@ -43,6 +43,15 @@ struct zkl_lock_ops {
 	/* Optional: replaces the view's own node data (a multi-lock passes it on to its
 	 * members). */
 	int (*set_data)(zkl_lock *l, const void *data, size_t len);
+	/* Optional, for kinds whose holds have owners (common.h), as a thread's blocking
+	 * calls do: start an acquire for owner without waiting (0, then done(arg, rc) once
+	 * on the loop with no lock held; 1: owner re-entered its hold at once, done never
+	 * runs; or a ZKL_E* code), release one level of owner's hold, and whether owner
+	 * holds l (not lost). A multi-lock takes its members for an owner with them. */
+	int (*start_as)(zkl_lock *l, zkl__owner owner, int timeout_ms,
+	                void (*done)(void *arg, int rc), void *arg);
+	int (*release_as)(zkl_lock *l, zkl__owner owner);
+	bool (*held_as)(zkl_lock *l, zkl__owner owner);
 };
 
 /* Told when a hold of the lock it listens to is lost, after the lock's own lost callback

@@ -779,6 +779,26 @@ static int mutex_participants(zkl_lock *lk, zkl_participant **out, size_t *count
 	                               out, count);
 }
 
+static int mutex_start_as(zkl_lock *lk, zkl__owner owner, int timeout_ms,
+                          void (*done)(void *arg, int rc), void *arg)
+{
+	return zkl__mutex_start_as(MUTEX(lk), owner, timeout_ms, done, arg);
+}
+
+static int mutex_release_as(zkl_lock *lk, zkl__owner owner)
+{
+	return zkl__mutex_release_as(MUTEX(lk), owner);
+}
+
+static bool mutex_held_as(zkl_lock *lk, zkl__owner owner)
+{
+	pthread_mutex_lock(lk->mu);
+	struct zkl_acq **pp = find_owner(MUTEX(lk), owner);
+	bool held = pp && !zkl__hold_lost((*pp)->node.hold);
+	pthread_mutex_unlock(lk->mu);
+	return held;
+}
+
 static const struct zkl_lock_ops mutex_ops = {
 	.acquire = mutex_acquire,
 	.start = mutex_start,
@@ -792,6 +812,9 @@ static const struct zkl_lock_ops mutex_ops = {
 	.holds_async = mutex_holds_async,
 	.participants = mutex_participants,
 	.own = mutex_own,
+	.start_as = mutex_start_as,
+	.release_as = mutex_release_as,
+	.held_as = mutex_held_as,
 };
 
 int zkl_mutex_set_naming(zkl_mutex *m, zkl_naming naming)

@@ -13,8 +13,9 @@
  *     zkl_lock_acquire_async(all, 5000, on_all_held, ctx);   (on_all_held runs once)
  *
  * Two kinds of hold, never both at once (the other acquire returns ZKL_EBUSY):
- * - Blocking (zkl_multilock_acquire(), or zkl_lock_acquire() on the view): the members'
- *   blocking holds, held by the calling thread; it nests, and only that thread releases.
+ * - Blocking (zkl_multilock_acquire(), or zkl_lock_acquire() on the view): the members
+ *   held by the calling thread (a semaphore's lease by the handle); it nests, and only
+ *   that thread releases.
  *   A multi-lock so used is used by one thread at a time.
  * - Asynchronous (zkl_lock_acquire_async() on the view): takes the members one after
  *   another with their own asynchronous acquires, each started from the previous one's
@@ -77,11 +78,13 @@ ZKL_API zkl_lock *zkl_multilock_lock(zkl_multilock *ml);
  * members already taken are released in reverse order and the error is returned:
  * ZKL_EINVAL (no members), ZKL_ETIMEDOUT, or the member's error; ZKL_EDEADLK at once, with
  * nothing taken, on the event thread of a member's client (a callback); ZKL_EBUSY while
- * an asynchronous acquire is under way or holds it. Acquiring again while held nests like
- * the members do: mutexes re-enter (each release undoes one acquire), while a
- * semaphore-mutex member, not being reentrant, makes the second acquire time out. It is
- * not a wait on the asynchronous acquire: only blocking holds, per thread, nest and take
- * the read half of a rwlock whose write half is a member as a downgrade. */
+ * an asynchronous acquire is under way or holds it; ZKL_ECANCELED (zkl_lock_cancel() on
+ * the view). It is the asynchronous acquire's path plus a wait, with the members taken
+ * for the calling thread: only its holds nest and take the read half of a rwlock whose
+ * write half is a member as a downgrade. Acquiring again while held nests like the
+ * members do: mutexes re-enter (each release undoes one acquire), while a semaphore
+ * member, whose lease is taken as the handle's, makes the second acquire fail at once
+ * with ZKL_EBUSY. */
 ZKL_API int zkl_multilock_acquire(zkl_multilock *ml, int timeout_ms);
 
 /* Releases every member in reverse order (one level of a blocking hold of the calling

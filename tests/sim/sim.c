@@ -38,6 +38,7 @@
 
 #include "clock.h"
 #include "internal.h"
+#include "multilock_internal.h"
 #include "mutex_internal.h"
 
 #include "sim.h"
@@ -1589,6 +1590,19 @@ static void contender_release(struct contender *t, int j, const char *where)
 		t->downgraded = false;
 	} else if (t->owner) {
 		rc = owner_release(t, j, t);
+	} else if (t->mowner) {
+		/* The levels its owner re-entered first: each leaves every node in place. */
+		for (; t->levels > 1; t->levels--) {
+			rc = zkl__multilock_release_as(t->ml, t->mowner);
+			if (rc != 0 && rc != ZKL_ELOST)
+				violation("contender %d: release of one of %d levels of its multi-lock "
+				          "returned %s", j, t->levels, zkl_strerror(rc));
+		}
+		t->levels = 0;
+		rc = zkl__multilock_release_as(t->ml, t->mowner);
+		if (rc == 0 && zkl__multilock_held_as(t->ml, t->mowner))
+			violation("contender %d: its owner still holds the multi-lock after its "
+			          "release", j);
 	} else {
 		rc = zkl_lock_release(t->l);
 	}
@@ -1708,7 +1722,8 @@ static void check_fifo(const struct contender *g, int gj)
 
 /* Contender t (index j) is told it holds, through view (its lock, or a multi-lock's
  * member): what the server has is checked, and the hold noted for the checks. */
-static void hold_record(struct contender *t, int j, zkl_lock *view)
+static void hold_record(struct contender *t, int j, zkl_lock *view, zkl_mutex *mm,
+                        uint64_t mowner)
 {
 	struct path_info *pi = &W.paths[t->path];
 	t->believes = true;
@@ -1731,6 +1746,11 @@ static void hold_record(struct contender *t, int j, zkl_lock *view)
 			t->sess = 0;
 			return;
 		}
+	} else if (mowner) {
+		/* A member of a multi-lock its owner holds: the owner's hold, as its thread
+		 * would ask. */
+		int levels = zkl__mutex_held_as(mm, mowner, t->node, sizeof t->node, &t->token);
+		n = levels > 0 && t->node[0] ? (int)strlen(t->node) : ZKL_ENOTHELD;
 	} else {
 		t->token = zkl_lock_token(view);
 		n = zkl_lock_node(view, t->node, sizeof t->node);
@@ -1814,10 +1834,15 @@ static void on_acquired(zkl_lock *l, int rc, void *data)
 	t->revoke_gone = false;
 	if (t->kind == K_MULTI) {
 		struct contender *sh = &W.ct[t->shadow];
-		hold_record(t, j, zkl_mutex_lock(t->m));
-		hold_record(sh, t->shadow, zkl_mutex_lock(sh->m));
+		/* All or nothing: told it holds, its owner holds every member. */
+		if (t->mowner && !zkl__multilock_held_as(t->ml, t->mowner))
+			violation("contender %d: told its owner holds the multi-lock, which it does "
+			          "not hold whole", j);
+		t->levels = t->mowner ? 1 : 0;
+		hold_record(t, j, zkl_mutex_lock(t->m), t->m, t->mowner);
+		hold_record(sh, t->shadow, zkl_mutex_lock(sh->m), sh->m, t->mowner);
 	} else {
-		hold_record(t, j, t->l);
+		hold_record(t, j, t->l, NULL, 0);
 	}
 	t->st = CT_HOLDING;
 	t->wrote = false;
@@ -2052,7 +2077,7 @@ static void owner_downgraded(void *arg, int rc)
 	}
 	W.holds++;
 	sh->st = CT_HOLDING;
-	hold_record(sh, t->shadow, sh->l);
+	hold_record(sh, t->shadow, sh->l, NULL, 0);
 	/* The write lock goes; the read lock stays, and no writer may come in between. */
 	int saved = W.cur;
 	W.cur = t->cl;
@@ -2068,6 +2093,31 @@ static void owner_downgraded(void *arg, int rc)
 		          zkl_strerror(wrc));
 	t->downgraded = true;
 	t->next_at = W.now + between(0, 2500);
+}
+
+/* A multi-lock's owner that holds: now and then it re-enters (every member's count goes
+ * up, at once, with no new node). Returns false if it lets go now instead. */
+static bool multi_owner_act(struct contender *t, int j)
+{
+	if (!t->believes || t->levels >= 3 || rnd(2))
+		return false;
+	const char *p1 = W.paths[t->path].path, *p2 = W.paths[W.ct[t->shadow].path].path;
+	int before = count_children(p1) + count_children(p2);
+	int rc = zkl__multilock_start_as(t->ml, t->mowner, -1, owner_acquired, t);
+	trace("contender %d: re-enter its multi-lock -> %d", j, rc);
+	if (rc == ZKL_ELOST)
+		return false; /* a member lost, and told on the loop's next turn */
+	if (rc != 1)
+		violation("contender %d: re-entry of the multi-lock it holds returned %d (%s)", j,
+		          rc, rc < 0 ? zkl_last_error() : "an acquire started");
+	if (!zkl__multilock_held_as(t->ml, t->mowner) ||
+	    count_children(p1) + count_children(p2) != before)
+		violation("contender %d: re-entry of its multi-lock left it not held whole, or "
+		          "changed the nodes (%d children, had %d)", j,
+		          count_children(p1) + count_children(p2), before);
+	t->levels++;
+	t->next_at = W.now + between(0, 1500);
+	return true;
 }
 
 /* An owner that holds: now and then it re-enters (the count goes up, no new node), or a
@@ -2173,7 +2223,9 @@ static void contender_act(int j)
 			t->acq_losses = W.cl[t->cl].losses;
 			t->first[0] = 0;
 			int rc = t->owner ? zkl__mutex_start_as(t->om, t->owner, timeout, owner_acquired, t)
-			                  : zkl_lock_acquire_async(t->l, timeout, on_acquired, t);
+			       : t->mowner ? zkl__multilock_start_as(t->ml, t->mowner, timeout,
+			                                             owner_acquired, t)
+			                   : zkl_lock_acquire_async(t->l, timeout, on_acquired, t);
 			if (rc == 1)
 				violation("contender %d: its owner re-entered a lock it does not hold", j);
 			trace("contender %d: acquire %s %s, timeout %d -> %s", j, kind_names[t->kind],
@@ -2215,7 +2267,7 @@ static void contender_act(int j)
 		t->next_at = W.now + between(0, 1000);
 	} else if (t->st == CT_HOLDING) {
 		check_revoke_told(t, j);
-		if (!(t->owner && owner_act(t, j)))
+		if (!(t->owner && owner_act(t, j)) && !(t->mowner && multi_owner_act(t, j)))
 			contender_release(t, j, "after holding");
 	}
 	W.cur = saved;
@@ -2841,6 +2893,9 @@ static void scenario(void)
 			t->kind = K_MULTI;
 			t->revocable = false;
 			t->shadow = -1 - (int)rnd((uint64_t)W.npaths - 1); /* placed below */
+			/* Half of them as a thread's blocking acquire is: an owner's run. */
+			if (rnd(2))
+				t->mowner = (UINT64_C(1) << 41) + (uint64_t)j;
 		}
 		if (W.o.owners && t->kind != K_READ && rnd(4)) {
 			/* An owner, as a thread's blocking calls are: not revocable (a revocation
@@ -3481,7 +3536,8 @@ static void usage(void)
 	        "         --leaders (the mutex paths are leader elections, through the\n"
 	        "           latch's lock view)\n"
 	        "         --multi (mutex paths only; about half the contenders are multi-locks\n"
-	        "           of two of them, taken asynchronously through the multi-lock's view)\n"
+	        "           of two of them, taken asynchronously through the multi-lock's view,\n"
+	        "           or by an owner as a blocking acquire takes them)\n"
 	        "         --adopt (the clients' sessions are the application's: adopted, and\n"
 	        "           handed over after an expiry)\n"
 	        "         --owners (mutex and read-write paths; most contenders act as threads\n"

@@ -250,6 +250,10 @@ struct contender {
 	 * "shadow" contender's (K_READ, shadow_of), and held alongside the write lock it is
 	 * the same owner's, not a second holder. */
 	uint64_t owner;
+	/* --multi: a multi-lock's owner id (0: none, the handle's asynchronous acquire): it
+	 * acquires and releases through the multi-lock's owner entries
+	 * (zkl__multilock_start_as), the run a blocking acquire waits for. */
+	uint64_t mowner;
 	zkl_mutex *om;       /* the mutex the owner takes (a rwlock's half) */
 	int levels;          /* levels held (re-entries + 1) */
 	bool downgrading;    /* a writer: its read half's acquire is under way */

@@ -1,7 +1,7 @@
 /* The multi-lock's asynchronous acquire (its zkl_lock view) on the in-memory ZooKeeper
  * (fakezk.h): the chain of member acquires, one deadline, cancel, release from the
- * callback, losses. Each test names the rule it guards; breaking that rule in
- * recipes/multilock.c makes the test fail. */
+ * callback, losses; and the blocking acquire, the same run plus a wait. Each test names
+ * the rule it guards; breaking that rule in recipes/multilock.c makes the test fail. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -607,6 +607,37 @@ static void test_cancel_at_once(void **state)
 	set_close(&s);
 }
 
+/* ---- a blocking acquire is the same run plus a wait: zkl_lock_cancel() on the view,
+ * from another thread, ends it with ZKL_ECANCELED; the member taken is given back and
+ * the one in flight withdraws its node ---- */
+
+static void test_blocking_cancel(void **state)
+{
+	(void)state;
+	struct set s;
+	set_open(&s, "/locks/ml-blocking-cancel");
+	/* b holds member 2's lock: a's blocking acquire takes member 1 and queues behind b. */
+	CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(s.om[1]), -1));
+	char holder[256];
+	fzh_queue_node(s.z, s.path[1], 0, holder, sizeof holder);
+	struct fzh_acq w;
+	fzh_acq_start(&w, s.z, s.view, -1, 0);
+	fzh_wait_watched(s.z, holder, 1);
+	assert_int_equal(fzh_children(s.z, s.path[0]), 1);
+	zkl_lock_cancel(s.view);
+	assert_int_equal(fzh_acq_wait(&w), ZKL_ECANCELED);
+	assert_false(w.held);
+	CHECK_OK(fzh_acq_finish(&w));
+	fz_wait(s.z, session_empty, &s, "a's nodes to go");
+	assert_int_equal(fzh_children(s.z, s.path[1]), 1); /* b's */
+	CHECK_OK(zkl_lock_release(zkl_mutex_lock(s.om[1])));
+	/* The next blocking acquire takes all three. */
+	CHECK_OK(zkl_lock_acquire(s.view, -1));
+	assert_true(zkl_lock_is_held(s.view));
+	CHECK_OK(zkl_lock_release(s.view));
+	set_close(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -624,6 +655,7 @@ int main(void)
 		cmocka_unit_test(test_member_lost_during_blocking_acquire),
 		cmocka_unit_test(test_blocking_on_loop_takes_nothing),
 		cmocka_unit_test(test_cancel_at_once),
+		cmocka_unit_test(test_blocking_cancel),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -484,6 +484,42 @@ static void test_nesting_and_free(void **state)
 	zkl_client_close(b);
 }
 
+/* ---- a blocking multi-lock takes a semaphore member's lease as the handle's:
+ * acquiring again while held fails at once with ZKL_EBUSY, and the re-entered mutex
+ * member is given back one level, its node kept ---- */
+
+static void test_nested_semaphore_member(void **state)
+{
+	(void)state;
+	const char *base = h_path("nest-sem");
+	const char *pm = h_sub(base, "1"), *ps = h_sub(base, "2");
+	zkl_client *a = h_client(0), *b = h_client(0);
+	zkl_mutex *m;
+	zkl_semaphore_mutex *s;
+	CHECK_OK(zkl_mutex_new(&m, a, pm));
+	CHECK_OK(zkl_semaphore_mutex_new(&s, a, ps));
+	zkl_multilock *ml;
+	CHECK_OK(zkl_multilock_new(&ml, ZKL_MULTILOCK_CANONICAL));
+	CHECK_OK(zkl_multilock_add(ml, zkl_mutex_lock(m)));
+	CHECK_OK(zkl_multilock_add(ml, zkl_semaphore_mutex_lock(s)));
+	CHECK_OK(zkl_multilock_acquire(ml, 5000));
+	CHECK_RC(ZKL_EBUSY, zkl_multilock_acquire(ml, 5000));
+	assert_non_null(strstr(zkl_last_error(), ps));
+	assert_true(zkl_multilock_is_held(ml));
+	assert_int_equal(h_children(pm), 1);
+	assert_false(other_can_take(b, pm));
+	CHECK_OK(zkl_multilock_release(ml));
+	assert_false(zkl_multilock_is_held(ml));
+	assert_true(h_children(pm) <= 0);
+	assert_true(other_can_take(b, pm));
+	CHECK_RC(ZKL_ENOTHELD, zkl_multilock_release(ml));
+	zkl_multilock_free(ml);
+	zkl_mutex_free(m);
+	zkl_semaphore_mutex_free(s);
+	zkl_client_close(a);
+	zkl_client_close(b);
+}
+
 /* ---- bad arguments and states ---- */
 
 static void test_invalid(void **state)
@@ -729,6 +765,7 @@ static void test_async_one_deadline(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_nested_semaphore_member),
 		cmocka_unit_test(test_invalid),
 		cmocka_unit_test(test_all_or_nothing),
 		cmocka_unit_test(test_one_deadline),
