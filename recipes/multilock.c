@@ -20,7 +20,9 @@
  *   downgrade; members of kinds without owners (semaphores) are taken by their own
  *   asynchronous acquire then. The blocking acquire is an owner's run, the calling
  *   thread's, plus a wait for its end; the simulator starts owners' runs of its own
- *   (zkl__multilock_start_as). On any failure the members taken are given back in
+ *   (zkl__multilock_start_as). The waiting thread starts each member itself (a member's
+ *   end only says it is time), and runs those on clients with external_loop
+ *   (zkl__drive_run, job.c), so the whole goes on while the application runs no loop. On any failure the members taken are given back in
  *   reverse order, so nothing stays held: by the waiting thread for a blocking acquire
  *   (whose members may be on several clients), else on the loop.
  * - Two kinds of hold, never at once. An owner's hold is nested like Curator's
@@ -95,6 +97,10 @@ struct run {
 	bool lost;                      /* a member taken already was lost */
 	int timeout_ms;
 	int64_t deadline;
+	/* A waited run's: its thread starts every member (go), and runs those on clients
+	 * with external_loop itself (drive): a member's end only says so (advance). */
+	struct zkl__drive drive;
+	bool advance;
 	/* The end, for the waiting thread. */
 	bool ended;
 	int rc;
@@ -566,7 +572,11 @@ static int go(zkl_multilock *ml, struct run *run, bool starter)
 		run->starting = true;
 		run->cancel_sent = false;
 		pthread_mutex_unlock(&ml->mu);
+		if (run->waited)
+			zkl__drive_begin(&run->drive);
 		rc = member_start(run, m, t);
+		if (run->waited)
+			zkl__drive_end(&run->drive);
 		if (rc < 0)
 			snprintf(detail, sizeof detail, "acquiring multilock member %zu of %zu (%s): %s",
 			         i + 1, ml->n, member_path(m), zkl_last_error());
@@ -615,6 +625,13 @@ static void member_done(void *arg, int rc)
 		return;
 	}
 	run->next++;
+	if (run->waited) {
+		/* Its thread starts the next member, so that it runs it if need be. */
+		run->advance = true;
+		pthread_cond_broadcast(&ml->cv);
+		pthread_mutex_unlock(&ml->mu);
+		return;
+	}
 	go(ml, run, false);
 }
 
@@ -716,9 +733,22 @@ static int multilock_acquire(zkl_lock *lk, int timeout_ms)
 	int rc = run_start(ml, self, true, timeout_ms, NULL, NULL, NULL, NULL, &run);
 	if (rc != 0)
 		return rc;
+	/* Start each member when the one before has ended, and run the member in flight
+	 * if nothing else will (its client's loop is the application's). */
 	pthread_mutex_lock(&ml->mu);
-	while (!run->ended)
-		pthread_cond_wait(&ml->cv, &ml->mu);
+	while (!run->ended) {
+		if (run->advance) {
+			run->advance = false;
+			go(ml, run, false);
+			pthread_mutex_lock(&ml->mu);
+		} else if (run->drive.job) {
+			pthread_mutex_unlock(&ml->mu);
+			zkl__drive_run(&run->drive);
+			pthread_mutex_lock(&ml->mu);
+		} else {
+			pthread_cond_wait(&ml->cv, &ml->mu);
+		}
+	}
 	pthread_mutex_unlock(&ml->mu);
 	rc = run->rc;
 	if (rc != 0) {

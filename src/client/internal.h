@@ -560,6 +560,23 @@ void zkl__job_start_locked(zkl_client *c, struct zkl_job *j, const void *owner,
 int zkl__job_wait(zkl_client *c, struct zkl_job *j);
 /* Frees what zkl__job_start() set up, for a job with an end function, once it ended. */
 void zkl__job_destroy(struct zkl_job *j);
+/* A thread that waits for something made of jobs with ends (a blocking multi-lock: its
+ * members' asynchronous acquisitions, one after the other) drives them itself with
+ * external_loop, as zkl__job_wait() does a job without an end: the application's loop
+ * may be that very thread, or not run at all while it waits. Between zkl__drive_begin()
+ * and zkl__drive_end() (on one thread, no lock held), the first job with an end that a
+ * client with external_loop starts on this thread (zkl__job_start, or
+ * zkl__job_start_locked without a parent) becomes d's: run by this thread's
+ * zkl__drive_run(), never by the loop. Jobs of other clients are run by their loops. */
+struct zkl__drive {
+	zkl_client *c;             /* the client of job */
+	struct zkl_job *job;       /* d's job, until its end has begun; NULL: none */
+	struct zkl__drive *prev;   /* the drive that was current before */
+};
+void zkl__drive_begin(struct zkl__drive *d);
+void zkl__drive_end(struct zkl__drive *d);
+/* Runs d's job (and its child) until its end has run (no lock held); nothing if none. */
+void zkl__drive_run(struct zkl__drive *d);
 /* Starts j and waits for it; on c's own event thread (a callback), which cannot wait
  * for a job, fails at once with ZKL_EDEADLK, naming what. */
 int zkl__job_run(zkl_client *c, struct zkl_job *j, const void *owner, const char *what);

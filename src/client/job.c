@@ -26,7 +26,12 @@
  * made of engine acquisitions (a semaphore's gate, then its lease) starts each as the
  * child of its own job, and is woken when the child ends. The child is run where its
  * parent is: by the loop, or by the parent's waiting thread with external_loop. So a
- * blocking call and an asynchronous one are the same job, waited for or with an end. */
+ * blocking call and an asynchronous one are the same job, waited for or with an end.
+ *
+ * A blocking call made of asynchronous acquisitions one after the other (a multi-lock's
+ * members, possibly on several clients) drives them (zkl__drive_begin): with
+ * external_loop, the job with an end that such a thread starts is run by that thread
+ * (zkl__drive_run), as a waited job is, and its end tells the thread to start the next. */
 #include <semaphore.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -40,6 +45,9 @@ static void tell(struct zkl_job *j)
 {
 	sem_post(&j->done);
 }
+
+/* The drive current on this thread (zkl__drive_begin), if any. */
+static _Thread_local struct zkl__drive *driving;
 
 static void job_step(zkl_client *c, struct zkl_waiter *w)
 {
@@ -56,6 +64,10 @@ static void job_step(zkl_client *c, struct zkl_waiter *w)
 	zkl__waiter_leave(c, &j->w);
 	if (j->end) {
 		struct zkl_job *parent = j->parent;
+		/* A driven job ends: its thread stops running it before the end may start
+		 * the next (which then becomes the drive's). */
+		if (driving && driving->job == j)
+			driving->job = NULL;
 		pthread_mutex_unlock(&c->mu);
 		j->end(c, j); /* j may be gone */
 		pthread_mutex_lock(&c->mu);
@@ -107,6 +119,22 @@ static void job_init(struct zkl_job *j, const void *owner)
 	sem_init(&j->done, 0, 0);
 }
 
+/* Whether j (no parent) is run by the thread that starts it: with external_loop, a job
+ * waited for, or the first with an end started by a thread that drives (it becomes the
+ * drive's). */
+static bool own_thread(zkl_client *c, struct zkl_job *j)
+{
+	if (!c->external)
+		return false;
+	if (!j->end)
+		return true;
+	if (!driving || driving->job)
+		return false;
+	driving->c = c;
+	driving->job = j;
+	return true;
+}
+
 void zkl__job_start_locked(zkl_client *c, struct zkl_job *j, const void *owner,
                           struct zkl_job *parent)
 {
@@ -116,8 +144,8 @@ void zkl__job_start_locked(zkl_client *c, struct zkl_job *j, const void *owner,
 		parent->child = j;
 	}
 	/* A child is run by whoever runs its parent: with external_loop, the thread that
-	 * waits for the parent (zkl__job_wait). */
-	j->w.own_thread = parent ? parent->w.own_thread : c->external && !j->end;
+	 * waits for the parent (zkl__job_wait, zkl__drive_run). */
+	j->w.own_thread = parent ? parent->w.own_thread : own_thread(c, j);
 	zkl__waiter_enter_loop(c, &j->w, owner, job_step);
 }
 
@@ -125,12 +153,55 @@ int zkl__job_start(zkl_client *c, struct zkl_job *j, const void *owner)
 {
 	job_init(j, owner);
 	j->call.fn = job_begin;
-	j->w.own_thread = c->external && !j->end;
+	j->w.own_thread = own_thread(c, j);
 	if (!zkl__call(c, &j->call)) {
+		if (driving && driving->job == j)
+			driving->job = NULL;
 		zkl__job_destroy(j);
 		return zkl__fail(ZKL_ECLOSED, "the client is closing");
 	}
 	return 0;
+}
+
+/* Runs the step of j or of its child that is due, on the thread that runs j (mu
+ * held), or waits until one is. j may be gone after a step that ended it with an end. */
+static void run_own(zkl_client *c, struct zkl_job *j)
+{
+	struct zkl_job *k = j->child;
+	if (k && zkl__waiter_due(&k->w))
+		job_step(c, &k->w); /* k may be gone */
+	else if (zkl__waiter_due(&j->w))
+		job_step(c, &j->w);
+	else
+		zkl__cond_wait_until(&c->ev_cv, &c->mu,
+		                     k && k->w.wake_at < j->w.wake_at ? k->w.wake_at : j->w.wake_at);
+}
+
+void zkl__drive_begin(struct zkl__drive *d)
+{
+	d->c = NULL;
+	d->job = NULL;
+	d->prev = driving;
+	driving = d;
+}
+
+void zkl__drive_end(struct zkl__drive *d)
+{
+	driving = d->prev;
+}
+
+void zkl__drive_run(struct zkl__drive *d)
+{
+	zkl_client *c = d->c;
+	if (!d->job)
+		return;
+	struct zkl__drive *was = driving;
+	driving = d; /* so that the end of d's job clears it */
+	pthread_mutex_lock(&c->mu);
+	while (d->job && d->c == c)
+		run_own(c, d->job);
+	pthread_mutex_unlock(&c->mu);
+	driving = was;
 }
 
 int zkl__job_wait(zkl_client *c, struct zkl_job *j)
@@ -140,17 +211,8 @@ int zkl__job_wait(zkl_client *c, struct zkl_job *j)
 		 * what it hears: the application's loop may be this very thread, and then
 		 * nothing else would run it. The loop leaves it alone (own_thread). */
 		pthread_mutex_lock(&c->mu);
-		while (!j->finished) {
-			struct zkl_job *k = j->child;
-			if (k && zkl__waiter_due(&k->w))
-				job_step(c, &k->w); /* k may be gone */
-			else if (zkl__waiter_due(&j->w))
-				job_step(c, &j->w);
-			else
-				zkl__cond_wait_until(&c->ev_cv, &c->mu,
-				                     k && k->w.wake_at < j->w.wake_at ? k->w.wake_at
-				                                                      : j->w.wake_at);
-		}
+		while (!j->finished)
+			run_own(c, j);
 		pthread_mutex_unlock(&c->mu);
 	} else {
 		while (sem_wait(&j->done) != 0)

@@ -312,6 +312,74 @@ static void test_blocking_without_the_loop(void **state)
 	zkl_client_close(c);
 }
 
+/* The same for a blocking multi-lock, whose members are asynchronous acquisitions one
+ * after the other: the waiting thread runs each itself (the semaphore member's gate and
+ * lease too), so the whole is granted while the application runs no loop at all. */
+struct unlooped_multi {
+	zkl_multilock *ml;
+	int rc, release_rc;
+	bool held_all;
+};
+
+static void *multi_unlooped(void *arg)
+{
+	struct unlooped_multi *u = arg;
+	u->rc = zkl_multilock_acquire(u->ml, 20000);
+	u->held_all = zkl_multilock_is_held(u->ml);
+	u->release_rc = zkl_multilock_release(u->ml);
+	return NULL;
+}
+
+static void test_blocking_multilock_without_the_loop(void **state)
+{
+	(void)state;
+	zkl_client_options o;
+	zkl_client_options_init(&o);
+	o.servers = h_servers();
+	o.session_timeout_ms = 4000;
+	o.external_loop = true;
+	o.confirm_release = true;
+	zkl_client *c;
+	CHECK_OK(zkl_client_open(&c, &o));
+	zkl_client *other = h_client(0);
+	const char *pa = h_path("unlooped-multi-a");
+	const char *pb = h_path("unlooped-multi-b");
+	const char *ps = h_path("unlooped-multi-sem");
+	zkl_mutex *a, *b, *theirs;
+	zkl_semaphore *s;
+	CHECK_OK(zkl_mutex_new(&a, c, pa));
+	CHECK_OK(zkl_mutex_new(&b, c, pb));
+	CHECK_OK(zkl_semaphore_new(&s, c, ps, 1));
+	CHECK_OK(zkl_mutex_new(&theirs, other, pb));
+	zkl_multilock *ml;
+	CHECK_OK(zkl_multilock_new(&ml, ZKL_MULTILOCK_CANONICAL));
+	CHECK_OK(zkl_multilock_add(ml, zkl_mutex_lock(a)));
+	CHECK_OK(zkl_multilock_add(ml, zkl_mutex_lock(b)));
+	CHECK_OK(zkl_multilock_add(ml, zkl_semaphore_lock(s)));
+	CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(theirs), -1));
+	struct unlooped_multi u = {.ml = ml};
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, multi_unlooped, &u), 0);
+	h_wait_children(pb, 2); /* a taken, b queued behind the other client */
+	assert_int_equal(h_children(pa), 1);
+	CHECK_OK(zkl_lock_release(zkl_mutex_lock(theirs)));
+	pthread_join(th, NULL);
+	CHECK_OK(u.rc);
+	assert_true(u.held_all);
+	CHECK_OK(u.release_rc);
+	/* confirmed: every member's node gone before the release returned */
+	assert_true(h_children(pa) <= 0);
+	assert_true(h_children(pb) <= 0);
+	assert_true(h_children(h_sub(ps, "leases")) <= 0);
+	zkl_multilock_free(ml);
+	zkl_semaphore_free(s);
+	zkl_mutex_free(a);
+	zkl_mutex_free(b);
+	zkl_mutex_free(theirs);
+	zkl_client_close(other);
+	zkl_client_close(c);
+}
+
 struct expirer {
 	zkl_client *c;
 	atomic_int finished;
@@ -524,6 +592,7 @@ int main(void)
 		cmocka_unit_test(test_hundred_on_the_application_loop),
 		cmocka_unit_test(test_blocking_from_other_threads),
 		cmocka_unit_test(test_blocking_without_the_loop),
+		cmocka_unit_test(test_blocking_multilock_without_the_loop),
 		cmocka_unit_test(test_lost_on_the_application_loop),
 		cmocka_unit_test(test_free_while_waiting),
 		cmocka_unit_test(test_lost_told_once_when_release_finds_it),
