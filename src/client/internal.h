@@ -7,10 +7,14 @@
  *     and recipe state, waiters, sessions, background tasks, data watches, listeners.
  *     The loop holds it for its whole turn and lets go of it around each request it
  *     sends; nothing blocks while holding it, and no zoo_* call is made with it held.
- *     Application threads still take it briefly in some recipes' calls (ARCHITECTURE.md,
- *     "One owner: where it stands", says what is left to move to the loop); the
- *     election's (recipes/election*.c, leader_view.c) and the semaphore's
- *     (recipes/semaphore*.c) never do.
+ *     Nothing in src/engine/ or recipes/ takes it. Application threads take it only
+ *     inside this layer, briefly and never across a wait for the server: with
+ *     external_loop to run a call at once as the loop would (zkl__call) and to run the
+ *     job they wait for (zkl__job_wait, zkl__drive_run); and in the layer's own calls
+ *     that read or drop loop state for a handle's thread (for example
+ *     zkl__revwatch_add_any, zkl__session_timeout_any, zkl__tasks_pending_drop, a
+ *     release's delete). ARCHITECTURE.md, "One owner: where it stands", says what is
+ *     left.
  *   - `inbox_mu` guards the inbox and the loop's wake count: the C client's completion
  *     thread queues what it hears there and never takes mu (with external_loop it
  *     applies what it hears itself, under mu; an adopted handle's session events go
