@@ -3029,13 +3029,14 @@ static void print_schedule(FILE *f)
 		}
 	if (W.o.ensemble)
 		ens_print(f);
-	fprintf(f, "replay: tests/sim/run --seed %" PRIu64 " --faults 0x%x --contenders 0x%x%s%s%s%s%s%s%s%s "
+	fprintf(f, "replay: tests/sim/run --seed %" PRIu64 " --faults 0x%x --contenders 0x%x%s%s%s%s%s%s%s%s%s "
 	        "--trace\n", W.o.seed, W.o.fault_mask & ((1u << W.nf) - 1),
 	        W.o.cont_mask & ((1u << W.nct) - 1),
 	        W.o.ensemble ? " --ensemble" : "",
 	        W.o.scenario ? " --scenario " : "", W.o.scenario ? ens_scenario_name(W.o.scenario) : "",
 	        W.o.leaders ? " --leaders" : W.o.multi ? " --multi" : "",
 	        W.o.adopt ? " --adopt" : "", W.o.owners ? " --owners" : "",
+	        W.o.guarded ? " --guarded" : "",
 	        W.o.sem_peerdel ? " --semaphore-peer-deletes" : "",
 	        W.o.known_sem ? " --known-semaphore-stall" : "");
 }
@@ -3102,8 +3103,29 @@ struct stats {
 	uint64_t gw_sent, gw_applied;
 };
 
-static int run(const struct options *o, struct stats *out)
+/* --every-mode: the seed picks one mode, each in turn, so that one soak covers them all;
+ * a failure's replay names the mode picked. */
+static void every_mode(struct options *o)
 {
+	o->leaders = o->multi = o->adopt = o->owners = o->guarded = o->ensemble = false;
+	switch (o->seed % 7) {
+	case 1: o->leaders = true; break;
+	case 2: o->multi = true; break;
+	case 3: o->adopt = true; break;
+	case 4: o->owners = true; break;
+	case 5: o->guarded = true; break;
+	case 6: o->ensemble = true; break;
+	default: break; /* the plain mode */
+	}
+	o->every = false;
+}
+
+static int run(const struct options *given, struct stats *out)
+{
+	struct options picked = *given;
+	if (picked.every)
+		every_mode(&picked);
+	const struct options *o = &picked;
 	memset(&W, 0, sizeof W);
 	W.o = *o;
 	uuid_rng = 42;
@@ -3545,6 +3567,8 @@ static void usage(void)
 	        "         --guarded (each hold makes a guarded write naming its node, checked\n"
 	        "           at its commit: the node exists and is the writer session's)\n"
 	        "         --ensemble (three servers, a leader and followers: ensemble.c)\n"
+	        "         --every-mode (the seed picks the mode, each in turn: plain, --leaders,\n"
+	        "           --multi, --adopt, --owners, --guarded, --ensemble; for one soak of all)\n"
 	        "         --scenario NAME (a scripted ensemble case: follower-cut, leader-cut,\n"
 	        "           grant-idle; the seed draws the rest)\n",
 	        MAXJOBS);
@@ -3603,6 +3627,8 @@ int main(int argc, char **argv)
 			o.guarded = true;
 		} else if (strcmp(a, "--ensemble") == 0) {
 			o.ensemble = true;
+		} else if (strcmp(a, "--every-mode") == 0) {
+			o.every = true;
 		} else if (strcmp(a, "--scenario") == 0 && v) {
 			o.scenario = ens_scenario_named(v);
 			if (o.scenario <= 0) {
@@ -3618,6 +3644,10 @@ int main(int argc, char **argv)
 		} else {
 			usage();
 		}
+	}
+	if (o.every && (o.leaders || o.multi || o.adopt || o.owners || o.guarded || o.ensemble)) {
+		fprintf(stderr, "zkl-sim: --every-mode picks the mode itself: give no other\n");
+		return 2;
 	}
 	if ((o.leaders || o.multi) && o.owners) {
 		fprintf(stderr, "zkl-sim: --owners goes with neither --leaders nor --multi (its "
@@ -3681,12 +3711,12 @@ int main(int argc, char **argv)
 	struct stats tot = { 0 };
 	for (int w = 0; w < MAXJOBS; w++)
 		stats_add(&tot, &shared->slot[w].st);
-	if (o.ensemble)
+	if (o.ensemble || o.every)
 		printf("ensemble: %" PRIu64 " elections; %" PRIu64 " holders' sessions expired by "
 		       "the leader checked against their client's loss deadline, %" PRIu64 " of them "
 		       "expired before it (within the documented bound)\n", tot.elections,
 		       tot.ens_checked, tot.ens_early);
-	if (o.guarded)
+	if (o.guarded || o.every)
 		printf("guarded writes: %" PRIu64 " started, %" PRIu64 " applied, each while its "
 		       "hold's node existed and was its session's\n", tot.gw_sent, tot.gw_applied);
 	printf("%" PRIu64 " schedules (seeds %" PRIu64 "..%" PRIu64 "), %" PRIu64 " steps, %" PRIu64

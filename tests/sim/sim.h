@@ -325,6 +325,7 @@ struct options {
 	bool owners;           /* some contenders are owners (re-entry, downgrade) */
 	bool guarded;          /* each hold makes a guarded write (zkl_lock_txn) of /guarded */
 	int scenario;          /* --scenario: a scripted ensemble case (ensemble.c); 0: none */
+	bool every;            /* --every-mode: the seed picks the mode (every_mode()) */
 };
 
 struct world {
