@@ -91,7 +91,8 @@ ZKL_API void zkl_lock_cancel(zkl_lock *l);
 ZKL_API bool zkl_lock_is_held(zkl_lock *l);
 
 /* The fencing token of the current hold (the czxid of its node: it only grows from one
- * holder to the next), or ZKL_ENOTHELD if there is none or it was lost. For a mutex or a
+ * holder to the next; a read hold taken by a downgrade carries its write hold's), or
+ * ZKL_ENOTHELD if there is none or it was lost. For a mutex or a
  * half it answers for the handle: the calling thread's hold (or the asynchronous one),
  * else that of another thread of the handle; for a semaphore, the lease taken last. */
 ZKL_API int64_t zkl_lock_token(zkl_lock *l);

@@ -672,7 +672,10 @@ static int fixed_made(zkl_client *c, struct fixed_job *f, const struct zkl_op *o
 	node->path = f->target;
 	f->target = NULL;
 	node->gen = op->s->gen;
-	node->czxid = op->stat.czxid;
+	/* A node that stands on another's hold (a downgrade's read node) carries that
+	 * hold's token: it was made after the nodes queued behind that one, and its own
+	 * czxid would put it after them, where its place in the queue is before. */
+	node->czxid = f->check ? f->check->stat.czxid : op->stat.czxid;
 	zkl__node_known(f->q, node);
 	int rc = zkl__engine_hold(c, f->q, node, f->since);
 	if (rc != 0) {

@@ -1758,6 +1758,8 @@ static void hold_record(struct contender *t, int j, zkl_lock *view, zkl_mutex *m
 	if (n < 0)
 		violation("contender %d: held, but zkl_lock_node() says %s", j, zkl_strerror(n));
 	struct node *nd = find(t->node);
+	/* A read hold its owner took while holding the write half: a downgrade. */
+	const bool downgrade = t->owner && t->shadow_of >= 0 && W.ct[t->shadow_of].believes;
 	bool peer = false;
 	for (int i = 0; i < W.npeer_deleted; i++)
 		peer |= strcmp(W.peer_deleted[i], t->node) == 0;
@@ -1779,24 +1781,25 @@ static void hold_record(struct contender *t, int j, zkl_lock *view, zkl_mutex *m
 		if (!alive(t->sess))
 			violation("contender %d: told it holds %s on session %" PRIx64 ", which the "
 			          "server has ended", j, pi->path, (uint64_t)t->sess);
-		if (t->token != nd->st.czxid)
+		if (!downgrade && t->token != nd->st.czxid)
 			violation("contender %d: token %" PRId64 " is not its node's czxid %" PRId64, j,
 			          t->token, (int64_t)nd->st.czxid);
+		if (downgrade && t->token != W.ct[t->shadow_of].token)
+			violation("contender %d: a downgrade's token %" PRId64 " is not its write "
+			          "hold's %" PRId64, j, t->token, W.ct[t->shadow_of].token);
 	}
-	/* Fencing tokens grow from one holder to the next. */
+	/* Fencing tokens grow from one holder to the next. A downgrade's read hold carries
+	 * its write hold's token (checked above): its read node is made after the writers
+	 * queued behind the writer, and its own czxid would be above theirs. */
 	if (!t->voided) {
 		if (exclusive(t->kind) && t->token <= pi->max_token)
 			violation("contender %d: exclusive hold of %s with token %" PRId64 ", not above "
 			          "the %" PRId64 " granted before", j, pi->path, t->token, pi->max_token);
-		if (!exclusive(t->kind) && pi->kind != K_SEM && t->token <= pi->max_excl)
+		if (!exclusive(t->kind) && !downgrade && pi->kind != K_SEM && t->token <= pi->max_excl)
 			violation("contender %d: read hold of %s with token %" PRId64 ", not above the "
 			          "writer's %" PRId64 " granted before", j, pi->path, t->token,
 			          pi->max_excl);
-		/* A downgrade's read node is made after writers queued behind its writer, whose
-		 * nodes are older: its token says nothing of theirs (the writer's own, below
-		 * theirs, still stands for the hold). */
-		bool downgrade = t->owner && t->shadow_of >= 0;
-		if (t->token > pi->max_token && !downgrade)
+		if (t->token > pi->max_token)
 			pi->max_token = t->token;
 		if (exclusive(t->kind) && t->token > pi->max_excl)
 			pi->max_excl = t->token;

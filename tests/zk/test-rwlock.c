@@ -323,13 +323,18 @@ static void test_contended_downgrade(void **state)
 	struct rws t;
 	rws_open(&t, "rw-contended", true);
 	CHECK_OK(zkl_lock_acquire(t.la.write, 5000));
+	const int64_t tw = zkl_lock_token(t.la.write);
 	static h_acq wb;
 	h_acq_start(&wb, t.lb.write, false);
 	h_wait_children(t.path, 2);
 
 	CHECK_OK(zkl_lock_acquire(t.la.read, 5000));
+	/* The read hold carries the write hold's token, below the queued writer's: its
+	 * node, made after that writer's, has a czxid above it. */
+	assert_int_equal(zkl_lock_token(t.la.read), tw);
 	CHECK_OK(zkl_lock_release(t.la.write));
 	assert_true(zkl_lock_is_held(t.la.read));
+	assert_int_equal(zkl_lock_token(t.la.read), tw);
 	/* B's writer is still queued behind A's read node; other writers and later readers
 	 * are kept out too (the waiting writer comes first). */
 	CHECK_RC(ZKL_ETIMEDOUT, zkl_lock_acquire(t.lx.write, 300));
@@ -346,6 +351,8 @@ static void test_contended_downgrade(void **state)
 	assert_true(pl[0].holder);
 	assert_non_null(strstr(pl[1].path, "__WRIT__"));
 	assert_false(pl[1].holder);
+	assert_true(pl[1].czxid > tw);
+	assert_true(pl[0].czxid > pl[1].czxid);
 	zkl_participants_free(pl, n);
 
 	CHECK_OK(zkl_lock_release(t.la.read));
