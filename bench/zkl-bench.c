@@ -58,7 +58,9 @@
  * follow: fsync/c (fsyncs of the transaction log), wr/c and rd/c (write and read
  * requests), req/c (packets received, pings included), wakes/c (watches the server
  * triggered). Then cpu_us/c, the CPU time of this process (of the child in s7), and
- * srv_cpu_us/c, the server's, if $ZKL_BENCH_SERVER_PID names its process.
+ * srv_cpu_us/c, the server's, if $ZKL_BENCH_SERVER_PID names its process; then vcsw/c and
+ * ivcsw/c, this process's context switches (all its threads, the C client's included),
+ * voluntary (a thread waited, and was woken) and involuntary (not in s7).
  *
  * Options: -s SERVERS (default $ZKLOCK_SERVERS, else 127.0.0.1:2181), -d SECONDS (5),
  * -W SECONDS, -c N, -n N, -w N, -L LABEL (the library column, default zklocks),
@@ -276,6 +278,8 @@ struct mstats {
 	bool ok;
 	double fsyncs, writes, reads, packets, wakes;
 	double cpu_self, cpu_server; /* CPU time in microseconds; cpu_server < 0: unknown */
+	double vcsw, ivcsw;          /* this process's context switches, voluntary (a thread
+	                              * waited: a wake of it follows) and not; < 0: unknown */
 };
 
 /* User + system CPU time of a process (all its threads) in microseconds, from
@@ -379,6 +383,14 @@ static struct mstats mntr(void)
 {
 	struct mstats m = mntr_read();
 	m.cpu_self = proc_cpu_us("self");
+	/* Linux counts every thread of the process, the C client's two included. */
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru) == 0) {
+		m.vcsw = (double)ru.ru_nvcsw;
+		m.ivcsw = (double)ru.ru_nivcsw;
+	} else {
+		m.vcsw = m.ivcsw = -1;
+	}
 	const char *pid = getenv("ZKL_BENCH_SERVER_PID");
 	m.cpu_server = pid && *pid ? proc_cpu_us(pid) : -1;
 	return m;
@@ -418,6 +430,9 @@ static void report(struct result *r)
 		printf(" cpu_us/%s=%.0f", u, (r->m1.cpu_self - r->m0.cpu_self) / n);
 	if (n > 0 && r->m0.cpu_server >= 0 && r->m1.cpu_server >= 0)
 		printf(" srv_cpu_us/%s=%.0f", u, (r->m1.cpu_server - r->m0.cpu_server) / n);
+	if (n > 0 && r->m0.vcsw >= 0 && r->m1.vcsw > 0 && r->m1.vcsw >= r->m0.vcsw)
+		printf(" vcsw/%s=%.2f ivcsw/%s=%.2f", u, (r->m1.vcsw - r->m0.vcsw) / n, u,
+		       (r->m1.ivcsw - r->m0.ivcsw) / n);
 	if (r->extra[0])
 		printf(" %s", r->extra);
 	putchar('\n');
@@ -1294,6 +1309,7 @@ static void s7(void)
 	/* The client CPU of a cold start is the child's, not ours. */
 	res->m0.cpu_self = 0;
 	res->m1.cpu_self = child_cpu_us;
+	res->m0.vcsw = res->m1.vcsw = -1; /* the child's are not counted */
 	posix_spawn_file_actions_destroy(&fa);
 	res->cycles = runs;
 	res->rate = runs / ((double)(now_ns() - start) / 1e9);
@@ -1750,6 +1766,7 @@ static void gs_run(const char *name, int threads)
 		r->cycles = gs.cycles[m];
 		r->rate = (double)r->cycles / secs[m];
 		r->m0.cpu_self = r->m1.cpu_self = r->m0.cpu_server = r->m1.cpu_server = -1;
+		r->m0.vcsw = r->m1.vcsw = -1;
 		cpc[m] = r->cycles ? cpu[m] / (double)r->cycles : 0;
 		snprintf(r->extra, sizeof r->extra, "threads=%d cpu_us/c=%.1f", threads, cpc[m]);
 		report(r); /* sorts the samples */
