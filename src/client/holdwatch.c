@@ -27,6 +27,14 @@
  *     live on until that delete is out or answered: from the mark on, the node's
  *     deletion is the release's own, never taken for a loss.
  *
+ * What it costs a lock cycle is kept to the request: nobody waits for the exists' success,
+ * so an answer ZOK does not wake the loop (zkl__op_exists_quiet), which applies it on its
+ * next turn; a ZNONODE or a failure does, at once. And the event of the release's own
+ * delete is no news: the watch's quiet_if points at the hold's releasing flag, read by
+ * the C client's completion thread as it queues the event (zkl__inbox_put), which then
+ * does not wake the loop either. A deletion by someone else comes while the hold is not
+ * releasing, and wakes it as before.
+ *
  * Everything here runs on the loop with mu held; mu is let go only to send the exists,
  * and a hold unlinked meanwhile (busy) leaves the freeing to the sender. */
 #include <stdlib.h>
@@ -49,8 +57,10 @@ static void nodewatch_stop(zkl_client *c, struct zkl_nodewatch *nw)
 	nw->stopped = true;
 	zkl__op_put(c, nw->op);
 	nw->op = NULL;
-	if (nw->wt)
+	if (nw->wt) {
+		zkl__watch_settle_quiet(c, nw->wt);
 		zkl__watch_put(c, nw->wt);
+	}
 	nw->wt = NULL;
 }
 
@@ -91,12 +101,14 @@ static void nodewatch_run(zkl_client *c, struct zkl_waiter *w)
 		if (rc != ZOK) {
 			/* No watch was set: set it again (connection loss), or let the session's
 			 * end tell the loss. */
+			zkl__watch_settle_quiet(c, nw->wt);
 			zkl__watch_put(c, nw->wt);
 			nw->wt = NULL;
 		}
 	}
 	if (nw->wt && nw->wt->fired) {
 		const int event = nw->wt->event;
+		zkl__watch_settle_quiet(c, nw->wt);
 		zkl__watch_put(c, nw->wt);
 		nw->wt = NULL;
 		if (event == ZOO_DELETED_EVENT) {
@@ -112,16 +124,25 @@ static void nodewatch_run(zkl_client *c, struct zkl_waiter *w)
 		zkl__waiter_wake_at(c, &nw->w, zkl__now_ms() + 100);
 		return;
 	}
+	/* Its events once the owner's release has begun are no news: they do not wake
+	 * the loop (zkl_watch.quiet_if; the hold's unwatch settles it before the hold
+	 * goes, busy or not). */
+	wt->quiet_if = &h->releasing;
 	int err = 0;
 	nw->busy = true;
+	nw->wt = wt;
 	pthread_mutex_unlock(&c->mu);
-	struct zkl_op *op = zkl__op_exists(c, &nw->w, h->path, wt, &err);
+	/* Nobody waits for its success: only a ZNONODE (the node went before the watch
+	 * was set) or a failure wakes the loop at once. */
+	struct zkl_op *op = zkl__op_exists_quiet(c, &nw->w, h->path, wt, &err);
 	pthread_mutex_lock(&c->mu);
 	nw->busy = false;
 	nw->op = op;
-	nw->wt = op ? wt : NULL;
-	if (!op)
+	if (!op) {
+		zkl__watch_settle_quiet(c, wt);
 		zkl__watch_put(c, wt);
+		nw->wt = NULL;
+	}
 	if (!nw->h) {
 		nodewatch_free(c, nw); /* the hold went meanwhile */
 		return;
@@ -152,6 +173,8 @@ void zkl__hold_unwatch_node(zkl_client *c, struct zkl_hold *h)
 		return;
 	h->nw = NULL;
 	nw->h = NULL;
+	if (nw->wt)
+		zkl__watch_settle_quiet(c, nw->wt); /* h goes now */
 	if (!nw->busy)
 		nodewatch_free(c, nw);
 }

@@ -115,6 +115,12 @@ struct zkl_watch {
 	char *path;                     /* the watched path (to remove the watch from an
 	                                 * adopted handle, which we never close) */
 	struct zkl_watch *next, *prev;  /* mu */
+	/* inbox_mu: a node event of it is no news to anyone, and does not wake the loop
+	 * (zkl__inbox_put), once *quiet_if is true (the releasing flag of the hold whose
+	 * node it watches: its owner's own delete fires it), or once quiet is (set when
+	 * the loop lets go of it, with quiet_if NULL from then on). */
+	const atomic_bool *quiet_if;
+	bool quiet;
 };
 
 enum zkl_op_kind { ZKL_OP_CREATE, ZKL_OP_DELETE, ZKL_OP_CHILDREN, ZKL_OP_GET, ZKL_OP_EXISTS, ZKL_OP_SET,
@@ -160,6 +166,9 @@ struct zkl_op {
 	 * same session will, and the session answers in order (a create followed by its
 	 * list). Read by the completion thread; zkl__op_hasten() clears it. */
 	atomic_bool lazy;
+	/* Set before it is sent: lazy as long as its answer is ZOK; the completion clears
+	 * lazy for any other answer, which its waiter must hear at once. */
+	bool lazy_unless_ok;
 	struct zkl_session *s;
 	struct zkl_waiter *w;      /* mu: NULL once abandoned */
 	bool done;                 /* mu */
@@ -475,6 +484,11 @@ struct zkl_op *zkl__op_get(zkl_client *c, struct zkl_waiter *w, const char *path
 /* With watch, the C client keeps it whether the node is there or not (ZNONODE). */
 struct zkl_op *zkl__op_exists(zkl_client *c, struct zkl_waiter *w, const char *path,
                              struct zkl_watch *watch, int *err);
+/* The same, for an exists whose success nobody waits for (the watch a hold keeps on its
+ * node): an answer ZOK does not wake the loop, which applies it on its next turn; any
+ * other answer does (lazy_unless_ok below). */
+struct zkl_op *zkl__op_exists_quiet(zkl_client *c, struct zkl_waiter *w, const char *path,
+                                   struct zkl_watch *watch, int *err);
 struct zkl_op *zkl__op_set(zkl_client *c, struct zkl_waiter *w, const char *path,
                           const void *data, int len, int version, int *err);
 /* A sync: answered only once the ensemble's leader has seen it (a read is answered by
@@ -629,6 +643,9 @@ void zkl__op_put(zkl_client *c, struct zkl_op *op);
 /* Watches: new with mu held; zkl__op_get registers it; put with mu held. */
 struct zkl_watch *zkl__watch_new(zkl_client *c, struct zkl_waiter *w);
 void zkl__watch_put(zkl_client *c, struct zkl_watch *watch);
+/* Takes the watch's quiet_if off it (mu held), which must be done before what it
+ * points to goes: quiet keeps what it says now. */
+void zkl__watch_settle_quiet(zkl_client *c, struct zkl_watch *watch);
 
 /* Background cleanup, retried until it succeeds or the session `gen` is gone (mu held). */
 void zkl__task_delete(zkl_client *c, const char *path, uint64_t gen);

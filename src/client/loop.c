@@ -77,6 +77,15 @@ bool zkl__inbox_put(zkl_client *c, struct zkl_msg *m, bool lazy)
 		 * inbox_mu after clearing it, so the loop finds m in the inbox or is woken. */
 		if (lazy && m->kind == MSG_OP)
 			lazy = atomic_load(&((struct zkl_op *)m)->lazy);
+		/* A node event of a watch that is no news (its hold's own release deleted or
+		 * wrote the node: zkl_watch.quiet_if) waits for the loop's next turn. The C
+		 * client's reference keeps the watch until the loop applies the event. */
+		if (!lazy && m->kind == MSG_WATCH) {
+			const struct watch_msg *wm = (const struct watch_msg *)m;
+			const struct zkl_watch *wt = wm->obj;
+			lazy = wm->type != ZOO_SESSION_EVENT &&
+			       (wt->quiet || (wt->quiet_if && atomic_load(wt->quiet_if)));
+		}
 		if (!lazy || atomic_load(&c->hurry)) {
 			c->kicks++;
 			wake = true;
@@ -224,7 +233,10 @@ void zkl__waiter_wake(zkl_client *c, struct zkl_waiter *w)
 	else
 		c->ready = w;
 	c->ready_tail = w;
-	zkl__loop_wake(c);
+	/* On the loop's own thread, the turn under way runs what is ready before it ends
+	 * (zkl__loop_once): a wake would only cost it a second, empty turn. */
+	if (zkl__running_loop != c || c->external)
+		zkl__loop_wake(c);
 }
 
 void zkl__waiter_wake_at(zkl_client *c, struct zkl_waiter *w, int64_t t)

@@ -167,6 +167,8 @@ static void op_refused(zkl_client *c, struct zkl_op *op, int rc)
 static void op_answered(struct zkl_op *op, int rc)
 {
 	op->zrc = rc;
+	if (op->lazy_unless_ok && rc != ZOK)
+		atomic_store(&op->lazy, false);
 	op->msg.kind = MSG_OP;
 	zkl__inbox_post(op->s->c, &op->msg, atomic_load(&op->lazy));
 }
@@ -383,6 +385,16 @@ struct zkl_watch *zkl__watch_new(zkl_client *c, struct zkl_waiter *w)
 	return wt;
 }
 
+void zkl__watch_settle_quiet(zkl_client *c, struct zkl_watch *wt)
+{
+	if (!wt->quiet_if)
+		return;
+	pthread_mutex_lock(&c->inbox_mu);
+	wt->quiet = atomic_load(wt->quiet_if);
+	wt->quiet_if = NULL;
+	pthread_mutex_unlock(&c->inbox_mu);
+}
+
 void zkl__watch_put(zkl_client *c, struct zkl_watch *wt)
 {
 	(void)c;
@@ -405,18 +417,34 @@ struct zkl_op *zkl__op_get(zkl_client *c, struct zkl_waiter *w, const char *path
 	return op;
 }
 
-struct zkl_op *zkl__op_exists(zkl_client *c, struct zkl_waiter *w, const char *path,
-                             struct zkl_watch *wt, int *err)
+static struct zkl_op *op_exists(zkl_client *c, struct zkl_waiter *w, const char *path,
+                                struct zkl_watch *wt, bool quiet, int *err)
 {
 	struct zkl_op *op = op_begin(c, w, ZKL_OP_EXISTS, err);
 	if (!op)
 		return NULL;
+	if (quiet) {
+		op->lazy_unless_ok = true;
+		atomic_store(&op->lazy, true);
+	}
 	if (wt)
 		watch_register(c, op, wt, path);
 	int rc = c->zk->exists(op->s->zh, path, wt ? zkl__node_watcher : NULL, wt, stat_done, op);
 	if (rc != ZOK)
 		op_refused(c, op, rc);
 	return op;
+}
+
+struct zkl_op *zkl__op_exists(zkl_client *c, struct zkl_waiter *w, const char *path,
+                             struct zkl_watch *wt, int *err)
+{
+	return op_exists(c, w, path, wt, false, err);
+}
+
+struct zkl_op *zkl__op_exists_quiet(zkl_client *c, struct zkl_waiter *w, const char *path,
+                                   struct zkl_watch *wt, int *err)
+{
+	return op_exists(c, w, path, wt, true, err);
 }
 
 struct zkl_op *zkl__op_set(zkl_client *c, struct zkl_waiter *w, const char *path,
