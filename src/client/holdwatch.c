@@ -27,6 +27,19 @@
  *     live on until that delete is out or answered: from the mark on, the node's
  *     deletion is the release's own, never taken for a loss.
  *
+ * The node shown ours. The exists's answer carries the node's Stat: a node there whose
+ * ephemeral owner is not the hold's session is not ours (ours was deleted, and one of
+ * its name made again by another), and the hold is lost as well. One that is ours
+ * proves the hold alive on the server at that moment, after the grant: a recipe that
+ * must know that before it tells its application (an election announcing leadership,
+ * as Curator reads its node first) asks for the proof (zkl__hold_confirmed), and asks
+ * for a new one after a suspension (zkl__hold_confirm): an exists sent once the
+ * connection is back is served after the C client has set the watch again, so a
+ * deletion meanwhile is told before it, and its answer is the proof. The watch's own
+ * exists is the first proof; with the watch armed, a plain exists is sent for a later
+ * one. The recipe's waiter (zkl__hold_follow) is woken when a proof comes; a loss comes
+ * through the hold's on_lost, as any other.
+ *
  * Everything here runs on the loop with mu held; mu is let go only to send the exists,
  * and a hold unlinked meanwhile (busy) leaves the freeing to the sender. */
 #include <stdlib.h>
@@ -40,6 +53,13 @@ struct zkl_nodewatch {
 	struct zkl_op *op;       /* the exists under way, or NULL */
 	bool busy;               /* run() has let go of mu to send */
 	bool stopped;            /* out of the waiters: nothing more to watch */
+	/* Proofs that the node is ours (zkl__hold_confirm): asked for (the grant asks the
+	 * first), and the last one an answer gave; op_ask and check_ask, what had been
+	 * asked when op and check were sent. */
+	unsigned asked, proven, op_ask, check_ask;
+	struct zkl_op *check;    /* a plain exists for a proof, with the watch armed */
+	int64_t check_at;        /* not sent before (after a failed one) */
+	struct zkl_waiter *follow; /* woken when a proof comes, or NULL */
 };
 
 static void nodewatch_stop(zkl_client *c, struct zkl_nodewatch *nw)
@@ -49,6 +69,8 @@ static void nodewatch_stop(zkl_client *c, struct zkl_nodewatch *nw)
 	nw->stopped = true;
 	zkl__op_put(c, nw->op);
 	nw->op = NULL;
+	zkl__op_put(c, nw->check);
+	nw->check = NULL;
 	if (nw->wt)
 		zkl__watch_put(c, nw->wt);
 	nw->wt = NULL;
@@ -64,11 +86,85 @@ static void nodewatch_free(zkl_client *c, struct zkl_nodewatch *nw)
 static void node_gone(zkl_client *c, struct zkl_nodewatch *nw)
 {
 	struct zkl_hold *h = nw->h;
-	if (atomic_load(&h->state) != ZKL_HOLD_ENDED && !atomic_load(&h->lost))
+	if (atomic_load(&h->state) != ZKL_HOLD_ENDED && !atomic_load(&h->lost)) {
 		zkl__log(c, ZKL_LOG_WARN, "the node %s of a lock held was deleted by someone else: "
 		        "the lock is lost", h->path);
+		h->deleted = true;
+	}
 	zkl__hold_mark_lost(c, h);
 	nodewatch_stop(c, nw);
+}
+
+/* An exists of ours found the node (op, ZOK; ask: what had been asked when it was
+ * sent): ours if its ephemeral owner is the session the hold was made on, which op went
+ * on. Returns false if it is not: the hold is lost, and the watch stopped. */
+static bool node_there(zkl_client *c, struct zkl_nodewatch *nw, const struct zkl_op *op,
+                       unsigned ask)
+{
+	struct zkl_hold *h = nw->h;
+	if (op->s->gen != h->gen || op->stat.ephemeralOwner != op->s->id) {
+		zkl__log(c, ZKL_LOG_WARN, "the node %s of a lock held belongs to another session: "
+		        "the lock is lost", h->path);
+		zkl__hold_mark_lost(c, h);
+		nodewatch_stop(c, nw);
+		return false;
+	}
+	if (ask > nw->proven) {
+		nw->proven = ask;
+		if (nw->follow)
+			zkl__waiter_wake(c, nw->follow);
+	}
+	return true;
+}
+
+/* The plain exists of a proof (watch armed): its answer, or the next one sent. Returns
+ * false if the watch stopped. */
+static bool nodewatch_check(zkl_client *c, struct zkl_nodewatch *nw)
+{
+	if (nw->check) {
+		if (!nw->check->done)
+			return true;
+		struct zkl_op *op = nw->check;
+		nw->check = NULL;
+		const int rc = op->rc;
+		const bool ours = rc != ZOK || node_there(c, nw, op, nw->check_ask);
+		zkl__op_put(c, op);
+		if (!ours)
+			return false;
+		if (rc == ZNONODE) {
+			node_gone(c, nw);
+			return false;
+		}
+		if (rc != ZOK)
+			nw->check_at = zkl__now_ms() + 100; /* not too often */
+	}
+	/* Sent for a proof asked for while the watch is armed; without it, the exists that
+	 * sets it again gives the proof, and one out is waited for first. */
+	if (nw->proven == nw->asked || !nw->wt || nw->op || c->closing || !c->sess->connected)
+		return true;
+	if (zkl__now_ms() < nw->check_at) {
+		zkl__waiter_wake_at(c, &nw->w, nw->check_at);
+		return true;
+	}
+	int err = 0;
+	const unsigned ask = nw->asked;
+	nw->busy = true;
+	pthread_mutex_unlock(&c->mu);
+	struct zkl_op *op = zkl__op_exists(c, &nw->w, nw->h->path, NULL, &err);
+	pthread_mutex_lock(&c->mu);
+	nw->busy = false;
+	if (!nw->h) {
+		zkl__op_put(c, op);
+		nodewatch_free(c, nw); /* the hold went meanwhile */
+		return false;
+	}
+	nw->check = op;
+	nw->check_ask = ask;
+	if (!op && err != ZKL_ECLOSED) {
+		nw->check_at = zkl__now_ms() + 100;
+		zkl__waiter_wake_at(c, &nw->w, nw->check_at);
+	}
+	return true;
 }
 
 static void nodewatch_run(zkl_client *c, struct zkl_waiter *w)
@@ -81,9 +177,13 @@ static void nodewatch_run(zkl_client *c, struct zkl_waiter *w)
 		return;
 	}
 	if (nw->op && nw->op->done) {
-		const int rc = nw->op->rc;
-		zkl__op_put(c, nw->op);
+		struct zkl_op *op = nw->op;
 		nw->op = NULL;
+		const int rc = op->rc;
+		const bool ours = rc != ZOK || node_there(c, nw, op, nw->op_ask);
+		zkl__op_put(c, op);
+		if (!ours)
+			return;
 		if (rc == ZNONODE) {
 			node_gone(c, nw);
 			return;
@@ -105,6 +205,8 @@ static void nodewatch_run(zkl_client *c, struct zkl_waiter *w)
 		}
 		/* Its data changed (a revocation request, a peer's write): watch it again. */
 	}
+	if (!nodewatch_check(c, nw))
+		return;
 	if (nw->wt || nw->op || c->closing || !c->sess->connected)
 		return; /* armed, or waiting: a session event wakes every waiter */
 	struct zkl_watch *wt = zkl__watch_new(c, &nw->w);
@@ -113,12 +215,14 @@ static void nodewatch_run(zkl_client *c, struct zkl_waiter *w)
 		return;
 	}
 	int err = 0;
+	const unsigned ask = nw->asked;
 	nw->busy = true;
 	pthread_mutex_unlock(&c->mu);
 	struct zkl_op *op = zkl__op_exists(c, &nw->w, h->path, wt, &err);
 	pthread_mutex_lock(&c->mu);
 	nw->busy = false;
 	nw->op = op;
+	nw->op_ask = ask;
 	nw->wt = op ? wt : NULL;
 	if (!op)
 		zkl__watch_put(c, wt);
@@ -141,8 +245,29 @@ void zkl__hold_watch_node(zkl_client *c, struct zkl_hold *h)
 		return;
 	}
 	nw->h = h;
+	nw->asked = 1; /* the grant's: the first exists proves it */
 	h->nw = nw;
 	zkl__waiter_enter_loop(c, &nw->w, nw, nodewatch_run);
+}
+
+void zkl__hold_follow(struct zkl_hold *h, struct zkl_waiter *w)
+{
+	if (h->nw)
+		h->nw->follow = w;
+}
+
+void zkl__hold_confirm(zkl_client *c, struct zkl_hold *h)
+{
+	struct zkl_nodewatch *nw = h->nw;
+	if (!nw || nw->stopped)
+		return;
+	nw->asked++;
+	zkl__waiter_wake(c, &nw->w);
+}
+
+bool zkl__hold_confirmed(const struct zkl_hold *h)
+{
+	return h->nw && !h->nw->stopped && h->nw->proven == h->nw->asked;
 }
 
 void zkl__hold_unwatch_node(zkl_client *c, struct zkl_hold *h)
@@ -152,6 +277,7 @@ void zkl__hold_unwatch_node(zkl_client *c, struct zkl_hold *h)
 		return;
 	h->nw = NULL;
 	nw->h = NULL;
+	nw->follow = NULL;
 	if (!nw->busy)
 		nodewatch_free(c, nw);
 }
