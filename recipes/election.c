@@ -44,8 +44,10 @@
  * Leadership ends when:
  *
  *   - the hold is lost: its session is gone (ZKL_ELOST), or its watch saw our node
- *     deleted from outside, or found it owned by another session (ZKL_ENOTHELD,
- *     ZKL_ELOST); its on_lost clears `leading` at once;
+ *     deleted from outside (ZKL_ENOTHELD, once an answer on the session says that it
+ *     lived on: a session closed from elsewhere deletes the node too, and that is
+ *     ZKL_ELOST), or found it owned by another session (ZKL_ELOST); its on_lost clears
+ *     `leading` at once, and the callbacks follow once the reason is known;
  *   - the connection drops (lose_on_suspend): the state listener clears `leading` at
  *     once and counts the suspension; a latch keeps its node and leads again once the
  *     hold shows it still ours; a selector or a view's leadership ends;
@@ -651,8 +653,18 @@ static int on_lead(zkl_client *c, struct election *e)
 	/* Past the loss deadline the session may be gone already: the loop gives it up on
 	 * this turn, after the waiters run, so leadership must not be announced now (a
 	 * proof answered after a long stop proves nothing of the session today). */
-	if (zkl__hold_lost(e->hold) || e->node.gen != c->gen || zkl__now_ms() >= zkl__lost_at(c))
+	if (zkl__hold_lost(e->hold) || e->node.gen != c->gen || zkl__now_ms() >= zkl__lost_at(c)) {
+		/* Leadership ended at once (hold_lost); the reason waits for the hold's watch to
+		 * learn whether our node was deleted from outside, the session living on
+		 * (ZKL_ENOTHELD), or went with the session (ZKL_ELOST): a close of the session
+		 * from elsewhere deletes the node first. */
+		const int64_t lost_at = zkl__lost_at(c);
+		if (e->hold->deleting && e->node.gen == c->gen && zkl__now_ms() < lost_at) {
+			zkl__waiter_wake_at(c, &e->w, lost_at);
+			return WAIT;
+		}
 		return end_lead(e, e->hold->deleted ? ZKL_ENOTHELD : ZKL_ELOST);
+	}
 	if (e->interrupt)
 		return end_lead(e, ZKL_ECANCELED);
 	if (e->fn_done)

@@ -10,7 +10,9 @@
  * when the server says the node is gone: the watch fires with ZOO_DELETED_EVENT, or the
  * exists that sets it is answered ZNONODE (the node went before the watch was set). The
  * loss is then reported on the same turn of the loop as any other (holds_notify): the
- * lost callback, is_held false, release ZKL_ELOST.
+ * lost callback, is_held false, release ZKL_ELOST. Whether someone else deleted it, or
+ * it went with its session's end, is then asked of the session (zkl_hold.deleted,
+ * node_gone()), for a recipe that tells the two apart (an election).
  *
  * The watch is a loop waiter of its own (struct zkl_nodewatch) with an ordinary node
  * watch (struct zkl_watch) and exists request, so the client's bookkeeping of watches
@@ -60,6 +62,8 @@ struct zkl_nodewatch {
 	struct zkl_op *check;    /* a plain exists for a proof, with the watch armed */
 	int64_t check_at;        /* not sent before (after a failed one) */
 	struct zkl_waiter *follow; /* woken when a proof comes, or NULL */
+	bool probing;            /* the watch saw the node go: check asks whether the
+	                          * session lives on (zkl_hold.deleting) */
 };
 
 static void nodewatch_stop(zkl_client *c, struct zkl_nodewatch *nw)
@@ -82,17 +86,79 @@ static void nodewatch_free(zkl_client *c, struct zkl_nodewatch *nw)
 	free(nw);
 }
 
-/* The server says the node is gone while the hold lasts. */
-static void node_gone(zkl_client *c, struct zkl_nodewatch *nw)
+/* The server says the node is gone while the hold lasts: the hold is lost at once. If
+ * an answer on the hold's session said so (answered), that session lived then, and
+ * someone else deleted the node (zkl_hold.deleted). The watch's event does not say as
+ * much: the session's own end (a close from elsewhere) deletes its ephemeral nodes and
+ * tells the watch too. A plain exists then asks the session: answered, it lived on
+ * after the node went; its end, or its being given up, says the node went with it.
+ * Meanwhile zkl_hold.deleting says that this is being asked (nodewatch_probe). */
+static void node_gone(zkl_client *c, struct zkl_nodewatch *nw, bool answered)
 {
 	struct zkl_hold *h = nw->h;
-	if (atomic_load(&h->state) != ZKL_HOLD_ENDED && !atomic_load(&h->lost)) {
+	const bool held = atomic_load(&h->state) != ZKL_HOLD_ENDED && !atomic_load(&h->lost);
+	if (held)
 		zkl__log(c, ZKL_LOG_WARN, "the node %s of a lock held was deleted by someone else: "
 		        "the lock is lost", h->path);
-		h->deleted = true;
-	}
 	zkl__hold_mark_lost(c, h);
-	nodewatch_stop(c, nw);
+	if (!held || answered) {
+		h->deleted = held;
+		nodewatch_stop(c, nw);
+		return;
+	}
+	zkl__op_put(c, nw->op);
+	nw->op = NULL;
+	zkl__op_put(c, nw->check);
+	nw->check = NULL;
+	if (nw->wt)
+		zkl__watch_put(c, nw->wt);
+	nw->wt = NULL;
+	h->deleting = true;
+	nw->probing = true;
+	zkl__waiter_wake(c, &nw->w);
+}
+
+/* Whether the session lived on after the watch saw its node go (node_gone). */
+static void nodewatch_probe(zkl_client *c, struct zkl_nodewatch *nw)
+{
+	struct zkl_hold *h = nw->h;
+	bool settled = atomic_load(&h->state) == ZKL_HOLD_ENDED || h->gen != c->gen;
+	if (nw->check && nw->check->done) {
+		struct zkl_op *op = nw->check;
+		nw->check = NULL;
+		if ((op->rc == ZOK || op->rc == ZNONODE) && op->s->gen == h->gen)
+			h->deleted = settled = true;
+		zkl__op_put(c, op);
+	}
+	if (settled) {
+		h->deleting = false;
+		if (nw->follow)
+			zkl__waiter_wake(c, nw->follow);
+		nodewatch_stop(c, nw);
+		return;
+	}
+	if (nw->check || c->closing || !c->sess->connected)
+		return; /* answered later, or a session event wakes every waiter */
+	if (zkl__now_ms() < nw->check_at) {
+		zkl__waiter_wake_at(c, &nw->w, nw->check_at);
+		return;
+	}
+	int err = 0;
+	nw->busy = true;
+	pthread_mutex_unlock(&c->mu);
+	struct zkl_op *op = zkl__op_exists(c, &nw->w, h->path, NULL, &err);
+	pthread_mutex_lock(&c->mu);
+	nw->busy = false;
+	if (!nw->h) {
+		zkl__op_put(c, op);
+		nodewatch_free(c, nw); /* the hold went meanwhile */
+		return;
+	}
+	nw->check = op;
+	if (!op && err != ZKL_ECLOSED) {
+		nw->check_at = zkl__now_ms() + 100;
+		zkl__waiter_wake_at(c, &nw->w, nw->check_at);
+	}
 }
 
 /* An exists of ours found the node (op, ZOK; ask: what had been asked when it was
@@ -127,12 +193,13 @@ static bool nodewatch_check(zkl_client *c, struct zkl_nodewatch *nw)
 		struct zkl_op *op = nw->check;
 		nw->check = NULL;
 		const int rc = op->rc;
+		const uint64_t op_gen = op->s->gen;
 		const bool ours = rc != ZOK || node_there(c, nw, op, nw->check_ask);
 		zkl__op_put(c, op);
 		if (!ours)
 			return false;
 		if (rc == ZNONODE) {
-			node_gone(c, nw);
+			node_gone(c, nw, op_gen == nw->h->gen);
 			return false;
 		}
 		if (rc != ZOK)
@@ -171,6 +238,10 @@ static void nodewatch_run(zkl_client *c, struct zkl_waiter *w)
 {
 	struct zkl_nodewatch *nw = (struct zkl_nodewatch *)w;
 	struct zkl_hold *h = nw->h;
+	if (nw->probing) {
+		nodewatch_probe(c, nw);
+		return;
+	}
 	if (atomic_load(&h->state) == ZKL_HOLD_ENDED || atomic_load(&h->lost) ||
 	    atomic_load(&h->releasing) || h->gen != c->gen) {
 		nodewatch_stop(c, nw); /* nothing left to tell */
@@ -180,12 +251,13 @@ static void nodewatch_run(zkl_client *c, struct zkl_waiter *w)
 		struct zkl_op *op = nw->op;
 		nw->op = NULL;
 		const int rc = op->rc;
+		const uint64_t op_gen = op->s->gen;
 		const bool ours = rc != ZOK || node_there(c, nw, op, nw->op_ask);
 		zkl__op_put(c, op);
 		if (!ours)
 			return;
 		if (rc == ZNONODE) {
-			node_gone(c, nw);
+			node_gone(c, nw, op_gen == h->gen);
 			return;
 		}
 		if (rc != ZOK) {
@@ -200,7 +272,7 @@ static void nodewatch_run(zkl_client *c, struct zkl_waiter *w)
 		zkl__watch_put(c, nw->wt);
 		nw->wt = NULL;
 		if (event == ZOO_DELETED_EVENT) {
-			node_gone(c, nw);
+			node_gone(c, nw, false);
 			return;
 		}
 		/* Its data changed (a revocation request, a peer's write): watch it again. */

@@ -203,8 +203,11 @@ struct zkl_hold {
 	bool in_dispatch;                 /* loop: its on_lost runs right now */
 	bool unlinked;                    /* loop: ended and unlinked while on_lost ran */
 	struct zkl_nodewatch *nw;         /* loop: the watch on its node (holdwatch.c) */
-	bool deleted;                     /* loop: lost because that watch saw the node
-	                                   * deleted by someone else (not with its session) */
+	/* Loop: lost because its node was deleted by someone else, an answer on its session
+	 * after the node went says so (holdwatch.c); while deleting, the watch saw the node
+	 * go and asks the session whether it lived on (its end: the node went with it). */
+	bool deleted;
+	bool deleting;
 	void (*on_lost)(struct zkl_hold *h, void *ctx);
 	void *ctx;
 	/* What the observer is told of it (zkl__hold_observe): its kind ("mutex", ...; NULL:

@@ -1664,6 +1664,53 @@ static void test_leader_node_deleted_hold(void **state)
 	fz_free(z);
 }
 
+/* The first exists of session: its session ends right then (a close from elsewhere
+ * after it deleted the session's nodes), and the exists is refused as expired. */
+struct end_on_exists {
+	struct fz *z;
+	int64_t session;
+	atomic_int done;
+};
+
+static enum fz_action end_on_exists_hook(void *arg, const struct fz_request *r, int *rc)
+{
+	struct end_on_exists *k = arg;
+	if (r->session != k->session || r->op != FZ_EXISTS || atomic_fetch_add(&k->done, 1) != 0)
+		return FZ_APPLY;
+	fz_expire(k->z, k->session);
+	*rc = ZSESSIONEXPIRED;
+	return FZ_REFUSE;
+}
+
+/* The leader's node goes and its session ends right after (as when the session is
+ * closed from elsewhere: its ephemeral nodes go first, and the watch on the node hears
+ * of it): the loss is the session's, ZKL_ELOST, not a deletion from outside. (Taken
+ * from the watch's event alone, it would be told as ZKL_ENOTHELD.) */
+static void test_leader_node_gone_with_session(void **state)
+{
+	(void)state;
+	struct fz *z = fz_new();
+	zkl_client *c;
+	CHECK_OK(fz_client_open(z, &c, NULL));
+	const char *path = "/locks/leader-gone-with-session";
+	struct latch_rec r = { .z = z };
+	zkl_leader *l = latch_rec_open(c, path, &r);
+	CHECK_OK(zkl_leader_start(l));
+	fz_wait(z, latch_gained_once, &r, "the latch leads");
+	char node[256];
+	assert_true(zkl_lock_node(zkl_leader_lock(l), node, sizeof node) > 0);
+	struct end_on_exists k = { .z = z, .session = zkl_client_session_id(c) };
+	fz_set_hook(z, end_on_exists_hook, &k);
+	CHECK_OK(fz_delete(z, node));
+	fz_wait(z, latch_lost_once, &r, "the latch is told");
+	assert_int_equal(atomic_load(&r.reason), ZKL_ELOST);
+	assert_int_equal(atomic_load(&k.done), 1);
+	fz_set_hook(z, NULL, NULL);
+	zkl_leader_free(l);
+	zkl_client_close(c);
+	fz_free(z);
+}
+
 struct reproof {
 	struct latch_rec *r;
 	struct hold_first *k;
@@ -2439,6 +2486,7 @@ int main(void)
 		cmocka_unit_test(test_leader_view_cancel_then_deadline),
 		cmocka_unit_test(test_leader_node_not_ours),
 		cmocka_unit_test(test_leader_node_deleted_hold),
+		cmocka_unit_test(test_leader_node_gone_with_session),
 		cmocka_unit_test(test_leader_proves_again_after_suspension),
 		cmocka_unit_test(test_async_callback_calls),
 		cmocka_unit_test(test_semaphore_start_on_loop),
