@@ -128,6 +128,8 @@ static void nodewatch_probe(zkl_client *c, struct zkl_nodewatch *nw)
 		nw->check = NULL;
 		if ((op->rc == ZOK || op->rc == ZNONODE) && op->s->gen == h->gen)
 			h->deleted = settled = true;
+		else
+			nw->check_at = zkl__now_ms() + 100; /* not too often */
 		zkl__op_put(c, op);
 	}
 	if (settled) {
