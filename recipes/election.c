@@ -3,12 +3,23 @@
  *
  * Design notes
  *
+ * What it takes from the engine. Our node is an engine acquisition (zkl__engine_start,
+ * the predicate "first"), and the engine makes its hold at the grant (zkl_queue.on_lost),
+ * as it does a mutex's. The hold is what watches our node while we lead (holdwatch.c):
+ * its exists shows the node ours (there, its ephemeral owner our session) before
+ * leadership is announced, and again after a suspension (zkl__hold_confirm); its loss
+ * is the end of leadership, with its session or with its node deleted from outside
+ * (zkl_hold.deleted). A latch told of revocation asks the engine for the revocation
+ * watch a mutex has (zkl_queue.on_revoke). The election keeps no watch and sends no
+ * read of its own: what is left here is recipe logic, the announce and its callbacks,
+ * the selector's thread, requeue, backoff and leaving.
+ *
  * The machine. An election is a loop waiter (zkl__waiter_enter_loop) for its whole life:
  * step() runs on the client's loop whenever something it waits for arrives: the
- * engine's acquisition of our node ends, the read of our node is answered, the watch on
- * it fires, the session changes, the state listener saw the connection drop, a thread
- * asked for something (start, close, release, requeue, interrupt, an acquire of the
- * view), the selector's function returned, or a timer it set is due. Nothing here
+ * engine's acquisition of our node ends, the hold shows our node ours (zkl__hold_follow)
+ * or is lost, a revocation is asked, the state listener saw the connection drop, a
+ * thread asked for something (start, close, release, requeue, interrupt, an acquire of
+ * the view), the selector's function returned, or a timer it set is due. Nothing here
  * blocks the loop; every user callback runs on the loop (zkl__loop_callout).
  *
  *   OUT ──join──▶ QUEUE ──our node heads the queue──▶ LEAD ──▶ ENDING ──▶ LEAVING ──▶ OUT
@@ -26,24 +37,28 @@
  * until its function has run (again with requeue), or the view's acquire (zkl_lock:
  * one leadership, given back with zkl_lock_release()). A latch is one or the other.
  *
- * Leading. Leadership is announced only after a read of our node shows that its
- * ephemeral owner is our current session (Curator reads it with getData too): the engine
- * says we are first, and the read proves the node is ours and alive. After a suspension
- * the read is done again before leadership is announced again. Leadership ends when:
+ * Leading. Leadership is announced only once the hold's watch has shown our node ours
+ * (zkl__hold_confirmed; Curator reads its node too): the engine says we are first, and
+ * the exists sent after the grant proves the node is ours and alive. After a suspension
+ * a new proof is asked for, and waited for, before leadership is announced again.
+ * Leadership ends when:
  *
- *   - the session is gone: a hold (zkl__hold_add_locked) whose on_lost clears `leading`
- *     at once;
+ *   - the hold is lost: its session is gone (ZKL_ELOST), or its watch saw our node
+ *     deleted from outside (ZKL_ENOTHELD, once an answer on the session says that it
+ *     lived on: a session closed from elsewhere deletes the node too, and that is
+ *     ZKL_ELOST), or found it owned by another session (ZKL_ELOST); its on_lost clears
+ *     `leading` at once, and the callbacks follow once the reason is known;
  *   - the connection drops (lose_on_suspend): the state listener clears `leading` at
  *     once and counts the suspension; a latch keeps its node and leads again once the
- *     read shows it still ours; a selector or a view's leadership ends;
- *   - our node is deleted from outside (the data watch on it);
+ *     hold shows it still ours; a selector or a view's leadership ends;
  *   - close, a release of the view, an interrupt, or the selector's function returning.
  *
- * Revocation of a latch. A revoker writes "__REVOKE__" into the leader's node; the data
- * watch on it fires, the read that follows sees the request, and on_revoke runs once per
- * leadership (after gained). Nothing else changes: the application gives leadership up
- * when it is ready (an interrupt, a release of the view), so the node stays while it
- * still acts as leader.
+ * Revocation of a latch. A revoker writes "__REVOKE__" into the leader's node; the
+ * engine's revocation watch on it (revwatch.c, armed while the node lives, as a
+ * mutex's) tells us, and on_revoke runs once per node, after gained (a request made
+ * while queued is told as soon as we lead). Nothing else changes: the application gives
+ * leadership up when it is ready (an interrupt, a release of the view), so the node
+ * stays while it still acts as leader.
  *
  * has_leadership turns false on the loop as soon as the end is known, before any
  * callback. A latch's gained and lost callbacks run on the loop, one at a time, so they
@@ -101,13 +116,30 @@ static void hold_lost_run(zkl_client *c, void *arg)
 	zkl__election_wake(e);
 }
 
-/* The session that held our node is gone. */
+/* The hold the engine made at the grant is lost: the session that held our node is
+ * gone, or the watch on our node (holdwatch.c) saw it deleted by someone else. */
 static void hold_lost(struct zkl_hold *h, void *ctx)
 {
-	(void)h;
 	struct election *e = ctx;
 	zkl__loop_run(e->lock.c, hold_lost_run, e);
-	zkl__log(e->lock.c, ZKL_LOG_WARN, "leadership of %s lost with the session", e->lock.path);
+	zkl__log(e->lock.c, ZKL_LOG_WARN, "leadership of %s lost %s", e->lock.path,
+	        h->deleted ? "with its node, deleted from outside" : "with the session");
+}
+
+static void revoked_run(zkl_client *c, void *arg)
+{
+	(void)c;
+	struct election *e = arg;
+	e->revoke_seen = true;
+	zkl__election_wake(e);
+}
+
+/* A revoker asks for our node (the engine's revocation watch, as a mutex's). */
+static void revoked(void *ctx, const char *path)
+{
+	(void)path;
+	struct election *e = ctx;
+	zkl__loop_run(e->lock.c, revoked_run, e);
 }
 
 struct state_seen {
@@ -341,6 +373,8 @@ static int leave(zkl_client *c, struct election *e, enum election_state next)
 	e->after_leave = next;
 	e->st = E_LEAVING;
 	e->let_go = false;
+	zkl__revwatch_remove(c, node->rev);
+	node->rev = NULL;
 	if (!node->path || node->gen != c->gen)
 		return GO_ON; /* none, or gone with its session */
 	if (c->closing || !c->sess->connected || zkl__now_ms() >= zkl__lost_at(c)) {
@@ -423,7 +457,13 @@ static int join(zkl_client *c, struct election *e)
 	if (k.rc != 0)
 		snprintf(k.error, sizeof k.error, "%s", zkl_last_error());
 	e->st = E_QUEUE;
+	e->revoke_seen = false; /* asked of a node of ours: of the next one, from now */
+	e->revoke_told = false;
 	if (k.rc == 0) {
+		/* From the engine: the hold at the grant, whose watch on our node proves it
+		 * ours and tells its deletion from outside, and, for a latch told of
+		 * revocation, the revocation watch a mutex has. */
+		const bool revocable = e->kind == ZKL_KIND_LATCH && e->on_revoke;
 		e->q = (struct zkl_queue){
 			.c = c,
 			.path = e->lock.path,
@@ -436,6 +476,11 @@ static int join(zkl_client *c, struct election *e)
 			.name = e->lock.kind,
 			.on_node = node_known,
 			.node_ctx = e,
+			.on_lost = hold_lost,
+			.lost_ctx = e,
+			.on_revoke = revocable ? revoked : NULL,
+			.revoke_ctx = e,
+			.revoke_decode = zkl__revoke_decode,
 		};
 		e->queue_done = false;
 		e->queue_canceled = false;
@@ -505,28 +550,31 @@ static int on_queue(zkl_client *c, struct election *e)
 	}
 	int rc = e->queue_rc;
 	if (rc == 0) {
-		if (!zkl__election_want_in(e))
+		/* The engine made the hold at the grant. */
+		struct zkl_hold *hold = e->node.hold;
+		e->node.hold = NULL;
+		if (!zkl__election_want_in(e)) {
+			if (hold)
+				zkl__hold_end_locked(c, hold);
 			return leave(c, e, E_OUT);
+		}
 		e->backoff_ms = 0;
 		e->st = E_LEAD;
 		e->in_lead = true;
 		e->again = false;
 		e->interrupt = false;
-		e->revoke_seen = false;
-		e->revoke_told = false;
 		e->fn_done = false;
-		e->verified = false;
 		e->announced = false;
 		e->susp_seen = e->suspensions;
 		e->retry_at = 0;
 		e->end = 0;
-		e->hold = zkl__hold_new(e->node.path, e->node.gen, hold_lost, e);
-		if (!e->hold)
+		e->hold = hold;
+		if (!hold || !hold->nw) {
+			/* Nothing could prove the node ours, nor tell its deletion. */
+			zkl__log(c, ZKL_LOG_ERROR, "out of memory: cannot watch %s", e->node.path);
 			return end_lead(e, zkl__fail(ZKL_ENOMEM, "out of memory"));
-		e->hold->kind = e->lock.kind; /* the observer's (its grant was the engine's) */
-		e->hold->token = e->node.czxid;
-		e->hold->granted_at = zkl__now_ms();
-		zkl__hold_add_locked(c, e->hold);
+		}
+		zkl__hold_follow(c, hold, &e->w);
 		if (e->view_pending && e->view_timeout == 0)
 			e->view_deadline = zkl__now_ms() + zkl__session_timeout_ms(c); /* one look */
 		return GO_ON;
@@ -569,77 +617,6 @@ static int end_lead(struct election *e, int reason)
 	return GO_ON;
 }
 
-/* The read of our node has its answer: is the node there, and its ephemeral owner the
- * session it was made on, which is current? */
-static int on_checked(zkl_client *c, struct election *e)
-{
-	struct zkl_op *op = e->check;
-	e->check = NULL;
-	int zrc = op->rc;
-	bool ours = zrc == ZOK && op->s->gen == e->node.gen && op->s->gen == c->gen &&
-	            op->stat.ephemeralOwner == op->s->id;
-	if (ours && op->value && op->value_len == (int)strlen(ZKL_REVOKE_DATA) &&
-	    memcmp(op->value, ZKL_REVOKE_DATA, strlen(ZKL_REVOKE_DATA)) == 0)
-		e->revoke_seen = true;
-	zkl__op_put(c, op);
-	if (e->check_watch) {
-		if (ours) {
-			e->check_watch = false;
-			return GO_ON; /* e->wt stays armed */
-		}
-		zkl__watch_put(c, e->wt);
-		e->wt = NULL;
-		e->check_watch = false;
-	}
-	if (zrc == ZOK) {
-		if (!ours)
-			return end_lead(e, ZKL_ELOST);
-		e->verified = true;
-		return GO_ON;
-	}
-	if (zrc == ZNONODE) {
-		zkl__log(c, ZKL_LOG_WARN, "node %s was deleted from outside", e->node.path);
-		return end_lead(e, ZKL_ENOTHELD);
-	}
-	if (zkl__zk_transient(zrc) || zkl__zk_class(zrc) == ZKL_ZK_CLOSING) {
-		e->retry_at = zkl__now_ms() + 100;
-		return GO_ON;
-	}
-	if (zkl__zk_session_gone(zrc))
-		return end_lead(e, ZKL_ELOST);
-	zkl__log(c, ZKL_LOG_ERROR, "cannot read %s: %s", e->node.path, zerror(zrc));
-	return end_lead(e, ZKL_EZK);
-}
-
-/* Sends the read of our node: with a data watch if none is armed, else a plain exists. */
-static int send_check(zkl_client *c, struct election *e)
-{
-	struct zkl_watch *nw = NULL;
-	if (!e->wt && !(nw = zkl__watch_new(c, &e->w))) {
-		e->retry_at = zkl__now_ms() + 100;
-		return GO_ON;
-	}
-	int err = 0;
-	const struct zkl_req r = {.kind = nw ? ZKL_OP_GET : ZKL_OP_EXISTS, .path = e->node.path,
-	                          .watch = nw};
-	struct zkl_op *op = zkl__op_send_locked(c, &e->w, &r, &err);
-	if (!op) {
-		if (nw)
-			zkl__watch_put(c, nw);
-		if (err == ZKL_ECLOSED)
-			return end_lead(e, ZKL_ELOST);
-		e->retry_at = zkl__now_ms() + 100;
-		return GO_ON;
-	}
-	e->check = op;
-	e->check_until = zkl__now_ms() + zkl__session_timeout_ms(c);
-	if (nw) {
-		e->wt = nw;
-		e->check_watch = true;
-	}
-	return GO_ON;
-}
-
 static int announce(zkl_client *c, struct election *e)
 {
 	e->announced = true;
@@ -674,19 +651,29 @@ static int on_lead(zkl_client *c, struct election *e)
 	if (!zkl__election_want_in(e))
 		return end_lead(e, e->view_pending ? view_check(e) : ZKL_ECLOSED);
 	/* Past the loss deadline the session may be gone already: the loop gives it up on
-	 * this turn, after the waiters run, so a leadership read now must not begin (an
-	 * answer read after a long stop proves nothing of the session today). */
-	if (zkl__hold_lost(e->hold) || e->node.gen != c->gen || zkl__now_ms() >= zkl__lost_at(c))
-		return end_lead(e, ZKL_ELOST);
+	 * this turn, after the waiters run, so leadership must not be announced now (a
+	 * proof answered after a long stop proves nothing of the session today). */
+	if (zkl__hold_lost(e->hold) || e->node.gen != c->gen || zkl__now_ms() >= zkl__lost_at(c)) {
+		/* Leadership ended at once (hold_lost); the reason waits for the hold's watch to
+		 * learn whether our node was deleted from outside, the session living on
+		 * (ZKL_ENOTHELD), or went with the session (ZKL_ELOST): a close of the session
+		 * from elsewhere deletes the node first. */
+		const int64_t lost_at = zkl__lost_at(c);
+		if (e->hold->deleting && e->node.gen == c->gen && zkl__now_ms() < lost_at) {
+			zkl__waiter_wake_at(c, &e->w, lost_at);
+			return WAIT;
+		}
+		return end_lead(e, e->hold->deleted ? ZKL_ENOTHELD : ZKL_ELOST);
+	}
 	if (e->interrupt)
 		return end_lead(e, ZKL_ECANCELED);
 	if (e->fn_done)
 		return end_lead(e, 0);
 	if (e->lose_on_suspend && e->susp_seen != e->suspensions) {
-		/* The connection dropped since we last looked: read the node again before
-		 * leading again. */
+		/* The connection dropped since we last looked: the node must be shown ours
+		 * again before leading again. */
 		e->susp_seen = e->suspensions;
-		e->verified = false;
+		zkl__hold_confirm(c, e->hold);
 		if (e->announced) {
 			if (e->fn || !e->started)
 				return end_lead(e, ZKL_ECONNLOSS);
@@ -700,42 +687,16 @@ static int on_lead(zkl_client *c, struct election *e)
 			return GO_ON;
 		}
 	}
-	if (e->check) {
-		if (e->check->done)
-			return on_checked(c, e);
-		if (zkl__now_ms() < e->check_until) {
-			zkl__waiter_wake_at(c, &e->w, e->check_until);
-			return WAIT;
-		}
-		/* No answer in a session timeout: drop it and look again. */
-		zkl__op_put(c, e->check);
-		e->check = NULL;
-		if (e->check_watch) {
-			zkl__watch_put(c, e->wt);
-			e->wt = NULL;
-			e->check_watch = false;
-		}
-		return GO_ON;
-	}
 	if (e->announced && e->revoke_seen && !e->revoke_told) {
 		e->revoke_told = true;
 		zkl__log(c, ZKL_LOG_INFO, "revocation of leadership of %s requested", e->lock.path);
 		call_user(e, e->on_revoke);
 		return GO_ON;
 	}
-	if (e->wt && e->wt->fired) {
-		/* Deleted or changed: look again (and arm a new watch). */
-		zkl__watch_put(c, e->wt);
-		e->wt = NULL;
-		e->verified = false;
-	}
-	int64_t now = zkl__now_ms();
-	if (!e->verified && c->sess->connected && now >= e->retry_at)
-		return send_check(c, e);
-	if (e->verified && !e->announced && !(e->lose_on_suspend && e->suspended))
+	/* The hold's watch shows the node ours (after the grant, and after each suspension)
+	 * and wakes us then. */
+	if (zkl__hold_confirmed(e->hold) && !e->announced && !(e->lose_on_suspend && e->suspended))
 		return announce(c, e);
-	if (!e->verified && e->retry_at > now)
-		zkl__waiter_wake_at(c, &e->w, e->retry_at);
 	if (e->view_pending && e->view_deadline != INT64_MAX)
 		zkl__waiter_wake_at(c, &e->w, e->view_deadline);
 	return WAIT;
@@ -780,15 +741,6 @@ static int on_ending(zkl_client *c, struct election *e)
 	}
 	if (gained && (end != ZKL_ECLOSED || e->notify_on_close))
 		call_lost(e, end);
-	if (e->check) {
-		zkl__op_put(c, e->check);
-		e->check = NULL;
-	}
-	if (e->wt) {
-		zkl__watch_put(c, e->wt);
-		e->wt = NULL;
-	}
-	e->check_watch = false;
 	if (e->hold) {
 		/* The observer hears how the leadership ended, once: a loss the loop has
 		 * reported was told as it was. */

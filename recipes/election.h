@@ -14,7 +14,7 @@ enum election_state {
 	E_OUT,      /* not in the election */
 	E_QUEUE,    /* the engine's acquisition of our node is under way */
 	E_BACKOFF,  /* joining failed: try again at retry_at */
-	E_LEAD,     /* our node heads the queue: prove it ours, announce, watch */
+	E_LEAD,     /* our node heads the queue: shown ours by its hold, announce */
 	E_ENDING,   /* leadership over: the function's thread ends, callbacks */
 	E_LEAVING,  /* our node's delete is out */
 };
@@ -66,8 +66,9 @@ struct election {
 	bool suspended;                /* the client is SUSPENDED */
 	unsigned suspensions;          /* SUSPENDED states seen */
 	bool interrupt;                /* end this leadership (selector, started latch) */
-	bool revoke_seen;              /* our node, read while leading, asks for revocation */
-	bool revoke_told;              /* and on_revoke has been called for this leadership */
+	bool revoke_seen;              /* a revoker asked for our node (the engine's
+	                                * revocation watch, a latch with on_revoke) */
+	bool revoke_told;              /* and on_revoke has been called for it */
 
 	/* The queue: the engine's acquisition, its node and what it reads. */
 	struct zkl_queue q;
@@ -82,16 +83,13 @@ struct election {
 	int64_t retry_at;
 
 	/* Leading. */
-	struct zkl_hold *hold;         /* while leading */
+	struct zkl_hold *hold;         /* while leading: the engine's, made at the grant; its
+	                                * watch shows our node ours (zkl__hold_confirmed) and
+	                                * tells its deletion as a loss (holdwatch.c) */
 	unsigned susp_seen;
-	bool verified;                 /* our node was read back as ours since the last look */
 	bool announced;                /* gained called, the function started, or the view
 	                                * acquire answered */
 	bool gained;                   /* the gained callback ran: lost runs at the end */
-	struct zkl_op *check;          /* the read of our node that is out */
-	bool check_watch;              /* it arms wt */
-	int64_t check_until;
-	struct zkl_watch *wt;          /* armed on our node */
 	int end;                       /* why leadership ended (E_ENDING) */
 	struct zkl_op *leave_op;       /* E_LEAVING: the delete of our node */
 	int64_t leave_until;

@@ -216,6 +216,11 @@ struct zkl_hold {
 	bool in_dispatch;                 /* loop: its on_lost runs right now */
 	bool unlinked;                    /* loop: ended and unlinked while on_lost ran */
 	struct zkl_nodewatch *nw;         /* loop: the watch on its node (holdwatch.c) */
+	/* Loop: lost because its node was deleted by someone else, an answer on its session
+	 * after the node went says so (holdwatch.c); while deleting, the watch saw the node
+	 * go and asks the session whether it lived on (its end: the node went with it). */
+	bool deleted;
+	bool deleting;
 	void (*on_lost)(struct zkl_hold *h, void *ctx);
 	void *ctx;
 	/* What the observer is told of it (zkl__hold_observe): its kind ("mutex", ...; NULL:
@@ -701,6 +706,15 @@ void zkl__hold_mark_lost(zkl_client *c, struct zkl_hold *h);
  * of it. */
 void zkl__hold_watch_node(zkl_client *c, struct zkl_hold *h);
 void zkl__hold_unwatch_node(zkl_client *c, struct zkl_hold *h);
+/* The node shown ours (holdwatch.c; loop, mu held): whether an exists sent since the last
+ * ask (the grant's, or zkl__hold_confirm()'s) found h's node there with h's session as
+ * its ephemeral owner. False without a watch (no memory for it) or once h is lost, its
+ * watch stopped. zkl__hold_confirm() asks for a new proof (after a suspension), and
+ * zkl__hold_follow() names the waiter woken when a proof comes; a node found gone or
+ * not ours makes h lost instead, told through its on_lost. */
+bool zkl__hold_confirmed(const struct zkl_hold *h);
+void zkl__hold_confirm(zkl_client *c, struct zkl_hold *h);
+void zkl__hold_follow(zkl_client *c, struct zkl_hold *h, struct zkl_waiter *w);
 /* Whether h is lost (NULL: not lost). */
 static inline bool zkl__hold_lost(const struct zkl_hold *h)
 {

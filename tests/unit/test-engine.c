@@ -1531,6 +1531,237 @@ static void test_leader_view_cancel_then_deadline(void **state)
 	fz_free(z);
 }
 
+/* ---- a leader's node: what the hold made at the grant tells the election ---- */
+
+/* What a latch's callbacks saw. */
+struct latch_rec {
+	struct fz *z;
+	atomic_int gained, lost;
+	_Atomic int64_t token;    /* at the last gained */
+	atomic_int reason;        /* at the last lost */
+};
+
+static void latch_rec_gained(zkl_leader *l, void *data)
+{
+	struct latch_rec *r = data;
+	atomic_store(&r->token, zkl_lock_token(zkl_leader_lock(l)));
+	atomic_fetch_add(&r->gained, 1);
+	fz_poke(r->z);
+}
+
+static void latch_rec_lost(zkl_leader *l, int reason, void *data)
+{
+	(void)l;
+	struct latch_rec *r = data;
+	atomic_store(&r->reason, reason);
+	atomic_fetch_add(&r->lost, 1);
+	fz_poke(r->z);
+}
+
+static zkl_leader *latch_rec_open(zkl_client *c, const char *path, struct latch_rec *r)
+{
+	zkl_leader_options o;
+	zkl_leader_options_init(&o);
+	o.on_gained = latch_rec_gained;
+	o.on_lost = latch_rec_lost;
+	o.data = r;
+	zkl_leader *l;
+	CHECK_OK(zkl_leader_new(&l, c, path, &o));
+	return l;
+}
+
+static bool latch_gained_once(void *arg)
+{
+	return atomic_load(&((struct latch_rec *)arg)->gained) >= 1;
+}
+
+static bool latch_lost_once(void *arg)
+{
+	return atomic_load(&((struct latch_rec *)arg)->lost) >= 1;
+}
+
+/* The first exists of session on a node in folder finds that node deleted and one of
+ * its name made again by another session (peer). */
+struct swap_owner {
+	struct fz *z;
+	int64_t session, peer;
+	const char *folder;
+	atomic_int done;
+	int64_t czxid;            /* of the node before it was made again */
+};
+
+static enum fz_action swap_owner_hook(void *arg, const struct fz_request *r, int *rc)
+{
+	(void)rc;
+	struct swap_owner *k = arg;
+	const size_t n = strlen(k->folder);
+	struct Stat st;
+	if (r->session != k->session || r->op != FZ_EXISTS || strncmp(r->path, k->folder, n) != 0 ||
+	    r->path[n] != '/' || atomic_load(&k->done) || !fz_stat(k->z, r->path, &st))
+		return FZ_APPLY;
+	k->czxid = st.czxid;
+	CHECK_OK(fz_delete(k->z, r->path));
+	CHECK_OK(fz_create(k->z, r->path, "someone else", ZOO_EPHEMERAL, k->peer, NULL, 0));
+	atomic_store(&k->done, 1);
+	return FZ_APPLY;
+}
+
+/* Leadership is announced only on a node shown ours: the hold's watch finds the node,
+ * granted, owned by another session (ours deleted and its name made again), so the hold
+ * is lost, nothing is announced on it, and the latch leads only on a node it made
+ * again. (The election reads its node's owner from the hold's exists: without that
+ * look, it would lead on a node that is not its own.) */
+static void test_leader_node_not_ours(void **state)
+{
+	(void)state;
+	struct fz *z = fz_new();
+	zkl_client *c;
+	CHECK_OK(fz_client_open(z, &c, NULL));
+	const char *path = "/locks/leader-not-ours";
+	CHECK_OK(fz_create(z, "/locks", NULL, ZOO_CONTAINER, 0, NULL, 0));
+	CHECK_OK(fz_create(z, path, NULL, ZOO_CONTAINER, 0, NULL, 0));
+	struct latch_rec r = { .z = z };
+	zkl_leader *l = latch_rec_open(c, path, &r);
+	struct swap_owner k = { .z = z, .session = zkl_client_session_id(c), .peer = fz_peer(z),
+	                        .folder = path };
+	fz_set_hook(z, swap_owner_hook, &k);
+	CHECK_OK(zkl_leader_start(l));
+	fz_wait(z, latch_gained_once, &r, "the latch leads");
+	assert_int_equal(atomic_load(&k.done), 1);
+	assert_true(atomic_load(&r.token) != k.czxid);
+	assert_int_equal(atomic_load(&r.gained), 1);
+	assert_int_equal(atomic_load(&r.lost), 0);
+	fz_set_hook(z, NULL, NULL);
+	zkl_leader_free(l);
+	zkl_client_close(c);
+	fz_free(z);
+}
+
+/* A leader's node deleted from outside: the hold's watch on it tells the latch, which
+ * loses leadership with ZKL_ENOTHELD (not with the session) and leads again on a new
+ * node. */
+static void test_leader_node_deleted_hold(void **state)
+{
+	(void)state;
+	struct fz *z = fz_new();
+	zkl_client *c;
+	CHECK_OK(fz_client_open(z, &c, NULL));
+	const char *path = "/locks/leader-deleted";
+	struct latch_rec r = { .z = z };
+	zkl_leader *l = latch_rec_open(c, path, &r);
+	CHECK_OK(zkl_leader_start(l));
+	fz_wait(z, latch_gained_once, &r, "the latch leads");
+	const int64_t token = atomic_load(&r.token);
+	char node[256];
+	assert_true(zkl_lock_node(zkl_leader_lock(l), node, sizeof node) > 0);
+	CHECK_OK(fz_delete(z, node));
+	fz_wait(z, latch_lost_once, &r, "the latch is told");
+	assert_int_equal(atomic_load(&r.reason), ZKL_ENOTHELD);
+	CHECK_OK(zkl_leader_await(l, 10000));
+	assert_true(zkl_lock_token(zkl_leader_lock(l)) > token);
+	zkl_leader_free(l);
+	zkl_client_close(c);
+	fz_free(z);
+}
+
+/* The first exists of session: its session ends right then (a close from elsewhere
+ * after it deleted the session's nodes), and the exists is refused as expired. */
+struct end_on_exists {
+	struct fz *z;
+	int64_t session;
+	atomic_int done;
+};
+
+static enum fz_action end_on_exists_hook(void *arg, const struct fz_request *r, int *rc)
+{
+	struct end_on_exists *k = arg;
+	if (r->session != k->session || r->op != FZ_EXISTS || atomic_fetch_add(&k->done, 1) != 0)
+		return FZ_APPLY;
+	fz_expire(k->z, k->session);
+	*rc = ZSESSIONEXPIRED;
+	return FZ_REFUSE;
+}
+
+/* The leader's node goes and its session ends right after (as when the session is
+ * closed from elsewhere: its ephemeral nodes go first, and the watch on the node hears
+ * of it): the loss is the session's, ZKL_ELOST, not a deletion from outside. (Taken
+ * from the watch's event alone, it would be told as ZKL_ENOTHELD.) */
+static void test_leader_node_gone_with_session(void **state)
+{
+	(void)state;
+	struct fz *z = fz_new();
+	zkl_client *c;
+	CHECK_OK(fz_client_open(z, &c, NULL));
+	const char *path = "/locks/leader-gone-with-session";
+	struct latch_rec r = { .z = z };
+	zkl_leader *l = latch_rec_open(c, path, &r);
+	CHECK_OK(zkl_leader_start(l));
+	fz_wait(z, latch_gained_once, &r, "the latch leads");
+	char node[256];
+	assert_true(zkl_lock_node(zkl_leader_lock(l), node, sizeof node) > 0);
+	struct end_on_exists k = { .z = z, .session = zkl_client_session_id(c) };
+	fz_set_hook(z, end_on_exists_hook, &k);
+	CHECK_OK(fz_delete(z, node));
+	fz_wait(z, latch_lost_once, &r, "the latch is told");
+	assert_int_equal(atomic_load(&r.reason), ZKL_ELOST);
+	assert_int_equal(atomic_load(&k.done), 1);
+	fz_set_hook(z, NULL, NULL);
+	zkl_leader_free(l);
+	zkl_client_close(c);
+	fz_free(z);
+}
+
+struct reproof {
+	struct latch_rec *r;
+	struct hold_first *k;
+};
+
+static bool reproof_held_or_led(void *arg)
+{
+	struct reproof *p = arg;
+	return atomic_load(&p->r->lost) >= 1 &&
+	       (atomic_load(&p->k->held) > 0 || atomic_load(&p->r->gained) >= 2);
+}
+
+static bool latch_gained_twice(void *arg)
+{
+	return atomic_load(&((struct latch_rec *)arg)->gained) >= 2;
+}
+
+/* A latch that keeps its node through a suspension leads again only once the node is
+ * shown its own again: the exists sent after the connection is back (held here) must
+ * be answered first. (Without that look it would lead again as soon as it reconnects,
+ * on a node that may have gone meanwhile.) */
+static void test_leader_proves_again_after_suspension(void **state)
+{
+	(void)state;
+	struct fz *z = fz_new();
+	zkl_client *c;
+	CHECK_OK(fz_client_open(z, &c, NULL));
+	const char *path = "/locks/leader-reproof";
+	struct latch_rec r = { .z = z };
+	zkl_leader *l = latch_rec_open(c, path, &r);
+	CHECK_OK(zkl_leader_start(l));
+	fz_wait(z, latch_gained_once, &r, "the latch leads");
+	const int64_t token = atomic_load(&r.token);
+	const int64_t sid = zkl_client_session_id(c);
+	struct hold_first k = { .session = sid, .op = FZ_EXISTS };
+	fz_set_hook(z, hold_first_request, &k);
+	fz_drop(z, sid);
+	struct reproof p = { &r, &k };
+	fz_wait(z, reproof_held_or_led, &p, "the latch suspended, and its node looked at");
+	assert_int_equal(atomic_load(&r.reason), ZKL_ECONNLOSS);
+	assert_int_equal(atomic_load(&r.gained), 1);
+	assert_false(zkl_lock_is_held(zkl_leader_lock(l)));
+	fz_set_hook(z, NULL, NULL);
+	fz_pause(z, sid, false);
+	fz_wait(z, latch_gained_twice, &r, "the latch leads again");
+	assert_int_equal(atomic_load(&r.token), token); /* the same node */
+	zkl_leader_free(l);
+	zkl_client_close(c);
+	fz_free(z);
+}
+
 static void test_async_cancel_timeout_busy(void **state)
 {
 	(void)state;
@@ -2253,6 +2484,10 @@ int main(void)
 		cmocka_unit_test(test_no_wait_in_callback),
 		cmocka_unit_test(test_own_leaving_nodes_skipped),
 		cmocka_unit_test(test_leader_view_cancel_then_deadline),
+		cmocka_unit_test(test_leader_node_not_ours),
+		cmocka_unit_test(test_leader_node_deleted_hold),
+		cmocka_unit_test(test_leader_node_gone_with_session),
+		cmocka_unit_test(test_leader_proves_again_after_suspension),
 		cmocka_unit_test(test_async_callback_calls),
 		cmocka_unit_test(test_semaphore_start_on_loop),
 		cmocka_unit_test(test_semaphore_count_differs_async),
