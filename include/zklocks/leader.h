@@ -69,7 +69,6 @@ typedef void (*zkl_leader_gained_fn)(zkl_leader *l, void *data);
  *   ZKL_ENOTHELD   our node was deleted from outside
  *   ZKL_ECLOSED    zkl_leader_close() was called (only with notify_on_close)
  *   ZKL_ECANCELED  zkl_leader_interrupt() was called: leadership was given up
- *   ZKL_EZK        ZooKeeper failed unexpectedly while checking our node
  * After every reason but ZKL_ECLOSED the latch stays in the election (with a new node
  * unless the reason was ZKL_ECONNLOSS; after ZKL_ECANCELED at the back of the queue, so
  * that the next in line leads at once). */
