@@ -692,15 +692,18 @@ static int fixed_answer(zkl_client *c, struct fixed_job *f)
 	struct zkl_op *op = f->op;
 	const int zrc = op->rc;
 	const uint64_t gen = op->s->gen;
-	if (q->gen && (gen != q->gen || zkl__now_ms() >= zkl__lost_at(c))) {
-		/* Sent after the session changed, or answered once it is being given up for
-		 * lost (as a turn is, acquire.c): whatever it made goes. */
+	if (q->gen && (gen != q->gen || c->gen != q->gen || zkl__now_ms() >= zkl__lost_at(c))) {
+		/* Sent after the session changed, answered after it did, or answered once it is
+		 * being given up for lost (as a turn is, acquire.c): whatever it made goes. */
 		if (zrc == ZOK || zkl__zk_transient(zrc))
 			zkl__task_delete(c, f->target, gen);
 		return lost_session(q);
 	}
 	if (f->exists) {
-		if (op->rc == ZOK && op->stat.ephemeralOwner == c->sess->id)
+		/* Ours if made on the session the exists went on (the client may be on a new
+		 * one by now, which the check above has settled for a node that stands on a
+		 * hold). */
+		if (op->rc == ZOK && op->stat.ephemeralOwner == op->s->id)
 			return fixed_made(c, f, op);
 		if (op->rc == ZNONODE) {
 			/* Not there after all (gone since the create found it): make it. */
