@@ -15,11 +15,11 @@
  * `requeue` the selector joins the election again.
  *
  * Leadership ends when the session is lost (expired, or given up for lost by the loss
- * rule of zkl_client_options.loss_percent: see zkl_state), when the leader's node is deleted from outside,
- * and, unless lose_on_suspend is false, as soon as the connection drops (SUSPENDED: the
- * session may still live, but nothing can be proven; Curator's default). A latch that
- * lost leadership to a suspension keeps its node and leads again if, once reconnected,
- * its node is still there and still its session's.
+ * rule of zkl_client_options.loss_percent: see zkl_state), when the leader's node is
+ * deleted from outside, and, unless lose_on_suspend is false, as soon as the connection
+ * drops (SUSPENDED: the session may still live, but nothing can be proven; Curator's
+ * default). A latch that lost leadership to a suspension keeps its node and leads again
+ * if, once reconnected, its node is still there and still its session's.
  *
  * Whether this participant leads (zkl_lock_is_held() of the latch's or the selector's
  * view) turns false as soon as the loss is known, on the thread that learns it (the
@@ -128,8 +128,8 @@ ZKL_API int zkl_leader_await(zkl_leader *l, int timeout_ms);
  * to the session), and if we led and notify_on_close is set, on_lost(ZKL_ECLOSED) runs
  * first. From any thread but the loop's, it returns once the latch is out of the
  * election and none of its callbacks runs (so none runs after it); on a thread that runs
- * the loop (a callback, or the application's loop thread) it returns at once. Closing twice, or a latch never started, is fine. Returns 0 or
- * ZKL_EINVAL. */
+ * the loop (a callback, or the application's loop thread) it returns at once. Closing
+ * twice, or a latch never started, is fine. Returns 0 or ZKL_EINVAL. */
 ZKL_API int zkl_leader_close(zkl_leader *l);
 
 /* Closes l if needed and frees it. Not from l's own gained or lost callbacks. On the
@@ -181,11 +181,11 @@ typedef struct zkl_selector zkl_selector;
 /* Runs while this participant leads, on a thread that the selector starts for each
  * leadership, with no zklocks lock held. Leadership is given up (our node deleted) when
  * it returns. When leadership is lost or interrupted meanwhile (zkl_lock_is_held() of
- * zkl_selector_lock(s) turns false), it should return soon: zkl_selector_wait() is the way to sleep until then. The
- * node stays until it returns, so no other participant leads before. It may call any
- * zkl_selector function on s; zkl_selector_close(s) from here returns at once, and
- * zkl_selector_free(s) too: s is then freed once fn has returned (do not use it after
- * the free; a zkl_client_close() of its client waits for that). */
+ * zkl_selector_lock(s) turns false), it should return soon: zkl_selector_wait() is the
+ * way to sleep until then. The node stays until it returns, so no other participant leads
+ * before. It may call any zkl_selector function on s; zkl_selector_close(s) from here
+ * returns at once, and zkl_selector_free(s) too: s is then freed once fn has returned (do
+ * not use it after the free; a zkl_client_close() of its client waits for that). */
 typedef void (*zkl_selector_fn)(zkl_selector *s, void *data);
 
 typedef struct zkl_selector_options {
@@ -238,8 +238,8 @@ ZKL_API int zkl_selector_requeue(zkl_selector *s);
 ZKL_API int zkl_selector_wait(zkl_selector *s, int timeout_ms);
 
 /* Ends the current leadership (Curator's interruptLeadership()): the view's
- * zkl_lock_is_held() turns false and zkl_selector_wait() returns; the node goes once fn returns. No effect when
- * not leading. */
+ * zkl_lock_is_held() turns false and zkl_selector_wait() returns; the node goes once fn
+ * returns. No effect when not leading. */
 ZKL_API void zkl_selector_interrupt(zkl_selector *s);
 
 /* Leaves the election for good: interrupts fn, waits until it has returned and the

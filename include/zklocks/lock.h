@@ -7,8 +7,8 @@
  * through zkl_selector_start(): its acquire and release fail with ZKL_ENOTSUP);
  * zkl_multilock_lock() gives them to several locks held as one (multilock.h says how
  * it answers). The view lives as long as its handle and is freed
- * with it; it is never freed by itself. What is specific to a kind stays with the kind: making a
- * mutex revocable, its naming, several leases at once, the semaphore's limit.
+ * with it; it is never freed by itself. What is specific to a kind stays with the kind:
+ * making a mutex revocable, its naming, several leases at once, the semaphore's limit.
  *
  *     zkl_mutex *m;
  *     zkl_mutex_new(&m, c, "/locks/nightly-backup");
@@ -62,8 +62,9 @@ typedef void (*zkl_lock_acquired_fn)(zkl_lock *l, int rc, void *data);
  * order. zkl_lock_cancel() ends it with ZKL_ECANCELED, leaving nothing on the server;
  * freeing the handle cancels it too and waits for fn, unless called on a thread that
  * runs the client's loop (a callback, or the application's loop thread): there the free
- * returns at once, the acquire withdraws by itself, and fn never runs. The hold it takes is the handle's, not reentrant, and never a
- * downgrade: any thread (or fn itself) releases it with zkl_lock_release(), once. */
+ * returns at once, the acquire withdraws by itself, and fn never runs. The hold it takes
+ * is the handle's, not reentrant, and never a downgrade: any thread (or fn itself)
+ * releases it with zkl_lock_release(), once. */
 ZKL_API int zkl_lock_acquire_async(zkl_lock *l, int timeout_ms, zkl_lock_acquired_fn fn,
                                    void *data);
 
@@ -132,8 +133,9 @@ ZKL_API int zkl_lock_on_lost(zkl_lock *l, zkl_lock_lost_fn fn, void *data);
 #define ZKL_LOCK_DATA_MAX 1047552
 
 /* Sets the data stored in the nodes l creates from now on (copied; len bytes, at most
- * ZKL_LOCK_DATA_MAX, 1,047,552). The default is "<hostname>:<pid>", so that an operator can see who holds a
- * lock. data may be NULL with len 0 for empty nodes. Returns 0, ZKL_EINVAL, ZKL_ENOMEM. */
+ * ZKL_LOCK_DATA_MAX, 1,047,552). The default is "<hostname>:<pid>", so that an operator
+ * can see who holds a lock. data may be NULL with len 0 for empty nodes. Returns 0,
+ * ZKL_EINVAL, ZKL_ENOMEM. */
 ZKL_API int zkl_lock_set_data(zkl_lock *l, const void *data, size_t len);
 
 /* Lists the contenders found at l's path, in queue order, with the data of each; holder
@@ -260,11 +262,12 @@ typedef struct zkl_txn_result {
  * connection went before the answer, and the session lives on: it may or may not have
  * been applied (read back what it wrote before writing again); when the session, and
  * the hold with it, is lost after such a connection loss, ZKL_ELOST (the results' zk_rc
- * say ZCONNECTIONLOSS): if it was applied, it was while the hold's node existed; ZKL_EINVAL: bad arguments (l, ops or a path NULL
- * or not valid, n 0 or above ZKL_TXN_MAX, an unknown kind or flag, data NULL with a
- * length, a version below -1, more bytes than a server reads in one request);
- * ZKL_ENOTSUP: a multi-lock's view (each member has its own node: guard with a member);
- * ZKL_EDEADLK on a thread that runs the client's loop; ZKL_ECLOSED; ZKL_ENOMEM. */
+ * say ZCONNECTIONLOSS): if it was applied, it was while the hold's node existed;
+ * ZKL_EINVAL: bad arguments (l, ops or a path NULL or not valid, n 0 or above
+ * ZKL_TXN_MAX, an unknown kind or flag, data NULL with a length, a version below -1, more
+ * bytes than a server reads in one request); ZKL_ENOTSUP: a multi-lock's view (each
+ * member has its own node: guard with a member); ZKL_EDEADLK on a thread that runs the
+ * client's loop; ZKL_ECLOSED; ZKL_ENOMEM. */
 ZKL_API int zkl_lock_txn(zkl_lock *l, const zkl_txn_op *ops, size_t n,
                          zkl_txn_result *results);
 

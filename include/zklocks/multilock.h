@@ -2,10 +2,11 @@
  * InterProcessMultiLock).
  *
  * Members are locks of any kind (the views of <zklocks/lock.h>: mutexes, either half of
- * a read-write lock, semaphores, semaphore-mutexes), added before the first acquire. By default they are taken in a canonical order (sorted
- * by path, then write before read) so that two multi-locks over the same locks, built in
- * different orders, cannot deadlock; ZKL_MULTILOCK_AS_ADDED keeps the order of addition.
- * Members stay the caller's: free them after the multi-lock.
+ * a read-write lock, semaphores, semaphore-mutexes), added before the first acquire. By
+ * default they are taken in a canonical order (sorted by path, then write before read) so
+ * that two multi-locks over the same locks, built in different orders, cannot deadlock;
+ * ZKL_MULTILOCK_AS_ADDED keeps the order of addition. Members stay the caller's: free
+ * them after the multi-lock.
  *
  * Its view, zkl_multilock_lock(), takes the shared verbs of <zklocks/lock.h>:
  *
