@@ -91,8 +91,7 @@ struct election {
 	                                * acquire answered */
 	bool gained;                   /* the gained callback ran: lost runs at the end */
 	int end;                       /* why leadership ended (E_ENDING) */
-	struct zkl_op *leave_op;       /* E_LEAVING: the delete of our node */
-	int64_t leave_until;
+	struct zkl_withdrawal leave;   /* E_LEAVING: the delete of our node */
 	enum election_state after_leave;
 	pthread_t worker;              /* selector: runs fn */
 	bool worker_running;

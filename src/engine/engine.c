@@ -132,12 +132,84 @@ const char *zkl__basename(const char *path)
 	return s ? s + 1 : path;
 }
 
+/* ---- the bounded delete of a node of ours ----------------------------------------- */
+
+int64_t zkl__delete_deadline(zkl_client *c, int64_t cap)
+{
+	int64_t until = zkl__now_ms() + zkl__session_timeout_ms(c);
+	if (until > cap)
+		until = cap;
+	const int64_t lost_at = zkl__lost_at(c);
+	return until > lost_at ? lost_at : until;
+}
+
+enum zkl_delete_answer zkl__delete_answer(zkl_client *c, const char *path, int zrc)
+{
+	if (zrc == ZOK || zrc == ZNONODE)
+		return ZKL_DELETE_DONE;
+	if (zkl__zk_session_gone(zrc))
+		return ZKL_DELETE_SESSION_GONE;
+	if (zkl__zk_transient(zrc))
+		return ZKL_DELETE_UNSURE;
+	zkl__log(c, ZKL_LOG_ERROR, "cannot delete %s: %s", path, zerror(zrc));
+	return ZKL_DELETE_REFUSED;
+}
+
+bool zkl__withdraw_start(zkl_client *c, struct zkl_waiter *w, struct zkl_node *node,
+                        int64_t cap, struct zkl_withdrawal *wd)
+{
+	wd->op = NULL;
+	zkl__revwatch_remove(c, node->rev);
+	node->rev = NULL;
+	if (!node->path || node->gen != c->gen)
+		return false; /* none, or gone with its session */
+	if (c->closing || !c->sess->connected || zkl__now_ms() >= zkl__lost_at(c)) {
+		zkl__task_delete(c, node->path, node->gen);
+		return false;
+	}
+	int err = 0;
+	const struct zkl_req del = {.kind = ZKL_OP_DELETE, .path = node->path};
+	wd->op = zkl__op_send_locked(c, w, &del, &err);
+	if (!wd->op) {
+		zkl__task_delete(c, node->path, node->gen);
+		return false;
+	}
+	wd->until = zkl__delete_deadline(c, cap);
+	return true;
+}
+
+bool zkl__withdraw_poll(zkl_client *c, struct zkl_waiter *w, const struct zkl_node *node,
+                       struct zkl_withdrawal *wd)
+{
+	struct zkl_op *op = wd->op;
+	if (!op)
+		return false;
+	if (!op->done && !c->closing && zkl__now_ms() < wd->until) {
+		zkl__waiter_wake_at(c, w, wd->until);
+		return true;
+	}
+	const int zrc = op->done ? op->rc : ZOPERATIONTIMEOUT;
+	zkl__op_put(c, op);
+	wd->op = NULL;
+	if (zkl__delete_answer(c, node->path, zrc) == ZKL_DELETE_UNSURE)
+		zkl__task_delete(c, node->path, node->gen);
+	return false;
+}
+
 /* ---- a confirmed release ---------------------------------------------------------- */
 
 /* The delete of a node we hold, as a job: retried through connection loss until it
  * succeeds or its session is given up for lost, and says which. A node whose delete is
  * not confirmed while its session may live goes to the background task, which retries
- * until it succeeds or the session ends. */
+ * until it succeeds or the session ends.
+ *
+ * It shares the bounded delete's deadline and reading of the answer
+ * (zkl__delete_deadline, zkl__delete_answer), not its start and wait
+ * (zkl__withdraw_start): a release's caller waits to be told the node is gone, so
+ * disconnected it waits for the connection rather than hand the node to the
+ * background task at once, it sends the delete again itself after an answer lost, it
+ * tells the caller what happened (ZKL_ELOST, a refusal), and its delete may be a
+ * transaction with the caller's operations and a note, whose answer it reads further. */
 struct delete_job {
 	struct zkl_job job;            /* first */
 	struct zkl_node *node;         /* the caller's */
@@ -213,9 +285,7 @@ static int delete_step(zkl_client *c, struct zkl_job *j)
 				zkl__task_delete(c, node->path, node->gen);
 				return rc;
 			}
-			d->until = zkl__now_ms() + zkl__session_timeout_ms(c);
-			if (d->until > lost_at)
-				d->until = lost_at;
+			d->until = zkl__delete_deadline(c, INT64_MAX);
 		}
 		int rc = zkl__job_await(c, j, d->op, d->until);
 		if (rc == ZKL_JOB_WAIT)
@@ -257,20 +327,22 @@ static int delete_step(zkl_client *c, struct zkl_job *j)
 			d->nsubs = 0;
 			continue;
 		}
-		if (zrc == ZNONODE && d->nsubs && !d->unsure)
-			return zkl__fail(ZKL_ELOST, "the node %s is gone: the lock was lost, and "
-			                 "nothing of the transaction was applied", node->path);
-		if (zrc == ZOK || zrc == ZNONODE) {
+		switch (zkl__delete_answer(c, node->path, zrc)) {
+		case ZKL_DELETE_DONE:
+			if (zrc == ZNONODE && d->nsubs && !d->unsure)
+				return zkl__fail(ZKL_ELOST, "the node %s is gone: the lock was "
+				                 "lost, and nothing of the transaction was applied",
+				                 node->path);
 			if (zrc == ZNONODE && d->nsubs)
 				return zkl__fail(ZKL_ECONNLOSS, "the connection was lost with the "
 				                 "transaction out; it may or may not have been applied");
 			return d->failed;
-		}
-		if (zkl__zk_session_gone(zrc))
+		case ZKL_DELETE_SESSION_GONE:
 			return gone_with_session(node);
-		if (!zkl__zk_transient(zrc)) {
-			zkl__log(c, ZKL_LOG_ERROR, "cannot delete %s: %s", node->path, zerror(zrc));
+		case ZKL_DELETE_REFUSED:
 			return zkl__fail_zk(zrc, "cannot delete", node->path);
+		case ZKL_DELETE_UNSURE:
+			break;
 		}
 		if (d->nsubs)
 			d->unsure = true;

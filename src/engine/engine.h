@@ -163,6 +163,39 @@ void zkl__engine_release_locked(zkl_client *c, struct zkl_node *node);
 
 void zkl__node_clear(struct zkl_node *node);
 
+/* The bounded delete of a node of ours that must not stay (on the loop): an acquisition
+ * withdrawing after a failure, an election leaving. Its revocation watch goes first.
+ * Nothing is sent for a node gone with its session; while the client closes, is not
+ * connected, or is past its loss deadline, the node goes to the background task
+ * (zkl__task_delete). Else the delete is sent, its answer waited for no longer than
+ * zkl__delete_deadline(c, cap), and read with zkl__delete_answer(): a delete unsure
+ * goes to the background task too, which retries it until it succeeds or the session
+ * is gone. */
+struct zkl_withdrawal {
+	struct zkl_op *op;             /* the delete out, or NULL */
+	int64_t until;                 /* its answer's deadline */
+};
+/* Starts it for node, the requests answered to w: true with the delete out (poll it),
+ * false with nothing to wait for. */
+bool zkl__withdraw_start(zkl_client *c, struct zkl_waiter *w, struct zkl_node *node,
+                        int64_t cap, struct zkl_withdrawal *wd);
+/* true while its answer is still awaited (w woken by it, or at its deadline); false
+ * once read, or with none out. node is the one started for. */
+bool zkl__withdraw_poll(zkl_client *c, struct zkl_waiter *w, const struct zkl_node *node,
+                       struct zkl_withdrawal *wd);
+/* The deadline of the answer to the delete of a node of ours sent now: a session timeout
+ * from now, no later than cap, nor than the loss deadline (past which the session is
+ * given up, and its node goes with it or with the background task). */
+int64_t zkl__delete_deadline(zkl_client *c, int64_t cap);
+/* How the answer zrc to the delete of our node at path reads. A refusal is logged. */
+enum zkl_delete_answer {
+	ZKL_DELETE_DONE,               /* deleted, or already gone */
+	ZKL_DELETE_SESSION_GONE,       /* the node went with its session */
+	ZKL_DELETE_UNSURE,             /* no answer: worth sending again (transient) */
+	ZKL_DELETE_REFUSED,            /* anything else: logged as an error */
+};
+enum zkl_delete_answer zkl__delete_answer(zkl_client *c, const char *path, int zrc);
+
 /* Creates the non-sequential ephemeral node "<q->path>/<name>" (a downgrade read node)
  * and fills *node. With stands_on (the node the new one takes the place of: the
  * downgrade's write node), that node is asked for right after the create, in the same
