@@ -723,8 +723,11 @@ static int on_ending(zkl_client *c, struct election *e)
 	if (e->fn && !e->requeue && !e->again)
 		e->idle = true;
 	e->again = false;
-	if ((end == ZKL_EZK || end == ZKL_ENOMEM) && zkl__election_want_in(e)) {
-		/* Do not spin on a failure that may last: wait a little first. */
+	if (end == ZKL_ENOMEM && zkl__election_want_in(e)) {
+		/* Do not spin on a failure that may last (memory, or a thread for the
+		 * selector's function): wait a little first. A refusal by ZooKeeper (an
+		 * ACL) ends the engine's acquisition, before leading: on_queue() backs
+		 * off then. */
 		e->retry_at = zkl__now_ms() + 1000;
 		return leave(c, e, E_BACKOFF);
 	}
