@@ -259,7 +259,7 @@ bool zkl__election_at_rest(struct election *e)
 	       e->calling == 0 && !e->worker_running;
 }
 
-/* Runs fn(arg), the application's code, from a step: with the client's mutex let go of,
+/* Runs fn(arg), the application's code, from a step, as a callout (zkl__loop_callout),
  * and what the application may read published first. */
 static void call_out(struct election *e, void (*fn)(void *arg), void *arg)
 {

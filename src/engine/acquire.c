@@ -29,7 +29,7 @@
  * An acquisition reaches the loop as a call (zkl__call): an application thread queues
  * it in the client's inbox, behind what was handed to the loop before (so a cancel made
  * after it finds it), and from then on only the loop touches it. The thread that asked
- * waits on the job's own semaphore, not on the client's mutex
+ * waits on the job's own semaphore, not for the loop's turn
  * (zkl__engine_acquire); with external_loop that thread runs the steps itself instead of
  * the loop. A thread that runs the loop must not wait: nothing would ever run the
  * acquisition. */
@@ -678,7 +678,7 @@ static bool bound(const zkl_client *c, const struct zkl_acquisition *a)
 	return !gen || (c->gen == gen && (!a->node->path || a->node->gen == gen));
 }
 
-/* The job's step (on the loop, mu held): ZKL_JOB_WAIT, or the acquisition's result once
+/* The job's step (on the loop): ZKL_JOB_WAIT, or the acquisition's result once
  * everything it leaves on failure is withdrawn. It runs while the client closes too, and
  * then ends at once. */
 static int step(zkl_client *c, struct zkl_job *j)

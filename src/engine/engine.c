@@ -32,7 +32,7 @@
  * This file holds what it shares, and the other requests a thread makes and waits for:
  * a confirmed release, the queue's listing and participants, the downgrade's node of a
  * fixed name. Each is a job the loop runs (src/client/job.c), and the thread waits on
- * the job alone: nothing here waits on the client's mutex, and only the loop sends.
+ * the job alone, never for the loop's turn, and only the loop sends.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +45,8 @@ bool zkl__queue_alone(bool made_folder, const zkl_child *own)
 	return made_folder && own->seq == 0;
 }
 
-/* Forgets our node (mu held): its revocation watch goes too, and the recipe is told. */
+/* Forgets our node (on the loop): its revocation watch goes too, and the recipe is
+ * told. */
 void zkl__node_forget(const struct zkl_queue *q, struct zkl_node *node)
 {
 	zkl__revwatch_remove(q->c, node->rev);
@@ -57,8 +58,8 @@ void zkl__node_forget(const struct zkl_queue *q, struct zkl_node *node)
 		q->on_node(q->node_ctx);
 }
 
-/* Our node is known (mu held): arm its revocation watch if the recipe asks for one, and
- * tell the recipe if it asks. */
+/* Our node is known (on the loop): arm its revocation watch if the recipe asks for one,
+ * and tell the recipe if it asks. */
 void zkl__node_known(const struct zkl_queue *q, struct zkl_node *node)
 {
 	if (q->on_node)
@@ -84,8 +85,8 @@ void zkl__names_free(char **names, int count)
 	free(names);
 }
 
-/* Parses and sorts op's children into a new array (mu held), leaving out our own nodes
- * whose delete is on its way. Takes the names from the op. */
+/* Parses and sorts op's children into a new array (on the loop), leaving out our own
+ * nodes whose delete is on its way. Takes the names from the op. */
 int zkl__take_queue(zkl_client *c, const char *path, struct zkl_op *op, zkl_child **queue,
                    size_t *n, char ***names, int *count)
 {
@@ -359,7 +360,7 @@ static void delete_drop(zkl_client *c, struct zkl_job *j)
 	zkl__node_clear(d->node);
 }
 
-/* What a release does with its node, on the loop (mu held): done (0, or ZKL_ELOST with
+/* What a release does with its node, on the loop: done (0, or ZKL_ELOST with
  * its session gone), or ZKL_JOB_WAIT for a delete the caller waits for. On a thread that
  * runs the loop (a callback, or the application's loop thread) nothing waits for the
  * server, not even with confirm_release: the delete goes to the background task, sent at
@@ -419,7 +420,7 @@ static int release_node(zkl_client *c, struct zkl_node *node, const struct zkl_m
                         int n, struct zkl_op **answer)
 {
 	/* The usual release, from an application's thread: its delete is sent from here,
-	 * without the client's mutex, and the loop takes it over. */
+	 * not by the loop (the one such request), and the loop takes its answer over. */
 	if (node->path && n == 0 && !node->rev && !node->note && !c->confirm_release &&
 	    !zkl__on_event_thread(c) &&
 	    zkl__task_delete_sent(c, node->path, node->gen)) {
@@ -699,7 +700,7 @@ static int fixed_gave_up(const struct fixed_job *f, int rc)
 	return zkl__fail(rc, "timed out creating %s", f->target);
 }
 
-/* Our node exists (mu held). */
+/* Our node exists (on the loop). */
 int zkl__engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *node,
                     int64_t since)
 {

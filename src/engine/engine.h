@@ -69,12 +69,13 @@ struct zkl_queue {
 	void (*on_revoke)(void *ctx, const char *path);
 	void *revoke_ctx;
 	zkl_data_decode_fn revoke_decode;
-	/* If set, a change of *epoch (mu) ends a wait as a fired watch does: the predicate's
-	 * inputs changed (a semaphore's shared limit). */
+	/* If set, a change of *epoch (on the loop) ends a wait as a fired watch does: the
+	 * predicate's inputs changed (a semaphore's shared limit). */
 	const unsigned *epoch;
-	/* If set (mu), whether this handle has seen its folder exist; while false, the
-	 * folder is created ahead of our node in the same round trip (instead of after a
-	 * create that failed for want of it), and the list is sent only if needed. */
+	/* If set (read and written on the loop), whether this handle has seen its folder
+	 * exist; while false, the folder is created ahead of our node in the same round
+	 * trip (instead of after a create that failed for want of it), and the list is sent
+	 * only if needed. */
 	bool *folder_seen;
 	/* If set, the grant makes node->hold: at the grant, in the loop's turn that decides
 	 * it, a hold of our node (zkl__hold_new) goes on the client's list, reported lost
@@ -83,7 +84,7 @@ struct zkl_queue {
 	 * memory for it the acquisition fails. */
 	void (*on_lost)(struct zkl_hold *h, void *ctx);
 	void *lost_ctx;
-	/* If set, called on the loop (mu held) each time our node is known (made, or found
+	/* If set, called on the loop each time our node is known (made, or found
 	 * again after a lost answer) or forgotten (gone with its session or its folder, or
 	 * withdrawn): a recipe that publishes it to other threads (an election's view, the
 	 * node zkl_lock_node() shows) does so at once, while the acquisition goes on. It
@@ -121,14 +122,14 @@ int zkl__engine_fits(const struct zkl_queue *q);
 int zkl__engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
                      void (*done)(void *arg, int rc), void *arg);
 
-/* The same from a step of a job the loop runs (mu held): the acquisition is the child
+/* The same from a step of a job the loop runs: the acquisition is the child
  * of parent (zkl__job_start_locked), run where parent is, and parent is woken once
  * done(arg, rc) has run (as above: on the loop, no lock held). */
 int zkl__engine_start_locked(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
                             struct zkl_job *parent, void (*done)(void *arg, int rc),
                             void *arg);
 
-/* Whether the grant of node, held, still stands (mu held): its session is the current
+/* Whether the grant of node, held, still stands (on the loop): its session is the current
  * one, not given up, and short of its loss deadline. A recipe that waits for more after
  * a grant (a semaphore's further leases) asks before it says it holds. */
 bool zkl__engine_grant_stands(zkl_client *c, const struct zkl_node *node);
@@ -157,7 +158,7 @@ int zkl__engine_release_txn(zkl_client *c, struct zkl_node *node, const struct z
  * handed to the loop. Clears *node. */
 void zkl__engine_release_later(zkl_client *c, struct zkl_node *node);
 
-/* The same from a step the loop runs (mu held), for a node without a hold (a
+/* The same from a step the loop runs, for a node without a hold (a
  * semaphore's gate node): sent at once, never waited for. */
 void zkl__engine_release_locked(zkl_client *c, struct zkl_node *node);
 
