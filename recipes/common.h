@@ -43,7 +43,7 @@ struct zkl_data {
 };
 
 int zkl__data_init(struct zkl_data *d);
-/* Replaces d with a copy of (data, len), checking the size. mu of c held. */
+/* Replaces d with a copy of (data, len), checking the size; d's owner guards it. */
 int zkl__data_set(struct zkl_data *d, const void *data, size_t len);
 void zkl__data_free(struct zkl_data *d);
 

@@ -259,7 +259,7 @@ bool zkl__election_at_rest(struct election *e)
 	       e->calling == 0 && !e->worker_running;
 }
 
-/* Runs fn(arg), the application's code, from a step: with the client's mutex let go of,
+/* Runs fn(arg), the application's code, from a step, as a callout (zkl__loop_callout),
  * and what the application may read published first. */
 static void call_out(struct election *e, void (*fn)(void *arg), void *arg)
 {
@@ -366,51 +366,20 @@ static void view_answer(struct election *e, int rc, const char *error)
 /* Leaves the election: deletes our node and waits for the answer (E_LEAVING), so that
  * close returns with the node gone; if that cannot be confirmed while the session may
  * live, the client's background task retries it until it succeeds or the session is
- * gone. Then `next` (E_OUT or E_BACKOFF). */
+ * gone (the engine's zkl__withdraw_start). Then `next` (E_OUT or E_BACKOFF). */
 static int leave(zkl_client *c, struct election *e, enum election_state next)
 {
-	struct zkl_node *node = &e->node;
 	e->after_leave = next;
 	e->st = E_LEAVING;
 	e->let_go = false;
-	zkl__revwatch_remove(c, node->rev);
-	node->rev = NULL;
-	if (!node->path || node->gen != c->gen)
-		return GO_ON; /* none, or gone with its session */
-	if (c->closing || !c->sess->connected || zkl__now_ms() >= zkl__lost_at(c)) {
-		zkl__task_delete(c, node->path, node->gen);
-		return GO_ON;
-	}
-	int err = 0;
-	const struct zkl_req del = {.kind = ZKL_OP_DELETE, .path = node->path};
-	struct zkl_op *op = zkl__op_send_locked(c, &e->w, &del, &err);
-	if (!op) {
-		zkl__task_delete(c, node->path, node->gen);
-		return GO_ON;
-	}
-	e->leave_op = op;
-	e->leave_until = zkl__now_ms() + zkl__session_timeout_ms(c);
-	if (e->leave_until > zkl__lost_at(c))
-		e->leave_until = zkl__lost_at(c);
+	zkl__withdraw_start(c, &e->w, &e->node, INT64_MAX, &e->leave);
 	return GO_ON;
 }
 
 static int on_leaving(zkl_client *c, struct election *e)
 {
-	struct zkl_op *op = e->leave_op;
-	if (op) {
-		if (!op->done && !c->closing && zkl__now_ms() < e->leave_until) {
-			zkl__waiter_wake_at(c, &e->w, e->leave_until);
-			return WAIT;
-		}
-		const int zrc = op->done ? op->rc : ZOPERATIONTIMEOUT;
-		zkl__op_put(c, op);
-		e->leave_op = NULL;
-		if (zkl__zk_transient(zrc))
-			zkl__task_delete(c, e->node.path, e->node.gen);
-		else if (zrc != ZOK && zrc != ZNONODE && !zkl__zk_session_gone(zrc))
-			zkl__log(c, ZKL_LOG_ERROR, "cannot delete %s: %s", e->node.path, zerror(zrc));
-	}
+	if (zkl__withdraw_poll(c, &e->w, &e->node, &e->leave))
+		return WAIT;
 	zkl__node_clear(&e->node);
 	e->st = e->after_leave;
 	return GO_ON;
@@ -754,8 +723,11 @@ static int on_ending(zkl_client *c, struct election *e)
 	if (e->fn && !e->requeue && !e->again)
 		e->idle = true;
 	e->again = false;
-	if ((end == ZKL_EZK || end == ZKL_ENOMEM) && zkl__election_want_in(e)) {
-		/* Do not spin on a failure that may last: wait a little first. */
+	if (end == ZKL_ENOMEM && zkl__election_want_in(e)) {
+		/* Do not spin on a failure that may last (memory, or a thread for the
+		 * selector's function): wait a little first. A refusal by ZooKeeper (an
+		 * ACL) ends the engine's acquisition, before leading: on_queue() backs
+		 * off then. */
 		e->retry_at = zkl__now_ms() + 1000;
 		return leave(c, e, E_BACKOFF);
 	}

@@ -38,8 +38,8 @@ struct election {
 	/* What other threads read without asking the loop, published by the loop after
 	 * each change (election_publish): whether this participant leads as the view's
 	 * is_held says, the token of the leadership (ZKL_ENOTHELD: none), and our node.
-	 * pub_mu is also the view's mutex (lock.mu): a leaf, taken by the loop with the
-	 * client's mutex held and by application threads with nothing else. */
+	 * pub_mu is also the view's mutex (lock.mu): a leaf, taken by the loop in its
+	 * steps and by application threads with nothing else. */
 	atomic_bool held_pub;
 	_Atomic int64_t token_pub;
 	pthread_mutex_t pub_mu;
@@ -91,8 +91,7 @@ struct election {
 	                                * acquire answered */
 	bool gained;                   /* the gained callback ran: lost runs at the end */
 	int end;                       /* why leadership ended (E_ENDING) */
-	struct zkl_op *leave_op;       /* E_LEAVING: the delete of our node */
-	int64_t leave_until;
+	struct zkl_withdrawal leave;   /* E_LEAVING: the delete of our node */
 	enum election_state after_leave;
 	pthread_t worker;              /* selector: runs fn */
 	bool worker_running;
@@ -141,7 +140,7 @@ int zkl__election_await(struct election *e, bool want, int timeout_ms);
 /* The current leader's id (node data): *id is the caller's, free(). */
 int zkl__election_leader_id(struct election *e, char **id);
 
-/* Shared by the files of the election, on the loop (the client's mutex held). */
+/* Shared by the files of the election, on the loop. */
 
 /* The view's table (leader_view.c). */
 extern const struct zkl_lock_ops zkl__leader_ops;

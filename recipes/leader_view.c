@@ -165,7 +165,7 @@ static bool left_lead(zkl_client *c, void *arg)
 {
 	struct election *e = arg;
 	if (e->st == E_LEAVING)
-		return e->leave_op && !c->confirm_release;
+		return e->leave.op && !c->confirm_release;
 	return e->st != E_LEAD && e->st != E_ENDING;
 }
 

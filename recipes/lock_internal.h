@@ -70,12 +70,12 @@ struct zkl_lock {
 	zkl_client *c;                  /* NULL for a multi-lock, whose members have theirs */
 	pthread_mutex_t *mu;            /* guards the view's fields: the handle's own
 	                                 * (set by its kind after zkl__lock_init); an
-	                                 * election's is a leaf the loop takes with the
-	                                 * client's mutex held (pub_mu); the others the
-	                                 * loop takes only with the client's let go of */
+	                                 * election's is a leaf the loop takes in its
+	                                 * steps (pub_mu); the others the loop takes
+	                                 * only from a callout (zkl__loop_callout) */
 	pthread_cond_t *cv;             /* with mu, the handle's own */
 	/* The leaf under which the loop publishes the nodes of acquisitions under way (it
-	 * takes it with the client's mutex held, and nothing while it holds it), taken by
+	 * takes it in its steps, and nothing while it holds it), taken by
 	 * zkl_lock_node() after mu; NULL when mu is that leaf itself (an election's). */
 	pthread_mutex_t *pub;
 	char *path;                     /* the handle's lock path, owned here */

@@ -400,8 +400,8 @@ int zkl_multilock_add(zkl_multilock *ml, zkl_lock *l)
 
 /* ---- the run: one path for every acquire ---- */
 
-/* Runs the end of a run that the loop ends (mu held on entry, released): the state is
- * settled already; calls the callback once, or the owner's done. */
+/* Runs the end of a run that the loop ends (the handle's mutex held on entry, released):
+ * the state is settled already; calls the callback once, or the owner's done. */
 static void finish(zkl_multilock *ml, struct run *run, int rc, const char *detail)
 {
 	zkl_lock_acquired_fn fn = run->fn;
@@ -430,8 +430,8 @@ static void finish(zkl_multilock *ml, struct run *run, int rc, const char *detai
 	pthread_mutex_unlock(&ml->mu);
 }
 
-/* The run is over (mu held): the hold it took is the handle's or its owner's, or there
- * is none; another run may start. */
+/* The run is over (the handle's mutex held): the hold it took is the handle's or its
+ * owner's, or there is none; another run may start. */
 static void settle(zkl_multilock *ml, struct run *run, int rc)
 {
 	ml->run = NULL;
@@ -446,10 +446,10 @@ static void settle(zkl_multilock *ml, struct run *run, int rc)
 	pthread_cond_broadcast(&ml->cv);
 }
 
-/* A run ends with rc (mu held on entry, released). A success holds at once, so that a
- * loss from here on is the hold's. A waited run hands the rest to its waiting thread; at
- * its start (starter), one that cannot go on returns its result to the starter instead
- * of calling back. Returns the result for the starter. */
+/* A run ends with rc (the handle's mutex held on entry, released). A success holds at
+ * once, so that a loss from here on is the hold's. A waited run hands the rest to its
+ * waiting thread; at its start (starter), one that cannot go on returns its result to the
+ * starter instead of calling back. Returns the result for the starter. */
 static int end(zkl_multilock *ml, struct run *run, int rc, const char *detail, bool starter)
 {
 	size_t taken = run->next;
@@ -479,8 +479,8 @@ static int end(zkl_multilock *ml, struct run *run, int rc, const char *detail, b
 	return 0;
 }
 
-/* A member's start has returned 0 (mu held): a cancel that came while it was being
- * started reaches it now; then member callbacks may go on. */
+/* A member's start has returned 0 (the handle's mutex held): a cancel that came while it
+ * was being started reaches it now; then member callbacks may go on. */
 static void started(zkl_multilock *ml, struct run *run, zkl_lock *l)
 {
 	while (run->canceled && !run->cancel_sent) {
@@ -511,8 +511,9 @@ static int member_start(struct run *run, struct member *m, int t)
 	return zkl_lock_acquire_async(m->l, t, member_acquired, run);
 }
 
-/* Takes the members from run->next on (mu held on entry, released), until one is in
- * flight (its end goes on from there) or the run ends. Returns end()'s result, or 0. */
+/* Takes the members from run->next on (the handle's mutex held on entry, released), until
+ * one is in flight (its end goes on from there) or the run ends. Returns end()'s result,
+ * or 0. */
 static int go(zkl_multilock *ml, struct run *run, bool starter)
 {
 	char detail[DETAIL_MAX] = "";

@@ -93,7 +93,7 @@ static void mutex_lost(struct zkl_hold *h, void *ctx)
 	zkl__lock_report_lost(&m->lock, ZKL_ELOST);
 }
 
-/* Owner's acquisition (mu held). */
+/* Owner's acquisition (the handle's mutex held). */
 static struct zkl_acq **find_owner(zkl_mutex *m, zkl__owner owner)
 {
 	for (struct zkl_acq **pp = &m->leases; *pp; pp = &(*pp)->next)
@@ -109,13 +109,13 @@ static zkl__owner caller(const zkl_mutex *m)
 	return revoking == m ? revoking_owner : zkl__owner_self();
 }
 
-/* The calling thread's acquisition (mu held). */
+/* The calling thread's acquisition (the handle's mutex held). */
 static struct zkl_acq **find_own(zkl_mutex *m)
 {
 	return find_owner(m, caller(m));
 }
 
-/* The handle's asynchronous acquisition (mu held). */
+/* The handle's asynchronous acquisition (the handle's mutex held). */
 static struct zkl_acq **find_async(zkl_mutex *m)
 {
 	for (struct zkl_acq **pp = &m->leases; *pp; pp = &(*pp)->next)
@@ -253,8 +253,8 @@ void zkl__mutex_fini(zkl_mutex *m)
 	pthread_mutex_destroy(&m->pub_mu);
 }
 
-/* Node data and kind of a new acquisition (mu held). Nodes of revocable handles carry
- * no data, as Curator's do. */
+/* Node data and kind of a new acquisition (the handle's mutex held). Nodes of revocable
+ * handles carry no data, as Curator's do. */
 static int node_data(zkl_mutex *m, struct zkl_data *data, enum zkl_kind *kind)
 {
 	int rc = m->revoke_fn ? zkl__data_set(data, NULL, 0) : zkl__lock_data_copy(&m->lock, data);
@@ -264,8 +264,8 @@ static int node_data(zkl_mutex *m, struct zkl_data *data, enum zkl_kind *kind)
 	return rc;
 }
 
-/* A granted acquisition becomes one of the handle's holds (mu held); the engine made
- * its hold at the grant. */
+/* A granted acquisition becomes one of the handle's holds (the handle's mutex held); the
+ * engine made its hold at the grant. */
 static void install(zkl_mutex *m, struct zkl_acq *l)
 {
 	l->count = 1;
@@ -276,8 +276,8 @@ static void install(zkl_mutex *m, struct zkl_acq *l)
 		                                  zkl__revoke_decode, mutex_revoked, m);
 }
 
-/* The node of l, under way, is known or forgotten (on the loop, the client's mutex
- * held): its copy for zkl_lock_node(), under pub_mu, a leaf. */
+/* The node of l, under way, is known or forgotten (on the loop): its copy for
+ * zkl_lock_node(), under pub_mu, a leaf. */
 static void publish(zkl_mutex *m, struct zkl_acq *l)
 {
 	char *copy = l->node.path ? strdup(l->node.path) : NULL; /* no memory: no node */
@@ -288,7 +288,8 @@ static void publish(zkl_mutex *m, struct zkl_acq *l)
 	free(old);
 }
 
-/* An acquisition under way stops being published (mu held; the loop is done with it). */
+/* An acquisition under way stops being published (the handle's mutex held; the loop is
+ * done with it). */
 static void unpublish(struct zkl_acq *l)
 {
 	free(l->node_pub);
@@ -304,9 +305,9 @@ static void owned_node(void *ctx)
 		publish(o->m, o->l);
 }
 
-/* Decides owner's acquire of m from owner's holds (mu held): 1 if owner holds m already
- * (its count goes up), ZKL_E* if it may not acquire, else 0 with o filled, its
- * acquisition on m->waiting. */
+/* Decides owner's acquire of m from owner's holds (the handle's mutex held): 1 if owner
+ * holds m already (its count goes up), ZKL_E* if it may not acquire, else 0 with o
+ * filled, its acquisition on m->waiting. */
 static int owned_prepare(zkl_mutex *m, zkl__owner owner, struct mutex_owned *o)
 {
 	zkl_lock *lk = &m->lock;
@@ -391,8 +392,8 @@ static int owned_run(struct mutex_owned *o, int timeout_ms, void (*done)(void *,
 	            : zkl__engine_acquire(&o->q, timeout_ms, &o->l->node);
 }
 
-/* o's acquire has ended with rc (mu held): its acquisition leaves m->waiting and becomes
- * a hold of its owner, or is freed. */
+/* o's acquire has ended with rc (the handle's mutex held): its acquisition leaves
+ * m->waiting and becomes a hold of its owner, or is freed. */
 static void owned_end(zkl_mutex *m, struct mutex_owned *o, int rc)
 {
 	m->folder_seen |= o->folder_seen;
@@ -689,7 +690,8 @@ int zkl__mutex_held_as(zkl_mutex *m, zkl__owner owner, char *buf, size_t len,
 	return count;
 }
 
-/* The hold the verbs see (mu held): the calling thread's, else the asynchronous one. */
+/* The hold the verbs see (the handle's mutex held): the calling thread's, else the
+ * asynchronous one. */
 static struct zkl_acq *current(zkl_mutex *m)
 {
 	struct zkl_acq **pp = find_own(m);
@@ -724,7 +726,8 @@ static int64_t mutex_token(zkl_lock *lk)
 }
 
 /* The hold's node; else the node an acquire under way has queued, as the loop published
- * it: the asynchronous one, the calling thread's, another thread's (mu and pub_mu held). */
+ * it: the asynchronous one, the calling thread's, another thread's (the handle's mutex
+ * and pub_mu held). */
 static const char *mutex_node(zkl_lock *lk)
 {
 	zkl_mutex *m = MUTEX(lk);

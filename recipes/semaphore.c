@@ -201,7 +201,7 @@ static int lease_end(zkl_lease *l, bool quiet_unheld)
 	return rc;
 }
 
-/* (mu held) */
+/* (the handle's mutex held) */
 static void lease_unlink(zkl_lease *l)
 {
 	zkl_semaphore *s = l->s;
@@ -393,8 +393,8 @@ static int semaphore_participants(zkl_lock *lk, zkl_participant **out, size_t *c
  * acquire succeeds again (which drops the lost ones, as a semaphore-mutex replaces its
  * lost lease). */
 
-/* Pushes a lease the view took, dropping lost ones (mu held); returns the lost leases,
- * unlinked from the view, for the caller to free once no lock is held. */
+/* Pushes a lease the view took, dropping lost ones (the handle's mutex held); returns the
+ * lost leases, unlinked from the view, for the caller to free once no lock is held. */
 static zkl_lease *view_push(zkl_semaphore *s, zkl_lease *l)
 {
 	zkl_lease *lost = NULL, *keep = NULL, **tail = &keep;
@@ -500,7 +500,7 @@ static int64_t semaphore_view_token(zkl_lock *lk)
 
 /* The lease taken last; else the lease node a take under way has made (past the gate),
  * as the loop published it: the asynchronous one, the calling thread's, another
- * thread's (mu and pub_mu held, by zkl_lock_node()). */
+ * thread's (the handle's mutex and pub_mu held, by zkl_lock_node()). */
 static const char *semaphore_view_node(zkl_lock *lk)
 {
 	zkl_semaphore *s = SEM(lk);
@@ -534,8 +534,8 @@ static int semaphore_view_hold_node(zkl_lock *lk, char *buf, size_t size)
 	return zkl__hold_lost(l->node.hold) ? -1 : 1;
 }
 
-/* Asked on the loop by zkl__lock_async_claim(), without mu: a count, kept as leases an
- * asynchronous acquire took enter and leave the view. */
+/* Asked on the loop by zkl__lock_async_claim(), without the handle's mutex: a count, kept
+ * as leases an asynchronous acquire took enter and leave the view. */
 static bool semaphore_view_holds_async(zkl_lock *lk)
 {
 	return atomic_load(&SEM(lk)->async_held) > 0;

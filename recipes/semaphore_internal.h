@@ -5,12 +5,11 @@
  * Who touches what. The loop alone reads and writes what it keeps of a semaphore, the
  * core below: the shared count, the folders seen, the count check, and the takes under
  * way. An application thread reaches it by handing the loop a call (zkl__loop_run) or a
- * take (a job), never by taking the client's mutex. The handle's own mutex (lock.mu)
- * guards the lease handles and what only the application's threads touch; the loop
- * never takes it while it runs a step (with the client's mutex held), only from a
- * callout (zkl__loop_callout), with the client's let go of. What a step publishes for
- * other threads (the lease node a take has made, for zkl_lock_node()) goes under pub_mu,
- * a leaf the loop takes with the client's mutex held. */
+ * take (a job), never by touching it itself. The handle's own mutex (lock.mu) guards
+ * the lease handles and what only the application's threads touch; the loop never
+ * takes it in a step, only from a callout (zkl__loop_callout), where the application's
+ * code may run too. What a step publishes for other threads (the lease node a take has
+ * made, for zkl_lock_node()) goes under pub_mu, a leaf the loop takes in a step. */
 #ifndef ZKL_SEMAPHORE_INTERNAL_H
 #define ZKL_SEMAPHORE_INTERNAL_H
 
@@ -46,7 +45,8 @@ struct zkl_semaphore {
 	struct zkl_lease *view;        /* mu: the view's leases, the last taken first */
 	struct zkl__sem_take *waiting; /* mu: blocking takes under way (zkl_lock_node) */
 	/* Leases an asynchronous acquire took that are in the view: whether one holds the
-	 * view (zkl__lock_async_claim asks on the loop, without mu). */
+	 * view (zkl__lock_async_claim asks on the loop, without the handle's
+	 * mutex). */
 	atomic_int async_held;
 	zkl_lease_revoke_fn revoke_fn; /* mu: revocable if set */
 	void *revoke_data;

@@ -6,8 +6,8 @@
  * Design notes.
  *
  * A take is a job the loop runs (src/client/job.c), and each of its steps runs there,
- * with the client's mutex held, as every engine step does: it touches the semaphore's
- * core (semaphore_internal.h), which nothing else touches.
+ * on the loop, as every engine step does: it touches the semaphore's core
+ * (semaphore_internal.h), which nothing but the loop touches.
  *
  *   CHECK ──▶ GATE ──▶ GATED ──▶ GATE_CHECK ──▶ LEASED ──▶ GATE (the next lease) ... ──▶ 0
  *                                    │               └▶ GATE (the session changed past
@@ -181,7 +181,7 @@ static void count_drop(zkl_client *c, struct zkl__sem_take *t)
 	t->cset = false;
 }
 
-/* The count check's step (mu held): ZKL_JOB_WAIT while a request is out, 0 when the
+/* The count check's step (on the loop): ZKL_JOB_WAIT while a request is out, 0 when the
  * take may go on, or a ZKL_E* code that ends it (ZKL_ECOUNT: the path records another
  * count). A request that fails with the connection or the session, a session that
  * changes, or an answer that has not come by count_deadline() leaves the count
@@ -256,7 +256,7 @@ static int count_check(zkl_client *c, struct zkl__sem_take *t)
 
 /* ---- the gate and the leases ------------------------------------------------------ */
 
-/* The end of the take's child (on the loop, mu held), before the take is woken. */
+/* The end of the take's child (on the loop), before the take is woken. */
 static void child_done(void *arg, int rc)
 {
 	struct zkl__sem_take *t = arg;
@@ -265,9 +265,9 @@ static void child_done(void *arg, int rc)
 	snprintf(t->out_error, sizeof t->out_error, "%s", rc ? zkl_last_error() : "");
 }
 
-/* Queues node on t->q as the take's child (mu held): the timeout is what is left of the
- * take's (-1: none; 0: trying once, by the take's one budget, q.until); once a positive
- * one has passed, nothing more is tried: ZKL_ETIMEDOUT. */
+/* Queues node on t->q as the take's child (on the loop): the timeout is what is left of
+ * the take's (-1: none; 0: trying once, by the take's one budget, q.until); once a
+ * positive one has passed, nothing more is tried: ZKL_ETIMEDOUT. */
 static int queue(zkl_client *c, struct zkl__sem_take *t, struct zkl_node *node)
 {
 	(void)c;
@@ -340,7 +340,7 @@ static int canceled(const struct zkl__sem_take *t)
 	return zkl__fail(ZKL_ECANCELED, "the acquire of %s was canceled", t->k->path);
 }
 
-/* Whether every lease taken still holds (mu held), once the take is done: a lease
+/* Whether every lease taken still holds (on the loop), once the take is done: a lease
  * granted before the others may have been lost since, with its session, and its slot
  * may be someone else's already; the loop may not have marked its hold lost yet (the
  * loss rule runs after the waiters). All or none. */
@@ -356,7 +356,7 @@ static int leases_stand(zkl_client *c, const struct zkl__sem_take *t)
 	return 0;
 }
 
-/* The take's step (on the loop, mu held). */
+/* The take's step (on the loop). */
 static int take_step(zkl_client *c, struct zkl_job *j)
 {
 	struct zkl__sem_take *t = (struct zkl__sem_take *)j;
@@ -423,7 +423,7 @@ static int take_step(zkl_client *c, struct zkl_job *j)
 	}
 }
 
-/* On the loop, mu held, at the end: nothing is out but the count check's request. */
+/* On the loop, at the end: nothing is out but the count check's request. */
 static void take_drop(zkl_client *c, struct zkl_job *j)
 {
 	count_drop(c, (struct zkl__sem_take *)j);
@@ -501,7 +501,7 @@ static void view_end(void *arg)
 	pthread_mutex_unlock(t->s->lock.mu);
 }
 
-/* Its step: the take's, and at its result (on the loop, mu held) the acquire is no
+/* Its step: the take's, and at its result (on the loop) the acquire is no
  * longer under way, unless it was orphaned (its handle freed on the loop's thread). A
  * lease taken counts as the view's from here on, so that no second asynchronous acquire
  * is claimed before it is there. */
@@ -566,7 +566,7 @@ static void view_claim(void *arg)
 	pthread_mutex_unlock(t->s->lock.mu);
 }
 
-/* On the loop (mu held): claims the view and hands the take to the loop. */
+/* On the loop: claims the view and hands the take to the loop. */
 static void start_on_loop(zkl_client *c, void *arg)
 {
 	struct start_arg *sa = arg;

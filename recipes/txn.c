@@ -194,7 +194,7 @@ static int txn_new(zkl_lock *l, const zkl_txn_op *ops, size_t n, bool blocking,
 	return 0;
 }
 
-/* The hold of node among the client's (mu held, loop), or NULL. */
+/* The hold of node among the client's (on the loop), or NULL. */
 static struct zkl_hold *hold_find(zkl_client *c, const char *node)
 {
 	for (struct zkl_hold *h = c->holds; h; h = h->next)
@@ -218,7 +218,7 @@ static void results_all(struct txn *t, int rc, int zrc)
 	}
 }
 
-/* The multi's answer (mu held, loop). */
+/* The multi's answer (on the loop). */
 static int txn_answered(zkl_client *c, struct txn *t)
 {
 	const struct zkl_op *op = t->op;
@@ -290,7 +290,7 @@ static int txn_answered(zkl_client *c, struct txn *t)
 	return rc;
 }
 
-/* Waits for the session (mu held, loop): its events wake the job, and the client gives
+/* Waits for the session (on the loop): its events wake the job, and the client gives
  * it up for lost by its deadline (zkl__lost_at()), which marks the hold lost. Looked at
  * again now and then until then, never at once (the deadline may be due on this very
  * turn of the loop, before the loop has marked anything). */
@@ -305,7 +305,7 @@ static void wait_session(zkl_client *c, struct txn *t)
 	zkl__waiter_wake_at(c, &t->job.w, at);
 }
 
-/* The connection went before the answer (mu held, loop): the transaction may or may
+/* The connection went before the answer (on the loop): the transaction may or may
  * not have been applied. Whatever it was, it was while the hold's node existed. The
  * answer waits until the session's fate is known: it lives on (ZKL_ECONNLOSS: read back
  * and write again), or the hold is lost with it (ZKL_ELOST: stop; a holder paused past

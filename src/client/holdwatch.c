@@ -76,11 +76,9 @@ struct zkl_nodewatch {
 	                          * session lives on (zkl_hold.deleting) */
 };
 
-static void nodewatch_stop(zkl_client *c, struct zkl_nodewatch *nw)
+/* Drops the requests out (op, check) and the watch on the node. */
+static void nodewatch_drop(zkl_client *c, struct zkl_nodewatch *nw)
 {
-	if (!nw->stopped)
-		zkl__waiter_leave(c, &nw->w);
-	nw->stopped = true;
 	zkl__op_put(c, nw->op);
 	nw->op = NULL;
 	zkl__op_put(c, nw->check);
@@ -90,6 +88,14 @@ static void nodewatch_stop(zkl_client *c, struct zkl_nodewatch *nw)
 		zkl__watch_put(c, nw->wt);
 	}
 	nw->wt = NULL;
+}
+
+static void nodewatch_stop(zkl_client *c, struct zkl_nodewatch *nw)
+{
+	if (!nw->stopped)
+		zkl__waiter_leave(c, &nw->w);
+	nw->stopped = true;
+	nodewatch_drop(c, nw);
 }
 
 static void nodewatch_free(zkl_client *c, struct zkl_nodewatch *nw)
@@ -118,15 +124,7 @@ static void node_gone(zkl_client *c, struct zkl_nodewatch *nw, bool answered)
 		nodewatch_stop(c, nw);
 		return;
 	}
-	zkl__op_put(c, nw->op);
-	nw->op = NULL;
-	zkl__op_put(c, nw->check);
-	nw->check = NULL;
-	if (nw->wt) {
-		zkl__watch_settle_quiet(c, nw->wt);
-		zkl__watch_put(c, nw->wt);
-	}
-	nw->wt = NULL;
+	nodewatch_drop(c, nw); /* the waiter stays, to send the probe */
 	h->deleting = true;
 	nw->probing = true;
 	zkl__waiter_wake(c, &nw->w);

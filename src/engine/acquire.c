@@ -29,7 +29,7 @@
  * An acquisition reaches the loop as a call (zkl__call): an application thread queues
  * it in the client's inbox, behind what was handed to the loop before (so a cancel made
  * after it finds it), and from then on only the loop touches it. The thread that asked
- * waits on the job's own semaphore, not on the client's mutex
+ * waits on the job's own semaphore, not for the loop's turn
  * (zkl__engine_acquire); with external_loop that thread runs the steps itself instead of
  * the loop. A thread that runs the loop must not wait: nothing would ever run the
  * acquisition. */
@@ -109,6 +109,7 @@ static void drop_requests(zkl_client *c, struct zkl_acquisition *a)
 	zkl__acq_put_op(c, &a->create);
 	zkl__acq_put_op(c, &a->list);
 	zkl__acq_put_op(c, &a->op);
+	zkl__acq_put_op(c, &a->withdrawal.op);
 	if (a->wt) {
 		zkl__watch_put(c, a->wt);
 		a->wt = NULL;
@@ -647,7 +648,8 @@ static int on_wait(zkl_client *c, struct zkl_acquisition *a)
 /* ---- the way out ---------------------------------------------------------------- */
 
 /* Withdraws after a failure: nothing of ours may stay in the queue. Our node's delete is
- * tried once and waited for; if it cannot be confirmed while its session may live, the
+ * tried once and waited for (zkl__withdraw_start), no longer than ZKL_WITHDRAW_MS past
+ * the call's deadline; if it cannot be confirmed while its session may live, the
  * client's background task retries it until it succeeds or the session is gone.
  * Returns WAIT while the delete is out. */
 static int withdraw(zkl_client *c, struct zkl_acquisition *a)
@@ -661,43 +663,11 @@ static int withdraw(zkl_client *c, struct zkl_acquisition *a)
 				zkl__task_find_delete(c, a->q->path, node->uuid, a->unknown_gen);
 			return GO_ON;
 		}
-		zkl__revwatch_remove(c, node->rev);
-		node->rev = NULL;
-		if (node->gen != c->gen)
-			return GO_ON; /* gone with its session */
-		if (c->closing || !c->sess->connected || zkl__now_ms() >= zkl__lost_at(c)) {
-			zkl__task_delete(c, node->path, node->gen);
+		if (!zkl__withdraw_start(c, &a->job.w, node, withdraw_until(a, INT64_MAX),
+		                         &a->withdrawal))
 			return GO_ON;
-		}
-		int err = 0;
-		const struct zkl_req del = {.kind = ZKL_OP_DELETE, .path = node->path};
-		struct zkl_op *op = zkl__op_send_locked(c, &a->job.w, &del, &err);
-		if (!op) {
-			zkl__task_delete(c, node->path, node->gen);
-			return GO_ON;
-		}
-		a->op = op;
-		a->until = withdraw_until(a, zkl__now_ms() + zkl__session_timeout_ms(c));
-		if (a->until > zkl__lost_at(c))
-			a->until = zkl__lost_at(c);
 	}
-	struct zkl_op *op = a->op;
-	if (!op)
-		return GO_ON;
-	if (!op->done && !c->closing && zkl__now_ms() < a->until) {
-		zkl__waiter_wake_at(a->q->c, &a->job.w, a->until);
-		return WAIT;
-	}
-	const int zrc = op->done ? op->rc : ZOPERATIONTIMEOUT;
-	zkl__acq_put_op(c, &a->op);
-	if (zrc == ZOK || zrc == ZNONODE || zkl__zk_session_gone(zrc))
-		return GO_ON;
-	if (!zkl__zk_transient(zrc)) {
-		zkl__log(c, ZKL_LOG_ERROR, "cannot delete %s: %s", node->path, zerror(zrc));
-		return GO_ON;
-	}
-	zkl__task_delete(c, node->path, node->gen);
-	return GO_ON;
+	return zkl__withdraw_poll(c, &a->job.w, node, &a->withdrawal) ? WAIT : GO_ON;
 }
 
 /* Whether an acquisition bound to a session (q->gen) may go on: the client is still on
@@ -708,7 +678,7 @@ static bool bound(const zkl_client *c, const struct zkl_acquisition *a)
 	return !gen || (c->gen == gen && (!a->node->path || a->node->gen == gen));
 }
 
-/* The job's step (on the loop, mu held): ZKL_JOB_WAIT, or the acquisition's result once
+/* The job's step (on the loop): ZKL_JOB_WAIT, or the acquisition's result once
  * everything it leaves on failure is withdrawn. It runs while the client closes too, and
  * then ends at once. */
 static int step(zkl_client *c, struct zkl_job *j)

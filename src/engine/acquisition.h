@@ -42,7 +42,8 @@ struct zkl_acquisition {
 	bool heir;                     /* the watched node going means we hold */
 	size_t listed;                 /* the queue's length when the watch was armed */
 	uint64_t ggen;                 /* the session the watch was armed on */
-	int64_t until;                 /* SETTLE, ENSURE, WITHDRAW: their own deadline */
+	int64_t until;                 /* SETTLE, ENSURE: their own deadline */
+	struct zkl_withdrawal withdrawal; /* WITHDRAW: the delete of our node */
 	char *ensure;                  /* ENSURE: the folder's path; the create out (or next) */
 	size_t ensure_len, ensure_full;/* is of its first ensure_len bytes */
 	int ensure_mode;               /* and its mode */

@@ -32,7 +32,7 @@
  * This file holds what it shares, and the other requests a thread makes and waits for:
  * a confirmed release, the queue's listing and participants, the downgrade's node of a
  * fixed name. Each is a job the loop runs (src/client/job.c), and the thread waits on
- * the job alone: nothing here waits on the client's mutex, and only the loop sends.
+ * the job alone, never for the loop's turn, and only the loop sends.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +45,8 @@ bool zkl__queue_alone(bool made_folder, const zkl_child *own)
 	return made_folder && own->seq == 0;
 }
 
-/* Forgets our node (mu held): its revocation watch goes too, and the recipe is told. */
+/* Forgets our node (on the loop): its revocation watch goes too, and the recipe is
+ * told. */
 void zkl__node_forget(const struct zkl_queue *q, struct zkl_node *node)
 {
 	zkl__revwatch_remove(q->c, node->rev);
@@ -57,8 +58,8 @@ void zkl__node_forget(const struct zkl_queue *q, struct zkl_node *node)
 		q->on_node(q->node_ctx);
 }
 
-/* Our node is known (mu held): arm its revocation watch if the recipe asks for one, and
- * tell the recipe if it asks. */
+/* Our node is known (on the loop): arm its revocation watch if the recipe asks for one,
+ * and tell the recipe if it asks. */
 void zkl__node_known(const struct zkl_queue *q, struct zkl_node *node)
 {
 	if (q->on_node)
@@ -84,8 +85,8 @@ void zkl__names_free(char **names, int count)
 	free(names);
 }
 
-/* Parses and sorts op's children into a new array (mu held), leaving out our own nodes
- * whose delete is on its way. Takes the names from the op. */
+/* Parses and sorts op's children into a new array (on the loop), leaving out our own
+ * nodes whose delete is on its way. Takes the names from the op. */
 int zkl__take_queue(zkl_client *c, const char *path, struct zkl_op *op, zkl_child **queue,
                    size_t *n, char ***names, int *count)
 {
@@ -132,12 +133,84 @@ const char *zkl__basename(const char *path)
 	return s ? s + 1 : path;
 }
 
+/* ---- the bounded delete of a node of ours ----------------------------------------- */
+
+int64_t zkl__delete_deadline(zkl_client *c, int64_t cap)
+{
+	int64_t until = zkl__now_ms() + zkl__session_timeout_ms(c);
+	if (until > cap)
+		until = cap;
+	const int64_t lost_at = zkl__lost_at(c);
+	return until > lost_at ? lost_at : until;
+}
+
+enum zkl_delete_answer zkl__delete_answer(zkl_client *c, const char *path, int zrc)
+{
+	if (zrc == ZOK || zrc == ZNONODE)
+		return ZKL_DELETE_DONE;
+	if (zkl__zk_session_gone(zrc))
+		return ZKL_DELETE_SESSION_GONE;
+	if (zkl__zk_transient(zrc))
+		return ZKL_DELETE_UNSURE;
+	zkl__log(c, ZKL_LOG_ERROR, "cannot delete %s: %s", path, zerror(zrc));
+	return ZKL_DELETE_REFUSED;
+}
+
+bool zkl__withdraw_start(zkl_client *c, struct zkl_waiter *w, struct zkl_node *node,
+                        int64_t cap, struct zkl_withdrawal *wd)
+{
+	wd->op = NULL;
+	zkl__revwatch_remove(c, node->rev);
+	node->rev = NULL;
+	if (!node->path || node->gen != c->gen)
+		return false; /* none, or gone with its session */
+	if (c->closing || !c->sess->connected || zkl__now_ms() >= zkl__lost_at(c)) {
+		zkl__task_delete(c, node->path, node->gen);
+		return false;
+	}
+	int err = 0;
+	const struct zkl_req del = {.kind = ZKL_OP_DELETE, .path = node->path};
+	wd->op = zkl__op_send_locked(c, w, &del, &err);
+	if (!wd->op) {
+		zkl__task_delete(c, node->path, node->gen);
+		return false;
+	}
+	wd->until = zkl__delete_deadline(c, cap);
+	return true;
+}
+
+bool zkl__withdraw_poll(zkl_client *c, struct zkl_waiter *w, const struct zkl_node *node,
+                       struct zkl_withdrawal *wd)
+{
+	struct zkl_op *op = wd->op;
+	if (!op)
+		return false;
+	if (!op->done && !c->closing && zkl__now_ms() < wd->until) {
+		zkl__waiter_wake_at(c, w, wd->until);
+		return true;
+	}
+	const int zrc = op->done ? op->rc : ZOPERATIONTIMEOUT;
+	zkl__op_put(c, op);
+	wd->op = NULL;
+	if (zkl__delete_answer(c, node->path, zrc) == ZKL_DELETE_UNSURE)
+		zkl__task_delete(c, node->path, node->gen);
+	return false;
+}
+
 /* ---- a confirmed release ---------------------------------------------------------- */
 
 /* The delete of a node we hold, as a job: retried through connection loss until it
  * succeeds or its session is given up for lost, and says which. A node whose delete is
  * not confirmed while its session may live goes to the background task, which retries
- * until it succeeds or the session ends. */
+ * until it succeeds or the session ends.
+ *
+ * It shares the bounded delete's deadline and reading of the answer
+ * (zkl__delete_deadline, zkl__delete_answer), not its start and wait
+ * (zkl__withdraw_start): a release's caller waits to be told the node is gone, so
+ * disconnected it waits for the connection rather than hand the node to the
+ * background task at once, it sends the delete again itself after an answer lost, it
+ * tells the caller what happened (ZKL_ELOST, a refusal), and its delete may be a
+ * transaction with the caller's operations and a note, whose answer it reads further. */
 struct delete_job {
 	struct zkl_job job;            /* first */
 	struct zkl_node *node;         /* the caller's */
@@ -213,9 +286,7 @@ static int delete_step(zkl_client *c, struct zkl_job *j)
 				zkl__task_delete(c, node->path, node->gen);
 				return rc;
 			}
-			d->until = zkl__now_ms() + zkl__session_timeout_ms(c);
-			if (d->until > lost_at)
-				d->until = lost_at;
+			d->until = zkl__delete_deadline(c, INT64_MAX);
 		}
 		int rc = zkl__job_await(c, j, d->op, d->until);
 		if (rc == ZKL_JOB_WAIT)
@@ -257,20 +328,22 @@ static int delete_step(zkl_client *c, struct zkl_job *j)
 			d->nsubs = 0;
 			continue;
 		}
-		if (zrc == ZNONODE && d->nsubs && !d->unsure)
-			return zkl__fail(ZKL_ELOST, "the node %s is gone: the lock was lost, and "
-			                 "nothing of the transaction was applied", node->path);
-		if (zrc == ZOK || zrc == ZNONODE) {
+		switch (zkl__delete_answer(c, node->path, zrc)) {
+		case ZKL_DELETE_DONE:
+			if (zrc == ZNONODE && d->nsubs && !d->unsure)
+				return zkl__fail(ZKL_ELOST, "the node %s is gone: the lock was "
+				                 "lost, and nothing of the transaction was applied",
+				                 node->path);
 			if (zrc == ZNONODE && d->nsubs)
 				return zkl__fail(ZKL_ECONNLOSS, "the connection was lost with the "
 				                 "transaction out; it may or may not have been applied");
 			return d->failed;
-		}
-		if (zkl__zk_session_gone(zrc))
+		case ZKL_DELETE_SESSION_GONE:
 			return gone_with_session(node);
-		if (!zkl__zk_transient(zrc)) {
-			zkl__log(c, ZKL_LOG_ERROR, "cannot delete %s: %s", node->path, zerror(zrc));
+		case ZKL_DELETE_REFUSED:
 			return zkl__fail_zk(zrc, "cannot delete", node->path);
+		case ZKL_DELETE_UNSURE:
+			break;
 		}
 		if (d->nsubs)
 			d->unsure = true;
@@ -287,7 +360,7 @@ static void delete_drop(zkl_client *c, struct zkl_job *j)
 	zkl__node_clear(d->node);
 }
 
-/* What a release does with its node, on the loop (mu held): done (0, or ZKL_ELOST with
+/* What a release does with its node, on the loop: done (0, or ZKL_ELOST with
  * its session gone), or ZKL_JOB_WAIT for a delete the caller waits for. On a thread that
  * runs the loop (a callback, or the application's loop thread) nothing waits for the
  * server, not even with confirm_release: the delete goes to the background task, sent at
@@ -347,7 +420,7 @@ static int release_node(zkl_client *c, struct zkl_node *node, const struct zkl_m
                         int n, struct zkl_op **answer)
 {
 	/* The usual release, from an application's thread: its delete is sent from here,
-	 * without the client's mutex, and the loop takes it over. */
+	 * not by the loop (the one such request), and the loop takes its answer over. */
 	if (node->path && n == 0 && !node->rev && !node->note && !c->confirm_release &&
 	    !zkl__on_event_thread(c) &&
 	    zkl__task_delete_sent(c, node->path, node->gen)) {
@@ -627,7 +700,7 @@ static int fixed_gave_up(const struct fixed_job *f, int rc)
 	return zkl__fail(rc, "timed out creating %s", f->target);
 }
 
-/* Our node exists (mu held). */
+/* Our node exists (on the loop). */
 int zkl__engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *node,
                     int64_t since)
 {

@@ -69,12 +69,13 @@ struct zkl_queue {
 	void (*on_revoke)(void *ctx, const char *path);
 	void *revoke_ctx;
 	zkl_data_decode_fn revoke_decode;
-	/* If set, a change of *epoch (mu) ends a wait as a fired watch does: the predicate's
-	 * inputs changed (a semaphore's shared limit). */
+	/* If set, a change of *epoch (on the loop) ends a wait as a fired watch does: the
+	 * predicate's inputs changed (a semaphore's shared limit). */
 	const unsigned *epoch;
-	/* If set (mu), whether this handle has seen its folder exist; while false, the
-	 * folder is created ahead of our node in the same round trip (instead of after a
-	 * create that failed for want of it), and the list is sent only if needed. */
+	/* If set (read and written on the loop), whether this handle has seen its folder
+	 * exist; while false, the folder is created ahead of our node in the same round
+	 * trip (instead of after a create that failed for want of it), and the list is sent
+	 * only if needed. */
 	bool *folder_seen;
 	/* If set, the grant makes node->hold: at the grant, in the loop's turn that decides
 	 * it, a hold of our node (zkl__hold_new) goes on the client's list, reported lost
@@ -83,7 +84,7 @@ struct zkl_queue {
 	 * memory for it the acquisition fails. */
 	void (*on_lost)(struct zkl_hold *h, void *ctx);
 	void *lost_ctx;
-	/* If set, called on the loop (mu held) each time our node is known (made, or found
+	/* If set, called on the loop each time our node is known (made, or found
 	 * again after a lost answer) or forgotten (gone with its session or its folder, or
 	 * withdrawn): a recipe that publishes it to other threads (an election's view, the
 	 * node zkl_lock_node() shows) does so at once, while the acquisition goes on. It
@@ -121,14 +122,14 @@ int zkl__engine_fits(const struct zkl_queue *q);
 int zkl__engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
                      void (*done)(void *arg, int rc), void *arg);
 
-/* The same from a step of a job the loop runs (mu held): the acquisition is the child
+/* The same from a step of a job the loop runs: the acquisition is the child
  * of parent (zkl__job_start_locked), run where parent is, and parent is woken once
  * done(arg, rc) has run (as above: on the loop, no lock held). */
 int zkl__engine_start_locked(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
                             struct zkl_job *parent, void (*done)(void *arg, int rc),
                             void *arg);
 
-/* Whether the grant of node, held, still stands (mu held): its session is the current
+/* Whether the grant of node, held, still stands (on the loop): its session is the current
  * one, not given up, and short of its loss deadline. A recipe that waits for more after
  * a grant (a semaphore's further leases) asks before it says it holds. */
 bool zkl__engine_grant_stands(zkl_client *c, const struct zkl_node *node);
@@ -157,11 +158,44 @@ int zkl__engine_release_txn(zkl_client *c, struct zkl_node *node, const struct z
  * handed to the loop. Clears *node. */
 void zkl__engine_release_later(zkl_client *c, struct zkl_node *node);
 
-/* The same from a step the loop runs (mu held), for a node without a hold (a
+/* The same from a step the loop runs, for a node without a hold (a
  * semaphore's gate node): sent at once, never waited for. */
 void zkl__engine_release_locked(zkl_client *c, struct zkl_node *node);
 
 void zkl__node_clear(struct zkl_node *node);
+
+/* The bounded delete of a node of ours that must not stay (on the loop): an acquisition
+ * withdrawing after a failure, an election leaving. Its revocation watch goes first.
+ * Nothing is sent for a node gone with its session; while the client closes, is not
+ * connected, or is past its loss deadline, the node goes to the background task
+ * (zkl__task_delete). Else the delete is sent, its answer waited for no longer than
+ * zkl__delete_deadline(c, cap), and read with zkl__delete_answer(): a delete unsure
+ * goes to the background task too, which retries it until it succeeds or the session
+ * is gone. */
+struct zkl_withdrawal {
+	struct zkl_op *op;             /* the delete out, or NULL */
+	int64_t until;                 /* its answer's deadline */
+};
+/* Starts it for node, the requests answered to w: true with the delete out (poll it),
+ * false with nothing to wait for. */
+bool zkl__withdraw_start(zkl_client *c, struct zkl_waiter *w, struct zkl_node *node,
+                        int64_t cap, struct zkl_withdrawal *wd);
+/* true while its answer is still awaited (w woken by it, or at its deadline); false
+ * once read, or with none out. node is the one started for. */
+bool zkl__withdraw_poll(zkl_client *c, struct zkl_waiter *w, const struct zkl_node *node,
+                       struct zkl_withdrawal *wd);
+/* The deadline of the answer to the delete of a node of ours sent now: a session timeout
+ * from now, no later than cap, nor than the loss deadline (past which the session is
+ * given up, and its node goes with it or with the background task). */
+int64_t zkl__delete_deadline(zkl_client *c, int64_t cap);
+/* How the answer zrc to the delete of our node at path reads. A refusal is logged. */
+enum zkl_delete_answer {
+	ZKL_DELETE_DONE,               /* deleted, or already gone */
+	ZKL_DELETE_SESSION_GONE,       /* the node went with its session */
+	ZKL_DELETE_UNSURE,             /* no answer: worth sending again (transient) */
+	ZKL_DELETE_REFUSED,            /* anything else: logged as an error */
+};
+enum zkl_delete_answer zkl__delete_answer(zkl_client *c, const char *path, int zrc);
 
 /* Creates the non-sequential ephemeral node "<q->path>/<name>" (a downgrade read node)
  * and fills *node. With stands_on (the node the new one takes the place of: the

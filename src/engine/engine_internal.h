@@ -4,18 +4,20 @@
 
 #include "engine.h"
 
-/* Our node is known (mu held): arm its revocation watch if the recipe asks for one. */
+/* Our node is known (on the loop): arm its revocation watch if the recipe asks for
+ * one. */
 void zkl__node_known(const struct zkl_queue *q, struct zkl_node *node);
-/* Forgets our node (mu held): its revocation watch goes too, and q->on_node is told. */
+/* Forgets our node (on the loop): its revocation watch goes too, and q->on_node is
+ * told. */
 void zkl__node_forget(const struct zkl_queue *q, struct zkl_node *node);
 
-/* Makes node->hold if q asks for one, at a grant (mu held, loop): 0, or ZKL_ENOMEM
+/* Makes node->hold if q asks for one, at a grant (on the loop): 0, or ZKL_ENOMEM
  * with nothing made. */
 int zkl__engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *node,
                     int64_t since);
 
-/* Parses and sorts op's children into a new array (mu held), leaving out our own nodes
- * whose delete is on its way. Takes the names from the op: free them with
+/* Parses and sorts op's children into a new array (on the loop), leaving out our own
+ * nodes whose delete is on its way. Takes the names from the op: free them with
  * zkl__names_free(*names, *count). */
 int zkl__take_queue(zkl_client *c, const char *path, struct zkl_op *op, zkl_child **queue,
                    size_t *n, char ***names, int *count);
