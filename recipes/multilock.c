@@ -48,8 +48,9 @@
  *   view's lost callback; a loss while a run is still taking the others fails it with
  *   ZKL_ELOST, and every member taken is given back.
  * - Locks: ml->mu guards the state that the loop and other threads share. Member verbs
- *   are never called with ml->mu held; a free that waits for the loop takes the client's
- *   mutex first, then ml->mu (the only nesting). A multi-lock with owners' holds is used
+ *   are never called with ml->mu held, and nothing else is locked while it is: the loop
+ *   calls the members' ends and lost listeners with its own turn's lock let go of
+ *   (job.c, holds.c). A multi-lock with owners' holds is used
  *   by one owner at a time, as before (see the header): one run at a time. */
 #include <pthread.h>
 #include <stdio.h>
