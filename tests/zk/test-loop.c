@@ -267,9 +267,10 @@ static void *acquire_unlooped(void *arg)
 	return NULL;
 }
 
-static void test_blocking_without_the_loop(void **state)
+/* A client with external_loop whose loop nobody runs: blocking calls must work by
+ * themselves. Releases are confirmed, so that a release returns with the node gone. */
+static zkl_client *unlooped_open(void)
 {
-	(void)state;
 	zkl_client_options o;
 	zkl_client_options_init(&o);
 	o.servers = h_servers();
@@ -278,6 +279,13 @@ static void test_blocking_without_the_loop(void **state)
 	o.confirm_release = true;
 	zkl_client *c;
 	CHECK_OK(zkl_client_open(&c, &o));
+	return c;
+}
+
+static void test_blocking_without_the_loop(void **state)
+{
+	(void)state;
+	zkl_client *c = unlooped_open();
 	zkl_client *other = h_client(0);
 	const char *path = h_path("unlooped");
 	zkl_mutex *mine, *theirs;
@@ -333,14 +341,7 @@ static void *multi_unlooped(void *arg)
 static void test_blocking_multilock_without_the_loop(void **state)
 {
 	(void)state;
-	zkl_client_options o;
-	zkl_client_options_init(&o);
-	o.servers = h_servers();
-	o.session_timeout_ms = 4000;
-	o.external_loop = true;
-	o.confirm_release = true;
-	zkl_client *c;
-	CHECK_OK(zkl_client_open(&c, &o));
+	zkl_client *c = unlooped_open();
 	zkl_client *other = h_client(0);
 	const char *pa = h_path("unlooped-multi-a");
 	const char *pb = h_path("unlooped-multi-b");
