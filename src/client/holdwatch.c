@@ -76,6 +76,16 @@ struct zkl_nodewatch {
 	                          * session lives on (zkl_hold.deleting) */
 };
 
+/* Lets go of the watch on the node, if any: its events, queued or to come, are no news. */
+static void watch_drop(zkl_client *c, struct zkl_nodewatch *nw)
+{
+	if (nw->wt) {
+		zkl__watch_settle_quiet(c, nw->wt);
+		zkl__watch_put(c, nw->wt);
+	}
+	nw->wt = NULL;
+}
+
 /* Drops the requests out (op, check) and the watch on the node. */
 static void nodewatch_drop(zkl_client *c, struct zkl_nodewatch *nw)
 {
@@ -83,11 +93,7 @@ static void nodewatch_drop(zkl_client *c, struct zkl_nodewatch *nw)
 	nw->op = NULL;
 	zkl__op_put(c, nw->check);
 	nw->check = NULL;
-	if (nw->wt) {
-		zkl__watch_settle_quiet(c, nw->wt);
-		zkl__watch_put(c, nw->wt);
-	}
-	nw->wt = NULL;
+	watch_drop(c, nw);
 }
 
 static void nodewatch_stop(zkl_client *c, struct zkl_nodewatch *nw)
@@ -130,6 +136,32 @@ static void node_gone(zkl_client *c, struct zkl_nodewatch *nw, bool answered)
 	zkl__waiter_wake(c, &nw->w);
 }
 
+/* Sends the plain exists (no watch) of a probe or a proof as nw->check, with what is
+ * asked as it goes; a failure to send tries again in a while. Returns false if the hold
+ * went while mu was let go of to send: nw is freed then. */
+static bool check_send(zkl_client *c, struct zkl_nodewatch *nw)
+{
+	int err = 0;
+	const unsigned ask = nw->asked;
+	nw->busy = true;
+	pthread_mutex_unlock(&c->mu);
+	struct zkl_op *op = zkl__op_exists(c, &nw->w, nw->h->path, NULL, &err);
+	pthread_mutex_lock(&c->mu);
+	nw->busy = false;
+	if (!nw->h) {
+		zkl__op_put(c, op);
+		nodewatch_free(c, nw); /* the hold went meanwhile */
+		return false;
+	}
+	nw->check = op;
+	nw->check_ask = ask;
+	if (!op && err != ZKL_ECLOSED) {
+		nw->check_at = zkl__now_ms() + 100;
+		zkl__waiter_wake_at(c, &nw->w, nw->check_at);
+	}
+	return true;
+}
+
 /* Whether the session lived on after the watch saw its node go (node_gone). */
 static void nodewatch_probe(zkl_client *c, struct zkl_nodewatch *nw)
 {
@@ -157,22 +189,7 @@ static void nodewatch_probe(zkl_client *c, struct zkl_nodewatch *nw)
 		zkl__waiter_wake_at(c, &nw->w, nw->check_at);
 		return;
 	}
-	int err = 0;
-	nw->busy = true;
-	pthread_mutex_unlock(&c->mu);
-	struct zkl_op *op = zkl__op_exists(c, &nw->w, h->path, NULL, &err);
-	pthread_mutex_lock(&c->mu);
-	nw->busy = false;
-	if (!nw->h) {
-		zkl__op_put(c, op);
-		nodewatch_free(c, nw); /* the hold went meanwhile */
-		return;
-	}
-	nw->check = op;
-	if (!op && err != ZKL_ECLOSED) {
-		nw->check_at = zkl__now_ms() + 100;
-		zkl__waiter_wake_at(c, &nw->w, nw->check_at);
-	}
+	check_send(c, nw);
 }
 
 /* An exists of ours found the node (op, ZOK; ask: what had been asked when it was
@@ -197,6 +214,27 @@ static bool node_there(zkl_client *c, struct zkl_nodewatch *nw, const struct zkl
 	return true;
 }
 
+/* Reads the answer of an exists of ours, *slot (taken and let go of; ask: what had been
+ * asked when it was sent) into *rc. Returns false if it ends the watch's news: the node
+ * is not ours, or gone (node_gone: the hold is lost). */
+static bool exists_answered(zkl_client *c, struct zkl_nodewatch *nw, struct zkl_op **slot,
+                            unsigned ask, int *rc)
+{
+	struct zkl_op *op = *slot;
+	*slot = NULL;
+	*rc = op->rc;
+	const uint64_t op_gen = op->s->gen;
+	const bool ours = *rc != ZOK || node_there(c, nw, op, ask);
+	zkl__op_put(c, op);
+	if (!ours)
+		return false;
+	if (*rc == ZNONODE) {
+		node_gone(c, nw, op_gen == nw->h->gen);
+		return false;
+	}
+	return true;
+}
+
 /* The plain exists of a proof (watch armed): its answer, or the next one sent. Returns
  * false if the watch stopped. */
 static bool nodewatch_check(zkl_client *c, struct zkl_nodewatch *nw)
@@ -204,18 +242,9 @@ static bool nodewatch_check(zkl_client *c, struct zkl_nodewatch *nw)
 	if (nw->check) {
 		if (!nw->check->done)
 			return true;
-		struct zkl_op *op = nw->check;
-		nw->check = NULL;
-		const int rc = op->rc;
-		const uint64_t op_gen = op->s->gen;
-		const bool ours = rc != ZOK || node_there(c, nw, op, nw->check_ask);
-		zkl__op_put(c, op);
-		if (!ours)
+		int rc;
+		if (!exists_answered(c, nw, &nw->check, nw->check_ask, &rc))
 			return false;
-		if (rc == ZNONODE) {
-			node_gone(c, nw, op_gen == nw->h->gen);
-			return false;
-		}
 		if (rc != ZOK)
 			nw->check_at = zkl__now_ms() + 100; /* not too often */
 	}
@@ -227,25 +256,7 @@ static bool nodewatch_check(zkl_client *c, struct zkl_nodewatch *nw)
 		zkl__waiter_wake_at(c, &nw->w, nw->check_at);
 		return true;
 	}
-	int err = 0;
-	const unsigned ask = nw->asked;
-	nw->busy = true;
-	pthread_mutex_unlock(&c->mu);
-	struct zkl_op *op = zkl__op_exists(c, &nw->w, nw->h->path, NULL, &err);
-	pthread_mutex_lock(&c->mu);
-	nw->busy = false;
-	if (!nw->h) {
-		zkl__op_put(c, op);
-		nodewatch_free(c, nw); /* the hold went meanwhile */
-		return false;
-	}
-	nw->check = op;
-	nw->check_ask = ask;
-	if (!op && err != ZKL_ECLOSED) {
-		nw->check_at = zkl__now_ms() + 100;
-		zkl__waiter_wake_at(c, &nw->w, nw->check_at);
-	}
-	return true;
+	return check_send(c, nw);
 }
 
 static void nodewatch_run(zkl_client *c, struct zkl_waiter *w)
@@ -262,31 +273,18 @@ static void nodewatch_run(zkl_client *c, struct zkl_waiter *w)
 		return;
 	}
 	if (nw->op && nw->op->done) {
-		struct zkl_op *op = nw->op;
-		nw->op = NULL;
-		const int rc = op->rc;
-		const uint64_t op_gen = op->s->gen;
-		const bool ours = rc != ZOK || node_there(c, nw, op, nw->op_ask);
-		zkl__op_put(c, op);
-		if (!ours)
+		int rc;
+		if (!exists_answered(c, nw, &nw->op, nw->op_ask, &rc))
 			return;
-		if (rc == ZNONODE) {
-			node_gone(c, nw, op_gen == h->gen);
-			return;
-		}
 		if (rc != ZOK) {
 			/* No watch was set: set it again (connection loss), or let the session's
 			 * end tell the loss. */
-			zkl__watch_settle_quiet(c, nw->wt);
-			zkl__watch_put(c, nw->wt);
-			nw->wt = NULL;
+			watch_drop(c, nw);
 		}
 	}
 	if (nw->wt && nw->wt->fired) {
 		const int event = nw->wt->event;
-		zkl__watch_settle_quiet(c, nw->wt);
-		zkl__watch_put(c, nw->wt);
-		nw->wt = NULL;
+		watch_drop(c, nw);
 		if (event == ZOO_DELETED_EVENT) {
 			node_gone(c, nw, false);
 			return;
