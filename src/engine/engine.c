@@ -140,7 +140,7 @@ int64_t zkl__delete_deadline(zkl_client *c, int64_t cap)
 	int64_t until = zkl__now_ms() + zkl__session_timeout_ms(c);
 	if (until > cap)
 		until = cap;
-	const int64_t lost_at = zkl__lost_at(c);
+	const int64_t lost_at = zkl__giveup_at(c);
 	return until > lost_at ? lost_at : until;
 }
 
@@ -164,7 +164,7 @@ bool zkl__withdraw_start(zkl_client *c, struct zkl_waiter *w, struct zkl_node *n
 	node->rev = NULL;
 	if (!node->path || node->gen != c->gen)
 		return false; /* none, or gone with its session */
-	if (c->closing || !c->sess->connected || zkl__now_ms() >= zkl__lost_at(c)) {
+	if (c->closing || !c->sess->connected || zkl__now_ms() >= zkl__giveup_at(c)) {
 		zkl__task_delete(c, node->path, node->gen);
 		return false;
 	}
