@@ -75,6 +75,8 @@ int h_exists(const char *path);
 void h_create(const char *path, const char *data);
 /* Deletes a node behind the library's back. */
 void h_delete(const char *path);
+/* Deletes a and b in one transaction: watchers see both gone at once. */
+void h_delete_both(const char *a, const char *b);
 /* Reads a node's data into buf; returns its length. */
 int h_get(const char *path, char *buf, int size);
 /* Waits until path is deleted (watch-driven), at most ms. Returns 1 if it was. */

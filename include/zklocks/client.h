@@ -301,6 +301,15 @@ typedef struct zkl_client_stats {
 	uint64_t wait_sum_ms;
 	uint64_t hold_hist[ZKL_STATS_BUCKETS];
 	uint64_t hold_sum_ms;
+	/* What the session's liveness costs the ensemble (GUIDE.md, "What zklocks costs an
+	 * ensemble"): writes sent only to prove the session, each a transaction the
+	 * ensemble commits (a heartbeat's check while something is held or an acquisition
+	 * is next in line, and a turn's check when the last committed write is older than
+	 * a third of the session timeout); and heartbeat syncs, sent while nothing is held
+	 * or awaited, which the ensemble does not log. A session that only waits far back
+	 * in queues adds to neither. */
+	uint64_t proof_writes;
+	uint64_t heartbeat_syncs;
 } zkl_client_stats;
 
 /* The upper bound, in ms, of bucket i of zkl_client_stats' histograms (1, 5, 10, 50,

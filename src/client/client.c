@@ -579,6 +579,8 @@ int zkl_client_get_stats(const zkl_client *c, zkl_client_stats *out, size_t size
 		.listings = atomic_load_explicit(&c->n_listings, memory_order_relaxed),
 		.wait_sum_ms = atomic_load_explicit(&c->wait_sum, memory_order_relaxed),
 		.hold_sum_ms = atomic_load_explicit(&c->hold_sum, memory_order_relaxed),
+		.proof_writes = atomic_load_explicit(&c->n_proof_writes, memory_order_relaxed),
+		.heartbeat_syncs = atomic_load_explicit(&c->n_heartbeat_syncs, memory_order_relaxed),
 	};
 	for (int i = 0; i < ZKL_STATS_BUCKETS; i++) {
 		s.wait_hist[i] = atomic_load_explicit(&c->wait_hist[i], memory_order_relaxed);

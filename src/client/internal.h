@@ -390,6 +390,7 @@ struct zkl_client {
 	                                     * waiter, so no call is taken */
 	/* zkl_client_get_stats(): counted on the loop, read by any thread. */
 	atomic_uint_fast64_t n_acquisitions, n_granted, n_wakes, n_listings;
+	atomic_uint_fast64_t n_proof_writes, n_heartbeat_syncs;
 	atomic_uint_fast64_t wait_hist[ZKL_STATS_BUCKETS], wait_sum;
 	atomic_uint_fast64_t hold_hist[ZKL_STATS_BUCKETS], hold_sum;
 	/* The observer (observer.c): obs_mu guards it and the events it has still to be
@@ -784,6 +785,10 @@ int64_t zkl__giveup_at(zkl_client *c);
  * sent less than a third of the session timeout ago (two heartbeats), so the new hold's
  * loss deadline is well ahead. A grant that finds it older proves the session first. */
 bool zkl__proof_fresh(zkl_client *c);
+
+/* A write that proves the session went out on it for a turn (mu held, the loop): it
+ * stands for the next heartbeat, due a sixth of the timeout from now. */
+void zkl__proof_sent(zkl_client *c);
 
 /* Counts an acquisition near its grant, or not (mu held, the loop): *flag is its own
  * record of being counted. A first near acquisition makes a heartbeat due. */

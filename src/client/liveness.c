@@ -67,6 +67,16 @@ void zkl__near_set(zkl_client *c, bool *flag, bool near)
 	c->near += near ? 1 : -1;
 }
 
+void zkl__proof_sent(zkl_client *c)
+{
+	struct zkl_session *s = c->sess;
+	const int64_t now = zkl__now_ms();
+	if (s->live_mode == ZKL_LIVE_QUIET)
+		s->quiet_ended = now;
+	s->live_mode = ZKL_LIVE_PROVE;
+	c->next_heartbeat = now + zkl__session_timeout_ms(c) / 6;
+}
+
 /* The session's mode changed (mu held, the loop): when its next heartbeat is due. A
  * session that must now prove itself sends its check a sixth of the timeout after its
  * last committed write (at once, after a quiet wait); one that comes out of quiet counts
@@ -134,6 +144,9 @@ int64_t zkl__liveness_run(zkl_client *c)
 			                                          : zkl__op_check(c, NULL, "/", &err);
 			pthread_mutex_lock(&c->mu);
 			zkl__op_put(c, op);
+			atomic_fetch_add_explicit(mode == ZKL_LIVE_IDLE ? &c->n_heartbeat_syncs
+			                                                : &c->n_proof_writes, 1,
+			                          memory_order_relaxed);
 			if (c->sess != s)
 				return now; /* replaced meanwhile: look again */
 		}

@@ -204,6 +204,8 @@ static int take_turn(zkl_client *c, struct zkl_acquisition *a)
 		struct zkl_op *op = zkl__op_send_locked(c, &a->job.w, &check, &err);
 		if (!op)
 			return err;
+		tally(&c->n_proof_writes);
+		zkl__proof_sent(c);
 		a->op = op;
 		a->st = A_PROVE;
 		return GO_ON;
