@@ -390,20 +390,21 @@ ZKL_API int zkl_client_session_timeout(const zkl_client *c);
 typedef struct zkl_deadlines {
 	int64_t session_id; /* the session they are for; 0 (and the rest 0) while the
 	                     * current session has answered nothing yet */
-	int64_t loss_ms;    /* when the client gives the session up and reports its locks
-	                     * lost, unless ZooKeeper answers a request sent later: the
-	                     * send time T of the last answered request + loss_percent of
-	                     * the session timeout */
+	int64_t loss_ms;    /* when the client reports the session's locks lost, unless
+	                     * ZooKeeper commits a write sent later: the send time T of
+	                     * the last write it committed on the session + loss_percent
+	                     * of the session timeout */
 	int64_t expiry_ms;  /* the earliest moment the server may expire the session, and
 	                     * so another client hold our locks: T + the session timeout */
 } zkl_deadlines;
 
 /* Fills *out with the current session's deadlines. Heartbeats (every sixth of the
- * session timeout) push them forward while the session is healthy. A holder doing work
- * that must not overlap another holder's can read them as it goes and stop by
- * loss_ms; a lost callback fired by the loss rule runs at loss_ms, and the work must
- * have stopped by expiry_ms (read the deadlines before the loss: after it they are the
- * new session's). Thread-safe. Returns 0, or ZKL_EINVAL if c or out is NULL. */
+ * session timeout, while a lock is held or an acquisition is next in line) push them
+ * forward while the session is healthy. A holder doing work that must not overlap
+ * another holder's can read them as it goes and stop by loss_ms; a lost callback fired
+ * by the loss rule runs at loss_ms, and the work must have stopped by expiry_ms (read
+ * the deadlines before the loss: after it they are the new session's). Thread-safe.
+ * Returns 0, or ZKL_EINVAL if c or out is NULL. */
 ZKL_API int zkl_client_deadlines(const zkl_client *c, zkl_deadlines *out);
 
 /* Milliseconds on CLOCK_MONOTONIC, the clock of every zklocks deadline. */
