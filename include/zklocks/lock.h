@@ -192,6 +192,25 @@ ZKL_API int zkl_lock_track_previous(zkl_lock *l, bool on);
  * node is cut short. No round trip: the answer was read at the acquire. */
 ZKL_API int zkl_lock_previous(zkl_lock *l, zkl_previous *how, char *node, size_t size);
 
+/* How a holder ended, as its release's note says it: the longest, its NUL included. */
+#define ZKL_END_MAX 48
+
+/* Says how the calling thread's tracking hold of l ended (end: at most ZKL_END_MAX - 1
+ * bytes of printable ASCII, such as "exited 0"; NULL or "": nothing), for the note its
+ * release writes: "released <node>" and, on a second line, end. The next holder reads
+ * it with zkl_lock_previous_end(). The last call before the release counts. A reader
+ * of an older zklocks takes a note with an end for no release note (vanished, or none).
+ * Returns 0; ZKL_EINVAL (l NULL, end too long or not printable, or l does not track:
+ * zkl_lock_track_previous()), ZKL_ENOTHELD (not held by the calling thread, or lost).
+ * No round trip. */
+ZKL_API int zkl_lock_set_end(zkl_lock *l, const char *end);
+
+/* How the holder before the calling thread's hold of l said it ended (zkl_lock_set_end())
+ * into end (size bytes, cut short if longer): "" when it said nothing, or did not
+ * release (zkl_lock_previous() is then not ZKL_PREVIOUS_RELEASED). Returns as
+ * zkl_lock_previous(). No round trip. */
+ZKL_API int zkl_lock_previous_end(zkl_lock *l, char *end, size_t size);
+
 /* "none", "released", "vanished"; NULL for a value out of range. */
 ZKL_API const char *zkl_previous_name(zkl_previous how);
 /* ---- Writes that only a holder can make ----

@@ -167,6 +167,31 @@ static bool acquire(const struct opts *o, struct lock *lk, int *status, pthread_
 	return false;
 }
 
+/* Fills lk->previous and lk->passed_on from how the holder before left. */
+static void previous_said(struct lock *lk, zkl_previous how)
+{
+	char end[ZKL_END_MAX] = "";
+	if (how == ZKL_PREVIOUS_RELEASED && zkl_lock_previous_end(lk->l, end, sizeof end) != 0)
+		end[0] = '\0';
+	snprintf(lk->previous_buf, sizeof lk->previous_buf, "%s",
+	         *end ? end : zkl_previous_name(how));
+	lk->previous = lk->previous_buf;
+	snprintf(lk->passed_on, sizeof lk->passed_on, "%s",
+	         how == ZKL_PREVIOUS_VANISHED ? "vanished" : end);
+}
+
+/* A hold that ends before its command runs (--once-per skipped it, it could not tell
+ * when the lock was asked for): its release passes on what the holder before said. */
+static void pass_on(struct lock *lk)
+{
+	zkl_previous how;
+	char node[ZKL_NODE_MAX];
+	if (!lk->tracked || zkl_lock_previous(lk->l, &how, node, sizeof node) != 0)
+		return;
+	previous_said(lk, how);
+	(void)zkl_lock_set_end(lk->l, lk->passed_on);
+}
+
 /* How the previous holder left, for the command (ZKLOCK_PREVIOUS), and --lock-delay:
  * after a holder that vanished, whatever it had sent may still be on its way to the
  * systems it wrote to, so the command starts T later. The wait ends early on a signal, a
@@ -176,6 +201,7 @@ static bool acquire(const struct opts *o, struct lock *lk, int *status, pthread_
 static int previous_holder(const struct opts *o, struct lock *lk)
 {
 	lk->previous = NULL;
+	lk->passed_on[0] = '\0';
 	if (!lk->tracked)
 		return 0;
 	zkl_previous how;
@@ -191,7 +217,7 @@ static int previous_holder(const struct opts *o, struct lock *lk)
 		    *detail ? detail : zkl_strerror(rc));
 		return EXIT_SOFTWARE;
 	}
-	lk->previous = zkl_previous_name(how);
+	previous_said(lk, how);
 	if (o->verbose)
 		msg("the previous holder of %s%s: %s%s%s%s", lock_what(lk), o->path, lk->previous,
 		    *node ? " (" : "", node, *node ? ")" : "");
@@ -209,6 +235,32 @@ static int previous_holder(const struct opts *o, struct lock *lk)
 		pthread_cond_timedwait(&st.cond, &st.mu, &until);
 	pthread_mutex_unlock(&st.mu);
 	return 0;
+}
+
+/* How the command ended, for the note our release leaves (--previous): "exited N",
+ * "signal N", "max-runtime" or "revoked"; if it never ran, what the holder before said
+ * (its end, or "vanished"), so that a run that skipped or stopped early hides nothing. A
+ * lock lost leaves no note (its node went without one): the next holder hears
+ * "vanished". */
+static void tell_end(const struct opts *o, struct lock *lk, const struct outcome *out)
+{
+	(void)o;
+	if (!lk->tracked)
+		return;
+	char end[ZKL_END_MAX];
+	if (!out->ran)
+		snprintf(end, sizeof end, "%s", lk->passed_on);
+	else if (out->max_runtime)
+		snprintf(end, sizeof end, "max-runtime");
+	else if (out->revoked)
+		snprintf(end, sizeof end, "revoked");
+	else if (out->sig > 0)
+		snprintf(end, sizeof end, "signal %d", out->sig);
+	else if (out->code >= 0)
+		snprintf(end, sizeof end, "exited %d", out->code);
+	else
+		end[0] = '\0'; /* not known (the watchdog could not be started) */
+	(void)zkl_lock_set_end(lk->l, end); /* ZKL_ENOTHELD once lost: no note then */
 }
 
 /* Holds the lock (acquired) through the command; releases it. Sets *again for a
@@ -247,6 +299,7 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 				msg("%s already ran %s ago (at %s, by %s): not again within %ld s",
 				    o->path, ago, at, *by ? by : "unknown", o->once_per_s);
 			set_phase(PH_DONE);
+			pass_on(lk);
 			zkl_lock_release(lk->l);
 			rep->hold_s = seconds_since(held_at);
 			free(rec);
@@ -255,6 +308,7 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 		rep->success_ms = 0; /* a record too old to skip for is not this run's success */
 		if (status != 0) {
 			set_phase(PH_DONE);
+			pass_on(lk);
 			zkl_lock_release(lk->l);
 			rep->hold_s = seconds_since(held_at);
 			free(rec);
@@ -272,6 +326,7 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 	}
 
 	struct outcome out = run_command(o, lk);
+	tell_end(o, lk, &out);
 	status = out.status;
 	rep->ran = out.ran;
 	rep->max_runtime = out.max_runtime;

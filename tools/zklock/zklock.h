@@ -49,8 +49,9 @@ enum {
 #define DEFAULT_SERVERS "127.0.0.1:2181"
 #define DEFAULT_KILL_GRACE_MS 10000
 #define DEFAULT_TOKEN_ENV "ZKLOCK_TOKEN"
-/* How the previous holder left, for the command of an exclusive lock: "released",
- * "vanished" or "none" (zkl_previous_name()). */
+/* How the previous holder left, for the command of an exclusive lock: how its command
+ * ended as its release said it ("exited N", "signal N", "max-runtime", "revoked"),
+ * "released" (its release said nothing of it), "vanished" or "none". */
 #define PREVIOUS_ENV "ZKLOCK_PREVIOUS"
 #define SYSTEM_CONFIG "/etc/zklock.conf"
 
@@ -236,7 +237,11 @@ struct lock {
 	void (*handle_free)(void *handle);
 	char id[300];          /* our node data: "<host>:<pid>" */
 	bool tracked;          /* how the previous holder left is told (exclusive kinds) */
-	const char *previous;  /* for the command: zkl_previous_name(), or NULL (untracked) */
+	const char *previous;  /* for the command: previous_buf, or NULL (untracked) */
+	char previous_buf[ZKL_END_MAX];
+	/* How the last command that ran under the lock ended, as the holder before said
+	 * (its end, or "vanished"): what our release passes on if our command never ran. */
+	char passed_on[ZKL_END_MAX];
 };
 
 /* Makes the handle. Returns 0 or an exit code after reporting. */
@@ -290,6 +295,8 @@ struct outcome {
 	bool lost;    /* the lock was lost meanwhile */
 	bool revoked; /* revocation was asked */
 	bool max_runtime; /* it ran past --max-runtime and was stopped */
+	int code;     /* the command's exit status, or -1 */
+	int sig;      /* the signal that ended the command, or 0 */
 	bool warned;  /* it ran past --warn-after */
 };
 
