@@ -775,6 +775,34 @@ def check_docker(srcroot):
 
 # ---- systemd unit files ----
 
+def check_unit_conflict(unit, text, opts):
+    """A unit whose zklock waits a bounded time (or not at all) for the lock: the host
+    that did not get it, because another ran the job meanwhile, exits with the conflict
+    code (-E, default 1), which systemd must count as success, or every waiting host's
+    unit shows "failed" though nothing is wrong."""
+    bounded = any(o in ("-n", "--nonblock") or o.startswith(("--nonblock=",)) for o in opts)
+    conflict = 1
+    for i, o in enumerate(opts):
+        val = opts[i + 1] if i + 1 < len(opts) else ""
+        if o in ("-w", "--wait", "--timeout") or o.startswith(("--wait=", "--timeout=")):
+            bounded = True
+        if o in ("-E", "--conflict-exit-code"):
+            conflict = int(val)
+        elif o.startswith("--conflict-exit-code="):
+            conflict = int(o.split("=", 1)[1])
+        elif o.startswith("-E") and len(o) > 2:
+            conflict = int(o[2:])
+    if not bounded:
+        return
+    ok = {0}
+    for line in re.findall(r"^SuccessExitStatus=(.*)$", text, flags=re.M):
+        ok |= {int(w) for w in line.split() if w.isdigit()}
+    if conflict not in ok:
+        fail("%s: a host whose zklock does not get the lock in time exits %d, which the "
+             "unit counts as failed (give -E 0, or SuccessExitStatus=%d)" %
+             (unit, conflict, conflict))
+
+
 def check_systemd(unitdir, zklock):
     analyze = shutil.which("systemd-analyze")
     if not analyze:
@@ -801,6 +829,7 @@ def check_systemd(unitdir, zklock):
                 status, out = run([zklock] + words, check=False)
                 if status != 0 or "Usage: zklock" not in out:
                     fail("%s: zklock refuses its options %r:\n%s" % (u, words, out))
+                check_unit_conflict(u, text, words[1:])
         # Documentation=man:zklock(1) names a page installed with zklock, not here.
         status, out = run([analyze, "verify", "--man=no"] +
                           [os.path.join(d, u) for u in units], check=False)

@@ -9,9 +9,13 @@
 
 /* ---- -v and systemd: the queue while waiting ---- */
 
-/* How long a waiting start may still take, as systemd is told every pass (a few passes'
- * worth, so that one late pass does not time the unit out). */
-#define EXTEND_USEC 30000000LL
+/* While zklock waits, systemd hears EXTEND_TIMEOUT_USEC every EXTEND_EVERY_MS, whatever
+ * -v does: one datagram per waiting host every 10 s, and a listing of the queue (one
+ * ZooKeeper read) with it, which a fleet of standbys that wait for days can afford. Each
+ * extends the start by EXTEND_USEC, six passes' worth, so that late passes (a slow
+ * listing, a loaded host) do not time the unit out. zklock(1) says the rate. */
+#define EXTEND_EVERY_MS 10000
+#define EXTEND_USEC 60000000LL
 
 struct progress {
 	struct lock *lk;
@@ -42,8 +46,11 @@ static void *progress_thread(void *arg)
 {
 	const struct progress *pr = arg;
 	struct lock *lk = pr->lk;
-	/* -v looks twice a second; systemd alone every 5 s (a standby may wait for days). */
-	const int period = pr->verbose ? 500 : 5000;
+	/* -v looks twice a second, for the terminal; systemd alone every EXTEND_EVERY_MS. A
+	 * changed line goes to systemd at once (STATUS=, with no extension); the extension
+	 * goes at its own rate. */
+	const int period = pr->verbose ? 500 : EXTEND_EVERY_MS;
+	struct timespec extend_at = after_ms(EXTEND_EVERY_MS);
 	pthread_mutex_lock(&st.mu);
 	while (st.phase == PH_WAITING || st.phase == PH_CONNECTING) {
 		struct timespec t = after_ms(period);
@@ -54,9 +61,14 @@ static void *progress_thread(void *arg)
 		char line[512];
 		waiting_line(lk, line, sizeof line);
 		bool changed = strcmp(line, waiting_said) != 0;
-		if (changed)
+		bool extend = reached(extend_at);
+		if (extend)
+			extend_at = after_ms(EXTEND_EVERY_MS);
+		if (changed && extend)
 			notify("STATUS=%s\nEXTEND_TIMEOUT_USEC=%lld", line, EXTEND_USEC);
-		else
+		else if (changed)
+			notify("STATUS=%s", line);
+		else if (extend)
 			notify("EXTEND_TIMEOUT_USEC=%lld", EXTEND_USEC);
 		pthread_mutex_lock(&st.mu);
 		if (st.phase == PH_WAITING && changed) {
@@ -284,20 +296,21 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 			status = EXIT_SOFTWARE;
 		}
 		bool recent = false;
-		int64_t last = 0;
+		int64_t last = 0, finished = 0;
 		char by[300];
 		if (status == 0)
 			status = once_check(lk->c, rec, arrival, o->once_per_s, &recent, &last, by,
-			                    sizeof by, o->metrics_file ? &rep->success_ms : NULL,
-			                    &rec_exists);
+			                    sizeof by, &finished, &rec_exists);
 		if (status == 0 && recent) {
 			rep->once = true;
-			char ago[32], at[40];
-			format_age(ago, sizeof ago, arrival - last);
-			format_utc(at, sizeof at, last);
+			rep->success_ms = finished; /* the run that did it, whichever host ran it */
+			char started_at[40], finished_at[40];
+			format_utc(started_at, sizeof started_at, last);
+			format_utc(finished_at, sizeof finished_at, finished);
 			if (!o->quiet)
-				msg("%s already ran %s ago (at %s, by %s): not again within %ld s",
-				    o->path, ago, at, *by ? by : "unknown", o->once_per_s);
+				msg("%s already ran (started %s, finished %s, by %s): not again within "
+				    "%ld s", o->path, started_at, finished_at, *by ? by : "unknown",
+				    o->once_per_s);
 			set_phase(PH_DONE);
 			pass_on(lk);
 			zkl_lock_release(lk->l);
@@ -332,7 +345,7 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 	rep->max_runtime = out.max_runtime;
 	rep->warned = out.warned;
 	int rc = 0;
-	bool released = false;
+	bool released = false, succeeded = false;
 	if (out.ran && status == 0 && !out.lost && !out.revoked) {
 		/* Only while the lock is still ours: the record's transaction checks that our
 		 * node exists, whatever we know here. */
@@ -344,7 +357,8 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 			                     o->metrics_file ? &rep->success_ms : NULL, &rc);
 			released = true;
 		} else if (!rec && !lost && o->metrics_file) {
-			rep->success_ms = arrival_ms(lk);
+			succeeded = true;
+			arrival = arrival_ms(lk);
 		}
 	}
 	free(rec);
@@ -352,6 +366,11 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 	if (!released)
 		rc = zkl_lock_release(lk->l);
 	rep->hold_s = seconds_since(held_at);
+	/* Without --once-per no record says when the run finished: the server's time when
+	 * it asked for the lock, plus how long it waited and held it (this host's monotonic
+	 * clock), is when it released it, on the server's clock all the same. */
+	if (succeeded && arrival > 0)
+		rep->success_ms = arrival + (int64_t)((rep->wait_s + rep->hold_s) * 1000.0);
 	pthread_mutex_lock(&st.mu);
 	bool lost = st.lost || out.lost;
 	int any_signal = st.any_signal;

@@ -99,3 +99,8 @@ int inspect_prefix(zkl_client *c, const char *prefix, zkl_inspection **in)
 	/* A level of the tree costs a round trip: a deep one may take a few. */
 	return zkl_inspect_prefix(c, prefix, 4 * inspect_timeout(c), in);
 }
+
+int find_records(zkl_client *c, const char *prefix, char ***paths, size_t *n)
+{
+	return zkl_record_find(c, prefix, ".last-run", 4 * inspect_timeout(c), paths, n);
+}

@@ -201,6 +201,9 @@ void on_state(zkl_client *c, zkl_state state, void *data);
 int inspect_path(zkl_client *c, const char *path, zkl_inspection **in);
 /* The same for every lock in use under prefix (zkl_inspect_prefix()). */
 int inspect_prefix(zkl_client *c, const char *prefix, zkl_inspection **in);
+/* The --once-per records under prefix, whether their locks are in use or not
+ * (zkl_record_find(): *paths is the caller's to free()). */
+int find_records(zkl_client *c, const char *prefix, char ***paths, size_t *n);
 
 /* The k-th node of lock li of in (k < li->count). */
 static inline const zkl_node_info *lock_node(const zkl_inspection *in,
@@ -326,7 +329,10 @@ int once_record(struct lock *lk, const char *rec, int64_t arrival, bool exists,
 /* The --once-per record of a lock path, as status and list show it. */
 struct last_run {
 	char *node;     /* the record's path (malloc'ed) */
-	int64_t at_ms;  /* the last run, server's clock (when its lock was asked for) */
+	/* The last successful run, on the server's clock: when it started (asked for the
+	 * lock: its lock node's creation, as the record says; 0 if the record does not
+	 * say) and when it finished (released the lock: the record's write). */
+	int64_t started_ms, finished_ms;
 	char by[300];   /* who ran it: zklock's "<host>:<pid>" */
 	bool found;
 };
