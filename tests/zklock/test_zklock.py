@@ -443,6 +443,22 @@ def cannot_connect():
 
 
 @case
+def secure_options_in_a_build_without():
+    """A zklock built on a C client without TLS or SASL (Debian's) refuses --tls-ca and
+    --sasl-mechanism (exit 70) with a whole message that says what the user of a
+    package can do, not only how to build from source."""
+    for args, advice in ((["--tls-ca", "/dev/null"], "through a TLS tunnel on this host"),
+                         (["--sasl-mechanism", "DIGEST-MD5", "--sasl-user", "bob",
+                           "--sasl-password-file", "/dev/null"], "auth = user:password")):
+        rc, out, err, _ = run(args + [lock_path("secure"), "--", "true"])
+        if not re.search(r"without (it|TLS|SASL)\b", err):
+            raise Skip("this build has TLS and SASL")
+        check(rc == 70 and advice in err and err.rstrip().endswith(
+            '"Secure connections").') and "..." not in err,
+              "%s: exit %s, stderr %r" % (args[0], rc, err))
+
+
+@case
 def usage_errors():
     hint = "zklock --help"
     p = lock_path("usage")
