@@ -18,7 +18,13 @@
  *   library, a handle not tracking, a waiter that gave up just as its turn came);
  * - it waited behind none: the note says who held last: "released X" or, still, "held X"
  *   (X never released: vanished); no note, no predecessor.
- * A holder that leaves no note and was gone before this acquire queued is not seen. */
+ * A holder that leaves no note and was gone before this acquire queued is not seen.
+ *
+ * A holder that lost its lock (its node went without its release) may say so
+ * afterwards (zkl_lock_tell_lost()): "lost <node>", written only while the note still
+ * says "held <node>" (a versioned set), so never over a later holder's note. A holder
+ * that reads it is told VANISHED (no release note) with the end "lost"; one that took
+ * the lock before it was written is told VANISHED alone. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +41,7 @@ _Static_assert(sizeof ((struct zkl_node *)0)->note_end == ZKL_END_MAX,
 
 static const char held_word[] = "held ";
 static const char released_word[] = "released ";
+static const char lost_word[] = "lost ";
 
 /* Whether the note (data, len) is word followed by a node name, which it copies to who,
  * and, after a "released" name, optionally a newline and how the hold ended (printable
@@ -105,7 +112,9 @@ zkl_previous zkl__previous_decide_end(const char *note, size_t len, const char *
 			copy_name(who, size, pred);
 			return ZKL_PREVIOUS_RELEASED;
 		}
-		copy_name(end, endsize, "");
+		const bool lost = note && note_says(note, len, lost_word, named, sizeof named,
+		                                    NULL, 0) && strcmp(named, pred) == 0;
+		copy_name(end, endsize, lost ? "lost" : "");
 		copy_name(who, size, pred);
 		return ZKL_PREVIOUS_VANISHED;
 	}
@@ -118,6 +127,12 @@ zkl_previous zkl__previous_decide_end(const char *note, size_t len, const char *
 	if (note_says(note, len, held_word, named, sizeof named, NULL, 0) &&
 	    strcmp(named, self) != 0) {
 		copy_name(who, size, named);
+		return ZKL_PREVIOUS_VANISHED;
+	}
+	if (note_says(note, len, lost_word, named, sizeof named, NULL, 0) &&
+	    strcmp(named, self) != 0) {
+		copy_name(who, size, named);
+		copy_name(end, endsize, "lost");
 		return ZKL_PREVIOUS_VANISHED;
 	}
 	/* Unreadable (not written by zklocks), or our own: it proves nothing. */
@@ -315,6 +330,74 @@ int zkl_lock_set_end(zkl_lock *l, const char *end)
 		snprintf(a->node.note_end, sizeof a->node.note_end, "%s", e);
 	pthread_mutex_unlock(l->mu);
 	return rc == 0 ? 0 : tracked_fail(l, rc);
+}
+
+int zkl_lock_tell_lost(zkl_lock *l, int timeout_ms, bool *told)
+{
+	zkl__clear_error();
+	if (told)
+		*told = false;
+	if (!l)
+		return zkl__fail(ZKL_EINVAL, "lock is NULL");
+	if (timeout_ms < ZKL_WAIT_FOREVER)
+		return zkl__fail(ZKL_EINVAL, "timeout_ms %d is below -1", timeout_ms);
+	pthread_mutex_lock(l->mu);
+	const bool track = l->track && l->ops->own;
+	struct zkl_acq *a = track ? l->ops->own(l) : NULL;
+	int rc = !track ? ZKL_EINVAL
+	         : !a || !a->prev_known || !a->node.path || !a->node.note ? ZKL_ENOTHELD
+	         : !zkl__hold_lost(a->node.hold) ? ZKL_EBUSY : 0;
+	char self[96] = "", *note = NULL;
+	if (rc == 0) {
+		const char *slash = strrchr(a->node.path, '/');
+		snprintf(self, sizeof self, "%s", slash ? slash + 1 : a->node.path);
+		if (!(note = strdup(a->node.note)))
+			rc = ZKL_ENOMEM;
+	}
+	pthread_mutex_unlock(l->mu);
+	if (rc == ZKL_EINVAL)
+		return tracked_fail(l, rc);
+	if (rc == ZKL_ENOTHELD)
+		return zkl__fail(rc, "%s %s has no hold of the calling thread that tracks its "
+		                "holders", l->kind, l->path);
+	if (rc == ZKL_EBUSY)
+		return zkl__fail(rc, "%s %s is still held: a hold that is not lost is released "
+		                "(its release leaves the note)", l->kind, l->path);
+	if (rc == ZKL_ENOMEM)
+		return zkl__fail(rc, "out of memory");
+	if (zkl__is_loop_thread(l->c)) {
+		free(note);
+		return zkl__fail(ZKL_EDEADLK, "a note is written on a thread that runs the "
+		                "client's loop, which never waits for the server");
+	}
+	/* Only over our own "held": read it with its version, set it at that version. */
+	const int64_t deadline = zkl__deadline(timeout_ms);
+	struct zkl_req get = {.kind = ZKL_OP_GET, .path = note};
+	struct zkl_op *op = NULL;
+	int zrc = zkl__request(l->c, &get, deadline, &op);
+	char named[96];
+	bool ours = zrc == ZOK && note_says(op->value, op->value_len > 0 ? (size_t)op->value_len
+	                                    : 0, held_word, named, sizeof named, NULL, 0) &&
+	            strcmp(named, self) == 0;
+	int32_t version = zrc == ZOK ? op->stat.version : -1;
+	if (op)
+		zkl__op_release(l->c, op);
+	rc = 0;
+	if (ours) {
+		char text[128];
+		int n = snprintf(text, sizeof text, "%s%s", lost_word, self);
+		struct zkl_req set = {.kind = ZKL_OP_SET, .path = note, .data = text, .len = n,
+		                      .version = version};
+		zrc = zkl__request(l->c, &set, deadline, NULL);
+		if (zrc == ZOK && told)
+			*told = true;
+	}
+	/* Moved on (another holder's note, a newer version) or deleted: nothing to say. */
+	if (zrc != ZOK && zrc != ZNONODE && zrc != ZBADVERSION)
+		rc = zrc < -1000 ? zkl__fail(zrc, "cannot write the note %s", note)
+		                 : zkl__fail_zk(zrc, "cannot write the note", note);
+	free(note);
+	return rc;
 }
 
 const char *zkl_previous_name(zkl_previous how)

@@ -125,6 +125,33 @@ static void test_end(void **state)
 	                                          sizeof end), ZKL_PREVIOUS_NONE);
 }
 
+/* A holder that lost its lock and said so: vanished (no release note), with the end
+ * "lost"; only for the node it names. */
+static void test_lost(void **state)
+{
+	(void)state;
+	char who[64], end[ZKL_END_MAX];
+	const char *n = "lost a-lock-1";
+	assert_int_equal(zkl__previous_decide_end(n, strlen(n), "", "me", who, sizeof who, end,
+	                                          sizeof end), ZKL_PREVIOUS_VANISHED);
+	assert_string_equal(who, "a-lock-1");
+	assert_string_equal(end, "lost");
+	assert_int_equal(zkl__previous_decide_end(n, strlen(n), "a-lock-1", "me", who, sizeof who,
+	                                          end, sizeof end), ZKL_PREVIOUS_VANISHED);
+	assert_string_equal(end, "lost");
+	assert_int_equal(zkl__previous_decide_end(n, strlen(n), "b-lock-2", "me", who, sizeof who,
+	                                          end, sizeof end), ZKL_PREVIOUS_VANISHED);
+	assert_string_equal(who, "b-lock-2");
+	assert_string_equal(end, "");
+	/* Our own, or with more after the name: proves nothing. */
+	n = "lost me";
+	assert_int_equal(zkl__previous_decide_end(n, strlen(n), "", "me", who, sizeof who, end,
+	                                          sizeof end), ZKL_PREVIOUS_NONE);
+	n = "lost a\nexited 0";
+	assert_int_equal(zkl__previous_decide_end(n, strlen(n), "", "me", who, sizeof who, end,
+	                                          sizeof end), ZKL_PREVIOUS_NONE);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -133,6 +160,7 @@ int main(void)
 		cmocka_unit_test(test_reader_ahead),
 		cmocka_unit_test(test_unreadable),
 		cmocka_unit_test(test_end),
+		cmocka_unit_test(test_lost),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -169,6 +169,46 @@ def previous_how_the_run_ended():
 
 
 @case
+def previous_lost():
+    """A holder whose node is deleted from outside while its command runs loses the lock:
+    zklock stops the command, exits 70 and says so in the note ("lost <node>"), so the
+    next run hears "lost", not "vanished". A holder that took the lock meanwhile keeps
+    its own note: the one that lost it never writes over it."""
+    p = lock_path("previous-lost")
+    k = kazoo_client()
+    try:
+        a = Proc(["-v", "--previous", "--kill-grace", "1", p, "--", "sleep", "600"])
+        a.wait_line(r"^zklock: acquired ")
+        node = status(p)[0][0]
+        k.delete(node)
+        check(a.wait(20) == 70, "holder: exit %s; %r" % (a.p.returncode, a.stderr()))
+        check("told the next holder of %s that the lock was lost" % p in a.stderr(),
+              "stderr %r" % a.stderr())
+        data = k.get(p + ".previous")[0].decode()
+        check(data == "lost " + node.rsplit("/", 1)[1], "the note %r" % data)
+        out, _, _ = expect(["--previous", p, "--"] + SHOW_PREVIOUS, 0)
+        check(out == "lost\n", "after a lost lock: ZKLOCK_PREVIOUS %r" % out)
+        # A later holder's note is left alone: the one that lost it cannot say so.
+        a = Proc(["-v", "--previous", "--kill-grace", "1", p, "--", "sleep", "600"])
+        a.wait_line(r"^zklock: acquired ")
+        node = status(p)[0][0]
+        b = Proc(["--previous", p, "--", "sh", "-c", 'echo "$ZKLOCK_PREVIOUS"; exec sleep 600'])
+        waiter_queued(p, b, 1)
+        k.delete(node)
+        line = b.wait_line(r"^\w+$", stream="out", timeout=20)
+        # "lost" if the holder said so before the waiter read the note, else "vanished".
+        check(line in ("vanished", "lost"), "the waiter behind it: %r" % line)
+        check(a.wait(20) == 70, "holder: exit %s; %r" % (a.p.returncode, a.stderr()))
+        check(k.get(p + ".previous")[0].decode().startswith("held "),
+              "the note of the new holder was written over: %r" % k.get(p + ".previous")[0])
+        b.signal(signal.SIGTERM)
+        b.wait(20)
+    finally:
+        k.stop()
+        k.close()
+
+
+@case
 def lock_delay_ends_on_signal():
     """SIGTERM during --lock-delay: zklock exits 143 at once, the command never starts,
     and the lock is free."""

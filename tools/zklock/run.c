@@ -183,13 +183,13 @@ static bool acquire(const struct opts *o, struct lock *lk, int *status, pthread_
 static void previous_said(struct lock *lk, zkl_previous how)
 {
 	char end[ZKL_END_MAX] = "";
-	if (how == ZKL_PREVIOUS_RELEASED && zkl_lock_previous_end(lk->l, end, sizeof end) != 0)
+	if (how != ZKL_PREVIOUS_NONE && zkl_lock_previous_end(lk->l, end, sizeof end) != 0)
 		end[0] = '\0';
 	snprintf(lk->previous_buf, sizeof lk->previous_buf, "%s",
 	         *end ? end : zkl_previous_name(how));
 	lk->previous = lk->previous_buf;
 	snprintf(lk->passed_on, sizeof lk->passed_on, "%s",
-	         how == ZKL_PREVIOUS_VANISHED ? "vanished" : end);
+	         how == ZKL_PREVIOUS_VANISHED && !*end ? "vanished" : end);
 }
 
 /* A hold that ends before its command runs (--once-per skipped it, it could not tell
@@ -252,8 +252,8 @@ static int previous_holder(const struct opts *o, struct lock *lk)
 /* How the command ended, for the note our release leaves (--previous): "exited N",
  * "signal N", "max-runtime" or "revoked"; if it never ran, what the holder before said
  * (its end, or "vanished"), so that a run that skipped or stopped early hides nothing. A
- * lock lost leaves no note (its node went without one): the next holder hears
- * "vanished". */
+ * lock lost leaves no release note (its node went without one): tell_lost() says
+ * "lost" if it still can, else the next holder hears "vanished". */
 static void tell_end(const struct opts *o, struct lock *lk, const struct outcome *out)
 {
 	(void)o;
@@ -273,6 +273,21 @@ static void tell_end(const struct opts *o, struct lock *lk, const struct outcome
 	else
 		end[0] = '\0'; /* not known (the watchdog could not be started) */
 	(void)zkl_lock_set_end(lk->l, end); /* ZKL_ENOTHELD once lost: no note then */
+}
+
+/* The lock was lost while the command ran (and it is stopped): if no holder has taken
+ * the lock since, the note says so, and the next holder hears "lost" rather than
+ * "vanished". At most a session timeout: the next run must not wait for it. */
+static void tell_lost(const struct opts *o, struct lock *lk)
+{
+	bool told = false;
+	int rc = zkl_lock_tell_lost(lk->l, zkl_client_session_timeout(lk->c), &told);
+	if (rc != 0 && o->verbose)
+		msg("cannot tell the next holder of %s that the lock was lost: %s", o->path,
+		    zkl_last_error());
+	else if (o->verbose)
+		msg("%s the next holder of %s that the lock was lost", told ? "told" : "did not "
+		    "tell (another holder took it meanwhile)", o->path);
 }
 
 /* Holds the lock (acquired) through the command; releases it. Sets *again for a
@@ -363,6 +378,13 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 	}
 	free(rec);
 
+	if (!released && lk->tracked) {
+		pthread_mutex_lock(&st.mu);
+		bool was_lost = st.lost || out.lost;
+		pthread_mutex_unlock(&st.mu);
+		if (was_lost)
+			tell_lost(o, lk);
+	}
 	if (!released)
 		rc = zkl_lock_release(lk->l);
 	rep->hold_s = seconds_since(held_at);
