@@ -254,9 +254,8 @@ static int previous_holder(const struct opts *o, struct lock *lk)
  * (its end, or "vanished"), so that a run that skipped or stopped early hides nothing. A
  * lock lost leaves no release note (its node went without one): tell_lost() says
  * "lost" if it still can, else the next holder hears "vanished". */
-static void tell_end(const struct opts *o, struct lock *lk, const struct outcome *out)
+static void tell_end(struct lock *lk, const struct outcome *out)
 {
-	(void)o;
 	if (!lk->tracked)
 		return;
 	char end[ZKL_END_MAX];
@@ -354,7 +353,7 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 	}
 
 	struct outcome out = run_command(o, lk);
-	tell_end(o, lk, &out);
+	tell_end(lk, &out);
 	status = out.status;
 	rep->ran = out.ran;
 	rep->max_runtime = out.max_runtime;
