@@ -192,6 +192,39 @@ ZKL_API int zkl_lock_track_previous(zkl_lock *l, bool on);
  * node is cut short. No round trip: the answer was read at the acquire. */
 ZKL_API int zkl_lock_previous(zkl_lock *l, zkl_previous *how, char *node, size_t size);
 
+/* How a holder ended, as its release's note says it: the longest, its NUL included. */
+#define ZKL_END_MAX 48
+
+/* Says how the calling thread's tracking hold of l ended (end: at most ZKL_END_MAX - 1
+ * bytes of printable ASCII, such as "exited 0"; NULL or "": nothing), for the note its
+ * release writes: "released <node>" and, on a second line, end. The next holder reads
+ * it with zkl_lock_previous_end(). The last call before the release counts. A reader
+ * of an older zklocks takes a note with an end for no release note (vanished, or none).
+ * Returns 0; ZKL_EINVAL (l NULL, end too long or not printable, or l does not track:
+ * zkl_lock_track_previous()), ZKL_ENOTHELD (not held by the calling thread, or lost).
+ * No round trip. */
+ZKL_API int zkl_lock_set_end(zkl_lock *l, const char *end);
+
+/* How the holder before the calling thread's hold of l said it ended (zkl_lock_set_end())
+ * into end (size bytes, cut short if longer): "" when it said nothing; "lost" when it
+ * did not release but said it lost its lock (zkl_lock_tell_lost(); zkl_lock_previous()
+ * says ZKL_PREVIOUS_VANISHED); "" after another holder that did not release. Returns as
+ * zkl_lock_previous(). No round trip. */
+ZKL_API int zkl_lock_previous_end(zkl_lock *l, char *end, size_t size);
+
+/* After the calling thread's tracking hold of l was lost (its node went without its
+ * release: an expired session, a node deleted from outside) and before it is released:
+ * writes "lost <node>" to the note if the note still says that this hold holds the lock
+ * (a versioned set), so that a later holder learns that its holder lost it (end "lost",
+ * zkl_lock_previous_end()) rather than only that it vanished. A holder that took the
+ * lock meanwhile has written its own note, which is left alone (*told false). Waits at
+ * most timeout_ms (ZKL_WAIT_FOREVER: no limit). Returns 0 (*told, if not NULL: whether
+ * it was written); ZKL_EINVAL (l NULL, l does not track, timeout_ms below -1),
+ * ZKL_ENOTHELD (no such hold), ZKL_EBUSY (the hold is not lost: release it), ZKL_EDEADLK
+ * (on a thread that runs the client's loop), ZKL_ETIMEDOUT, ZKL_ECONNLOSS, ZKL_ECLOSED,
+ * ZKL_EACL, ZKL_ENOMEM, ZKL_EZK. */
+ZKL_API int zkl_lock_tell_lost(zkl_lock *l, int timeout_ms, bool *told);
+
 /* "none", "released", "vanished"; NULL for a value out of range. */
 ZKL_API const char *zkl_previous_name(zkl_previous how);
 /* ---- Writes that only a holder can make ----

@@ -259,9 +259,11 @@ static int delete_step(zkl_client *c, struct zkl_job *j)
 		if (!d->op) {
 			/* The caller's operations, then the delete, then a tracking hold's note,
 			 * all in one transaction. */
-			char note[128];
-			int n = node->note ? snprintf(note, sizeof note, "released %s",
-			                              zkl__basename(node->path)) : 0;
+			char note[192];
+			int n = node->note ? snprintf(note, sizeof note, "released %s%s%s",
+			                              zkl__basename(node->path),
+			                              node->note_end[0] ? "\n" : "",
+			                              node->note_end) : 0;
 			const bool noted = node->note && n > 0 && (size_t)n < sizeof note;
 			const int total = d->nsubs + 1 + noted;
 			struct zkl_mop *subs = calloc((size_t)total, sizeof *subs);

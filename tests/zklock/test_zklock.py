@@ -443,6 +443,22 @@ def cannot_connect():
 
 
 @case
+def secure_options_in_a_build_without():
+    """A zklock built on a C client without TLS or SASL (Debian's) refuses --tls-ca and
+    --sasl-mechanism (exit 70) with a whole message that says what the user of a
+    package can do, not only how to build from source."""
+    for args, advice in ((["--tls-ca", "/dev/null"], "through a TLS tunnel on this host"),
+                         (["--sasl-mechanism", "DIGEST-MD5", "--sasl-user", "bob",
+                           "--sasl-password-file", "/dev/null"], "auth = user:password")):
+        rc, out, err, _ = run(args + [lock_path("secure"), "--", "true"])
+        if not re.search(r"without (it|TLS|SASL)\b", err):
+            raise Skip("this build has TLS and SASL")
+        check(rc == 70 and advice in err and err.rstrip().endswith(
+            '"Secure connections").') and "..." not in err,
+              "%s: exit %s, stderr %r" % (args[0], rc, err))
+
+
+@case
 def usage_errors():
     hint = "zklock --help"
     p = lock_path("usage")
@@ -1647,25 +1663,29 @@ def once_per_record_shown_and_forgotten():
     # The server's clock is this host's here: the run was asked for between t0 and t1.
     check(t0 - 2 <= at <= t1 + 1, "last run at %s, not between %s and %s" %
           (rec["since"], t0, t1))
-    check(rec["token"] == "-" and rec["deadline"] == "-", "record line %r" % rec)
+    # started: when it asked for the lock; finished: when its release wrote the record.
+    done = calendar.timegm(time.strptime(rec["token"][:19], "%Y-%m-%dT%H:%M:%S"))
+    check(at <= done <= t1 + 1 and rec["deadline"] == "-", "record line %r" % rec)
     check(last_run_line(p + ".last-run") == rec, "status of the record itself: %r" %
           last_run_line(p + ".last-run"))
     rc, out, err, _ = run(["status", "--json", p])
     j = json.loads(out)
     check(j["nodes"] == [] and j["last_run"]["node"] == p + ".last-run" and
-          j["last_run"]["pid"] == x.pid and j["last_run"]["at"] == rec["since"],
-          "status --json: %r" % out)
+          j["last_run"]["pid"] == x.pid and j["last_run"]["started"] == rec["since"] and
+          j["last_run"]["finished"] == rec["token"], "status --json: %r" % out)
     # list shows the record of a lock in use.
     h = holder(p)
     try:
         rc, out, err, _ = run(["list", lock_path("once-rec")])
-        check(rc == 0 and "%s.last-run\trecord\t-\t-\t%s at %s" % (p, rec["data"],
-                                                                rec["since"]) in out,
-              "list: %r %r" % (out, err))
+        check(rc == 0 and "%s.last-run\trecord\t-\t-\t%s, started %s, finished %s" % (
+            p, rec["data"], rec["since"], rec["token"]) in out, "list: %r %r" % (out, err))
     finally:
         h.release()
     check(h.wait() == 0, "holder exit %s" % h.p.returncode)
-    expect(["--once-per", "1d", p, "--"] + cmd, 0, stderr_has="already ran")
+    # The skip message names the same two times as status: started and finished.
+    expect(["--once-per", "1d", p, "--"] + cmd, 0,
+           stderr_has="already ran (started %s, finished %s, by %s)" %
+           (rec["since"], rec["token"], rec["data"]))
     # The record keeps its folder; forget deletes it, and the folder goes with it.
     k = kazoo_client()
     try:

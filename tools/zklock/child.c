@@ -176,7 +176,7 @@ static bool before(struct timespec a, struct timespec b)
 /* Runs the command while the lock is held. */
 struct outcome run_command(const struct opts *o, struct lock *lk)
 {
-	struct outcome out = { EXIT_SOFTWARE, false, false, false, false, false };
+	struct outcome out = { .status = EXIT_SOFTWARE, .code = -1 };
 	char *var = NULL;
 	/* The command starts only with a real fencing token, on a session short of its loss
 	 * deadline; the watchdog enforces that deadline from then on. */
@@ -414,9 +414,9 @@ struct outcome run_command(const struct opts *o, struct lock *lk)
 	if (wd_dead && !out.lost)
 		return out; /* EXIT_SOFTWARE: the command was killed for want of a watchdog */
 	if (exited && WIFEXITED(wst))
-		out.status = WEXITSTATUS(wst);
+		out.status = out.code = WEXITSTATUS(wst);
 	else if (exited && WIFSIGNALED(wst))
-		out.status = 128 + WTERMSIG(wst);
+		out.status = 128 + (out.sig = WTERMSIG(wst));
 	return out;
 }
 

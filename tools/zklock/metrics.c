@@ -8,10 +8,11 @@
  * the command's name). Every gauge is written every time, with 0 for what did not happen,
  * so that an alert on a value never sees a series vanish.
  *
- * The last successful run's time is the server's: with --once-per the mtime of its
- * record (written at the end of the run, by whichever host ran it), else the creation
- * time of our lock node (when the successful run asked for the lock). A run that did not
- * succeed carries the previous value over from the file it replaces. */
+ * The last successful run's time is when it finished, on the server's clock: with
+ * --once-per the mtime of its record (written by the release, by whichever host ran
+ * it), else the creation time of our lock node plus the run's wait and hold as this
+ * host measured them. A run that did not succeed carries the previous value over from
+ * the file it replaces; 0 until a run has succeeded (the series is always there). */
 #include "zklock.h"
 
 #include <errno.h>
@@ -143,10 +144,9 @@ bool metrics_write(const struct opts *o, const struct report *r)
 	       r->max_runtime);
 	gauge1(f, o, "zklock_warn_after_exceeded",
 	       "Whether the last run's command ran past --warn-after.", r->warned);
-	if (success > 0)
-		gauge1(f, o, LAST_SUCCESS,
-		       "Server time of the last successful run, in seconds since the epoch.",
-		       (double)success / 1000.0);
+	gauge1(f, o, LAST_SUCCESS,
+	       "Server time at which the last successful run finished, in seconds since the "
+	       "epoch (0: none yet).", success > 0 ? (double)success / 1000.0 : 0.0);
 	bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
 	int e = errno;
 	if (fclose(f) != 0 && ok) {

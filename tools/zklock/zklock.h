@@ -49,8 +49,9 @@ enum {
 #define DEFAULT_SERVERS "127.0.0.1:2181"
 #define DEFAULT_KILL_GRACE_MS 10000
 #define DEFAULT_TOKEN_ENV "ZKLOCK_TOKEN"
-/* How the previous holder left, for the command of an exclusive lock: "released",
- * "vanished" or "none" (zkl_previous_name()). */
+/* How the previous holder left, for the command of an exclusive lock: how its command
+ * ended as its release said it ("exited N", "signal N", "max-runtime", "revoked"),
+ * "released" (its release said nothing of it), "vanished" or "none". */
 #define PREVIOUS_ENV "ZKLOCK_PREVIOUS"
 #define SYSTEM_CONFIG "/etc/zklock.conf"
 
@@ -200,6 +201,9 @@ void on_state(zkl_client *c, zkl_state state, void *data);
 int inspect_path(zkl_client *c, const char *path, zkl_inspection **in);
 /* The same for every lock in use under prefix (zkl_inspect_prefix()). */
 int inspect_prefix(zkl_client *c, const char *prefix, zkl_inspection **in);
+/* The --once-per records under prefix, whether their locks are in use or not
+ * (zkl_record_find(): *paths is the caller's to free()). */
+int find_records(zkl_client *c, const char *prefix, char ***paths, size_t *n);
 
 /* The k-th node of lock li of in (k < li->count). */
 static inline const zkl_node_info *lock_node(const zkl_inspection *in,
@@ -236,7 +240,11 @@ struct lock {
 	void (*handle_free)(void *handle);
 	char id[300];          /* our node data: "<host>:<pid>" */
 	bool tracked;          /* how the previous holder left is told (exclusive kinds) */
-	const char *previous;  /* for the command: zkl_previous_name(), or NULL (untracked) */
+	const char *previous;  /* for the command: previous_buf, or NULL (untracked) */
+	char previous_buf[ZKL_END_MAX];
+	/* How the last command that ran under the lock ended, as the holder before said
+	 * (its end, or "vanished"): what our release passes on if our command never ran. */
+	char passed_on[ZKL_END_MAX];
 };
 
 /* Makes the handle. Returns 0 or an exit code after reporting. */
@@ -290,6 +298,8 @@ struct outcome {
 	bool lost;    /* the lock was lost meanwhile */
 	bool revoked; /* revocation was asked */
 	bool max_runtime; /* it ran past --max-runtime and was stopped */
+	int code;     /* the command's exit status, or -1 */
+	int sig;      /* the signal that ended the command, or 0 */
 	bool warned;  /* it ran past --warn-after */
 };
 
@@ -319,7 +329,10 @@ int once_record(struct lock *lk, const char *rec, int64_t arrival, bool exists,
 /* The --once-per record of a lock path, as status and list show it. */
 struct last_run {
 	char *node;     /* the record's path (malloc'ed) */
-	int64_t at_ms;  /* the last run, server's clock (when its lock was asked for) */
+	/* The last successful run, on the server's clock: when it started (asked for the
+	 * lock: its lock node's creation, as the record says; 0 if the record does not
+	 * say) and when it finished (released the lock: the record's write). */
+	int64_t started_ms, finished_ms;
 	char by[300];   /* who ran it: zklock's "<host>:<pid>" */
 	bool found;
 };
