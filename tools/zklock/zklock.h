@@ -13,6 +13,8 @@
  *   watchdog.c  the process that ends the command's group if zklock cannot
  *   deadline.c  the loss deadline a holder publishes for `status` on its host
  *   once.c      --once-per: the record of the last run; `zklock forget`
+ *   schedule.c  cron expressions and time zones: the schedule times around an instant
+ *               (schedule.h; self-contained)
  *   metrics.c   --metrics-file: the run in Prometheus' text format
  *   notify.c    systemd's notification socket (READY=1, STATUS=, EXTEND_TIMEOUT_USEC=)
  *   output.c    messages, text and JSON
