@@ -15,6 +15,7 @@ second server of its own without them (ZKL_ZK_EXTENDED_TYPES=0).
 
 import calendar
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -93,7 +94,7 @@ def hold_outlives_its_command_and_release_ends_it():
           (w.p.returncode, w.stderr()))
     check(ran("outlives") == 1, "the queued job ran %d times" % ran("outlives"))
     check(hold_line(p) is None, "status still shows a hold")
-    expect(["release", p], 0, stderr_has="%s has no maintenance hold" % p)
+    expect(["release", p], 1, stderr_has="%s has no maintenance hold" % p)
 
 
 @case
@@ -140,6 +141,25 @@ def hold_waits_its_turn():
     expect(["release", p], 0)
     check(w.wait() == 0, "the job: exit %s" % w.p.returncode)
     check(ran("turn") == 1, "the job ran %d times" % ran("turn"))
+
+
+@case
+def hold_signal_while_waiting():
+    """SIGTERM to a hold waiting behind a holder: it withdraws from the queue and exits
+    143; nothing is held once the holder goes."""
+    p = lock_path("signal")
+    h = holder(p)
+    hd = Proc(["hold", p, "--for", "1h", "--reason", "r"])
+    waiter_queued(p, hd, 1)
+    hd.signal(signal.SIGTERM)
+    check(hd.wait() == 128 + signal.SIGTERM, "hold: exit %s, expected 143; stderr %r" %
+          (hd.p.returncode, hd.stderr()))
+    nodes = status_lines(p)
+    check(len(nodes) == 1 and nodes[0]["role"] == "holder", "the queue %r" % nodes)
+    h.release()
+    check(h.wait() == 0, "holder: exit %s" % h.p.returncode)
+    expect(["-n", p, "--", "true"], 0)
+    check(hold_line(p) is None, "a hold after the signal")
 
 
 @case

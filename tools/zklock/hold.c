@@ -15,7 +15,9 @@
 #include "zklock.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -115,22 +117,92 @@ static void who(char *out, size_t size)
 	}
 }
 
+/* SIGINT, SIGTERM and SIGHUP while hold connects end it (nothing is queued yet); while
+ * it waits, withdraw from the queue (exit 128+N); once it holds, they wait for the hand
+ * over to end, which takes two round trips. */
+static struct {
+	pthread_mutex_t mu;
+	enum { HS_CONNECTING, HS_WAITING, HS_HOLDING, HS_EXIT } phase;
+	zkl_lock *l;
+	int sig;
+} hs = { PTHREAD_MUTEX_INITIALIZER, HS_CONNECTING, NULL, 0 };
+
+static void *hold_signals(void *arg)
+{
+	const sigset_t *set = arg;
+	for (;;) {
+		int sig = sigwaitinfo(set, NULL);
+		if (sig < 0)
+			continue; /* EINTR */
+		pthread_mutex_lock(&hs.mu);
+		if (hs.phase == HS_EXIT) {
+			pthread_mutex_unlock(&hs.mu);
+			return NULL;
+		}
+		if (hs.phase == HS_CONNECTING)
+			_exit(128 + sig);
+		if (hs.sig == 0)
+			hs.sig = sig;
+		if (hs.phase == HS_WAITING)
+			zkl_lock_cancel(hs.l);
+		pthread_mutex_unlock(&hs.mu);
+	}
+}
+
+static void hold_phase(int phase, zkl_lock *l)
+{
+	pthread_mutex_lock(&hs.mu);
+	hs.phase = phase;
+	hs.l = l;
+	pthread_mutex_unlock(&hs.mu);
+}
+
+static int hold_acquire_keep(const struct opts *o, zkl_client *c);
+
 int run_hold(const struct opts *o)
 {
+	static sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	/* Blocked before the client's threads start, which inherit it. */
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	pthread_t tid;
+	bool threaded = pthread_create(&tid, NULL, hold_signals, &set) == 0;
 	zkl_client *c = NULL;
 	int status = open_client(o, &c);
+	if (status == 0) {
+		status = hold_acquire_keep(o, c);
+		zkl_client_close(c);
+	}
+	hold_phase(HS_EXIT, NULL);
+	if (threaded) {
+		pthread_kill(tid, SIGHUP); /* wakes it to see HS_EXIT */
+		pthread_join(tid, NULL);
+	}
+	return status;
+}
+
+static int hold_acquire_keep(const struct opts *o, zkl_client *c)
+{
+	struct lock lk;
+	int status = lock_new(o, c, &lk);
 	if (status != 0)
 		return status;
-	struct lock lk;
-	status = lock_new(o, c, &lk);
-	if (status != 0) {
-		zkl_client_close(c);
-		return status;
-	}
+	hold_phase(HS_WAITING, lk.l);
 	int rc = zkl_lock_acquire(lk.l, o->wait_ms);
 	char detail[512];
 	snprintf(detail, sizeof detail, "%s", zkl_last_error());
-	if (rc == ZKL_ETIMEDOUT) {
+	pthread_mutex_lock(&hs.mu);
+	hs.phase = HS_HOLDING;
+	int sig = hs.sig;
+	pthread_mutex_unlock(&hs.mu);
+	if (rc != 0 && sig != 0) {
+		if (o->verbose)
+			msg("interrupted by signal %d; withdrew from the queue of %s", sig, o->path);
+		status = 128 + sig;
+	} else if (rc == ZKL_ETIMEDOUT) {
 		char holder[300];
 		status = o->conflict_code;
 		if (o->quiet)
@@ -148,7 +220,6 @@ int run_hold(const struct opts *o)
 	}
 	if (status != 0) {
 		lock_free(&lk);
-		zkl_client_close(c);
 		return status;
 	}
 	char by[300], data[1200], node[ZKL_PATH_MAX + 1];
@@ -187,7 +258,6 @@ int run_hold(const struct opts *o)
 		format_utc(at, sizeof at, until);
 		msg("holding %s until %s (server time): %s", o->path, at, node);
 	}
-	zkl_client_close(c);
 	return status;
 }
 
@@ -221,8 +291,11 @@ int run_release(const struct opts *o)
 			status = report_failure("releasing the hold", n->path, rc);
 		}
 	}
-	if (status == 0 && released == 0 && !o->quiet)
-		msg("%s has no maintenance hold", o->path);
+	if (status == 0 && released == 0) {
+		if (!o->quiet)
+			msg("%s has no maintenance hold", o->path);
+		status = 1;
+	}
 	zkl_inspection_free(in);
 	zkl_client_close(c);
 	return status;
