@@ -15,6 +15,7 @@ second server of its own without them (ZKL_ZK_EXTENDED_TYPES=0).
 
 import calendar
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -200,6 +201,34 @@ def curator_waits_behind_a_hold():
         c.expect("w released")
     finally:
         c.close()
+
+
+@case
+def kazoo_waits_behind_a_hold():
+    """With --naming kazoo the hold's node has kazoo's name (uuid hex, __lock__, the
+    number of the node it replaced), and a kazoo Lock waits behind it: a timed acquire
+    fails while it stands and succeeds once it is released."""
+    p = lock_path("kazoo")
+    expect(["hold", "--naming", "kazoo", p, "--for", "10m", "--reason", "kazoo"], 0)
+    nodes = status_lines(p)
+    check(len(nodes) == 1 and nodes[0]["layout"] == "kazoo-lock" and
+          re.search(r"/[0-9a-f]{32}__lock__\d{10}$", nodes[0]["node"]),
+          "the hold's node with kazoo's naming: %r" % nodes)
+    k = z.kazoo_client()
+    try:
+        from kazoo.exceptions import LockTimeout
+        lock = k.Lock(p, "kazoo-peer")
+        try:
+            got = lock.acquire(timeout=1.5)
+        except LockTimeout:
+            got = False
+        check(not got, "kazoo got the lock under the hold")
+        expect(["release", p], 0)
+        check(lock.acquire(timeout=20), "kazoo did not get the lock after the release")
+        lock.release()
+    finally:
+        k.stop()
+        k.close()
 
 
 @case
