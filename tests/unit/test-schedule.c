@@ -26,9 +26,11 @@ static int64_t at(const char *iso)
 	return (int64_t)timegm(&tm);
 }
 
+/* Parses expr into s, freeing what s held before (each test's s starts zeroed). */
 static void parse_ok(struct schedule *s, const char *expr)
 {
 	char err[256] = "";
+	schedule_free(s);
 	if (schedule_parse(s, expr, err, sizeof err) != 0)
 		fail_msg("\"%s\" does not parse: %s", expr, err);
 }
@@ -43,7 +45,7 @@ static void zone_ok(struct schedule *s, const char *zone)
 /* Parses expr, which must fail with a message containing each of the words. */
 static void parse_bad(const char *expr, ...)
 {
-	struct schedule s;
+	struct schedule s = {0};
 	char err[256] = "";
 	if (schedule_parse(&s, expr, err, sizeof err) == 0)
 		fail_msg("\"%s\" parses", expr);
@@ -73,7 +75,7 @@ static int64_t next(const struct schedule *s, const char *iso)
 static void test_fields(void **state)
 {
 	(void)state;
-	struct schedule s;
+	struct schedule s = {0};
 	parse_ok(&s, "*/15 * * * *");
 	assert_int_equal(s.minutes, (1ull << 0) | (1ull << 15) | (1ull << 30) | (1ull << 45));
 	assert_int_equal(s.hours, 0xffffffu);
@@ -127,7 +129,7 @@ static void test_errors(void **state)
 	parse_bad("0 0 31 4,6,9,11 *", "day-of-month field \"31\"", NULL);
 	/* Not refused: February 29th comes, and with the day-of-week restricted too, either
 	 * day matches (Vixie cron's rule). */
-	struct schedule s;
+	struct schedule s = {0};
 	parse_ok(&s, "0 0 29 2 *");
 	parse_ok(&s, "0 0 30 2 MON");
 	char err[256];
@@ -146,7 +148,7 @@ static void test_errors(void **state)
 static void test_utc(void **state)
 {
 	(void)state;
-	struct schedule s;
+	struct schedule s = {0};
 	parse_ok(&s, "0 3,15 * * *");
 	assert_int_equal(prev(&s, "2024-05-01T12:00"), at("2024-05-01T03:00"));
 	assert_int_equal(next(&s, "2024-05-01T12:00"), at("2024-05-01T15:00"));
@@ -185,7 +187,7 @@ static void test_utc(void **state)
 static void test_slots(void **state)
 {
 	(void)state;
-	struct schedule s;
+	struct schedule s = {0};
 	int64_t out[8];
 	parse_ok(&s, "*/15 * * * *");
 	/* (A, B]: A excluded, B included. */
@@ -218,7 +220,7 @@ static void test_slots(void **state)
 static void test_berlin(void **state)
 {
 	(void)state;
-	struct schedule s;
+	struct schedule s = {0};
 	int64_t out[8];
 	/* Fixed wall time. 2024-03-31: 02:00 CET became 03:00 CEST at 01:00Z, 02:30 never
 	 * came: the slot is the change itself. 2024-10-27: 03:00 CEST became 02:00 CET at
@@ -268,7 +270,7 @@ static void test_berlin(void **state)
 static void test_southern_and_fixed(void **state)
 {
 	(void)state;
-	struct schedule s;
+	struct schedule s = {0};
 	int64_t out[8];
 	/* Sydney: 2024-04-07 03:00 AEDT became 02:00 AEST at 2024-04-06T16:00Z. */
 	parse_ok(&s, "30 2 * * *");
@@ -314,7 +316,7 @@ static void test_rule_only(void **state)
 	}
 	memcpy(f + n, footer, sizeof footer - 1);
 	n += sizeof footer - 1;
-	struct schedule s;
+	struct schedule s = {0};
 	parse_ok(&s, "0 12 * * *");
 	char err[128];
 	if (schedule_set_zone_tzif(&s, f, n, err, sizeof err) != 0)
