@@ -16,7 +16,8 @@
  *   hold.c      `zklock hold` (a maintenance hold, kept by the server for a time) and
  *               `zklock release`
  *   schedule.c  cron expressions and time zones: the schedule times around an instant
- *               (schedule.h; self-contained)
+ *               (schedule.h; self-contained); slot.c what a scheduled run does in its
+ *               slot: run, done, too late, and the slots missed (slot.h; pure)
  *   metrics.c   --metrics-file: the run in Prometheus' text format
  *   notify.c    systemd's notification socket (READY=1, STATUS=, EXTEND_TIMEOUT_USEC=)
  *   output.c    messages, text and JSON
