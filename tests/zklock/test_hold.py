@@ -98,6 +98,47 @@ def hold_outlives_its_command_and_release_ends_it():
     expect(["release", p], 1, stderr_has="%s has no maintenance hold" % p)
 
 
+GUIDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                     "GUIDE.md")
+
+
+@case
+def guide_hold_sample_is_real():
+    """GUIDE's sample of a hold in `zklock status` (its node's line and its .hold line)
+    has the fields and forms that the tool prints for a hold."""
+    with open(GUIDE, encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(r"^(/\S+)\.hold\t.*$", text, flags=re.M)
+    check(m is not None, "GUIDE.md has no .hold line of zklock status")
+    base = m.group(1)
+    node_line = re.search(r"^%s/\S+\tzklock-hold .*$" % re.escape(base), text, flags=re.M)
+    check(node_line is not None, "GUIDE.md has no line of the hold's node")
+    sample = [node_line.group(0).split("\t"), m.group(0).split("\t")]
+    p = lock_path("guide-hold")
+    expect(["hold", p, "--for", "2h", "--reason", "moving the database to db2"], 0)
+    rc, out, err, _ = run(["status", p])
+    expect(["release", p], 0)
+    real = [line.split("\t") for line in out.splitlines()]
+    iso = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"
+    name = r"_c_[0-9a-f-]{36}-lock-\d{10}"
+    forms = [[r"^%s/" + name + "$", r"^zklock-hold by=\S+@\S+ for=7200000 "
+              r"reason=moving the database to db2$", r"^holder$", r"^mutex$", r"^-$", r"^-$",
+              iso, r"^\d+$", r"^-$"],
+             [r"^%s\.hold$", r"^moving the database to db2$", r"^hold$", r"^holding$",
+              r"^\S+@\S+$", r"^-$", iso, r"^-$", "^" + name + "$"]]
+    check(len(real) == 2, "status of a hold: %r" % real)
+    for which, lines, b in (("real", real, p), ("GUIDE", sample, base)):
+        for line, form in zip(lines, forms):
+            check(len(line) == 9, "%s: %r has not nine fields" % (which, line))
+            for value, f in zip(line, form):
+                f = f.replace("%s", re.escape(b))
+                check(re.match(f, value), "%s: %r is not of the form %s" % (which, value, f))
+        check(lines[1][8] == lines[0][0].rsplit("/", 1)[1], "%s: the .hold line names "
+              "another node: %r" % (which, lines))
+        check(utc_ms(lines[1][6]) - utc_ms(lines[0][6]) == 7200000,
+              "%s: until is not since + 2 h: %r" % (which, lines))
+
+
 @case
 def hold_ends_at_its_time():
     """A 3 s hold: a job waiting behind it (zklock -w 60) starts once the server has
