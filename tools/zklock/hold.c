@@ -170,6 +170,8 @@ int run_hold(const struct opts *o)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	pthread_t tid;
 	bool threaded = pthread_create(&tid, NULL, hold_signals, &set) == 0;
+	if (!threaded)
+		pthread_sigmask(SIG_UNBLOCK, &set, NULL); /* then they end it as by default */
 	zkl_client *c = NULL;
 	int status = open_client(o, &c);
 	if (status == 0) {
@@ -205,9 +207,9 @@ static int hold_acquire_keep(const struct opts *o, zkl_client *c)
 	} else if (rc == ZKL_ETIMEDOUT) {
 		char holder[300];
 		status = o->conflict_code;
-		if (o->quiet)
-			;
-		else if (describe_holder(&lk, holder, sizeof holder, NULL))
+		if (o->quiet) {
+			/* as a run: silent on conflict */
+		} else if (describe_holder(&lk, holder, sizeof holder, NULL))
 			msg("%s is held by %s; no hold taken (gave up after %g s)", o->path, holder,
 			    o->wait_s < 0 ? 0.0 : o->wait_s);
 		else
