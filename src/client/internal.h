@@ -495,6 +495,10 @@ struct zkl_op *zkl__op_create_followed(zkl_client *c, struct zkl_waiter *w, cons
                                       const void *data, int len, int mode, bool followed,
                                       int *err);
 void zkl__op_hasten(zkl_client *c, struct zkl_op *op);
+/* A create of a TTL mode, with its time to live (ms): ZKL_ENOTSUP where the ZooKeeper
+ * underneath has none. */
+struct zkl_op *zkl__op_create_ttl(zkl_client *c, struct zkl_waiter *w, const char *path,
+                                 const void *data, int len, int mode, int64_t ttl, int *err);
 struct zkl_op *zkl__op_delete(zkl_client *c, struct zkl_waiter *w, const char *path, int *err);
 /* A delete that fails (ZBADVERSION) unless the node's version is version (-1: any). */
 struct zkl_op *zkl__op_delete_at(zkl_client *c, struct zkl_waiter *w, const char *path,
@@ -531,6 +535,7 @@ struct zkl_req {
 	const void *data;   /* CREATE, SET */
 	int len;
 	int mode;           /* CREATE */
+	int64_t ttl;        /* CREATE of a TTL mode: its time to live (ms); 0 otherwise */
 	int version;        /* SET; DELETE with check_version */
 	bool check_version; /* DELETE: only of the node at version */
 	struct zkl_watch *watch; /* GET, EXISTS, CHILDREN: armed with the request */

@@ -270,6 +270,25 @@ struct zkl_op *zkl__op_create(zkl_client *c, struct zkl_waiter *w, const char *p
 	return zkl__op_create_followed(c, w, path, data, len, mode, false, err);
 }
 
+struct zkl_op *zkl__op_create_ttl(zkl_client *c, struct zkl_waiter *w, const char *path,
+                                 const void *data, int len, int mode, int64_t ttl, int *err)
+{
+	if (!c->zk->create_ttl) {
+		*err = zkl__fail(ZKL_ENOTSUP, "this ZooKeeper client makes no TTL nodes");
+		return NULL;
+	}
+	if ((*err = zkl__request_fits(c, ZKL_OP_CREATE, path, strlen(path), data ? len : -1)))
+		return NULL;
+	struct zkl_op *op = op_begin(c, w, ZKL_OP_CREATE, err);
+	if (!op)
+		return NULL;
+	int rc = c->zk->create_ttl(op->s->zh, path, data, len, c->acl, mode, ttl,
+	                           string_stat_done, op);
+	if (rc != ZOK)
+		op_refused(c, op, rc);
+	return op;
+}
+
 void zkl__op_hasten(zkl_client *c, struct zkl_op *op)
 {
 	atomic_store(&op->lazy, false);
@@ -587,6 +606,9 @@ struct zkl_op *zkl__op_send(zkl_client *c, struct zkl_waiter *w, const struct zk
 {
 	switch (r->kind) {
 	case ZKL_OP_CREATE:
+		if (r->ttl > 0)
+			return zkl__op_create_ttl(c, w, r->path, r->data, r->len, r->mode, r->ttl,
+			                          err);
 		return zkl__op_create(c, w, r->path, r->data, r->len, r->mode, err);
 	case ZKL_OP_DELETE:
 		return zkl__op_delete_at(c, w, r->path, r->check_version ? r->version : -1, err);
@@ -627,7 +649,7 @@ int zkl__ops_send_locked(zkl_client *c, struct zkl_waiter *w, const struct zkl_r
 		const struct zkl_req *r = &reqs[sent];
 		struct zkl_waiter *to = r->unbound ? NULL : w;
 		const bool followed = sent < n - 1;
-		ops[sent] = r->kind == ZKL_OP_CREATE
+		ops[sent] = r->kind == ZKL_OP_CREATE && r->ttl == 0
 		                    ? zkl__op_create_followed(c, to, r->path, r->data, r->len,
 		                                             r->mode, followed, err)
 		                    : zkl__op_send(c, to, r, err);

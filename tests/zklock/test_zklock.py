@@ -212,8 +212,8 @@ def status_lines(path):
     nodes = []
     for line in out.splitlines():
         fields = line.split("\t")
-        if fields[0] == path + ".last-run":
-            continue  # the --once-per record (last_run_line())
+        if fields[0] in (path + ".last-run", path + ".hold"):
+            continue  # the --once-per record (last_run_line()), a maintenance hold
         check(len(fields) == len(STATUS_FIELDS) and fields[0].startswith(path + "/"),
               "zklock status %s: bad line %r" % (path, line))
         nodes.append(dict(zip(STATUS_FIELDS, fields)))

@@ -48,6 +48,8 @@ enum {
 	OPT_LOCK_FOLDERS,
 	OPT_LOCK_DELAY,
 	OPT_PREVIOUS,
+	OPT_FOR,
+	OPT_REASON,
 };
 
 static const char short_opts[] = "+:s:w:nE:c:qvh";
@@ -95,6 +97,8 @@ static const struct option long_opts[] = {
 	{ "lock-folders", required_argument, NULL, OPT_LOCK_FOLDERS },
 	{ "lock-delay", required_argument, NULL, OPT_LOCK_DELAY },
 	{ "previous", no_argument, NULL, OPT_PREVIOUS },
+	{ "for", required_argument, NULL, OPT_FOR },
+	{ "reason", required_argument, NULL, OPT_REASON },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -468,6 +472,17 @@ static int parse_opts(int argc, char **argv, bool permute, struct opts *o, int *
 				return usage_error("invalid --lock-folders \"%s\": expected auto, "
 				                   "container or persistent", optarg);
 			break;
+		case OPT_FOR:
+			if (!parse_duration(optarg, &o->hold_for_ms))
+				return usage_error("invalid --for \"%s\": expected seconds > 0 or a "
+				                   "number with s, m, h or d (such as 2h)", optarg);
+			break;
+		case OPT_REASON:
+			if (!*optarg || strlen(optarg) > 400 || !valid_label(optarg))
+				return usage_error("invalid --reason: expected 1 to 400 bytes of UTF-8 "
+				                   "text without control characters");
+			o->reason = optarg;
+			break;
 		case 'v':
 			o->verbose++;
 			break;
@@ -598,6 +613,8 @@ int parse_args(int argc, char **argv, struct opts *o)
 		{ "check", CMD_CHECK, "lock path or prefix" },
 		{ "count", CMD_COUNT, "semaphore path" },
 		{ "prune", CMD_PRUNE, "prefix" },
+		{ "hold", CMD_HOLD, "lock path" },
+		{ "release", CMD_RELEASE, "lock path" },
 	};
 	for (size_t i = 0; next < argc && i < sizeof subs / sizeof subs[0]; i++) {
 		if (strcmp(argv[next], subs[i].name) == 0) {
@@ -607,6 +624,8 @@ int parse_args(int argc, char **argv, struct opts *o)
 				rc = check_subcommand_opts(o, subs[i].name);
 			if (rc == 0 && o->dry_run && o->command != CMD_PRUNE)
 				return usage_error("--dry-run works with prune only");
+			if (rc == 0 && !o->help && !o->version)
+				rc = check_hold_opts(o);
 			return rc;
 		}
 	}
@@ -677,6 +696,8 @@ int parse_args(int argc, char **argv, struct opts *o)
 		return rc;
 	if (o->dry_run)
 		return usage_error("--dry-run works with prune only");
+	if ((rc = check_hold_opts(o)) != 0)
+		return rc;
 	if (o->modes > 1)
 		return usage_error("--read, --write, --semaphore and --leader exclude each other");
 	if (o->requeue && o->mode != MODE_LEADER)

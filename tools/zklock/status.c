@@ -31,6 +31,7 @@ int run_status(const struct opts *o)
 			fputc('\n', stdout);
 		} else {
 			print_lock_text(stdout, in, li);
+			print_holds_text(stdout, in, li);
 			if (r.found)
 				print_last_run_text(stdout, &r);
 		}

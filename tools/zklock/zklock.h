@@ -13,6 +13,11 @@
  *   watchdog.c  the process that ends the command's group if zklock cannot
  *   deadline.c  the loss deadline a holder publishes for `status` on its host
  *   once.c      --once-per: the record of the last run; `zklock forget`
+ *   hold.c      `zklock hold` (a maintenance hold, kept by the server for a time) and
+ *               `zklock release`
+ *   schedule.c  cron expressions and time zones: the schedule times around an instant
+ *               (schedule.h; self-contained); slot.c what a scheduled run does in its
+ *               slot: run, done, too late, and the slots missed (slot.h; pure)
  *   metrics.c   --metrics-file: the run in Prometheus' text format
  *   notify.c    systemd's notification socket (READY=1, STATUS=, EXTEND_TIMEOUT_USEC=)
  *   output.c    messages, text and JSON
@@ -41,6 +46,8 @@ enum {
 	EXIT_UNAVAILABLE = 69, /* EX_UNAVAILABLE: no ZooKeeper server answered */
 	EXIT_SOFTWARE = 70,    /* EX_SOFTWARE: ZooKeeper or internal failure, lock lost */
 	EXIT_REVOKED = 71,     /* the lock was revoked (zklock revoke, SIGUSR1) */
+	EXIT_CONFIG = 78,      /* EX_CONFIG: the server cannot do what is asked (zklock hold
+	                        * on a server without TTL nodes) */
 	EXIT_MAX_RUNTIME = 124, /* the command ran past --max-runtime (as timeout(1)) */
 	EXIT_NOEXEC = 126,     /* the command exists but cannot be executed */
 	EXIT_NOTFOUND = 127,   /* the command was not found */
@@ -56,7 +63,8 @@ enum {
 #define SYSTEM_CONFIG "/etc/zklock.conf"
 
 enum mode { MODE_MUTEX, MODE_READ, MODE_WRITE, MODE_SEMAPHORE, MODE_LEADER };
-enum command { CMD_RUN, CMD_STATUS, CMD_LIST, CMD_REVOKE, CMD_FORGET, CMD_CHECK, CMD_COUNT, CMD_PRUNE };
+enum command { CMD_RUN, CMD_STATUS, CMD_LIST, CMD_REVOKE, CMD_FORGET, CMD_CHECK, CMD_COUNT, CMD_PRUNE,
+               CMD_HOLD, CMD_RELEASE };
 
 /* A check's thresholds (zklock check): warning and critical, each -1 when not set. */
 struct threshold {
@@ -105,6 +113,8 @@ struct opts {
 	/* zklock check: ms for the ages, a count for the waiters */
 	struct threshold held_longer, waiters_more, last_run_older;
 	const char *clock_node; /* the node check writes to read the server's time */
+	int64_t hold_for_ms;    /* zklock hold --for; 0: not given */
+	const char *reason;     /* zklock hold --reason */
 	const char *path;
 	char **cmd;             /* NULL-terminated, points into argv */
 };
@@ -388,5 +398,17 @@ int run_forget(const struct opts *o);
 int run_check(const struct opts *o);
 int run_prune(const struct opts *o);
 int run_lock(const struct opts *o);
+
+/* ---- hold.c ---- */
+
+/* --for and --reason: with hold only, and hold needs both. Returns 0 or an exit code
+ * after reporting a usage error. */
+int check_hold_opts(const struct opts *o);
+int run_hold(const struct opts *o);
+int run_release(const struct opts *o);
+/* A line per maintenance hold queued in lock li, for `zklock status`, of the nine
+ * fields of a node's line: "<path>.hold", why, "hold", holding or waiting, who
+ * (user@host), "-", until when (UTC, the server's clock), "-", its node's name. */
+void print_holds_text(FILE *f, const zkl_inspection *in, const zkl_lock_info *li);
 
 #endif
