@@ -114,8 +114,12 @@ ZKL_API int zkl_lock_node(zkl_lock *l, char *buf, size_t size);
 /* Called once when a hold of l is lost (its session expired, or could no longer be
  * proven alive in time, or its node was deleted by someone else: the holder keeps a
  * watch on its node, and hears of the deletion as soon as the next in line does), on the
- * client's event thread, with no zklocks lock held; reason is ZKL_ELOST (a leader's view:
- * its latch's reason, ZKL_ENOTHELD for a deleted node). It may call zkl_lock_release()
+ * client's event thread, with no zklocks lock held. reason says which: ZKL_ELOST, the
+ * session is gone or could not be proven alive (while it lives, it keeps every other
+ * contender out until the server expires it); ZKL_EDELETED, the server said the node is
+ * gone while the hold lasted (deleted by someone else, or with its session closed from
+ * elsewhere): nothing keeps the next contender out, and it may hold already. A leader's
+ * view: its latch's reason, ZKL_ENOTHELD for a deleted node. It may call zkl_lock_release()
  * (which returns ZKL_ELOST), and it may free l's handle (or a multi-lock that the loss
  * reaches): that free is put off until the report of the loss has ended, and the handle
  * must not be used after it. It is called exactly once for every lost hold, also when

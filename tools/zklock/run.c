@@ -387,6 +387,7 @@ int run_lock(const struct opts *o)
 		pthread_mutex_lock(&st.mu);
 		st.lk = &lk;
 		st.lost = false;
+		st.node_gone = false;
 		st.revoked = false;
 		pthread_mutex_unlock(&st.mu);
 		again = false;
