@@ -252,7 +252,8 @@ typedef struct zkl_txn_result {
 /* Commits ops[0..n) all or none, together with a check that the hold l has now (as
  * zkl_lock_is_held() sees it: for a mutex or a half, the calling thread's or the
  * asynchronous acquire's; for a semaphore, the lease taken last) still has its node, on
- * the client's session (its own or an adopted one). results, if not NULL, gets n results.
+ * the client's session (its own or an adopted one). results, if not NULL, gets n results
+ * (none when ops is NULL or n is 0 or above ZKL_TXN_MAX: nothing is written then).
  * Returns 0 when every operation was applied. Else nothing was applied, and it returns:
  * ZKL_ELOST: the hold's node is gone, or its session (the hold is then lost and reported
  * as any loss is: the lost callback, the observer's event, zkl_lock_is_held() false);
