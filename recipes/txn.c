@@ -547,6 +547,16 @@ int zkl_lock_release_txn(zkl_lock *l, const zkl_txn_op *ops, size_t n,
 		               "and the halves of a read-write lock are (use zkl_lock_txn(), then "
 		               "zkl_lock_release())", l->kind);
 	}
+	/* The release deletes the node itself: an operation of the caller's on it would make
+	 * the multi fail as a whole, and leave the node behind. */
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		if (strcmp(ops[i].path, t->node) == 0) {
+			rc = zkl__fail(ZKL_EINVAL, "operation %zu (%s %s) is on the hold's own node, "
+			               "which the release deletes: leave it out", i,
+			               kind_name(ops[i].kind), ops[i].path);
+			txn_free(t);
+		}
+	}
 	if (rc != 0) {
 		results_refused(results, ops, n, rc);
 		return rc;

@@ -312,8 +312,10 @@ ZKL_API int zkl_lock_guarded_create(zkl_lock *l, const char *path, const void *d
  * applied; the node is then deleted alone); ZKL_ECONNLOSS (the connection went with the
  * transaction out: it may or may not have been applied; the lock is released either
  * way); ZKL_EBUSY (held more than once by re-entry: release the inner levels first;
- * nothing is done); ZKL_ENOTHELD, ZKL_EINVAL, ZKL_EDEADLK (on a thread that runs the
- * client's loop), ZKL_ECLOSED, ZKL_ENOMEM as zkl_lock_txn(). */
+ * nothing is done); ZKL_EINVAL for an operation on the hold's own node, which the release
+ * deletes itself (nothing is done: the lock is still held); ZKL_ENOTHELD, ZKL_EINVAL,
+ * ZKL_EDEADLK (on a thread that runs the client's loop), ZKL_ECLOSED, ZKL_ENOMEM as
+ * zkl_lock_txn(). */
 ZKL_API int zkl_lock_release_txn(zkl_lock *l, const zkl_txn_op *ops, size_t n,
                                  zkl_txn_result *results);
 
