@@ -1978,6 +1978,42 @@ def flock_mode_names():
 # ---- configuration ----
 
 @case
+def config_file_hostile():
+    """What cannot be a configuration is refused with the reason (64), at once: a device
+    that never ends (/dev/zero), a folder, a FIFO, a NUL byte, a line over 4,095 bytes
+    (a long comment's tail was read as a setting), more than 1 MiB. /dev/null is none."""
+    env = dict(ENV)
+    p = lock_path("config-hostile")
+    fifo = os.path.join(TMP, "config.fifo")
+    os.mkfifo(fifo)
+    for name, why in (("/dev/zero", "it is a device, not a regular file"),
+                      (TMP, "it is a folder"),
+                      (fifo, "it is a FIFO, not a regular file")):
+        env["ZKLOCK_CONFIG"] = name
+        expect(["status", p], 64, timeout=20, env=env,
+               stderr_has="cannot read the config file %s: %s" % (name, why))
+    conf = os.path.join(TMP, "hostile.conf")
+    env["ZKLOCK_CONFIG"] = conf
+    cases = ((b"servers = %s\0\n" % SERVERS.encode(), ":1: a NUL byte"),
+             (b"# " + b"x" * 5000 + b" servers = 127.0.0.1:1\n",
+              ":1: a line longer than 4095 bytes"),
+             (b"# ok\n" * 300000, " is longer than 1048576 bytes"))
+    for text, why in cases:
+        with open(conf, "wb") as f:
+            f.write(text)
+        expect(["status", p], 64, timeout=20, env=env, stderr_has=conf + why)
+    # Up to the limit, a line is read whole: a comment of 4,095 bytes is a comment, and
+    # the servers come from the line after it.
+    with open(conf, "w") as f:
+        f.write("#" + "x" * 4094 + "\nservers = %s\n" % SERVERS)
+    no_env = dict(env)
+    no_env.pop("ZKLOCK_SERVERS")
+    expect(["status", p], 0, env=no_env)
+    env["ZKLOCK_CONFIG"] = "/dev/null"
+    expect(["status", p], 0, env=env)
+
+
+@case
 def config_file():
     conf = os.path.join(TMP, "zklock.conf")
     env = dict(ENV)
