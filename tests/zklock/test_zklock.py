@@ -1658,6 +1658,41 @@ def once_per_runs_once():
     check(os.path.exists(marker), "the run after a failure was skipped")
 
 
+@case
+def once_per_record_from_the_future():
+    """A record that no run before ours can have written (a time after our own arrival,
+    a number that overflows, a megabyte of digits) is no reason to skip: zklock says
+    so, runs, and its own record then holds as any. The "by" of the record is printed
+    with its control bytes escaped."""
+    p = lock_path("once-future")
+    rec = p + ".last-run"
+    marker = os.path.join(TMP, "once-future-ran")
+    k = kazoo_client()
+    try:
+        k.ensure_path(rec)
+        future = int(time.time() * 1000) + 10 * 365 * 86400 * 1000
+        for data, said in (
+                (b"%d evil\x1b]0;pwned\x07:1" % future, "not trusted; running"),
+                (b"9223372036854775807 evil:1", "not trusted; running"),
+                (b"99999999999999999999999 evil:1", "not one of zklock's"),
+                (b"7" * (1000 * 1000), "not one of zklock's")):
+            k.set(rec, data)
+            if os.path.exists(marker):
+                os.unlink(marker)
+            _, err, _ = expect(["--once-per", "1d", p, "--", "touch", marker], 0,
+                               stderr_has=said)
+            check(os.path.exists(marker), "skipped for %r: %r" % (data[:40], err))
+            check("already ran" not in err, "stderr %r" % err)
+            check("\x1b" not in err and "\x07" not in err, "raw bytes: %r" % err)
+            if data.startswith(b"%d" % future):
+                check("evil\\x1b]0;pwned\\x07:1" in err, "not escaped: %r" % err)
+            # Recorded by this run: the next one skips.
+            expect(["--once-per", "1d", p, "--", "true"], 0, stderr_has="already ran")
+    finally:
+        k.stop()
+        k.close()
+
+
 def last_run_line(path):
     """The --once-per record's line of `zklock status path` as a dict of the nine
     fields, or None."""
