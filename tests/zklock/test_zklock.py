@@ -1366,7 +1366,11 @@ def revoke_writes_lock_nodes_only():
     try:
         fake = p + "/x-lock-0000000001"
         k.create(fake, b"", makepath=True)
-        _, err, _ = expect(["revoke", fake], 64, stderr_has="not a lock node")
+        # Not a usage error (exit 1: nothing asked), and the library's reason is said.
+        out, _, _ = expect(["revoke", fake], 1, stdout_has="%s: not asked: " % fake)
+        check("is not a lock node (an ephemeral node of a lock's queue" in out,
+              "the reason is dropped: %r" % out)
+        expect(["revoke", p], 1, stdout_has="%s: not asked: " % fake)
         check(k.get(fake)[0] == b"", "its data was written: %r" % (k.get(fake)[0],))
     finally:
         k.stop()
@@ -1975,6 +1979,8 @@ def semaphore_count_set_for_good():
     expect(["count", p, "0"], 0, stdout_has="cleared")
     expect(["--semaphore", "3", "-n", p, "--", "true"], 0)
     expect(["count", p, "x"], 64, stderr_has="whole number")
+    _, err, _ = expect(["count", p, "-1"], 64, stderr_has='count "-1" is not a whole number')
+    check("invalid option" not in err, "stderr %r" % err)
     expect(["count", p], 64, stderr_has="missing count")
 
 
