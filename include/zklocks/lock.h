@@ -118,7 +118,9 @@ ZKL_API int zkl_lock_node(zkl_lock *l, char *buf, size_t size);
  * session is gone or could not be proven alive (while it lives, it keeps every other
  * contender out until the server expires it); ZKL_EDELETED, the server said the node is
  * gone while the hold lasted (deleted by someone else, or with its session closed from
- * elsewhere): nothing keeps the next contender out, and it may hold already. A leader's
+ * elsewhere, which deletes its nodes before the client hears that the session ended:
+ * such a close may be told either way): nothing keeps the next contender out, and it
+ * may hold already. A leader's
  * view: its latch's reason, ZKL_ENOTHELD for a deleted node. It may call zkl_lock_release()
  * (which returns ZKL_ELOST), and it may free l's handle (or a multi-lock that the loss
  * reaches): that free is put off until the report of the loss has ended, and the handle
