@@ -28,18 +28,6 @@
 #include "core.h"
 #include "servers.h"
 
-void zkl__log(zkl_client *c, zkl_log_level level, const char *fmt, ...)
-{
-	if (!c || !c->log || level > c->log_level)
-		return;
-	char buf[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
-	va_end(ap);
-	c->log(level, buf, c->log_data);
-}
-
 int zkl__default_data(char *buf, size_t size)
 {
 	char host[256];
@@ -337,9 +325,8 @@ servers_checked:
 	}
 	c->session_timeout_req = o->session_timeout_ms;
 	c->connect_timeout = o->connect_timeout_ms;
-	c->log = o->log;
-	c->log_data = o->log_data;
-	c->log_level = o->log_level ? o->log_level : ZKL_LOG_WARN;
+	c->logger = (struct zkl_logger){.fn = o->log, .data = o->log_data,
+	                                .level = o->log_level ? o->log_level : ZKL_LOG_WARN};
 	c->quiet_zk_log = o->quiet_zk_log;
 	c->confirm_release = o->confirm_release;
 	c->loss_percent = o->loss_percent;

@@ -53,6 +53,7 @@
 
 #include "clock.h"
 #include "errors_internal.h"
+#include "log.h"
 #include "names.h"
 #include "paths.h"
 #include "zk.h"
@@ -306,9 +307,7 @@ struct zkl_client {
 	/* The session's credentials and transport; every string in it is the client's own
 	 * copy (freed with it). */
 	struct zkl_zk_creds creds;
-	zkl_log_fn log;
-	void *log_data;
-	zkl_log_level log_level;
+	struct zkl_logger logger;   /* set at open, read by any thread */
 	bool quiet_zk_log;
 	bool confirm_release;
 	/* mu: the last folder a handle's first acquire looked for was missing; the next one
@@ -443,9 +442,8 @@ int zkl__folder_mode(zkl_client *c);
  * make containers; 0: anything else. */
 int zkl__folder_refused(zkl_client *c, int mode, int zrc, const char *path);
 
-/* Logging. */
-void zkl__log(zkl_client *c, zkl_log_level level, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+/* Logging, to the client's logger (src/base/log.h). c may be NULL: nothing is logged. */
+#define zkl__log(c, level, ...) zkl__logf((c) ? &(c)->logger : NULL, level, __VA_ARGS__)
 
 /* Waiters (mu held). Registers w and queues it to run. */
 void zkl__waiter_enter_loop(zkl_client *c, struct zkl_waiter *w, const void *owner,
