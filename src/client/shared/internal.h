@@ -98,10 +98,11 @@ struct zkl_session {
 	 * (0: none yet): what a session that holds nothing is given up by (liveness.c). */
 	int64_t last_heard_sent;
 	/* mu: the session's liveness mode at the loop's last look (enum zkl_live), and when
-	 * it last left ZKL_LIVE_QUIET (no heartbeat was due while quiet: the silence before
-	 * counts for nothing). */
+	 * it last entered and left ZKL_LIVE_QUIET (no heartbeat was due while quiet: the
+	 * silence before counts for nothing, and the first writes after prove less,
+	 * zkl__lost_at()). */
 	int live_mode;
-	int64_t quiet_ended;
+	int64_t quiet_began, quiet_ended;
 	/* mu: a hold on it reached its loss deadline: the loop gives the session up at
 	 * zkl__lost_at(), held or not by then, since the server may have expired it. */
 	bool doomed;
