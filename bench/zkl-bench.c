@@ -2179,12 +2179,41 @@ static void s9_procs(bool leader)
 	sweep_folders();
 }
 
+/* The wall clock in ms (the server's node times are on it: one machine, one clock). */
+static double wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* The latest creation time (ctime, the server's wall clock in ms) of path's children: one
+ * exists each, after the measured time. -1 if none. */
+static double last_ctime_ms(struct raw *probe, const char *path)
+{
+	struct String_vector kids = {0};
+	if (zoo_get_children(probe->zh, path, 0, &kids) != ZOK)
+		return -1;
+	double last = -1;
+	char child[1200];
+	for (int i = 0; i < kids.count; i++) {
+		struct Stat st;
+		snprintf(child, sizeof child, "%s/%s", path, kids.data[i]);
+		if (zoo_exists(probe->zh, child, 0, &st) == ZOK && (double)st.ctime > last)
+			last = (double)st.ctime;
+	}
+	deallocate_String_vector(&kids);
+	return last;
+}
+
 /* s9a: a cron minute. -c sessions (default 1000), connected beforehand, start an
  * asynchronous acquire of one free lock at the same moment; the first to queue is granted
- * and holds. Times, from that moment: the first grant, all nodes present (a probe's
- * exists on the lock's folder every 5 ms: numChildren), and the server quiet again (what
- * it sent in 250 ms under 32 KiB); and what the server sent and received meanwhile (its
- * sockets' byte counts: mostly the waiters' listings of the queue). */
+ * and holds. Times, from that moment: the first grant (its callback); all nodes present
+ * (all_queued_ms: the latest ctime of the queue's nodes, on the server's clock, which is
+ * this machine's; probe_ms: when a probe's exists on the lock's folder, every 5 ms, saw
+ * numChildren reach -c); and the server quiet again (what it sent in 250 ms under 32 KiB);
+ * and what the server sent and received meanwhile (its sockets' byte counts: mostly the
+ * waiters' listings of the queue). */
 static void s9_arrival(void)
 {
 	int n = opt.clients ? opt.clients : 1000;
@@ -2205,6 +2234,7 @@ static void s9_arrival(void)
 	}
 	sleep_ms((int)(fleet_settle_s() * 1000));
 	struct fleet_sample a = fleet_sample();
+	double t0_wall = wall_ms();
 	int64_t t0 = now_ns();
 	for (int i = 0; i < n; i++) {
 		rc = zkl_lock_acquire_async(zkl_mutex_lock(ms[i]), ZKL_WAIT_FOREVER, s9_acquired,
@@ -2239,6 +2269,7 @@ static void s9_arrival(void)
 	if (granted != 1 || failed)
 		die("%s: %ld granted (1 expected: nobody releases) and %ld failed", name, granted,
 		    failed);
+	double last = last_ctime_ms(&probe, path);
 	uint64_t listings = 0;
 	for (int i = 0; i < n; i++) {
 		zkl_client_stats st;
@@ -2247,10 +2278,10 @@ static void s9_arrival(void)
 	}
 	char line[1024];
 	snprintf(line, sizeof line,
-	         "%s %s arrivals=%d start_ms=%.1f first_grant_ms=%.1f all_queued_ms=%.1f "
-	         "quiet_ms=%.0f",
+	         "%s %s arrivals=%d start_ms=%.1f first_grant_ms=%.1f all_queued_ms=%.0f "
+	         "probe_ms=%.1f quiet_ms=%.0f",
 	         name, opt.label, n, (double)(started - t0) / 1e6, (double)(first - t0) / 1e6,
-	         (double)(t_all - t0) / 1e6, (double)(t_quiet - t0) / 1e6);
+	         last - t0_wall, (double)(t_all - t0) / 1e6, (double)(t_quiet - t0) / 1e6);
 	if (a.sent >= 0 && b.sent >= 0)
 		xappend(line, sizeof line, " srv_sent_kib=%.0f srv_recv_kib=%.0f srv_sent_B/arrival=%.0f",
 		        (b.sent - a.sent) / 1024, (b.received - a.received) / 1024,

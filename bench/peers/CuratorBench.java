@@ -794,6 +794,7 @@ public final class CuratorBench {
         ready.await();
         Thread.sleep((long) (settleS() * 1000));
         Fleet a = fleetSample();
+        double t0Wall = System.currentTimeMillis();
         long t0 = now();
         go.countDown();
         long[] polls = {0};
@@ -813,13 +814,21 @@ public final class CuratorBench {
         }
         Fleet b = fleetSample();
         long rss1 = rssNowKib();
+        // The latest ctime of the queue's nodes (the server's clock: this machine's).
+        double last = -1;
+        for (String child : probe.getChildren().forPath(path)) {
+            Stat st = probe.checkExists().forPath(path + "/" + child);
+            if (st != null && st.getCtime() > last)
+                last = st.getCtime();
+        }
         closing = true;
         if (granted.get() != 1 || failed.get() != 0)
             die(scenario + ": " + granted.get() + " granted (1 expected: nobody releases) and " + failed.get()
                     + " failed");
         StringBuilder sb = new StringBuilder(String.format(Locale.ROOT,
-                "%s %s arrivals=%d start_ms=0.0 first_grant_ms=%.1f all_queued_ms=%.1f quiet_ms=%.0f", scenario,
-                label, n, (firstGrant - t0) / 1e6, (tAll - t0) / 1e6, (tQuiet - t0) / 1e6));
+                "%s %s arrivals=%d start_ms=0.0 first_grant_ms=%.1f all_queued_ms=%.0f probe_ms=%.1f quiet_ms=%.0f",
+                scenario, label, n, (firstGrant - t0) / 1e6, last - t0Wall, (tAll - t0) / 1e6,
+                (tQuiet - t0) / 1e6));
         if (a.sent >= 0 && b.sent >= 0)
             sb.append(String.format(Locale.ROOT, " srv_sent_kib=%.0f srv_recv_kib=%.0f srv_sent_B/arrival=%.0f",
                     (b.sent - a.sent) / 1024, (b.received - a.received) / 1024, (b.sent - a.sent) / n));

@@ -583,6 +583,7 @@ def s9a():
         threading.Thread(target=arrive, args=(c,), daemon=True).start()
     time.sleep(settle_s())
     a = fleet_sample()
+    t0_wall = time.time() * 1e3
     t0 = now()
     go.set()
     polls = [0]
@@ -601,6 +602,12 @@ def s9a():
         time.sleep(0.25)
     b = fleet_sample()
     rss1 = rss_now_kib()
+    # The latest ctime of the queue's nodes (the server's clock: this machine's).
+    last = -1
+    for child in probe.get_children(path):
+        st = probe.exists(path + "/" + child)
+        if st and st.ctime > last:
+            last = st.ctime
     with fleet_mu:
         fleet["closing"] = True
         granted, failed, first = fleet["granted"], fleet["failed"], fleet["first"]
@@ -608,8 +615,9 @@ def s9a():
         die("%s: %d granted (1 expected: nobody releases) and %d failed" % (scenario, granted,
                                                                           failed))
     ma, mb = a["m"], b["m"]
-    line = "%s %s arrivals=%d start_ms=0.0 first_grant_ms=%.1f all_queued_ms=%.1f quiet_ms=%.0f" % (
-        scenario, opt.label, n, (first - t0) / 1e6, (t_all - t0) / 1e6, (t_quiet - t0) / 1e6)
+    line = ("%s %s arrivals=%d start_ms=0.0 first_grant_ms=%.1f all_queued_ms=%.0f probe_ms=%.1f "
+            "quiet_ms=%.0f" % (scenario, opt.label, n, (first - t0) / 1e6, last - t0_wall,
+                               (t_all - t0) / 1e6, (t_quiet - t0) / 1e6))
     if a["sent"] >= 0 and b["sent"] >= 0:
         line += " srv_sent_kib=%.0f srv_recv_kib=%.0f srv_sent_B/arrival=%.0f" % (
             (b["sent"] - a["sent"]) / 1024, (b["received"] - a["received"]) / 1024,
