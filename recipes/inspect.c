@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include <zklocks/inspect.h>
+#include <zklocks/record.h>
 
 #include "common.h"
 #include "inspect_internal.h"
@@ -689,9 +690,18 @@ static int job_cmp(const void *a, const void *b)
 	return strcmp(((const struct job *)a)->path, ((const struct job *)b)->path);
 }
 
+/* Whether name ends in suffix (and is more than it). */
+static bool ends_in(const char *name, const char *suffix)
+{
+	size_t n = strlen(name), k = strlen(suffix);
+	return n > k && strcmp(name + n - k, suffix) == 0;
+}
+
 /* Lists the tree under prefix, level by level, and collects the folders that are locks,
- * with their children. Returns 0 or a ZKL_E* code. */
-static int walk(struct call *x, const char *prefix, struct jobs *locks, size_t *skipped)
+ * with their children, and (if suffix is not NULL) into found the paths of the nodes
+ * whose names end in suffix. Returns 0 or a ZKL_E* code. */
+static int walk(struct call *x, const char *prefix, struct jobs *locks, size_t *skipped,
+                const char *suffix, struct strs *found)
 {
 	struct strs level = {0};
 	int rc = strs_add(&level, strdup(prefix)) ? 0 : zkl__fail(ZKL_ENOMEM, "out of memory");
@@ -743,6 +753,11 @@ static int walk(struct call *x, const char *prefix, struct jobs *locks, size_t *
 					continue; /* the semaphore's parts */
 				if (strcmp(dir, "/") == 0 && strcmp(name, "zookeeper") == 0)
 					continue;
+				if (suffix && ends_in(name, suffix) &&
+				    !strs_add(found, zkl__path_join(dir, name))) {
+					rc = zkl__fail(ZKL_ENOMEM, "out of memory");
+					break;
+				}
 				if (!strs_add(&level, zkl__path_join(dir, name)))
 					rc = zkl__fail(ZKL_ENOMEM, "out of memory");
 			}
@@ -786,7 +801,7 @@ int zkl_inspect_prefix(zkl_client *c, const char *prefix, int timeout_ms,
 		return rc;
 	struct jobs locks = {0};
 	size_t skipped = 0;
-	rc = walk(&x, prefix, &locks, &skipped);
+	rc = walk(&x, prefix, &locks, &skipped, NULL, NULL);
 	if (rc == 0 && locks.n > 0) {
 		qsort(locks.v, locks.n, sizeof *locks.v, job_cmp);
 		rc = jobs_run(&x, locks.v, locks.n);
@@ -798,6 +813,67 @@ int zkl_inspect_prefix(zkl_client *c, const char *prefix, int timeout_ms,
 	for (size_t i = 0; i < locks.n; i++)
 		job_clear(c, &locks.v[i]);
 	free(locks.v);
+	return rc;
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int zkl_record_find(zkl_client *c, const char *prefix, const char *suffix, int timeout_ms,
+                    char ***paths, size_t *count)
+{
+	zkl__clear_error();
+	if (paths)
+		*paths = NULL;
+	if (count)
+		*count = 0;
+	if (!c || !paths || !count || !suffix || !*suffix || strchr(suffix, '/'))
+		return zkl__fail(ZKL_EINVAL, "%s", !c ? "client is NULL"
+		                 : !paths || !count ? "paths or count is NULL"
+		                 : "suffix is NULL, empty or has a '/'");
+	if (timeout_ms < ZKL_WAIT_FOREVER)
+		return zkl__fail(ZKL_EINVAL, "timeout_ms %d is below -1", timeout_ms);
+	if (zkl__is_loop_thread(c))
+		return zkl__fail(ZKL_EDEADLK, "records are found on a thread that runs the "
+		                "client's loop, which never waits for the server");
+	int rc = strcmp(prefix ? prefix : "", "/") == 0 ? 0 : zkl__path_check(prefix, "prefix");
+	if (rc != 0)
+		return rc;
+	struct call x;
+	if ((rc = call_init(&x, c, timeout_ms)) != 0)
+		return rc;
+	struct jobs locks = {0};
+	struct strs found = {0};
+	size_t skipped = 0;
+	rc = walk(&x, prefix, &locks, &skipped, suffix, &found);
+	for (size_t i = 0; i < locks.n; i++)
+		job_clear(c, &locks.v[i]);
+	free(locks.v);
+	if (rc == 0) {
+		/* One allocation: the pointers, then the strings. */
+		size_t size = (found.n + 1) * sizeof(char *);
+		for (size_t i = 0; i < found.n; i++)
+			size += strlen(found.v[i]) + 1;
+		char **v = malloc(size);
+		if (!v) {
+			rc = zkl__fail(ZKL_ENOMEM, "out of memory");
+		} else {
+			qsort(found.v, found.n, sizeof *found.v, str_cmp);
+			char *at = (char *)(v + found.n + 1);
+			for (size_t i = 0; i < found.n; i++) {
+				size_t n = strlen(found.v[i]) + 1;
+				memcpy(at, found.v[i], n);
+				v[i] = at;
+				at += n;
+			}
+			v[found.n] = NULL;
+			*paths = v;
+			*count = found.n;
+		}
+	}
+	strs_free(&found);
 	return rc;
 }
 

@@ -173,6 +173,12 @@ int zkl__previous_at_grant(zkl_lock *l);
  * name; writes the previous holder's node name to who. */
 zkl_previous zkl__previous_decide(const char *note, size_t len, const char *pred,
                                   const char *self, char *who, size_t size);
+/* The same, and how a holder that released said it ended (its note's second line) into
+ * end ("" if it did not; "lost" after a holder that said it lost its lock; end may be
+ * NULL). */
+zkl_previous zkl__previous_decide_end(const char *note, size_t len, const char *pred,
+                                      const char *self, char *who, size_t size, char *end,
+                                      size_t endsize);
 
 /* Copies l's node data (l->mu held) for an acquisition to send. */
 int zkl__lock_data_copy(zkl_lock *l, struct zkl_data *out);

@@ -87,10 +87,10 @@ static void mutex_revoked(void *ctx, const char *node)
 
 static void mutex_lost(struct zkl_hold *h, void *ctx)
 {
-	(void)h;
 	zkl_mutex *m = ctx;
-	zkl__log(m->lock.c, ZKL_LOG_WARN, "lock %s lost with its session", m->lock.path);
-	zkl__lock_report_lost(&m->lock, ZKL_ELOST);
+	zkl__log(m->lock.c, ZKL_LOG_WARN, "lock %s lost %s", m->lock.path,
+	         h->node_gone ? "with its node, deleted" : "with its session");
+	zkl__lock_report_lost(&m->lock, h->node_gone ? ZKL_EDELETED : ZKL_ELOST);
 }
 
 /* Owner's acquisition (the handle's mutex held). */

@@ -200,6 +200,17 @@ void h_delete(const char *path)
 		fail_msg("delete %s: %s", path, zerror(rc));
 }
 
+void h_delete_both(const char *a, const char *b)
+{
+	zoo_op_t ops[2];
+	zoo_op_result_t results[2];
+	zoo_delete_op_init(&ops[0], a, -1);
+	zoo_delete_op_init(&ops[1], b, -1);
+	int rc = zoo_multi(h_raw(), 2, ops, results);
+	if (rc != ZOK)
+		fail_msg("delete %s and %s in one transaction: %s", a, b, zerror(rc));
+}
+
 int h_get(const char *path, char *buf, int size)
 {
 	int len = size;
@@ -455,7 +466,7 @@ void h_acq_join(h_acq *a)
 void h_on_lost(zkl_lock *l, int reason, void *latch)
 {
 	(void)l;
-	if (reason == ZKL_ELOST)
+	if (reason == ZKL_ELOST || reason == ZKL_EDELETED)
 		h_latch_set(latch);
 }
 

@@ -75,6 +75,8 @@ int h_exists(const char *path);
 void h_create(const char *path, const char *data);
 /* Deletes a node behind the library's back. */
 void h_delete(const char *path);
+/* Deletes a and b in one transaction: watchers see both gone at once. */
+void h_delete_both(const char *a, const char *b);
 /* Reads a node's data into buf; returns its length. */
 int h_get(const char *path, char *buf, int size);
 /* Waits until path is deleted (watch-driven), at most ms. Returns 1 if it was. */
@@ -142,7 +144,8 @@ void h_acq_start(h_acq *a, zkl_lock *l, bool hold);
 /* Lets a holding thread release, waits for the thread and frees its latches. */
 void h_acq_join(h_acq *a);
 
-/* A lost-hold callback for zkl_lock_on_lost: sets the latch in data on ZKL_ELOST. */
+/* A lost-hold callback for zkl_lock_on_lost: sets the latch in data on ZKL_ELOST or
+ * ZKL_EDELETED (a loss of either kind). */
 void h_on_lost(zkl_lock *l, int reason, void *latch);
 
 /* ---- mutual exclusion under contention ---- */

@@ -301,6 +301,15 @@ typedef struct zkl_client_stats {
 	uint64_t wait_sum_ms;
 	uint64_t hold_hist[ZKL_STATS_BUCKETS];
 	uint64_t hold_sum_ms;
+	/* What the session's liveness costs the ensemble (GUIDE.md, "What zklocks costs an
+	 * ensemble"): writes sent only to prove the session, each a transaction the
+	 * ensemble commits (a heartbeat's check while something is held or an acquisition
+	 * is next in line, and a turn's check when the last committed write is older than
+	 * a third of the session timeout); and heartbeat syncs, sent while nothing is held
+	 * or awaited, which the ensemble does not log. A session that only waits far back
+	 * in queues adds to neither. */
+	uint64_t proof_writes;
+	uint64_t heartbeat_syncs;
 } zkl_client_stats;
 
 /* The upper bound, in ms, of bucket i of zkl_client_stats' histograms (1, 5, 10, 50,
@@ -381,20 +390,21 @@ ZKL_API int zkl_client_session_timeout(const zkl_client *c);
 typedef struct zkl_deadlines {
 	int64_t session_id; /* the session they are for; 0 (and the rest 0) while the
 	                     * current session has answered nothing yet */
-	int64_t loss_ms;    /* when the client gives the session up and reports its locks
-	                     * lost, unless ZooKeeper answers a request sent later: the
-	                     * send time T of the last answered request + loss_percent of
-	                     * the session timeout */
+	int64_t loss_ms;    /* when the client reports the session's locks lost, unless
+	                     * ZooKeeper commits a write sent later: the send time T of
+	                     * the last write it committed on the session + loss_percent
+	                     * of the session timeout */
 	int64_t expiry_ms;  /* the earliest moment the server may expire the session, and
 	                     * so another client hold our locks: T + the session timeout */
 } zkl_deadlines;
 
 /* Fills *out with the current session's deadlines. Heartbeats (every sixth of the
- * session timeout) push them forward while the session is healthy. A holder doing work
- * that must not overlap another holder's can read them as it goes and stop by
- * loss_ms; a lost callback fired by the loss rule runs at loss_ms, and the work must
- * have stopped by expiry_ms (read the deadlines before the loss: after it they are the
- * new session's). Thread-safe. Returns 0, or ZKL_EINVAL if c or out is NULL. */
+ * session timeout, while a lock is held or an acquisition is next in line) push them
+ * forward while the session is healthy. A holder doing work that must not overlap
+ * another holder's can read them as it goes and stop by loss_ms; a lost callback fired
+ * by the loss rule runs at loss_ms, and the work must have stopped by expiry_ms (read
+ * the deadlines before the loss: after it they are the new session's). Thread-safe.
+ * Returns 0, or ZKL_EINVAL if c or out is NULL. */
 ZKL_API int zkl_client_deadlines(const zkl_client *c, zkl_deadlines *out);
 
 /* Milliseconds on CLOCK_MONOTONIC, the clock of every zklocks deadline. */

@@ -114,8 +114,14 @@ ZKL_API int zkl_lock_node(zkl_lock *l, char *buf, size_t size);
 /* Called once when a hold of l is lost (its session expired, or could no longer be
  * proven alive in time, or its node was deleted by someone else: the holder keeps a
  * watch on its node, and hears of the deletion as soon as the next in line does), on the
- * client's event thread, with no zklocks lock held; reason is ZKL_ELOST (a leader's view:
- * its latch's reason, ZKL_ENOTHELD for a deleted node). It may call zkl_lock_release()
+ * client's event thread, with no zklocks lock held. reason says which: ZKL_ELOST, the
+ * session is gone or could not be proven alive (while it lives, it keeps every other
+ * contender out until the server expires it); ZKL_EDELETED, the server said the node is
+ * gone while the hold lasted (deleted by someone else, or with its session closed from
+ * elsewhere, which deletes its nodes before the client hears that the session ended:
+ * such a close may be told either way): nothing keeps the next contender out, and it
+ * may hold already. A leader's
+ * view: its latch's reason, ZKL_ENOTHELD for a deleted node. It may call zkl_lock_release()
  * (which returns ZKL_ELOST), and it may free l's handle (or a multi-lock that the loss
  * reaches): that free is put off until the report of the loss has ended, and the handle
  * must not be used after it. It is called exactly once for every lost hold, also when
@@ -192,6 +198,39 @@ ZKL_API int zkl_lock_track_previous(zkl_lock *l, bool on);
  * node is cut short. No round trip: the answer was read at the acquire. */
 ZKL_API int zkl_lock_previous(zkl_lock *l, zkl_previous *how, char *node, size_t size);
 
+/* How a holder ended, as its release's note says it: the longest, its NUL included. */
+#define ZKL_END_MAX 48
+
+/* Says how the calling thread's tracking hold of l ended (end: at most ZKL_END_MAX - 1
+ * bytes of printable ASCII, such as "exited 0"; NULL or "": nothing), for the note its
+ * release writes: "released <node>" and, on a second line, end. The next holder reads
+ * it with zkl_lock_previous_end(). The last call before the release counts. A reader
+ * of an older zklocks takes a note with an end for no release note (vanished, or none).
+ * Returns 0; ZKL_EINVAL (l NULL, end too long or not printable, or l does not track:
+ * zkl_lock_track_previous()), ZKL_ENOTHELD (not held by the calling thread, or lost).
+ * No round trip. */
+ZKL_API int zkl_lock_set_end(zkl_lock *l, const char *end);
+
+/* How the holder before the calling thread's hold of l said it ended (zkl_lock_set_end())
+ * into end (size bytes, cut short if longer): "" when it said nothing; "lost" when it
+ * did not release but said it lost its lock (zkl_lock_tell_lost(); zkl_lock_previous()
+ * says ZKL_PREVIOUS_VANISHED); "" after another holder that did not release. Returns as
+ * zkl_lock_previous(). No round trip. */
+ZKL_API int zkl_lock_previous_end(zkl_lock *l, char *end, size_t size);
+
+/* After the calling thread's tracking hold of l was lost (its node went without its
+ * release: an expired session, a node deleted from outside) and before it is released:
+ * writes "lost <node>" to the note if the note still says that this hold holds the lock
+ * (a versioned set), so that a later holder learns that its holder lost it (end "lost",
+ * zkl_lock_previous_end()) rather than only that it vanished. A holder that took the
+ * lock meanwhile has written its own note, which is left alone (*told false). Waits at
+ * most timeout_ms (ZKL_WAIT_FOREVER: no limit). Returns 0 (*told, if not NULL: whether
+ * it was written); ZKL_EINVAL (l NULL, l does not track, timeout_ms below -1),
+ * ZKL_ENOTHELD (no such hold), ZKL_EBUSY (the hold is not lost: release it), ZKL_EDEADLK
+ * (on a thread that runs the client's loop), ZKL_ETIMEDOUT, ZKL_ECONNLOSS, ZKL_ECLOSED,
+ * ZKL_EACL, ZKL_ENOMEM, ZKL_EZK. */
+ZKL_API int zkl_lock_tell_lost(zkl_lock *l, int timeout_ms, bool *told);
+
 /* "none", "released", "vanished"; NULL for a value out of range. */
 ZKL_API const char *zkl_previous_name(zkl_previous how);
 /* ---- Writes that only a holder can make ----
@@ -248,7 +287,8 @@ typedef struct zkl_txn_result {
 /* Commits ops[0..n) all or none, together with a check that the hold l has now (as
  * zkl_lock_is_held() sees it: for a mutex or a half, the calling thread's or the
  * asynchronous acquire's; for a semaphore, the lease taken last) still has its node, on
- * the client's session (its own or an adopted one). results, if not NULL, gets n results.
+ * the client's session (its own or an adopted one). results, if not NULL, gets n results
+ * (none when ops is NULL or n is 0 or above ZKL_TXN_MAX: nothing is written then).
  * Returns 0 when every operation was applied. Else nothing was applied, and it returns:
  * ZKL_ELOST: the hold's node is gone, or its session (the hold is then lost and reported
  * as any loss is: the lost callback, the observer's event, zkl_lock_is_held() false);
@@ -307,8 +347,10 @@ ZKL_API int zkl_lock_guarded_create(zkl_lock *l, const char *path, const void *d
  * applied; the node is then deleted alone); ZKL_ECONNLOSS (the connection went with the
  * transaction out: it may or may not have been applied; the lock is released either
  * way); ZKL_EBUSY (held more than once by re-entry: release the inner levels first;
- * nothing is done); ZKL_ENOTHELD, ZKL_EINVAL, ZKL_EDEADLK (on a thread that runs the
- * client's loop), ZKL_ECLOSED, ZKL_ENOMEM as zkl_lock_txn(). */
+ * nothing is done); ZKL_EINVAL for an operation on the hold's own node, which the release
+ * deletes itself (nothing is done: the lock is still held); ZKL_ENOTHELD, ZKL_EINVAL,
+ * ZKL_EDEADLK (on a thread that runs the client's loop), ZKL_ECLOSED, ZKL_ENOMEM as
+ * zkl_lock_txn(). */
 ZKL_API int zkl_lock_release_txn(zkl_lock *l, const zkl_txn_op *ops, size_t n,
                                  zkl_txn_result *results);
 

@@ -54,6 +54,19 @@ ZKL_API int zkl_record_set_guarded(zkl_lock *l, const char *path, const void *da
  * ZKL_ECLOSED; ZKL_ENOMEM; ZKL_EZK. */
 ZKL_API int zkl_record_delete(zkl_client *c, const char *path);
 
+/* Finds the records under prefix ("/" for the whole tree, never /zookeeper) whose names
+ * end in suffix (".last-run": zklock's --once-per records), walking the tree as
+ * zkl_inspect_prefix() does (one round trip per level; timeout_ms bounds the walk, 0:
+ * the session timeout). Nodes named suffix alone do not count. On success *paths is one
+ * malloc'ed block, the caller's to free(): *count full paths, sorted, then NULL; none
+ * (*count 0) if prefix does not exist. Folders that may not be read (ACL) are left out.
+ * Returns 0; ZKL_EINVAL (c, paths or count NULL, suffix NULL, empty or with a '/', a bad
+ * prefix, timeout_ms below -1), ZKL_EACL (prefix may not be read), ZKL_ETIMEDOUT,
+ * ZKL_ECONNLOSS, ZKL_ELOST, ZKL_EDEADLK (on a thread that runs the client's loop),
+ * ZKL_ECLOSED, ZKL_ENOMEM, ZKL_EZK. */
+ZKL_API int zkl_record_find(zkl_client *c, const char *prefix, const char *suffix,
+                            int timeout_ms, char ***paths, size_t *count);
+
 ZKL_END_DECLS
 
 #endif

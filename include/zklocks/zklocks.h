@@ -15,5 +15,6 @@
 #include <zklocks/leader.h>
 #include <zklocks/inspect.h>
 #include <zklocks/record.h>
+#include <zklocks/keep.h>
 
 #endif

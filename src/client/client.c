@@ -73,10 +73,10 @@ static bool copy_opt(const char **dst, const char *src)
 	return src && !*dst;
 }
 
+/* Short enough that the whole message fits the error detail (ZKL_ERRBUF_SIZE). */
 static const char secure_build_hint[] =
-	"Debian's libzookeeper-mt has neither TLS nor SASL: build ZooKeeper's C client with "
-	"scripts/build-secure-client and zklocks with -Dsecure_client=PREFIX (README, "
-	"\"Secure connections\")";
+	"Debian's libzookeeper-mt has neither; see README, \"Secure connections\" "
+	"(scripts/build-secure-client)";
 
 /* A file option: set, readable, and (for the C client's certificate string) no comma. */
 static int check_file_opt(const char *name, const char *path, bool comma_ok)
@@ -96,13 +96,13 @@ static int check_secure_options(const zkl_client_options *o, bool tls, bool sasl
 {
 	unsigned have = zkl__zk_features();
 	if (tls && !(have & ZKL_FEATURE_TLS))
-		return zkl__fail(ZKL_ENOTSUP, "TLS was asked for (tls_ca), but this zklocks was "
-		                "built against a ZooKeeper C client without TLS (no "
-		                "zookeeper_init_ssl). %s", secure_build_hint);
+		return zkl__fail(ZKL_ENOTSUP, "TLS was asked for (tls_ca), but this zklocks is "
+		                "built on a ZooKeeper C client without TLS (no "
+		                "zookeeper_init_ssl): %s", secure_build_hint);
 	if (sasl && !(have & ZKL_FEATURE_SASL))
 		return zkl__fail(ZKL_ENOTSUP, "SASL was asked for (sasl_mechanism), but this "
-		                "zklocks was built against a ZooKeeper C client without SASL (no "
-		                "zookeeper_init_sasl). %s", secure_build_hint);
+		                "zklocks is built on a ZooKeeper C client without SASL (no "
+		                "zookeeper_init_sasl): %s", secure_build_hint);
 	if (tls && sasl)
 		return zkl__fail(ZKL_EINVAL, "TLS and SASL together: the ZooKeeper C client opens "
 		                "a session with one or the other (digest_auth goes with either)");
@@ -579,6 +579,8 @@ int zkl_client_get_stats(const zkl_client *c, zkl_client_stats *out, size_t size
 		.listings = atomic_load_explicit(&c->n_listings, memory_order_relaxed),
 		.wait_sum_ms = atomic_load_explicit(&c->wait_sum, memory_order_relaxed),
 		.hold_sum_ms = atomic_load_explicit(&c->hold_sum, memory_order_relaxed),
+		.proof_writes = atomic_load_explicit(&c->n_proof_writes, memory_order_relaxed),
+		.heartbeat_syncs = atomic_load_explicit(&c->n_heartbeat_syncs, memory_order_relaxed),
 	};
 	for (int i = 0; i < ZKL_STATS_BUCKETS; i++) {
 		s.wait_hist[i] = atomic_load_explicit(&c->wait_hist[i], memory_order_relaxed);

@@ -69,6 +69,13 @@ static void hold_post(zkl_client *c, struct zkl_msg *m)
  * owner is the loop. One whose on_lost runs right now goes when it returns. */
 void zkl__hold_unlink(zkl_client *c, struct zkl_hold *h)
 {
+	/* A hold that ends on the current session past its loss deadline dooms the session:
+	 * the server may have expired it, and the loop gives it up (liveness.c) even with
+	 * nothing held any more. */
+	struct zkl_session *s = c->sess;
+	if (s && s->gen == h->gen && !s->given_up && !s->expired &&
+	    zkl__now_ms() >= zkl__lost_at(c))
+		s->doomed = true;
 	zkl__hold_unwatch_node(c, h);
 	if (h->prev)
 		h->prev->next = h->next;

@@ -89,9 +89,21 @@ struct zkl_session {
 	bool expired;         /* mu */
 	bool check_refused;   /* mu: a heartbeat's check was refused (said once) */
 	bool ever_connected;  /* mu */
-	/* mu: when the last request this session's server answered was sent (0: none yet).
-	 * The server cannot expire the session before last_ok_sent + the session timeout. */
-	int64_t last_ok_sent;
+	/* mu: when the last write a quorum committed on this session was sent (0: none
+	 * yet): the server cannot expire the session before last_proof_sent + the session
+	 * timeout, so every hold's loss deadline counts from it (zkl__lost_at). */
+	int64_t last_proof_sent;
+	/* mu: when the last request of any kind that the session's server answered was sent
+	 * (0: none yet): what a session that holds nothing is given up by (liveness.c). */
+	int64_t last_heard_sent;
+	/* mu: the session's liveness mode at the loop's last look (enum zkl_live), and when
+	 * it last left ZKL_LIVE_QUIET (no heartbeat was due while quiet: the silence before
+	 * counts for nothing). */
+	int live_mode;
+	int64_t quiet_ended;
+	/* mu: a hold on it reached its loss deadline: the loop gives the session up at
+	 * zkl__lost_at(), held or not by then, since the server may have expired it. */
+	bool doomed;
 	struct zkl_watch *watches; /* mu: watches the C client may still call */
 	bool standin;         /* mu: an adopted client's expired handle, standing in until the
 	                       * application hands the next one over */
@@ -159,8 +171,8 @@ struct zkl_op {
 	int refs;                  /* mu */
 	int64_t sent_at;           /* when the request went out (ms) */
 	enum zkl_op_kind kind;
-	/* What its answer proves of the session (zkl__lost_at): sent while the client held
-	 * or waited for nothing, any answer; else only a write's success. */
+	/* Sent while the session needed no committed write (zkl__live_mode() was not
+	 * ZKL_LIVE_PROVE): any answer then counts for an adopted session given up. */
 	bool idle;
 	/* Its answer does not wake the loop: the answer of a request sent after it on the
 	 * same session will, and the session answers in order (a create followed by its
@@ -221,6 +233,10 @@ struct zkl_hold {
 	 * go and asks the session whether it lived on (its end: the node went with it). */
 	bool deleted;
 	bool deleting;
+	/* Loop: lost because the server said its node is gone (or another session's), not
+	 * by its session's end or silence: set before it is marked lost, read by on_lost
+	 * (on the loop) to tell the loss ZKL_EDELETED rather than ZKL_ELOST. */
+	bool node_gone;
 	void (*on_lost)(struct zkl_hold *h, void *ctx);
 	void *ctx;
 	/* What the observer is told of it (zkl__hold_observe): its kind ("mutex", ...; NULL:
@@ -321,10 +337,14 @@ struct zkl_client {
 	const struct ACL_vector *acl; /* of created nodes */
 	struct ACL acl_entries[2];
 	struct ACL_vector acl_custom;
-	/* Liveness: the current session is given up for lost at sess->last_ok_sent plus
-	 * loss_percent of the session timeout, connected or not (zkl__lost_at), which leaves
-	 * the holder the rest of the timeout to stop before the server can expire it. */
+	/* Liveness: a hold is lost at sess->last_proof_sent plus loss_percent of the session
+	 * timeout, connected or not (zkl__lost_at), which leaves the holder the rest of the
+	 * timeout to stop before the server can expire it. */
 	int loss_percent;
+	/* mu: acquisitions whose next grant may come with the next release (next in line,
+	 * or waiting on a folder's count) or that prove the session for a grant: while there
+	 * are any, the session proves itself with committed writes (liveness.c). */
+	int near;
 	int max_request;            /* the servers' jute.maxbuffer (maxbuffer.c) */
 	int64_t next_heartbeat;     /* mu: when to send the next heartbeat */
 	bool closing;               /* mu */
@@ -374,6 +394,7 @@ struct zkl_client {
 	                                     * waiter, so no call is taken */
 	/* zkl_client_get_stats(): counted on the loop, read by any thread. */
 	atomic_uint_fast64_t n_acquisitions, n_granted, n_wakes, n_listings;
+	atomic_uint_fast64_t n_proof_writes, n_heartbeat_syncs;
 	atomic_uint_fast64_t wait_hist[ZKL_STATS_BUCKETS], wait_sum;
 	atomic_uint_fast64_t hold_hist[ZKL_STATS_BUCKETS], hold_sum;
 	/* The observer (observer.c): obs_mu guards it and the events it has still to be
@@ -478,6 +499,10 @@ struct zkl_op *zkl__op_create_followed(zkl_client *c, struct zkl_waiter *w, cons
                                       const void *data, int len, int mode, bool followed,
                                       int *err);
 void zkl__op_hasten(zkl_client *c, struct zkl_op *op);
+/* A create of a TTL mode, with its time to live (ms): ZKL_ENOTSUP where the ZooKeeper
+ * underneath has none. */
+struct zkl_op *zkl__op_create_ttl(zkl_client *c, struct zkl_waiter *w, const char *path,
+                                 const void *data, int len, int mode, int64_t ttl, int *err);
 struct zkl_op *zkl__op_delete(zkl_client *c, struct zkl_waiter *w, const char *path, int *err);
 /* A delete that fails (ZBADVERSION) unless the node's version is version (-1: any). */
 struct zkl_op *zkl__op_delete_at(zkl_client *c, struct zkl_waiter *w, const char *path,
@@ -514,6 +539,7 @@ struct zkl_req {
 	const void *data;   /* CREATE, SET */
 	int len;
 	int mode;           /* CREATE */
+	int64_t ttl;        /* CREATE of a TTL mode: its time to live (ms); 0 otherwise */
 	int version;        /* SET; DELETE with check_version */
 	bool check_version; /* DELETE: only of the node at version */
 	struct zkl_watch *watch; /* GET, EXISTS, CHILDREN: armed with the request */
@@ -743,9 +769,39 @@ void zkl__revwatch_remove(zkl_client *c, struct zkl_revwatch *rv);
  * asked for until it has answered. */
 int zkl__session_timeout_ms(const zkl_client *c);
 
-/* When the client gives the current session up for lost, unless the server answers a
- * request sent later (mu held); INT64_MAX while the session has answered nothing. */
+/* Liveness (liveness.c, mu held). What the session must prove of itself, and how:
+ *   ZKL_LIVE_PROVE  something is held, or an acquisition is near its grant (c->near):
+ *                   a committed write (a check of /) every sixth of the timeout;
+ *   ZKL_LIVE_IDLE   nothing held or awaited, or a request of a wait is out: a sync
+ *                   every sixth of the timeout;
+ *   ZKL_LIVE_QUIET  only waits far from their grant, with nothing out: nothing beyond
+ *                   the C client's pings.
+ */
+enum zkl_live { ZKL_LIVE_IDLE, ZKL_LIVE_PROVE, ZKL_LIVE_QUIET };
+int zkl__live_mode(const zkl_client *c);
+
+/* A hold's loss deadline on the current session: the send time of its last committed
+ * write plus loss_percent of the session timeout (mu held); INT64_MAX while no write has
+ * been committed on it. */
 int64_t zkl__lost_at(zkl_client *c);
+
+/* When the loop gives the current session up for lost (mu held): for a session that
+ * holds, zkl__lost_at(); for one that holds nothing, loss_percent of the timeout after
+ * the last answer of any kind; never while it is quiet. INT64_MAX if never. */
+int64_t zkl__giveup_at(zkl_client *c);
+
+/* Whether a grant may be reported now (mu held): the session's last committed write was
+ * sent less than a third of the session timeout ago (two heartbeats), so the new hold's
+ * loss deadline is well ahead. A grant that finds it older proves the session first. */
+bool zkl__proof_fresh(zkl_client *c);
+
+/* A write that proves the session went out on it for a turn (mu held, the loop): it
+ * stands for the next heartbeat, due a sixth of the timeout from now. */
+void zkl__proof_sent(zkl_client *c);
+
+/* Counts an acquisition near its grant, or not (mu held, the loop): *flag is its own
+ * record of being counted. A first near acquisition makes a heartbeat due. */
+void zkl__near_set(zkl_client *c, bool *flag, bool near);
 
 /* Whether the caller is the client's event thread. */
 bool zkl__on_event_thread(zkl_client *c);

@@ -24,51 +24,129 @@ int zkl__session_timeout_any(zkl_client *c, bool *closing)
 	return t;
 }
 
+int zkl__live_mode(const zkl_client *c)
+{
+	if (c->holds || c->near > 0)
+		return ZKL_LIVE_PROVE;
+	/* Waits with a request out are not quiet: their answers are awaited. */
+	return c->waiters && c->sess->inflight == 0 ? ZKL_LIVE_QUIET : ZKL_LIVE_IDLE;
+}
+
 int64_t zkl__lost_at(zkl_client *c)
 {
 	const struct zkl_session *s = c->sess;
-	if (s->last_ok_sent == 0)
+	if (s->last_proof_sent == 0)
 		return INT64_MAX;
-	return s->last_ok_sent + (int64_t)zkl__session_timeout_ms(c) * c->loss_percent / 100;
+	return s->last_proof_sent + (int64_t)zkl__session_timeout_ms(c) * c->loss_percent / 100;
+}
+
+int64_t zkl__giveup_at(zkl_client *c)
+{
+	const struct zkl_session *s = c->sess;
+	if (c->holds || s->doomed)
+		return zkl__lost_at(c);
+	if (zkl__live_mode(c) == ZKL_LIVE_QUIET || s->last_heard_sent == 0)
+		return INT64_MAX;
+	const int64_t from = s->last_heard_sent > s->quiet_ended ? s->last_heard_sent
+	                                                          : s->quiet_ended;
+	return from + (int64_t)zkl__session_timeout_ms(c) * c->loss_percent / 100;
+}
+
+bool zkl__proof_fresh(zkl_client *c)
+{
+	const struct zkl_session *s = c->sess;
+	return s->last_proof_sent != 0 &&
+	       zkl__now_ms() - s->last_proof_sent < zkl__session_timeout_ms(c) / 3;
+}
+
+void zkl__near_set(zkl_client *c, bool *flag, bool near)
+{
+	if (*flag == near)
+		return;
+	*flag = near;
+	c->near += near ? 1 : -1;
+}
+
+void zkl__proof_sent(zkl_client *c)
+{
+	struct zkl_session *s = c->sess;
+	const int64_t now = zkl__now_ms();
+	if (s->live_mode == ZKL_LIVE_QUIET)
+		s->quiet_ended = now;
+	s->live_mode = ZKL_LIVE_PROVE;
+	c->next_heartbeat = now + zkl__session_timeout_ms(c) / 6;
+}
+
+/* The session's mode changed (mu held, the loop): when its next heartbeat is due. A
+ * session that must now prove itself sends its check a sixth of the timeout after its
+ * last committed write (at once, after a quiet wait); one that comes out of quiet counts
+ * its silence from now, and hears the server again at once. */
+static void live_mode_changed(zkl_client *c, struct zkl_session *s, int mode, int64_t now)
+{
+	const int64_t sixth = zkl__session_timeout_ms(c) / 6;
+	if (s->live_mode == ZKL_LIVE_QUIET)
+		s->quiet_ended = now;
+	s->live_mode = mode;
+	if (mode == ZKL_LIVE_QUIET)
+		return;
+	const int64_t last = mode == ZKL_LIVE_PROVE ? s->last_proof_sent : s->last_heard_sent;
+	const int64_t due = last ? last + sixth : now;
+	if (due < c->next_heartbeat)
+		c->next_heartbeat = due;
 }
 
 /* Liveness (event thread, mu held). Returns when to look again.
  *
- * The server cannot expire the session before T + t, T being the moment the last request
- * it answered was sent and t the session timeout; another client can hold our locks only
- * after that. So the client gives the session up at T + loss_percent of t, on its own
- * clock, whatever the C client says of the connection: a client that still hears the
- * server but is no longer heard by it stays "connected" for the C client (a watch event
- * restarts its clock), and a holder told only at T + t would still be running when the
- * next one starts. Giving the session up reports every hold lost and moves the client to
- * a new session, as an expiry does; the old session's nodes go when its close reaches the
+ * The server cannot expire the session before T + t, T being the moment the last write
+ * it committed was sent and t the session timeout; another client can hold our locks
+ * only after that. So a hold is lost at T + loss_percent of t, on the client's own clock,
+ * whatever the C client says of the connection: a client that still hears the server but
+ * is no longer heard by it stays "connected" for the C client (a watch event restarts its
+ * clock), and a holder told only at T + t would still be running when the next one
+ * starts. Giving the session up reports every hold lost and moves the client to a new
+ * session, as an expiry does; the old session's nodes go when its close reaches the
  * server, or with its expiry.
  *
- * While connected, a heartbeat every sixth of t keeps T recent, so that a client that
- * must find another server (the C client notices silence after 2/3 t) still has time to
- * reconnect before T + loss_percent of t. While the client holds or waits for a lock,
- * the heartbeat is a write that changes nothing (a version check of "/"), answered only
- * once a quorum has committed it; only such answers move T then (op_proves()). A
- * follower cut off from the leader still answers reads (and the C client's pings) until
- * it gives up on the leader (syncLimit ticks), while the leader, hearing nothing of the
- * session, expires it; and a leader cut off from the others answers syncs too, until
- * syncLimit passes, while they elect a new one that may expire the session first. With
- * nothing held or awaited, the heartbeat is a sync, which costs the ensemble no write. */
+ * Only a write that a quorum committed moves T (request.c, op_proves()): a follower cut
+ * off from the leader still answers reads (and the C client's pings) until it gives up
+ * on the leader (syncLimit ticks), while the leader, hearing nothing of the session,
+ * expires it; and a leader cut off from the others answers syncs too, until syncLimit
+ * passes, while they elect a new one that may expire the session first. What a session
+ * sends to keep its moments recent depends on what it has at stake (zkl__live_mode()):
+ *
+ *   - It holds a lock, or an acquisition is near its grant (next in line, or counting
+ *     a folder): a check of the version of / every sixth of t, a write that changes
+ *     nothing, so that T stays recent and a client that must find another server (the C
+ *     client notices silence after 2/3 t) still has time to reconnect before T +
+ *     loss_percent of t. A session that holds is given up at that moment.
+ *   - It holds and awaits nothing: a sync every sixth of t, which the ensemble does not
+ *     log; any answer keeps it, and it is given up loss_percent of t after the last.
+ *   - It only waits far back in queues: nothing, as a waiter of any other library; the
+ *     C client's pings keep the session, and its expiry, if it comes, requeues the
+ *     waits on a new one. No grant rests on this: a grant reported to a session whose
+ *     last committed write is older than a third of t waits for a fresh one
+ *     (zkl__proof_fresh(), the engine's turn), and its loss deadline counts from that.
+ */
 int64_t zkl__liveness_run(zkl_client *c)
 {
 	int64_t now = zkl__now_ms();
 	struct zkl_session *s = c->sess;
 	int64_t next = INT64_MAX;
-	if (s->connected) {
+	const int mode = zkl__live_mode(c);
+	if (mode != s->live_mode)
+		live_mode_changed(c, s, mode, now);
+	if (s->connected && mode != ZKL_LIVE_QUIET) {
 		if (now >= c->next_heartbeat) {
 			c->next_heartbeat = now + zkl__session_timeout_ms(c) / 6;
 			int err = 0;
-			const bool idle = zkl__client_idle(c);
 			pthread_mutex_unlock(&c->mu);
-			struct zkl_op *op = idle ? zkl__op_sync(c, NULL, "/", &err)
-			                         : zkl__op_check(c, NULL, "/", &err);
+			struct zkl_op *op = mode == ZKL_LIVE_IDLE ? zkl__op_sync(c, NULL, "/", &err)
+			                                          : zkl__op_check(c, NULL, "/", &err);
 			pthread_mutex_lock(&c->mu);
 			zkl__op_put(c, op);
+			atomic_fetch_add_explicit(mode == ZKL_LIVE_IDLE ? &c->n_heartbeat_syncs
+			                                                : &c->n_proof_writes, 1,
+			                          memory_order_relaxed);
 			if (c->sess != s)
 				return now; /* replaced meanwhile: look again */
 		}
@@ -76,7 +154,7 @@ int64_t zkl__liveness_run(zkl_client *c)
 	}
 	if (s->expired || s->given_up)
 		return next;
-	int64_t at = zkl__lost_at(c);
+	int64_t at = zkl__giveup_at(c);
 	if (now < at)
 		return at < next ? at : next;
 	if (c->adopted) {
@@ -85,7 +163,8 @@ int64_t zkl__liveness_run(zkl_client *c)
 		 * generation stays unless deleted). The session counts again once it answers. */
 		zkl__log(c, ZKL_LOG_WARN, "ZooKeeper confirmed nothing sent in the last %lld ms "
 		        "(more than %d%% of the session timeout) on the application's session: "
-		        "locks held are lost", (long long)(now - s->last_ok_sent), c->loss_percent);
+		        "locks held are lost", (long long)(now - (at - (int64_t)
+		        zkl__session_timeout_ms(c) * c->loss_percent / 100)), c->loss_percent);
 		s->given_up = true;
 		s->given_up_at = now;
 		for (struct zkl_hold *h = c->holds; h; h = h->next) {
@@ -107,7 +186,8 @@ int64_t zkl__liveness_run(zkl_client *c)
 		any |= h->gen == s->gen && !h->lost;
 	zkl__log(c, ZKL_LOG_WARN, "ZooKeeper confirmed nothing sent in the last %lld ms "
 	        "(more than %d%% of the session timeout; %s): %s; opening a new session",
-	        (long long)(now - s->last_ok_sent), c->loss_percent,
+	        (long long)(now - (at - (int64_t)zkl__session_timeout_ms(c) * c->loss_percent /
+	                           100)), c->loss_percent,
 	        s->connected ? "connected" : "disconnected",
 	        any ? "locks held are lost" : "the session may expire");
 	/* The holds turn lost in zkl__holds_notify(), which calls their owners at once: marking
@@ -175,10 +255,10 @@ int zkl_client_deadlines(const zkl_client *c, zkl_deadlines *out)
 	zkl_client *m = (zkl_client *)c;
 	pthread_mutex_lock(&m->mu);
 	const struct zkl_session *s = m->sess;
-	if (s->last_ok_sent != 0 && !s->expired) {
+	if (s->last_proof_sent != 0 && !s->expired) {
 		out->session_id = s->id;
 		out->loss_ms = zkl__lost_at(m);
-		out->expiry_ms = s->last_ok_sent + zkl__session_timeout_ms(m);
+		out->expiry_ms = s->last_proof_sent + zkl__session_timeout_ms(m);
 	}
 	pthread_mutex_unlock(&m->mu);
 	return 0;

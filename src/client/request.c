@@ -26,13 +26,6 @@ void zkl__watch_free(struct zkl_watch *wt)
 	free(wt);
 }
 
-/* Whether the client holds nothing and waits for nothing (mu held): then any answer
- * proves its session (op_proves()), and its heartbeat need not be a write. */
-bool zkl__client_idle(const zkl_client *c)
-{
-	return !c->holds && !c->waiters;
-}
-
 static struct zkl_op *op_begin(zkl_client *c, struct zkl_waiter *w, enum zkl_op_kind kind,
                                int *err)
 {
@@ -55,26 +48,21 @@ static struct zkl_op *op_begin(zkl_client *c, struct zkl_waiter *w, enum zkl_op_
 	op->s = c->sess;
 	op->s->inflight++;
 	op->s->ops++;
-	op->idle = zkl__client_idle(c);
+	op->idle = zkl__live_mode(c) != ZKL_LIVE_PROVE;
 	pthread_mutex_unlock(&c->mu);
 	return op;
 }
 
-/* Whether op's answer proves the session alive when op was sent (zkl__lost_at).
- *
- * Once the client holds or waits for a lock, only a write that succeeded does: a quorum
- * committed it, so the leader that saw it was the ensemble's. A leader cut off from the
- * others goes on answering syncs and reads, and its clients' pings, until syncLimit
- * passes; the others may elect a new leader meanwhile (they too wait syncLimit for the
- * old one), which gives the session a fresh timeout from its own start and then expires
- * it. A holder that took the old leader's answers for proof would hold on past that
- * expiry. While the client holds and waits for nothing, any answer will do: no hold's
- * deadline rests on it, and the first write of an acquisition proves the session
- * again. */
+/* Whether op's answer proves the session alive when op was sent (zkl__lost_at): a write
+ * that succeeded. A quorum committed it, so the leader that saw it was the ensemble's. A
+ * leader cut off from the others goes on answering syncs and reads, and its clients'
+ * pings, until syncLimit passes; the others may elect a new leader meanwhile (they too
+ * wait syncLimit for the old one), which gives the session a fresh timeout from its own
+ * start and then expires it. A holder that took the old leader's answers for proof would
+ * hold on past that expiry. Any other answer only says that some server heard the
+ * session (last_heard_sent): enough for a session that holds nothing. */
 static bool op_proves(const struct zkl_op *op, int rc)
 {
-	if (op->idle)
-		return zkl__zk_answered(rc);
 	if (rc != ZOK)
 		return false;
 	return op->kind == ZKL_OP_CREATE || op->kind == ZKL_OP_DELETE || op->kind == ZKL_OP_SET ||
@@ -127,9 +115,25 @@ void zkl__op_finish_locked(zkl_client *c, struct zkl_op *op, int rc)
 		        "awaited (the client needs read access to /)", zerror(rc));
 	}
 	const bool proof = op_proves(op, rc);
-	if (s == c->sess && proof && op->sent_at > s->last_ok_sent)
-		s->last_ok_sent = op->sent_at;
-	if (s == c->sess && s->given_up && proof && op->sent_at > s->given_up_at) {
+	const bool heard = zkl__zk_answered(rc);
+	if (s == c->sess && proof) {
+		/* A session on a follower is known to the leader only from the follower's
+		 * reports, of the requests and pings it heard. While every request sent comes
+		 * at most a heartbeat (a sixth of t) after the one before, the leader's record
+		 * is at most that older than T. A quiet session is heard only by its pings, a
+		 * third of t apart, until a sixth of t after it speaks again: a write sent then
+		 * proves it only as of a sixth of t before that moment, which keeps the bound. */
+		int64_t at = op->sent_at;
+		const int64_t sixth = zkl__session_timeout_ms(c) / 6;
+		if (s->quiet_ended && at >= s->quiet_ended && at < s->quiet_ended + sixth)
+			at = s->quiet_ended - sixth;
+		if (at > s->last_proof_sent)
+			s->last_proof_sent = at;
+	}
+	if (s == c->sess && heard && op->sent_at > s->last_heard_sent)
+		s->last_heard_sent = op->sent_at;
+	if (s == c->sess && s->given_up && (op->idle ? heard : proof) &&
+	    op->sent_at > s->given_up_at) {
 		/* An adopted session given up for lost is alive after all: it counts again. */
 		s->given_up = false;
 		zkl__session_event_locked(c, s, ZOO_CONNECTED_STATE, c->zk->session_id(s->zh),
@@ -264,6 +268,25 @@ struct zkl_op *zkl__op_create(zkl_client *c, struct zkl_waiter *w, const char *p
                              const void *data, int len, int mode, int *err)
 {
 	return zkl__op_create_followed(c, w, path, data, len, mode, false, err);
+}
+
+struct zkl_op *zkl__op_create_ttl(zkl_client *c, struct zkl_waiter *w, const char *path,
+                                 const void *data, int len, int mode, int64_t ttl, int *err)
+{
+	if (!c->zk->create_ttl) {
+		*err = zkl__fail(ZKL_ENOTSUP, "this ZooKeeper client makes no TTL nodes");
+		return NULL;
+	}
+	if ((*err = zkl__request_fits(c, ZKL_OP_CREATE, path, strlen(path), data ? len : -1)))
+		return NULL;
+	struct zkl_op *op = op_begin(c, w, ZKL_OP_CREATE, err);
+	if (!op)
+		return NULL;
+	int rc = c->zk->create_ttl(op->s->zh, path, data, len, c->acl, mode, ttl,
+	                           string_stat_done, op);
+	if (rc != ZOK)
+		op_refused(c, op, rc);
+	return op;
 }
 
 void zkl__op_hasten(zkl_client *c, struct zkl_op *op)
@@ -583,6 +606,9 @@ struct zkl_op *zkl__op_send(zkl_client *c, struct zkl_waiter *w, const struct zk
 {
 	switch (r->kind) {
 	case ZKL_OP_CREATE:
+		if (r->ttl > 0)
+			return zkl__op_create_ttl(c, w, r->path, r->data, r->len, r->mode, r->ttl,
+			                          err);
 		return zkl__op_create(c, w, r->path, r->data, r->len, r->mode, err);
 	case ZKL_OP_DELETE:
 		return zkl__op_delete_at(c, w, r->path, r->check_version ? r->version : -1, err);
@@ -623,7 +649,7 @@ int zkl__ops_send_locked(zkl_client *c, struct zkl_waiter *w, const struct zkl_r
 		const struct zkl_req *r = &reqs[sent];
 		struct zkl_waiter *to = r->unbound ? NULL : w;
 		const bool followed = sent < n - 1;
-		ops[sent] = r->kind == ZKL_OP_CREATE
+		ops[sent] = r->kind == ZKL_OP_CREATE && r->ttl == 0
 		                    ? zkl__op_create_followed(c, to, r->path, r->data, r->len,
 		                                             r->mode, followed, err)
 		                    : zkl__op_send(c, to, r, err);

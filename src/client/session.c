@@ -379,7 +379,10 @@ int zkl_client_handover(zkl_client *c, zhandle_t *zh)
 	s->connected = false;
 	s->ever_connected = false;
 	s->id = 0;
-	s->last_ok_sent = 0;
+	s->last_proof_sent = 0;
+	s->last_heard_sent = 0;
+	s->quiet_ended = 0;
+	s->doomed = false;
 	pthread_mutex_unlock(&c->mu);
 	rc = zkl__adopt_handle(c, zh);
 	if (rc != 0)

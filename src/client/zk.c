@@ -264,6 +264,13 @@ static int zk_create(zhandle_t *zh, const char *path, const char *data, int len,
 	return zoo_acreate2(zh, path, data, data ? len : -1, acl, mode, done, arg);
 }
 
+static int zk_create_ttl(zhandle_t *zh, const char *path, const char *data, int len,
+                         const struct ACL_vector *acl, int mode, int64_t ttl,
+                         string_stat_completion_t done, const void *arg)
+{
+	return zoo_acreate2_ttl(zh, path, data, data ? len : -1, acl, mode, ttl, done, arg);
+}
+
 static int zk_remove(zhandle_t *zh, const char *path, int version, void_completion_t done,
                      const void *arg)
 {
@@ -370,6 +377,7 @@ const struct zkl_zk_ops zkl_zk_client = {
 	.session_id = zk_session_id,
 	.timeout = zk_timeout,
 	.create = zk_create,
+	.create_ttl = zk_create_ttl,
 	.remove = zk_remove,
 	.children = zk_children,
 	.get = zk_get,

@@ -70,6 +70,11 @@ struct zkl_zk_ops {
 	int (*create)(zhandle_t *zh, const char *path, const char *data, int len,
 	              const struct ACL_vector *acl, int mode, string_stat_completion_t done,
 	              const void *arg);
+	/* A create of a TTL mode (ZOO_PERSISTENT_WITH_TTL...) with its time to live, in ms;
+	 * NULL where there is none (the in-memory ZooKeeper, the simulator). */
+	int (*create_ttl)(zhandle_t *zh, const char *path, const char *data, int len,
+	                  const struct ACL_vector *acl, int mode, int64_t ttl,
+	                  string_stat_completion_t done, const void *arg);
 	int (*remove)(zhandle_t *zh, const char *path, int version, void_completion_t done,
 	              const void *arg);
 	int (*children)(zhandle_t *zh, const char *path, watcher_fn watcher, void *wctx,

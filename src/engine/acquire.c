@@ -137,7 +137,9 @@ static void end_async(zkl_client *c, struct zkl_job *j)
 
 static void drop_job(zkl_client *c, struct zkl_job *j)
 {
-	drop_requests(c, (struct zkl_acquisition *)j);
+	struct zkl_acquisition *a = (struct zkl_acquisition *)j;
+	zkl__near_set(c, &a->near_counted, false);
+	drop_requests(c, a);
 }
 
 /* ---- the way in ---------------------------------------------------------------- */
@@ -180,20 +182,59 @@ bool zkl__engine_grant_stands(zkl_client *c, const struct zkl_node *node)
 	return grant_stands(c, node);
 }
 
-/* Our turn has come. The grant stands (grant_stands) or it waits: a watch event proves
- * nothing about the server hearing us (a client cut off one way still hears it), so a
- * turn learned past the deadline waits for the new session the event thread is about to
- * open, and queues again there (an adopted session given up waits until it counts again,
- * on_turn). */
+/* Our turn has come. The grant stands, or it waits. A watch event proves nothing about
+ * the server hearing us (a client cut off one way still hears it), so:
+ *
+ *   - a grant is reported only while the session's last committed write is recent
+ *     (zkl__proof_fresh()): the new hold's loss deadline counts from it. A session
+ *     that waited far back sent no write meanwhile (liveness.c), so its turn first
+ *     proves the session with one: a check of our own node (A_PROVE), one quorum round
+ *     trip, which also shows the node still there;
+ *   - a turn learned once the session is being given up waits for the new session the
+ *     event thread is about to open, and queues again there (an adopted session given
+ *     up waits until it counts again, on_turn). */
 static int take_turn(zkl_client *c, struct zkl_acquisition *a)
 {
 	const struct zkl_node *node = a->node;
-	if (grant_stands(c, node))
+	if (grant_stands(c, node) && zkl__proof_fresh(c))
 		return HELD;
+	if (node->gen == c->gen && !c->sess->given_up && zkl__now_ms() < zkl__giveup_at(c)) {
+		int err = 0;
+		const struct zkl_req check = {.kind = ZKL_OP_CHECK, .path = node->path};
+		struct zkl_op *op = zkl__op_send_locked(c, &a->job.w, &check, &err);
+		if (!op)
+			return err;
+		tally(&c->n_proof_writes);
+		zkl__proof_sent(c);
+		a->op = op;
+		a->st = A_PROVE;
+		return GO_ON;
+	}
 	zkl__log(c, ZKL_LOG_INFO, "turn for %s came past the session's loss deadline; "
 	        "queueing again on a new session", node->path);
 	a->st = A_TURN;
 	return GO_ON;
+}
+
+/* The check that proves the session for our turn is answered. */
+static int on_prove(zkl_client *c, struct zkl_acquisition *a)
+{
+	int rc = zkl__acq_await(a, a->op, a->deadline);
+	if (rc == WAIT)
+		return WAIT;
+	if (rc < 0)
+		return zkl__acq_gave_up(a, rc);
+	const int zrc = a->op->rc;
+	zkl__acq_put_op(c, &a->op);
+	if (zrc == ZOK)
+		return take_turn(c, a); /* the check moved the proof, unless it took too long */
+	if (zrc == ZNONODE) {
+		a->st = A_TOP; /* our node is gone: the listing queues us again */
+		return GO_ON;
+	}
+	if (zkl__zk_transient(zrc) || zkl__zk_session_gone(zrc))
+		return zkl__acq_start_recover(a);
+	return zkl__fail_zk(zrc, "cannot prove the session with a check of", a->node->path);
 }
 
 static int on_turn(zkl_client *c, struct zkl_acquisition *a)
@@ -202,7 +243,8 @@ static int on_turn(zkl_client *c, struct zkl_acquisition *a)
 	 * application's session (zkl_client_adopt) given up by the loss rule is not
 	 * replaced, but counts again once ZooKeeper answers a write sent after
 	 * (liveness.c), and our node, which lived on with it, may take its turn there. */
-	if (a->node->gen != c->gen || a->job.w.canceled || grant_stands(c, a->node)) {
+	if (a->node->gen != c->gen || a->job.w.canceled ||
+	    (!c->sess->given_up && zkl__now_ms() < zkl__giveup_at(c))) {
 		a->st = A_TOP;
 		return GO_ON;
 	}
@@ -538,8 +580,10 @@ static int on_list(zkl_client *c, struct zkl_acquisition *a)
 		return take_turn(c, a);
 	}
 	const bool folder = watch == ZKL_WATCH_CHILDREN;
-	/* When the watched node goes, do we hold without listing again? */
+	/* When the watched node goes, do we hold without listing again? And may the next
+	 * release grant us (the session then keeps its proof recent, liveness.c)? */
 	a->heir = !folder && watch < self && q->pred->heir && q->pred->heir(queue, self, watch);
+	a->near = folder || a->heir || watch == 0;
 	a->watch_folder = folder;
 	a->listed = n;
 	char *target = folder ? strdup(q->path) : zkl__path_join(q->path, queue[watch].name);
@@ -711,9 +755,13 @@ static int step(zkl_client *c, struct zkl_job *j)
 		case A_WAIT: rc = on_wait(c, a); break;
 		case A_RECOVER: rc = on_recover(c, a); break;
 		case A_TURN: rc = on_turn(c, a); break;
+		case A_PROVE: rc = on_prove(c, a); break;
 		case A_WITHDRAW: break;
 		}
 	}
+	zkl__near_set(c, &a->near_counted, rc == WAIT &&
+	              (a->st == A_PROVE || a->st == A_TURN ||
+	               (a->near && (a->st == A_WATCH || a->st == A_WAIT))));
 	if (rc == WAIT)
 		return ZKL_JOB_WAIT;
 	if (rc == HELD && !bound(c, a))

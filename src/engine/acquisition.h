@@ -19,6 +19,7 @@ enum acq_state {
 	A_WAIT,        /* waiting for the watch to fire */
 	A_RECOVER,     /* waiting for the connection after a transient failure */
 	A_TURN,        /* our turn came past the loss deadline: waiting for a new session */
+	A_PROVE,       /* our turn came with no recent committed write: one is out */
 	A_WITHDRAW,    /* deleting our node before reporting the failure */
 };
 
@@ -40,6 +41,8 @@ struct zkl_acquisition {
 	struct zkl_watch *wt;
 	bool watch_folder;             /* the watch is on the folder's children */
 	bool heir;                     /* the watched node going means we hold */
+	bool near;                     /* the next release may grant us (on_list) */
+	bool near_counted;             /* counted in the client's near (zkl__near_set) */
 	size_t listed;                 /* the queue's length when the watch was armed */
 	uint64_t ggen;                 /* the session the watch was armed on */
 	int64_t until;                 /* SETTLE, ENSURE: their own deadline */

@@ -140,7 +140,7 @@ int64_t zkl__delete_deadline(zkl_client *c, int64_t cap)
 	int64_t until = zkl__now_ms() + zkl__session_timeout_ms(c);
 	if (until > cap)
 		until = cap;
-	const int64_t lost_at = zkl__lost_at(c);
+	const int64_t lost_at = zkl__giveup_at(c);
 	return until > lost_at ? lost_at : until;
 }
 
@@ -164,7 +164,7 @@ bool zkl__withdraw_start(zkl_client *c, struct zkl_waiter *w, struct zkl_node *n
 	node->rev = NULL;
 	if (!node->path || node->gen != c->gen)
 		return false; /* none, or gone with its session */
-	if (c->closing || !c->sess->connected || zkl__now_ms() >= zkl__lost_at(c)) {
+	if (c->closing || !c->sess->connected || zkl__now_ms() >= zkl__giveup_at(c)) {
 		zkl__task_delete(c, node->path, node->gen);
 		return false;
 	}
@@ -259,9 +259,11 @@ static int delete_step(zkl_client *c, struct zkl_job *j)
 		if (!d->op) {
 			/* The caller's operations, then the delete, then a tracking hold's note,
 			 * all in one transaction. */
-			char note[128];
-			int n = node->note ? snprintf(note, sizeof note, "released %s",
-			                              zkl__basename(node->path)) : 0;
+			char note[192];
+			int n = node->note ? snprintf(note, sizeof note, "released %s%s%s",
+			                              zkl__basename(node->path),
+			                              node->note_end[0] ? "\n" : "",
+			                              node->note_end) : 0;
 			const bool noted = node->note && n > 0 && (size_t)n < sizeof note;
 			const int total = d->nsubs + 1 + noted;
 			struct zkl_mop *subs = calloc((size_t)total, sizeof *subs);

@@ -44,6 +44,9 @@ struct zkl_node {
 	/* A note node whose data the release sets to "released <name>" in the same
 	 * transaction as the delete of the node (zkl_lock_track_previous()), or NULL. */
 	char *note;
+	/* How the hold ended, as the holder said it (zkl_lock_set_end()): the note's second
+	 * line, "" for none. */
+	char note_end[48];
 };
 
 /* What the engine needs to know about a queue. */

@@ -41,6 +41,10 @@
                                   the newest version in CHANGELOG.md is VERSION, and so
                                   is the newest entry of debian/changelog
     links FILE...                 every relative link in the Markdown FILEs resolves
+    demo SRCROOT                  scripts/demo installs only what it needs
+                                  (scripts/deps --demo: no package of a test suite), and
+                                  makes a new build directory without the test suites;
+                                  scripts/test installs everything and turns them on
 
 Exit status 0 passes, 1 fails, 77 skips (a missing tool), except under CI=true, where a
 skip is a failure. ZKL_DOCS_FLAGS adds compiler flags to the programs linked with the
@@ -775,6 +779,34 @@ def check_docker(srcroot):
 
 # ---- systemd unit files ----
 
+def check_unit_conflict(unit, text, opts):
+    """A unit whose zklock waits a bounded time (or not at all) for the lock: the host
+    that did not get it, because another ran the job meanwhile, exits with the conflict
+    code (-E, default 1), which systemd must count as success, or every waiting host's
+    unit shows "failed" though nothing is wrong."""
+    bounded = any(o in ("-n", "--nonblock") or o.startswith(("--nonblock=",)) for o in opts)
+    conflict = 1
+    for i, o in enumerate(opts):
+        val = opts[i + 1] if i + 1 < len(opts) else ""
+        if o in ("-w", "--wait", "--timeout") or o.startswith(("--wait=", "--timeout=")):
+            bounded = True
+        if o in ("-E", "--conflict-exit-code"):
+            conflict = int(val)
+        elif o.startswith("--conflict-exit-code="):
+            conflict = int(o.split("=", 1)[1])
+        elif o.startswith("-E") and len(o) > 2:
+            conflict = int(o[2:])
+    if not bounded:
+        return
+    ok = {0}
+    for line in re.findall(r"^SuccessExitStatus=(.*)$", text, flags=re.M):
+        ok |= {int(w) for w in line.split() if w.isdigit()}
+    if conflict not in ok:
+        fail("%s: a host whose zklock does not get the lock in time exits %d, which the "
+             "unit counts as failed (give -E 0, or SuccessExitStatus=%d)" %
+             (unit, conflict, conflict))
+
+
 def check_systemd(unitdir, zklock):
     analyze = shutil.which("systemd-analyze")
     if not analyze:
@@ -801,6 +833,7 @@ def check_systemd(unitdir, zklock):
                 status, out = run([zklock] + words, check=False)
                 if status != 0 or "Usage: zklock" not in out:
                     fail("%s: zklock refuses its options %r:\n%s" % (u, words, out))
+                check_unit_conflict(u, text, words[1:])
         # Documentation=man:zklock(1) names a page installed with zklock, not here.
         status, out = run([analyze, "verify", "--man=no"] +
                           [os.path.join(d, u) for u in units], check=False)
@@ -839,6 +872,38 @@ def check_links(files):
                 fail("%s links to %s, which does not exist" % (md, target))
 
 
+# Packages that only the test suites (or the Debian packages) need: the demo must not
+# install them, scripts/test must.
+TEST_ONLY = {"libcmocka-dev", "valgrind", "docker-compose", "libcurator-recipes-java",
+             "python3-kazoo", "default-jdk-headless", "prometheus", "lintian", "debhelper",
+             "devscripts", "iptables", "libuv1-dev", "g++", "cmake"}
+
+
+def check_demo(srcroot):
+    deps = os.path.join(srcroot, "scripts", "deps")
+    _, demo = run([deps, "--list", "--demo"])
+    _, full = run([deps, "--list"])
+    demo, full = set(demo.split()), set(full.split())
+    if not demo or not {"zookeeper", "libzookeeper-mt-dev", "meson"} <= demo:
+        fail("scripts/deps --list --demo gives %r: not what building and a ZooKeeper need" %
+             sorted(demo))
+    for p in sorted(demo & TEST_ONLY):
+        fail("scripts/deps --demo installs %s, which only the test suites need" % p)
+    for p in sorted((TEST_ONLY | demo) - full):
+        fail("scripts/deps (what scripts/test installs) leaves out %s" % p)
+    script = open(os.path.join(srcroot, "scripts", "demo"), encoding="utf-8").read()
+    calls = re.findall(r"^\s*(?:zkl_deps\b.*|\S*scripts/deps\"?.*)$", script, flags=re.M)
+    if not calls or any("--demo" not in c for c in calls):
+        fail("scripts/demo installs with %r, not scripts/deps --demo" % calls)
+    if "-Dtests=false" not in script:
+        fail("scripts/demo makes a build directory with the test suites, whose packages "
+             "it does not install")
+    test = open(os.path.join(srcroot, "scripts", "test"), encoding="utf-8").read()
+    if "-Dtests=true" not in test:
+        fail("scripts/test does not turn the test suites on in a build directory that "
+             "scripts/demo made")
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
@@ -848,6 +913,8 @@ def main():
         check_symbols(*args)
     elif check == "headers":
         check_headers(*args)
+    elif check == "demo":
+        check_demo(*args)
     elif check == "man-coverage":
         check_man_coverage(*args)
     elif check == "man-examples":

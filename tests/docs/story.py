@@ -8,9 +8,20 @@ say with each other, with the headers and with the tool.
                  client's loop
     loss-rule    every sentence that states when a session is given up for lost says
                  90% (loss_percent) of the session timeout, counted from when the last
-                 answered request was sent
+                 answered request was sent; in zklock(1) and --help (zklock always holds
+                 or waits) a write that ZooKeeper committed, not any answer
     exit-status  the exit statuses of GUIDE.md's table, zklock(1) and the README are
                  those of `zklock --help`
+    exit-claims  a sentence of zklock(1), the README, GUIDE.md or --help that gives the
+                 exit status of a --semaphore count that differs gives --help's (65)
+    options      the long options of zklock (tools/zklock/options.c) are each listed once
+                 in --help and are entries of zklock(1); the README's option table names
+                 none that zklock lacks; --json names the same commands in --help and
+                 zklock(1)
+    commands     the forms of --help's usage are the lines of zklock(1)'s SYNOPSIS as
+                 rendered, and each subcommand is in the README's usage block
+    rendered     zklock(1) rendered (groff -man -Tutf8): each SYNOPSIS form on a line of
+                 its own, each command of COMMANDS an entry of its own
     views        the views (zkl_lock *zkl_*_lock()) in zkl_lock(3)'s synopsis and
                  description, and in lock.h's opening comment, are those of the headers
     render       every man page renders with `groff -man -Tutf8 -ww` without a warning,
@@ -106,6 +117,10 @@ def check_loss_rule(root, zklock):
             share = re.search(r"(\b90 ?%|loss_percent ?%?|loss-percent|\bN ?%) of (the|a|its)"
                               r"( negotiated)? session timeout", s)
             since = re.search(r"\bsen[dt]|\bsending\b", s)
+            if name in ("docs/zklock.1", "zklock --help") and not re.search(
+                    r"commit|confirm", s):
+                fail("%s states the loss rule as any answer, though for a holder or a "
+                     "waiter only a committed write counts: %r" % (name, s))
             if not share or not since:
                 fail("%s states the loss rule without %s: %r" %
                      (name, " and ".join(w for w, ok in (
@@ -171,6 +186,187 @@ def compare(what, got, want):
                                                        ", ".join(sorted(want))))
     if extra:
         fail("%s names %s, which zklock --help does not" % (what, ", ".join(extra)))
+
+
+# ---- what zklock(1), the README, GUIDE.md and --help say of particular exits ----
+
+COUNT_DIFFERS = re.compile(r"another count|count (that )?differs|differs from the count|"
+                           r"count recorded|counts? (mismatch|disagree)", re.I)
+EXIT_GIVEN = re.compile(r"\bexit(?:s|ed| status| with)?\s+(?:with\s+)?(\d{1,3})\b", re.I)
+
+
+def check_exit_claims(root, zklock):
+    help_ = help_text(zklock)
+    m = re.search(r"^\s+(\d+)\s+--semaphore N differs", help_, flags=re.M)
+    if not m:
+        fail("zklock --help's exit status list has no line for a --semaphore count that "
+             "differs")
+        return
+    want = m.group(1)
+    docs = {name: text for name, text in prose(root, zklock).items()
+            if name in ("README.md", "docs/GUIDE.md", "docs/zklock.1", "zklock --help")}
+    for name, text in docs.items():
+        flat = re.sub(r"\s+", " ", text)
+        for m in COUNT_DIFFERS.finditer(flat):
+            # The clause around the words: a list, a table or the next sentence may
+            # give other exits.
+            start = max(flat.rfind(c, 0, m.start()) for c in ";|.")
+            ends = [i for i in (flat.find(c, m.end()) for c in (";", "|", ". ")) if i >= 0]
+            clause = flat[start + 1:min(ends) if ends else len(flat)]
+            for code in EXIT_GIVEN.findall(clause):
+                if code != want:
+                    fail("%s gives exit %s for a --semaphore count that differs; --help "
+                         "says %s: %r" % (name, code, want, clause.strip()))
+
+
+# ---- zklock's options and commands ----
+
+def long_options(root):
+    src = read(os.path.join(root, "tools", "zklock", "options.c"))
+    table = re.search(r"long_opts\[\] = \{(.*?)\n\};", src, flags=re.S)
+    return set(re.findall(r'\{ "([a-z][a-z-]*)",', table.group(1) if table else ""))
+
+
+def help_options(help_):
+    """{option: times listed} of --help's option entries (lines that start with "-")."""
+    seen = {}
+    for line in help_.splitlines():
+        m = re.match(r"^\s{2,8}(-[^ ].*?)(?:\s{2,}|$)", line)
+        if m:
+            for opt in re.findall(r"--[a-z][a-z-]*", m.group(1)):
+                seen[opt[2:]] = seen.get(opt[2:], 0) + 1
+    return seen
+
+
+def man_entries(page):
+    """The options named in the tags of zklock(1)'s .TP entries."""
+    tags = re.findall(r"^\.TP\n(.*)$", page, flags=re.M)
+    return set(o[2:] for t in tags for o in re.findall(r"--[a-z][a-z-]*", unroff(t)))
+
+
+def json_commands(text):
+    m = re.search(r"--json\s+((?:\w+[,:]?\s+)+?)print JSON", text)
+    return set(re.findall(r"\w+", m.group(1))) if m else None
+
+
+def check_options(root, zklock):
+    opts = long_options(root)
+    if len(opts) < 20:
+        fail("found only %d long options in tools/zklock/options.c: has the check lost "
+             "track?" % len(opts))
+        return
+    help_ = help_text(zklock)
+    listed = help_options(help_)
+    # An option of one command's form only (prune --dry-run) is documented there.
+    in_usage = set(o[2:] for f in usage_forms(help_) for o in re.findall(r"--[a-z-]+", f))
+    for o in sorted(opts):
+        if o in in_usage and listed.get(o, 0) == 0:
+            continue
+        if listed.get(o, 0) != 1:
+            fail("zklock --help lists --%s %d times (once, please)" % (o, listed.get(o, 0)))
+    for o in sorted(set(listed) - opts):
+        fail("zklock --help lists --%s, which zklock does not take" % o)
+    page = read(os.path.join(root, "docs", "zklock.1"))
+    synopsis = unroff(sections(page).get("SYNOPSIS", ""))
+    for o in sorted(opts - man_entries(page) - set(re.findall(r"--([a-z-]+)", synopsis))):
+        fail("zklock(1) has no entry for --%s" % o)
+    readme = read(os.path.join(root, "README.md"))
+    for row in re.findall(r"^\| `(-.*?)\|", readme, flags=re.M):
+        for o in re.findall(r"--[a-z][a-z-]*", row):
+            if o[2:] not in opts:
+                fail("README.md's option table names %s, which zklock does not take" % o)
+    in_help = json_commands(help_)
+    in_man = json_commands(unroff(page).replace("\n", " "))
+    if in_help is None or in_man is None:
+        fail("--json's entry not found in %s" % ("--help" if in_help is None else "zklock(1)"))
+    elif in_help != in_man:
+        fail("--json is for %s in --help, for %s in zklock(1)" %
+             (", ".join(sorted(in_help)), ", ".join(sorted(in_man))))
+
+
+def render_zklock(root):
+    """zklock(1) as groff renders it (plain text, wide lines), or None without groff."""
+    groff = shutil.which("groff")
+    if not groff:
+        check.skip("groff not found (scripts/deps installs it)")
+    src = read(os.path.join(root, "docs", "zklock.1")).replace("@VERSION@", "0.0.0")
+    p = subprocess.run([groff, "-man", "-Tutf8", "-rLL=150n", "-P-cbou"], input=src,
+                       env=dict(os.environ, LC_ALL="C.UTF-8"), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        fail("groff -man -Tutf8 docs/zklock.1 exited %d: %s" % (p.returncode, p.stderr))
+    return p.stdout.replace("\u2010", "-").replace("\u2212", "-")
+
+
+def rendered_sections(text):
+    out, name = {}, None
+    for line in text.splitlines():
+        if re.match(r"^[A-Z][A-Z ]+$", line):
+            name = line.strip()
+            out[name] = []
+        elif name:
+            out[name].append(line)
+    return out
+
+
+def usage_forms(help_):
+    m = re.search(r"^Usage: (.*?)\n\n", help_, flags=re.M | re.S)
+    return [re.sub(r"\s+", " ", l.strip()) for l in m.group(1).splitlines()] if m else []
+
+
+def subcommand(form):
+    m = re.match(r"zklock ([a-z]+) ", form)
+    return m.group(1) if m else None
+
+
+def check_commands(root, zklock):
+    forms = usage_forms(help_text(zklock))
+    if len(forms) < 5:
+        fail("zklock --help's usage has %d forms: has the check lost track?" % len(forms))
+        return
+    text = render_zklock(root)
+    lines = [l.strip() for l in rendered_sections(text).get("SYNOPSIS", []) if l.strip()]
+    norm = [re.sub(r"\s+", " ", l) for l in lines]
+    want = [re.sub(r"\b(PATH|PREFIX|NODE|COMMAND|STRING|ARG|N)\b", lambda m: m.group(1).lower(),
+                   f).replace("[ARG...]", "[argument...]") for f in forms]
+    cmds_help = [subcommand(f) for f in forms if subcommand(f)]
+    cmds_man = [subcommand(l) for l in norm if subcommand(l)]
+    if cmds_help != cmds_man:
+        fail("zklock(1)'s SYNOPSIS, as rendered, has the commands %s on their own lines; "
+             "--help's usage has %s" % (cmds_man, cmds_help))
+    if len(norm) != len(want):
+        fail("zklock(1)'s SYNOPSIS renders as %d lines, --help's usage has %d forms:\n%s" %
+             (len(norm), len(want), "\n".join(lines)))
+    readme = read(os.path.join(root, "README.md"))
+    block = re.search(r"^## `zklock`\n\n```\n(.*?)```", readme, flags=re.M | re.S)
+    if not block:
+        fail("README.md has no usage block under \"## `zklock`\"")
+        return
+    in_readme = set(re.findall(r"\bzklock ([a-z]+) ", block.group(1)))
+    for c in cmds_help:
+        if c not in in_readme:
+            fail("README.md's usage block leaves out `zklock %s`, which --help has" % c)
+
+
+def check_rendered(root, zklock):
+    text = render_zklock(root)
+    secs = rendered_sections(text)
+    for line in secs.get("SYNOPSIS", []):
+        if len(re.findall(r"\bzklock\b", line)) > 1:
+            fail("zklock(1)'s SYNOPSIS runs two forms into one line when rendered: %r" %
+                 line.strip())
+    body = secs.get("COMMANDS", [])
+    heads = [l.strip().split()[1] for l in body
+             if re.match(r"^ {7}zklock [a-z]+\b", l)]
+    for c in [subcommand(f) for f in usage_forms(help_text(zklock)) if subcommand(f)]:
+        if c not in heads:
+            fail("zklock(1)'s COMMANDS, when rendered, has no entry of its own for "
+                 "`zklock %s` (runs into the paragraph before?)" % c)
+    for l in body:
+        if re.search(r"\S\s+zklock (count|prune|check|forget|list|status|revoke) "
+                     r"(path|prefix|node)\b", l) and not l.startswith(" " * 7 + "zklock"):
+            fail("zklock(1)'s COMMANDS runs a command's heading into a paragraph: %r" %
+                 l.strip())
 
 
 # ---- the views ----
@@ -268,6 +464,16 @@ PLANTS = [
     ("render", "docs/man/zkl_client.3", ".BR zkl_client_process ().\n",
      ".BR zkl_client_process ()) (on the loop).\n"),
     ("footer", "docs/zklock.1", '"zklocks @VERSION@"', '"zklocks"'),
+    ("loss-rule", "docs/zklock.1", "ZooKeeper has confirmed (committed) no write sent",
+     "ZooKeeper has answered nothing sent"),
+    ("exit-claims", "docs/zklock.1", "another count exits 65", "another count exits 64"),
+    ("options", "docs/zklock.1", ".BR check ,\n.BR prune :\nprint JSON.",
+     ".BR prune :\nprint JSON."),
+    ("options", "tools/zklock/options.c", '{ "previous", no_argument',
+     '{ "previously", no_argument'),
+    ("commands", "README.md", "zklock count PATH N", "zklock cnt PATH N"),
+    ("rendered", "docs/zklock.1", ".I path n\n.br\n.B zklock prune", ".I path n\n.B zklock prune"),
+    ("rendered", "docs/zklock.1", ".TP\n.BI \"zklock prune \" prefix", ".BI \"zklock prune \" prefix"),
 ]
 
 
@@ -276,10 +482,10 @@ def self_test(root, zklock):
     import tempfile
     tmp = tempfile.mkdtemp(prefix="zkl-story.")
     try:
-        for name, path, old, new in PLANTS:
-            copy = os.path.join(tmp, name)
+        for i, (name, path, old, new) in enumerate(PLANTS):
+            copy = os.path.join(tmp, "%d-%s" % (i, name))
             os.mkdir(copy)
-            for part in ("README.md", "docs", "include"):
+            for part in ("README.md", "docs", "include", "tools"):
                 src = os.path.join(root, part)
                 (shutil.copytree if os.path.isdir(src) else shutil.copy)(
                     src, os.path.join(copy, part))
@@ -305,7 +511,9 @@ def self_test(root, zklock):
 
 
 CHECKS = {"callbacks": check_callbacks, "loss-rule": check_loss_rule,
-          "exit-status": check_exit_status, "views": check_views, "render": check_render,
+          "exit-status": check_exit_status, "exit-claims": check_exit_claims,
+          "options": check_options, "commands": check_commands, "rendered": check_rendered,
+          "views": check_views, "render": check_render,
           "footer": check_footer}
 
 

@@ -44,6 +44,9 @@ static inline int fuzz_parse(int argc, char **argv)
 		CHECK(o.servers != NULL);
 		CHECK(o.path != NULL && o.path[0] == '/');
 		CHECK(o.command != CMD_RUN || (o.cmd && o.cmd[0]));
+		/* A hold never lasts forever, and says why; --for and --reason are its own. */
+		CHECK(o.command != CMD_HOLD || (o.hold_for_ms > 0 && o.reason && *o.reason));
+		CHECK(o.command == CMD_HOLD || (o.hold_for_ms == 0 && !o.reason));
 		CHECK(o.wait_ms >= ZKL_WAIT_FOREVER);
 		CHECK(o.lock_folders == ZKL_FOLDERS_AUTO || o.lock_folders == ZKL_FOLDERS_CONTAINER ||
 		      o.lock_folders == ZKL_FOLDERS_PERSISTENT);

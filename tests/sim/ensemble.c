@@ -79,6 +79,9 @@ static struct {
 	 * until freeze_until */
 	int freeze_cl;
 	int64_t freeze_after, freeze_until;
+	/* quiet-grant: client 0's server is cut off from the others as client 0 sends its
+	 * first listing after cut_after (0: done) */
+	int64_t cut_after;
 } E;
 
 static bool cut(int i)
@@ -153,8 +156,9 @@ static void follow(int i, int l)
 /* Scenarios: the cases found on real servers, scripted (--scenario NAME). The seed
  * draws the rest: delays, the order of what is due at once, the election's length. */
 
-enum { SC_NONE, SC_FOLLOWER_CUT, SC_LEADER_CUT, SC_GRANT_IDLE, SC_N };
-static const char *const sc_names[SC_N] = { "", "follower-cut", "leader-cut", "grant-idle" };
+enum { SC_NONE, SC_FOLLOWER_CUT, SC_LEADER_CUT, SC_GRANT_IDLE, SC_QUIET_GRANT, SC_N };
+static const char *const sc_names[SC_N] = { "", "follower-cut", "leader-cut", "grant-idle",
+                                            "quiet-grant" };
 
 int ens_scenario_named(const char *name)
 {
@@ -207,7 +211,17 @@ static void sc_fault(int i, enum fkind kind, int cl, int64_t at, int64_t dur, ui
  *   server 0 is cut off at 4.1 s. Client 0 takes its turn as it runs again, its
  *   heartbeat overdue in the same turn, after the new leader's election (10.15 to 10.5
  *   s) and before server 0 gives up leading (12 s), and before its own loss deadline.
- *   Tick 2 s, syncLimit 3, sessions of 9.5 s. */
+ *   Tick 2 s, syncLimit 3, sessions of 9.5 s.
+ * quiet-grant: client 0 knows server 1 only, a follower, and waits third in line (far
+ *   from its grant, so its session sends nothing but pings: liveness.c) behind client
+ *   1's hold (until 5 s) and client 2's short one; client 3 waits behind it. As client 0
+ *   lists the queue on its turn, server 1 is cut off from the others for 12 s: it still
+ *   answers reads, and the listing shows client 0 first, while the leader, hearing
+ *   nothing more of the session, expires it about a session timeout after the follower's
+ *   last report, and client 3 takes its turn. A grant reported on the strength of that
+ *   listing (or of any answer but a committed write) would hold until a loss deadline
+ *   counted from it, past that expiry: two holders. Tick 1 s, syncLimit 10, sessions of
+ *   4 s, as follower-cut. */
 void ens_scenario(void)
 {
 	memset(&E, 0, sizeof E); /* a run starts from nothing (workers run many) */
@@ -244,6 +258,22 @@ void ens_scenario(void)
 		W.cl[0].srv_mask = 1u << 0;
 		W.cl[1].srv_mask = 1u << 1 | 1u << 2;
 		break;
+	case SC_QUIET_GRANT:
+		W.ncl = 4;
+		W.nct = 4;
+		W.fault_end = 20000;
+		sc_contender(0, 1, 0, 5000);
+		sc_contender(1, 2, 300, 100);
+		timeout = 9000;
+		E.tick = 500;
+		E.sync_limit = 20;
+		sc_contender(2, 0, 600, 12000);
+		sc_contender(3, 3, 900, 100);
+		W.nf = 0;
+		E.cut_after = 4000;
+		W.cl[0].srv_mask = 1u << 1;
+		W.cl[1].srv_mask = W.cl[2].srv_mask = W.cl[3].srv_mask = 1u << 0 | 1u << 2;
+		break;
 	case SC_GRANT_IDLE:
 		timeout = 9500;
 		E.tick = 2000;
@@ -278,6 +308,15 @@ void ens_scenario(void)
 void ens_sent(struct sess *s, int op)
 {
 	struct client *cl = &W.cl[s->cl];
+	if (W.o.scenario == SC_QUIET_GRANT && E.cut_after && s->cl == 0 && op == OP_CHILDREN &&
+	    W.now >= E.cut_after) {
+		E.cut_after = 0;
+		struct server *v = &E.s[s->srv];
+		trace("FAULT: server %d (%s) cut off from the others for 15000 ms, as client 0 "
+		      "lists", s->srv, role_names[v->role]);
+		v->cut_until = W.now + 15000;
+		return;
+	}
 	if (W.o.scenario != SC_GRANT_IDLE || !E.freeze_after || s->cl != E.freeze_cl ||
 	    op != OP_CHECK || W.now < E.freeze_after || cl->life != L_RUN || cl->blocked)
 		return;
@@ -291,6 +330,21 @@ void ens_sent(struct sess *s, int op)
 }
 
 /* ------------------------------------------------------------------------------------ */
+
+/* Contender j (t) is told it holds. In quiet-grant, client 0's server commits nothing
+ * from the moment client 0 lists on its turn, and client 0's last write (its create) is
+ * seconds older than the freshness a grant asks for (a third of the session timeout): a
+ * grant told there rests on no committed write. */
+void ens_granted(const struct contender *t, int j)
+{
+	if (W.o.scenario != SC_QUIET_GRANT || t->cl != 0 || !W.cl[0].sess)
+		return;
+	const struct server *v = &E.s[W.cl[0].sess->srv];
+	if (v->cut_until > W.now)
+		violation("contender %d (client 0) is told it holds while its server, cut off from "
+		          "the leader, has committed nothing since its turn came: a grant without "
+		          "a fresh committed write", j);
+}
 
 void ens_init(void)
 {
@@ -663,7 +717,7 @@ void ens_check_expiry(struct sess *s)
 		if (cl->life == L_CRASHED || clock_stood_still(s) || !cl->c)
 			continue; /* check_expiry_told() exempts it */
 		zkl_client *c = cl->c;
-		if (!c->sess || c->sess->zh != (zhandle_t *)s || c->sess->last_ok_sent == 0)
+		if (!c->sess || c->sess->zh != (zhandle_t *)s || c->sess->last_proof_sent == 0)
 			continue;
 		int64_t d = zkl__lost_at(c) + cl->lag; /* on the server's clock */
 		W.ens_checked++;

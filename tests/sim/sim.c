@@ -1806,6 +1806,8 @@ static void hold_record(struct contender *t, int j, zkl_lock *view, zkl_mutex *m
 	}
 	if (!t->voided && exclusive(t->kind))
 		check_fifo(t, j);
+	if (W.o.ensemble)
+		ens_granted(t, j);
 }
 
 static void on_acquired(zkl_lock *l, int rc, void *data)
@@ -3573,7 +3575,7 @@ static void usage(void)
 	        "         --every-mode (the seed picks the mode, each in turn: plain, --leaders,\n"
 	        "           --multi, --adopt, --owners, --guarded, --ensemble; for one soak of all)\n"
 	        "         --scenario NAME (a scripted ensemble case: follower-cut, leader-cut,\n"
-	        "           grant-idle; the seed draws the rest)\n",
+	        "           grant-idle, quiet-grant; the seed draws the rest)\n",
 	        MAXJOBS);
 	exit(2);
 }

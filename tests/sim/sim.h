@@ -399,6 +399,7 @@ bool ens_knows_expired(const struct sess *s);
 bool ens_holds_events(const struct sess *s);
 void ens_touch(struct sess *s);
 void ens_sent(struct sess *s, int op);
+void ens_granted(const struct contender *t, int j);
 bool ens_answers_ping(const struct sess *s);
 int ens_pick(struct sess *s);
 void ens_connected(struct sess *s, int srv);

@@ -73,7 +73,8 @@ static void test_unreadable(void **state)
 	(void)state;
 	char who[64];
 	const char *bad[] = {"", "released", "released ", "released a/b", "held \n",
-	                     "RELEASED a", "releaseda", "released a\nb", "held"};
+	                     "RELEASED a", "releaseda", "released a\n\n", "released a\nb\nc",
+	                     "released a\n\tb", "held a\nexited 0", "held"};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		assert_int_equal(decide(bad[i], "", "me", who), ZKL_PREVIOUS_NONE);
 		assert_string_equal(who, "");
@@ -88,6 +89,69 @@ static void test_unreadable(void **state)
 	assert_string_equal(small, "abc");
 }
 
+/* A release's note may say how its hold ended, on a second line; a note without one
+ * reads as before, and an end is never read from a note that is not a release's. */
+static void test_end(void **state)
+{
+	(void)state;
+	char who[64], end[ZKL_END_MAX];
+	assert_int_equal(zkl__previous_decide_end("released a-lock-1\nmax-runtime", 29, "", "me",
+	                                          who, sizeof who, end, sizeof end),
+	                 ZKL_PREVIOUS_RELEASED);
+	assert_string_equal(who, "a-lock-1");
+	assert_string_equal(end, "max-runtime");
+	const char *n = "released a-lock-1\nexited 3\n";
+	assert_int_equal(zkl__previous_decide_end(n, strlen(n), "a-lock-1", "me", who, sizeof who,
+	                                          end, sizeof end), ZKL_PREVIOUS_RELEASED);
+	assert_string_equal(end, "exited 3");
+	/* The end of another node's release is not the predecessor's. */
+	assert_int_equal(zkl__previous_decide_end(n, strlen(n), "b-lock-2", "me", who, sizeof who,
+	                                          end, sizeof end), ZKL_PREVIOUS_VANISHED);
+	assert_string_equal(end, "");
+	/* Without a second line: none said. */
+	n = "released a-lock-1\n";
+	assert_int_equal(zkl__previous_decide_end(n, strlen(n), "", "me", who, sizeof who, end,
+	                                          sizeof end), ZKL_PREVIOUS_RELEASED);
+	assert_string_equal(end, "");
+	/* Cut short to the room given; too long to be an end: unreadable. */
+	char small[4];
+	n = "released a\nsignal 9";
+	assert_int_equal(zkl__previous_decide_end(n, strlen(n), "", "me", who, sizeof who, small,
+	                                          sizeof small), ZKL_PREVIOUS_RELEASED);
+	assert_string_equal(small, "sig");
+	char lng[128];
+	snprintf(lng, sizeof lng, "released a\n%0*d", ZKL_END_MAX, 7);
+	assert_int_equal(zkl__previous_decide_end(lng, strlen(lng), "", "me", who, sizeof who, end,
+	                                          sizeof end), ZKL_PREVIOUS_NONE);
+}
+
+/* A holder that lost its lock and said so: vanished (no release note), with the end
+ * "lost"; only for the node it names. */
+static void test_lost(void **state)
+{
+	(void)state;
+	char who[64], end[ZKL_END_MAX];
+	const char *n = "lost a-lock-1";
+	assert_int_equal(zkl__previous_decide_end(n, strlen(n), "", "me", who, sizeof who, end,
+	                                          sizeof end), ZKL_PREVIOUS_VANISHED);
+	assert_string_equal(who, "a-lock-1");
+	assert_string_equal(end, "lost");
+	assert_int_equal(zkl__previous_decide_end(n, strlen(n), "a-lock-1", "me", who, sizeof who,
+	                                          end, sizeof end), ZKL_PREVIOUS_VANISHED);
+	assert_string_equal(end, "lost");
+	assert_int_equal(zkl__previous_decide_end(n, strlen(n), "b-lock-2", "me", who, sizeof who,
+	                                          end, sizeof end), ZKL_PREVIOUS_VANISHED);
+	assert_string_equal(who, "b-lock-2");
+	assert_string_equal(end, "");
+	/* Our own, or with more after the name: proves nothing. */
+	n = "lost me";
+	assert_int_equal(zkl__previous_decide_end(n, strlen(n), "", "me", who, sizeof who, end,
+	                                          sizeof end), ZKL_PREVIOUS_NONE);
+	n = "lost a\nexited 0";
+	assert_int_equal(zkl__previous_decide_end(n, strlen(n), "", "me", who, sizeof who, end,
+	                                          sizeof end), ZKL_PREVIOUS_NONE);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -95,6 +159,8 @@ int main(void)
 		cmocka_unit_test(test_waited_behind_none),
 		cmocka_unit_test(test_reader_ahead),
 		cmocka_unit_test(test_unreadable),
+		cmocka_unit_test(test_end),
+		cmocka_unit_test(test_lost),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -318,6 +318,26 @@ static void test_release_txn(void **state)
 	snprintf(want, sizeof want, "released %s", strrchr(node, '/') + 1);
 	assert_string_equal(data, want);
 
+	/* An operation on the hold's own node (which the release deletes): refused, nothing
+	 * done, the lock still held with its node; a plain release then frees it. */
+	CHECK_OK(zkl_lock_acquire(l, 10000));
+	assert_true(zkl_lock_node(l, node, sizeof node) > 0);
+	const zkl_txn_op own[2] = {
+		{.kind = ZKL_TXN_SET, .path = rec, .data = "run 2", .len = 5, .version = -1},
+		{.kind = ZKL_TXN_DELETE, .path = node, .version = -1},
+	};
+	memset(rr, 0, sizeof rr);
+	CHECK_RC(ZKL_EINVAL, zkl_lock_release_txn(l, own, 2, rr));
+	assert_non_null(strstr(zkl_last_error(), "own node"));
+	assert_int_equal(rr[1].rc, ZKL_EINVAL);
+	assert_true(zkl_lock_is_held(l));
+	assert_int_equal(h_exists(node), 1);
+	n = h_get(rec, data, sizeof data);
+	data[n] = '\0';
+	assert_string_equal(data, "run 1");
+	CHECK_OK(zkl_lock_release(l));
+	assert_int_equal(h_exists(node), 0);
+
 	/* Held twice over: nothing is done. */
 	CHECK_OK(zkl_lock_acquire(l, 10000));
 	CHECK_OK(zkl_lock_acquire(l, 10000));
@@ -361,6 +381,78 @@ static void test_release_txn(void **state)
 	h_delete(note);
 }
 
+static void on_lost_latch(zkl_lock *l, int reason, void *data)
+{
+	(void)l;
+	(void)reason;
+	h_latch_set(data);
+}
+
+/* A holder says how its hold ended (zkl_lock_set_end): the next one reads it
+ * (zkl_lock_previous_end); a hold that was lost says so (zkl_lock_tell_lost), and the
+ * next one is told vanished with the end "lost". */
+static void test_end_and_lost(void **state)
+{
+	(void)state;
+	const char *path = h_path("previous-end");
+	char note[512];
+	snprintf(note, sizeof note, "%s.previous", path);
+	zkl_client *c = h_client(0);
+	zkl_mutex *m;
+	CHECK_OK(zkl_mutex_new(&m, c, path));
+	zkl_lock *l = zkl_mutex_lock(m);
+	char who[128], node[ZKL_NODE_MAX], end[ZKL_END_MAX];
+	bool told = true;
+	CHECK_RC(ZKL_EINVAL, zkl_lock_set_end(l, "exited 0")); /* not tracking */
+	CHECK_RC(ZKL_EINVAL, zkl_lock_tell_lost(l, 1000, &told));
+	CHECK_OK(zkl_lock_track_previous(l, true));
+	CHECK_RC(ZKL_ENOTHELD, zkl_lock_set_end(l, "exited 0"));
+	CHECK_RC(ZKL_ENOTHELD, zkl_lock_previous_end(l, end, sizeof end));
+	assert_int_equal(take(l, who, sizeof who, node, sizeof node), ZKL_PREVIOUS_NONE);
+	CHECK_OK(zkl_lock_previous_end(l, end, sizeof end));
+	assert_string_equal(end, "");
+	CHECK_RC(ZKL_EINVAL, zkl_lock_set_end(l, "two\nlines"));
+	char big[ZKL_END_MAX + 1];
+	memset(big, 'x', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	CHECK_RC(ZKL_EINVAL, zkl_lock_set_end(l, big));
+	CHECK_RC(ZKL_EBUSY, zkl_lock_tell_lost(l, 1000, &told)); /* held: release it */
+	CHECK_OK(zkl_lock_set_end(l, "exited 3"));
+	CHECK_OK(zkl_lock_release(l));
+	char buf[256];
+	int n = h_get(note, buf, sizeof buf - 1);
+	buf[n > 0 ? n : 0] = '\0';
+	char want[ZKL_NODE_MAX + 32];
+	snprintf(want, sizeof want, "released %s\nexited 3", base(node));
+	assert_string_equal(buf, want);
+
+	assert_int_equal(take(l, who, sizeof who, node, sizeof node), ZKL_PREVIOUS_RELEASED);
+	CHECK_OK(zkl_lock_previous_end(l, end, sizeof end));
+	assert_string_equal(end, "exited 3");
+	/* Lost: the node deleted from outside. */
+	h_latch *lost = h_latch_new();
+	CHECK_OK(zkl_lock_on_lost(l, on_lost_latch, lost));
+	char full[ZKL_NODE_MAX + 300];
+	snprintf(full, sizeof full, "%s/%s", path, base(node));
+	h_delete(full);
+	assert_true(h_latch_wait(lost, 10000));
+	CHECK_OK(zkl_lock_tell_lost(l, 10000, &told));
+	assert_true(told);
+	zkl_lock_release(l);
+	n = h_get(note, buf, sizeof buf - 1);
+	buf[n > 0 ? n : 0] = '\0';
+	snprintf(want, sizeof want, "lost %s", base(node));
+	assert_string_equal(buf, want);
+	CHECK_OK(zkl_lock_on_lost(l, NULL, NULL));
+	assert_int_equal(take(l, who, sizeof who, node, sizeof node), ZKL_PREVIOUS_VANISHED);
+	CHECK_OK(zkl_lock_previous_end(l, end, sizeof end));
+	assert_string_equal(end, "lost");
+	CHECK_OK(zkl_lock_release(l));
+	h_latch_free(lost);
+	zkl_mutex_free(m);
+	zkl_client_close(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -369,6 +461,7 @@ int main(void)
 		cmocka_unit_test(test_write_half),
 		cmocka_unit_test(test_misuse),
 		cmocka_unit_test(test_release_txn),
+		cmocka_unit_test(test_end_and_lost),
 	};
 	return H_RUN(tests);
 }

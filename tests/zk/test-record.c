@@ -137,6 +137,50 @@ static void test_event_thread_refused(void **state)
 	zkl_client_close(o.c);
 }
 
+/* zkl_record_find: the records under a prefix whose names end in the suffix, sorted, at
+ * any depth, in one block; none under a prefix that does not exist. */
+static void test_find(void **state)
+{
+	(void)state;
+	zkl_client *c = h_client(0);
+	const char *base = h_path("record-find");
+	const char *b = h_sub(base, "jobs/b.last-run");
+	const char *a = h_sub(base, "jobs/deep/a.last-run");
+	const char *top = h_sub(base, "jobs.last-run"); /* beside the prefix, not under it */
+	CHECK_OK(zkl_record_set(c, b, "1", 1));
+	CHECK_OK(zkl_record_set(c, a, "2", 1));
+	CHECK_OK(zkl_record_set(c, top, "3", 1));
+	CHECK_OK(zkl_record_set(c, h_sub(base, "jobs/c.previous"), "4", 1));
+	CHECK_OK(zkl_record_set(c, h_sub(base, "jobs/.last-run"), "5", 1)); /* the suffix alone */
+	char **paths = NULL;
+	size_t n = 9;
+	CHECK_OK(zkl_record_find(c, h_sub(base, "jobs"), ".last-run", 5000, &paths, &n));
+	assert_int_equal(n, 2);
+	assert_string_equal(paths[0], b); /* "b.last-run" < "deep" */
+	assert_string_equal(paths[1], a);
+	assert_null(paths[2]);
+	free(paths);
+	CHECK_OK(zkl_record_find(c, base, ".last-run", 0, &paths, &n));
+	assert_int_equal(n, 3);
+	free(paths);
+	CHECK_OK(zkl_record_find(c, h_sub(base, "none"), ".last-run", 5000, &paths, &n));
+	assert_int_equal(n, 0);
+	assert_non_null(paths);
+	assert_null(paths[0]);
+	free(paths);
+	/* Bad arguments: a code and a message, never a crash. */
+	CHECK_RC(ZKL_EINVAL, zkl_record_find(NULL, base, ".last-run", 0, &paths, &n));
+	CHECK_RC(ZKL_EINVAL, zkl_record_find(c, base, "", 0, &paths, &n));
+	CHECK_RC(ZKL_EINVAL, zkl_record_find(c, base, "a/b", 0, &paths, &n));
+	CHECK_RC(ZKL_EINVAL, zkl_record_find(c, base, NULL, 0, &paths, &n));
+	CHECK_RC(ZKL_EINVAL, zkl_record_find(c, "relative", ".last-run", 0, &paths, &n));
+	CHECK_RC(ZKL_EINVAL, zkl_record_find(c, base, ".last-run", -2, &paths, &n));
+	CHECK_RC(ZKL_EINVAL, zkl_record_find(c, base, ".last-run", 0, NULL, &n));
+	CHECK_RC(ZKL_EINVAL, zkl_record_find(c, base, ".last-run", 0, &paths, NULL));
+	assert_true(strstr(zkl_last_error(), "NULL") != NULL);
+	zkl_client_close(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -144,6 +188,7 @@ int main(void)
 		cmocka_unit_test(test_delete),
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_event_thread_refused),
+		cmocka_unit_test(test_find),
 	};
 	return H_RUN(tests);
 }

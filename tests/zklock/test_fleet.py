@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -209,6 +210,59 @@ def metrics_file_errors():
     expect(["--held-longer", "1h", p, "--", "true"], 64, stderr_has="zklock check")
 
 
+@case
+def metrics_file_planted_symlink():
+    """The metrics folder is shared: a symlink planted at the temporary name zklock used
+    to take (FILE.PID.tmp, PID zklock's, known to the command as $PPID) is never
+    followed; the file it points to keeps its bytes, and the metrics are written."""
+    p = lock_path("metrics-symlink")
+    d = tempfile.mkdtemp(prefix="textfile.", dir=z.TMP)
+    f = os.path.join(d, "job.prom")
+    victim = os.path.join(z.TMP, "victim-of-metrics")
+    with open(victim, "w") as v:
+        v.write("precious\n")
+    plant = 'ln -s %s "%s.$PPID.tmp"' % (shlex.quote(victim), f)
+    expect(["--metrics-file", f, p, "--", "sh", "-c", plant], 0)
+    with open(victim) as v:
+        got = v.read()
+    check(got == "precious\n", "the symlink's target was written: %r" % got[:200])
+    check(not os.path.islink(f) and os.path.isfile(f), "the metrics file is not a file")
+    expect_metrics(f, p, "sh", ran=1, exit_status=0)
+    left = sorted(n for n in os.listdir(d) if n != "job.prom")
+    check(len(left) == 1 and os.path.islink(os.path.join(d, left[0])),
+          "the folder holds %r: the planted link only, left alone" % left)
+
+
+@case
+def metrics_file_not_regular():
+    """A FIFO (or a folder, a device) at the metrics file is refused at the start (64),
+    and one put there while the command runs is refused when the metrics are written:
+    zklock never blocks opening it. A metrics folder that is a regular file is "Not a
+    directory"."""
+    p = lock_path("metrics-fifo")
+    d = tempfile.mkdtemp(prefix="textfile.", dir=z.TMP)
+    fifo = os.path.join(d, "fifo.prom")
+    os.mkfifo(fifo)
+    expect(["--metrics-file", fifo, p, "--", "true"], 64, timeout=20,
+           stderr_has="a FIFO, not a regular file")
+    expect(["--metrics-file", "/dev/null", p, "--", "true"], 64, timeout=20,
+           stderr_has="a device, not a regular file")
+    expect(["--metrics-file", d, p, "--", "true"], 64, timeout=20,
+           stderr_has="a folder, not a regular file")
+    # Made a FIFO while the command runs: the run's status stands, the metrics are not
+    # written, and zklock does not hang.
+    f = os.path.join(d, "late.prom")
+    swap = "mkfifo %s" % shlex.quote(f)
+    _, err, _ = expect(["--metrics-file", f, p, "--", "sh", "-c", swap], 0, timeout=20)
+    check("cannot write the metrics to %s: a FIFO, not a regular file" % f in err,
+          "stderr %r" % err)
+    check([n for n in os.listdir(d) if n.endswith(".tmp")] == [], "temporary file left")
+    plain = os.path.join(z.TMP, "plain-file")
+    open(plain, "w").close()
+    expect(["--metrics-file", plain + "/x.prom", p, "--", "true"], 64,
+           stderr_has="folder %s: Not a directory" % plain)
+
+
 # ---- --max-runtime, --warn-after ----
 
 @case
@@ -362,14 +416,114 @@ def check_last_run():
     k = kazoo_client()
     try:
         _, doc = check_run(["--last-run-older", "1h,2h", p], 0)
-        check(doc["last_run_ms"] == k.get(p + ".last-run")[1].mtime, "last run %r" % doc)
+        check([r["finished_ms"] for r in doc["last_runs"]] ==
+              [k.get(p + ".last-run")[1].mtime], "last run %r" % doc)
     finally:
         k.stop()
         k.close()
     wait_check(["--last-run-older", "0.3,1h", p], 1, "the record is older than 0.3 s")
     wait_check(["--last-run-older", "0.3,0.6", p], 2, "the record is older than 0.6 s")
     out = check_text(["--last-run-older", "0.3,0.6", p], 2)
-    check("last ran" in out and "last_run_age=" in out, "%r" % out)
+    check("last run finished" in out and "last_run_age=" in out, "%r" % out)
+
+
+@case
+def records_under_a_prefix():
+    """Between runs (no lock in use), `zklock list PREFIX` shows the --once-per records
+    under PREFIX, with who ran each job, when it started and finished (as status does),
+    and `zklock check --last-run-older PREFIX` checks every job under PREFIX, each a
+    problem of its own once too old; a prefix with no record at all is critical."""
+    prefix = lock_path("prefix-jobs")
+    jobs = [prefix + "/a", prefix + "/deep/b"]
+    for j in jobs:
+        expect(["--once-per", "1d", j, "--", "true"], 0)
+    rc, out, err, _ = run(["list", prefix])
+    lines = out.splitlines()
+    check(rc == 0 and len(lines) == 2, "list between runs: exit %s %r %r" % (rc, out, err))
+    for j, line in zip(jobs, lines):
+        rec = dict(zip(z.STATUS_FIELDS, status_lines_raw(j)[-1]))
+        check(line == "%s.last-run\trecord\t-\t-\t%s, started %s, finished %s" %
+              (j, rec["data"], rec["since"], rec["token"]), "list line %r, status %r" %
+              (line, rec))
+    rc, out, _, _ = run(["list", "--json", prefix])
+    doc = json.loads(out)
+    check(rc == 0 and [(l["path"], l["nodes"], l["last_run"]["node"]) for l in doc["locks"]]
+          == [(j, [], j + ".last-run") for j in jobs], "list --json: %r" % doc)
+    _, doc = check_run(["--last-run-older", "1h,2h", prefix], 0)
+    check(sorted(r["node"] for r in doc["last_runs"]) == [j + ".last-run" for j in jobs],
+          "check read %r" % doc)
+    wait_until(lambda: len(check_run(["--last-run-older", "0.3,1h", prefix])[1]["problems"])
+               == 2, "both records older than 0.3 s")
+    _, doc = check_run(["--last-run-older", "0.3,1h", prefix], 1)
+    texts = [p_["text"] for p_ in doc["problems"]]
+    check(len(texts) == 2 and all(any(t.startswith(j + " last run finished ") for t in texts)
+                                  for j in jobs), "problems %r" % texts)
+    out = check_text(["--last-run-older", "1h", prefix], 0)
+    check("2 jobs, the oldest last run finished" in out, "%r" % out)
+    _, doc = check_run(["--last-run-older", "1h,2h", lock_path("prefix-none")], 2)
+    check("no record of a run" in doc["problems"][0]["text"], "%r" % doc)
+
+
+def status_lines_raw(path):
+    rc, out, err, _ = run(["status", path])
+    check(rc == 0, "status %s: exit %s %r" % (path, rc, err))
+    return [l.split("\t") for l in out.splitlines()]
+
+
+@case
+def forget_leaves_nothing():
+    """zklock forget deletes the record, the note of --previous and the clock node that
+    zklock check writes beside the lock (PATH.clock): a retired job leaves nothing."""
+    p = lock_path("forget-all")
+    expect(["--previous", "--once-per", "1d", p, "--", "true"], 0)
+    check_run(["--last-run-older", "1h", p], 0)
+    k = kazoo_client()
+    try:
+        for sfx in (".last-run", ".previous", ".clock"):
+            check(k.exists(p + sfx) is not None, "no %s%s before forget" % (p, sfx))
+        expect(["forget", p], 0, stderr_has="forgot the clock node of zklock check (%s.clock)"
+               % p)
+        left = [p + s for s in (".last-run", ".previous", ".clock") if k.exists(p + s)]
+        check(left == [], "forget left %r" % left)
+        check_run(["--held-longer", "1h", p], 0)  # a clock node alone is forgotten too
+        expect(["forget", p], 0, stderr_has="forgot the clock node")
+        expect(["forget", p], 1, stderr_has="no record")
+    finally:
+        k.stop()
+        k.close()
+
+
+@case
+def metrics_last_success_always_written():
+    """zklock_last_success_timestamp_seconds is in every file: 0 for a host whose runs
+    have all failed, and for a --leader --requeue worker stopped by a signal before any
+    run exited 0; once a run succeeds, when it finished (server's clock; here the
+    server's clock is this host's), not when it started."""
+    p = lock_path("metrics-always")
+    f = metrics_file("metrics-always")
+    expect(["--metrics-file", f, p, "--", "false"], 1)
+    m = expect_metrics(f, p, "false", ran=1, exit_status=1)
+    check(m.get(("zklock_last_success_timestamp_seconds", None)) == 0,
+          "first run failed: last success %r" % m.get(("zklock_last_success_timestamp_seconds",
+                                                       None)))
+    before = time.time()
+    expect(["--metrics-file", f, p, "--", "sleep", "1"], 0)
+    after = time.time()
+    m = expect_metrics(f, p, "sleep", ran=1, exit_status=0)
+    t = m[("zklock_last_success_timestamp_seconds", None)]
+    check(before + 0.9 <= t <= after + 0.5, "last success %.3f for a run from %.3f to %.3f: "
+          "not when it finished" % (t, before, after))
+    # A leader that never exits 0: stopped by SIGTERM.
+    pl = lock_path("metrics-always-leader")
+    fl = metrics_file("metrics-always-leader")
+    zl = Proc(["--leader", "--requeue", "--metrics-file", fl, pl, "--", "sh", "-c",
+               "echo ready; exec sleep 60"])
+    zl.wait_line("^ready$", stream="out")
+    zl.signal(signal.SIGTERM)
+    check(zl.wait(20) == 128 + signal.SIGTERM, "leader: exit %s" % zl.p.returncode)
+    m = expect_metrics(fl, pl, "sh", ran=1, exit_status=128 + signal.SIGTERM)
+    check(m.get(("zklock_last_success_timestamp_seconds", None)) == 0,
+          "leader: last success %r" % m.get(("zklock_last_success_timestamp_seconds", None)))
 
 
 @case
@@ -490,6 +644,7 @@ class NotifySocket:
         self.s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.s.bind(self.path)
         self.msgs = []
+        self.times = []  # when each message arrived (time.monotonic())
         self.cond = threading.Condition()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -500,6 +655,7 @@ class NotifySocket:
             except OSError:
                 return
             with self.cond:
+                self.times.append(time.monotonic())
                 self.msgs.append(dict(l.split("=", 1) for l in data.decode().split("\n")
                                       if "=" in l))
                 self.cond.notify_all()
@@ -566,6 +722,38 @@ def systemd_notify():
         w.release()
     check(w.wait() == 0, "exit %s; %r" % (w.p.returncode, w.stderr()))
     ns.wait("STOPPING")
+    ns.close()
+
+
+@case
+def systemd_extend_rate():
+    """A waiting zklock extends systemd's start timeout every 10 s, by a minute, with -v
+    too (which lists the queue twice a second for the terminal): a datagram and a
+    listing every 10 s per waiting host, which a fleet can afford."""
+    p = lock_path("notify-rate")
+    ns = NotifySocket("notify-rate")
+    env = dict(z.ENV)
+    env["NOTIFY_SOCKET"] = ns.path
+    h = holder(p)
+    try:
+        w = Proc(["-v", p, "--", "true"], env=env)
+        first = ns.wait("EXTEND_TIMEOUT_USEC")
+        check(first["EXTEND_TIMEOUT_USEC"] == "60000000", "%r" % first)
+        deadline = time.monotonic() + 30
+        with ns.cond:
+            while True:
+                at = [t for t, m in zip(ns.times, ns.msgs) if "EXTEND_TIMEOUT_USEC" in m]
+                if len(at) >= 2:
+                    break
+                left = deadline - time.monotonic()
+                check(left > 0, "no second EXTEND_TIMEOUT_USEC in 30 s: %r" % ns.msgs)
+                ns.cond.wait(left)
+            gap = at[1] - at[0]
+        check(gap >= 9, "EXTEND_TIMEOUT_USEC again after %.1f s, not every 10 s" % gap)
+    finally:
+        h.release()
+    check(h.wait() == 0, "holder: exit %s" % h.p.returncode)
+    check(w.wait() == 0, "waiter: exit %s; %r" % (w.p.returncode, w.stderr()))
     ns.close()
 
 

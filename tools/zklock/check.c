@@ -8,7 +8,9 @@
  *   --held-longer   the age of each holder's node (a lock's holders, a semaphore's
  *                   leases, a latch's leader);
  *   --waiters-more  each lock's waiting nodes;
- *   --last-run-older the age of the --once-per record "<PATH>.last-run" (its mtime).
+ *   --last-run-older the age of the --once-per records: "<PATH>.last-run" and every
+ *                   "*.last-run" under PATH (zkl_record_find()), from when each run
+ *                   finished (the record's mtime).
  *
  * Ages are on the server's clock alone: a node's creation time (ctime) or a record's
  * mtime against the server's time now, which check reads as the mtime of a node it
@@ -146,7 +148,9 @@ struct found {
 	const zkl_lock_info *longest_li;
 	const zkl_node_info *longest;
 	size_t most_waiting;
-	int64_t last_run_ms;         /* the record's mtime (server time), 0 if none */
+	struct last_run *runs;       /* the --once-per records read */
+	size_t nruns;
+	size_t oldest;               /* the one that finished first (nruns: none) */
 	bool last_run_read;
 };
 
@@ -165,9 +169,13 @@ static void print_text(const struct check *k, const struct found *fd)
 			printf(", longest hold %s", age);
 		}
 		printf(", most waiting %zu", fd->most_waiting);
-		if (fd->last_run_read && fd->last_run_ms > 0) {
-			format_span(age, sizeof age, k->server_now - fd->last_run_ms);
-			printf(", last run %s ago", age);
+		if (fd->oldest < fd->nruns) {
+			format_span(age, sizeof age,
+			            k->server_now - fd->runs[fd->oldest].finished_ms);
+			if (fd->nruns == 1)
+				printf(", last run finished %s ago", age);
+			else
+				printf(", %zu jobs, the oldest last run finished %s ago", fd->nruns, age);
 		}
 	}
 	/* Performance data: label=value[UOM];warn;crit */
@@ -179,9 +187,10 @@ static void print_text(const struct check *k, const struct found *fd)
 	}
 	perf_thresholds(th, sizeof th, &o->waiters_more, 1.0);
 	printf(" waiting=%zu;%s", fd->most_waiting, set(&o->waiters_more) ? th : ";");
-	if (fd->last_run_read && fd->last_run_ms > 0) {
+	if (fd->oldest < fd->nruns) {
 		perf_thresholds(th, sizeof th, &o->last_run_older, 1000.0);
-		printf(" last_run_age=%.3fs;%s", (k->server_now - fd->last_run_ms) / 1000.0, th);
+		printf(" last_run_age=%.3fs;%s",
+		       (k->server_now - fd->runs[fd->oldest].finished_ms) / 1000.0, th);
 	}
 	putchar('\n');
 }
@@ -229,11 +238,18 @@ static void print_json(const struct check *k, const struct found *fd,
 		else
 			fputs("null}", f);
 	}
-	fputs("], \"last_run_ms\": ", f);
-	if (fd->last_run_read && fd->last_run_ms > 0)
-		fprintf(f, "%lld", (long long)fd->last_run_ms);
-	else
+	/* The records read: when each last run started and finished (server's clock). */
+	fputs("], \"last_runs\": ", f);
+	if (fd->last_run_read) {
+		fputc('[', f);
+		for (size_t i = 0; i < fd->nruns; i++) {
+			fputs(i ? ", " : "", f);
+			print_last_run_json(f, &fd->runs[i]);
+		}
+		fputc(']', f);
+	} else {
 		fputs("null", f);
+	}
 	fputs("}\n", f);
 }
 
@@ -312,38 +328,80 @@ static void check_locks(struct check *k, const zkl_inspection *in, struct found 
 	}
 }
 
+/* Reads the record at path into fd->runs. Returns false after reporting (UNKNOWN). */
+static bool read_run(struct check *k, zkl_client *c, struct found *fd, const char *path)
+{
+	struct last_run *v = realloc(fd->runs, (fd->nruns + 1) * sizeof *v);
+	if (!v) {
+		problem(k, CHECK_UNKNOWN, "out of memory");
+		return false;
+	}
+	fd->runs = v;
+	struct last_run *r = &fd->runs[fd->nruns];
+	/* last_run_read() reports a failure on stderr; the line says UNKNOWN. */
+	if (last_run_read(c, path, r) != 0) {
+		const char *detail = zkl_last_error();
+		problem(k, CHECK_UNKNOWN, "cannot read %s: %s", r->node ? r->node : path,
+		        *detail ? detail : "see stderr");
+		last_run_free(r);
+		return false;
+	}
+	if (!r->found) {
+		last_run_free(r);
+		return true;
+	}
+	fd->nruns++;
+	return true;
+}
+
+/* --last-run-older: PATH's record and every record under PATH, by when each last run
+ * finished (the record's mtime, on the server's clock). */
 static void check_last_run(struct check *k, zkl_client *c, struct found *fd)
 {
 	const struct opts *o = k->o;
-	char *rec = record_path(o->path);
-	char *buf = NULL;
-	size_t len;
-	int64_t mtime = 0;
-	int rc = rec ? zkl_record_get(c, rec, &buf, &len, &mtime) : ZKL_ENOMEM;
-	free(buf);
-	int64_t crossed;
-	if (rc == ZKL_ENOTHELD) {
-		fd->last_run_read = true;
-		problem(k, o->last_run_older.crit >= 0 ? CHECK_CRITICAL : CHECK_WARNING,
-		        "no record of a run of %s (%s does not exist)", o->path, rec);
-	} else if (rc != 0) {
+	fd->oldest = 0;
+	char **under = NULL;
+	size_t nunder = 0;
+	int rc = find_records(c, o->path, &under, &nunder);
+	if (rc != 0) {
 		const char *detail = zkl_last_error();
-		problem(k, CHECK_UNKNOWN, "cannot read %s: %s", rec ? rec : o->path,
+		problem(k, CHECK_UNKNOWN, "cannot find the records under %s: %s", o->path,
 		        *detail ? detail : zkl_strerror(rc));
-	} else {
-		fd->last_run_read = true;
-		fd->last_run_ms = mtime;
-		int64_t age = k->server_now - mtime;
-		int lv = level_of(&o->last_run_older, age, &crossed);
-		if (lv != CHECK_OK) {
-			char a[32], t[32], at[40];
-			format_span(a, sizeof a, age);
-			format_span(t, sizeof t, crossed);
-			format_utc(at, sizeof at, mtime);
-			problem(k, lv, "%s last ran %s ago (at %s; older than %s)", o->path, a, at, t);
-		}
+		return;
 	}
-	free(rec);
+	bool ok = strcmp(o->path, "/") == 0 || read_run(k, c, fd, o->path);
+	for (size_t i = 0; ok && i < nunder; i++)
+		ok = read_run(k, c, fd, under[i]);
+	free(under);
+	if (!ok)
+		return;
+	fd->last_run_read = true;
+	if (fd->nruns == 0) {
+		char *rec = record_path(o->path);
+		problem(k, o->last_run_older.crit >= 0 ? CHECK_CRITICAL : CHECK_WARNING,
+		        "no record of a run of %s (neither %s nor a record under %s exists)",
+		        o->path, rec ? rec : o->path, o->path);
+		free(rec);
+		fd->oldest = 0;
+		return;
+	}
+	for (size_t i = 0; i < fd->nruns; i++) {
+		const struct last_run *r = &fd->runs[i];
+		if (r->finished_ms < fd->runs[fd->oldest].finished_ms)
+			fd->oldest = i;
+		int64_t crossed;
+		int64_t age = k->server_now - r->finished_ms;
+		int lv = level_of(&o->last_run_older, age, &crossed);
+		if (lv == CHECK_OK)
+			continue;
+		size_t n = strlen(r->node) - strlen(".last-run");
+		char a[32], t[32], at[40];
+		format_span(a, sizeof a, age);
+		format_span(t, sizeof t, crossed);
+		format_utc(at, sizeof at, r->finished_ms);
+		problem(k, lv, "%.*s last run finished %s ago (at %s; older than %s)", (int)n,
+		        r->node, a, at, t);
+	}
 }
 
 int run_check(const struct opts *o)
@@ -355,6 +413,7 @@ int run_check(const struct opts *o)
 		               o->servers, status);
 	struct check k = { .o = o };
 	struct found fd = { .longest_ms = -1 };
+	fd.oldest = 0;
 	zkl_inspection *in = NULL;
 	int rc = inspect_prefix(c, o->path, &in);
 	if (rc != 0) {
@@ -397,6 +456,9 @@ int run_check(const struct opts *o)
 	zkl_inspection_free(in);
 	zkl_client_close(c);
 	free(k.v);
+	for (size_t i = 0; i < fd.nruns; i++)
+		last_run_free(&fd.runs[i]);
+	free(fd.runs);
 	if (fflush(stdout) != 0) {
 		msg("writing the status: %s", strerror(errno));
 		return CHECK_UNKNOWN;

@@ -8,6 +8,8 @@
  *   zklock check [options] PATH|PREFIX
  *   zklock count [options] PATH N
  *   zklock prune [options] PREFIX
+ *   zklock hold [options] PATH --for DUR --reason TEXT
+ *   zklock release [options] PATH
  *
  * zklock.h lists the files and what each does. */
 #include "zklock.h"
@@ -49,6 +51,12 @@ int main(int argc, char **argv)
 			break;
 		case CMD_PRUNE:
 			status = run_prune(&o);
+			break;
+		case CMD_HOLD:
+			status = run_hold(&o);
+			break;
+		case CMD_RELEASE:
+			status = run_release(&o);
 			break;
 		case CMD_RUN:
 		default:

@@ -12,6 +12,7 @@
  * operator deleted it) records nothing: the server refuses the whole transaction. */
 #include "zklock.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,15 +72,33 @@ int once_check(zkl_client *c, const char *rec, int64_t arrival, long interval_s,
 		return EXIT_SOFTWARE;
 	}
 	char *end;
+	errno = 0;
 	long long v = strtoll(buf, &end, 10);
-	if (end != buf && v > 0) {
+	const bool number = end != buf && errno == 0 && v > 0 && (*end == ' ' || *end == '\0');
+	if (number) {
 		while (*end == ' ')
 			end++;
-		snprintf(by, bysize, "%s", end);
-		by[strcspn(by, "\n")] = '\0';
+		printable(by, bysize, end, strcspn(end, "\n"));
+	}
+	if (number && v > arrival) {
+		/* Written by no run before ours (its time is after we asked for the lock): a
+		 * record from the future is no reason to skip, and trusting it would skip
+		 * every run until then, silently. */
+		char at[40];
+		format_utc(at, sizeof at, v);
+		msg("the record %s says a run asked for the lock at %s (by %s), after this one "
+		    "did: not trusted; running", rec, at, *by ? by : "unknown");
+		by[0] = '\0';
+	} else if (number) {
 		*last = v;
 		*recent = arrival - v < (int64_t)interval_s * 1000 - once_slack_ms(interval_s);
-	} /* else not ours: ran never, as far as we know */
+	} else if (len > 0) {
+		/* Not ours (an overflowing number, or no number): ran never, as far as we
+		 * know. */
+		char shown[64];
+		printable(shown, sizeof shown, buf, len);
+		msg("the record %s is not one of zklock's (\"%s\"): running", rec, shown);
+	}
 	free(buf);
 	return 0;
 }
@@ -183,17 +202,16 @@ int last_run_read(zkl_client *c, const char *path, struct last_run *r)
 		return 0;
 	if (rc != 0)
 		return report_failure("reading", r->node, rc);
-	/* "<ms> <host>:<pid>", as once_record() writes it; anything else: when it was
-	 * written, by whom unknown. */
+	/* "<ms> <host>:<pid>", as once_record() writes it; anything else: when it finished
+	 * only, by whom unknown. */
+	r->finished_ms = mtime;
 	char *end;
 	long long v = strtoll(buf, &end, 10);
 	if (end != buf && v > 0 && (*end == ' ' || *end == '\0')) {
-		r->at_ms = v;
+		r->started_ms = v;
 		while (*end == ' ')
 			end++;
 		printable(r->by, sizeof r->by, end, strcspn(end, "\n"));
-	} else {
-		r->at_ms = mtime;
 	}
 	r->found = true;
 	free(buf);
@@ -208,16 +226,29 @@ void last_run_free(struct last_run *r)
 
 void print_last_run_text(FILE *f, const struct last_run *r)
 {
-	char at[40], host[256];
+	char started[40], finished[40], host[256];
 	long pid = 0;
-	format_utc(at, sizeof at, r->at_ms);
+	format_utc(started, sizeof started, r->started_ms);
+	format_utc(finished, sizeof finished, r->finished_ms);
 	bool hp = host_pid(r->by, strlen(r->by), host, sizeof host, &pid);
 	fprintf(f, "%s\t%s\tlast-run\trecord\t", r->node, *r->by ? r->by : "-");
 	if (hp)
 		fprintf(f, "%s\t%ld", host, pid);
 	else
 		fputs("-\t-", f);
-	fprintf(f, "\t%s\t-\t-\n", at);
+	/* The columns of a node's since and token: when the run started and finished. */
+	fprintf(f, "\t%s\t%s\t-\n", started, finished);
+}
+
+/* A time of the record in JSON: "<name>": "<UTC>", "<name>_ms": ms (null for none). */
+static void json_time(FILE *f, const char *name, int64_t ms)
+{
+	char at[40];
+	format_utc(at, sizeof at, ms);
+	if (ms > 0)
+		fprintf(f, ", \"%s\": \"%s\", \"%s_ms\": %lld", name, at, name, (long long)ms);
+	else
+		fprintf(f, ", \"%s\": null, \"%s_ms\": null", name, name);
 }
 
 void print_last_run_json(FILE *f, const struct last_run *r)
@@ -226,9 +257,8 @@ void print_last_run_json(FILE *f, const struct last_run *r)
 		fputs("null", f);
 		return;
 	}
-	char at[40], host[256];
+	char host[256];
 	long pid = 0;
-	format_utc(at, sizeof at, r->at_ms);
 	bool hp = host_pid(r->by, strlen(r->by), host, sizeof host, &pid);
 	fputs("{\"node\": ", f);
 	print_json_cstr(f, r->node);
@@ -240,7 +270,9 @@ void print_last_run_json(FILE *f, const struct last_run *r)
 		fprintf(f, ", \"pid\": %ld", pid);
 	else
 		fputs(", \"pid\": null", f);
-	fprintf(f, ", \"at\": \"%s\", \"at_ms\": %lld}", at, (long long)r->at_ms);
+	json_time(f, "started", r->started_ms);
+	json_time(f, "finished", r->finished_ms);
+	fputc('}', f);
 }
 
 /* The note of how the last holder of the lock whose record is rec left (--previous,
@@ -255,10 +287,23 @@ static char *note_path(const char *rec)
 	return p;
 }
 
-/* Deletes the record and the note beside the lock, so that a retired job leaves
- * nothing (its folder then goes too). The note may be deleted while a holder holds the
- * lock: its release then goes without one, and the next holder hears "vanished". Exits
- * 1 when there was neither. */
+/* The node `zklock check` writes beside the lock to read the server's time (its
+ * default --clock-node, "<path>.clock"), malloc'ed, or NULL. */
+static char *clock_path(const char *rec)
+{
+	size_t n = strlen(rec) - strlen(".last-run");
+	size_t size = n + sizeof ".clock";
+	char *p = malloc(size);
+	if (p)
+		snprintf(p, size, "%.*s.clock", (int)n, rec);
+	return p;
+}
+
+/* Deletes the record, the note and check's clock node beside the lock, so that a
+ * retired job leaves nothing (its folder then goes too). The note may be deleted while
+ * a holder holds the lock: its release then goes without one, and the next holder hears
+ * "vanished"; the clock node, while a check runs: it fails (UNKNOWN) or writes it again.
+ * Exits 1 when there was none of them. */
 int run_forget(const struct opts *o)
 {
 	zkl_client *c = NULL;
@@ -267,20 +312,28 @@ int run_forget(const struct opts *o)
 		return status;
 	char *rec = is_record_path(o->path) ? strdup(o->path) : record_path(o->path);
 	char *note = rec ? note_path(rec) : NULL;
-	int rc = note ? zkl_record_delete(c, rec) : ZKL_ENOMEM;
+	char *clock = rec ? clock_path(rec) : NULL;
+	int rc = note && clock ? zkl_record_delete(c, rec) : ZKL_ENOMEM;
 	int nrc = rc == 0 || rc == ZKL_ENOTHELD ? zkl_record_delete(c, note) : ZKL_ENOTHELD;
+	int crc = (rc == 0 || rc == ZKL_ENOTHELD) && (nrc == 0 || nrc == ZKL_ENOTHELD)
+	          ? zkl_record_delete(c, clock) : ZKL_ENOTHELD;
 	if (rc != 0 && rc != ZKL_ENOTHELD)
 		status = report_failure("forgetting", rec ? rec : o->path, rc);
 	else if (nrc != 0 && nrc != ZKL_ENOTHELD)
 		status = report_failure("forgetting", note, nrc);
-	else if (rc == ZKL_ENOTHELD && nrc == ZKL_ENOTHELD)
+	else if (crc != 0 && crc != ZKL_ENOTHELD)
+		status = report_failure("forgetting", clock, crc);
+	else if (rc == ZKL_ENOTHELD && nrc == ZKL_ENOTHELD && crc == ZKL_ENOTHELD)
 		status = 1;
 	if (!o->quiet && rc == 0)
 		msg("forgot the last run of %s (%s)", o->path, rec);
 	if (!o->quiet && nrc == 0)
 		msg("forgot how the last holder of %s left (%s)", o->path, note);
+	if (!o->quiet && crc == 0)
+		msg("forgot the clock node of zklock check (%s)", clock);
 	if (!o->quiet && status == 1)
 		msg("%s has no record of a last run (%s)", o->path, rec);
+	free(clock);
 	free(note);
 	free(rec);
 	zkl_client_close(c);

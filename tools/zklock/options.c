@@ -48,6 +48,8 @@ enum {
 	OPT_LOCK_FOLDERS,
 	OPT_LOCK_DELAY,
 	OPT_PREVIOUS,
+	OPT_FOR,
+	OPT_REASON,
 };
 
 static const char short_opts[] = "+:s:w:nE:c:qvh";
@@ -95,6 +97,8 @@ static const struct option long_opts[] = {
 	{ "lock-folders", required_argument, NULL, OPT_LOCK_FOLDERS },
 	{ "lock-delay", required_argument, NULL, OPT_LOCK_DELAY },
 	{ "previous", no_argument, NULL, OPT_PREVIOUS },
+	{ "for", required_argument, NULL, OPT_FOR },
+	{ "reason", required_argument, NULL, OPT_REASON },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -468,6 +472,17 @@ static int parse_opts(int argc, char **argv, bool permute, struct opts *o, int *
 				return usage_error("invalid --lock-folders \"%s\": expected auto, "
 				                   "container or persistent", optarg);
 			break;
+		case OPT_FOR:
+			if (!parse_duration(optarg, &o->hold_for_ms))
+				return usage_error("invalid --for \"%s\": expected seconds > 0 or a "
+				                   "number with s, m, h or d (such as 2h)", optarg);
+			break;
+		case OPT_REASON:
+			if (!*optarg || strlen(optarg) > 400 || !valid_label(optarg))
+				return usage_error("invalid --reason: expected 1 to 400 bytes of UTF-8 "
+				                   "text without control characters");
+			o->reason = optarg;
+			break;
 		case 'v':
 			o->verbose++;
 			break;
@@ -534,6 +549,17 @@ static int parse_subcommand(int argc, char **argv, int next, struct opts *o, con
 {
 	int sub_argc = argc - next, sub_next;
 	char **sub_argv = argv + next;
+	/* A negative count after an operand ("zklock count PATH -1") would be taken for an
+	 * option ("invalid option -- '1'"): say what it is. An option's value ("-w -1")
+	 * follows the option, not an operand. */
+	for (int i = 2; o->command == CMD_COUNT && i < sub_argc; i++) {
+		const char *a = sub_argv[i], *prev = sub_argv[i - 1];
+		if (strcmp(prev, "--") == 0)
+			break;
+		if (a[0] == '-' && a[1] && strspn(a + 1, "0123456789") == strlen(a + 1) &&
+		    prev[0] != '-')
+			return usage_error("count \"%s\" is not a whole number from 0 up", a);
+	}
 	int rc = parse_opts(sub_argc, sub_argv, true, o, &sub_next);
 	if (rc != 0 || o->help || o->version)
 		return rc;
@@ -598,6 +624,8 @@ int parse_args(int argc, char **argv, struct opts *o)
 		{ "check", CMD_CHECK, "lock path or prefix" },
 		{ "count", CMD_COUNT, "semaphore path" },
 		{ "prune", CMD_PRUNE, "prefix" },
+		{ "hold", CMD_HOLD, "lock path" },
+		{ "release", CMD_RELEASE, "lock path" },
 	};
 	for (size_t i = 0; next < argc && i < sizeof subs / sizeof subs[0]; i++) {
 		if (strcmp(argv[next], subs[i].name) == 0) {
@@ -607,6 +635,8 @@ int parse_args(int argc, char **argv, struct opts *o)
 				rc = check_subcommand_opts(o, subs[i].name);
 			if (rc == 0 && o->dry_run && o->command != CMD_PRUNE)
 				return usage_error("--dry-run works with prune only");
+			if (rc == 0 && !o->help && !o->version)
+				rc = check_hold_opts(o);
 			return rc;
 		}
 	}
@@ -677,6 +707,8 @@ int parse_args(int argc, char **argv, struct opts *o)
 		return rc;
 	if (o->dry_run)
 		return usage_error("--dry-run works with prune only");
+	if ((rc = check_hold_opts(o)) != 0)
+		return rc;
 	if (o->modes > 1)
 		return usage_error("--read, --write, --semaphore and --leader exclude each other");
 	if (o->requeue && o->mode != MODE_LEADER)

@@ -9,9 +9,13 @@
 
 /* ---- -v and systemd: the queue while waiting ---- */
 
-/* How long a waiting start may still take, as systemd is told every pass (a few passes'
- * worth, so that one late pass does not time the unit out). */
-#define EXTEND_USEC 30000000LL
+/* While zklock waits, systemd hears EXTEND_TIMEOUT_USEC every EXTEND_EVERY_MS, whatever
+ * -v does: one datagram per waiting host every 10 s, and a listing of the queue (one
+ * ZooKeeper read) with it, which a fleet of standbys that wait for days can afford. Each
+ * extends the start by EXTEND_USEC, six passes' worth, so that late passes (a slow
+ * listing, a loaded host) do not time the unit out. zklock(1) says the rate. */
+#define EXTEND_EVERY_MS 10000
+#define EXTEND_USEC 60000000LL
 
 struct progress {
 	struct lock *lk;
@@ -42,8 +46,11 @@ static void *progress_thread(void *arg)
 {
 	const struct progress *pr = arg;
 	struct lock *lk = pr->lk;
-	/* -v looks twice a second; systemd alone every 5 s (a standby may wait for days). */
-	const int period = pr->verbose ? 500 : 5000;
+	/* -v looks twice a second, for the terminal; systemd alone every EXTEND_EVERY_MS. A
+	 * changed line goes to systemd at once (STATUS=, with no extension); the extension
+	 * goes at its own rate. */
+	const int period = pr->verbose ? 500 : EXTEND_EVERY_MS;
+	struct timespec extend_at = after_ms(EXTEND_EVERY_MS);
 	pthread_mutex_lock(&st.mu);
 	while (st.phase == PH_WAITING || st.phase == PH_CONNECTING) {
 		struct timespec t = after_ms(period);
@@ -54,9 +61,14 @@ static void *progress_thread(void *arg)
 		char line[512];
 		waiting_line(lk, line, sizeof line);
 		bool changed = strcmp(line, waiting_said) != 0;
-		if (changed)
+		bool extend = reached(extend_at);
+		if (extend)
+			extend_at = after_ms(EXTEND_EVERY_MS);
+		if (changed && extend)
 			notify("STATUS=%s\nEXTEND_TIMEOUT_USEC=%lld", line, EXTEND_USEC);
-		else
+		else if (changed)
+			notify("STATUS=%s", line);
+		else if (extend)
 			notify("EXTEND_TIMEOUT_USEC=%lld", EXTEND_USEC);
 		pthread_mutex_lock(&st.mu);
 		if (st.phase == PH_WAITING && changed) {
@@ -167,6 +179,31 @@ static bool acquire(const struct opts *o, struct lock *lk, int *status, pthread_
 	return false;
 }
 
+/* Fills lk->previous and lk->passed_on from how the holder before left. */
+static void previous_said(struct lock *lk, zkl_previous how)
+{
+	char end[ZKL_END_MAX] = "";
+	if (how != ZKL_PREVIOUS_NONE && zkl_lock_previous_end(lk->l, end, sizeof end) != 0)
+		end[0] = '\0';
+	snprintf(lk->previous_buf, sizeof lk->previous_buf, "%s",
+	         *end ? end : zkl_previous_name(how));
+	lk->previous = lk->previous_buf;
+	snprintf(lk->passed_on, sizeof lk->passed_on, "%s",
+	         how == ZKL_PREVIOUS_VANISHED && !*end ? "vanished" : end);
+}
+
+/* A hold that ends before its command runs (--once-per skipped it, it could not tell
+ * when the lock was asked for): its release passes on what the holder before said. */
+static void pass_on(struct lock *lk)
+{
+	zkl_previous how;
+	char node[ZKL_NODE_MAX];
+	if (!lk->tracked || zkl_lock_previous(lk->l, &how, node, sizeof node) != 0)
+		return;
+	previous_said(lk, how);
+	(void)zkl_lock_set_end(lk->l, lk->passed_on);
+}
+
 /* How the previous holder left, for the command (ZKLOCK_PREVIOUS), and --lock-delay:
  * after a holder that vanished, whatever it had sent may still be on its way to the
  * systems it wrote to, so the command starts T later. The wait ends early on a signal, a
@@ -176,6 +213,7 @@ static bool acquire(const struct opts *o, struct lock *lk, int *status, pthread_
 static int previous_holder(const struct opts *o, struct lock *lk)
 {
 	lk->previous = NULL;
+	lk->passed_on[0] = '\0';
 	if (!lk->tracked)
 		return 0;
 	zkl_previous how;
@@ -191,14 +229,17 @@ static int previous_holder(const struct opts *o, struct lock *lk)
 		    *detail ? detail : zkl_strerror(rc));
 		return EXIT_SOFTWARE;
 	}
-	lk->previous = zkl_previous_name(how);
+	previous_said(lk, how);
+	/* The node's name comes from the note, which any session may have written. */
+	char shown[4 * ZKL_NODE_MAX];
+	printable(shown, sizeof shown, node, strlen(node));
 	if (o->verbose)
 		msg("the previous holder of %s%s: %s%s%s%s", lock_what(lk), o->path, lk->previous,
-		    *node ? " (" : "", node, *node ? ")" : "");
+		    *node ? " (" : "", shown, *node ? ")" : "");
 	if (how != ZKL_PREVIOUS_VANISHED || o->lock_delay_ms == 0)
 		return 0;
 	msg("the previous holder of %s%s vanished (%s left no release note): starting %s in "
-	    "%g s (--lock-delay)", lock_what(lk), o->path, *node ? node : "its node", o->cmd[0],
+	    "%g s (--lock-delay)", lock_what(lk), o->path, *node ? shown : "its node", o->cmd[0],
 	    o->lock_delay_ms / 1000.0);
 	notify("STATUS=holding %s%s; starting %s in %g s, after a holder that vanished "
 	       "(--lock-delay)\nEXTEND_TIMEOUT_USEC=%lld", lock_what(lk), o->path, o->cmd[0],
@@ -209,6 +250,46 @@ static int previous_holder(const struct opts *o, struct lock *lk)
 		pthread_cond_timedwait(&st.cond, &st.mu, &until);
 	pthread_mutex_unlock(&st.mu);
 	return 0;
+}
+
+/* How the command ended, for the note our release leaves (--previous): "exited N",
+ * "signal N", "max-runtime" or "revoked"; if it never ran, what the holder before said
+ * (its end, or "vanished"), so that a run that skipped or stopped early hides nothing. A
+ * lock lost leaves no release note (its node went without one): tell_lost() says
+ * "lost" if it still can, else the next holder hears "vanished". */
+static void tell_end(struct lock *lk, const struct outcome *out)
+{
+	if (!lk->tracked)
+		return;
+	char end[ZKL_END_MAX];
+	if (!out->ran)
+		snprintf(end, sizeof end, "%s", lk->passed_on);
+	else if (out->max_runtime)
+		snprintf(end, sizeof end, "max-runtime");
+	else if (out->revoked)
+		snprintf(end, sizeof end, "revoked");
+	else if (out->sig > 0)
+		snprintf(end, sizeof end, "signal %d", out->sig);
+	else if (out->code >= 0)
+		snprintf(end, sizeof end, "exited %d", out->code);
+	else
+		end[0] = '\0'; /* not known (the watchdog could not be started) */
+	(void)zkl_lock_set_end(lk->l, end); /* ZKL_ENOTHELD once lost: no note then */
+}
+
+/* The lock was lost while the command ran (and it is stopped): if no holder has taken
+ * the lock since, the note says so, and the next holder hears "lost" rather than
+ * "vanished". At most a session timeout: the next run must not wait for it. */
+static void tell_lost(const struct opts *o, struct lock *lk)
+{
+	bool told = false;
+	int rc = zkl_lock_tell_lost(lk->l, zkl_client_session_timeout(lk->c), &told);
+	if (rc != 0 && o->verbose)
+		msg("cannot tell the next holder of %s that the lock was lost: %s", o->path,
+		    zkl_last_error());
+	else if (o->verbose)
+		msg("%s the next holder of %s that the lock was lost", told ? "told" : "did not "
+		    "tell (another holder took it meanwhile)", o->path);
 }
 
 /* Holds the lock (acquired) through the command; releases it. Sets *again for a
@@ -232,21 +313,23 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 			status = EXIT_SOFTWARE;
 		}
 		bool recent = false;
-		int64_t last = 0;
+		int64_t last = 0, finished = 0;
 		char by[300];
 		if (status == 0)
 			status = once_check(lk->c, rec, arrival, o->once_per_s, &recent, &last, by,
-			                    sizeof by, o->metrics_file ? &rep->success_ms : NULL,
-			                    &rec_exists);
+			                    sizeof by, &finished, &rec_exists);
 		if (status == 0 && recent) {
 			rep->once = true;
-			char ago[32], at[40];
-			format_age(ago, sizeof ago, arrival - last);
-			format_utc(at, sizeof at, last);
+			rep->success_ms = finished; /* the run that did it, whichever host ran it */
+			char started_at[40], finished_at[40];
+			format_utc(started_at, sizeof started_at, last);
+			format_utc(finished_at, sizeof finished_at, finished);
 			if (!o->quiet)
-				msg("%s already ran %s ago (at %s, by %s): not again within %ld s",
-				    o->path, ago, at, *by ? by : "unknown", o->once_per_s);
+				msg("%s already ran (started %s, finished %s, by %s): not again within "
+				    "%ld s", o->path, started_at, finished_at, *by ? by : "unknown",
+				    o->once_per_s);
 			set_phase(PH_DONE);
+			pass_on(lk);
 			zkl_lock_release(lk->l);
 			rep->hold_s = seconds_since(held_at);
 			free(rec);
@@ -255,6 +338,7 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 		rep->success_ms = 0; /* a record too old to skip for is not this run's success */
 		if (status != 0) {
 			set_phase(PH_DONE);
+			pass_on(lk);
 			zkl_lock_release(lk->l);
 			rep->hold_s = seconds_since(held_at);
 			free(rec);
@@ -272,12 +356,13 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 	}
 
 	struct outcome out = run_command(o, lk);
+	tell_end(lk, &out);
 	status = out.status;
 	rep->ran = out.ran;
 	rep->max_runtime = out.max_runtime;
 	rep->warned = out.warned;
 	int rc = 0;
-	bool released = false;
+	bool released = false, succeeded = false;
 	if (out.ran && status == 0 && !out.lost && !out.revoked) {
 		/* Only while the lock is still ours: the record's transaction checks that our
 		 * node exists, whatever we know here. */
@@ -289,14 +374,27 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 			                     o->metrics_file ? &rep->success_ms : NULL, &rc);
 			released = true;
 		} else if (!rec && !lost && o->metrics_file) {
-			rep->success_ms = arrival_ms(lk);
+			succeeded = true;
+			arrival = arrival_ms(lk);
 		}
 	}
 	free(rec);
 
+	if (!released && lk->tracked) {
+		pthread_mutex_lock(&st.mu);
+		bool was_lost = st.lost || out.lost;
+		pthread_mutex_unlock(&st.mu);
+		if (was_lost)
+			tell_lost(o, lk);
+	}
 	if (!released)
 		rc = zkl_lock_release(lk->l);
 	rep->hold_s = seconds_since(held_at);
+	/* Without --once-per no record says when the run finished: the server's time when
+	 * it asked for the lock, plus how long it waited and held it (this host's monotonic
+	 * clock), is when it released it, on the server's clock all the same. */
+	if (succeeded && arrival > 0)
+		rep->success_ms = arrival + (int64_t)((rep->wait_s + rep->hold_s) * 1000.0);
 	pthread_mutex_lock(&st.mu);
 	bool lost = st.lost || out.lost;
 	int any_signal = st.any_signal;
@@ -387,6 +485,7 @@ int run_lock(const struct opts *o)
 		pthread_mutex_lock(&st.mu);
 		st.lk = &lk;
 		st.lost = false;
+		st.node_gone = false;
 		st.revoked = false;
 		pthread_mutex_unlock(&st.mu);
 		again = false;

@@ -77,6 +77,22 @@ int open_client(const struct opts *o, zkl_client **out)
 	if (rc == ZKL_EINVAL)
 		return usage_error("invalid options for %s: %s", o->servers,
 		                   *detail ? detail : zkl_strerror(rc));
+	if (rc == ZKL_ENOTSUP && (o->tls_ca || o->tls_cert || o->tls_key || o->sasl_mechanism)) {
+		/* What the user of a package (which has no scripts/) can do. */
+		const bool tls = !o->sasl_mechanism || o->tls_ca;
+		msg("%s: this zklock cannot connect with %s: it is built on a ZooKeeper C client "
+		    "without it (as Debian's libzookeeper-mt is). With this build, connect %s. Or "
+		    "build zklocks from its source on a client with TLS and SASL "
+		    "(scripts/build-secure-client, meson -Dsecure_client=PREFIX; its README, "
+		    "\"Secure connections\").", tls ? "--tls-ca" : "--sasl-mechanism",
+		    tls ? "TLS" : "SASL",
+		    tls ? "to the servers' plain client port without the --tls-* options, or "
+		          "through a TLS tunnel on this host (stunnel, for example) to their "
+		          "secure port"
+		        : "without --sasl-*: with auth = user:password in the config file "
+		          "(digest authentication), if the servers accept it");
+		return EXIT_SOFTWARE;
+	}
 	msg("cannot open a ZooKeeper session with %s: %s%s%s", o->servers, zkl_strerror(rc),
 	    *detail ? ": " : "", detail);
 	return rc == ZKL_EAUTH ? EXIT_UNAVAILABLE : EXIT_SOFTWARE;
@@ -98,4 +114,9 @@ int inspect_prefix(zkl_client *c, const char *prefix, zkl_inspection **in)
 {
 	/* A level of the tree costs a round trip: a deep one may take a few. */
 	return zkl_inspect_prefix(c, prefix, 4 * inspect_timeout(c), in);
+}
+
+int find_records(zkl_client *c, const char *prefix, char ***paths, size_t *n)
+{
+	return zkl_record_find(c, prefix, ".last-run", 4 * inspect_timeout(c), paths, n);
 }

@@ -31,6 +31,7 @@ int run_status(const struct opts *o)
 			fputc('\n', stdout);
 		} else {
 			print_lock_text(stdout, in, li);
+			print_holds_text(stdout, in, li);
 			if (r.found)
 				print_last_run_text(stdout, &r);
 		}
@@ -70,6 +71,61 @@ static void print_list_line(FILE *f, const zkl_inspection *in, const zkl_lock_in
 	fputc('\n', f);
 }
 
+/* A record's line of `list`: its node, "record", -, -, who ran it, when it started and
+ * when it finished. */
+static void print_list_record(FILE *f, const struct last_run *r)
+{
+	char started[40], finished[40];
+	format_utc(started, sizeof started, r->started_ms);
+	format_utc(finished, sizeof finished, r->finished_ms);
+	fprintf(f, "%s\trecord\t-\t-\t%s, started %s, finished %s\n", r->node,
+	        *r->by ? r->by : "-", started, finished);
+}
+
+/* A lock of `list`: one in use (li, of the inspection), or one whose --once-per record
+ * stays between runs (li NULL). */
+struct listed {
+	const char *path;
+	const zkl_lock_info *li;
+};
+
+static int listed_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct listed *)a)->path, ((const struct listed *)b)->path);
+}
+
+/* The locks in use and, for the records found under the prefix, their locks not in use,
+ * sorted by path, into *out (the caller frees it; the paths point into in and recs). */
+static int list_entries(const zkl_inspection *in, char **recs, size_t nrecs,
+                        struct listed **out, size_t *n)
+{
+	size_t nlocks = zkl_inspection_locks(in);
+	struct listed *v = calloc(nlocks + nrecs + 1, sizeof *v);
+	if (!v) {
+		msg("out of memory");
+		return EXIT_SOFTWARE;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < nlocks; i++) {
+		const zkl_lock_info *li = zkl_inspection_lock(in, i);
+		if (li->count > 0)
+			v[k++] = (struct listed){ .path = li->path, .li = li };
+	}
+	size_t inuse = k;
+	qsort(v, inuse, sizeof *v, listed_cmp);
+	for (size_t i = 0; i < nrecs; i++) {
+		/* The record's lock path: recs[i] without ".last-run", cut in place. */
+		recs[i][strlen(recs[i]) - strlen(".last-run")] = '\0';
+		struct listed key = { .path = recs[i] };
+		if (!bsearch(&key, v, inuse, sizeof *v, listed_cmp))
+			v[k++] = key;
+	}
+	qsort(v, k, sizeof *v, listed_cmp);
+	*out = v;
+	*n = k;
+	return 0;
+}
+
 int run_list(const struct opts *o)
 {
 	zkl_client *c = NULL;
@@ -83,38 +139,45 @@ int run_list(const struct opts *o)
 		zkl_client_close(c);
 		return status;
 	}
-	if (o->json) {
+	char **recs = NULL;
+	size_t nrecs = 0;
+	rc = find_records(c, o->path, &recs, &nrecs);
+	struct listed *v = NULL;
+	size_t n = 0;
+	if (rc != 0)
+		status = report_failure("finding the records under", o->path, rc);
+	else
+		status = list_entries(in, recs, nrecs, &v, &n);
+	if (status == 0 && o->json) {
 		fputs("{\"prefix\": ", stdout);
 		print_json_cstr(stdout, o->path);
 		fputs(", \"locks\": [", stdout);
 	}
-	size_t shown = 0;
-	for (size_t i = 0; i < zkl_inspection_locks(in); i++) {
-		const zkl_lock_info *li = zkl_inspection_lock(in, i);
-		if (li->count == 0)
-			continue;
+	for (size_t i = 0; status == 0 && i < n; i++) {
 		struct last_run r;
-		status = last_run_read(c, li->path, &r);
+		status = last_run_read(c, v[i].path, &r);
 		if (status != 0) {
 			last_run_free(&r);
 			break;
 		}
+		/* A lock not in use: no node, and its record. */
+		const zkl_lock_info idle = { .path = v[i].path };
+		const zkl_lock_info *li = v[i].li ? v[i].li : &idle;
 		if (o->json) {
-			fputs(shown ? ", " : "", stdout);
+			fputs(i ? ", " : "", stdout);
 			print_lock_json(stdout, in, li, &r);
 		} else {
-			print_list_line(stdout, in, li);
-			if (r.found) {
-				char at[40];
-				format_utc(at, sizeof at, r.at_ms);
-				printf("%s\trecord\t-\t-\t%s at %s\n", r.node, *r.by ? r.by : "-", at);
-			}
+			if (v[i].li)
+				print_list_line(stdout, in, li);
+			if (r.found)
+				print_list_record(stdout, &r);
 		}
 		last_run_free(&r);
-		shown++;
 	}
-	if (o->json)
+	if (o->json && (status == 0 || n > 0))
 		fputs("]}\n", stdout);
+	free(v);
+	free(recs);
 	if (zkl_inspection_skipped(in) > 0)
 		msg("%zu folder%s under %s could not be read (ACL) and %s left out",
 		    zkl_inspection_skipped(in), zkl_inspection_skipped(in) == 1 ? "" : "s",

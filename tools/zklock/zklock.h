@@ -13,6 +13,11 @@
  *   watchdog.c  the process that ends the command's group if zklock cannot
  *   deadline.c  the loss deadline a holder publishes for `status` on its host
  *   once.c      --once-per: the record of the last run; `zklock forget`
+ *   hold.c      `zklock hold` (a maintenance hold, kept by the server for a time) and
+ *               `zklock release`
+ *   schedule.c  cron expressions and time zones: the schedule times around an instant
+ *               (schedule.h; self-contained); slot.c what a scheduled run does in its
+ *               slot: run, done, too late, and the slots missed (slot.h; pure)
  *   metrics.c   --metrics-file: the run in Prometheus' text format
  *   notify.c    systemd's notification socket (READY=1, STATUS=, EXTEND_TIMEOUT_USEC=)
  *   output.c    messages, text and JSON
@@ -41,6 +46,8 @@ enum {
 	EXIT_UNAVAILABLE = 69, /* EX_UNAVAILABLE: no ZooKeeper server answered */
 	EXIT_SOFTWARE = 70,    /* EX_SOFTWARE: ZooKeeper or internal failure, lock lost */
 	EXIT_REVOKED = 71,     /* the lock was revoked (zklock revoke, SIGUSR1) */
+	EXIT_CONFIG = 78,      /* EX_CONFIG: the server cannot do what is asked (zklock hold
+	                        * on a server without TTL nodes) */
 	EXIT_MAX_RUNTIME = 124, /* the command ran past --max-runtime (as timeout(1)) */
 	EXIT_NOEXEC = 126,     /* the command exists but cannot be executed */
 	EXIT_NOTFOUND = 127,   /* the command was not found */
@@ -48,14 +55,19 @@ enum {
 
 #define DEFAULT_SERVERS "127.0.0.1:2181"
 #define DEFAULT_KILL_GRACE_MS 10000
+/* The grace on a loss by a deleted node: SIGKILL follows the kill signal no later than
+ * this (the next holder may run already; see run_command). */
+#define DELETED_KILL_GRACE_MS 100
 #define DEFAULT_TOKEN_ENV "ZKLOCK_TOKEN"
-/* How the previous holder left, for the command of an exclusive lock: "released",
- * "vanished" or "none" (zkl_previous_name()). */
+/* How the previous holder left, for the command of an exclusive lock: how its command
+ * ended as its release said it ("exited N", "signal N", "max-runtime", "revoked"),
+ * "released" (its release said nothing of it), "vanished" or "none". */
 #define PREVIOUS_ENV "ZKLOCK_PREVIOUS"
 #define SYSTEM_CONFIG "/etc/zklock.conf"
 
 enum mode { MODE_MUTEX, MODE_READ, MODE_WRITE, MODE_SEMAPHORE, MODE_LEADER };
-enum command { CMD_RUN, CMD_STATUS, CMD_LIST, CMD_REVOKE, CMD_FORGET, CMD_CHECK, CMD_COUNT, CMD_PRUNE };
+enum command { CMD_RUN, CMD_STATUS, CMD_LIST, CMD_REVOKE, CMD_FORGET, CMD_CHECK, CMD_COUNT, CMD_PRUNE,
+               CMD_HOLD, CMD_RELEASE };
 
 /* A check's thresholds (zklock check): warning and critical, each -1 when not set. */
 struct threshold {
@@ -104,6 +116,8 @@ struct opts {
 	/* zklock check: ms for the ages, a count for the waiters */
 	struct threshold held_longer, waiters_more, last_run_older;
 	const char *clock_node; /* the node check writes to read the server's time */
+	int64_t hold_for_ms;    /* zklock hold --for; 0: not given */
+	const char *reason;     /* zklock hold --reason */
 	const char *path;
 	char **cmd;             /* NULL-terminated, points into argv */
 };
@@ -200,6 +214,9 @@ void on_state(zkl_client *c, zkl_state state, void *data);
 int inspect_path(zkl_client *c, const char *path, zkl_inspection **in);
 /* The same for every lock in use under prefix (zkl_inspect_prefix()). */
 int inspect_prefix(zkl_client *c, const char *prefix, zkl_inspection **in);
+/* The --once-per records under prefix, whether their locks are in use or not
+ * (zkl_record_find(): *paths is the caller's to free()). */
+int find_records(zkl_client *c, const char *prefix, char ***paths, size_t *n);
 
 /* The k-th node of lock li of in (k < li->count). */
 static inline const zkl_node_info *lock_node(const zkl_inspection *in,
@@ -236,7 +253,11 @@ struct lock {
 	void (*handle_free)(void *handle);
 	char id[300];          /* our node data: "<host>:<pid>" */
 	bool tracked;          /* how the previous holder left is told (exclusive kinds) */
-	const char *previous;  /* for the command: zkl_previous_name(), or NULL (untracked) */
+	const char *previous;  /* for the command: previous_buf, or NULL (untracked) */
+	char previous_buf[ZKL_END_MAX];
+	/* How the last command that ran under the lock ended, as the holder before said
+	 * (its end, or "vanished"): what our release passes on if our command never ran. */
+	char passed_on[ZKL_END_MAX];
 };
 
 /* Makes the handle. Returns 0 or an exit code after reporting. */
@@ -262,6 +283,7 @@ struct state {
 	int signal;     /* first SIGINT/SIGTERM/SIGHUP received before the command ran */
 	int any_signal; /* first one ever (stops a --requeue loop) */
 	bool lost;      /* the lock was lost */
+	bool node_gone; /* ... because its node was deleted (not by silence or expiry) */
 	bool revoked;   /* revocation was asked (zklock revoke, SIGUSR1 while running) */
 	pid_t child;    /* the command, leader of its own process group (RUNNING) */
 	struct lock *lk;
@@ -269,9 +291,10 @@ struct state {
 extern struct state st;
 
 void set_phase(enum phase ph);
-/* From the library's callbacks: the lock was lost; revocation was asked (returns
- * whether the lock was still being waited for). */
-void note_lost(void);
+/* From the library's callbacks: the lock was lost (node_gone: its node was deleted,
+ * so that the next holder may run already); revocation was asked (returns whether the
+ * lock was still being waited for). */
+void note_lost(bool node_gone);
 bool note_revoked(void);
 /* The thread that takes every signal zklock handles; arg is the sigset_t. */
 void *signal_thread(void *arg);
@@ -290,6 +313,8 @@ struct outcome {
 	bool lost;    /* the lock was lost meanwhile */
 	bool revoked; /* revocation was asked */
 	bool max_runtime; /* it ran past --max-runtime and was stopped */
+	int code;     /* the command's exit status, or -1 */
+	int sig;      /* the signal that ended the command, or 0 */
 	bool warned;  /* it ran past --warn-after */
 };
 
@@ -319,7 +344,10 @@ int once_record(struct lock *lk, const char *rec, int64_t arrival, bool exists,
 /* The --once-per record of a lock path, as status and list show it. */
 struct last_run {
 	char *node;     /* the record's path (malloc'ed) */
-	int64_t at_ms;  /* the last run, server's clock (when its lock was asked for) */
+	/* The last successful run, on the server's clock: when it started (asked for the
+	 * lock: its lock node's creation, as the record says; 0 if the record does not
+	 * say) and when it finished (released the lock: the record's write). */
+	int64_t started_ms, finished_ms;
 	char by[300];   /* who ran it: zklock's "<host>:<pid>" */
 	bool found;
 };
@@ -375,5 +403,17 @@ int run_forget(const struct opts *o);
 int run_check(const struct opts *o);
 int run_prune(const struct opts *o);
 int run_lock(const struct opts *o);
+
+/* ---- hold.c ---- */
+
+/* --for and --reason: with hold only, and hold needs both. Returns 0 or an exit code
+ * after reporting a usage error. */
+int check_hold_opts(const struct opts *o);
+int run_hold(const struct opts *o);
+int run_release(const struct opts *o);
+/* A line per maintenance hold queued in lock li, for `zklock status`, of the nine
+ * fields of a node's line: "<path>.hold", why, "hold", holding or waiting, who
+ * (user@host), "-", until when (UTC, the server's clock), "-", its node's name. */
+void print_holds_text(FILE *f, const zkl_inspection *in, const zkl_lock_info *li);
 
 #endif
