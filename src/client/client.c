@@ -28,18 +28,6 @@
 #include "core.h"
 #include "servers.h"
 
-void zkl__log(zkl_client *c, zkl_log_level level, const char *fmt, ...)
-{
-	if (!c || !c->log || level > c->log_level)
-		return;
-	char buf[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
-	va_end(ap);
-	c->log(level, buf, c->log_data);
-}
-
 int zkl__default_data(char *buf, size_t size)
 {
 	char host[256];
@@ -192,7 +180,7 @@ static void client_free(zkl_client *c)
 
 int zkl_client_open(zkl_client **out, const zkl_client_options *o)
 {
-	return zkl__client_open_on(out, o, &zkl_zk_client, NULL);
+	return zkl__client_open_on(out, o, &zkl__zk_client, NULL);
 }
 
 static int client_open(zkl_client **out, const zkl_client_options *o,
@@ -206,7 +194,7 @@ int zkl__client_open_on(zkl_client **out, const zkl_client_options *o,
 
 int zkl_client_adopt(zkl_client **out, zhandle_t *zh, const zkl_client_options *o)
 {
-	return zkl__client_adopt_on(out, zh, o, &zkl_zk_client, NULL);
+	return zkl__client_adopt_on(out, zh, o, &zkl__zk_client, NULL);
 }
 
 int zkl__client_adopt_on(zkl_client **out, zhandle_t *zh, const zkl_client_options *o,
@@ -337,9 +325,8 @@ servers_checked:
 	}
 	c->session_timeout_req = o->session_timeout_ms;
 	c->connect_timeout = o->connect_timeout_ms;
-	c->log = o->log;
-	c->log_data = o->log_data;
-	c->log_level = o->log_level ? o->log_level : ZKL_LOG_WARN;
+	c->logger = (struct zkl_logger){.fn = o->log, .data = o->log_data,
+	                                .level = o->log_level ? o->log_level : ZKL_LOG_WARN};
 	c->quiet_zk_log = o->quiet_zk_log;
 	c->confirm_release = o->confirm_release;
 	c->loss_percent = o->loss_percent;
@@ -421,7 +408,7 @@ servers_checked:
 	/* A SASL refusal shows only in the handle's state: look at it now and then. */
 	bool poll_auth = c->creds.sasl_mechanism && c->zk->auth_failed;
 	/* Why no session comes up, if none does: looked at with connects of our own. */
-	bool reach = !adopt && zk == &zkl_zk_client, refused = false;
+	bool reach = !adopt && zk == &zkl__zk_client, refused = false;
 	struct zkl_reach r;
 	zkl__reach_init(&r);
 	while (c->state == ZKL_STATE_CONNECTING && !c->auth_failed) {

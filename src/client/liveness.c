@@ -32,12 +32,29 @@ int zkl__live_mode(const zkl_client *c)
 	return c->waiters && c->sess->inflight == 0 ? ZKL_LIVE_QUIET : ZKL_LIVE_IDLE;
 }
 
+/* A session on a follower is known to the leader only from the follower's reports of
+ * the requests and pings it heard. While a session sends a request at least every sixth
+ * of t, the leader's record is at most that much older than a write it committed (the
+ * bound RELIABILITY.md documents). A quiet session is heard only by its pings, a third
+ * of t apart: a write sent within a sixth of t after the quiet ended (at q) counts as if
+ * sent a sixth of t after the last moment the follower surely heard the session, the
+ * quiet's start or one ping interval before q, whichever is later. */
+static int64_t proof_base(const zkl_client *c, const struct zkl_session *s)
+{
+	const int64_t t = zkl__session_timeout_ms(c), at = s->last_proof_sent,
+	              q = s->quiet_ended;
+	if (!q || at < q || at >= q + t / 6)
+		return at;
+	const int64_t heard = s->quiet_began > q - t / 3 ? s->quiet_began : q - t / 3;
+	return heard + t / 6 < at ? heard + t / 6 : at;
+}
+
 int64_t zkl__lost_at(zkl_client *c)
 {
 	const struct zkl_session *s = c->sess;
 	if (s->last_proof_sent == 0)
 		return INT64_MAX;
-	return s->last_proof_sent + (int64_t)zkl__session_timeout_ms(c) * c->loss_percent / 100;
+	return proof_base(c, s) + (int64_t)zkl__session_timeout_ms(c) * c->loss_percent / 100;
 }
 
 int64_t zkl__giveup_at(zkl_client *c)
@@ -87,8 +104,10 @@ static void live_mode_changed(zkl_client *c, struct zkl_session *s, int mode, in
 	if (s->live_mode == ZKL_LIVE_QUIET)
 		s->quiet_ended = now;
 	s->live_mode = mode;
-	if (mode == ZKL_LIVE_QUIET)
+	if (mode == ZKL_LIVE_QUIET) {
+		s->quiet_began = now;
 		return;
+	}
 	const int64_t last = mode == ZKL_LIVE_PROVE ? s->last_proof_sent : s->last_heard_sent;
 	const int64_t due = last ? last + sixth : now;
 	if (due < c->next_heartbeat)
@@ -258,7 +277,7 @@ int zkl_client_deadlines(const zkl_client *c, zkl_deadlines *out)
 	if (s->last_proof_sent != 0 && !s->expired) {
 		out->session_id = s->id;
 		out->loss_ms = zkl__lost_at(m);
-		out->expiry_ms = s->last_proof_sent + zkl__session_timeout_ms(m);
+		out->expiry_ms = proof_base(m, s) + zkl__session_timeout_ms(m);
 	}
 	pthread_mutex_unlock(&m->mu);
 	return 0;

@@ -116,20 +116,8 @@ void zkl__op_finish_locked(zkl_client *c, struct zkl_op *op, int rc)
 	}
 	const bool proof = op_proves(op, rc);
 	const bool heard = zkl__zk_answered(rc);
-	if (s == c->sess && proof) {
-		/* A session on a follower is known to the leader only from the follower's
-		 * reports, of the requests and pings it heard. While every request sent comes
-		 * at most a heartbeat (a sixth of t) after the one before, the leader's record
-		 * is at most that older than T. A quiet session is heard only by its pings, a
-		 * third of t apart, until a sixth of t after it speaks again: a write sent then
-		 * proves it only as of a sixth of t before that moment, which keeps the bound. */
-		int64_t at = op->sent_at;
-		const int64_t sixth = zkl__session_timeout_ms(c) / 6;
-		if (s->quiet_ended && at >= s->quiet_ended && at < s->quiet_ended + sixth)
-			at = s->quiet_ended - sixth;
-		if (at > s->last_proof_sent)
-			s->last_proof_sent = at;
-	}
+	if (s == c->sess && proof && op->sent_at > s->last_proof_sent)
+		s->last_proof_sent = op->sent_at;
 	if (s == c->sess && heard && op->sent_at > s->last_heard_sent)
 		s->last_heard_sent = op->sent_at;
 	if (s == c->sess && s->given_up && (op->idle ? heard : proof) &&

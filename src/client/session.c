@@ -381,6 +381,7 @@ int zkl_client_handover(zkl_client *c, zhandle_t *zh)
 	s->id = 0;
 	s->last_proof_sent = 0;
 	s->last_heard_sent = 0;
+	s->quiet_began = 0;
 	s->quiet_ended = 0;
 	s->doomed = false;
 	pthread_mutex_unlock(&c->mu);

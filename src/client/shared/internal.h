@@ -53,6 +53,7 @@
 
 #include "clock.h"
 #include "errors_internal.h"
+#include "log.h"
 #include "names.h"
 #include "paths.h"
 #include "zk.h"
@@ -97,10 +98,11 @@ struct zkl_session {
 	 * (0: none yet): what a session that holds nothing is given up by (liveness.c). */
 	int64_t last_heard_sent;
 	/* mu: the session's liveness mode at the loop's last look (enum zkl_live), and when
-	 * it last left ZKL_LIVE_QUIET (no heartbeat was due while quiet: the silence before
-	 * counts for nothing). */
+	 * it last entered and left ZKL_LIVE_QUIET (no heartbeat was due while quiet: the
+	 * silence before counts for nothing, and the first writes after prove less,
+	 * zkl__lost_at()). */
 	int live_mode;
-	int64_t quiet_ended;
+	int64_t quiet_began, quiet_ended;
 	/* mu: a hold on it reached its loss deadline: the loop gives the session up at
 	 * zkl__lost_at(), held or not by then, since the server may have expired it. */
 	bool doomed;
@@ -306,9 +308,7 @@ struct zkl_client {
 	/* The session's credentials and transport; every string in it is the client's own
 	 * copy (freed with it). */
 	struct zkl_zk_creds creds;
-	zkl_log_fn log;
-	void *log_data;
-	zkl_log_level log_level;
+	struct zkl_logger logger;   /* set at open, read by any thread */
 	bool quiet_zk_log;
 	bool confirm_release;
 	/* mu: the last folder a handle's first acquire looked for was missing; the next one
@@ -443,9 +443,8 @@ int zkl__folder_mode(zkl_client *c);
  * make containers; 0: anything else. */
 int zkl__folder_refused(zkl_client *c, int mode, int zrc, const char *path);
 
-/* Logging. */
-void zkl__log(zkl_client *c, zkl_log_level level, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+/* Logging, to the client's logger (src/base/log.h). c may be NULL: nothing is logged. */
+#define zkl__log(c, level, ...) zkl__logf((c) ? &(c)->logger : NULL, level, __VA_ARGS__)
 
 /* Waiters (mu held). Registers w and queues it to run. */
 void zkl__waiter_enter_loop(zkl_client *c, struct zkl_waiter *w, const void *owner,
