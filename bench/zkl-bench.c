@@ -2070,18 +2070,22 @@ static void s9_procs(bool leader)
 	struct raw probe = {0};
 	raw_connect(&probe);
 	char *zl = (char *)(opt.zklock ? opt.zklock : default_zklock());
-	char *hold_argv[] = {zl,   "-s", (char *)opt.servers, "-q", path, "--", "sleep", "100000",
-	                     NULL, NULL};
-	char *wait_argv[] = {zl, "-s", (char *)opt.servers, "-q", path, "--", "true", NULL, NULL};
-	if (leader) {
-		/* --leader goes before the path. */
-		char *h2[] = {zl,   "-s",     (char *)opt.servers, "-q", "--leader", path, "--",
-		              "sleep", "100000", NULL};
-		char *w2[] = {zl, "-s", (char *)opt.servers, "-q", "--leader", path, "--", "true",
-		              NULL};
-		memcpy(hold_argv, h2, sizeof h2);
-		memcpy(wait_argv, w2, sizeof w2);
-	}
+	/* zklock -s SERVERS -q [--leader] PATH -- COMMAND: the holder's command sleeps, the
+	 * waiters' is true. */
+	char *hold_argv[10], *wait_argv[10];
+	int k = 0;
+	char *head[] = {zl, "-s", (char *)opt.servers, "-q"};
+	for (size_t j = 0; j < sizeof head / sizeof *head; j++)
+		hold_argv[k] = wait_argv[k] = head[j], k++;
+	if (leader)
+		hold_argv[k] = wait_argv[k] = "--leader", k++;
+	hold_argv[k] = wait_argv[k] = path, k++;
+	hold_argv[k] = wait_argv[k] = "--", k++;
+	hold_argv[k] = "sleep";
+	hold_argv[k + 1] = "100000";
+	hold_argv[k + 2] = NULL;
+	wait_argv[k] = "true";
+	wait_argv[k + 1] = NULL;
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
