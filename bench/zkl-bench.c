@@ -50,6 +50,30 @@
  *         a line for each (latency: one write; cpu_us/c: this process's CPU per write),
  *         then GS1-ratio (guarded/plain)
  *   gs64  the same with -w threads (default 64) writing at once (GS64xN with another -w)
+ *   s9    the fleet, waiting idle: a holder holds one mutex, then -c sessions (default
+ *         100), each a zkl_client of its own, start one asynchronous acquire of it; once
+ *         every node is there and -W seconds (default 3) have passed, -d seconds are
+ *         measured: the server's committed transactions (its zxid, from `srvr`), writes,
+ *         requests (packets received, pings included) and bytes sent per second, and this
+ *         process's CPU (its threads' schedstat) per second and per waiter, and its RSS
+ *         per waiter (the growth of VmRSS since before the waiters' clients were opened).
+ *         No line but the result: txn/s= wr/s= fsync/s= req/s= rd/s= wakes/s=
+ *         srv_sent_B/s= srv_recv_B/s= srv_cpu_ms/s= cpu_ms/s= cpu_us/s/waiter=
+ *         rss_kib/waiter= queue_ms= (from the first waiter's open to all nodes there)
+ *   s9l   the same with leader election: a leader (zkl_leader), -c standby latches
+ *   s9p   the same with -c `zklock` processes (default 300), as a fleet's hosts run them:
+ *         `zklock -q PATH -- true` behind a holder `zklock -q PATH -- sleep 100000`; the
+ *         CPU and memory are the waiters' (RSS and PSS summed from /proc, per waiter);
+ *         they are stopped with SIGTERM at the end (and if this program dies)
+ *   s9pl  s9p with `zklock --leader`
+ *   s9a   a cron minute: -c sessions (default 1000), connected beforehand, start an
+ *         asynchronous acquire of one free mutex at the same moment; the first holds.
+ *         first_grant_ms, all_queued_ms (every node there: a probe session's exists on
+ *         the lock's folder every 5 ms, numChildren), quiet_ms (the server sent less than
+ *         32 KiB in 250 ms), and over that time the bytes the server sent and received
+ *         (srv_sent_kib: the tcp_info byte counts of its client connections, from `ss`;
+ *         mostly the waiters' listings of the queue), requests, reads, writes, the
+ *         committed transactions, and listings (the clients' own count)
  *   all   s0a s0b s0m s1 s2 s3 s4 s5 s6 s7 mem
  *
  * Cycles of the first -W seconds (default: a fifth of -d, at most 1) are a warm-up and
@@ -75,12 +99,14 @@
 #include <zookeeper/zookeeper.h>
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -277,6 +303,7 @@ static void gate_open_when(int n)
 struct mstats {
 	bool ok;
 	double fsyncs, writes, reads, packets, wakes;
+	double packets_sent;
 	double cpu_self, cpu_server; /* CPU time in microseconds; cpu_server < 0: unknown */
 	double vcsw, ivcsw;          /* this process's context switches, voluntary (a thread
 	                              * waited: a wake of it follows) and not; < 0: unknown */
@@ -321,29 +348,29 @@ static void first_server(char *host, size_t hostlen, char *port, size_t portlen)
 	snprintf(host, hostlen, "%s", buf);
 }
 
-static struct mstats mntr_read(void)
+/* Sends a four-letter word to the first server and returns its whole answer (the
+ * caller's, NUL-terminated), or NULL if the server does not answer. */
+static char *four_letter(const char *word)
 {
-	struct mstats m = {0};
-	const char *off = getenv("ZKL_BENCH_MNTR");
-	if (off && strcmp(off, "off") == 0)
-		return m;
 	char host[256], port[32];
 	first_server(host, sizeof host, port, sizeof port);
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai;
 	if (getaddrinfo(host, port, &hints, &ai) != 0)
-		return m;
+		return NULL;
 	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		freeaddrinfo(ai);
-		return m;
+		return NULL;
 	}
 	struct timeval tv = {.tv_sec = 2};
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-	if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 || write(fd, "mntr", 4) != 4) {
+	size_t wlen = strlen(word);
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
+	    write(fd, word, wlen) != (ssize_t)wlen) {
 		close(fd);
 		freeaddrinfo(ai);
-		return m;
+		return NULL;
 	}
 	freeaddrinfo(ai);
 	size_t cap = 64 * 1024, len = 0;
@@ -353,6 +380,18 @@ static struct mstats mntr_read(void)
 		len += (size_t)r;
 	close(fd);
 	buf[len] = '\0';
+	return buf;
+}
+
+static struct mstats mntr_read(void)
+{
+	struct mstats m = {0};
+	const char *off = getenv("ZKL_BENCH_MNTR");
+	if (off && strcmp(off, "off") == 0)
+		return m;
+	char *buf = four_letter("mntr");
+	if (!buf)
+		return m;
 	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
 		char *tab = strchr(line, '\t');
 		if (!tab)
@@ -367,6 +406,8 @@ static struct mstats mntr_read(void)
 			m.reads = v;
 		else if (strcmp(line, "zk_packets_received") == 0)
 			m.packets = v;
+		else if (strcmp(line, "zk_packets_sent") == 0)
+			m.packets_sent = v;
 		else if (strcmp(line, "zk_sum_node_created_watch_count") == 0 ||
 		         strcmp(line, "zk_sum_node_deleted_watch_count") == 0 ||
 		         strcmp(line, "zk_sum_node_changed_watch_count") == 0 ||
@@ -554,7 +595,8 @@ static void raw_watcher(zhandle_t *zh, int type, int state, const char *path, vo
  * that the server reaps once what is under it has gone. */
 static int raw_base_mode;
 
-static void raw_open(struct raw *r)
+/* Connects r's session and nothing more. */
+static void raw_connect(struct raw *r)
 {
 	pthread_mutex_init(&r->mu, NULL);
 	pthread_cond_init(&r->cv, NULL);
@@ -574,7 +616,11 @@ static void raw_open(struct raw *r)
 	pthread_mutex_unlock(&r->mu);
 	if (!ok)
 		die("raw client: no connection to %s", opt.servers);
+}
 
+static void raw_open(struct raw *r)
+{
+	raw_connect(r);
 	/* PREFIX and the folder of this run, persistent (the prefix may be a container that
 	 * the server reaps meanwhile: try again). */
 	for (int attempt = 0;; attempt++) {
@@ -1663,6 +1709,612 @@ static void s8(void)
 	free(st.last_token);
 }
 
+/* ---- S9: a fleet, many sessions on one lock ------------------------------------------ */
+
+/* What the server did, read from the server: its last committed transaction id (`srvr`),
+ * `mntr`'s counters, and the bytes of the established connections to its client port
+ * (each socket's tcp_info, from `ss`: bytes_sent is what the server sent its clients,
+ * bytes_received what they sent it); with the CPU time of this process and the server's. */
+struct fleet_sample {
+	int64_t t;
+	double zxid;           /* < 0: unknown */
+	double sent, received; /* < 0: unknown */
+	struct mstats m;
+};
+
+/* The server's last committed zxid, from `srvr` ("Zxid: 0x..."), or -1. */
+static double srvr_zxid(void)
+{
+	char *buf = four_letter("srvr");
+	if (!buf)
+		return -1;
+	double z = -1;
+	char *p = strstr(buf, "Zxid: ");
+	if (p)
+		z = (double)strtoull(p + 6, NULL, 16);
+	free(buf);
+	return z;
+}
+
+/* The bytes the server has sent to and received from the clients of its port, summed over
+ * the connections established now (a connection closed meanwhile takes its counts with
+ * it: S9 keeps every session open over its windows). false if `ss` gave nothing. */
+static bool server_bytes(double *sent, double *received)
+{
+	char host[256], port[32];
+	first_server(host, sizeof host, port, sizeof port);
+	*sent = *received = -1;
+	if (port[0] == '\0' || port[strspn(port, "0123456789")] != '\0')
+		return false;
+	char cmd[160];
+	snprintf(cmd, sizeof cmd, "ss -tinH state established '( sport = :%s )' 2>/dev/null",
+	         port);
+	FILE *f = popen(cmd, "re");
+	if (!f)
+		return false;
+	double s = 0, r = 0;
+	bool any = false;
+	char word[256];
+	while (fscanf(f, "%255s", word) == 1) {
+		if (strncmp(word, "bytes_sent:", 11) == 0) {
+			s += strtod(word + 11, NULL);
+			any = true;
+		} else if (strncmp(word, "bytes_received:", 15) == 0) {
+			r += strtod(word + 15, NULL);
+		}
+	}
+	pclose(f);
+	if (any) {
+		*sent = s;
+		*received = r;
+	}
+	return any;
+}
+
+/* The CPU time of a process in microseconds, summed over its threads' run time in
+ * /proc/PID/task/TID/schedstat (nanoseconds: /proc/PID/stat counts 10 ms ticks, too coarse
+ * for a process that wakes for a millisecond a second); /proc/PID/stat's if unreadable. */
+static double proc_cpu_us_fine(const char *pid)
+{
+	char path[96];
+	snprintf(path, sizeof path, "/proc/%s/task", pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return proc_cpu_us(pid);
+	double ns = 0;
+	bool any = false;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		char f[400];
+		snprintf(f, sizeof f, "/proc/%s/task/%s/schedstat", pid, e->d_name);
+		FILE *fp = fopen(f, "re");
+		if (!fp)
+			continue;
+		unsigned long long run;
+		if (fscanf(fp, "%llu", &run) == 1) {
+			ns += (double)run;
+			any = true;
+		}
+		fclose(fp);
+	}
+	closedir(d);
+	return any ? ns / 1e3 : proc_cpu_us(pid);
+}
+
+static struct fleet_sample fleet_sample(void)
+{
+	struct fleet_sample f;
+	/* ss first: the 4lw connections below are closed by the next sample. */
+	server_bytes(&f.sent, &f.received);
+	f.zxid = srvr_zxid();
+	f.m = mntr();
+	f.m.cpu_self = proc_cpu_us_fine("self");
+	f.t = now_ns();
+	return f;
+}
+
+/* A "Key:  N kB" line of a /proc file of a process, in KiB; 0 if unreadable. */
+static long proc_kib(const char *pid, const char *file, const char *key)
+{
+	char path[96], line[256];
+	snprintf(path, sizeof path, "/proc/%s/%s", pid, file);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	long kib = 0;
+	size_t klen = strlen(key);
+	while (fgets(line, sizeof line, f)) {
+		if (strncmp(line, key, klen) == 0) {
+			kib = strtol(line + klen, NULL, 10);
+			break;
+		}
+	}
+	fclose(f);
+	return kib;
+}
+
+/* The resident set of a process now (VmRSS), in KiB; 0 if unreadable. */
+static long rss_now_kib(const char *pid)
+{
+	return proc_kib(pid, "status", "VmRSS:");
+}
+
+/* How many children path has now, from a plain exists on the probe's session (its stat:
+ * a small answer, so that polling it costs the server next to nothing); 0 while path does
+ * not exist. */
+static int probe_children(struct raw *probe, const char *path)
+{
+	struct Stat st;
+	int rc = zoo_exists(probe->zh, path, 0, &st);
+	if (rc == ZNONODE)
+		return 0;
+	if (rc != ZOK)
+		die("exists %s: %s", path, zerror(rc));
+	return st.numChildren;
+}
+
+/* Waits until path has at least want children, polling every poll_ms; returns when it
+ * saw them. Fails after limit_s seconds. */
+static int64_t wait_children(struct raw *probe, const char *path, int want, int poll_ms,
+                             int limit_s, long *polls)
+{
+	int64_t deadline = now_ns() + (int64_t)limit_s * 1000000000;
+	int have;
+	while ((have = probe_children(probe, path)) < want) {
+		if (polls)
+			(*polls)++;
+		if (now_ns() > deadline)
+			die("only %d of %d nodes under %s after %d s", have, want, path, limit_s);
+		sleep_ms(poll_ms);
+	}
+	return now_ns();
+}
+
+/* The settling time before an idle window (-W; default 3 s): the queueing's last answers
+ * and watches are done, and the window sees only what waiting costs. */
+static double fleet_settle_s(void)
+{
+	return opt.warmup >= 0 ? opt.warmup : 3;
+}
+
+/* The per-second rates of the server over an idle window, as key=value pairs. */
+static void fleet_rates(char *buf, size_t size, const struct fleet_sample *a,
+                        const struct fleet_sample *b)
+{
+	double s = (double)(b->t - a->t) / 1e9;
+	xappend(buf, size, " window_s=%.1f", s);
+	if (a->zxid >= 0 && b->zxid >= 0)
+		xappend(buf, size, " txn/s=%.2f", (b->zxid - a->zxid) / s);
+	if (a->m.ok && b->m.ok)
+		xappend(buf, size, " wr/s=%.2f fsync/s=%.2f req/s=%.2f rd/s=%.2f wakes/s=%.2f",
+		        (b->m.writes - a->m.writes) / s, (b->m.fsyncs - a->m.fsyncs) / s,
+		        (b->m.packets - a->m.packets) / s, (b->m.reads - a->m.reads) / s,
+		        (b->m.wakes - a->m.wakes) / s);
+	if (a->sent >= 0 && b->sent >= 0)
+		xappend(buf, size, " srv_sent_B/s=%.0f srv_recv_B/s=%.0f", (b->sent - a->sent) / s,
+		        (b->received - a->received) / s);
+	if (a->m.cpu_server >= 0 && b->m.cpu_server >= 0)
+		xappend(buf, size, " srv_cpu_ms/s=%.2f", (b->m.cpu_server - a->m.cpu_server) / 1e3 / s);
+}
+
+static struct {
+	pthread_mutex_t mu;
+	long granted, failed;
+	bool closing;
+	int64_t t0, first_grant;
+} s9st = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* A waiter's acquire ended: in S9 the holder never lets go, so a grant (or a failure)
+ * before the end is the scenario's failure; in S9A the first grant is timed. */
+static void s9_acquired(zkl_lock *l, int rc, void *data)
+{
+	(void)l;
+	(void)data;
+	int64_t t = now_ns();
+	pthread_mutex_lock(&s9st.mu);
+	if (!s9st.closing) {
+		if (rc == 0) {
+			if (s9st.granted++ == 0)
+				s9st.first_grant = t;
+		} else if (s9st.failed++ == 0) {
+			fprintf(stderr, "%s: S9: a waiter's acquire failed: %s: %s\n", prog,
+			        zkl_strerror(rc), zkl_last_error());
+		}
+	}
+	pthread_mutex_unlock(&s9st.mu);
+}
+
+static void s9_gained(zkl_leader *l, void *data)
+{
+	s9_acquired(NULL, 0, data);
+	(void)l;
+}
+
+static char s9_name[64];
+
+static const char *s9_scenario(const char *b, int n, int def)
+{
+	snprintf(s9_name, sizeof s9_name, "%s", scenario_name(b, n, def));
+	return s9_name;
+}
+
+/* s9 / s9l: -c sessions (default 100), each of its own zkl_client, wait idle behind a
+ * holder (a mutex with one asynchronous acquire each, or a started leader latch each);
+ * once all nodes are there and the settling time has passed, the server's committed
+ * transactions, requests and bytes per second and this process's CPU are measured over
+ * -d seconds. */
+static void s9_idle(bool leader)
+{
+	int n = opt.clients ? opt.clients : 100;
+	const char *name = s9_scenario(leader ? "S9L" : "S9", n, 100);
+	set_base(leader ? "s9l" : "s9");
+	char path[700];
+	snprintf(path, sizeof path, "%s/lock", base_path);
+	struct raw probe = {0};
+	raw_connect(&probe);
+
+	zkl_client *hc = open_client();
+	zkl_mutex *hm = NULL;
+	zkl_leader *hl = NULL;
+	int rc;
+	if (leader) {
+		if ((rc = zkl_leader_new(&hl, hc, path, NULL)) != 0 ||
+		    (rc = zkl_leader_start(hl)) != 0 || (rc = zkl_leader_await(hl, 20000)) != 0)
+			die_zkl("the leader", rc);
+	} else {
+		if ((rc = zkl_mutex_new(&hm, hc, path)) != 0 ||
+		    (rc = zkl_lock_acquire(zkl_mutex_lock(hm), 20000)) != 0)
+			die_zkl("the holder", rc);
+	}
+	long rss0 = rss_now_kib("self");
+	zkl_client **cs = xcalloc((size_t)n, sizeof *cs);
+	zkl_mutex **ms = xcalloc((size_t)n, sizeof *ms);
+	zkl_leader **ls = xcalloc((size_t)n, sizeof *ls);
+	int64_t t0 = now_ns();
+	for (int i = 0; i < n; i++) {
+		cs[i] = open_client();
+		if (leader) {
+			zkl_leader_options lo;
+			zkl_leader_options_init(&lo);
+			lo.on_gained = s9_gained;
+			if ((rc = zkl_leader_new(&ls[i], cs[i], path, &lo)) != 0 ||
+			    (rc = zkl_leader_start(ls[i])) != 0)
+				die_zkl("a standby", rc);
+		} else {
+			if ((rc = zkl_mutex_new(&ms[i], cs[i], path)) != 0 ||
+			    (rc = zkl_lock_acquire_async(zkl_mutex_lock(ms[i]), ZKL_WAIT_FOREVER,
+			                                 s9_acquired, NULL)) != 0)
+				die_zkl("a waiter", rc);
+		}
+	}
+	int64_t t_queued = wait_children(&probe, path, n + 1, 10, 300, NULL);
+	sleep_ms((int)(fleet_settle_s() * 1000));
+	struct fleet_sample a = fleet_sample();
+	sleep_until(a.t + (int64_t)(opt.seconds * 1e9));
+	struct fleet_sample b = fleet_sample();
+	long rss1 = rss_now_kib("self");
+	int still = probe_children(&probe, path);
+	pthread_mutex_lock(&s9st.mu);
+	long granted = s9st.granted, failed = s9st.failed;
+	s9st.closing = true;
+	pthread_mutex_unlock(&s9st.mu);
+	if (granted || failed || still != n + 1)
+		die("%s: %ld waiters granted and %ld failed while the holder held; %d of %d nodes "
+		    "left",
+		    name, granted, failed, still, n + 1);
+
+	double s = (double)(b.t - a.t) / 1e9;
+	char line[1024];
+	snprintf(line, sizeof line, "%s %s waiters=%d sessions=%d queue_ms=%.0f", name,
+	         opt.label, n, n + 1, (double)(t_queued - t0) / 1e6);
+	fleet_rates(line, sizeof line, &a, &b);
+	xappend(line, sizeof line,
+	        " cpu_ms/s=%.2f cpu_us/s/waiter=%.1f rss_kib=%ld rss_kib/waiter=%.1f settle_s=%.1f",
+	        (b.m.cpu_self - a.m.cpu_self) / 1e3 / s, (b.m.cpu_self - a.m.cpu_self) / s / n,
+	        rss1, (double)(rss1 - rss0) / n, fleet_settle_s());
+	puts(line);
+	fflush(stdout);
+
+	for (int i = 0; i < n; i++) {
+		if (leader)
+			zkl_leader_free(ls[i]);
+		else
+			zkl_mutex_free(ms[i]);
+	}
+	for (int i = 0; i < n; i++)
+		zkl_client_close(cs[i]);
+	if (leader)
+		zkl_leader_free(hl);
+	else
+		zkl_mutex_free(hm);
+	zkl_client_close(hc);
+	zookeeper_close(probe.zh);
+	sweep_folders();
+	free(cs);
+	free(ms);
+	free(ls);
+}
+
+/* The zklock processes of s9p, stopped however this program ends (die() exits, a
+ * timeout's SIGTERM): a fleet left behind would wait on the server for ever. */
+static pid_t *s9_kids;
+static volatile sig_atomic_t s9_nkids;
+
+static void s9_kill_kids(void)
+{
+	for (sig_atomic_t i = 0; i < s9_nkids; i++)
+		if (s9_kids[i] > 0)
+			kill(s9_kids[i], SIGTERM);
+}
+
+static void s9_on_signal(int sig)
+{
+	s9_kill_kids();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* s9p / s9pl: the same with `zklock` processes, as a fleet's hosts would run them: a
+ * holder `zklock [--leader] PATH -- sleep 100000`, then -c waiters (default 300)
+ * `zklock [--leader] PATH -- true`; the CPU and memory are the waiters' (their
+ * /proc/PID/stat and VmRSS). The waiters, then the holder, are stopped with SIGTERM. */
+static void s9_procs(bool leader)
+{
+	int n = opt.clients ? opt.clients : 300;
+	const char *name = s9_scenario(leader ? "S9PL" : "S9P", n, 300);
+	set_base(leader ? "s9pl" : "s9p");
+	char path[700];
+	snprintf(path, sizeof path, "%s/lock", base_path);
+	struct raw probe = {0};
+	raw_connect(&probe);
+	char *zl = (char *)(opt.zklock ? opt.zklock : default_zklock());
+	/* zklock -s SERVERS -q [--leader] PATH -- COMMAND: the holder's command sleeps, the
+	 * waiters' is true. */
+	char *hold_argv[10], *wait_argv[10];
+	int k = 0;
+	char *head[] = {zl, "-s", (char *)opt.servers, "-q"};
+	for (size_t j = 0; j < sizeof head / sizeof *head; j++)
+		hold_argv[k] = wait_argv[k] = head[j], k++;
+	if (leader)
+		hold_argv[k] = wait_argv[k] = "--leader", k++;
+	hold_argv[k] = wait_argv[k] = path, k++;
+	hold_argv[k] = wait_argv[k] = "--", k++;
+	hold_argv[k] = "sleep";
+	hold_argv[k + 1] = "100000";
+	hold_argv[k + 2] = NULL;
+	wait_argv[k] = "true";
+	wait_argv[k + 1] = NULL;
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+
+	/* Slot 0 is the holder, 1..n the waiters. */
+	s9_kids = xcalloc((size_t)n + 1, sizeof *s9_kids);
+	atexit(s9_kill_kids);
+	signal(SIGTERM, s9_on_signal);
+	signal(SIGINT, s9_on_signal);
+	pid_t holder;
+	int rc = posix_spawnp(&holder, zl, &fa, NULL, hold_argv, environ);
+	if (rc != 0)
+		die("cannot run %s: %s", zl, strerror(rc));
+	s9_kids[0] = holder;
+	s9_nkids = 1;
+	wait_children(&probe, path, 1, 10, 60, NULL);
+	sleep_ms(500); /* its grant (a first node is granted at once) */
+	pid_t *pids = s9_kids + 1;
+	int64_t t0 = now_ns();
+	for (int i = 0; i < n; i++) {
+		rc = posix_spawnp(&pids[i], zl, &fa, NULL, wait_argv, environ);
+		if (rc != 0)
+			die("cannot run %s: %s", zl, strerror(rc));
+		s9_nkids = i + 2;
+	}
+	int64_t t_queued = wait_children(&probe, path, n + 1, 10, 300, NULL);
+	sleep_ms((int)(fleet_settle_s() * 1000));
+	char pid_s[32];
+	double cpu_a = 0, cpu_b = 0;
+	for (int i = 0; i < n; i++) {
+		snprintf(pid_s, sizeof pid_s, "%ld", (long)pids[i]);
+		cpu_a += proc_cpu_us_fine(pid_s);
+	}
+	struct fleet_sample a = fleet_sample();
+	sleep_until(a.t + (int64_t)(opt.seconds * 1e9));
+	struct fleet_sample b = fleet_sample();
+	long rss = 0, pss = 0;
+	for (int i = 0; i < n; i++) {
+		snprintf(pid_s, sizeof pid_s, "%ld", (long)pids[i]);
+		cpu_b += proc_cpu_us_fine(pid_s);
+		rss += rss_now_kib(pid_s);
+		/* The proportional set: the pages the processes share (libc, the C client)
+		 * counted once in all, not once per process. */
+		pss += proc_kib(pid_s, "smaps_rollup", "Pss:");
+	}
+	int still = probe_children(&probe, path);
+	int gone = 0;
+	for (int i = 0; i < n; i++) {
+		int st;
+		if (waitpid(pids[i], &st, WNOHANG) == pids[i]) {
+			pids[i] = 0;
+			gone++;
+		}
+	}
+	/* Stop the waiters, then the holder (zklock passes the signal on to its command). */
+	for (int i = 0; i < n; i++)
+		if (pids[i] > 0)
+			kill(pids[i], SIGTERM);
+	int64_t deadline = now_ns() + 30 * (int64_t)1000000000;
+	for (int i = 0; i < n; i++) {
+		while (pids[i] > 0) {
+			int st;
+			pid_t p = waitpid(pids[i], &st, WNOHANG);
+			if (p == pids[i] || (p < 0 && errno != EINTR))
+				break;
+			if (now_ns() > deadline)
+				kill(pids[i], SIGKILL);
+			sleep_ms(5);
+		}
+	}
+	kill(holder, SIGTERM);
+	int hst;
+	while (waitpid(holder, &hst, 0) < 0 && errno == EINTR)
+		;
+	s9_nkids = 0;
+	posix_spawn_file_actions_destroy(&fa);
+	if (gone || still != n + 1)
+		die("%s: %d waiters exited while the holder held; %d of %d nodes left", name, gone,
+		    still, n + 1);
+
+	double s = (double)(b.t - a.t) / 1e9;
+	char line[1024];
+	snprintf(line, sizeof line, "%s %s waiters=%d processes=%d queue_ms=%.0f", name,
+	         opt.label, n, n + 1, (double)(t_queued - t0) / 1e6);
+	fleet_rates(line, sizeof line, &a, &b);
+	xappend(line, sizeof line,
+	        " cpu_ms/s=%.2f cpu_us/s/waiter=%.1f rss_kib=%ld rss_kib/waiter=%.1f "
+	        "pss_kib/waiter=%.1f settle_s=%.1f",
+	        (cpu_b - cpu_a) / 1e3 / s, (cpu_b - cpu_a) / s / n, rss, (double)rss / n,
+	        (double)pss / n, fleet_settle_s());
+	puts(line);
+	fflush(stdout);
+	zookeeper_close(probe.zh);
+	sweep_folders();
+}
+
+/* The wall clock in ms (the server's node times are on it: one machine, one clock). */
+static double wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* The latest creation time (ctime, the server's wall clock in ms) of path's children: one
+ * exists each, after the measured time. -1 if none. */
+static double last_ctime_ms(struct raw *probe, const char *path)
+{
+	struct String_vector kids = {0};
+	if (zoo_get_children(probe->zh, path, 0, &kids) != ZOK)
+		return -1;
+	double last = -1;
+	char child[1200];
+	for (int i = 0; i < kids.count; i++) {
+		struct Stat st;
+		snprintf(child, sizeof child, "%s/%s", path, kids.data[i]);
+		if (zoo_exists(probe->zh, child, 0, &st) == ZOK && (double)st.ctime > last)
+			last = (double)st.ctime;
+	}
+	deallocate_String_vector(&kids);
+	return last;
+}
+
+/* s9a: a cron minute. -c sessions (default 1000), connected beforehand, start an
+ * asynchronous acquire of one free lock at the same moment; the first to queue is granted
+ * and holds. Times, from that moment: the first grant (its callback); all nodes present
+ * (all_queued_ms: the latest ctime of the queue's nodes, on the server's clock, which is
+ * this machine's; probe_ms: when a probe's exists on the lock's folder, every 5 ms, saw
+ * numChildren reach -c); and the server quiet again (what it sent in 250 ms under 32 KiB);
+ * and what the server sent and received meanwhile (its sockets' byte counts: mostly the
+ * waiters' listings of the queue). */
+static void s9_arrival(void)
+{
+	int n = opt.clients ? opt.clients : 1000;
+	const char *name = s9_scenario("S9A", n, 1000);
+	set_base("s9a");
+	char path[700];
+	snprintf(path, sizeof path, "%s/lock", base_path);
+	struct raw probe = {0};
+	raw_connect(&probe);
+	long rss0 = rss_now_kib("self");
+	zkl_client **cs = xcalloc((size_t)n, sizeof *cs);
+	zkl_mutex **ms = xcalloc((size_t)n, sizeof *ms);
+	int rc;
+	for (int i = 0; i < n; i++) {
+		cs[i] = open_client();
+		if ((rc = zkl_mutex_new(&ms[i], cs[i], path)) != 0)
+			die_zkl(path, rc);
+	}
+	sleep_ms((int)(fleet_settle_s() * 1000));
+	struct fleet_sample a = fleet_sample();
+	double t0_wall = wall_ms();
+	int64_t t0 = now_ns();
+	for (int i = 0; i < n; i++) {
+		rc = zkl_lock_acquire_async(zkl_mutex_lock(ms[i]), ZKL_WAIT_FOREVER, s9_acquired,
+		                            NULL);
+		if (rc != 0)
+			die_zkl("acquire_async", rc);
+	}
+	int64_t started = now_ns();
+	long polls = 0;
+	int64_t t_all = wait_children(&probe, path, n, 5, 300, &polls);
+	/* Quiet: what the server sent in the last 250 ms is under 32 KiB (a thousand idle
+	 * sessions' pings and heartbeats send a few KiB). */
+	double prev = a.sent, sent, recv;
+	int64_t t_quiet = t_all, limit = t_all + 60 * (int64_t)1000000000;
+	for (;;) {
+		server_bytes(&sent, &recv);
+		if (sent >= 0 && prev >= 0 && sent - prev < 32 * 1024 && now_ns() > t_all)
+			break;
+		if (now_ns() > limit)
+			die("%s: the server did not quieten within 60 s of the last node", name);
+		prev = sent;
+		t_quiet = now_ns();
+		sleep_ms(250);
+	}
+	struct fleet_sample b = fleet_sample();
+	long rss1 = rss_now_kib("self");
+	pthread_mutex_lock(&s9st.mu);
+	long granted = s9st.granted, failed = s9st.failed;
+	int64_t first = s9st.first_grant;
+	s9st.closing = true;
+	pthread_mutex_unlock(&s9st.mu);
+	if (granted != 1 || failed)
+		die("%s: %ld granted (1 expected: nobody releases) and %ld failed", name, granted,
+		    failed);
+	double last = last_ctime_ms(&probe, path);
+	uint64_t listings = 0;
+	for (int i = 0; i < n; i++) {
+		zkl_client_stats st;
+		if (zkl_client_get_stats(cs[i], &st, sizeof st) == 0)
+			listings += st.listings;
+	}
+	char line[1024];
+	snprintf(line, sizeof line,
+	         "%s %s arrivals=%d start_ms=%.1f first_grant_ms=%.1f all_queued_ms=%.0f "
+	         "probe_ms=%.1f quiet_ms=%.0f",
+	         name, opt.label, n, (double)(started - t0) / 1e6, (double)(first - t0) / 1e6,
+	         last - t0_wall, (double)(t_all - t0) / 1e6, (double)(t_quiet - t0) / 1e6);
+	if (a.sent >= 0 && b.sent >= 0)
+		xappend(line, sizeof line, " srv_sent_kib=%.0f srv_recv_kib=%.0f srv_sent_B/arrival=%.0f",
+		        (b.sent - a.sent) / 1024, (b.received - a.received) / 1024,
+		        (b.sent - a.sent) / n);
+	if (a.m.ok && b.m.ok)
+		xappend(line, sizeof line, " req=%.0f rd=%.0f wr=%.0f wakes=%.0f",
+		        b.m.packets - a.m.packets, b.m.reads - a.m.reads, b.m.writes - a.m.writes,
+		        b.m.wakes - a.m.wakes);
+	if (a.zxid >= 0 && b.zxid >= 0)
+		xappend(line, sizeof line, " txn=%.0f", b.zxid - a.zxid);
+	xappend(line, sizeof line, " listings=%llu probe_polls=%ld cpu_ms=%.0f",
+	        (unsigned long long)listings, polls, (b.m.cpu_self - a.m.cpu_self) / 1e3);
+	if (a.m.cpu_server >= 0 && b.m.cpu_server >= 0)
+		xappend(line, sizeof line, " srv_cpu_ms=%.0f", (b.m.cpu_server - a.m.cpu_server) / 1e3);
+	xappend(line, sizeof line, " rss_kib=%ld rss_kib/session=%.1f", rss1,
+	        (double)(rss1 - rss0) / n);
+	puts(line);
+	fflush(stdout);
+
+	for (int i = 0; i < n; i++)
+		zkl_mutex_free(ms[i]);
+	for (int i = 0; i < n; i++)
+		zkl_client_close(cs[i]);
+	zookeeper_close(probe.zh);
+	sweep_folders();
+	free(cs);
+	free(ms);
+}
+
 /* ---- guarded writes ----------------------------------------------------------------- */
 
 /* gs1 / gs64: a guarded set (zkl_lock_guarded_set(), a multi of a check of the hold's
@@ -1813,6 +2465,16 @@ static void run_scenario(const char *s)
 		mema();
 	else if (strcmp(s, "s8") == 0)
 		s8();
+	else if (strcmp(s, "s9") == 0)
+		s9_idle(false);
+	else if (strcmp(s, "s9l") == 0)
+		s9_idle(true);
+	else if (strcmp(s, "s9p") == 0)
+		s9_procs(false);
+	else if (strcmp(s, "s9pl") == 0)
+		s9_procs(true);
+	else if (strcmp(s, "s9a") == 0)
+		s9_arrival();
 	else if (strcmp(s, "gs1") == 0)
 		gs_run("GS1", 1);
 	else if (strcmp(s, "gs64") == 0)
@@ -1824,7 +2486,7 @@ static bool known(const char *s)
 {
 	static const char *names[] = {"s0a", "s0b", "s0m", "s1", "s2", "s3",
 	                              "s4",  "s5",  "s6",  "s7", "s8",  "mem", "mema", "gs1",
-	                              "gs64", "all"};
+	                              "gs64", "s9", "s9l", "s9p", "s9pl", "s9a", "all"};
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
 		if (strcmp(s, names[i]) == 0)
 			return true;
@@ -1837,7 +2499,8 @@ static void usage(void)
 	        "usage: %s [-s servers] [-d seconds] [-W warmup] [-c clients] [-n count]\n"
 	        "          [-w window] [-L label] [-p prefix] [-z zklock] SCENARIO...\n"
 	        "       %s [options] s7 [-- COMMAND [ARG...]]\n"
-	        "scenarios: s0a s0b s0m s1 s2 s3 s4 s5 s6 s7 s8 mem mema gs1 gs64 all\n",
+	        "scenarios: s0a s0b s0m s1 s2 s3 s4 s5 s6 s7 s8 mem mema gs1 gs64\n"
+	        "           s9 s9l s9p s9pl s9a all\n",
 	        prog, prog);
 	exit(2);
 }

@@ -6,7 +6,10 @@
  *        [-p PREFIX] SCENARIO
  *
  * SCENARIO: s1, s2, s3, s4, or s7 (one cold start: connect, acquire, release, exit, quietly;
- * zkl-bench s7 -- java ... times it). bench/run compiles and runs it.
+ * zkl-bench s7 -- java ... times it); or the fleet's s9 (-c sessions waiting idle on one
+ * InterProcessMutex behind a holder, a thread each), s9l (-c LeaderLatch standbys behind a
+ * leader) and s9a (-c sessions acquiring one free mutex at the same moment): see S9 in
+ * bench/zkl-bench.c and docs/BENCHMARKS.md. bench/run compiles and runs it.
  */
 import java.io.ByteArrayOutputStream;
 import java.io.InputStream;
@@ -20,14 +23,21 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
+import org.apache.curator.framework.recipes.leader.LeaderLatchListener;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.retry.RetryOneTime;
+import org.apache.zookeeper.data.Stat;
 
 public final class CuratorBench {
     static String servers = "127.0.0.1:2181";
@@ -457,6 +467,389 @@ public final class CuratorBench {
         report(scenario, n / drain, lat, n, m0, m1, "release", n, rss, extra);
     }
 
+    // ---- S9: a fleet, many sessions on one lock (see bench/zkl-bench.c) ---------------
+
+    /* A four-letter word's whole answer from the first server, or null. */
+    static String fourLetter(String word) {
+        String first = servers.split("[,/]")[0];
+        int colon = first.lastIndexOf(':');
+        String host = colon >= 0 ? first.substring(0, colon) : first;
+        int port = colon >= 0 ? Integer.parseInt(first.substring(colon + 1)) : 2181;
+        try (Socket s = new Socket()) {
+            s.connect(new InetSocketAddress(host, port), 2000);
+            s.setSoTimeout(2000);
+            OutputStream out = s.getOutputStream();
+            out.write(word.getBytes(StandardCharsets.US_ASCII));
+            out.flush();
+            InputStream in = s.getInputStream();
+            ByteArrayOutputStream buf = new ByteArrayOutputStream();
+            byte[] chunk = new byte[8192];
+            int r;
+            while ((r = in.read(chunk)) > 0)
+                buf.write(chunk, 0, r);
+            return buf.toString(StandardCharsets.US_ASCII);
+        } catch (Exception e) {
+            return null;
+        }
+    }
+
+    static String serverPort() {
+        String first = servers.split("[,/]")[0];
+        int colon = first.lastIndexOf(':');
+        return colon >= 0 ? first.substring(colon + 1) : "2181";
+    }
+
+    static final class Fleet {
+        long t;
+        double zxid = -1, sent = -1, received = -1;
+        Mstats m;
+    }
+
+    /* The bytes the server sent and received on its established client connections
+     * (tcp_info from `ss`), into f; left at -1 if ss gives nothing. */
+    static void serverBytes(Fleet f) {
+        String port = serverPort();
+        if (!port.matches("[0-9]+"))
+            return;
+        try {
+            Process p = new ProcessBuilder("ss", "-tinH", "state", "established",
+                    "( sport = :" + port + " )").redirectErrorStream(false).start();
+            String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.US_ASCII);
+            p.waitFor();
+            double s = 0, r = 0;
+            boolean any = false;
+            for (String w : out.split("\\s+")) {
+                if (w.startsWith("bytes_sent:")) {
+                    s += Double.parseDouble(w.substring(11));
+                    any = true;
+                } else if (w.startsWith("bytes_received:")) {
+                    r += Double.parseDouble(w.substring(15));
+                }
+            }
+            if (any) {
+                f.sent = s;
+                f.received = r;
+            }
+        } catch (Exception e) {
+            // no ss: unknown
+        }
+    }
+
+    static Fleet fleetSample() {
+        Fleet f = new Fleet();
+        serverBytes(f);
+        String srvr = fourLetter("srvr");
+        if (srvr != null) {
+            int i = srvr.indexOf("Zxid: 0x");
+            if (i >= 0) {
+                int j = i + 8;
+                while (j < srvr.length() && Character.digit(srvr.charAt(j), 16) >= 0)
+                    j++;
+                f.zxid = (double) Long.parseUnsignedLong(srvr.substring(i + 8, j), 16);
+            }
+        }
+        f.m = mntr();
+        f.m.cpuSelf = cpuFineUs();
+        f.t = now();
+        return f;
+    }
+
+    /* This process's CPU time in microseconds from its threads' schedstat (nanoseconds;
+     * /proc/self/stat counts 10 ms ticks), or procCpuUs("self") if unreadable. */
+    static double cpuFineUs() {
+        double ns = 0;
+        boolean any = false;
+        try (java.nio.file.DirectoryStream<java.nio.file.Path> ds =
+                     Files.newDirectoryStream(Paths.get("/proc/self/task"))) {
+            for (java.nio.file.Path t : ds) {
+                try {
+                    String st = new String(Files.readAllBytes(t.resolve("schedstat")), StandardCharsets.US_ASCII);
+                    ns += Double.parseDouble(st.trim().split(" +")[0]);
+                    any = true;
+                } catch (Exception e) {
+                    // the thread ended meanwhile
+                }
+            }
+        } catch (Exception e) {
+            return procCpuUs("self");
+        }
+        return any ? ns / 1e3 : procCpuUs("self");
+    }
+
+    static long rssNowKib() {
+        try {
+            for (String line : Files.readAllLines(Paths.get("/proc/self/status"))) {
+                if (line.startsWith("VmRSS:"))
+                    return Long.parseLong(line.replaceAll("[^0-9]", ""));
+            }
+        } catch (Exception e) {
+            // no /proc: 0
+        }
+        return 0;
+    }
+
+    static int children(CuratorFramework probe, String path) throws Exception {
+        Stat st = probe.checkExists().forPath(path);
+        return st == null ? 0 : st.getNumChildren();
+    }
+
+    static long waitChildren(CuratorFramework probe, String path, int want, int pollMs, int limitS,
+                             long[] polls) throws Exception {
+        long deadline = now() + limitS * 1_000_000_000L;
+        int have;
+        while ((have = children(probe, path)) < want) {
+            if (polls != null)
+                polls[0]++;
+            if (now() - deadline > 0)
+                die("only " + have + " of " + want + " nodes under " + path + " after " + limitS + " s");
+            Thread.sleep(pollMs);
+        }
+        return now();
+    }
+
+    static double settleS() {
+        return warmup >= 0 ? warmup : 3;
+    }
+
+    static String fleetRates(Fleet a, Fleet b) {
+        double s = (b.t - a.t) / 1e9;
+        StringBuilder sb = new StringBuilder(String.format(Locale.ROOT, " window_s=%.1f", s));
+        if (a.zxid >= 0 && b.zxid >= 0)
+            sb.append(String.format(Locale.ROOT, " txn/s=%.2f", (b.zxid - a.zxid) / s));
+        if (a.m.ok && b.m.ok)
+            sb.append(String.format(Locale.ROOT, " wr/s=%.2f fsync/s=%.2f req/s=%.2f rd/s=%.2f wakes/s=%.2f",
+                    (b.m.writes - a.m.writes) / s, (b.m.fsyncs - a.m.fsyncs) / s,
+                    (b.m.packets - a.m.packets) / s, (b.m.reads - a.m.reads) / s,
+                    (b.m.wakes - a.m.wakes) / s));
+        if (a.sent >= 0 && b.sent >= 0)
+            sb.append(String.format(Locale.ROOT, " srv_sent_B/s=%.0f srv_recv_B/s=%.0f",
+                    (b.sent - a.sent) / s, (b.received - a.received) / s));
+        if (a.m.cpuServer >= 0 && b.m.cpuServer >= 0)
+            sb.append(String.format(Locale.ROOT, " srv_cpu_ms/s=%.2f", (b.m.cpuServer - a.m.cpuServer) / 1e3 / s));
+        return sb.toString();
+    }
+
+    /* Opens n clients (sessions), 16 at a time. */
+    static CuratorFramework[] openMany(int n) throws Exception {
+        CuratorFramework[] cs = new CuratorFramework[n];
+        ExecutorService pool = Executors.newFixedThreadPool(16);
+        List<Future<?>> fs = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            final int k = i;
+            fs.add(pool.submit(() -> {
+                cs[k] = open(null);
+                return null;
+            }));
+        }
+        for (Future<?> f : fs)
+            f.get();
+        pool.shutdown();
+        return cs;
+    }
+
+    static final AtomicLong granted = new AtomicLong(), failed = new AtomicLong();
+    static volatile boolean closing;
+    static volatile long firstGrant;
+
+    static void noteGrant() {
+        if (closing)
+            return;
+        if (granted.getAndIncrement() == 0)
+            firstGrant = now();
+    }
+
+    /* s9 / s9l: -c sessions (default 100) wait idle behind a holder: an InterProcessMutex
+     * acquire each, on a thread of its own (Curator's acquire blocks), or a started
+     * LeaderLatch each; measured over -d seconds once all nodes are there and -W seconds
+     * (default 3) have passed. */
+    static void s9Idle(boolean leader) throws Exception {
+        int n = clients > 0 ? clients : 100;
+        String scenario = scenarioName(leader ? "S9L" : "S9", n, 100);
+        base = prefix + "/" + label + "-" + ProcessHandle.current().pid() + "-" + (leader ? "s9l" : "s9");
+        String path = base + "/lock";
+        CuratorFramework probe = open(null);
+        CuratorFramework hc = open(null);
+        InterProcessMutex hm = null;
+        LeaderLatch hl = null;
+        if (leader) {
+            hl = new LeaderLatch(hc, path, "leader");
+            hl.start();
+            if (!hl.await(20, TimeUnit.SECONDS))
+                die("the leader did not lead");
+        } else {
+            hm = new InterProcessMutex(hc, path);
+            if (!hm.acquire(20, TimeUnit.SECONDS))
+                die("the holder's acquire timed out");
+        }
+        long rss0 = rssNowKib();
+        long t0 = now();
+        CuratorFramework[] cs = openMany(n);
+        LeaderLatch[] ls = new LeaderLatch[n];
+        for (int i = 0; i < n; i++) {
+            if (leader) {
+                ls[i] = new LeaderLatch(cs[i], path, "s" + i);
+                ls[i].addListener(new LeaderLatchListener() {
+                    @Override
+                    public void isLeader() {
+                        noteGrant();
+                    }
+
+                    @Override
+                    public void notLeader() {
+                    }
+                });
+                ls[i].start();
+            } else {
+                InterProcessMutex m = new InterProcessMutex(cs[i], path);
+                Thread t = new Thread(() -> {
+                    try {
+                        m.acquire();
+                        noteGrant();
+                    } catch (Throwable e) {
+                        if (!closing && failed.getAndIncrement() == 0)
+                            e.printStackTrace();
+                    }
+                });
+                t.setDaemon(true);
+                t.start();
+            }
+        }
+        long tQueued = waitChildren(probe, path, n + 1, 10, 300, null);
+        Thread.sleep((long) (settleS() * 1000));
+        Fleet a = fleetSample();
+        long sleep = a.t + (long) (seconds * 1e9) - now();
+        if (sleep > 0)
+            TimeUnit.NANOSECONDS.sleep(sleep);
+        Fleet b = fleetSample();
+        long rss1 = rssNowKib();
+        int still = children(probe, path);
+        closing = true;
+        if (granted.get() != 0 || failed.get() != 0 || still != n + 1)
+            die(scenario + ": " + granted.get() + " waiters granted and " + failed.get()
+                    + " failed while the holder held; " + still + " of " + (n + 1) + " nodes left");
+        double s = (b.t - a.t) / 1e9;
+        String line = String.format(Locale.ROOT, "%s %s waiters=%d sessions=%d queue_ms=%.0f", scenario, label,
+                n, n + 1, (tQueued - t0) / 1e6)
+                + fleetRates(a, b)
+                + String.format(Locale.ROOT,
+                        " cpu_ms/s=%.2f cpu_us/s/waiter=%.1f rss_kib=%d rss_kib/waiter=%.1f settle_s=%.1f",
+                        (b.m.cpuSelf - a.m.cpuSelf) / 1e3 / s, (b.m.cpuSelf - a.m.cpuSelf) / s / n, rss1,
+                        (double) (rss1 - rss0) / n, settleS());
+        System.out.println(line);
+        System.out.flush();
+        for (int i = 0; i < n; i++) {
+            if (ls[i] != null)
+                ls[i].close();
+            cs[i].close();
+        }
+        if (hl != null)
+            hl.close();
+        if (hm != null)
+            hm.release();
+        hc.close();
+        sweep(probe);
+        probe.close();
+    }
+
+    /* Deletes the run's folders (left to the container reaper, they would load the server
+     * during the scenarios that follow). */
+    static void sweep(CuratorFramework c) {
+        try {
+            c.delete().deletingChildrenIfNeeded().forPath(base);
+        } catch (Exception e) {
+            // gone already
+        }
+    }
+
+    /* s9a: a cron minute: -c sessions (default 1000), connected beforehand, acquire one
+     * free InterProcessMutex at the same moment (a thread each, released together); the
+     * first holds. Timed from that moment: the first grant, all nodes present (a probe's
+     * exists every 5 ms), the server quiet again (under 32 KiB sent in 250 ms); and what
+     * the server sent and received meanwhile. */
+    static void s9a() throws Exception {
+        int n = clients > 0 ? clients : 1000;
+        String scenario = scenarioName("S9A", n, 1000);
+        base = prefix + "/" + label + "-" + ProcessHandle.current().pid() + "-s9a";
+        String path = base + "/lock";
+        CuratorFramework probe = open(null);
+        long rss0 = rssNowKib();
+        CuratorFramework[] cs = openMany(n);
+        CountDownLatch go = new CountDownLatch(1), ready = new CountDownLatch(n);
+        for (int i = 0; i < n; i++) {
+            InterProcessMutex m = new InterProcessMutex(cs[i], path);
+            Thread t = new Thread(() -> {
+                try {
+                    ready.countDown();
+                    go.await();
+                    m.acquire();
+                    noteGrant();
+                } catch (Throwable e) {
+                    if (!closing && failed.getAndIncrement() == 0)
+                        e.printStackTrace();
+                }
+            });
+            t.setDaemon(true);
+            t.start();
+        }
+        ready.await();
+        Thread.sleep((long) (settleS() * 1000));
+        Fleet a = fleetSample();
+        double t0Wall = System.currentTimeMillis();
+        long t0 = now();
+        go.countDown();
+        long[] polls = {0};
+        long tAll = waitChildren(probe, path, n, 5, 300, polls);
+        double prev = a.sent;
+        long tQuiet = tAll, limit = tAll + 60_000_000_000L;
+        for (;;) {
+            Fleet f = new Fleet();
+            serverBytes(f);
+            if (f.sent >= 0 && prev >= 0 && f.sent - prev < 32 * 1024)
+                break;
+            if (now() - limit > 0)
+                die(scenario + ": the server did not quieten within 60 s of the last node");
+            prev = f.sent;
+            tQuiet = now();
+            Thread.sleep(250);
+        }
+        Fleet b = fleetSample();
+        long rss1 = rssNowKib();
+        // The latest ctime of the queue's nodes (the server's clock: this machine's).
+        double last = -1;
+        for (String child : probe.getChildren().forPath(path)) {
+            Stat st = probe.checkExists().forPath(path + "/" + child);
+            if (st != null && st.getCtime() > last)
+                last = st.getCtime();
+        }
+        closing = true;
+        if (granted.get() != 1 || failed.get() != 0)
+            die(scenario + ": " + granted.get() + " granted (1 expected: nobody releases) and " + failed.get()
+                    + " failed");
+        StringBuilder sb = new StringBuilder(String.format(Locale.ROOT,
+                "%s %s arrivals=%d start_ms=0.0 first_grant_ms=%.1f all_queued_ms=%.0f probe_ms=%.1f quiet_ms=%.0f",
+                scenario, label, n, (firstGrant - t0) / 1e6, last - t0Wall, (tAll - t0) / 1e6,
+                (tQuiet - t0) / 1e6));
+        if (a.sent >= 0 && b.sent >= 0)
+            sb.append(String.format(Locale.ROOT, " srv_sent_kib=%.0f srv_recv_kib=%.0f srv_sent_B/arrival=%.0f",
+                    (b.sent - a.sent) / 1024, (b.received - a.received) / 1024, (b.sent - a.sent) / n));
+        if (a.m.ok && b.m.ok)
+            sb.append(String.format(Locale.ROOT, " req=%.0f rd=%.0f wr=%.0f wakes=%.0f", b.m.packets - a.m.packets,
+                    b.m.reads - a.m.reads, b.m.writes - a.m.writes, b.m.wakes - a.m.wakes));
+        if (a.zxid >= 0 && b.zxid >= 0)
+            sb.append(String.format(Locale.ROOT, " txn=%.0f", b.zxid - a.zxid));
+        sb.append(String.format(Locale.ROOT, " probe_polls=%d cpu_ms=%.0f", polls[0],
+                (b.m.cpuSelf - a.m.cpuSelf) / 1e3));
+        if (a.m.cpuServer >= 0 && b.m.cpuServer >= 0)
+            sb.append(String.format(Locale.ROOT, " srv_cpu_ms=%.0f", (b.m.cpuServer - a.m.cpuServer) / 1e3));
+        sb.append(String.format(Locale.ROOT, " rss_kib=%d rss_kib/session=%.1f", rss1, (double) (rss1 - rss0) / n));
+        System.out.println(sb);
+        System.out.flush();
+        for (CuratorFramework c : cs)
+            c.close();
+        sweep(probe);
+        probe.close();
+    }
+
     // ---- S7: one cold start -------------------------------------------------------------
 
     static void s7() throws Exception {
@@ -482,7 +875,7 @@ public final class CuratorBench {
                 case "-p": prefix = v; i++; break;
                 default:
                     if (a.startsWith("-") || scenario != null)
-                        die("usage: CuratorBench [-s servers] [-d s] [-W s] [-c n] [-L label] [-p prefix] s1|s2|s3|s4|s7");
+                        die("usage: CuratorBench [-s servers] [-d s] [-W s] [-c n] [-L label] [-p prefix] s1|s2|s3|s4|s7|s9|s9l|s9a");
                     scenario = a;
             }
         }
@@ -495,6 +888,9 @@ public final class CuratorBench {
             case "s3": timedLoop(scenarioName("S3", c > 0 ? c : 8, 8), c > 0 ? c : 8, false, false, false); break;
             case "s4": s4(); break;
             case "s7": s7(); break;
+            case "s9": s9Idle(false); break;
+            case "s9l": s9Idle(true); break;
+            case "s9a": s9a(); break;
             default: die("unknown scenario " + scenario);
         }
         System.exit(0);

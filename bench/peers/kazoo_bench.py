@@ -6,14 +6,19 @@ the same lines as zkl-bench (see bench/zkl-bench.c).
                                   [-L LABEL] [-p PREFIX] SCENARIO
 
 SCENARIO: s1, s2, s3, s4, or s7 (one cold start: connect, acquire, release, exit, quietly;
-zkl-bench s7 -- /usr/bin/python3 kazoo_bench.py ... times it). Each client is a
+zkl-bench s7 -- /usr/bin/python3 kazoo_bench.py ... times it); or the fleet's s9 (-c
+sessions waiting idle on one Lock behind a holder), s9l (-c Election standbys behind a
+leader: kazoo's election is its Lock) and s9a (-c sessions acquiring one free Lock at the
+same moment): see S9 in bench/zkl-bench.c and docs/BENCHMARKS.md. Each client is a
 KazooClient (its own session) driven by its own thread, as a threaded service would.
 """
 import argparse
+import concurrent.futures
 import logging
 import os
 import resource
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -312,6 +317,330 @@ def s4():
     report(scenario, n / drain, lat, n, m0, m1, per="release", per_n=n, rss=rss, extra=extra)
 
 
+# ---- S9: a fleet, many sessions on one lock (see bench/zkl-bench.c) ---------------------
+
+def four_letter(word):
+    first = opt.servers.replace("/", ",").split(",")[0]
+    host, _, port = first.rpartition(":")
+    if not host:
+        host, port = first, "2181"
+    try:
+        with socket.create_connection((host, int(port)), timeout=2) as s:
+            s.sendall(word.encode("ascii"))
+            chunks = []
+            while True:
+                b = s.recv(8192)
+                if not b:
+                    break
+                chunks.append(b)
+    except OSError:
+        return None
+    return b"".join(chunks).decode("ascii", "replace")
+
+
+def server_bytes():
+    """What the server sent and received on its established client connections (tcp_info
+    from `ss`), or (-1, -1)."""
+    first = opt.servers.replace("/", ",").split(",")[0]
+    port = first.rpartition(":")[2] if ":" in first else "2181"
+    if not port.isdigit():
+        return -1.0, -1.0
+    try:
+        out = subprocess.run(["ss", "-tinH", "state", "established", "( sport = :%s )" % port],
+                             capture_output=True, text=True, check=False).stdout
+    except OSError:
+        return -1.0, -1.0
+    sent = recv = 0.0
+    found = False
+    for w in out.split():
+        if w.startswith("bytes_sent:"):
+            sent += float(w[11:])
+            found = True
+        elif w.startswith("bytes_received:"):
+            recv += float(w[15:])
+    return (sent, recv) if found else (-1.0, -1.0)
+
+
+def fleet_sample():
+    f = {}
+    f["sent"], f["received"] = server_bytes()
+    f["zxid"] = -1.0
+    srvr = four_letter("srvr")
+    if srvr and "Zxid: 0x" in srvr:
+        f["zxid"] = float(int(srvr.split("Zxid: 0x", 1)[1].split()[0], 16))
+    f["m"] = mntr()
+    f["m"]["cpu_self"] = cpu_fine_us()
+    f["t"] = now()
+    return f
+
+
+def cpu_fine_us():
+    """This process's CPU time in microseconds from its threads' schedstat (nanoseconds;
+    /proc/self/stat counts 10 ms ticks), or proc_cpu_us("self") if unreadable."""
+    ns = 0
+    found = False
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return proc_cpu_us("self")
+    for tid in tids:
+        try:
+            with open("/proc/self/task/%s/schedstat" % tid, encoding="ascii") as fh:
+                ns += int(fh.read().split()[0])
+                found = True
+        except (OSError, ValueError, IndexError):
+            pass
+    return ns / 1e3 if found else proc_cpu_us("self")
+
+
+def rss_now_kib():
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def children(probe, path):
+    st = probe.exists(path)
+    return st.numChildren if st else 0
+
+
+def wait_children(probe, path, want, poll_s, limit_s, polls=None):
+    deadline = time.monotonic() + limit_s
+    while True:
+        have = children(probe, path)
+        if have >= want:
+            return now()
+        if polls is not None:
+            polls[0] += 1
+        if time.monotonic() > deadline:
+            die("only %d of %d nodes under %s after %d s" % (have, want, path, limit_s))
+        time.sleep(poll_s)
+
+
+def settle_s():
+    return opt.warmup if opt.warmup >= 0 else 3.0
+
+
+def fleet_rates(a, b):
+    s = (b["t"] - a["t"]) / 1e9
+    out = " window_s=%.1f" % s
+    if a["zxid"] >= 0 and b["zxid"] >= 0:
+        out += " txn/s=%.2f" % ((b["zxid"] - a["zxid"]) / s)
+    ma, mb = a["m"], b["m"]
+    if ma["ok"] and mb["ok"]:
+        out += " wr/s=%.2f fsync/s=%.2f req/s=%.2f rd/s=%.2f wakes/s=%.2f" % (
+            (mb["writes"] - ma["writes"]) / s, (mb["fsyncs"] - ma["fsyncs"]) / s,
+            (mb["packets"] - ma["packets"]) / s, (mb["reads"] - ma["reads"]) / s,
+            (mb["wakes"] - ma["wakes"]) / s)
+    if a["sent"] >= 0 and b["sent"] >= 0:
+        out += " srv_sent_B/s=%.0f srv_recv_B/s=%.0f" % (
+            (b["sent"] - a["sent"]) / s, (b["received"] - a["received"]) / s)
+    if ma["cpu_server"] >= 0 and mb["cpu_server"] >= 0:
+        out += " srv_cpu_ms/s=%.2f" % ((mb["cpu_server"] - ma["cpu_server"]) / 1e3 / s)
+    return out
+
+
+def open_many(n):
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        return list(pool.map(lambda _: open_client(), range(n)))
+
+
+fleet = {"granted": 0, "failed": 0, "closing": False, "first": 0}
+fleet_mu = threading.Lock()
+
+
+def note_grant():
+    with fleet_mu:
+        if fleet["closing"]:
+            return
+        if fleet["granted"] == 0:
+            fleet["first"] = now()
+        fleet["granted"] += 1
+
+
+def note_failure(e):
+    with fleet_mu:
+        if fleet["closing"]:
+            return
+        if fleet["failed"] == 0:
+            sys.stderr.write("kazoo_bench: S9: a waiter failed: %r\n" % (e,))
+        fleet["failed"] += 1
+
+
+def stop_all(clients):
+    for c in clients:
+        try:
+            c.stop()
+            c.close()
+        except Exception:  # noqa: BLE001 - ending anyway
+            pass
+
+
+def s9_idle(leader):
+    """-c sessions (default 100) wait idle behind a holder: a Lock acquire each, or an
+    Election.run each (kazoo's election is its Lock), on a thread of its own."""
+    n = opt.clients or 100
+    scenario = scenario_name("S9L" if leader else "S9", n, 100)
+    base = base_path("s9l" if leader else "s9")
+    path = base + "/lock"
+    probe = open_client()
+    hc = open_client()
+    end = threading.Event()
+    if leader:
+        led = threading.Event()
+
+        def lead():
+            led.set()
+            end.wait()
+
+        el = hc.Election(path, "leader")
+        threading.Thread(target=el.run, args=(lead,), daemon=True).start()
+        if not led.wait(20):
+            die("the leader did not lead")
+    else:
+        hl = Lock(hc, path, identifier="holder")
+        if not hl.acquire(timeout=20):
+            die("the holder's acquire timed out")
+    rss0 = rss_now_kib()
+    t0 = now()
+    clients = open_many(n)
+
+    def wait_mutex(c):
+        try:
+            Lock(c, path, identifier="w").acquire()
+            note_grant()
+        except Exception as e:  # noqa: BLE001 - reported
+            note_failure(e)
+
+    def wait_election(c):
+        try:
+            c.Election(path, "s").run(note_grant)
+        except Exception as e:  # noqa: BLE001 - reported
+            note_failure(e)
+
+    for c in clients:
+        threading.Thread(target=wait_election if leader else wait_mutex, args=(c,),
+                         daemon=True).start()
+    t_queued = wait_children(probe, path, n + 1, 0.01, 300)
+    time.sleep(settle_s())
+    a = fleet_sample()
+    delay = (a["t"] + int(opt.seconds * 1e9) - now()) / 1e9
+    if delay > 0:
+        time.sleep(delay)
+    b = fleet_sample()
+    rss1 = rss_now_kib()
+    still = children(probe, path)
+    with fleet_mu:
+        fleet["closing"] = True
+        granted, failed = fleet["granted"], fleet["failed"]
+    if granted or failed or still != n + 1:
+        die("%s: %d waiters granted and %d failed while the holder held; %d of %d nodes left"
+            % (scenario, granted, failed, still, n + 1))
+    s = (b["t"] - a["t"]) / 1e9
+    line = "%s %s waiters=%d sessions=%d queue_ms=%.0f" % (scenario, opt.label, n, n + 1,
+                                                           (t_queued - t0) / 1e6)
+    line += fleet_rates(a, b)
+    cpu = b["m"]["cpu_self"] - a["m"]["cpu_self"]
+    line += " cpu_ms/s=%.2f cpu_us/s/waiter=%.1f rss_kib=%d rss_kib/waiter=%.1f settle_s=%.1f" % (
+        cpu / 1e3 / s, cpu / s / n, rss1, (rss1 - rss0) / n, settle_s())
+    print(line, flush=True)
+    end.set()
+    stop_all(clients + [hc])
+    try:
+        probe.delete(base, recursive=True)
+    except Exception:  # noqa: BLE001 - gone already
+        pass
+    stop_all([probe])
+
+
+def s9a():
+    """A cron minute: -c sessions (default 1000), connected beforehand, acquire one free Lock
+    at the same moment (a thread each); the first holds."""
+    n = opt.clients or 1000
+    scenario = scenario_name("S9A", n, 1000)
+    base = base_path("s9a")
+    path = base + "/lock"
+    probe = open_client()
+    rss0 = rss_now_kib()
+    clients = open_many(n)
+    go = threading.Event()
+
+    def arrive(c):
+        lock = Lock(c, path, identifier="a")
+        go.wait()
+        try:
+            lock.acquire()
+            note_grant()
+        except Exception as e:  # noqa: BLE001 - reported
+            note_failure(e)
+
+    for c in clients:
+        threading.Thread(target=arrive, args=(c,), daemon=True).start()
+    time.sleep(settle_s())
+    a = fleet_sample()
+    t0_wall = time.time() * 1e3
+    t0 = now()
+    go.set()
+    polls = [0]
+    t_all = wait_children(probe, path, n, 0.005, 300, polls)
+    prev = a["sent"]
+    t_quiet = t_all
+    limit = time.monotonic() + 60
+    while True:
+        sent, _ = server_bytes()
+        if sent >= 0 and prev >= 0 and sent - prev < 32 * 1024:
+            break
+        if time.monotonic() > limit:
+            die("%s: the server did not quieten within 60 s of the last node" % scenario)
+        prev = sent
+        t_quiet = now()
+        time.sleep(0.25)
+    b = fleet_sample()
+    rss1 = rss_now_kib()
+    # The latest ctime of the queue's nodes (the server's clock: this machine's).
+    last = -1
+    for child in probe.get_children(path):
+        st = probe.exists(path + "/" + child)
+        if st and st.ctime > last:
+            last = st.ctime
+    with fleet_mu:
+        fleet["closing"] = True
+        granted, failed, first = fleet["granted"], fleet["failed"], fleet["first"]
+    if granted != 1 or failed:
+        die("%s: %d granted (1 expected: nobody releases) and %d failed" % (scenario, granted,
+                                                                          failed))
+    ma, mb = a["m"], b["m"]
+    line = ("%s %s arrivals=%d start_ms=0.0 first_grant_ms=%.1f all_queued_ms=%.0f probe_ms=%.1f "
+            "quiet_ms=%.0f" % (scenario, opt.label, n, (first - t0) / 1e6, last - t0_wall,
+                               (t_all - t0) / 1e6, (t_quiet - t0) / 1e6))
+    if a["sent"] >= 0 and b["sent"] >= 0:
+        line += " srv_sent_kib=%.0f srv_recv_kib=%.0f srv_sent_B/arrival=%.0f" % (
+            (b["sent"] - a["sent"]) / 1024, (b["received"] - a["received"]) / 1024,
+            (b["sent"] - a["sent"]) / n)
+    if ma["ok"] and mb["ok"]:
+        line += " req=%.0f rd=%.0f wr=%.0f wakes=%.0f" % (
+            mb["packets"] - ma["packets"], mb["reads"] - ma["reads"],
+            mb["writes"] - ma["writes"], mb["wakes"] - ma["wakes"])
+    if a["zxid"] >= 0 and b["zxid"] >= 0:
+        line += " txn=%.0f" % (b["zxid"] - a["zxid"])
+    line += " probe_polls=%d cpu_ms=%.0f" % (polls[0], (mb["cpu_self"] - ma["cpu_self"]) / 1e3)
+    if ma["cpu_server"] >= 0 and mb["cpu_server"] >= 0:
+        line += " srv_cpu_ms=%.0f" % ((mb["cpu_server"] - ma["cpu_server"]) / 1e3)
+    line += " rss_kib=%d rss_kib/session=%.1f" % (rss1, (rss1 - rss0) / n)
+    print(line, flush=True)
+    stop_all(clients)
+    try:
+        probe.delete(base, recursive=True)
+    except Exception:  # noqa: BLE001 - gone already
+        pass
+    stop_all([probe])
+
+
 # ---- S7: one cold start ----------------------------------------------------------------
 
 def s7():
@@ -333,7 +662,7 @@ def main():
     p.add_argument("-c", dest="clients", type=int, default=0)
     p.add_argument("-L", dest="label", default="kazoo")
     p.add_argument("-p", dest="prefix", default="/bench")
-    p.add_argument("scenario", choices=["s1", "s2", "s3", "s4", "s7"])
+    p.add_argument("scenario", choices=["s1", "s2", "s3", "s4", "s7", "s9", "s9l", "s9a"])
     opt = p.parse_args()
     c = opt.clients
     if opt.scenario == "s1":
@@ -344,6 +673,10 @@ def main():
         timed_loop(scenario_name("S3", c or 8, 8), c or 8, False, False, False)
     elif opt.scenario == "s4":
         s4()
+    elif opt.scenario in ("s9", "s9l"):
+        s9_idle(opt.scenario == "s9l")
+    elif opt.scenario == "s9a":
+        s9a()
     else:
         s7()
     sys.stdout.flush()
