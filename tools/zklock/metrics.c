@@ -131,11 +131,13 @@ bool metrics_write(const struct opts *o, const struct report *r)
 	       r->status);
 	gauge1(f, o, "zklock_ran", "Whether the last run started the command (1) or not (0).",
 	       r->ran);
-	static const char *const reasons[] = { "busy", "once_per" };
-	const double skipped[] = { r->busy, r->once };
+	static const char *const reasons[] = { "busy", "once_per", "slot_done", "late" };
+	const double skipped[] = { r->busy, r->once, r->slot_done, r->slot_late };
 	gauge(f, o, "zklock_skipped",
-	      "Whether the last run was skipped: busy (not acquired in time, -w, -n) or "
-	      "once_per (--once-per found it done).", "reason", reasons, skipped, 2);
+	      "Whether the last run was skipped: busy (not acquired in time, -w, -n), "
+	      "once_per (--once-per found it done), slot_done (--schedule found its slot "
+	      "done) or late (--schedule: past --start-deadline).", "reason", reasons, skipped,
+	      4);
 	gauge1(f, o, "zklock_lost", "Whether the lock was lost during the last run.", r->lost);
 	gauge1(f, o, "zklock_revoked", "Whether the lock was revoked during the last run.",
 	       r->revoked);

@@ -105,13 +105,19 @@ int once_record(struct lock *lk, const char *rec, int64_t arrival, bool exists,
 {
 	char buf[400];
 	int len = snprintf(buf, sizeof buf, "%lld %s", (long long)arrival, lk->id);
+	return record_release(lk, rec, buf, len, exists, mtime, release);
+}
+
+int record_release(struct lock *lk, const char *rec, const char *buf, size_t len,
+                   bool exists, int64_t *mtime, int *release)
+{
 	int rc;
 	if (lk->mode == MODE_MUTEX || lk->mode == MODE_READ || lk->mode == MODE_WRITE) {
 		/* The record as the last reading found it: set if it was there, else created.
 		 * Should that have changed meanwhile (zklock forget, a record made by hand),
 		 * the transaction fails whole and the node is deleted alone: not recorded. */
 		const zkl_txn_op op = { .kind = exists ? ZKL_TXN_SET : ZKL_TXN_CREATE,
-		                        .path = rec, .data = buf, .len = (size_t)len,
+		                        .path = rec, .data = buf, .len = len,
 		                        .version = -1 };
 		rc = zkl_lock_release_txn(lk->l, &op, 1, NULL);
 	} else {
@@ -119,11 +125,11 @@ int once_record(struct lock *lk, const char *rec, int64_t arrival, bool exists,
 		 * written while our node exists (a guarded write), then the lock is released.
 		 * A reader may see the record before the release, never the lock free before
 		 * the record; a holder whose node is gone records nothing here either. */
-		rc = zkl_record_set_guarded(lk->l, rec, buf, (size_t)len);
+		rc = zkl_record_set_guarded(lk->l, rec, buf, len);
 		if (rc == 0) {
 			/* Recorded while ours: whatever the release says (a loss since) is its. */
 			*release = zkl_lock_release(lk->l);
-			if (mtime && !record_says(lk->c, rec, buf, (size_t)len, mtime))
+			if (mtime && !record_says(lk->c, rec, buf, len, mtime))
 				*mtime = 0;
 			return 0;
 		}
@@ -131,7 +137,7 @@ int once_record(struct lock *lk, const char *rec, int64_t arrival, bool exists,
 	const char *detail = zkl_last_error();
 	char said[512];
 	snprintf(said, sizeof said, "%s", *detail ? detail : zkl_strerror(rc));
-	if (rc == ZKL_ECONNLOSS && record_says(lk->c, rec, buf, (size_t)len, mtime)) {
+	if (rc == ZKL_ECONNLOSS && record_says(lk->c, rec, buf, len, mtime)) {
 		/* The answer was lost, not the transaction: it was applied. */
 		*release = 0;
 		return 0;
@@ -139,7 +145,7 @@ int once_record(struct lock *lk, const char *rec, int64_t arrival, bool exists,
 	if (rc == 0) {
 		*release = 0;
 		/* When it was written, on the server's clock (for --metrics-file). */
-		if (mtime && !record_says(lk->c, rec, buf, (size_t)len, mtime))
+		if (mtime && !record_says(lk->c, rec, buf, len, mtime))
 			*mtime = 0;
 		return 0;
 	}
@@ -183,17 +189,17 @@ int last_run_read(zkl_client *c, const char *path, struct last_run *r)
 		return 0;
 	if (rc != 0)
 		return report_failure("reading", r->node, rc);
-	/* "<ms> <host>:<pid>", as once_record() writes it; anything else: when it finished
-	 * only, by whom unknown. */
-	r->finished_ms = mtime;
-	char *end;
-	long long v = strtoll(buf, &end, 10);
-	if (end != buf && v > 0 && (*end == ' ' || *end == '\0')) {
-		r->started_ms = v;
-		while (*end == ' ')
-			end++;
-		printable(r->by, sizeof r->by, end, strcspn(end, "\n"));
-	}
+	/* "<ms> <host>:<pid>", as once_record() writes it, and a scheduled job's lines after
+	 * it (slot_record_parse()); anything else: when it finished only, by whom unknown. A
+	 * record of a scheduled job without a success yet ("-") says neither. */
+	struct slot_record sr;
+	slot_record_parse(buf, mtime, &sr);
+	r->finished_ms = buf[0] == '-' ? 0 : sr.finished_ms;
+	r->started_ms = sr.started_ms;
+	snprintf(r->by, sizeof r->by, "%s", sr.by);
+	r->slot_ms = sr.slot_ms;
+	r->missed = sr.missed;
+	r->missed_last_ms = sr.missed_last_ms;
 	r->found = true;
 	free(buf);
 	return 0;
@@ -253,6 +259,9 @@ void print_last_run_json(FILE *f, const struct last_run *r)
 		fputs(", \"pid\": null", f);
 	json_time(f, "started", r->started_ms);
 	json_time(f, "finished", r->finished_ms);
+	json_time(f, "slot", r->slot_ms);
+	fprintf(f, ", \"missed\": %lld", (long long)r->missed);
+	json_time(f, "last_missed", r->missed_last_ms);
 	fputc('}', f);
 }
 

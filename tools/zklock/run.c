@@ -300,6 +300,26 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 	bool rec_exists = false;
 	struct timespec held_at = now();
 
+	struct sched_run sr;
+	bool scheduled = o->sched != NULL;
+	if (scheduled) {
+		/* Read the record while holding the lock, as --once-per below. */
+		status = sched_begin(o, lk, &sr);
+		if (status != 0 || sr.plan.action != SLOT_RUN) {
+			set_phase(PH_DONE);
+			pass_on(lk);
+			if (status != 0)
+				zkl_lock_release(lk->l);
+			else
+				status = sched_skip(o, lk, &sr, rep);
+			rep->hold_s = seconds_since(held_at);
+			sched_run_free(&sr);
+			return status;
+		}
+		rec = sr.rec; /* freed with sr */
+		arrival = sr.arrival_ms;
+	}
+
 	if (o->once_per_s > 0) {
 		/* Read the record while holding the lock: a run in progress elsewhere has
 		 * finished (and recorded) before we get here. */
@@ -348,7 +368,10 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 		set_phase(PH_DONE);
 		zkl_lock_release(lk->l);
 		rep->hold_s = seconds_since(held_at);
-		free(rec);
+		if (scheduled)
+			sched_run_free(&sr);
+		else
+			free(rec);
 		return status;
 	}
 
@@ -366,7 +389,11 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 		pthread_mutex_lock(&st.mu);
 		bool lost = st.lost;
 		pthread_mutex_unlock(&st.mu);
-		if (rec && !lost && zkl_lock_token(lk->l) > 0) {
+		if (scheduled && !lost && zkl_lock_token(lk->l) > 0) {
+			status = sched_record(o, lk, &sr, o->metrics_file ? &rep->success_ms : NULL,
+			                      &rc);
+			released = true;
+		} else if (rec && !lost && zkl_lock_token(lk->l) > 0) {
 			status = once_record(lk, rec, arrival, rec_exists,
 			                     o->metrics_file ? &rep->success_ms : NULL, &rc);
 			released = true;
@@ -375,7 +402,11 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 			arrival = arrival_ms(lk);
 		}
 	}
-	free(rec);
+	lk->extra_env = NULL;
+	if (scheduled)
+		sched_run_free(&sr);
+	else
+		free(rec);
 
 	if (!released && lk->tracked) {
 		pthread_mutex_lock(&st.mu);

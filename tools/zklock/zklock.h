@@ -30,6 +30,8 @@
 
 #include <zklocks/zklocks.h>
 
+#include "slot.h"
+
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -113,6 +115,13 @@ struct opts {
 	/* zklock check: ms for the ages, a count for the waiters */
 	struct threshold held_longer, waiters_more, last_run_older;
 	const char *clock_node; /* the node check writes to read the server's time */
+	/* --schedule (scheduled.c): the expression as given, its zone, the parsed schedule
+	 * (NULL: not scheduled), --catch-up, --start-deadline (ms; 0: none) */
+	const char *schedule_expr, *tz;
+	struct schedule *sched;
+	enum catch_up catch_up;
+	bool catch_up_given;
+	int64_t start_deadline_ms;
 	int64_t hold_for_ms;    /* zklock hold --for; 0: not given */
 	const char *reason;     /* zklock hold --reason */
 	const char *path;
@@ -129,6 +138,8 @@ int parse_args(int argc, char **argv, struct opts *o);
 int resolve_servers(struct opts *o);
 /* A decimal integer in [min, max], nothing else. */
 bool parse_int(const char *s, long min, long max, int *out);
+/* A duration: seconds > 0 (decimals allowed), or with a unit s, m, h or d, to whole ms. */
+bool parse_duration(const char *s, int64_t *ms);
 /* Reads the config files into o. Returns 0 or an exit code after reporting. */
 int read_configs(struct opts *o);
 /* Frees what the config files left (strings o points to). */
@@ -255,6 +266,9 @@ struct lock {
 	/* How the last command that ran under the lock ended, as the holder before said
 	 * (its end, or "vanished"): what our release passes on if our command never ran. */
 	char passed_on[ZKL_END_MAX];
+	/* More variables for the command ("NAME=value", NULL-terminated; --schedule's
+	 * ZKLOCK_SLOT and the rest), or NULL. */
+	const char *const *extra_env;
 };
 
 /* Makes the handle. Returns 0 or an exit code after reporting. */
@@ -335,6 +349,9 @@ int once_check(zkl_client *c, const char *rec, int64_t arrival, long interval_s,
  * Returns 0 or an exit code after reporting. */
 int once_record(struct lock *lk, const char *rec, int64_t arrival, bool exists,
                 int64_t *mtime, int *release);
+/* The same with the record's data given (--schedule's). */
+int record_release(struct lock *lk, const char *rec, const char *data, size_t len,
+                   bool exists, int64_t *mtime, int *release);
 
 /* The --once-per record of a lock path, as status and list show it. */
 struct last_run {
@@ -345,6 +362,9 @@ struct last_run {
 	int64_t started_ms, finished_ms;
 	char by[300];   /* who ran it: zklock's "<host>:<pid>" */
 	bool found;
+	/* A scheduled job's (0 when the record does not say): the last success's slot,
+	 * how many slots were recorded missed, and the latest of them. */
+	int64_t slot_ms, missed, missed_last_ms;
 };
 /* Reads the record of path (path itself if it ends in ".last-run"); r->found is false
  * when there is none. Returns 0 or an exit code after reporting. Free with
@@ -366,6 +386,8 @@ struct report {
 	bool ran;                /* the command was started */
 	bool busy;               /* skipped: not acquired in time (-w, -n) */
 	bool once;               /* skipped: --once-per found it done */
+	bool slot_done;          /* skipped: --schedule found its slot done */
+	bool slot_late;          /* skipped: --schedule arrived past --start-deadline */
 	bool lost, revoked, max_runtime, warned;
 	int64_t success_ms;      /* server time of the last successful run, 0 if unknown */
 };
@@ -398,6 +420,67 @@ int run_forget(const struct opts *o);
 int run_check(const struct opts *o);
 int run_prune(const struct opts *o);
 int run_lock(const struct opts *o);
+
+/* ---- scheduled.c: --schedule, --tz, --catch-up, --start-deadline ---- */
+
+/* The options scheduled.c parses, as sched_option() takes them. */
+enum sched_opt { SCHED_OPT_SCHEDULE, SCHED_OPT_TZ, SCHED_OPT_CATCH_UP,
+                 SCHED_OPT_START_DEADLINE };
+/* The variables a scheduled run's command gets. */
+#define SLOT_ENV "ZKLOCK_SLOT"
+#define MISSED_ENV "ZKLOCK_MISSED"
+#define MISSED_FROM_ENV "ZKLOCK_MISSED_FROM"
+/* Test only: ms added to the server's time as the schedule sees a run's arrival, so that
+ * a test puts a slot's start where it wants it (every host of a test the same). */
+#define SHIFT_ENV "ZKLOCK_TEST_SLOT_SHIFT_MS"
+
+/* Takes one option's argument into o. Returns 0 or an exit code after reporting. */
+int sched_option(int which, const char *arg, struct opts *o);
+/* Whether any of them was given. */
+bool sched_opts_given(const struct opts *o);
+/* How they combine with the rest of a run's options; parses the schedule in its zone.
+ * Returns 0 or an exit code after reporting. */
+int sched_check_opts(struct opts *o);
+
+/* The record beside the lock as a scheduled run reads and writes it: the first line as
+ * --once-per's ("<started ms> <host>:<pid>", the last success; "-" for none), then lines
+ * "slot <ms>" (the last success's slot), "finished <ms>" (when the last success
+ * finished, if the record was written since: else the record's write is), "missed <n>
+ * <first ms> <last ms>" (slots recorded missed in all; the first and last of the latest
+ * of them). A reader that knows the first line alone reads the rest as nothing. */
+struct slot_record {
+	bool found;
+	int64_t started_ms;  /* 0: no success */
+	char by[300];
+	int64_t finished_ms; /* the "finished" line, else the record's write (mtime) */
+	int64_t slot_ms;     /* 0: not said */
+	int64_t missed, missed_first_ms, missed_last_ms;
+};
+/* Parses buf (NUL-terminated) written at mtime into *r. */
+void slot_record_parse(const char *buf, int64_t mtime, struct slot_record *r);
+
+/* A scheduled run between its grant and its release. */
+struct sched_run {
+	char *rec;              /* the record's path */
+	struct slot_record r;   /* as read under the lock */
+	struct slot_plan plan;
+	int64_t arrival_ms;     /* our node's creation, the server's clock */
+	int64_t last_slot_ms;   /* the last success's slot (0: none) */
+	char env[3][64];
+	const char *envp[4];
+};
+/* Reads the record under the lock and plans the run (run.c acts on sr->plan.action;
+ * with SLOT_RUN, lk->extra_env is set). Returns 0 or an exit code after reporting. */
+int sched_begin(const struct opts *o, struct lock *lk, struct sched_run *sr);
+/* A run that does not start its command (done, late, no slot): says why (but with -q),
+ * records a late slot as missed, and releases the lock (in one transaction when it
+ * records). Returns zklock's exit status. */
+int sched_skip(const struct opts *o, struct lock *lk, struct sched_run *sr, struct report *rep);
+/* The command succeeded: records the slot's success and releases the lock in one
+ * transaction, as once_record(). */
+int sched_record(const struct opts *o, struct lock *lk, struct sched_run *sr, int64_t *mtime,
+                 int *release);
+void sched_run_free(struct sched_run *sr);
 
 /* ---- hold.c ---- */
 

@@ -1,0 +1,293 @@
+#!/usr/bin/python3
+"""zklock --schedule against a real ZooKeeper server: three zklock "hosts" (separate
+processes) per case run each slot of a schedule once, whichever arrives first, whatever
+their clocks say; missed slots are caught up once (--catch-up once) or recorded missed
+(skip); a run too late for --start-deadline does not start and records its slot missed.
+
+    tests/with-zk /usr/bin/python3 tests/zklock/test_schedule.py build/tools/zklock [CASE...]
+
+The helpers, the environment and the runner are test_zklock.py's.
+
+Time. A slot is a minute (or a day): the cases do not wait for the server's clock to
+reach one. zklock's test-only ZKLOCK_TEST_SLOT_SHIFT_MS adds a number of ms to the
+server's time as the schedule sees a run's arrival; every host of a case gets the same
+shift (there is one server clock), computed from the server's time (read from the
+record a --once-per run writes), so that "now" is where the case wants it: 20 s into a
+slot, or 2 s before a slot begins. Raising the shift by a minute is a minute passing.
+A host whose clock is skewed differs, for zklock, only in when its cron line fires (zklock
+reads no host clock for a slot): the skew case starts its hosts at the server times at
+which their cron lines would fire, around a real slot boundary 2 s ahead.
+"""
+
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_zklock as z  # noqa: E402  (parses argv: ZKLOCK [CASE...])
+from test_zklock import (ENV, Proc, case, check, expect, lock_path, run,  # noqa: E402
+                         tmp)
+
+z.CASES.clear()
+
+MIN = 60000
+SHIFT = "ZKLOCK_TEST_SLOT_SHIFT_MS"
+
+
+def server_now_ms():
+    """The server's time now, in ms: when a --once-per run's record was written, plus
+    the time since on this host's monotonic clock."""
+    p = lock_path("clock")
+    rc, _, err, _ = run(["--once-per", "1", p, "--", "true"])
+    check(rc == 0, "clock run: exit %s; %r" % (rc, err))
+    t0 = time.monotonic()
+    rec = record(p)
+    check(rec and rec["finished_ms"], "no record of the clock run: %r" % rec)
+    return rec["finished_ms"] + int((time.monotonic() - t0) * 1000)
+
+
+def record(p):
+    """The record beside lock p, as `zklock status --json` shows it (None: none)."""
+    rc, out, err, _ = run(["status", "--json", p])
+    check(rc == 0, "status %s: exit %s; %r" % (p, rc, err))
+    return json.loads(out)["last_run"]
+
+
+def shift_into(now_ms, offset_ms, unit=MIN):
+    """The shift that puts the server's time now_ms offset_ms after the start of a unit
+    (a minute, a day), and that start, as the schedule sees it."""
+    start = (now_ms // unit + 1) * unit
+    return start + offset_ms - now_ms, start
+
+
+def env_at(shift):
+    return dict(ENV, **{SHIFT: str(shift)})
+
+
+def iso(ms):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms // 1000))
+
+
+def slot_job(name):
+    """A command that appends its slot and missed slots to a file of its own."""
+    f = tmp(name)
+    return f, ["sh", "-c", 'echo "$ZKLOCK_SLOT ${ZKLOCK_MISSED-unset} '
+               '${ZKLOCK_MISSED_FROM-unset}" >> "$1"', "sh", f]
+
+
+def lines_of(f):
+    if not os.path.exists(f):
+        return []
+    with open(f) as h:
+        return h.read().splitlines()
+
+
+def metric(text, name, label=""):
+    """The value of the series name (with label among its labels) in a metrics file."""
+    for line in text.splitlines():
+        if line.startswith(name + "{") and label in line:
+            return line.rsplit(" ", 1)[1]
+    return None
+
+
+def hosts(args, env, n=3):
+    """n zklock processes ("hosts") started together; their (status, stderr)."""
+    ps = [Proc(args, env=env) for _ in range(n)]
+    return [(p.wait(30), p.stderr()) for p in ps]
+
+
+@case
+def fast_job_and_late_lines_run_a_slot_once():
+    """Three hosts whose cron lines fire together, then three whose lines fire late in
+    the slot (after the fast job finished): the slot's command runs once; the others
+    exit 0 saying the slot ran (nothing with -q), and a metrics file says slot_done. A
+    minute later (the shift raised by a minute) the next slot runs once."""
+    p = lock_path("fast")
+    f, job = slot_job("fast")
+    now = server_now_ms()
+    shift, start = shift_into(now, 20000)
+    metrics = tmp("fast.prom")
+    args = ["--schedule", "* * * * *", p, "--"] + job
+    for r in hosts(args, env_at(shift)):
+        check(r[0] == 0, "first hosts: %r" % (r,))
+    check(lines_of(f) == ["%s 0 unset" % iso(start)], "ran: %r" % lines_of(f))
+    # The late lines: still this slot (arrived 20 s and more into it).
+    res = hosts(["--metrics-file", metrics] + args, env_at(shift))
+    for rc, err in res:
+        check(rc == 0, "late host: exit %s; %r" % (rc, err))
+        check("already ran in the slot of %s" % iso(start) in err, "late host: %r" % err)
+    check(len(lines_of(f)) == 1, "a late line ran it again: %r" % lines_of(f))
+    with open(metrics) as h:
+        m = h.read()
+    check(metric(m, "zklock_skipped", 'reason="slot_done"') == "1", "metrics: %r" % m)
+    check(metric(m, "zklock_ran") == "0", "metrics: %r" % m)
+    rc, _, err, _ = run(["-q"] + args, env=env_at(shift))
+    check(rc == 0 and err == "", "-q: exit %s, stderr %r" % (rc, err))
+    rec = record(p)
+    check(rec["slot_ms"] == start and rec["missed"] == 0, "record: %r" % rec)
+    # A minute later: the next slot, once.
+    for r in hosts(args, env_at(shift + MIN)):
+        check(r[0] == 0, "next slot: %r" % (r,))
+    check(lines_of(f) == ["%s 0 unset" % iso(start), "%s 0 unset" % iso(start + MIN)],
+          "next slot: %r" % lines_of(f))
+
+
+@case
+def skewed_clocks_run_a_slot_once():
+    """A real slot boundary 3 s ahead on the server's clock. The slot before it has run.
+    Host A's clock is 1.5 s ahead: its cron line fires 1.5 s before the boundary, in the
+    slot before, which has run (skipped). Hosts B and C, 0.4 s and 1.2 s behind, fire
+    after it: one of them runs the new slot, once. Should A take longer than 1.5 s to
+    reach the server (a loaded machine), it arrives in the new slot, where it is one of
+    three: the slot still runs once, and every host but one skips."""
+    p = lock_path("skew")
+    f, job = slot_job("skew")
+    now = server_now_ms()
+    t0 = time.monotonic()
+    shift, boundary = shift_into(now, -3000)  # the boundary: the server's now + 3 s
+    args = ["--schedule", "* * * * *", p, "--"] + job
+    env = env_at(shift)
+    expect(args, 0, env=env_at(shift - 20000))  # the slot before, 20 s earlier
+    check(lines_of(f) == ["%s 0 unset" % iso(boundary - MIN)], "seed: %r" % lines_of(f))
+
+    def fire_at(shifted_ms):
+        left = (shifted_ms - (now + shift) - (time.monotonic() - t0) * 1000) / 1000.0
+        if left > 0:
+            time.sleep(left)  # the host's cron line fires then: the point of the case
+        return Proc(args, env=env)
+
+    a = fire_at(boundary - 1500)
+    b = fire_at(boundary + 400)
+    c = fire_at(boundary + 1200)
+    res = [(h.wait(30), h.stderr()) for h in (a, b, c)]
+    for rc, err in res:
+        check(rc == 0, "host: exit %s; %r" % (rc, err))
+    got = lines_of(f)
+    check(got == ["%s 0 unset" % iso(boundary - MIN), "%s 0 unset" % iso(boundary)],
+          "runs: %r; stderr %r" % (got, res))
+    check(sum("already ran" in err for _, err in res) == 2, "skips: %r" % res)
+
+
+def missed_night(policy):
+    """A daily 03:00 job ran on day D; every host was down at 03:00 on D+1; on D+2 three
+    hosts arrive at 03:00:20. Returns (lines the command wrote, the record, day D's
+    03:00 in ms)."""
+    p = lock_path("night-" + policy)
+    f, job = slot_job("night-" + policy)
+    now = server_now_ms()
+    day = 86400000
+    shift, midnight = shift_into(now, 3 * 3600000 + 20000, unit=day)
+    args = ["--schedule", "0 3 * * *", "--catch-up", policy, p, "--"] + job
+    expect(args, 0, env=env_at(shift))
+    res = hosts(["-v"] + args, env_at(shift + 2 * day))
+    for rc, err in res:
+        check(rc == 0, "host: exit %s; %r" % (rc, err))
+    return lines_of(f), record(p), midnight + 3 * 3600000, res
+
+
+@case
+def missed_night_caught_up_once():
+    """--catch-up once: one run on D+2 stands for the missed night, and says so
+    (ZKLOCK_MISSED=1, ZKLOCK_MISSED_FROM the missed 03:00); nothing is recorded missed."""
+    got, rec, d0, res = missed_night("once")
+    day = 86400000
+    check(got == ["%s 0 unset" % iso(d0), "%s 1 %s" % (iso(d0 + 2 * day), iso(d0 + day))],
+          "runs: %r" % got)
+    check(rec["slot_ms"] == d0 + 2 * day and rec["missed"] == 0, "record: %r" % rec)
+    check(any("this run stands for them" in err for _, err in res), "said: %r" % res)
+
+
+@case
+def missed_night_recorded_with_skip():
+    """--catch-up skip (the default's value, given): the run on D+2 is for its own slot
+    (ZKLOCK_MISSED=0); the missed night is recorded: 1 missed, the last on D+1 03:00."""
+    got, rec, d0, res = missed_night("skip")
+    day = 86400000
+    check(got == ["%s 0 unset" % iso(d0), "%s 0 unset" % iso(d0 + 2 * day)], "runs: %r" % got)
+    check(rec["slot_ms"] == d0 + 2 * day and rec["missed"] == 1 and
+          rec["last_missed_ms"] == d0 + day, "record: %r" % rec)
+    check(any("recorded missed" in err for _, err in res), "said: %r" % res)
+
+
+@case
+def start_deadline_records_late_slots():
+    """--start-deadline 10: three hosts arriving 30 s into a slot do not start the
+    command; exit 0 saying so; the slot is recorded missed once (not once per host).
+    A run 5 s into the slot after runs it, and the late slot stays counted once."""
+    p = lock_path("late")
+    f, job = slot_job("late")
+    now = server_now_ms()
+    shift, start = shift_into(now, 5000)
+    args = ["--schedule", "* * * * *", "--start-deadline", "10", p, "--"] + job
+    expect(args, 0, env=env_at(shift))
+    rec0 = record(p)
+    late = env_at(shift + MIN + 25000)  # 30 s into the next slot
+    for rc, err in hosts(args, late):
+        check(rc == 0 and "too late to start for the slot of %s" % iso(start + MIN) in err,
+              "late host: exit %s; %r" % (rc, err))
+    check(len(lines_of(f)) == 1, "a late host ran: %r" % lines_of(f))
+    rec = record(p)
+    check(rec["slot_ms"] == start and rec["missed"] == 1 and
+          rec["last_missed_ms"] == start + MIN, "record after late hosts: %r" % rec)
+    check((rec["started_ms"], rec["finished_ms"], rec["by"]) ==
+          (rec0["started_ms"], rec0["finished_ms"], rec0["by"]),
+          "the late hosts changed the success: %r, before %r" % (rec, rec0))
+    metrics = tmp("late.prom")
+    rc, _, err, _ = run(["-q", "--metrics-file", metrics] + args, env=late)
+    check(rc == 0 and err == "", "-q late: exit %s, %r" % (rc, err))
+    with open(metrics) as h:
+        m = h.read()
+    check(metric(m, "zklock_skipped", 'reason="late"') == "1", "metrics: %r" % m)
+    expect(args, 0, env=env_at(shift + 2 * MIN))
+    check(lines_of(f)[-1] == "%s 0 unset" % iso(start + 2 * MIN), "ran: %r" % lines_of(f))
+    rec = record(p)
+    check(rec["slot_ms"] == start + 2 * MIN and rec["missed"] == 1, "record: %r" % rec)
+
+
+@case
+def records_of_once_per_and_schedule_read_each_other():
+    """A --once-per record (the first line alone) read by --schedule: the slot its run
+    started in is done. A --schedule record read by --once-per: its first line says the
+    last success, as before."""
+    p = lock_path("compat")
+    f, job = slot_job("compat")
+    now = server_now_ms()
+    shift, start = shift_into(now, 20000)
+    expect(["--once-per", "1h", p, "--", "true"], 0)
+    expect(["--schedule", "* * * * *", p, "--"] + job, 0, env=env_at(shift),
+           stderr_has="already ran in the slot of %s" % iso(start))
+    check(lines_of(f) == [], "ran again: %r" % lines_of(f))
+    p2 = lock_path("compat2")
+    expect(["--schedule", "* * * * *", p2, "--", "true"], 0)
+    expect(["--once-per", "1h", p2, "--", "false"], 0, stderr_has="already ran")
+
+
+@case
+def schedule_usage_errors():
+    """Bad schedules, zones, policies and deadlines, and options that do not combine,
+    exit 64 naming the problem."""
+    p = lock_path("usage")
+    for args, said in (
+            (["--schedule", "61 * * * *"], "--schedule"),
+            (["--schedule", "* * *"], "5 fields"),
+            (["--schedule", "0 0 30 2 *"], "--schedule"),
+            (["--schedule", "* * * * *", "--tz", "Nowhere/Land"], "--tz"),
+            (["--schedule", "* * * * *", "--catch-up", "all"], "--catch-up"),
+            (["--schedule", "* * * * *", "--start-deadline", "0"], "--start-deadline"),
+            (["--tz", "UTC"], "needs --schedule"),
+            (["--catch-up", "once"], "needs --schedule"),
+            (["--start-deadline", "5"], "needs --schedule"),
+            (["--schedule", "* * * * *", "--once-per", "1h"], "exclude each other"),
+            (["--schedule", "* * * * *", "--read"], "mutex or --write"),
+            (["--schedule", "* * * * *", "--leader"], "mutex or --write")):
+        expect(args + [p, "--", "true"], 64, stderr_has=said)
+    expect(["status", "--schedule", "* * * * *", p], 64, stderr_has="options of a run")
+
+
+if __name__ == "__main__":
+    import subprocess
+    try:
+        sys.exit(z.main())
+    finally:
+        subprocess.run(["rm", "-rf", "--", z.TMP])

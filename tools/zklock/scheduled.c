@@ -1,0 +1,348 @@
+/* --schedule: a run in its slot, on the server's clock.
+ *
+ * The slot of a run is the latest schedule time at or before its arrival: the creation
+ * time (ctime) of its lock node, which is when its cron line fired as far as ZooKeeper
+ * is concerned. Host clocks never enter it: hosts whose cron lines fire apart, or whose
+ * clocks disagree, arrive in the same slot as long as they arrive before the next
+ * schedule time. Under the lock, the run reads the record beside it (<path>.last-run)
+ * and slot_plan() decides: the record holds this slot's success (done: skip, exit 0),
+ * the run arrived --start-deadline or more after its slot began (late: skip, the slot
+ * recorded missed), or run. A success is recorded by the release itself, in one
+ * transaction that checks our node (once.c's record_release()), with its slot and the
+ * slots it passed over (--catch-up skip) as missed; with --catch-up once the run stands
+ * for those, and its command hears which in ZKLOCK_MISSED and ZKLOCK_MISSED_FROM.
+ *
+ * "Missed" slots are counted since the last success: a slot whose run failed is one
+ * without a success too, so a run with --catch-up once after a failed slot stands for
+ * it. The record's missed count adds up the slots recorded missed: those a run with
+ * --catch-up skip passed over, and those that started too late. */
+#include "zklock.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the options ---- */
+
+int sched_option(int which, const char *arg, struct opts *o)
+{
+	switch (which) {
+	case SCHED_OPT_SCHEDULE:
+		if (!*arg)
+			return usage_error("empty --schedule: expected a cron expression such as "
+			                   "\"0 3 * * *\"");
+		o->schedule_expr = arg;
+		return 0;
+	case SCHED_OPT_TZ:
+		if (!*arg)
+			return usage_error("empty --tz: expected UTC, an offset such as +05:30, or a "
+			                   "zone name such as Europe/Berlin");
+		o->tz = arg;
+		return 0;
+	case SCHED_OPT_CATCH_UP:
+		if (!slot_parse_catch_up(arg, &o->catch_up))
+			return usage_error("invalid --catch-up \"%s\": expected skip or once", arg);
+		o->catch_up_given = true;
+		return 0;
+	case SCHED_OPT_START_DEADLINE:
+		if (!parse_duration(arg, &o->start_deadline_ms))
+			return usage_error("invalid --start-deadline \"%s\": expected seconds > 0, or "
+			                   "a number with s, m, h or d (such as 90, 10m)", arg);
+		return 0;
+	}
+	return usage_error("unknown schedule option");
+}
+
+bool sched_opts_given(const struct opts *o)
+{
+	return o->schedule_expr || o->tz || o->catch_up_given || o->start_deadline_ms;
+}
+
+int sched_check_opts(struct opts *o)
+{
+	if (!o->schedule_expr) {
+		if (sched_opts_given(o))
+			return usage_error("%s needs --schedule",
+			                   o->tz ? "--tz" : o->catch_up_given ? "--catch-up"
+			                                                      : "--start-deadline");
+		return 0;
+	}
+	if (o->once_per_s)
+		return usage_error("--schedule and --once-per exclude each other (both say when "
+		                   "a run counts as done)");
+	if (o->mode != MODE_MUTEX && o->mode != MODE_WRITE)
+		return usage_error("--schedule works with a mutex or --write: a slot runs once, "
+		                   "by one holder at a time");
+	static struct schedule sched; /* zklock parses its arguments once; again: freed */
+	schedule_free(&sched);
+	char err[256];
+	if (schedule_parse(&sched, o->schedule_expr, err, sizeof err) != 0)
+		return usage_error("invalid --schedule \"%s\": %s", o->schedule_expr, err);
+	if (o->tz && schedule_set_zone(&sched, o->tz, err, sizeof err) != 0) {
+		schedule_free(&sched);
+		return usage_error("invalid --tz \"%s\": %s", o->tz, err);
+	}
+	o->sched = &sched;
+	return 0;
+}
+
+/* ---- the record ---- */
+
+/* n numbers >= 0 after a line's key ("slot 123", "missed 2 60000 120000"), each after
+ * one space, the last at the line's end: false if the line is not that. */
+static bool line_nums(const char *line, const char *key, int64_t *out, int n)
+{
+	size_t k = strlen(key);
+	if (strncmp(line, key, k) != 0)
+		return false;
+	const char *p = line + k;
+	for (int i = 0; i < n; i++) {
+		if (*p != ' ' || p[1] < '0' || p[1] > '9')
+			return false;
+		char *end;
+		errno = 0;
+		long long v = strtoll(p + 1, &end, 10);
+		if (errno != 0)
+			return false;
+		out[i] = v;
+		p = end;
+	}
+	return *p == '\n' || *p == '\0';
+}
+
+void slot_record_parse(const char *buf, int64_t mtime, struct slot_record *r)
+{
+	memset(r, 0, sizeof *r);
+	r->found = true;
+	r->finished_ms = mtime;
+	char *end;
+	long long v = strtoll(buf, &end, 10);
+	if (end != buf && v > 0 && (*end == ' ' || *end == '\0' || *end == '\n')) {
+		r->started_ms = v;
+		while (*end == ' ')
+			end++;
+		printable(r->by, sizeof r->by, end, strcspn(end, "\n"));
+	}
+	for (const char *line = strchr(buf, '\n'); line; line = strchr(line, '\n')) {
+		line++;
+		int64_t n[3];
+		if (line_nums(line, "slot", n, 1))
+			r->slot_ms = n[0];
+		else if (line_nums(line, "finished", n, 1))
+			r->finished_ms = n[0];
+		else if (line_nums(line, "missed", n, 3) && n[2] >= n[1]) {
+			r->missed = n[0];
+			r->missed_first_ms = n[1];
+			r->missed_last_ms = n[2];
+		}
+	}
+	if (!r->started_ms)
+		r->finished_ms = 0; /* no success: nothing finished */
+}
+
+/* The record's data for r, into buf. */
+static int record_format(char *buf, size_t size, const struct slot_record *r, bool finished)
+{
+	int len;
+	if (r->started_ms > 0)
+		len = snprintf(buf, size, "%lld %s\nslot %lld\n", (long long)r->started_ms, r->by,
+		               (long long)r->slot_ms);
+	else
+		len = snprintf(buf, size, "-\n");
+	if (finished && r->started_ms > 0 && r->finished_ms > 0)
+		len += snprintf(buf + len, size - (size_t)len, "finished %lld\n",
+		                (long long)r->finished_ms);
+	if (r->missed > 0)
+		len += snprintf(buf + len, size - (size_t)len, "missed %lld %lld %lld\n",
+		                (long long)r->missed, (long long)r->missed_first_ms,
+		                (long long)r->missed_last_ms);
+	return len;
+}
+
+/* ---- the run ---- */
+
+/* The test-only shift of the server's time as the schedule sees it (0 unless set). */
+static int64_t test_shift_ms(void)
+{
+	const char *s = getenv(SHIFT_ENV);
+	if (!s || !*s)
+		return 0;
+	char *end;
+	long long v = strtoll(s, &end, 10);
+	return *end == '\0' ? v : 0;
+}
+
+/* The slots in (from, to), from and to ms (schedule times), and the first of them. */
+static int64_t slots_between(const struct schedule *s, int64_t from_ms, int64_t to_ms,
+                             int64_t *first_ms)
+{
+	*first_ms = 0;
+	if (from_ms <= 0 || from_ms >= to_ms)
+		return 0;
+	int64_t from = from_ms / 1000, to = to_ms / 1000, first;
+	int64_t n = schedule_slots(s, from, to, NULL, 0);
+	if (n < 0) /* more than schedule_slots() counts: as many as it does */
+		n = schedule_slots(s, to - (int64_t)SCHEDULE_SEARCH_DAYS * 86400, to, NULL, 0);
+	if (n > 0 && schedule_next(s, from, &first) && first < to)
+		*first_ms = first * 1000;
+	return n > 0 ? n - 1 : 0; /* (from, to] less "to" itself */
+}
+
+/* Where the slots not recorded yet begin: after the last success's slot, or the last
+ * slot recorded missed, whichever is later (0: no run before, nothing missed). */
+static int64_t missed_from(const struct sched_run *sr)
+{
+	return sr->last_slot_ms > sr->r.missed_last_ms ? sr->last_slot_ms : sr->r.missed_last_ms;
+}
+
+static void set_env(struct sched_run *sr, int i, const char *name, const char *value)
+{
+	snprintf(sr->env[i], sizeof sr->env[i], "%s=%s", name, value);
+	sr->envp[i] = sr->env[i];
+}
+
+/* ISO 8601 UTC to the second: "2026-12-06T03:00:00Z". */
+static void format_slot(char *buf, size_t size, int64_t ms)
+{
+	char at[40];
+	format_utc(at, sizeof at, ms);
+	char *dot = strchr(at, '.');
+	if (dot)
+		snprintf(dot, sizeof at - (size_t)(dot - at), "Z");
+	snprintf(buf, size, "%s", at);
+}
+
+int sched_begin(const struct opts *o, struct lock *lk, struct sched_run *sr)
+{
+	memset(sr, 0, sizeof *sr);
+	sr->rec = record_path(o->path);
+	sr->arrival_ms = arrival_ms(lk);
+	if (!sr->rec || sr->arrival_ms <= 0) {
+		msg("cannot tell when %s was asked for", o->path);
+		return EXIT_SOFTWARE;
+	}
+	char *buf;
+	size_t len;
+	int64_t mtime = 0;
+	int rc = zkl_record_get(lk->c, sr->rec, &buf, &len, &mtime);
+	if (rc == 0) {
+		slot_record_parse(buf, mtime, &sr->r);
+		free(buf);
+	} else if (rc != ZKL_ENOTHELD) {
+		const char *detail = zkl_last_error();
+		msg("cannot read %s: %s", sr->rec, *detail ? detail : zkl_strerror(rc));
+		return EXIT_SOFTWARE;
+	}
+	const int64_t shift = test_shift_ms();
+	int64_t last_slot = sr->r.slot_ms;
+	if (!last_slot && sr->r.started_ms > 0) {
+		/* Written by --once-per or an older zklock: the slot its start fell in. */
+		int64_t t;
+		if (schedule_prev(o->sched, (sr->r.started_ms + shift) / 1000, &t))
+			last_slot = t * 1000;
+	}
+	sr->last_slot_ms = last_slot;
+	slot_plan(o->sched, sr->arrival_ms + shift, last_slot, o->catch_up, o->start_deadline_ms,
+	          &sr->plan);
+	if (sr->plan.action != SLOT_RUN)
+		return 0;
+	char at[40], n[24];
+	format_slot(at, sizeof at, sr->plan.slot_ms);
+	set_env(sr, 0, SLOT_ENV, at);
+	bool covers = sr->plan.covers_from_ms < sr->plan.slot_ms;
+	snprintf(n, sizeof n, "%lld", covers ? (long long)sr->plan.missed : 0LL);
+	set_env(sr, 1, MISSED_ENV, n);
+	if (covers) {
+		format_slot(at, sizeof at, sr->plan.covers_from_ms);
+		set_env(sr, 2, MISSED_FROM_ENV, at);
+	}
+	lk->extra_env = sr->envp;
+	if (o->verbose) {
+		format_slot(at, sizeof at, sr->plan.slot_ms);
+		if (sr->plan.missed > 0)
+			msg("%s: running for the slot of %s; %lld%s slot%s missed before it %s", o->path,
+			    at, (long long)sr->plan.missed, sr->plan.missed_more ? " or more" : "",
+			    sr->plan.missed == 1 ? "" : "s",
+			    covers ? "(this run stands for them: --catch-up once)"
+			           : "(recorded missed: --catch-up skip)");
+		else
+			msg("%s: running for the slot of %s", o->path, at);
+	}
+	return 0;
+}
+
+int sched_skip(const struct opts *o, struct lock *lk, struct sched_run *sr, struct report *rep)
+{
+	char slot[40], started[40], finished[40];
+	format_slot(slot, sizeof slot, sr->plan.slot_ms);
+	format_utc(started, sizeof started, sr->r.started_ms);
+	format_utc(finished, sizeof finished, sr->r.finished_ms);
+	if (sr->plan.action == SLOT_DONE) {
+		rep->slot_done = true;
+		rep->success_ms = sr->r.finished_ms;
+		if (!o->quiet)
+			msg("%s already ran in the slot of %s (started %s, finished %s, by %s)", o->path,
+			    slot, started, finished, *sr->r.by ? sr->r.by : "unknown");
+		zkl_lock_release(lk->l);
+		return 0;
+	}
+	if (sr->plan.action == SLOT_NONE) {
+		if (!o->quiet)
+			msg("%s: no time of the schedule \"%s\" at or before this run: nothing to run",
+			    o->path, o->schedule_expr);
+		zkl_lock_release(lk->l);
+		return 0;
+	}
+	/* Late: this slot, and those before it since the last success or the last recorded
+	 * missed (whichever is later) that are not recorded yet, are recorded missed. */
+	rep->slot_late = true;
+	rep->success_ms = sr->r.finished_ms;
+	int64_t late_s = (sr->arrival_ms + test_shift_ms() - sr->plan.slot_ms) / 1000;
+	if (!o->quiet)
+		msg("%s: too late to start for the slot of %s (%lld s after it; --start-deadline "
+		    "%g s): not run, recorded missed", o->path, slot, (long long)late_s,
+		    o->start_deadline_ms / 1000.0);
+	if (sr->r.missed_last_ms >= sr->plan.slot_ms) {
+		zkl_lock_release(lk->l); /* recorded missed already (another late host) */
+		return 0;
+	}
+	struct slot_record r = sr->r;
+	int64_t first, n = slots_between(o->sched, missed_from(sr), sr->plan.slot_ms, &first) + 1;
+	r.missed += n;
+	r.missed_first_ms = first > 0 ? first : sr->plan.slot_ms;
+	r.missed_last_ms = sr->plan.slot_ms;
+	char buf[600];
+	int len = record_format(buf, sizeof buf, &r, true);
+	int release = 0;
+	int status = record_release(lk, sr->rec, buf, (size_t)len, sr->r.found, NULL, &release);
+	return status;
+}
+
+int sched_record(const struct opts *o, struct lock *lk, struct sched_run *sr, int64_t *mtime,
+                 int *release)
+{
+	struct slot_record r = sr->r;
+	r.started_ms = sr->arrival_ms;
+	snprintf(r.by, sizeof r.by, "%s", lk->id);
+	r.slot_ms = sr->plan.slot_ms;
+	if (sr->plan.covers_from_ms >= sr->plan.slot_ms && sr->plan.missed > 0) {
+		/* --catch-up skip: the slots passed over since the last success, less those
+		 * recorded missed already (too late to start), are recorded missed now. */
+		int64_t first, last, n = slots_between(o->sched, missed_from(sr), sr->plan.slot_ms,
+		                                       &first);
+		if (n > 0 && schedule_prev(o->sched, sr->plan.slot_ms / 1000 - 1, &last)) {
+			r.missed += n;
+			r.missed_first_ms = first;
+			r.missed_last_ms = last * 1000;
+		}
+	}
+	char buf[600];
+	int len = record_format(buf, sizeof buf, &r, false);
+	return record_release(lk, sr->rec, buf, (size_t)len, sr->r.found, mtime, release);
+}
+
+void sched_run_free(struct sched_run *sr)
+{
+	free(sr->rec);
+	sr->rec = NULL;
+}
