@@ -439,7 +439,7 @@ static int join(zkl_client *c, struct election *e)
 			.kind = e->kind,
 			.data = e->qdata.bytes,
 			.data_len = e->qdata.len,
-			.pred = &zkl_pred_first,
+			.pred = &zkl__pred_first,
 			.owner = e,
 			.folder_seen = &e->folder_seen,
 			.name = e->lock.kind,

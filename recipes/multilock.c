@@ -6,7 +6,8 @@
  *   reports and fencing token.
  * - Order. Members are kept in the order they will be taken. In canonical order an add
  *   inserts the member after every member that sorts before or equal to it (an insertion
- *   sort, hence stable): by path with strcmp, and for equal paths the read half of a
+ *   sort, hence stable): by the node path it resolves to (its client's chroot, then its
+ *   path) with strcmp, and for equal paths the read half of a
  *   read-write lock after anything else, so that a multi-lock over both halves of one
  *   rwlock takes the write half first and the read half as a downgrade (the other way
  *   round would be an upgrade, ZKL_EDEADLK). Two multi-locks over the same locks, built
@@ -144,10 +145,62 @@ static const char *member_path(const struct member *m)
 	return zkl_lock_path(m->l);
 }
 
-/* Canonical comparison: path, then write (or anything else) before read. */
+/* The chroot of l's servers ("" for none), which is part of the node it resolves to. */
+static const char *member_chroot(const zkl_lock *l)
+{
+	const char *chroot = strchr(l->c->servers, '/');
+	return !chroot || strcmp(chroot, "/") == 0 ? "" : chroot;
+}
+
+/* strcmp() of the concatenations a1 a2 and b1 b2. */
+static int cmp2(const char *a1, const char *a2, const char *b1, const char *b2)
+{
+	for (;;) {
+		if (!*a1 && a2) {
+			a1 = a2;
+			a2 = NULL;
+		}
+		if (!*b1 && b2) {
+			b1 = b2;
+			b2 = NULL;
+		}
+		if (*a1 != *b1 || !*a1)
+			return (unsigned char)*a1 - (unsigned char)*b1;
+		a1++;
+		b1++;
+	}
+}
+
+/* strcmp() of the node paths a and b resolve to: chroot, then path. */
+static int resolved_cmp(const zkl_lock *a, const zkl_lock *b)
+{
+	return cmp2(member_chroot(a), a->path, member_chroot(b), b->path);
+}
+
+/* Whether the servers of a and b (chroot aside) name a server in common: then they are
+ * one ensemble, as a server serves one. */
+static bool same_ensemble(const zkl_lock *a, const zkl_lock *b)
+{
+	const char *sa = a->c->servers, *ea = sa + strcspn(sa, "/");
+	const char *sb = b->c->servers, *eb = sb + strcspn(sb, "/");
+	for (const char *p = sa; p < ea;) {
+		size_t pl = strcspn(p, ",/");
+		for (const char *q = sb; q < eb;) {
+			size_t ql = strcspn(q, ",/");
+			if (pl == ql && memcmp(p, q, pl) == 0)
+				return true;
+			q += ql + (q[ql] == ',');
+		}
+		p += pl + (p[pl] == ',');
+	}
+	return false;
+}
+
+/* Canonical comparison: the node path (chroot included), then write (or anything else)
+ * before read. */
 static int member_cmp(const struct member *a, const struct member *b)
 {
-	int c = strcmp(member_path(a), member_path(b));
+	int c = resolved_cmp(a->l, b->l);
 	if (c)
 		return c;
 	return a->rank - b->rank;
@@ -346,17 +399,19 @@ static int add_member(zkl_multilock *ml, struct member m)
 		if (o == m.l)
 			return zkl__fail(ZKL_EINVAL, "%s is already a member of this multilock",
 			                member_path(&m));
-		if (strcmp(o->path, m.l->path) != 0 || strcmp(o->c->servers, m.l->c->servers) != 0)
+		if (resolved_cmp(o, m.l) != 0 || !same_ensemble(o, m.l))
 			continue;
-		/* Two handles on one path of one ensemble queue behind each other: the acquire
-		 * would wait for itself. The two halves of one read-write lock (they share its
+		/* Two handles on one node path of one ensemble (a chroot's and a plain client's
+		 * alike: the path a lock resolves to is its chroot's and its own) queue behind
+		 * each other: the acquire would wait for itself. The two halves of one read-write lock (they share its
 		 * mutex) are taken write first, the read half as a downgrade: not in the order
 		 * added with the read half first, which would be an upgrade. */
 		bool halves = o->mu == m.l->mu && o->kind != m.l->kind;
 		if (!halves)
-			return zkl__fail(ZKL_EINVAL, "%s (a %s) is on the same path as member %zu (a "
+			return zkl__fail(ZKL_EINVAL, "%s%s (a %s) is the node of member %zu (%s%s, a "
 			                "%s, another handle): a multilock of both would wait for "
-			                "itself", member_path(&m), m.l->kind, i + 1, o->kind);
+			                "itself", member_chroot(m.l), member_path(&m), m.l->kind, i + 1,
+			                member_chroot(o), o->path, o->kind);
 		if (ml->order == ZKL_MULTILOCK_AS_ADDED && m.rank == 0)
 			return zkl__fail(ZKL_EINVAL, "%s: the write half added after the read half of "
 			                "the same read-write lock, in the order added, would be taken "

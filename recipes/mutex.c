@@ -87,10 +87,10 @@ static void mutex_revoked(void *ctx, const char *node)
 
 static void mutex_lost(struct zkl_hold *h, void *ctx)
 {
-	(void)h;
 	zkl_mutex *m = ctx;
-	zkl__log(m->lock.c, ZKL_LOG_WARN, "lock %s lost with its session", m->lock.path);
-	zkl__lock_report_lost(&m->lock, ZKL_ELOST);
+	zkl__log(m->lock.c, ZKL_LOG_WARN, "lock %s lost %s", m->lock.path,
+	         h->node_gone ? "with its node, deleted" : "with its session");
+	zkl__lock_report_lost(&m->lock, h->node_gone ? ZKL_EDELETED : ZKL_ELOST);
 }
 
 /* Owner's acquisition (the handle's mutex held). */
@@ -352,7 +352,7 @@ static int owned_prepare(zkl_mutex *m, zkl__owner owner, struct mutex_owned *o)
 		.kind = kind,
 		.data = o->data.bytes,
 		.data_len = o->data.len,
-		.pred = m->kind == ZKL_KIND_READ ? &zkl_pred_read : &zkl_pred_first,
+		.pred = m->kind == ZKL_KIND_READ ? &zkl__pred_read : &zkl__pred_first,
 		.owner = m,
 		.name = lk->kind,
 		.on_revoke = revocable ? mutex_revoked : NULL,
@@ -591,7 +591,7 @@ static int mutex_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, vo
 			.kind = kind,
 			.data = pa->data.bytes,
 			.data_len = pa->data.len,
-			.pred = m->kind == ZKL_KIND_READ ? &zkl_pred_read : &zkl_pred_first,
+			.pred = m->kind == ZKL_KIND_READ ? &zkl__pred_read : &zkl__pred_first,
 			.owner = m,
 			.name = lk->kind,
 			.folder_seen = &pa->folder_seen,

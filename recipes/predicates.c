@@ -20,7 +20,7 @@ static bool first_heir(const zkl_child *queue, size_t self, size_t watch)
 	return self == 1 && !zkl__kind_may_downgrade(queue[0].kind);
 }
 
-const struct zkl_predicate zkl_pred_first = { first_holds, first_heir };
+const struct zkl_predicate zkl__pred_first = { first_holds, first_heir };
 
 static bool read_holds(const zkl_child *queue, size_t n, size_t self, void *arg,
                        size_t *watch)
@@ -45,7 +45,7 @@ static bool read_heir(const zkl_child *queue, size_t self, size_t watch)
 	return true;
 }
 
-const struct zkl_predicate zkl_pred_read = { read_holds, read_heir };
+const struct zkl_predicate zkl__pred_read = { read_holds, read_heir };
 
 static bool count_holds(const zkl_child *queue, size_t n, size_t self, void *arg,
                         size_t *watch)
@@ -60,4 +60,4 @@ static bool count_holds(const zkl_child *queue, size_t n, size_t self, void *arg
 	return false;
 }
 
-const struct zkl_predicate zkl_pred_count = { count_holds, NULL };
+const struct zkl_predicate zkl__pred_count = { count_holds, NULL };

@@ -37,8 +37,9 @@ void zkl__sem_lease_lost(struct zkl_hold *h, void *ctx)
 {
 	zkl_lease *l = ctx;
 	zkl_semaphore *s = l->s;
-	zkl__log(s->lock.c, ZKL_LOG_WARN, "lease %s lost with its session", h->path);
-	zkl__lock_report_lost(&s->lock, ZKL_ELOST);
+	zkl__log(s->lock.c, ZKL_LOG_WARN, "lease %s lost %s", h->path,
+	         h->node_gone ? "with its node, deleted" : "with its session");
+	zkl__lock_report_lost(&s->lock, h->node_gone ? ZKL_EDELETED : ZKL_ELOST);
 }
 
 static const struct zkl_lock_ops semaphore_ops;

@@ -95,6 +95,18 @@ static int op_check(const zkl_txn_op *o, size_t i)
 	return 0;
 }
 
+/* The results of a transaction refused before it started: each gets rc, unless ops or
+ * n is not valid, and nothing is written then (n may be a count the caller's array does
+ * not have). */
+static void results_refused(zkl_txn_result *results, const zkl_txn_op *ops, size_t n,
+                            int rc)
+{
+	if (!results || !ops || n == 0 || n > ZKL_TXN_MAX)
+		return;
+	for (size_t i = 0; i < n; i++)
+		results[i] = (zkl_txn_result){.rc = rc};
+}
+
 /* Checks and copies the arguments, and reads the node of l's hold. */
 static int txn_new(zkl_lock *l, const zkl_txn_op *ops, size_t n, bool blocking,
                    struct txn **out)
@@ -397,8 +409,7 @@ int zkl_lock_txn(zkl_lock *l, const zkl_txn_op *ops, size_t n, zkl_txn_result *r
 			zkl__fail(rc, "%s", saved);
 		return rc;
 	}
-	for (size_t i = 0; results && i < n && ops; i++)
-		results[i] = (zkl_txn_result){.rc = rc};
+	results_refused(results, ops, n, rc);
 	return rc;
 }
 
@@ -536,9 +547,18 @@ int zkl_lock_release_txn(zkl_lock *l, const zkl_txn_op *ops, size_t n,
 		               "and the halves of a read-write lock are (use zkl_lock_txn(), then "
 		               "zkl_lock_release())", l->kind);
 	}
+	/* The release deletes the node itself: an operation of the caller's on it would make
+	 * the multi fail as a whole, and leave the node behind. */
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		if (strcmp(ops[i].path, t->node) == 0) {
+			rc = zkl__fail(ZKL_EINVAL, "operation %zu (%s %s) is on the hold's own node, "
+			               "which the release deletes: leave it out", i,
+			               kind_name(ops[i].kind), ops[i].path);
+			txn_free(t);
+		}
+	}
 	if (rc != 0) {
-		for (size_t i = 0; results && i < n && ops; i++)
-			results[i] = (zkl_txn_result){.rc = rc};
+		results_refused(results, ops, n, rc);
 		return rc;
 	}
 	struct zkl_op *answer = NULL;

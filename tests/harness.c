@@ -466,7 +466,7 @@ void h_acq_join(h_acq *a)
 void h_on_lost(zkl_lock *l, int reason, void *latch)
 {
 	(void)l;
-	if (reason == ZKL_ELOST)
+	if (reason == ZKL_ELOST || reason == ZKL_EDELETED)
 		h_latch_set(latch);
 }
 

@@ -144,7 +144,8 @@ void h_acq_start(h_acq *a, zkl_lock *l, bool hold);
 /* Lets a holding thread release, waits for the thread and frees its latches. */
 void h_acq_join(h_acq *a);
 
-/* A lost-hold callback for zkl_lock_on_lost: sets the latch in data on ZKL_ELOST. */
+/* A lost-hold callback for zkl_lock_on_lost: sets the latch in data on ZKL_ELOST or
+ * ZKL_EDELETED (a loss of either kind). */
 void h_on_lost(zkl_lock *l, int reason, void *latch);
 
 /* ---- mutual exclusion under contention ---- */

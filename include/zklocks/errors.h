@@ -32,6 +32,9 @@ enum zkl_error {
 	                         * or participants of a multi-lock's view) */
 	ZKL_ECOUNT = -1017,     /* a semaphore's count differs from the one its path records
 	                         * (zkl_semaphore_set_count()) */
+	ZKL_EDELETED = -1018,   /* a lost callback's reason: the lock's node was deleted
+	                         * while held (by someone else, or with its session closed
+	                         * from elsewhere); the next contender may hold already */
 };
 
 /* A static English description of err: a ZKL_E* code, 0, or a ZooKeeper error code

@@ -114,8 +114,14 @@ ZKL_API int zkl_lock_node(zkl_lock *l, char *buf, size_t size);
 /* Called once when a hold of l is lost (its session expired, or could no longer be
  * proven alive in time, or its node was deleted by someone else: the holder keeps a
  * watch on its node, and hears of the deletion as soon as the next in line does), on the
- * client's event thread, with no zklocks lock held; reason is ZKL_ELOST (a leader's view:
- * its latch's reason, ZKL_ENOTHELD for a deleted node). It may call zkl_lock_release()
+ * client's event thread, with no zklocks lock held. reason says which: ZKL_ELOST, the
+ * session is gone or could not be proven alive (while it lives, it keeps every other
+ * contender out until the server expires it); ZKL_EDELETED, the server said the node is
+ * gone while the hold lasted (deleted by someone else, or with its session closed from
+ * elsewhere, which deletes its nodes before the client hears that the session ended:
+ * such a close may be told either way): nothing keeps the next contender out, and it
+ * may hold already. A leader's
+ * view: its latch's reason, ZKL_ENOTHELD for a deleted node. It may call zkl_lock_release()
  * (which returns ZKL_ELOST), and it may free l's handle (or a multi-lock that the loss
  * reaches): that free is put off until the report of the loss has ended, and the handle
  * must not be used after it. It is called exactly once for every lost hold, also when
@@ -281,7 +287,8 @@ typedef struct zkl_txn_result {
 /* Commits ops[0..n) all or none, together with a check that the hold l has now (as
  * zkl_lock_is_held() sees it: for a mutex or a half, the calling thread's or the
  * asynchronous acquire's; for a semaphore, the lease taken last) still has its node, on
- * the client's session (its own or an adopted one). results, if not NULL, gets n results.
+ * the client's session (its own or an adopted one). results, if not NULL, gets n results
+ * (none when ops is NULL or n is 0 or above ZKL_TXN_MAX: nothing is written then).
  * Returns 0 when every operation was applied. Else nothing was applied, and it returns:
  * ZKL_ELOST: the hold's node is gone, or its session (the hold is then lost and reported
  * as any loss is: the lost callback, the observer's event, zkl_lock_is_held() false);
@@ -340,8 +347,10 @@ ZKL_API int zkl_lock_guarded_create(zkl_lock *l, const char *path, const void *d
  * applied; the node is then deleted alone); ZKL_ECONNLOSS (the connection went with the
  * transaction out: it may or may not have been applied; the lock is released either
  * way); ZKL_EBUSY (held more than once by re-entry: release the inner levels first;
- * nothing is done); ZKL_ENOTHELD, ZKL_EINVAL, ZKL_EDEADLK (on a thread that runs the
- * client's loop), ZKL_ECLOSED, ZKL_ENOMEM as zkl_lock_txn(). */
+ * nothing is done); ZKL_EINVAL for an operation on the hold's own node, which the release
+ * deletes itself (nothing is done: the lock is still held); ZKL_ENOTHELD, ZKL_EINVAL,
+ * ZKL_EDEADLK (on a thread that runs the client's loop), ZKL_ECLOSED, ZKL_ENOMEM as
+ * zkl_lock_txn(). */
 ZKL_API int zkl_lock_release_txn(zkl_lock *l, const zkl_txn_op *ops, size_t n,
                                  zkl_txn_result *results);
 

@@ -3,7 +3,8 @@
  *
  * Members are locks of any kind (the views of <zklocks/lock.h>: mutexes, either half of
  * a read-write lock, semaphores, semaphore-mutexes), added before the first acquire. By
- * default they are taken in a canonical order (sorted by path, then write before read) so
+ * default they are taken in a canonical order (sorted by node path, a client's chroot
+ * included, then write before read) so
  * that two multi-locks over the same locks, built in different orders, cannot deadlock;
  * ZKL_MULTILOCK_AS_ADDED keeps the order of addition. Members stay the caller's: free
  * them after the multi-lock.
@@ -66,9 +67,13 @@ ZKL_API void zkl_multilock_free(zkl_multilock *ml);
 
 /* Adds a member (borrowed: a view such as zkl_mutex_lock(m)). ZKL_EBUSY while the
  * multi-lock is held or being acquired; ZKL_EINVAL if the same lock is added twice, for
- * a lock on the same path of the same servers as a member (another handle on it, or the
- * other half of a member's read-write lock: the acquire would wait for itself; the
- * detail names the path), or for the view of a multi-lock. */
+ * another handle on the node of a member (the same node path, its client's chroot
+ * included, so that a chroot client's "/x" is a plain client's "<chroot>/x", on servers
+ * that name a server in common: the acquire would wait for itself; the detail names the
+ * node), for the write half of a read-write lock added after its read half in
+ * ZKL_MULTILOCK_AS_ADDED order (an upgrade), or for the view of a multi-lock. The other
+ * half of a member's read-write lock is accepted: the write half is taken first, and the
+ * read half as a downgrade (see zkl_multilock_acquire()). */
 ZKL_API int zkl_multilock_add(zkl_multilock *ml, zkl_lock *l);
 
 /* The multi-lock's view for the shared verbs of <zklocks/lock.h> (see above). It lives

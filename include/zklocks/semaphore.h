@@ -59,8 +59,12 @@ ZKL_API zkl_lock *zkl_semaphore_lock(zkl_semaphore *s);
 /* Takes n leases (1 <= n <= the limit), waiting at most timeout_ms for all of them
  * together. On success out[0..n-1] are lease handles, the caller's, each freed with
  * zkl_lease_free(). On failure no lease is held and out is untouched. Returns 0,
- * ZKL_ETIMEDOUT, ZKL_ECANCELED, ZKL_EINVAL (n < 1, or n above a fixed limit), ZKL_ELOST
- * (a lease taken first was lost with its session while the others were taken). */
+ * ZKL_ETIMEDOUT, ZKL_ECANCELED, ZKL_EINVAL (n < 1, or n above a fixed limit, or above the
+ * leases that one listing of the leases folder names within the servers' jute.maxbuffer:
+ * 17,476 with the default of 1 MiB; a bad timeout; node data that with the lease's path
+ * would not fit in one request), ZKL_ECOUNT (the path records another limit than the
+ * handle's fixed one), ZKL_ELOST (a lease taken first was lost with its session while
+ * the others were taken). */
 ZKL_API int zkl_semaphore_acquire(zkl_semaphore *s, int n, int timeout_ms, zkl_lease **out);
 
 /* Releases one lease, from any thread. Returns 0, ZKL_ENOTHELD if it was released

@@ -582,7 +582,8 @@ public:
 	/* ---- settings ---- */
 
 	/* Sets the function called once when a hold is lost (its session expired, or could
-	 * no longer be proven alive): fn(ZKL_ELOST), on the client's event thread. It may
+	 * no longer be proven alive): fn(ZKL_ELOST); or its node was deleted while held:
+	 * fn(ZKL_EDELETED) (see zkl_lock_on_lost()), on the client's event thread. It may
 	 * call unlock() (which then keeps ZKL_ELOST) but not destroy the object. An empty fn
 	 * clears it. If unlock() is the first to find the loss, its ZKL_ELOST is the report
 	 * and fn is not called. fn is kept by the object's heap state, so it moves with the

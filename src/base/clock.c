@@ -13,15 +13,15 @@
 /* The deterministic simulation (tests/sim) replaces the clock and the timed waits: it
  * runs every client on one thread, on simulated time. NULL (always, outside tests/sim):
  * CLOCK_MONOTONIC and pthread_cond_timedwait, and nothing else changes. */
-const struct zkl_clock_hook *zkl_clock_hook;
+const struct zkl__clock_hook *zkl__clock_hook;
 
 int64_t
 zkl__now_ms(void)
 {
 	struct timespec ts;
 
-	if (zkl_clock_hook)
-		return zkl_clock_hook->now(zkl_clock_hook->arg);
+	if (zkl__clock_hook)
+		return zkl__clock_hook->now(zkl__clock_hook->arg);
 
 	/* CLOCK_MONOTONIC cannot fail on Linux with a valid pointer. */
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -74,8 +74,8 @@ zkl__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_m
 	struct timespec ts;
 	int rc;
 
-	if (zkl_clock_hook)
-		return zkl_clock_hook->wait(zkl_clock_hook->arg, mu, deadline_ms);
+	if (zkl__clock_hook)
+		return zkl__clock_hook->wait(zkl__clock_hook->arg, mu, deadline_ms);
 	if (deadline_ms == INT64_MAX) {
 		pthread_cond_wait(cv, mu);
 		return false;

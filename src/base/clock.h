@@ -24,17 +24,17 @@ int zkl__cond_init(pthread_cond_t *cv);
 bool zkl__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms);
 
 /* The simulation's clock (tests/sim; internal, not exported, never set by the library).
- * While zkl_clock_hook is not NULL, zkl__now_ms() returns now(arg), and
+ * While zkl__clock_hook is not NULL, zkl__now_ms() returns now(arg), and
  * zkl__cond_wait_until() calls wait(arg, mu, deadline_ms) instead of waiting on the
  * condition variable: wait is entered with mu held and returns with it held, as
  * pthread_cond_timedwait does, and may return early (a spurious wake: every caller checks
  * its condition again); it returns whether the deadline passed, on now's clock. The hook
  * is set before any client is opened and cleared after the last one is closed. */
-struct zkl_clock_hook {
+struct zkl__clock_hook {
 	int64_t (*now)(void *arg);
 	bool (*wait)(void *arg, pthread_mutex_t *mu, int64_t deadline_ms);
 	void *arg;
 };
-extern const struct zkl_clock_hook *zkl_clock_hook;
+extern const struct zkl__clock_hook *zkl__clock_hook;
 
 #endif

@@ -83,6 +83,8 @@ zkl_strerror(int err)
 		return "not supported by this build or this kind of handle";
 	case ZKL_ECOUNT:
 		return "the semaphore's count differs from the one its path records";
+	case ZKL_EDELETED:
+		return "the lock's node was deleted while it was held";
 	}
 	/* zerror() itself answers "unknown error" for a code it does not know. */
 	if (is_zk_range(err))
@@ -156,6 +158,7 @@ zkl_errname(int err)
 	case ZKL_ECONNLOSS: return "ZKL_ECONNLOSS";
 	case ZKL_ENOTSUP: return "ZKL_ENOTSUP";
 	case ZKL_ECOUNT: return "ZKL_ECOUNT";
+	case ZKL_EDELETED: return "ZKL_EDELETED";
 	}
 	return zk_errname(err);
 }

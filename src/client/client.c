@@ -192,7 +192,7 @@ static void client_free(zkl_client *c)
 
 int zkl_client_open(zkl_client **out, const zkl_client_options *o)
 {
-	return zkl__client_open_on(out, o, &zkl_zk_client, NULL);
+	return zkl__client_open_on(out, o, &zkl__zk_client, NULL);
 }
 
 static int client_open(zkl_client **out, const zkl_client_options *o,
@@ -206,7 +206,7 @@ int zkl__client_open_on(zkl_client **out, const zkl_client_options *o,
 
 int zkl_client_adopt(zkl_client **out, zhandle_t *zh, const zkl_client_options *o)
 {
-	return zkl__client_adopt_on(out, zh, o, &zkl_zk_client, NULL);
+	return zkl__client_adopt_on(out, zh, o, &zkl__zk_client, NULL);
 }
 
 int zkl__client_adopt_on(zkl_client **out, zhandle_t *zh, const zkl_client_options *o,
@@ -421,7 +421,7 @@ servers_checked:
 	/* A SASL refusal shows only in the handle's state: look at it now and then. */
 	bool poll_auth = c->creds.sasl_mechanism && c->zk->auth_failed;
 	/* Why no session comes up, if none does: looked at with connects of our own. */
-	bool reach = !adopt && zk == &zkl_zk_client, refused = false;
+	bool reach = !adopt && zk == &zkl__zk_client, refused = false;
 	struct zkl_reach r;
 	zkl__reach_init(&r);
 	while (c->state == ZKL_STATE_CONNECTING && !c->auth_failed) {

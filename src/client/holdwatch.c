@@ -10,9 +10,10 @@
  * when the server says the node is gone: the watch fires with ZOO_DELETED_EVENT, or the
  * exists that sets it is answered ZNONODE (the node went before the watch was set). The
  * loss is then reported on the same turn of the loop as any other (holds_notify): the
- * lost callback, is_held false, release ZKL_ELOST. Whether someone else deleted it, or
- * it went with its session's end, is then asked of the session (zkl_hold.deleted,
- * node_gone()), for a recipe that tells the two apart (an election).
+ * lost callback, with ZKL_EDELETED as its reason (zkl_hold.node_gone) since the next
+ * contender may hold already, is_held false, release ZKL_ELOST. Whether someone else
+ * deleted it, or it went with its session's end, is then asked of the session
+ * (zkl_hold.deleted, node_gone()), for a recipe that tells the two apart (an election).
  *
  * The watch is a loop waiter of its own (struct zkl_nodewatch) with an ordinary node
  * watch (struct zkl_watch) and exists request, so the client's bookkeeping of watches
@@ -121,9 +122,11 @@ static void node_gone(zkl_client *c, struct zkl_nodewatch *nw, bool answered)
 {
 	struct zkl_hold *h = nw->h;
 	const bool held = atomic_load(&h->state) != ZKL_HOLD_ENDED && !atomic_load(&h->lost);
-	if (held)
+	if (held) {
 		zkl__log(c, ZKL_LOG_WARN, "the node %s of a lock held was deleted by someone else: "
 		        "the lock is lost", h->path);
+		h->node_gone = true;
+	}
 	zkl__hold_mark_lost(c, h);
 	if (!held || answered) {
 		h->deleted = held;
@@ -202,6 +205,8 @@ static bool node_there(zkl_client *c, struct zkl_nodewatch *nw, const struct zkl
 	if (op->s->gen != h->gen || op->stat.ephemeralOwner != op->s->id) {
 		zkl__log(c, ZKL_LOG_WARN, "the node %s of a lock held belongs to another session: "
 		        "the lock is lost", h->path);
+		if (!atomic_load(&h->lost) && op->s->gen == h->gen)
+			h->node_gone = true; /* ours was deleted, and one of its name made again */
 		zkl__hold_mark_lost(c, h);
 		nodewatch_stop(c, nw);
 		return false;

@@ -371,7 +371,7 @@ static bool zk_auth_failed(zhandle_t *zh)
 	return zoo_state(zh) == ZOO_AUTH_FAILED_STATE;
 }
 
-const struct zkl_zk_ops zkl_zk_client = {
+const struct zkl_zk_ops zkl__zk_client = {
 	.open = zk_open,
 	.close = zk_close,
 	.session_id = zk_session_id,

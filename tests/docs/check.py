@@ -399,6 +399,12 @@ def check_symbols(lib, incdir):
     for n in sorted(f for f in funcs if re.match(r"zkl_[a-z0-9]", f) and f not in declared):
         fail("internal function named like the public API: %s (internal names begin "
              "with zkl__)" % n)
+    # Data too: a global object of the library is internal, and named so.
+    data = {p[2] for p in (l.split() for l in full.splitlines())
+            if len(p) == 3 and p[1] in "DdBbRrGgSsVv"}
+    for n in sorted(d for d in data if re.match(r"zkl_[a-z0-9]", d)):
+        fail("data named like the public API: %s (the library exports no data; internal "
+             "names begin with zkl__)" % n)
     _, dyn = run(["objdump", "-p", lib])
     m = re.search(r"SONAME\s+(\S+)", dyn)
     if not m or m.group(1) != "libzklocks.so.0":

@@ -66,8 +66,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		const struct {
 			const struct zkl_predicate *p;
 			void *arg;
-		} preds[] = {{&zkl_pred_first, NULL}, {&zkl_pred_read, NULL},
-		             {&zkl_pred_count, &limit}, {&zkl_pred_count, &unlimited}};
+		} preds[] = {{&zkl__pred_first, NULL}, {&zkl__pred_read, NULL},
+		             {&zkl__pred_count, &limit}, {&zkl__pred_count, &unlimited}};
 		for (size_t k = 0; k < sizeof preds / sizeof *preds; k++) {
 			for (size_t self = 0; self < n; self++) {
 				size_t watch = SIZE_MAX - 1;

@@ -10,7 +10,9 @@
  * from exactly 4 bytes, and then equals them; a record reads back byte for byte; the run
  * record's check never fails on what it reads; a semaphore refuses (ZKL_EINVAL) only a
  * path that records another positive count than its own, and otherwise takes its lease;
- * the inspection's limit is never negative; the revocation callback runs only for
+ * a record is recent only if its time is before our arrival, and its "by" as zklock
+ * prints it has no control byte; the inspection's limit is never negative; the
+ * revocation callback runs only for
  * "__REVOKE__". */
 #include <stdatomic.h>
 
@@ -114,9 +116,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	bool recent, exists;
 	int64_t last;
 	char by[300];
-	CHECK(once_check(ft.c, "/R/rec", 1700000000000LL, 3600, &recent, &last, by,
-	                 sizeof by, NULL, &exists) == 0);
+	const int64_t arrival = 1700000000000LL;
+	CHECK(once_check(ft.c, "/R/rec", arrival, 3600, &recent, &last, by, sizeof by, NULL,
+	                 &exists) == 0);
 	CHECK(strlen(by) < sizeof by && exists);
+	/* A record from the future (a time after our arrival, a number that overflows) is
+	 * never a reason to skip; and "by" is printed, so it holds no control byte. */
+	if (recent)
+		CHECK(last > 0 && last <= arrival);
+	for (const char *p = by; *p; p++)
+		CHECK(*p >= 0x20 && *p < 0x7f);
 	/* The same as zklock --schedule reads it (the lines after the first): whatever it
 	 * says, nothing negative, missed slots in order, and "by" printable. */
 	CHECK(zkl_record_get(ft.c, "/R/rec", &back, &len, NULL) == 0);

@@ -1,6 +1,7 @@
 /* The environment variables zklock reads: $ZKLOCK_SERVERS, $HOME and $XDG_CONFIG_HOME
- * (where the configuration files are), $ZKLOCK_CONFIG (one of a few files: a fuzzed
- * name could be a pipe that never ends), and $XDG_RUNTIME_DIR (where a holder's deadline
+ * (where the configuration files are), $ZKLOCK_CONFIG (one of a few files, /dev/zero and
+ * a folder among them, which must be refused; a fuzzed name could be a pipe that never
+ * ends), and $XDG_RUNTIME_DIR (where a holder's deadline
  * is published), with the published deadline file's content fuzzed too. The input is
  * NUL-separated: a selector byte for $ZKLOCK_CONFIG, the values of the others (a value
  * "-" unsets), the deadline file, then a configuration file. */
@@ -49,8 +50,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int n = fuzz_split(data, size, f, 7, &buf);
 	if (n < 0)
 		return 0;
-	const char *configs[] = {NULL, "", "/dev/null", config, "/nonexistent/zklock.conf"};
-	const char *which = configs[(unsigned char)f[0][0] % 5];
+	/* /dev/zero and a folder are no configuration: refused (64), never read for ever. */
+	const char *configs[] = {NULL, "", "/dev/null", config, "/nonexistent/zklock.conf",
+	                         "/dev/zero", dir};
+	const int pick = (unsigned char)f[0][0] % 7;
+	const char *which = configs[pick];
 	if (which)
 		setenv("ZKLOCK_CONFIG", which, 1);
 	else
@@ -63,7 +67,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	write_file(deadline, f[5]);
 	write_file(config, f[6]);
 	char *args[] = {"zklock", "status", "/x", NULL};
-	fuzz_parse(3, args);
+	const int status = fuzz_parse(3, args);
+	if (pick >= 5)
+		CHECK(status == EXIT_USAGE);
 	/* status's look at a holder of ours on this host: the published deadline. */
 	char host[256];
 	if (gethostname(host, sizeof host) == 0) {

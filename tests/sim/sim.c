@@ -2,7 +2,7 @@
  *
  * One thread, simulated time, everything drawn from one seed. Real zkl_clients (external
  * loop) with real recipes run on a model of ZooKeeper placed under the request layer's
- * table (src/client/zk.h); the scheduler decides, step by step, which message arrives,
+ * table (src/client/shared/zk.h); the scheduler decides, step by step, which message arrives,
  * which completion or watch event is delivered, which client's loop runs and which
  * contender acts; faults (delays, lost answers, disconnects, partitions, pauses, crashes,
  * expiry, a peer's deletes, stray children) come from the same seed. After every step the
@@ -2843,7 +2843,7 @@ static bool hook_wait(void *arg, pthread_mutex_t *mu, int64_t deadline)
 	return timed;
 }
 
-static const struct zkl_clock_hook sim_clock = { hook_now, hook_wait, NULL };
+static const struct zkl__clock_hook sim_clock = { hook_now, hook_wait, NULL };
 
 /* ------------------------------------------------------------------------------------ */
 /* A run */
@@ -3146,7 +3146,7 @@ static int run(const struct options *given, struct stats *out)
 	scenario();
 	if (o->trace)
 		print_schedule(stdout);
-	zkl_clock_hook = &sim_clock;
+	zkl__clock_hook = &sim_clock;
 
 	for (int k = 0; k < W.ncl; k++) {
 		zkl_client_options opt;
@@ -3255,7 +3255,7 @@ static int run(const struct options *given, struct stats *out)
 		}
 		W.cur = -1;
 	}
-	zkl_clock_hook = NULL;
+	zkl__clock_hook = NULL;
 	while (W.sessions) {
 		struct sess *s = W.sessions;
 		W.sessions = s->next;

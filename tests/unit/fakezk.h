@@ -1,5 +1,5 @@
 /* An in-memory ZooKeeper for the unit suite: it sits under a real zkl_client through
- * the request layer's table (src/client/zk.h), so the engine and the recipes run
+ * the request layer's table (src/client/shared/zk.h), so the engine and the recipes run
  * unchanged, with no server.
  *
  * What it models: one tree of nodes with czxid/mzxid, versions and child versions;
@@ -17,7 +17,7 @@
  * thread before each request is applied, and with fz_pause() (a session's requests wait,
  * unapplied, and nothing reaches it).
  *
- * Only a client's loop sends requests (src/client/zk.h): a request from any other thread
+ * Only a client's loop sends requests (src/client/shared/zk.h): a request from any other thread
  * of a client with a loop thread of its own is counted, and fz_free() aborts naming the
  * first. The exception is a release's delete, unless the client has confirm_release. */
 #ifndef FAKEZK_H

@@ -48,6 +48,7 @@ static const struct code zkl_codes[] = {
 	{ ZKL_ECONNLOSS, "ZKL_ECONNLOSS" },
 	{ ZKL_ENOTSUP, "ZKL_ENOTSUP" },
 	{ ZKL_ECOUNT, "ZKL_ECOUNT" },
+	{ ZKL_EDELETED, "ZKL_EDELETED" },
 };
 
 /* Every member of enum ZOO_ERRORS in zookeeper.h 3.8, except ZOK, which is ZKL_OK. */
@@ -148,7 +149,7 @@ test_zk_codes(void **state)
 static void
 test_unknown_codes(void **state)
 {
-	static const int unknown[] = { 1, 42, 12345, -1000, -1018, -5000, INT32_MIN, INT32_MAX };
+	static const int unknown[] = { 1, 42, 12345, -1000, -1019, -5000, INT32_MIN, INT32_MAX };
 
 	(void)state;
 	for (size_t i = 0; i < ARRAY_LEN(unknown); i++) {

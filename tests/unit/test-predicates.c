@@ -37,11 +37,11 @@ static void test_first(void **state)
 	size_t n = queue_of(names, 4, q);
 	assert_int_equal(n, 3);
 	size_t watch = 99;
-	assert_true(zkl_pred_first.holds(q, n, index_of(q, n, "_c_a-lock-0000000001"), NULL, &watch));
+	assert_true(zkl__pred_first.holds(q, n, index_of(q, n, "_c_a-lock-0000000001"), NULL, &watch));
 	assert_int_equal(watch, 99);
-	assert_false(zkl_pred_first.holds(q, n, index_of(q, n, "_c_c-lock-0000000007"), NULL, &watch));
+	assert_false(zkl__pred_first.holds(q, n, index_of(q, n, "_c_c-lock-0000000007"), NULL, &watch));
 	assert_string_equal(q[watch].name, "_c_b-lock-0000000003");
-	assert_false(zkl_pred_first.holds(q, n, index_of(q, n, "_c_b-lock-0000000003"), NULL, &watch));
+	assert_false(zkl__pred_first.holds(q, n, index_of(q, n, "_c_b-lock-0000000003"), NULL, &watch));
 	assert_string_equal(q[watch].name, "_c_a-lock-0000000001");
 }
 
@@ -57,20 +57,20 @@ static void test_read(void **state)
 	assert_int_equal(n, 7);
 	size_t watch = 99;
 	/* Readers before any writer hold together, kazoo's too. */
-	assert_true(zkl_pred_read.holds(q, n, index_of(q, n, "x__rlock__0000000000"), NULL, &watch));
-	assert_true(zkl_pred_read.holds(q, n, index_of(q, n, "_c_2-__READ__0000000002"), NULL, &watch));
+	assert_true(zkl__pred_read.holds(q, n, index_of(q, n, "x__rlock__0000000000"), NULL, &watch));
+	assert_true(zkl__pred_read.holds(q, n, index_of(q, n, "_c_2-__READ__0000000002"), NULL, &watch));
 	/* A reader behind a writer waits for the nearest writer ahead. */
-	assert_false(zkl_pred_read.holds(q, n, index_of(q, n, "_c_4-__READ__0000000004"), NULL, &watch));
+	assert_false(zkl__pred_read.holds(q, n, index_of(q, n, "_c_4-__READ__0000000004"), NULL, &watch));
 	assert_string_equal(q[watch].name, "_c_3-__WRIT__0000000003");
-	assert_false(zkl_pred_read.holds(q, n, index_of(q, n, "_c_6-__READ__0000000006"), NULL, &watch));
+	assert_false(zkl__pred_read.holds(q, n, index_of(q, n, "_c_6-__READ__0000000006"), NULL, &watch));
 	assert_string_equal(q[watch].name, "_c_5-__WRIT__0000000005");
 	/* A writer needs the head of the queue, readers included. */
-	assert_false(zkl_pred_first.holds(q, n, index_of(q, n, "_c_3-__WRIT__0000000003"), NULL, &watch));
+	assert_false(zkl__pred_first.holds(q, n, index_of(q, n, "_c_3-__WRIT__0000000003"), NULL, &watch));
 	assert_string_equal(q[watch].name, "_c_2-__READ__0000000002");
 	/* kazoo's lock nodes count as writers for readers. */
 	const char *mixed[] = {"k__lock__0000000001", "_c_9-__READ__0000000002"};
 	n = queue_of(mixed, 2, q);
-	assert_false(zkl_pred_read.holds(q, n, 1, NULL, &watch));
+	assert_false(zkl__pred_read.holds(q, n, 1, NULL, &watch));
 	assert_int_equal(watch, 0);
 }
 
@@ -86,12 +86,12 @@ static void test_downgrade_node_order(void **state)
 	assert_string_equal(q[0].name, "_c_w1-__WRIT__0000000004");
 	assert_string_equal(q[1].name, "_c_d-__READ__0000000004");
 	size_t watch = 99;
-	assert_false(zkl_pred_first.holds(q, n, 2, NULL, &watch));
+	assert_false(zkl__pred_first.holds(q, n, 2, NULL, &watch));
 	assert_string_equal(q[watch].name, "_c_d-__READ__0000000004");
 	/* With the writer gone, the downgraded reader holds and the next writer waits. */
 	zkl_child rest[2] = {q[1], q[2]};
-	assert_true(zkl_pred_read.holds(rest, 2, 0, NULL, &watch));
-	assert_false(zkl_pred_first.holds(rest, 2, 1, NULL, &watch));
+	assert_true(zkl__pred_read.holds(rest, 2, 0, NULL, &watch));
+	assert_false(zkl__pred_first.holds(rest, 2, 1, NULL, &watch));
 	assert_int_equal(watch, 0);
 }
 
@@ -104,39 +104,39 @@ static void test_heir(void **state)
 	const char *mutex[] = {"_c_a-lock-0000000001", "_c_b-lock-0000000002",
 	                       "_c_c-lock-0000000003"};
 	size_t n = queue_of(mutex, 3, q);
-	assert_false(zkl_pred_first.holds(q, n, 1, NULL, &watch));
-	assert_true(zkl_pred_first.heir(q, 1, watch));
+	assert_false(zkl__pred_first.holds(q, n, 1, NULL, &watch));
+	assert_true(zkl__pred_first.heir(q, 1, watch));
 	/* Third: the head may still be there when our predecessor goes. */
-	assert_false(zkl_pred_first.holds(q, n, 2, NULL, &watch));
-	assert_false(zkl_pred_first.heir(q, 2, watch));
+	assert_false(zkl__pred_first.holds(q, n, 2, NULL, &watch));
+	assert_false(zkl__pred_first.heir(q, 2, watch));
 	/* A writer ahead may downgrade, leaving a read node at its number: list again. */
 	const char *rw[] = {"_c_w-__WRIT__0000000001", "_c_x-__WRIT__0000000002"};
 	n = queue_of(rw, 2, q);
-	assert_false(zkl_pred_first.holds(q, n, 1, NULL, &watch));
-	assert_false(zkl_pred_first.heir(q, 1, watch));
+	assert_false(zkl__pred_first.holds(q, n, 1, NULL, &watch));
+	assert_false(zkl__pred_first.heir(q, 1, watch));
 	const char *kz[] = {"k__lock__0000000001", "j__lock__0000000002"};
 	n = queue_of(kz, 2, q);
-	assert_false(zkl_pred_first.heir(q, 1, 0));
+	assert_false(zkl__pred_first.heir(q, 1, 0));
 	/* A read node ahead of a writer cannot leave anything behind. */
 	const char *rd[] = {"_c_r-__READ__0000000001", "_c_x-__WRIT__0000000002"};
 	n = queue_of(rd, 2, q);
-	assert_false(zkl_pred_first.holds(q, n, 1, NULL, &watch));
-	assert_true(zkl_pred_first.heir(q, 1, watch));
+	assert_false(zkl__pred_first.holds(q, n, 1, NULL, &watch));
+	assert_true(zkl__pred_first.heir(q, 1, watch));
 	/* A reader holds once the nearest writer goes if it was the only writer ahead. */
 	const char *rq[] = {"_c_1-__READ__0000000001", "_c_2-__WRIT__0000000002",
 	                    "_c_3-__READ__0000000003", "_c_4-__READ__0000000004"};
 	n = queue_of(rq, 4, q);
-	assert_false(zkl_pred_read.holds(q, n, 3, NULL, &watch));
+	assert_false(zkl__pred_read.holds(q, n, 3, NULL, &watch));
 	assert_int_equal(watch, 1);
-	assert_true(zkl_pred_read.heir(q, 3, watch));
+	assert_true(zkl__pred_read.heir(q, 3, watch));
 	const char *rq2[] = {"_c_1-__WRIT__0000000001", "_c_2-__WRIT__0000000002",
 	                     "_c_3-__READ__0000000003"};
 	n = queue_of(rq2, 3, q);
-	assert_false(zkl_pred_read.holds(q, n, 2, NULL, &watch));
+	assert_false(zkl__pred_read.holds(q, n, 2, NULL, &watch));
 	assert_int_equal(watch, 1);
-	assert_false(zkl_pred_read.heir(q, 2, watch));
+	assert_false(zkl__pred_read.heir(q, 2, watch));
 	/* Counting predicates always list again. */
-	assert_null(zkl_pred_count.heir);
+	assert_null(zkl__pred_count.heir);
 }
 
 static void test_queue_alone(void **state)
@@ -167,18 +167,18 @@ static void test_count(void **state)
 	struct zkl_limit lim = {&fixed, &shared};
 	zkl_child q[3] = {{0}};
 	size_t watch = 0;
-	assert_true(zkl_pred_count.holds(q, 1, 0, &lim, &watch));
-	assert_true(zkl_pred_count.holds(q, 2, 1, &lim, &watch));
-	assert_false(zkl_pred_count.holds(q, 3, 2, &lim, &watch));
+	assert_true(zkl__pred_count.holds(q, 1, 0, &lim, &watch));
+	assert_true(zkl__pred_count.holds(q, 2, 1, &lim, &watch));
+	assert_false(zkl__pred_count.holds(q, 3, 2, &lim, &watch));
 	assert_true(watch == ZKL_WATCH_CHILDREN);
 	/* A shared limit applies when there is no fixed one; zero or less admits nobody. */
 	fixed = 0;
 	shared = 3;
-	assert_true(zkl_pred_count.holds(q, 3, 2, &lim, &watch));
+	assert_true(zkl__pred_count.holds(q, 3, 2, &lim, &watch));
 	shared = 0;
-	assert_false(zkl_pred_count.holds(q, 1, 0, &lim, &watch));
+	assert_false(zkl__pred_count.holds(q, 1, 0, &lim, &watch));
 	shared = -5;
-	assert_false(zkl_pred_count.holds(q, 1, 0, &lim, &watch));
+	assert_false(zkl__pred_count.holds(q, 1, 0, &lim, &watch));
 }
 
 int main(void)

@@ -83,7 +83,7 @@ static int64_t ephemeral_owner(zhandle_t *zh, const char *path)
 static void note_lost(zkl_lock *l, int reason, void *data)
 {
 	(void)l;
-	if (reason == ZKL_ELOST)
+	if (reason == ZKL_ELOST || reason == ZKL_EDELETED)
 		h_latch_set(data);
 }
 

@@ -1,6 +1,7 @@
 /* A lock node deleted behind its holder's back (an operator "clearing a stuck lock" in
  * ZooKeeper's shell): on every kind the holder is told as soon as the server says so (its
- * lost callback, is_held false, release ZKL_ELOST), and the next contender holds. The
+ * lost callback, with ZKL_EDELETED, whose text says the node was deleted, not that the
+ * session is gone; is_held false, release ZKL_ELOST), and the next contender holds. The
  * holder's own release is never taken for such a loss. */
 #include <stdio.h>
 #include <string.h>
@@ -59,6 +60,8 @@ static void deleted_case(zkl_lock *la, zkl_lock *lb, const char *node, int reaso
 	h_delete(node);
 	assert_true(h_counter_wait(&ra.calls, 1, 10000));
 	assert_int_equal(ra.reason, reason);
+	if (reason == ZKL_EDELETED)
+		assert_non_null(strstr(zkl_strerror(ra.reason), "node was deleted"));
 	assert_false(zkl_lock_is_held(la));
 	assert_true(h_counter_wait(&w.done, 1, 10000));
 	CHECK_OK(w.rc);
@@ -94,10 +97,10 @@ static void test_mutex(void **state)
 	h_pair_open(&p, "deleted-mutex");
 	char node[ZKL_NODE_MAX];
 	take(p.la, node, sizeof node);
-	deleted_case(p.la, p.lb, node, ZKL_ELOST);
+	deleted_case(p.la, p.lb, node, ZKL_EDELETED);
 	/* And again on the same handles: the next hold is watched as well. */
 	take(p.la, node, sizeof node);
-	deleted_case(p.la, p.lb, node, ZKL_ELOST);
+	deleted_case(p.la, p.lb, node, ZKL_EDELETED);
 	h_pair_close(&p);
 }
 
@@ -115,10 +118,10 @@ static void test_rwlock(void **state)
 	char node[ZKL_NODE_MAX];
 	/* The write half, with a writer waiting. */
 	take(wa, node, sizeof node);
-	deleted_case(wa, wb, node, ZKL_ELOST);
+	deleted_case(wa, wb, node, ZKL_EDELETED);
 	/* The read half, with a writer waiting. */
 	take(rda, node, sizeof node);
-	deleted_case(rda, wb, node, ZKL_ELOST);
+	deleted_case(rda, wb, node, ZKL_EDELETED);
 	zkl_rwlock_free(ra);
 	zkl_rwlock_free(rb);
 	zkl_client_close(a);
@@ -137,7 +140,7 @@ static void test_semaphore(void **state)
 	char node[ZKL_NODE_MAX];
 	/* A lease of the view. */
 	take(la, node, sizeof node);
-	deleted_case(la, lb, node, ZKL_ELOST);
+	deleted_case(la, lb, node, ZKL_EDELETED);
 
 	/* A lease of zkl_semaphore_acquire(): told on the view's lost callback. */
 	zkl_lease *lease;
@@ -153,7 +156,7 @@ static void test_semaphore(void **state)
 	assert_true(zkl_lease_is_held(lease));
 	h_delete(zkl_lease_path(lease));
 	assert_true(h_counter_wait(&r.calls, 1, 10000));
-	assert_int_equal(r.reason, ZKL_ELOST);
+	assert_int_equal(r.reason, ZKL_EDELETED);
 	assert_false(zkl_lease_is_held(lease));
 	assert_true(h_counter_wait(&w.done, 1, 10000));
 	CHECK_OK(w.rc);
@@ -180,7 +183,7 @@ static void test_semaphore_mutex(void **state)
 	zkl_lock *la = zkl_semaphore_mutex_lock(sa), *lb = zkl_semaphore_mutex_lock(sb);
 	char node[ZKL_NODE_MAX];
 	take(la, node, sizeof node);
-	deleted_case(la, lb, node, ZKL_ELOST);
+	deleted_case(la, lb, node, ZKL_EDELETED);
 	zkl_semaphore_mutex_free(sa);
 	zkl_semaphore_mutex_free(sb);
 	zkl_client_close(a);
@@ -207,7 +210,7 @@ static void test_leader(void **state)
 	zkl_client_close(b);
 }
 
-/* A member of a multi-lock: the multi-lock is lost as a whole. */
+/* A member of a multi-lock: the multi-lock is lost as a whole, with the member's reason. */
 static void test_multilock(void **state)
 {
 	(void)state;
@@ -225,7 +228,7 @@ static void test_multilock(void **state)
 	CHECK_OK(zkl_lock_acquire(la, 10000));
 	char node[ZKL_NODE_MAX];
 	assert_true(zkl_lock_node(zkl_mutex_lock(m2), node, sizeof node) > 0);
-	deleted_case(la, zkl_mutex_lock(mb), node, ZKL_ELOST);
+	deleted_case(la, zkl_mutex_lock(mb), node, ZKL_EDELETED);
 	/* The other member was given back with the release: free for anyone. */
 	assert_false(zkl_lock_is_held(zkl_mutex_lock(m1)));
 	h_wait_children(p1, 0);

@@ -163,6 +163,22 @@ static void test_bad_input(void **state)
 	for (int i = 0; i <= ZKL_TXN_MAX; i++)
 		many[i] = op;
 	CHECK_RC(ZKL_EINVAL, zkl_lock_txn(l, many, ZKL_TXN_MAX + 1, NULL));
+	/* A count above ZKL_TXN_MAX is refused before anything is written: results may be
+	 * shorter than the count (here one, or none at all with SIZE_MAX). */
+	struct {
+		zkl_txn_result r[ZKL_TXN_MAX + 1];
+	} rs, unset;
+	memset(&unset, 0x5a, sizeof unset);
+	rs = unset;
+	CHECK_RC(ZKL_EINVAL, zkl_lock_txn(l, many, ZKL_TXN_MAX + 1, rs.r));
+	assert_memory_equal(&rs, &unset, sizeof rs);
+	CHECK_RC(ZKL_EINVAL, zkl_lock_txn(l, many, SIZE_MAX, rs.r));
+	assert_memory_equal(&rs, &unset, sizeof rs);
+	CHECK_RC(ZKL_EINVAL, zkl_lock_release_txn(l, many, ZKL_TXN_MAX + 1, rs.r));
+	assert_memory_equal(&rs, &unset, sizeof rs);
+	CHECK_RC(ZKL_EINVAL, zkl_lock_release_txn(l, many, SIZE_MAX, rs.r));
+	assert_memory_equal(&rs, &unset, sizeof rs);
+	assert_true(zkl_lock_is_held(l));
 	op.path = NULL;
 	CHECK_RC(ZKL_EINVAL, zkl_lock_txn(l, &op, 1, NULL));
 	op.path = "relative/path";

@@ -431,7 +431,8 @@ static void test_data_and_lost_through_the_view(void **state)
 	assert_memory_equal(data, "job-42", 6);
 	h_expire(c);
 	assert_true(h_latch_wait(k.done, 20000));
-	CHECK_RC(ZKL_ELOST, k.reason);
+	/* Closed from elsewhere: its node may be told gone before the session is. */
+	assert_true(k.reason == ZKL_ELOST || k.reason == ZKL_EDELETED);
 	assert_false(zkl_lock_is_held(l));
 	CHECK_RC(ZKL_ENOTHELD, zkl_lock_token(l));
 	CHECK_RC(ZKL_ENOTHELD, zkl_lock_node(l, node, sizeof node)); /* gone with its session */

@@ -416,7 +416,9 @@ static void test_lost_on_the_application_loop(void **state)
 	app_run(&a, &e.finished, 1, 30000);
 	pthread_join(th, NULL);
 	app_run(&a, &k.calls, 1, 20000);
-	CHECK_RC(ZKL_ELOST, k.reason);
+	/* Closed from elsewhere, the session's nodes go first: the watch on ours may tell
+	 * the loss (ZKL_EDELETED) before the session's end does (ZKL_ELOST). */
+	assert_true(k.reason == ZKL_ELOST || k.reason == ZKL_EDELETED);
 	app_run(&a, &k.lost_state, 1, 20000);
 	assert_false(zkl_lock_is_held(l));
 	CHECK_RC(ZKL_ELOST, zkl_lock_release(l));
@@ -562,7 +564,7 @@ static void test_lost_told_once_when_release_finds_it(void **state)
 		if (atomic_load(&w.calls) != 1)
 			fail_msg("%s: the lost callback ran %d times before the release on the loop "
 			         "returned", k.name, atomic_load(&w.calls));
-		CHECK_RC(ZKL_ELOST, w.reason);
+		assert_true(w.reason == ZKL_ELOST || w.reason == ZKL_EDELETED);
 		for (int i = 0; i < 50; i++)
 			CHECK_OK(zkl_client_process(a.c));
 		assert_int_equal(atomic_load(&w.calls), 1);

@@ -224,7 +224,7 @@ static void lose_and_free(zkl_client *c, zkl_lock *l, struct free_in_lost *f,
 	CHECK_OK(zkl_lock_acquire(l, 5000));
 	h_expire(c);
 	assert_true(h_latch_wait(f->lost, 20000));
-	CHECK_RC(ZKL_ELOST, f->reason);
+	assert_true(f->reason == ZKL_ELOST || f->reason == ZKL_EDELETED);
 	assert_null(f->handle);
 	loop_turn(c, path);
 	pthread_mutex_lock(&c->mu);
@@ -341,7 +341,7 @@ static void test_multilock_same_path_refused(void **state)
 	/* Another handle on a member's path: it would wait for the member. */
 	CHECK_RC(ZKL_EINVAL, zkl_multilock_add(ml, zkl_mutex_lock(b)));
 	assert_non_null(strstr(zkl_last_error(), path));
-	assert_non_null(strstr(zkl_last_error(), "same path"));
+	assert_non_null(strstr(zkl_last_error(), "is the node of member"));
 	/* Both halves of one read-write lock: the read half is a downgrade of the write
 	 * half for the blocking acquire; a half of another one on that path is refused. */
 	CHECK_OK(zkl_multilock_add(ml, zkl_mutex_lock(zkl_rwlock_write(rw))));

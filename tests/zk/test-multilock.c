@@ -762,11 +762,62 @@ static void test_async_one_deadline(void **state)
 	three_close(&t);
 }
 
+static zkl_client *client_on(const char *servers)
+{
+	zkl_client_options o;
+	zkl_client_options_init(&o);
+	o.servers = servers;
+	o.session_timeout_ms = 4000;
+	zkl_client *c = NULL;
+	CHECK_OK(zkl_client_open(&c, &o));
+	return c;
+}
+
+/* Members are one node when they resolve to one: a chroot client's "/m" is a plain
+ * client's "<chroot>/m" on the same ensemble (servers that name a server in common),
+ * and a multi-lock of both would wait for itself: refused. Another chroot is another
+ * node. */
+static void test_same_node_through_a_chroot(void **state)
+{
+	(void)state;
+	const char *root = h_path("ml-chroot");
+	char servers[1024], more[1024], other[1024], plain_path[512];
+	snprintf(servers, sizeof servers, "%s%s", h_servers(), root);
+	snprintf(more, sizeof more, "127.0.0.1:1,%s", h_servers());
+	snprintf(other, sizeof other, "%s%s-other", h_servers(), root);
+	snprintf(plain_path, sizeof plain_path, "%s/m", root);
+	zkl_client *cc = client_on(servers), *cp = client_on(more), *co = client_on(other);
+	zkl_mutex *mc, *mp, *mo;
+	CHECK_OK(zkl_mutex_new(&mc, cc, "/m"));
+	CHECK_OK(zkl_mutex_new(&mp, cp, plain_path));
+	CHECK_OK(zkl_mutex_new(&mo, co, "/m"));
+	zkl_multilock *ml;
+	CHECK_OK(zkl_multilock_new(&ml, ZKL_MULTILOCK_CANONICAL));
+	CHECK_OK(zkl_multilock_add(ml, zkl_mutex_lock(mc)));
+	CHECK_RC(ZKL_EINVAL, zkl_multilock_add(ml, zkl_mutex_lock(mp)));
+	assert_non_null(strstr(zkl_last_error(), "wait for itself"));
+	assert_non_null(strstr(zkl_last_error(), plain_path));
+	CHECK_OK(zkl_multilock_add(ml, zkl_mutex_lock(mo)));
+	zkl_multilock_free(ml);
+	/* The other way round too. */
+	CHECK_OK(zkl_multilock_new(&ml, ZKL_MULTILOCK_AS_ADDED));
+	CHECK_OK(zkl_multilock_add(ml, zkl_mutex_lock(mp)));
+	CHECK_RC(ZKL_EINVAL, zkl_multilock_add(ml, zkl_mutex_lock(mc)));
+	zkl_multilock_free(ml);
+	zkl_mutex_free(mc);
+	zkl_mutex_free(mp);
+	zkl_mutex_free(mo);
+	zkl_client_close(cc);
+	zkl_client_close(cp);
+	zkl_client_close(co);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_nested_semaphore_member),
 		cmocka_unit_test(test_invalid),
+		cmocka_unit_test(test_same_node_through_a_chroot),
 		cmocka_unit_test(test_all_or_nothing),
 		cmocka_unit_test(test_one_deadline),
 		cmocka_unit_test(test_mixed_members),

@@ -318,6 +318,26 @@ static void test_release_txn(void **state)
 	snprintf(want, sizeof want, "released %s", strrchr(node, '/') + 1);
 	assert_string_equal(data, want);
 
+	/* An operation on the hold's own node (which the release deletes): refused, nothing
+	 * done, the lock still held with its node; a plain release then frees it. */
+	CHECK_OK(zkl_lock_acquire(l, 10000));
+	assert_true(zkl_lock_node(l, node, sizeof node) > 0);
+	const zkl_txn_op own[2] = {
+		{.kind = ZKL_TXN_SET, .path = rec, .data = "run 2", .len = 5, .version = -1},
+		{.kind = ZKL_TXN_DELETE, .path = node, .version = -1},
+	};
+	memset(rr, 0, sizeof rr);
+	CHECK_RC(ZKL_EINVAL, zkl_lock_release_txn(l, own, 2, rr));
+	assert_non_null(strstr(zkl_last_error(), "own node"));
+	assert_int_equal(rr[1].rc, ZKL_EINVAL);
+	assert_true(zkl_lock_is_held(l));
+	assert_int_equal(h_exists(node), 1);
+	n = h_get(rec, data, sizeof data);
+	data[n] = '\0';
+	assert_string_equal(data, "run 1");
+	CHECK_OK(zkl_lock_release(l));
+	assert_int_equal(h_exists(node), 0);
+
 	/* Held twice over: nothing is done. */
 	CHECK_OK(zkl_lock_acquire(l, 10000));
 	CHECK_OK(zkl_lock_acquire(l, 10000));

@@ -88,7 +88,7 @@ static void test_mutual_exclusion(void **state)
 static void on_lost(zkl_lock *l, int reason, void *data)
 {
 	(void)l;
-	if (reason == ZKL_ELOST)
+	if (reason == ZKL_ELOST || reason == ZKL_EDELETED)
 		h_latch_set(data);
 }
 

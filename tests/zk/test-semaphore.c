@@ -583,7 +583,7 @@ struct lost {
 static void on_lost(zkl_lock *l, int reason, void *data)
 {
 	struct lost *lo = data;
-	if (l != lo->view || reason != ZKL_ELOST ||
+	if (l != lo->view || (reason != ZKL_ELOST && reason != ZKL_EDELETED) ||
 	    (zkl_lease_is_held(lo->l[0]) && zkl_lease_is_held(lo->l[1])))
 		__atomic_add_fetch(&lo->bad, 1, __ATOMIC_SEQ_CST);
 	h_counter_add(&lo->n, 1);

@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -207,6 +208,59 @@ def metrics_file_errors():
     expect(["status", "--metrics-file", metrics_file("x"), p], 64,
            stderr_has="options of a run")
     expect(["--held-longer", "1h", p, "--", "true"], 64, stderr_has="zklock check")
+
+
+@case
+def metrics_file_planted_symlink():
+    """The metrics folder is shared: a symlink planted at the temporary name zklock used
+    to take (FILE.PID.tmp, PID zklock's, known to the command as $PPID) is never
+    followed; the file it points to keeps its bytes, and the metrics are written."""
+    p = lock_path("metrics-symlink")
+    d = tempfile.mkdtemp(prefix="textfile.", dir=z.TMP)
+    f = os.path.join(d, "job.prom")
+    victim = os.path.join(z.TMP, "victim-of-metrics")
+    with open(victim, "w") as v:
+        v.write("precious\n")
+    plant = 'ln -s %s "%s.$PPID.tmp"' % (shlex.quote(victim), f)
+    expect(["--metrics-file", f, p, "--", "sh", "-c", plant], 0)
+    with open(victim) as v:
+        got = v.read()
+    check(got == "precious\n", "the symlink's target was written: %r" % got[:200])
+    check(not os.path.islink(f) and os.path.isfile(f), "the metrics file is not a file")
+    expect_metrics(f, p, "sh", ran=1, exit_status=0)
+    left = sorted(n for n in os.listdir(d) if n != "job.prom")
+    check(len(left) == 1 and os.path.islink(os.path.join(d, left[0])),
+          "the folder holds %r: the planted link only, left alone" % left)
+
+
+@case
+def metrics_file_not_regular():
+    """A FIFO (or a folder, a device) at the metrics file is refused at the start (64),
+    and one put there while the command runs is refused when the metrics are written:
+    zklock never blocks opening it. A metrics folder that is a regular file is "Not a
+    directory"."""
+    p = lock_path("metrics-fifo")
+    d = tempfile.mkdtemp(prefix="textfile.", dir=z.TMP)
+    fifo = os.path.join(d, "fifo.prom")
+    os.mkfifo(fifo)
+    expect(["--metrics-file", fifo, p, "--", "true"], 64, timeout=20,
+           stderr_has="a FIFO, not a regular file")
+    expect(["--metrics-file", "/dev/null", p, "--", "true"], 64, timeout=20,
+           stderr_has="a device, not a regular file")
+    expect(["--metrics-file", d, p, "--", "true"], 64, timeout=20,
+           stderr_has="a folder, not a regular file")
+    # Made a FIFO while the command runs: the run's status stands, the metrics are not
+    # written, and zklock does not hang.
+    f = os.path.join(d, "late.prom")
+    swap = "mkfifo %s" % shlex.quote(f)
+    _, err, _ = expect(["--metrics-file", f, p, "--", "sh", "-c", swap], 0, timeout=20)
+    check("cannot write the metrics to %s: a FIFO, not a regular file" % f in err,
+          "stderr %r" % err)
+    check([n for n in os.listdir(d) if n.endswith(".tmp")] == [], "temporary file left")
+    plain = os.path.join(z.TMP, "plain-file")
+    open(plain, "w").close()
+    expect(["--metrics-file", plain + "/x.prom", p, "--", "true"], 64,
+           stderr_has="folder %s: Not a directory" % plain)
 
 
 # ---- --max-runtime, --warn-after ----

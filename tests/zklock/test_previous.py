@@ -110,6 +110,27 @@ def previous_vanished_and_lock_delay():
 
 
 @case
+def vanished_node_name_escaped():
+    """The note beside the lock is anyone's to write: a vanished holder's node name with
+    ESC, BEL and CR in it reaches stderr escaped, with -v and with --lock-delay."""
+    p = lock_path("vanished-escaped")
+    expect(["--previous", p, "--", "true"], 0)  # the note's folder and node
+    k = kazoo_client()
+    try:
+        k.set(p + ".previous", b"held x-lock\x1b]0;pwned\x07\r-0000000001")
+    finally:
+        k.stop()
+        k.close()
+    out, err, _ = expect(["-v", "--lock-delay", "0.1", p, "--"] + SHOW_PREVIOUS, 0)
+    check(out == "vanished\n", "ZKLOCK_PREVIOUS %r" % out)
+    for raw in ("\x1b", "\x07", "\r"):
+        check(raw not in err, "%r reached stderr raw: %r" % (raw, err))
+    said = [x for x in err.splitlines() if "--lock-delay" in x or "previous holder" in x]
+    check(len(said) == 2 and all("x-lock\\x1b]0;pwned\\x07\\x0d-0000000001" in x
+                                 for x in said), "what zklock said: %r" % said)
+
+
+@case
 def previous_vanished_with_nobody_waiting():
     """A holder killed (SIGKILL) with nobody waiting: the next run, once the server has
     expired the session, is told "vanished" (a cron job's next run, minutes later)."""

@@ -13,6 +13,7 @@
  *
  * On loss the watchdog (watchdog.c) sends --kill-signal (SIGTERM) to the command's group
  * and SIGKILL --kill-grace seconds (10) later, before the server can expire the session;
+ * a loss by a deleted node, which keeps nobody out, gets DELETED_KILL_GRACE_MS at most;
  * on revocation (zklock revoke, SIGUSR1) and past --max-runtime zklock does, with the
  * full grace. Past --warn-after it says so once. With systemd's NOTIFY_SOCKET, READY=1
  * goes out once the command's exec has succeeded. */
@@ -330,18 +331,36 @@ struct outcome run_command(const struct opts *o, struct lock *lk)
 			msg("lock on %s lost", o->path);
 			loss_told = true;
 			int64_t now = zkl_monotonic_ms();
+			/* A silence or an expiry: the session keeps everyone else out until the
+			 * server expires it, and SIGKILL comes halfway there at the latest. A
+			 * deleted node keeps nobody out (the next holder heard of it as we did, and
+			 * may run already): SIGKILL comes DELETED_KILL_GRACE_MS after the signal at
+			 * the latest, time for a command that acts on it to end. The watchdog takes
+			 * SIGKILL halfway to the expiry it is given. */
+			int64_t expiry = dl.expiry_ms;
+			if (st.node_gone) {
+				int g = o->kill_grace_ms < DELETED_KILL_GRACE_MS ? o->kill_grace_ms
+				                                                 : DELETED_KILL_GRACE_MS;
+				expiry = now + 2 * (int64_t)g;
+				msg("its node was deleted while held, and the next holder may run already: "
+				    "SIGKILL follows signal %d in %d ms at the latest", o->kill_signal, g);
+			}
 			if (o->verbose) {
 				/* The watchdog's schedule; an expiry already past means at once. */
-				int64_t k = now + o->kill_grace_ms, half = now + (dl.expiry_ms - now) / 2;
+				int64_t k = now + o->kill_grace_ms, half = now + (expiry - now) / 2;
 				int64_t at = half < k ? half : k;
 				if (at < now)
 					at = now;
-				msg("sending signal %d to process group %ld; SIGKILL in %lld ms, %lld ms "
-				    "before the server may expire the session", o->kill_signal, (long)pid,
-				    (long long)(at - now), (long long)(dl.expiry_ms - at));
+				if (st.node_gone)
+					msg("sending signal %d to process group %ld; SIGKILL in %lld ms",
+					    o->kill_signal, (long)pid, (long long)(at - now));
+				else
+					msg("sending signal %d to process group %ld; SIGKILL in %lld ms, "
+					    "%lld ms before the server may expire the session", o->kill_signal,
+					    (long)pid, (long long)(at - now), (long long)(dl.expiry_ms - at));
 			}
 			if (!wd_dead) {
-				watchdog_renew(&wd, now, dl.expiry_ms);
+				watchdog_renew(&wd, now, expiry);
 			} else if (!kill_sent) {
 				kill(-pid, SIGKILL);
 				kill_sent = true;

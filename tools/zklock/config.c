@@ -1,12 +1,28 @@
 /* The config files: $ZKLOCK_CONFIG, else /etc/zklock.conf and then
- * ~/.config/zklock.conf (or $XDG_CONFIG_HOME/zklock.conf), lines of "key = value". */
+ * ~/.config/zklock.conf (or $XDG_CONFIG_HOME/zklock.conf), lines of "key = value".
+ *
+ * A file is read whole before a line is looked at, and only what a configuration can
+ * be is read: a regular file (or /dev/null, which says "none") of at most CONFIG_MAX
+ * bytes, without a NUL byte, in lines of at most CONFIG_LINE_MAX bytes. Anything else
+ * is refused with the reason (exit 64): a folder or a device is no configuration, and
+ * /dev/zero would never end; a line cut at some length would have its tail read as a
+ * line of its own (the end of a long comment taken as a setting). It is opened with
+ * O_NONBLOCK, so that a FIFO is refused rather than waited on. */
 #include "zklock.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+/* The most a config file may hold, and a line of it (its newline aside). */
+#define CONFIG_MAX (1024 * 1024)
+#define CONFIG_LINE_MAX 4095
 
 /* The strings the config files gave (o points to them), however many. */
 static char **config_strings;
@@ -41,20 +57,100 @@ static int keep_string(const char **dst, const char *s, const char *file, int li
 	return 0;
 }
 
-/* Reads a config file into o. A missing file is fine unless `required`. Returns 0 or an
- * exit code after reporting. */
-static int read_config(const char *file, bool required, struct opts *o)
+/* What a file of mode m is, when it cannot be a configuration. */
+static const char *not_config(mode_t m)
 {
-	FILE *f = fopen(file, "r");
-	if (!f) {
+	return S_ISDIR(m)    ? "it is a folder"
+	       : S_ISFIFO(m) ? "it is a FIFO, not a regular file"
+	       : S_ISSOCK(m) ? "it is a socket, not a regular file"
+	       : S_ISCHR(m) || S_ISBLK(m) ? "it is a device, not a regular file"
+	                                  : "it is not a regular file";
+}
+
+/* Reads the whole of file into *text (NUL-terminated, to free), *len bytes. A missing
+ * file is *text NULL and 0, unless `required`. Returns 0 or an exit code after
+ * reporting. */
+static int slurp_config(const char *file, bool required, char **text, size_t *len)
+{
+	*text = NULL;
+	*len = 0;
+	int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
 		if (errno == ENOENT && !required)
 			return 0;
 		return usage_error("cannot read the config file %s: %s", file, strerror(errno));
 	}
-	char line[4096];
-	int lineno = 0, rc = 0;
-	while (rc == 0 && fgets(line, sizeof line, f)) {
+	struct stat sb;
+	if (fstat(fd, &sb) != 0) {
+		int e = errno;
+		close(fd);
+		return usage_error("cannot read the config file %s: %s", file, strerror(e));
+	}
+	const bool null_device = S_ISCHR(sb.st_mode) && major(sb.st_rdev) == 1 &&
+	                         minor(sb.st_rdev) == 3;
+	if (!S_ISREG(sb.st_mode) && !null_device) {
+		close(fd);
+		return usage_error("cannot read the config file %s: %s", file,
+		                   not_config(sb.st_mode));
+	}
+	char *buf = malloc(CONFIG_MAX + 2);
+	if (!buf) {
+		close(fd);
+		msg("cannot read the config file %s: out of memory", file);
+		return EXIT_SOFTWARE;
+	}
+	size_t n = 0;
+	while (n <= CONFIG_MAX) {
+		ssize_t got = read(fd, buf + n, CONFIG_MAX + 1 - n);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			int e = errno;
+			close(fd);
+			free(buf);
+			return usage_error("cannot read the config file %s: %s", file, strerror(e));
+		}
+		if (got == 0)
+			break;
+		n += (size_t)got;
+	}
+	close(fd);
+	if (n > CONFIG_MAX) {
+		free(buf);
+		return usage_error("the config file %s is longer than %d bytes", file, CONFIG_MAX);
+	}
+	buf[n] = '\0';
+	*text = buf;
+	*len = n;
+	return 0;
+}
+
+/* Reads a config file into o. A missing file is fine unless `required`. Returns 0 or an
+ * exit code after reporting. */
+static int read_config(const char *file, bool required, struct opts *o)
+{
+	char *text;
+	size_t len;
+	int rc = slurp_config(file, required, &text, &len);
+	if (rc != 0 || !text)
+		return rc;
+	int lineno = 0;
+	for (char *next = text; rc == 0 && next < text + len;) {
+		char *line = next;
+		char *nl = memchr(line, '\n', (size_t)(text + len - line));
+		size_t ll = nl ? (size_t)(nl - line) : (size_t)(text + len - line);
+		next = line + ll + 1;
+		line[ll] = '\0';
 		lineno++;
+		if (memchr(line, '\0', ll)) {
+			rc = usage_error("%s:%d: a NUL byte: not a text file", file, lineno);
+			break;
+		}
+		if (ll > CONFIG_LINE_MAX) {
+			rc = usage_error("%s:%d: a line longer than %d bytes", file, lineno,
+			                 CONFIG_LINE_MAX);
+			break;
+		}
 		char *s = trim(line);
 		if (*s == '\0' || *s == '#')
 			continue;
@@ -129,7 +225,7 @@ static int read_config(const char *file, bool required, struct opts *o)
 			                 "sasl_password_file)", file, lineno, key);
 		}
 	}
-	fclose(f);
+	free(text);
 	return rc;
 }
 

@@ -10,12 +10,13 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The node gone while held (ZKL_EDELETED; a leader's view: ZKL_ENOTHELD) is a loss
+ * that nothing covers: the next holder may run already. */
 static void on_lock_lost(zkl_lock *l, int reason, void *data)
 {
 	(void)l;
-	(void)reason;
 	(void)data;
-	note_lost();
+	note_lost(reason == ZKL_EDELETED || reason == ZKL_ENOTHELD);
 }
 
 /* Revocation asked (on the event thread, where the handle outlives the callback): a

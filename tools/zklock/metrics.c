@@ -4,7 +4,12 @@
  * The file is written after each run (each turn of a --requeue loop), whole: into a
  * temporary file beside it, whose name does not end in ".prom" (the collector reads only
  * those), then renamed over it, so that a reader sees the old file or the new one, never
- * a part. Every sample has the labels lock (the lock path) and job_name (--job-name, else
+ * a part. The folder is often shared (node_exporter's textfile folder), so the temporary
+ * file gets a random name and is created exclusively (O_EXCL, O_NOFOLLOW): a symlink or
+ * file planted there is never followed, truncated or removed, and a failure removes only
+ * the file zklock created. The file itself must be a regular file (or not exist): the
+ * old one is read with O_NONBLOCK and checked with fstat(), so that a FIFO planted there
+ * is refused rather than blocking zklock. Every sample has the labels lock (the lock path) and job_name (--job-name, else
  * the command's name). Every gauge is written every time, with 0 for what did not happen,
  * so that an alert on a value never sees a series vanish.
  *
@@ -19,6 +24,8 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define LAST_SUCCESS "zklock_last_success_timestamp_seconds"
@@ -35,6 +42,17 @@ static void folder_of(const char *file, char *buf, size_t size)
 		snprintf(buf, size, "%.*s", (int)(slash - file), file);
 }
 
+/* What a file of mode m is, when it is not a regular file. */
+static const char *not_regular(mode_t m)
+{
+	return S_ISDIR(m)    ? "a folder, not a regular file"
+	       : S_ISLNK(m)  ? "a symbolic link, not a regular file"
+	       : S_ISFIFO(m) ? "a FIFO, not a regular file"
+	       : S_ISSOCK(m) ? "a socket, not a regular file"
+	       : S_ISCHR(m) || S_ISBLK(m) ? "a device, not a regular file"
+	                                  : "not a regular file";
+}
+
 int metrics_check(const char *file)
 {
 	char dir[4096];
@@ -45,9 +63,20 @@ int metrics_check(const char *file)
 	if (*base == '\0')
 		return usage_error("--metrics-file \"%s\" names a folder, not a file", file);
 	folder_of(file, dir, sizeof dir);
-	if (access(dir, W_OK | X_OK) != 0)
+	struct stat sb;
+	int e = 0;
+	if (stat(dir, &sb) != 0)
+		e = errno;
+	else if (!S_ISDIR(sb.st_mode))
+		e = ENOTDIR;
+	else if (access(dir, W_OK | X_OK) != 0)
+		e = errno;
+	if (e != 0)
 		return usage_error("cannot write --metrics-file \"%s\": folder %s: %s", file, dir,
-		                   strerror(errno));
+		                   strerror(e));
+	if (lstat(file, &sb) == 0 && !S_ISREG(sb.st_mode))
+		return usage_error("cannot write --metrics-file \"%s\": %s", file,
+		                   not_regular(sb.st_mode));
 	return 0;
 }
 
@@ -89,12 +118,36 @@ static void gauge1(FILE *f, const struct opts *o, const char *name, const char *
 	gauge(f, o, name, help, NULL, NULL, &v, 1);
 }
 
-/* The last success recorded in the file being replaced, in ms, or 0. */
-static int64_t previous_success(const char *file)
+/* The last success recorded in the file being replaced, in ms, or 0 (none, or no file).
+ * Returns false, with *why, if file is there but not a regular file: it is opened
+ * without following a link and without blocking (a FIFO), then checked. */
+static bool previous_success(const char *file, int64_t *out, const char **why)
 {
-	FILE *f = fopen(file, "r");
-	if (!f)
-		return 0;
+	*out = 0;
+	int fd = open(file, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		struct stat sb;
+		if (errno == ELOOP && lstat(file, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+			*why = not_regular(sb.st_mode);
+			return false;
+		}
+		return true; /* none, or unreadable: nothing to carry over */
+	}
+	struct stat sb;
+	if (fstat(fd, &sb) != 0) {
+		close(fd);
+		return true;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		*why = not_regular(sb.st_mode);
+		close(fd);
+		return false;
+	}
+	FILE *f = fdopen(fd, "r");
+	if (!f) {
+		close(fd);
+		return true;
+	}
 	char line[8192];
 	int64_t ms = 0;
 	while (fgets(line, sizeof line, f)) {
@@ -106,21 +159,53 @@ static int64_t previous_success(const char *file)
 			ms = (int64_t)(v * 1000.0 + 0.5);
 	}
 	fclose(f);
-	return ms;
+	*out = ms;
+	return true;
+}
+
+/* Creates a temporary file beside file, named into tmp, exclusively and without
+ * following a link: a random name, tried again if taken. Returns its descriptor, or -1
+ * with errno (nothing is created then). */
+static int create_temp(const char *file, char *tmp, size_t size)
+{
+	for (int i = 0; i < 16; i++) {
+		uint64_t r = 0;
+		if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+			r ^= (uint64_t)zkl_monotonic_ms() * 0x9e3779b97f4a7c15ull + (uint64_t)i;
+		snprintf(tmp, size, "%s.%ld.%016llx.tmp", file, (long)getpid(),
+		         (unsigned long long)r);
+		int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY,
+		              0644);
+		if (fd >= 0 || errno != EEXIST)
+			return fd;
+	}
+	errno = EEXIST;
+	return -1;
 }
 
 bool metrics_write(const struct opts *o, const struct report *r)
 {
 	const char *file = o->metrics_file;
 	char tmp[4200];
-	snprintf(tmp, sizeof tmp, "%s.%ld.tmp", file, (long)getpid());
-	int64_t success = r->success_ms > 0 ? r->success_ms : previous_success(file);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	int64_t success = r->success_ms;
+	const char *why = NULL;
+	int64_t before = 0;
+	if (!previous_success(file, &before, &why)) {
+		msg("cannot write the metrics to %s: %s", file, why);
+		return false;
+	}
+	if (success <= 0)
+		success = before;
+	int fd = create_temp(file, tmp, sizeof tmp);
+	if (fd < 0) {
+		msg("cannot write the metrics to %s: creating a temporary file beside it: %s", file,
+		    strerror(errno));
+		return false;
+	}
+	FILE *f = fdopen(fd, "w");
 	if (!f) {
 		msg("cannot write the metrics to %s: %s", tmp, strerror(errno));
-		if (fd >= 0)
-			close(fd);
+		close(fd);
 		unlink(tmp);
 		return false;
 	}

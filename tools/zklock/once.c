@@ -12,6 +12,7 @@
  * operator deleted it) records nothing: the server refuses the whole transaction. */
 #include "zklock.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,15 +72,33 @@ int once_check(zkl_client *c, const char *rec, int64_t arrival, long interval_s,
 		return EXIT_SOFTWARE;
 	}
 	char *end;
+	errno = 0;
 	long long v = strtoll(buf, &end, 10);
-	if (end != buf && v > 0) {
+	const bool number = end != buf && errno == 0 && v > 0 && (*end == ' ' || *end == '\0');
+	if (number) {
 		while (*end == ' ')
 			end++;
-		snprintf(by, bysize, "%s", end);
-		by[strcspn(by, "\n")] = '\0';
+		printable(by, bysize, end, strcspn(end, "\n"));
+	}
+	if (number && v > arrival) {
+		/* Written by no run before ours (its time is after we asked for the lock): a
+		 * record from the future is no reason to skip, and trusting it would skip
+		 * every run until then, silently. */
+		char at[40];
+		format_utc(at, sizeof at, v);
+		msg("the record %s says a run asked for the lock at %s (by %s), after this one "
+		    "did: not trusted; running", rec, at, *by ? by : "unknown");
+		by[0] = '\0';
+	} else if (number) {
 		*last = v;
 		*recent = arrival - v < (int64_t)interval_s * 1000 - once_slack_ms(interval_s);
-	} /* else not ours: ran never, as far as we know */
+	} else if (len > 0) {
+		/* Not ours (an overflowing number, or no number): ran never, as far as we
+		 * know. */
+		char shown[64];
+		printable(shown, sizeof shown, buf, len);
+		msg("the record %s is not one of zklock's (\"%s\"): running", rec, shown);
+	}
 	free(buf);
 	return 0;
 }

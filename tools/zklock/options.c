@@ -564,6 +564,17 @@ static int parse_subcommand(int argc, char **argv, int next, struct opts *o, con
 {
 	int sub_argc = argc - next, sub_next;
 	char **sub_argv = argv + next;
+	/* A negative count after an operand ("zklock count PATH -1") would be taken for an
+	 * option ("invalid option -- '1'"): say what it is. An option's value ("-w -1")
+	 * follows the option, not an operand. */
+	for (int i = 2; o->command == CMD_COUNT && i < sub_argc; i++) {
+		const char *a = sub_argv[i], *prev = sub_argv[i - 1];
+		if (strcmp(prev, "--") == 0)
+			break;
+		if (a[0] == '-' && a[1] && strspn(a + 1, "0123456789") == strlen(a + 1) &&
+		    prev[0] != '-')
+			return usage_error("count \"%s\" is not a whole number from 0 up", a);
+	}
 	int rc = parse_opts(sub_argc, sub_argv, true, o, &sub_next);
 	if (rc != 0 || o->help || o->version)
 		return rc;

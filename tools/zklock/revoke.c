@@ -40,6 +40,14 @@ static char *ask(zkl_client *c, const zkl_node_info *n, const char *what, int *s
 		printf("%s: released meanwhile\n", n->path);
 		return NULL;
 	}
+	if (rc == ZKL_EINVAL) {
+		/* A node of the queue that the server shows to be no lock node (a persistent
+		 * one made by hand): not asked, for the library's reason. The command line was
+		 * fine: no usage error. */
+		const char *detail = zkl_last_error();
+		printf("%s: not asked: %s\n", n->path, *detail ? detail : zkl_strerror(rc));
+		return NULL;
+	}
 	if (rc != 0) {
 		*status = report_failure("revoking", n->path, rc);
 		return NULL;

@@ -230,13 +230,16 @@ static int previous_holder(const struct opts *o, struct lock *lk)
 		return EXIT_SOFTWARE;
 	}
 	previous_said(lk, how);
+	/* The node's name comes from the note, which any session may have written. */
+	char shown[4 * ZKL_NODE_MAX];
+	printable(shown, sizeof shown, node, strlen(node));
 	if (o->verbose)
 		msg("the previous holder of %s%s: %s%s%s%s", lock_what(lk), o->path, lk->previous,
-		    *node ? " (" : "", node, *node ? ")" : "");
+		    *node ? " (" : "", shown, *node ? ")" : "");
 	if (how != ZKL_PREVIOUS_VANISHED || o->lock_delay_ms == 0)
 		return 0;
 	msg("the previous holder of %s%s vanished (%s left no release note): starting %s in "
-	    "%g s (--lock-delay)", lock_what(lk), o->path, *node ? node : "its node", o->cmd[0],
+	    "%g s (--lock-delay)", lock_what(lk), o->path, *node ? shown : "its node", o->cmd[0],
 	    o->lock_delay_ms / 1000.0);
 	notify("STATUS=holding %s%s; starting %s in %g s, after a holder that vanished "
 	       "(--lock-delay)\nEXTEND_TIMEOUT_USEC=%lld", lock_what(lk), o->path, o->cmd[0],
@@ -513,6 +516,7 @@ int run_lock(const struct opts *o)
 		pthread_mutex_lock(&st.mu);
 		st.lk = &lk;
 		st.lost = false;
+		st.node_gone = false;
 		st.revoked = false;
 		pthread_mutex_unlock(&st.mu);
 		again = false;

@@ -40,9 +40,11 @@ void set_phase(enum phase ph)
 	pthread_mutex_unlock(&st.mu);
 }
 
-void note_lost(void)
+void note_lost(bool node_gone)
 {
 	pthread_mutex_lock(&st.mu);
+	if (!st.lost)
+		st.node_gone = node_gone;
 	st.lost = true;
 	pthread_cond_broadcast(&st.cond);
 	pthread_mutex_unlock(&st.mu);

@@ -57,6 +57,9 @@ enum {
 
 #define DEFAULT_SERVERS "127.0.0.1:2181"
 #define DEFAULT_KILL_GRACE_MS 10000
+/* The grace on a loss by a deleted node: SIGKILL follows the kill signal no later than
+ * this (the next holder may run already; see run_command). */
+#define DELETED_KILL_GRACE_MS 100
 #define DEFAULT_TOKEN_ENV "ZKLOCK_TOKEN"
 /* How the previous holder left, for the command of an exclusive lock: how its command
  * ended as its release said it ("exited N", "signal N", "max-runtime", "revoked"),
@@ -294,6 +297,7 @@ struct state {
 	int signal;     /* first SIGINT/SIGTERM/SIGHUP received before the command ran */
 	int any_signal; /* first one ever (stops a --requeue loop) */
 	bool lost;      /* the lock was lost */
+	bool node_gone; /* ... because its node was deleted (not by silence or expiry) */
 	bool revoked;   /* revocation was asked (zklock revoke, SIGUSR1 while running) */
 	pid_t child;    /* the command, leader of its own process group (RUNNING) */
 	struct lock *lk;
@@ -301,9 +305,10 @@ struct state {
 extern struct state st;
 
 void set_phase(enum phase ph);
-/* From the library's callbacks: the lock was lost; revocation was asked (returns
- * whether the lock was still being waited for). */
-void note_lost(void);
+/* From the library's callbacks: the lock was lost (node_gone: its node was deleted,
+ * so that the next holder may run already); revocation was asked (returns whether the
+ * lock was still being waited for). */
+void note_lost(bool node_gone);
 bool note_revoked(void);
 /* The thread that takes every signal zklock handles; arg is the sigset_t. */
 void *signal_thread(void *arg);

@@ -126,6 +126,6 @@ struct zkl_zk_ops {
 };
 
 /* The C client (libzookeeper_mt). */
-extern const struct zkl_zk_ops zkl_zk_client;
+extern const struct zkl_zk_ops zkl__zk_client;
 
 #endif

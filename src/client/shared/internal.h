@@ -233,6 +233,10 @@ struct zkl_hold {
 	 * go and asks the session whether it lived on (its end: the node went with it). */
 	bool deleted;
 	bool deleting;
+	/* Loop: lost because the server said its node is gone (or another session's), not
+	 * by its session's end or silence: set before it is marked lost, read by on_lost
+	 * (on the loop) to tell the loss ZKL_EDELETED rather than ZKL_ELOST. */
+	bool node_gone;
 	void (*on_lost)(struct zkl_hold *h, void *ctx);
 	void *ctx;
 	/* What the observer is told of it (zkl__hold_observe): its kind ("mutex", ...; NULL:

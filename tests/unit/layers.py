@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""The layers of the library, as the build enforces them (meson.build, "The layers").
+
+Each layer (src/base, src/client, src/engine, recipes) is compiled with the include
+directories of the layers below it only. This reads the real compile command of one
+file of each layer from the build's compile_commands.json, swaps the file for a probe
+that includes one header, compiles it with -fsyntax-only, and checks the outcome: a
+header of the layer itself or of one below builds; a header of a layer above, or the
+client's private core.h outside the client, does not.
+
+    layers.py BUILD_DIR SOURCE_ROOT
+"""
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+
+# (layer, a source file of it, headers it may include, headers it must not reach)
+CASES = [
+    ("base", "src/base/errors.c", ["names.h", "clock.h"],
+     ["internal.h", "core.h", "engine.h", "predicates.h"]),
+    ("client", "src/client/client.c", ["internal.h", "core.h", "names.h"],
+     ["engine.h", "acquisition.h", "predicates.h", "lock_internal.h"]),
+    ("engine", "src/engine/engine.c", ["engine.h", "internal.h", "clock.h"],
+     ["core.h", "reach.h", "predicates.h", "lock_internal.h"]),
+    ("recipes", "recipes/mutex.c", ["predicates.h", "engine.h", "internal.h", "names.h"],
+     ["core.h", "reach.h", "sigpipe.h", "acquisition.h", "engine_internal.h"]),
+]
+
+
+def command_for(db, root, rel):
+    want = os.path.realpath(os.path.join(root, rel))
+    for entry in db:
+        path = entry["file"]
+        if not os.path.isabs(path):
+            path = os.path.join(entry["directory"], path)
+        if os.path.realpath(path) == want:
+            return entry
+    sys.exit(f"layers: {rel} is not in compile_commands.json")
+
+
+def builds(entry, src, header, tmp):
+    probe = os.path.join(tmp, "probe.c")
+    with open(probe, "w", encoding="utf-8") as f:
+        f.write(f'#include "{header}"\nint zkl_layers_probe;\n')
+    args = shlex.split(entry["command"]) if "command" in entry else list(entry["arguments"])
+    out = []
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a in ("-o", "-MF", "-MQ", "-MT"):
+            skip = True
+            continue
+        if a in ("-c", "-MD") or os.path.realpath(os.path.join(entry["directory"], a)) == src:
+            continue
+        out.append(a)
+    out += ["-fsyntax-only", probe]
+    r = subprocess.run(out, cwd=entry["directory"], capture_output=True, text=True)
+    return r.returncode == 0, r.stderr
+
+
+def main():
+    build, root = sys.argv[1], sys.argv[2]
+    with open(os.path.join(build, "compile_commands.json"), encoding="utf-8") as f:
+        db = json.load(f)
+    failed = 0
+    checks = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for layer, rel, ok, refused in CASES:
+            entry = command_for(db, root, rel)
+            src = os.path.realpath(os.path.join(root, rel))
+            for h in ok:
+                checks += 1
+                good, err = builds(entry, src, h, tmp)
+                if not good:
+                    failed += 1
+                    print(f"FAIL: {layer} cannot include {h}, a header below it:\n{err}")
+            for h in refused:
+                checks += 1
+                good, _ = builds(entry, src, h, tmp)
+                if good:
+                    failed += 1
+                    print(f"FAIL: {layer} can include {h}, which it must not reach")
+    print(f"layers: {checks} checks, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
