@@ -264,6 +264,24 @@ def records_of_once_per_and_schedule_read_each_other():
 
 
 @case
+def record_from_the_future_not_trusted():
+    """A record whose slot is after a run's own (here written by a run whose server time
+    the shift put 10 minutes ahead) is no reason to skip: the run says so and runs, and
+    records its own slot."""
+    p = lock_path("future")
+    f, job = slot_job("future")
+    now = server_now_ms()
+    shift, start = shift_into(now, 20000)
+    args = ["--schedule", "* * * * *", p, "--"] + job
+    expect(args, 0, env=env_at(shift + 10 * MIN))
+    _, err, _ = expect(args, 0, env=env_at(shift), stderr_has="not trusted; running")
+    check(lines_of(f) == ["%s 0 unset" % iso(start + 10 * MIN), "%s 0 unset" % iso(start)],
+          "runs: %r" % lines_of(f))
+    check(record(p)["slot_ms"] == start, "record: %r" % record(p))
+    expect(args, 0, env=env_at(shift), stderr_has="already ran")
+
+
+@case
 def schedule_usage_errors():
     """Bad schedules, zones, policies and deadlines, and options that do not combine,
     exit 64 naming the problem."""

@@ -116,8 +116,9 @@ void slot_record_parse(const char *buf, int64_t mtime, struct slot_record *r)
 	r->found = true;
 	r->finished_ms = mtime;
 	char *end;
+	errno = 0;
 	long long v = strtoll(buf, &end, 10);
-	if (end != buf && v > 0 && (*end == ' ' || *end == '\0' || *end == '\n')) {
+	if (end != buf && errno == 0 && v > 0 && (*end == ' ' || *end == '\0' || *end == '\n')) {
 		r->started_ms = v;
 		while (*end == ' ')
 			end++;
@@ -234,12 +235,28 @@ int sched_begin(const struct opts *o, struct lock *lk, struct sched_run *sr)
 		return EXIT_SOFTWARE;
 	}
 	const int64_t shift = test_shift_ms();
-	int64_t last_slot = sr->r.slot_ms;
+	int64_t last_slot = sr->r.slot_ms, t;
 	if (!last_slot && sr->r.started_ms > 0) {
 		/* Written by --once-per or an older zklock: the slot its start fell in. */
-		int64_t t;
 		if (schedule_prev(o->sched, (sr->r.started_ms + shift) / 1000, &t))
 			last_slot = t * 1000;
+	}
+	int64_t mine = schedule_prev(o->sched, (sr->arrival_ms + shift) / 1000, &t) ? t * 1000 : 0;
+	if (sr->r.started_ms > sr->arrival_ms || last_slot > mine) {
+		/* Written by no run before ours (it asked for the lock after we did, or its
+		 * slot is after ours): a record from the future is no reason to skip, and
+		 * trusting it would skip every slot until then, silently. */
+		char at[40], slot[40];
+		format_utc(at, sizeof at, sr->r.started_ms);
+		format_utc(slot, sizeof slot, last_slot);
+		msg("the record %s says a run for the slot of %s asked for the lock at %s (by %s), "
+		    "after this one did: not trusted; running", sr->rec, slot, at,
+		    *sr->r.by ? sr->r.by : "unknown");
+		last_slot = 0;
+		sr->r.started_ms = sr->r.finished_ms = sr->r.slot_ms = 0;
+		sr->r.by[0] = '\0';
+		if (sr->r.missed_last_ms > mine)
+			sr->r.missed = sr->r.missed_first_ms = sr->r.missed_last_ms = 0;
 	}
 	sr->last_slot_ms = last_slot;
 	slot_plan(o->sched, sr->arrival_ms + shift, last_slot, o->catch_up, o->start_deadline_ms,
