@@ -137,6 +137,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(strlen(sr.by) < sizeof sr.by);
 	for (const char *q = sr.by; *q; q++)
 		CHECK(*q >= 0x20 && *q < 0x7f);
+	for (int k = 0; k <= RUN_KINDS; k++) {
+		const struct run_outcome *ro = k < RUN_KINDS ? &sr.runs[k] : &sr.running;
+		CHECK(ro->n >= 0 && ro->n <= 255 && ro->slot_ms >= 0 && ro->started_ms >= 0 &&
+		      ro->finished_ms >= 0 && strlen(ro->by) < sizeof ro->by);
+		for (const char *q = ro->by; *q; q++)
+			CHECK(*q >= 0x20 && *q < 0x7f);
+	}
+	CHECK(slot_record_last(&sr) <= RUN_KINDS);
 	/* "<host>:<pid>" in a node's data. */
 	char host[256];
 	long pid;

@@ -21,13 +21,14 @@ which their cron lines would fire, around a real slot boundary 2 s ahead.
 
 import json
 import os
+import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_zklock as z  # noqa: E402  (parses argv: ZKLOCK [CASE...])
-from test_zklock import (ENV, Proc, case, check, expect, lock_path, run,  # noqa: E402
-                         tmp)
+from test_zklock import (ENV, SERVERS, Proc, Proxy, case, check, expect,  # noqa: E402
+                         lock_path, run, status, tmp, wait_until, waiter_queued)
 
 z.CASES.clear()
 
@@ -281,6 +282,168 @@ def record_from_the_future_not_trusted():
     expect(args, 0, env=env_at(shift), stderr_has="already ran")
 
 
+SHOW = 'echo "${ZKLOCK_PREVIOUS-unset}" >> "$1"; '
+
+
+def outcome_lines(p):
+    """`zklock status p`'s lines of the record: {role: fields}."""
+    rc, out, err, _ = run(["status", p])
+    check(rc == 0, "status: %s %r" % (rc, err))
+    lines = {}
+    for line in out.splitlines():
+        f = line.split("\t")
+        if f[0] == p + ".last-run":
+            lines[f[2]] = f
+    return lines
+
+
+def check_says(p, args, code, has):
+    rc, out, err, _ = run(["check"] + args + [p])
+    check(rc == code and has in out, "check %s %s: exit %s, %r %r" % (args, p, rc, out, err))
+
+
+@case
+def each_outcome_told_and_shown():
+    """In one slot, four hosts in turn: the first exits 3, the second is killed by
+    signal 9, the third runs past --max-runtime, the fourth succeeds. Each hears how the
+    one before ended (ZKLOCK_PREVIOUS), and each outcome is in the record with its host,
+    slot, start and end: status shows a line per outcome, check --last-failed is
+    CRITICAL naming the last failure until the success, list says it, and the metrics
+    file of a later host (one that skips the slot) shows every outcome's time."""
+    p = lock_path("outcomes")
+    told = tmp("outcomes-told")
+    now = server_now_ms()
+    shift, start = shift_into(now, 20000)
+    env = env_at(shift)
+    base = ["--schedule", "* * * * *", p, "--", "sh", "-c"]
+    rc, _, err, _ = run(base + [SHOW + "exit 3", "sh", told], env=env)
+    check(rc == 3, "failing host: exit %s %r" % (rc, err))
+    lines = outcome_lines(p)
+    check("failed 3" in lines and lines["failed 3"][8].startswith(iso(start)[:-1]),
+          "status after a failure: %r" % lines)
+    check_says(p, ["--last-failed"], 2, "last run failed with status 3 on ")
+    rc, out, _, _ = run(["list", p.rsplit("/", 1)[0]])
+    check("last run failed 3" in out, "list: %r" % out)
+    rc, _, err, _ = run(base + [SHOW + "kill -9 $$", "sh", told], env=env)
+    check(rc == 128 + 9, "killed host: exit %s %r" % (rc, err))
+    check("signal 9" in outcome_lines(p), "status: %r" % outcome_lines(p))
+    check_says(p, ["--last-failed"], 2, "last run signal 9 on ")
+    rc, _, err, _ = run(["--max-runtime", "0.3"] + base + [SHOW + "sleep 30", "sh", told],
+                        env=env)
+    check(rc == 124, "max-runtime host: exit %s %r" % (rc, err))
+    check_says(p, ["--last-failed"], 2, "last run max-runtime on ")
+    rc, _, err, _ = run(base + [SHOW, "sh", told], env=env)
+    check(rc == 0, "succeeding host: exit %s %r" % (rc, err))
+    check(lines_of(told) == ["none", "exited 3", "signal 9", "max-runtime"],
+          "ZKLOCK_PREVIOUS: %r" % lines_of(told))
+    lines = outcome_lines(p)
+    for role in ("failed 3", "signal 9", "max-runtime", "succeeded"):
+        check(role in lines and lines[role][4] != "-" and lines[role][6] != "-" and
+              lines[role][7] != "-", "status lacks %r: %r" % (role, lines))
+    check_says(p, ["--last-failed"], 0, "ZKLOCK OK")
+    rec = record(p)
+    check(rec["last_outcome"] == "succeeded" and rec["outcomes"]["failed"]["status"] == 3 and
+          rec["outcomes"]["signal"]["signal"] == 9 and "running" not in rec["outcomes"],
+          "record: %r" % rec)
+    metrics = tmp("outcomes.prom")
+    expect(["--metrics-file", metrics] + base + ["true"], 0, env=env,
+           stderr_has="already ran")
+    with open(metrics) as h:
+        m = h.read()
+    for kind in ("failed", "signal", "max-runtime", "succeeded"):
+        v = metric(m, "zklock_job_last_run_timestamp_seconds", 'outcome="%s"' % kind)
+        check(v is not None and float(v) > 0, "metrics: %s %r" % (kind, v))
+    check(metric(m, "zklock_job_last_outcome", 'outcome="succeeded"') == "1", "metrics")
+    check(metric(m, "zklock_job_last_run_timestamp_seconds", 'outcome="lost"') == "0",
+          "metrics: lost")
+
+
+@case
+def vanished_run_recorded_by_its_successor():
+    """A host SIGKILLed (zklock and its job) while running its slot: the next host,
+    queued behind it, hears "vanished", records the vanished run with its host and slot,
+    and runs the slot; check --last-failed is CRITICAL while it runs, OK after."""
+    p = lock_path("vanished")
+    told = tmp("vanished-told")
+    now = server_now_ms()
+    shift, start = shift_into(now, 20000)
+    env = env_at(shift)
+    base = ["--schedule", "* * * * *", "--session-timeout", "4000", p, "--", "sh", "-c"]
+    a = Proc(["-v"] + base + ["echo started; exec sleep 600"], env=env)
+    a.wait_line("^started$", stream="out")
+    check("running" in outcome_lines(p), "no running line: %r" % outcome_lines(p))
+    b = Proc(base + [SHOW + "echo go; cat >/dev/null", "sh", told], env=env,
+             stdin=subprocess.PIPE)
+    waiter_queued(p, b, 1)
+    a.kill()
+    b.wait_line("^go$", stream="out", timeout=30)
+    check(lines_of(told) == ["vanished"], "ZKLOCK_PREVIOUS: %r" % lines_of(told))
+    lines = outcome_lines(p)
+    check("vanished" in lines and lines["vanished"][5] == str(a.pid) and
+          lines["vanished"][8].startswith(iso(start)[:-1]), "status: %r" % lines)
+    check_says(p, ["--last-failed"], 2, "last run vanished on ")
+    b.release()
+    check(b.wait(20) == 0, "successor: exit %s %r" % (b.p.returncode, b.stderr()))
+    check_says(p, ["--last-failed"], 0, "ZKLOCK OK")
+
+
+@case
+def lost_run_recorded_by_its_successor():
+    """A host cut off from the server while running its slot loses the lock (exit 70)
+    and, once it can reach the server again, says so in the note; the next host (after
+    the server expired the old session) hears "lost" and records the lost run; the slot
+    then runs once more, on the next host."""
+    p = lock_path("lost")
+    told = tmp("lost-told")
+    now = server_now_ms()
+    shift, start = shift_into(now, 20000)
+    env = env_at(shift)
+    proxy = Proxy(SERVERS)
+    try:
+        a = Proc(["-v", "-s", proxy.addr, "--session-timeout", "4000", "--kill-grace", "1",
+                  "--schedule", "* * * * *", p, "--", "sh", "-c",
+                  "echo started; exec sleep 600"], env=env)
+        a.wait_line("^started$", stream="out")
+        proxy.partition()
+        # Once zklock gives its lock up, the way back is open: it says "lost" in the
+        # note from a new session while the server has yet to expire the old one.
+        a.wait_line("^zklock: lock on %s lost$" % p, timeout=30)
+        proxy.heal()
+        check(a.wait(30) == 70, "holder: exit %s; %r" % (a.p.returncode, a.stderr()))
+    finally:
+        proxy.close()
+    rc, _, err, _ = run(["--schedule", "* * * * *", p, "--", "sh", "-c", SHOW, "sh", told],
+                        env=env)
+    check(rc == 0, "successor: exit %s %r" % (rc, err))
+    check(lines_of(told) == ["lost"], "ZKLOCK_PREVIOUS: %r; the holder said %r" %
+          (lines_of(told), a.stderr()))
+    lines = outcome_lines(p)
+    check("lost" in lines and lines["lost"][5] == str(a.pid), "status: %r" % lines)
+    rec = record(p)
+    check(rec["outcomes"]["lost"]["slot_ms"] == start and rec["last_outcome"] == "succeeded",
+          "record: %r" % rec)
+
+
+@case
+def missed_slots_checked():
+    """check --missed-slots: a job whose run passed over two missed slots (catch-up skip)
+    is WARNING over 0 and CRITICAL over 1; after the next slot's success, OK."""
+    p = lock_path("missed-check/job")
+    now = server_now_ms()
+    shift, start = shift_into(now, 20000)
+    args = ["--schedule", "* * * * *", p, "--", "true"]
+    expect(args, 0, env=env_at(shift))
+    check_says(p, ["--missed-slots", "0"], 0, "ZKLOCK OK")
+    expect(args, 0, env=env_at(shift + 3 * MIN))
+    check_says(p, ["--missed-slots", "0"], 1, "missed 2 slots lately")
+    check_says(p, ["--missed-slots", "0,1"], 2, "missed 2 slots lately")
+    check_says(p, ["--missed-slots", "2"], 0, "ZKLOCK OK")
+    expect(args, 0, env=env_at(shift + 4 * MIN))
+    check_says(p, ["--missed-slots", "0"], 0, "ZKLOCK OK")
+    # On a prefix: every job under it.
+    check_says(p.rsplit("/", 1)[0], ["--missed-slots", "0", "--last-failed"], 0, "ZKLOCK OK")
+
+
 @case
 def schedule_usage_errors():
     """Bad schedules, zones, policies and deadlines, and options that do not combine,
@@ -298,13 +461,15 @@ def schedule_usage_errors():
             (["--start-deadline", "5"], "needs --schedule"),
             (["--schedule", "* * * * *", "--once-per", "1h"], "exclude each other"),
             (["--schedule", "* * * * *", "--read"], "mutex or --write"),
-            (["--schedule", "* * * * *", "--leader"], "mutex or --write")):
+            (["--schedule", "* * * * *", "--leader"], "mutex or --write"),
+            (["--last-failed"], "options of zklock check"),
+            (["--missed-slots", "1"], "options of zklock check")):
         expect(args + [p, "--", "true"], 64, stderr_has=said)
     expect(["status", "--schedule", "* * * * *", p], 64, stderr_has="options of a run")
+    expect(["check", "--missed-slots", "x", p], 3, stderr_has="--missed-slots")
 
 
 if __name__ == "__main__":
-    import subprocess
     try:
         sys.exit(z.main())
     finally:

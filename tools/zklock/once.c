@@ -219,6 +219,7 @@ int last_run_read(zkl_client *c, const char *path, struct last_run *r)
 	r->slot_ms = sr.slot_ms;
 	r->missed = sr.missed;
 	r->missed_last_ms = sr.missed_last_ms;
+	r->rec = sr;
 	r->found = true;
 	free(buf);
 	return 0;
@@ -244,6 +245,47 @@ void print_last_run_text(FILE *f, const struct last_run *r)
 		fputs("-\t-", f);
 	/* The columns of a node's since and token: when the run started and finished. */
 	fprintf(f, "\t%s\t%s\t-\n", started, finished);
+	/* A scheduled job's: a line per outcome kept (the last run of each), and the run
+	 * going on, in the same columns; the last column is the run's slot. */
+	for (int k = 0; k <= RUN_KINDS; k++) {
+		const struct run_outcome *o = k < RUN_KINDS ? &r->rec.runs[k] : &r->rec.running;
+		if (!o->set)
+			continue;
+		char what[40], slot[40];
+		if (k == RUN_FAILED || k == RUN_SIGNAL)
+			snprintf(what, sizeof what, "%s %d", run_kind_name((enum run_kind)k), o->n);
+		else
+			snprintf(what, sizeof what, "%s", k < RUN_KINDS ? run_kind_name((enum run_kind)k)
+			                                                : "running");
+		format_utc(started, sizeof started, o->started_ms);
+		format_utc(finished, sizeof finished, k < RUN_KINDS ? o->finished_ms : 0);
+		format_utc(slot, sizeof slot, o->slot_ms);
+		hp = host_pid(o->by, strlen(o->by), host, sizeof host, &pid);
+		fprintf(f, "%s\t%s\t%s\trecord\t", r->node, *o->by ? o->by : "-", what);
+		if (hp)
+			fprintf(f, "%s\t%ld", host, pid);
+		else
+			fputs("-\t-", f);
+		fprintf(f, "\t%s\t%s\t%s\n", started, finished, slot);
+	}
+}
+
+/* "failed 3", "signal 9", "max-runtime"... into buf. */
+static void outcome_text(char *buf, size_t size, enum run_kind k, const struct run_outcome *o)
+{
+	if (k == RUN_FAILED || k == RUN_SIGNAL)
+		snprintf(buf, size, "%s %d", run_kind_name(k), o->n);
+	else
+		snprintf(buf, size, "%s", run_kind_name(k));
+}
+
+void last_outcome_text(char *buf, size_t size, const struct last_run *r)
+{
+	enum run_kind k = slot_record_last(&r->rec);
+	if (k < RUN_KINDS)
+		outcome_text(buf, size, k, &r->rec.runs[k]);
+	else
+		snprintf(buf, size, "-");
 }
 
 /* A time of the record in JSON: "<name>": "<UTC>", "<name>_ms": ms (null for none). */
@@ -279,9 +321,38 @@ void print_last_run_json(FILE *f, const struct last_run *r)
 	json_time(f, "started", r->started_ms);
 	json_time(f, "finished", r->finished_ms);
 	json_time(f, "slot", r->slot_ms);
-	fprintf(f, ", \"missed\": %lld", (long long)r->missed);
+	fprintf(f, ", \"missed\": %lld, \"missed_recent\": %lld", (long long)r->missed,
+	        (long long)r->rec.missed_recent);
 	json_time(f, "last_missed", r->missed_last_ms);
-	fputc('}', f);
+	/* A scheduled job's outcomes: the last run of each, and which was last. */
+	enum run_kind last = slot_record_last(&r->rec);
+	fputs(", \"last_outcome\": ", f);
+	print_json_cstr(f, last < RUN_KINDS ? run_kind_name(last) : NULL);
+	fputs(", \"outcomes\": {", f);
+	bool first = true;
+	for (int k = 0; k <= RUN_KINDS; k++) {
+		const struct run_outcome *o = k < RUN_KINDS ? &r->rec.runs[k] : &r->rec.running;
+		if (!o->set)
+			continue;
+		fprintf(f, "%s\"%s\": {\"by\": ", first ? "" : ", ",
+		        k < RUN_KINDS ? run_kind_name((enum run_kind)k) : "running");
+		first = false;
+		print_json_cstr(f, o->by);
+		char h[256];
+		long p = 0;
+		bool ok = host_pid(o->by, strlen(o->by), h, sizeof h, &p);
+		fputs(", \"host\": ", f);
+		print_json_cstr(f, ok ? h : NULL);
+		if (k == RUN_FAILED)
+			fprintf(f, ", \"status\": %d", o->n);
+		if (k == RUN_SIGNAL)
+			fprintf(f, ", \"signal\": %d", o->n);
+		json_time(f, "slot", o->slot_ms);
+		json_time(f, "started", o->started_ms);
+		json_time(f, "finished", k < RUN_KINDS ? o->finished_ms : 0);
+		fputc('}', f);
+	}
+	fputs("}}", f);
 }
 
 /* The note of how the last holder of the lock whose record is rec left (--previous,

@@ -105,6 +105,8 @@ static const struct option long_opts[] = {
 	{ "tz", required_argument, NULL, OPT_SCHEDULE_FIRST + SCHED_OPT_TZ },
 	{ "catch-up", required_argument, NULL, OPT_SCHEDULE_FIRST + SCHED_OPT_CATCH_UP },
 	{ "start-deadline", required_argument, NULL, OPT_SCHEDULE_FIRST + SCHED_OPT_START_DEADLINE },
+	{ "last-failed", no_argument, NULL, OPT_SCHEDULE_FIRST + SCHED_OPT_LAST_FAILED },
+	{ "missed-slots", required_argument, NULL, OPT_SCHEDULE_FIRST + SCHED_OPT_MISSED_SLOTS },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -216,7 +218,7 @@ bool parse_duration(const char *s, int64_t *ms)
 
 /* A check's thresholds: "WARN", "WARN,CRIT" or ",CRIT", each a duration (count false)
  * or a count >= 0 (count true). */
-static bool parse_threshold(const char *s, bool count, struct threshold *t)
+bool parse_threshold(const char *s, bool count, struct threshold *t)
 {
 	t->warn = t->crit = -1;
 	const char *comma = strchr(s, ',');
@@ -535,7 +537,8 @@ static bool has_check_opts(const struct opts *o)
 {
 	return o->held_longer.warn >= 0 || o->held_longer.crit >= 0 ||
 	       o->waiters_more.warn >= 0 || o->waiters_more.crit >= 0 ||
-	       o->last_run_older.warn >= 0 || o->last_run_older.crit >= 0 || o->clock_node;
+	       o->last_run_older.warn >= 0 || o->last_run_older.crit >= 0 || o->clock_node ||
+	       o->last_failed || o->missed_slots.warn >= 0 || o->missed_slots.crit >= 0;
 }
 
 /* Options of a run that a subcommand does not take, and the reverse. */
@@ -550,9 +553,9 @@ static int check_subcommand_opts(const struct opts *o, const char *name)
 		return usage_error("--schedule, --tz, --catch-up and --start-deadline are options "
 		                   "of a run, not of zklock %s", name);
 	if (o->command != CMD_CHECK && has_check_opts(o))
-		return usage_error("--held-longer, --waiters-more, --last-run-older and "
-		                   "--clock-node are options of zklock check, not of zklock %s",
-		                   name);
+		return usage_error("--held-longer, --waiters-more, --last-run-older, --last-failed, "
+		                   "--missed-slots and --clock-node are options of zklock check, "
+		                   "not of zklock %s", name);
 	if (o->clock_node)
 		return check_path("clock node", o->clock_node);
 	return 0;
@@ -611,6 +614,7 @@ int parse_args(int argc, char **argv, struct opts *o)
 	o->kill_grace_ms = DEFAULT_KILL_GRACE_MS;
 	o->token_env = DEFAULT_TOKEN_ENV;
 	o->held_longer = o->waiters_more = o->last_run_older = (struct threshold){ -1, -1 };
+	o->missed_slots = (struct threshold){ -1, -1 };
 
 	int rc = read_configs(o);
 	if (rc != 0)
@@ -656,8 +660,8 @@ int parse_args(int argc, char **argv, struct opts *o)
 		}
 	}
 	if (has_check_opts(o))
-		return usage_error("--held-longer, --waiters-more, --last-run-older and "
-		                   "--clock-node are options of zklock check");
+		return usage_error("--held-longer, --waiters-more, --last-run-older, --last-failed, "
+		                   "--missed-slots and --clock-node are options of zklock check");
 
 	if (next >= argc)
 		return usage_error("missing lock path");

@@ -378,6 +378,14 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 		return status;
 	}
 
+	if (scheduled && (status = sched_start(lk, &sr)) != 0) {
+		set_phase(PH_DONE);
+		zkl_lock_release(lk->l);
+		rep->hold_s = seconds_since(held_at);
+		sched_run_free(&sr);
+		return status;
+	}
+
 	struct outcome out = run_command(o, lk);
 	tell_end(lk, &out);
 	status = out.status;
@@ -394,7 +402,7 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 		pthread_mutex_unlock(&st.mu);
 		if (scheduled && !lost && zkl_lock_token(lk->l) > 0) {
 			status = sched_record(o, lk, &sr, o->metrics_file ? &rep->success_ms : NULL,
-			                      &rc);
+			                      &rc, rep);
 			released = true;
 		} else if (rec && !lost && zkl_lock_token(lk->l) > 0) {
 			status = once_record(lk, rec, arrival, rec_exists,
@@ -403,6 +411,20 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 		} else if (!rec && !lost && o->metrics_file) {
 			succeeded = true;
 			arrival = arrival_ms(lk);
+		}
+	}
+	if (scheduled && !released && !out.lost) {
+		/* It did not succeed (or never started): how it ended goes in the record with
+		 * the release, while the lock is ours (a lost lock records nothing: the next
+		 * holder finds the run lost or vanished). */
+		pthread_mutex_lock(&st.mu);
+		bool lost = st.lost;
+		pthread_mutex_unlock(&st.mu);
+		if (!lost && zkl_lock_token(lk->l) > 0) {
+			int rs = sched_record_end(lk, &sr, &out, &rc, rep);
+			released = true;
+			if (status == 0)
+				status = rs;
 		}
 	}
 	lk->extra_env = NULL;

@@ -44,6 +44,14 @@ int sched_option(int which, const char *arg, struct opts *o)
 			return usage_error("invalid --catch-up \"%s\": expected skip or once", arg);
 		o->catch_up_given = true;
 		return 0;
+	case SCHED_OPT_LAST_FAILED:
+		o->last_failed = true;
+		return 0;
+	case SCHED_OPT_MISSED_SLOTS:
+		if (!parse_threshold(arg, true, &o->missed_slots))
+			return usage_error("invalid --missed-slots \"%s\": expected WARN, WARN,CRIT or "
+			                   ",CRIT, each a number of slots >= 0 (such as 0,2)", arg);
+		return 0;
 	case SCHED_OPT_START_DEADLINE:
 		if (!parse_duration(arg, &o->start_deadline_ms))
 			return usage_error("invalid --start-deadline \"%s\": expected seconds > 0, or "
@@ -83,14 +91,28 @@ int sched_check_opts(struct opts *o)
 		return usage_error("invalid --tz \"%s\": %s", o->tz, err);
 	}
 	o->sched = &sched;
+	/* The note of how the previous holder left tells a run whose predecessor did not
+	 * end under the lock whether it lost the lock or vanished. */
+	o->previous = true;
 	return 0;
 }
 
 /* ---- the record ---- */
 
-/* n numbers >= 0 after a line's key ("slot 123", "missed 2 60000 120000"), each after
- * one space, the last at the line's end: false if the line is not that. */
-static bool line_nums(const char *line, const char *key, int64_t *out, int n)
+static const char *const kind_names[RUN_KINDS] = {
+	"succeeded", "failed", "max-runtime", "signal", "revoked", "lost", "vanished",
+};
+
+const char *run_kind_name(enum run_kind k)
+{
+	return k < RUN_KINDS ? kind_names[k] : "none";
+}
+
+/* n numbers >= 0 after a line's key ("slot 123", "missed 2 60000 120000 1"), each after
+ * one space; then, if rest is not NULL, a space and the rest of the line (printable,
+ * into rest), else the line's end. False if the line is not that. */
+static bool line_fields(const char *line, const char *key, int64_t *out, int n, char *rest,
+                        size_t restsz)
 {
 	size_t k = strlen(key);
 	if (strncmp(line, key, k) != 0)
@@ -107,13 +129,44 @@ static bool line_nums(const char *line, const char *key, int64_t *out, int n)
 		out[i] = v;
 		p = end;
 	}
-	return *p == '\n' || *p == '\0';
+	if (!rest)
+		return *p == '\n' || *p == '\0';
+	if (*p != ' ')
+		return false;
+	p++;
+	printable(rest, restsz, p, strcspn(p, "\n"));
+	return true;
+}
+
+/* "run <kind> <n> <slot> <started> <finished> <by>" into r->runs; false if not one. */
+static bool run_line(const char *line, int64_t mtime, struct slot_record *r)
+{
+	if (strncmp(line, "run ", 4) != 0)
+		return false;
+	const char *kind = line + 4;
+	for (int k = 0; k < RUN_KINDS; k++) {
+		size_t kl = strlen(kind_names[k]);
+		if (strncmp(kind, kind_names[k], kl) != 0 || kind[kl] != ' ')
+			continue;
+		int64_t v[4];
+		struct run_outcome o = { .set = true };
+		if (!line_fields(kind + kl, "", v, 4, o.by, sizeof o.by) || v[0] > 255)
+			return false;
+		o.n = (int)v[0];
+		o.slot_ms = v[1];
+		o.started_ms = v[2];
+		o.finished_ms = v[3] ? v[3] : mtime;
+		r->runs[k] = o;
+		return true;
+	}
+	return false;
 }
 
 void slot_record_parse(const char *buf, int64_t mtime, struct slot_record *r)
 {
 	memset(r, 0, sizeof *r);
 	r->found = true;
+	r->mtime = mtime;
 	r->finished_ms = mtime;
 	char *end;
 	errno = 0;
@@ -126,23 +179,43 @@ void slot_record_parse(const char *buf, int64_t mtime, struct slot_record *r)
 	}
 	for (const char *line = strchr(buf, '\n'); line; line = strchr(line, '\n')) {
 		line++;
-		int64_t n[3];
-		if (line_nums(line, "slot", n, 1))
+		int64_t n[4];
+		if (line_fields(line, "slot", n, 1, NULL, 0))
 			r->slot_ms = n[0];
-		else if (line_nums(line, "finished", n, 1))
-			r->finished_ms = n[0];
-		else if (line_nums(line, "missed", n, 3) && n[2] >= n[1]) {
+		else if (line_fields(line, "missed", n, 4, NULL, 0) && n[2] >= n[1]) {
 			r->missed = n[0];
 			r->missed_first_ms = n[1];
 			r->missed_last_ms = n[2];
+			r->missed_recent = n[3];
+		} else if (line_fields(line, "running", n, 3, r->running.by, sizeof r->running.by)) {
+			r->running.set = true;
+			r->running.slot_ms = n[0];
+			r->running.started_ms = n[1];
+			r->running_token = n[2];
+		} else {
+			(void)run_line(line, mtime, r);
 		}
 	}
 	if (!r->started_ms)
 		r->finished_ms = 0; /* no success: nothing finished */
+	else if (r->runs[RUN_SUCCEEDED].set && r->runs[RUN_SUCCEEDED].started_ms == r->started_ms)
+		r->finished_ms = r->runs[RUN_SUCCEEDED].finished_ms;
 }
 
-/* The record's data for r, into buf. */
-static int record_format(char *buf, size_t size, const struct slot_record *r, bool finished)
+enum run_kind slot_record_last(const struct slot_record *r)
+{
+	enum run_kind last = RUN_KINDS;
+	for (int k = 0; k < RUN_KINDS; k++)
+		if (r->runs[k].set && (last == RUN_KINDS ||
+		                       r->runs[k].finished_ms > r->runs[last].finished_ms))
+			last = (enum run_kind)k;
+	return last;
+}
+
+/* The record's data for r, into buf (size: RECORD_DATA_MAX); outcomes whose finished_ms
+ * is 0 are this write's. */
+#define RECORD_DATA_MAX 4096
+static int record_format(char *buf, size_t size, const struct slot_record *r)
 {
 	int len;
 	if (r->started_ms > 0)
@@ -150,13 +223,21 @@ static int record_format(char *buf, size_t size, const struct slot_record *r, bo
 		               (long long)r->slot_ms);
 	else
 		len = snprintf(buf, size, "-\n");
-	if (finished && r->started_ms > 0 && r->finished_ms > 0)
-		len += snprintf(buf + len, size - (size_t)len, "finished %lld\n",
-		                (long long)r->finished_ms);
-	if (r->missed > 0)
-		len += snprintf(buf + len, size - (size_t)len, "missed %lld %lld %lld\n",
+	for (int k = 0; k < RUN_KINDS; k++) {
+		const struct run_outcome *o = &r->runs[k];
+		if (o->set)
+			len += snprintf(buf + len, size - (size_t)len, "run %s %d %lld %lld %lld %s\n",
+			                kind_names[k], o->n, (long long)o->slot_ms,
+			                (long long)o->started_ms, (long long)o->finished_ms, o->by);
+	}
+	if (r->running.set)
+		len += snprintf(buf + len, size - (size_t)len, "running %lld %lld %lld %s\n",
+		                (long long)r->running.slot_ms, (long long)r->running.started_ms,
+		                (long long)r->running_token, r->running.by);
+	if (r->missed > 0 || r->missed_recent > 0)
+		len += snprintf(buf + len, size - (size_t)len, "missed %lld %lld %lld %lld\n",
 		                (long long)r->missed, (long long)r->missed_first_ms,
-		                (long long)r->missed_last_ms);
+		                (long long)r->missed_last_ms, (long long)r->missed_recent);
 	return len;
 }
 
@@ -211,6 +292,33 @@ static void format_slot(char *buf, size_t size, int64_t ms)
 	if (dot)
 		snprintf(dot, sizeof at - (size_t)(dot - at), "Z");
 	snprintf(buf, size, "%s", at);
+}
+
+/* A "running" line that is not ours: that run did not end under the lock. Its zklock
+ * said "lost" in the note if it could (its lock was lost while it ran), else it
+ * vanished. Moves it to the outcome it was, found by this write. Returns whether r
+ * changed. */
+static bool settle_running(struct lock *lk, struct slot_record *r)
+{
+	if (!r->running.set || r->running_token == zkl_lock_token(lk->l))
+		return false;
+	enum run_kind k = strcmp(lk->passed_on, "lost") == 0 ? RUN_LOST : RUN_VANISHED;
+	r->runs[k] = r->running;
+	r->runs[k].set = true;
+	r->runs[k].n = 0;
+	r->runs[k].finished_ms = 0;
+	r->running.set = false;
+	return true;
+}
+
+/* The record as written (our outcome finished at mtime), for the metrics. */
+static void keep_for_report(struct report *rep, const struct slot_record *r, int64_t mtime)
+{
+	rep->record = *r;
+	rep->record.found = true;
+	for (int k = 0; k < RUN_KINDS; k++)
+		if (rep->record.runs[k].set && rep->record.runs[k].finished_ms == 0)
+			rep->record.runs[k].finished_ms = mtime;
 }
 
 int sched_begin(const struct opts *o, struct lock *lk, struct sched_run *sr)
@@ -301,6 +409,7 @@ int sched_skip(const struct opts *o, struct lock *lk, struct sched_run *sr, stru
 			msg("%s already ran in the slot of %s (started %s, finished %s, by %s)", o->path,
 			    slot, started, finished, *sr->r.by ? sr->r.by : "unknown");
 		zkl_lock_release(lk->l);
+		rep->record = sr->r;
 		return 0;
 	}
 	if (sr->plan.action == SLOT_NONE) {
@@ -319,32 +428,87 @@ int sched_skip(const struct opts *o, struct lock *lk, struct sched_run *sr, stru
 		msg("%s: too late to start for the slot of %s (%lld s after it; --start-deadline "
 		    "%g s): not run, recorded missed", o->path, slot, (long long)late_s,
 		    o->start_deadline_ms / 1000.0);
-	if (sr->r.missed_last_ms >= sr->plan.slot_ms) {
-		zkl_lock_release(lk->l); /* recorded missed already (another late host) */
+	struct slot_record r = sr->r;
+	bool changed = settle_running(lk, &r);
+	if (sr->r.missed_last_ms < sr->plan.slot_ms) {
+		int64_t first, n = slots_between(o->sched, missed_from(sr), sr->plan.slot_ms,
+		                                  &first) + 1;
+		r.missed += n;
+		r.missed_recent += n;
+		r.missed_first_ms = first > 0 ? first : sr->plan.slot_ms;
+		r.missed_last_ms = sr->plan.slot_ms;
+		changed = true;
+	} /* else recorded missed already (another late host) */
+	if (!changed) {
+		zkl_lock_release(lk->l);
+		rep->record = sr->r;
 		return 0;
 	}
-	struct slot_record r = sr->r;
-	int64_t first, n = slots_between(o->sched, missed_from(sr), sr->plan.slot_ms, &first) + 1;
-	r.missed += n;
-	r.missed_first_ms = first > 0 ? first : sr->plan.slot_ms;
-	r.missed_last_ms = sr->plan.slot_ms;
-	char buf[600];
-	int len = record_format(buf, sizeof buf, &r, true);
+	char buf[RECORD_DATA_MAX];
+	int len = record_format(buf, sizeof buf, &r);
 	int release = 0;
-	int status = record_release(lk, sr->rec, buf, (size_t)len, sr->r.found, NULL, &release);
+	int64_t mtime = 0;
+	int status = record_release(lk, sr->rec, buf, (size_t)len, sr->r.found, &mtime, &release);
+	if (status == 0)
+		keep_for_report(rep, &r, mtime);
 	return status;
 }
 
+/* Our run's outcome in r: the last of its kind, finished by this write. */
+static void set_run(struct lock *lk, const struct sched_run *sr, struct slot_record *r,
+                    enum run_kind k, int n)
+{
+	r->running.set = false;
+	if (k >= RUN_KINDS)
+		return;
+	struct run_outcome *o = &r->runs[k];
+	memset(o, 0, sizeof *o);
+	o->set = true;
+	o->n = n;
+	o->slot_ms = sr->plan.slot_ms;
+	o->started_ms = sr->arrival_ms;
+	printable(o->by, sizeof o->by, lk->id, strlen(lk->id));
+}
+
+int sched_start(struct lock *lk, struct sched_run *sr)
+{
+	struct slot_record r = sr->r;
+	(void)settle_running(lk, &r);
+	r.running.set = true;
+	r.running.slot_ms = sr->plan.slot_ms;
+	r.running.started_ms = sr->arrival_ms;
+	r.running_token = zkl_lock_token(lk->l);
+	printable(r.running.by, sizeof r.running.by, lk->id, strlen(lk->id));
+	char buf[RECORD_DATA_MAX];
+	int len = record_format(buf, sizeof buf, &r);
+	int rc = zkl_record_set_guarded(lk->l, sr->rec, buf, (size_t)len);
+	if (rc == ZKL_ELOST || rc == ZKL_ENOTHELD) {
+		msg("lock on %s lost", lk->path);
+		return EXIT_SOFTWARE;
+	}
+	if (rc != 0) {
+		const char *detail = zkl_last_error();
+		msg("cannot record in %s that the run started: %s", sr->rec,
+		    *detail ? detail : zkl_strerror(rc));
+		return EXIT_SOFTWARE;
+	}
+	sr->r = r;
+	sr->r.found = true;
+	return 0;
+}
+
 int sched_record(const struct opts *o, struct lock *lk, struct sched_run *sr, int64_t *mtime,
-                 int *release)
+                 int *release, struct report *rep)
 {
 	struct slot_record r = sr->r;
 	r.started_ms = sr->arrival_ms;
-	snprintf(r.by, sizeof r.by, "%s", lk->id);
+	printable(r.by, sizeof r.by, lk->id, strlen(lk->id));
 	r.slot_ms = sr->plan.slot_ms;
-	if (sr->plan.covers_from_ms >= sr->plan.slot_ms && sr->plan.missed > 0) {
+	set_run(lk, sr, &r, RUN_SUCCEEDED, 0);
+	if (sr->plan.covers_from_ms >= sr->plan.slot_ms) {
 		/* --catch-up skip: the slots passed over since the last success, less those
-		 * recorded missed already (too late to start), are recorded missed now. */
+		 * recorded missed already (too late to start), are recorded missed now; the
+		 * recent count is all of them. */
 		int64_t first, last, n = slots_between(o->sched, missed_from(sr), sr->plan.slot_ms,
 		                                       &first);
 		if (n > 0 && schedule_prev(o->sched, sr->plan.slot_ms / 1000 - 1, &last)) {
@@ -352,10 +516,48 @@ int sched_record(const struct opts *o, struct lock *lk, struct sched_run *sr, in
 			r.missed_first_ms = first;
 			r.missed_last_ms = last * 1000;
 		}
+		r.missed_recent = sr->plan.missed;
+	} else {
+		r.missed_recent = 0; /* --catch-up once: this run stood for them */
 	}
-	char buf[600];
-	int len = record_format(buf, sizeof buf, &r, false);
-	return record_release(lk, sr->rec, buf, (size_t)len, sr->r.found, mtime, release);
+	char buf[RECORD_DATA_MAX];
+	int len = record_format(buf, sizeof buf, &r);
+	int64_t at = 0;
+	int status = record_release(lk, sr->rec, buf, (size_t)len, sr->r.found, &at, release);
+	if (mtime)
+		*mtime = at;
+	if (status == 0)
+		keep_for_report(rep, &r, at);
+	return status;
+}
+
+int sched_record_end(struct lock *lk, struct sched_run *sr, const struct outcome *out,
+                     int *release, struct report *rep)
+{
+	struct slot_record r = sr->r;
+	enum run_kind k = RUN_KINDS;
+	int n = 0;
+	if (!out->ran)
+		k = RUN_KINDS; /* no command: no outcome, the run is just not running */
+	else if (out->max_runtime)
+		k = RUN_MAX_RUNTIME;
+	else if (out->revoked)
+		k = RUN_REVOKED;
+	else if (out->sig > 0) {
+		k = RUN_SIGNAL;
+		n = out->sig;
+	} else {
+		k = RUN_FAILED;
+		n = out->code > 0 && out->code <= 255 ? out->code : 0;
+	}
+	set_run(lk, sr, &r, k, n);
+	char buf[RECORD_DATA_MAX];
+	int len = record_format(buf, sizeof buf, &r);
+	int64_t at = 0;
+	int status = record_release(lk, sr->rec, buf, (size_t)len, sr->r.found, &at, release);
+	if (status == 0)
+		keep_for_report(rep, &r, at);
+	return status;
 }
 
 void sched_run_free(struct sched_run *sr)

@@ -118,6 +118,8 @@ struct opts {
 	/* zklock check: ms for the ages, a count for the waiters */
 	struct threshold held_longer, waiters_more, last_run_older;
 	const char *clock_node; /* the node check writes to read the server's time */
+	bool last_failed;       /* check --last-failed */
+	struct threshold missed_slots; /* check --missed-slots */
 	/* --schedule (scheduled.c): the expression as given, its zone, the parsed schedule
 	 * (NULL: not scheduled), --catch-up, --start-deadline (ms; 0: none) */
 	const char *schedule_expr, *tz;
@@ -143,6 +145,9 @@ int resolve_servers(struct opts *o);
 bool parse_int(const char *s, long min, long max, int *out);
 /* A duration: seconds > 0 (decimals allowed), or with a unit s, m, h or d, to whole ms. */
 bool parse_duration(const char *s, int64_t *ms);
+/* A check's threshold "WARN", "WARN,CRIT" or ",CRIT": durations to ms, or with count
+ * numbers >= 0. */
+bool parse_threshold(const char *s, bool count, struct threshold *t);
 /* Reads the config files into o. Returns 0 or an exit code after reporting. */
 int read_configs(struct opts *o);
 /* Frees what the config files left (strings o points to). */
@@ -335,6 +340,55 @@ struct outcome {
 /* Runs the command while the lock is held. */
 struct outcome run_command(const struct opts *o, struct lock *lk);
 
+/* ---- the record beside the lock (scheduled.c) ---- */
+
+/* How a run ended, as the record keeps the last of each. */
+enum run_kind { RUN_SUCCEEDED, RUN_FAILED, RUN_MAX_RUNTIME, RUN_SIGNAL, RUN_REVOKED,
+                RUN_LOST, RUN_VANISHED, RUN_KINDS };
+/* "succeeded", "failed", "max-runtime", "signal", "revoked", "lost", "vanished" */
+const char *run_kind_name(enum run_kind k);
+
+/* The last run of one outcome. */
+struct run_outcome {
+	bool set;
+	int n;               /* failed: its exit status; signal: the signal; else 0 */
+	int64_t slot_ms;     /* 0: not scheduled */
+	int64_t started_ms;  /* it asked for the lock (its node's creation) */
+	int64_t finished_ms; /* its release wrote the record; lost and vanished: when the
+	                      * successor that found it so wrote it */
+	char by[300];        /* "<host>:<pid>", printable */
+};
+
+/* The record beside the lock as a scheduled run reads and writes it: the first line as
+ * --once-per's ("<started ms> <host>:<pid>", the last success; "-" for none), then
+ * lines of a scheduled job:
+ *   slot <ms>                              the last success's slot
+ *   run <kind> <n> <slot> <started> <finished> <by>
+ *                                          the last run of each outcome (finished 0:
+ *                                          the record's own write)
+ *   running <slot> <started> <token> <by>  a run started its command and has not ended
+ *                                          under the lock (yet)
+ *   missed <total> <first> <last> <recent> slots recorded missed in all, the first and
+ *                                          last of the latest, and how many were missed
+ *                                          since the success before the last one
+ * A reader that knows the first line alone reads the rest as nothing. */
+struct slot_record {
+	bool found;
+	int64_t started_ms;  /* 0: no success */
+	char by[300];
+	int64_t finished_ms; /* the succeeded line's, else the record's write (mtime) */
+	int64_t slot_ms;     /* 0: not said */
+	int64_t missed, missed_first_ms, missed_last_ms, missed_recent;
+	struct run_outcome runs[RUN_KINDS];
+	struct run_outcome running; /* n: the low bits of no use; token in running_token */
+	int64_t running_token;
+	int64_t mtime;
+};
+/* The outcome whose run finished last (RUN_KINDS: none). */
+enum run_kind slot_record_last(const struct slot_record *r);
+/* Parses buf (NUL-terminated) written at mtime into *r. */
+void slot_record_parse(const char *buf, int64_t mtime, struct slot_record *r);
+
 /* ---- once.c ---- */
 
 /* <path>.last-run, malloc'ed (the caller frees it), or NULL. */
@@ -370,6 +424,7 @@ struct last_run {
 	/* A scheduled job's (0 when the record does not say): the last success's slot,
 	 * how many slots were recorded missed, and the latest of them. */
 	int64_t slot_ms, missed, missed_last_ms;
+	struct slot_record rec; /* all the record says */
 };
 /* Reads the record of path (path itself if it ends in ".last-run"); r->found is false
  * when there is none. Returns 0 or an exit code after reporting. Free with
@@ -380,6 +435,8 @@ void last_run_free(struct last_run *r);
 void print_last_run_text(FILE *f, const struct last_run *r);
 /* Its JSON object ("null" when there is none). */
 void print_last_run_json(FILE *f, const struct last_run *r);
+/* A scheduled job's last outcome ("failed 3", "succeeded"...; "-": none) into buf. */
+void last_outcome_text(char *buf, size_t size, const struct last_run *r);
 
 /* ---- metrics.c ---- */
 
@@ -395,6 +452,7 @@ struct report {
 	bool slot_late;          /* skipped: --schedule arrived past --start-deadline */
 	bool lost, revoked, max_runtime, warned;
 	int64_t success_ms;      /* server time of the last successful run, 0 if unknown */
+	struct slot_record record; /* --schedule: the record as read or written (.found) */
 };
 
 /* Checks that FILE's folder can take the file. Returns 0 or an exit code after
@@ -430,7 +488,7 @@ int run_lock(const struct opts *o);
 
 /* The options scheduled.c parses, as sched_option() takes them. */
 enum sched_opt { SCHED_OPT_SCHEDULE, SCHED_OPT_TZ, SCHED_OPT_CATCH_UP,
-                 SCHED_OPT_START_DEADLINE };
+                 SCHED_OPT_START_DEADLINE, SCHED_OPT_LAST_FAILED, SCHED_OPT_MISSED_SLOTS };
 /* The variables a scheduled run's command gets. */
 #define SLOT_ENV "ZKLOCK_SLOT"
 #define MISSED_ENV "ZKLOCK_MISSED"
@@ -441,28 +499,13 @@ enum sched_opt { SCHED_OPT_SCHEDULE, SCHED_OPT_TZ, SCHED_OPT_CATCH_UP,
 
 /* Takes one option's argument into o. Returns 0 or an exit code after reporting. */
 int sched_option(int which, const char *arg, struct opts *o);
-/* Whether any of them was given. */
+/* Whether any of a run's (--schedule, --tz, --catch-up, --start-deadline) was given
+ * (--last-failed and --missed-slots are zklock check's). */
 bool sched_opts_given(const struct opts *o);
 /* How they combine with the rest of a run's options; parses the schedule in its zone.
  * Returns 0 or an exit code after reporting. */
 int sched_check_opts(struct opts *o);
 
-/* The record beside the lock as a scheduled run reads and writes it: the first line as
- * --once-per's ("<started ms> <host>:<pid>", the last success; "-" for none), then lines
- * "slot <ms>" (the last success's slot), "finished <ms>" (when the last success
- * finished, if the record was written since: else the record's write is), "missed <n>
- * <first ms> <last ms>" (slots recorded missed in all; the first and last of the latest
- * of them). A reader that knows the first line alone reads the rest as nothing. */
-struct slot_record {
-	bool found;
-	int64_t started_ms;  /* 0: no success */
-	char by[300];
-	int64_t finished_ms; /* the "finished" line, else the record's write (mtime) */
-	int64_t slot_ms;     /* 0: not said */
-	int64_t missed, missed_first_ms, missed_last_ms;
-};
-/* Parses buf (NUL-terminated) written at mtime into *r. */
-void slot_record_parse(const char *buf, int64_t mtime, struct slot_record *r);
 
 /* A scheduled run between its grant and its release. */
 struct sched_run {
@@ -484,7 +527,15 @@ int sched_skip(const struct opts *o, struct lock *lk, struct sched_run *sr, stru
 /* The command succeeded: records the slot's success and releases the lock in one
  * transaction, as once_record(). */
 int sched_record(const struct opts *o, struct lock *lk, struct sched_run *sr, int64_t *mtime,
-                 int *release);
+                 int *release, struct report *rep);
+/* Before the command starts: records that it runs (the "running" line, guarded by our
+ * node), and the run before it that did not end under the lock as lost or vanished.
+ * Returns 0 or an exit code after reporting. */
+int sched_start(struct lock *lk, struct sched_run *sr);
+/* The command did not succeed and the lock is still ours: records how it ended and
+ * releases the lock in one transaction. */
+int sched_record_end(struct lock *lk, struct sched_run *sr, const struct outcome *out,
+                     int *release, struct report *rep);
 void sched_run_free(struct sched_run *sr);
 
 /* ---- hold.c ---- */
