@@ -445,6 +445,36 @@ def missed_slots_checked():
 
 
 @case
+def splay_delays_the_arrival():
+    """--splay 1.5: each host waits a random time under 1.5 s before it asks for the
+    lock (-v says how long; the run takes at least that), three hosts still run the slot
+    once, and SIGTERM during the wait ends zklock at once (143) without a run."""
+    p = lock_path("splay")
+    f, job = slot_job("splay")
+    now = server_now_ms()
+    shift, start = shift_into(now, 20000)
+    args = ["-v", "--splay", "1.5", "--schedule", "* * * * *", p, "--"] + job
+    procs = [Proc(args, env=env_at(shift)) for _ in range(3)]
+    for h in procs:
+        line = h.wait_line(r"--splay: asking for ")
+        delay = float(line.split(" in ")[1].split()[0])
+        check(0 <= delay < 1.5, "delay %r" % line)
+        check(h.wait(30) == 0, "host: exit %s %r" % (h.p.returncode, h.stderr()))
+    check(lines_of(f) == ["%s 0 unset" % iso(start)], "runs: %r" % lines_of(f))
+    rc, _, err, secs = run(["-v", "--splay", "1", p, "--", "true"])
+    said = float(err.split("--splay: asking for %s in " % p)[1].split()[0])
+    check(rc == 0 and secs >= said, "took %.3f s, said %.3f: %r" % (secs, said, err))
+    h = Proc(["-v", "--splay", "1d", p, "--", "true"])
+    h.wait_line(r"--splay: asking for ")
+    t0 = time.monotonic()
+    h.signal(15)
+    check(h.wait(10) == 128 + 15 and time.monotonic() - t0 < 5, "SIGTERM: %s %r" %
+          (h.p.returncode, h.stderr()))
+    expect(["--splay", "0", p, "--", "true"], 64, stderr_has="--splay")
+    expect(["status", "--splay", "1", p], 64, stderr_has="options of a run")
+
+
+@case
 def schedule_usage_errors():
     """Bad schedules, zones, policies and deadlines, and options that do not combine,
     exit 64 naming the problem."""

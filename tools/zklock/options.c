@@ -105,6 +105,7 @@ static const struct option long_opts[] = {
 	{ "tz", required_argument, NULL, OPT_SCHEDULE_FIRST + SCHED_OPT_TZ },
 	{ "catch-up", required_argument, NULL, OPT_SCHEDULE_FIRST + SCHED_OPT_CATCH_UP },
 	{ "start-deadline", required_argument, NULL, OPT_SCHEDULE_FIRST + SCHED_OPT_START_DEADLINE },
+	{ "splay", required_argument, NULL, OPT_SCHEDULE_FIRST + SCHED_OPT_SPLAY },
 	{ "last-failed", no_argument, NULL, OPT_SCHEDULE_FIRST + SCHED_OPT_LAST_FAILED },
 	{ "missed-slots", required_argument, NULL, OPT_SCHEDULE_FIRST + SCHED_OPT_MISSED_SLOTS },
 	{ "verbose", no_argument, NULL, 'v' },
@@ -550,8 +551,8 @@ static int check_subcommand_opts(const struct opts *o, const char *name)
 		                   "--previous and --lock-delay are options of a run, not of "
 		                   "zklock %s", name);
 	if (sched_opts_given(o))
-		return usage_error("--schedule, --tz, --catch-up and --start-deadline are options "
-		                   "of a run, not of zklock %s", name);
+		return usage_error("--schedule, --tz, --catch-up, --start-deadline and --splay are "
+		                   "options of a run, not of zklock %s", name);
 	if (o->command != CMD_CHECK && has_check_opts(o))
 		return usage_error("--held-longer, --waiters-more, --last-run-older, --last-failed, "
 		                   "--missed-slots and --clock-node are options of zklock check, "

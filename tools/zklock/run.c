@@ -525,6 +525,7 @@ int run_lock(const struct opts *o)
 		return EXIT_SOFTWARE;
 	}
 
+	splay_wait(o); /* before the session: a fleet does not arrive in one millisecond */
 	zkl_client *c = NULL;
 	struct lock lk;
 	memset(&lk, 0, sizeof lk);

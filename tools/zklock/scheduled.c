@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 /* ---- the options ---- */
 
@@ -52,6 +53,11 @@ int sched_option(int which, const char *arg, struct opts *o)
 			return usage_error("invalid --missed-slots \"%s\": expected WARN, WARN,CRIT or "
 			                   ",CRIT, each a number of slots >= 0 (such as 0,2)", arg);
 		return 0;
+	case SCHED_OPT_SPLAY:
+		if (!parse_duration(arg, &o->splay_ms))
+			return usage_error("invalid --splay \"%s\": expected seconds > 0, or a number "
+			                   "with s, m, h or d (such as 30, 2m)", arg);
+		return 0;
 	case SCHED_OPT_START_DEADLINE:
 		if (!parse_duration(arg, &o->start_deadline_ms))
 			return usage_error("invalid --start-deadline \"%s\": expected seconds > 0, or "
@@ -63,13 +69,14 @@ int sched_option(int which, const char *arg, struct opts *o)
 
 bool sched_opts_given(const struct opts *o)
 {
-	return o->schedule_expr || o->tz || o->catch_up_given || o->start_deadline_ms;
+	return o->schedule_expr || o->tz || o->catch_up_given || o->start_deadline_ms ||
+	       o->splay_ms;
 }
 
 int sched_check_opts(struct opts *o)
 {
 	if (!o->schedule_expr) {
-		if (sched_opts_given(o))
+		if (o->tz || o->catch_up_given || o->start_deadline_ms)
 			return usage_error("%s needs --schedule",
 			                   o->tz ? "--tz" : o->catch_up_given ? "--catch-up"
 			                                                      : "--start-deadline");
@@ -558,6 +565,30 @@ int sched_record_end(struct lock *lk, struct sched_run *sr, const struct outcome
 	if (status == 0)
 		keep_for_report(rep, &r, at);
 	return status;
+}
+
+/* ---- --splay ---- */
+
+void splay_wait(const struct opts *o)
+{
+	if (o->splay_ms <= 0)
+		return;
+	uint64_t r = 0;
+	if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) {
+		struct timespec t;
+		clock_gettime(CLOCK_REALTIME, &t);
+		r = (uint64_t)t.tv_nsec * 2654435761u ^ (uint64_t)getpid();
+	}
+	int64_t ms = (int64_t)(r % (uint64_t)o->splay_ms);
+	if (o->verbose)
+		msg("--splay: asking for %s in %.3f s", o->path, ms / 1000.0);
+	notify("STATUS=--splay: asking for %s in %.3f s\nEXTEND_TIMEOUT_USEC=%lld", o->path,
+	       ms / 1000.0, (long long)ms * 1000LL + 60000000LL);
+	/* A signal meanwhile ends zklock at once (nothing is queued yet: the signal thread
+	 * exits 128+N while connecting). */
+	struct timespec until = plus_ms(now(), ms);
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR)
+		;
 }
 
 void sched_run_free(struct sched_run *sr)

@@ -70,6 +70,8 @@ void print_usage(void)
 	    "      --start-deadline T      with --schedule: a run T or more after its slot\n"
 	    "                              began does not start COMMAND, exits 0 and records\n"
 	    "                              the slot missed\n"
+	    "      --splay T               wait a random time under T before asking for the\n"
+	    "                              lock, so that a fleet does not arrive at once\n"
 	    "      --naming curator|kazoo  name our nodes as Curator (default) or kazoo does, to\n"
 	    "                              join a path that kazoo's Lock / ReadLock use\n"
 	    "      --data TEXT             what our node says, shown by `zklock status` (default\n"

@@ -127,6 +127,7 @@ struct opts {
 	enum catch_up catch_up;
 	bool catch_up_given;
 	int64_t start_deadline_ms;
+	int64_t splay_ms;       /* --splay: at most this long a random wait first; 0: none */
 	int64_t hold_for_ms;    /* zklock hold --for; 0: not given */
 	const char *reason;     /* zklock hold --reason */
 	const char *path;
@@ -488,7 +489,8 @@ int run_lock(const struct opts *o);
 
 /* The options scheduled.c parses, as sched_option() takes them. */
 enum sched_opt { SCHED_OPT_SCHEDULE, SCHED_OPT_TZ, SCHED_OPT_CATCH_UP,
-                 SCHED_OPT_START_DEADLINE, SCHED_OPT_LAST_FAILED, SCHED_OPT_MISSED_SLOTS };
+                 SCHED_OPT_START_DEADLINE, SCHED_OPT_LAST_FAILED, SCHED_OPT_MISSED_SLOTS,
+                 SCHED_OPT_SPLAY };
 /* The variables a scheduled run's command gets. */
 #define SLOT_ENV "ZKLOCK_SLOT"
 #define MISSED_ENV "ZKLOCK_MISSED"
@@ -499,7 +501,7 @@ enum sched_opt { SCHED_OPT_SCHEDULE, SCHED_OPT_TZ, SCHED_OPT_CATCH_UP,
 
 /* Takes one option's argument into o. Returns 0 or an exit code after reporting. */
 int sched_option(int which, const char *arg, struct opts *o);
-/* Whether any of a run's (--schedule, --tz, --catch-up, --start-deadline) was given
+/* Whether any of a run's (--schedule, --tz, --catch-up, --start-deadline, --splay) was given
  * (--last-failed and --missed-slots are zklock check's). */
 bool sched_opts_given(const struct opts *o);
 /* How they combine with the rest of a run's options; parses the schedule in its zone.
@@ -537,6 +539,8 @@ int sched_start(struct lock *lk, struct sched_run *sr);
 int sched_record_end(struct lock *lk, struct sched_run *sr, const struct outcome *out,
                      int *release, struct report *rep);
 void sched_run_free(struct sched_run *sr);
+/* --splay: waits a random time in [0, T) before the lock is asked for. */
+void splay_wait(const struct opts *o);
 
 /* ---- hold.c ---- */
 
