@@ -21,6 +21,8 @@ which their cron lines would fire, around a real slot boundary 2 s ahead.
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 import time
@@ -472,6 +474,164 @@ def splay_delays_the_arrival():
           (h.p.returncode, h.stderr()))
     expect(["--splay", "0", p, "--", "true"], 64, stderr_has="--splay")
     expect(["status", "--splay", "1", p], 64, stderr_has="options of a run")
+
+
+# ---- GUIDE.md's cron chapter, run as written there ----
+
+def guide_cases():
+    """GUIDE.md's subsections from "One run per slot" up to "After a run that vanished":
+    [(title, [crontab command lines], [ExecStart command lines])]."""
+    with open(z.GUIDE, encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(r"^### One run per slot.*?(?=^### After a run that vanished)", text,
+                  flags=re.M | re.S)
+    check(m is not None, "GUIDE.md lacks the cron chapter's slot sections")
+    out = []
+    for part in re.split(r"^### ", m.group(0), flags=re.M):
+        title = part.split("\n", 1)[0]
+        crons, execs, fence = [], [], None
+        for line in part.splitlines():
+            if line.startswith("```"):
+                fence = line[3:].strip() if fence is None else None
+            elif fence == "crontab" and line.strip() and not line.startswith("#"):
+                crons.append(line)
+            elif fence == "ini" and line.startswith("ExecStart="):
+                execs.append(line[len("ExecStart="):])
+        if crons or execs:
+            check(len(crons) == len(execs), "%s: %d crontab lines, %d ExecStart lines" %
+                  (title, len(crons), len(execs)))
+            out.append((title, crons, execs))
+    check(len(out) >= 5, "GUIDE.md: %d cron cases" % len(out))
+    return out
+
+
+GBIN = os.path.join(z.TMP, "guide-bin")
+GOUT = os.path.join(z.TMP, "guide-out")
+
+
+def guide_argv(line, cron):
+    """A GUIDE line as the test runs it: the five cron fields off (with cron), /usr/bin/
+    zklock and zklock as the build's, /cron/... under the test's root, /usr/local/bin/X
+    as the test's job X, --splay 30 as --splay 1 (a short test). Returns (the schedule's
+    five fields, argv for Proc, without zklock itself)."""
+    words = shlex.split(line)
+    if cron:
+        words = words[5:]
+    check(words[0] in ("zklock", "/usr/bin/zklock"), "not a zklock line: %r" % line)
+    fields = words[words.index("--schedule") + 1].split()
+    argv = []
+    for w in words[1:]:
+        if w.startswith("/cron/"):
+            w = lock_path("guide" + w)
+        elif w.startswith("/usr/local/bin/"):
+            w = os.path.join(GBIN, w.rsplit("/", 1)[1])
+        elif w == "zklock":
+            w = os.path.join(GBIN, "zklock")
+        argv.append(w)
+    if "--splay" in argv:
+        argv[argv.index("--splay") + 1] = "1"
+    return fields, argv
+
+
+def slot_of(fields):
+    """(unit, offset) of the schedules the GUIDE uses: daily at H:M, or every N
+    minutes."""
+    minute, hour = fields[0], fields[1]
+    check(fields[2:] == ["*", "*", "*"], "schedule %r" % fields)
+    if minute.isdigit() and hour.isdigit():
+        return 86400000, (int(hour) * 60 + int(minute)) * MIN
+    m = re.match(r"^\*/(\d+)$", minute)
+    check(m is not None and hour == "*", "schedule %r" % fields)
+    return int(m.group(1)) * MIN, 0
+
+
+def guide_jobs():
+    os.makedirs(GBIN, exist_ok=True)
+    os.makedirs(GOUT, exist_ok=True)
+    with open(os.path.join(GBIN, "zklock"), "w") as f:
+        f.write("#!/bin/sh\nexec %s \"$@\"\n" % " ".join(shlex.quote(a)
+                                                         for a in z.zklock_cmd([])))
+    for name in ("backup", "vacuum", "export", "report", "sync-mirror"):
+        with open(os.path.join(GBIN, name), "w") as f:
+            f.write('#!/bin/sh\nt0=$(date +%%s%%N); sleep 0.3\n'
+                    'echo "$ZKLOCK_SLOT ${ZKLOCK_MISSED-unset} $t0 $(date +%%s%%N)" '
+                    '>> %s/%s\n' % (GOUT, name))
+    for name in os.listdir(GBIN):
+        os.chmod(os.path.join(GBIN, name), 0o755)
+
+
+def guide_runs(name):
+    return [line.split() for line in lines_of(os.path.join(GOUT, name))]
+
+
+@case
+def guide_cron_cases_on_three_hosts():
+    """Each crontab line and each systemd ExecStart line of GUIDE.md's cron chapter, run
+    as written there (names aside) on three hosts at once: each slot runs once; a night
+    every host missed is caught up once; a host 15 minutes late does not start; the
+    backup and the vacuum never overlap."""
+    guide_jobs()
+    now = server_now_ms()
+    cases = guide_cases()
+    for title, crons, execs in cases:
+        if len(crons) > 1:
+            guide_together(title, crons, True, now, 0)
+            guide_together(title, execs, False, now, 86400000)
+            continue
+        for cron, exe in zip(crons, execs):
+            fields, argv = guide_argv(cron, True)
+            unit, offset = slot_of(fields)
+            shift, start = shift_into(now, offset + 20000, unit)
+            job = argv[-1].rsplit("/", 1)[1]
+            before = len(guide_runs(job))
+            for rc, err in hosts(argv, env_at(shift)):
+                check(rc == 0, "%s: %s: exit %s %r" % (title, cron, rc, err))
+            runs = guide_runs(job)[before:]
+            check(len(runs) == 1 and runs[0][0] == iso(start + offset),
+                  "%s: %s on three hosts: %r" % (title, cron, runs))
+            _, argv = guide_argv(exe, False)
+            later = unit * (2 if "--catch-up" in argv else 1)
+            late = 15 * MIN if "--start-deadline" in argv else 0
+            for rc, err in hosts(argv, env_at(shift + later + late)):
+                check(rc == 0, "%s: %s: exit %s %r" % (title, exe, rc, err))
+            runs = guide_runs(job)[before + 1:]
+            if late:
+                check(runs == [], "%s: late hosts ran: %r" % (title, runs))
+                rec = record(lock_path("guide/cron/" + job))
+                check(rec["missed"] == 1, "%s: late slot not missed: %r" % (title, rec))
+                continue
+            want = "1" if "--catch-up" in argv else "0"
+            check(len(runs) == 1 and runs[0][:2] == [iso(start + later + offset), want],
+                  "%s: %s on three hosts: %r" % (title, exe, runs))
+
+
+def guide_together(title, lines, cron, now, later):
+    """Lines of jobs that must not overlap, each on three hosts, all started together
+    when every one's slot has begun (later ms after the first such day): each job runs
+    its slot once."""
+    runs = []
+    for line in lines:
+        fields, argv = guide_argv(line, cron)
+        runs.append((line, argv, slot_of(fields)))
+    unit = runs[0][2][0]
+    offset = max(r[2][1] for r in runs)
+    shift, start = shift_into(now, offset + 20000, unit)
+    shift, start = shift + later, start + later
+    before = {argv[-1]: len(guide_runs(argv[-1].rsplit("/", 1)[1])) for _, argv, _ in runs}
+    procs = [(line, Proc(argv, env=env_at(shift))) for line, argv, _ in runs for _ in range(3)]
+    for line, p in procs:
+        check(p.wait(30) == 0, "%s: %s: exit %s %r" % (title, line, p.p.returncode,
+                                                        p.stderr()))
+    spans = []
+    for line, argv, (u, off) in runs:
+        got = guide_runs(argv[-1].rsplit("/", 1)[1])[before[argv[-1]]:]
+        check(len(got) == 1 and got[0][:2] == [iso(start + off), "0"],
+              "%s: %s on three hosts: %r" % (title, line, got))
+        spans.append((int(got[0][2]), int(got[0][3])))
+    # Started together: one after the other, never together.
+    spans.sort()
+    for a, b in zip(spans, spans[1:]):
+        check(a[1] <= b[0], "%s: the jobs overlapped: %r" % (title, spans))
 
 
 @case

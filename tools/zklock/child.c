@@ -138,7 +138,9 @@ static bool sets(const char *e, const char *name)
 /* The command's environment: ours, with NAME=token and, if previous is not NULL,
  * ZKLOCK_PREVIOUS=previous (an inherited one is dropped either way: it would speak of
  * another lock), and the "NAME=value" strings of extra (--schedule's ZKLOCK_SLOT,
- * ZKLOCK_MISSED, ZKLOCK_MISSED_FROM; inherited ones are dropped too). Freed with free()
+ * ZKLOCK_MISSED, ZKLOCK_MISSED_FROM, which replace inherited ones; without them, those
+ * pass through, so that a zklock nested in a scheduled one hands its command the
+ * slot). Freed with free()
  * (one block of pointers; the strings are environ's and extra's, but for the one added,
  * *added, which holds both added variables). */
 static char **command_env(const char *name, int64_t token, const char *previous,
@@ -161,8 +163,8 @@ static char **command_env(const char *name, int64_t token, const char *previous,
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++)
 		if (!sets(environ[i], name) && !sets(environ[i], PREVIOUS_ENV) &&
-		    !sets(environ[i], SLOT_ENV) && !sets(environ[i], MISSED_ENV) &&
-		    !sets(environ[i], MISSED_FROM_ENV))
+		    !(ne > 0 && (sets(environ[i], SLOT_ENV) || sets(environ[i], MISSED_ENV) ||
+		                 sets(environ[i], MISSED_FROM_ENV))))
 			envp[k++] = environ[i];
 	envp[k++] = var;
 	if (previous) {
