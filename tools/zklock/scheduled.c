@@ -19,6 +19,7 @@
 #include "zklock.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -219,32 +220,51 @@ enum run_kind slot_record_last(const struct slot_record *r)
 	return last;
 }
 
-/* The record's data for r, into buf (size: RECORD_DATA_MAX); outcomes whose finished_ms
- * is 0 are this write's. */
-#define RECORD_DATA_MAX 4096
-static int record_format(char *buf, size_t size, const struct slot_record *r)
+/* printf to the end of buf's len bytes, never past size (a cut record is refused by
+ * no one, but a line cut short reads as nothing). */
+static void append(char *buf, size_t size, size_t *len, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void append(char *buf, size_t size, size_t *len, const char *fmt, ...)
 {
-	int len;
+	if (*len >= size - 1)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf + *len, size - *len, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*len = *len + (size_t)n < size ? *len + (size_t)n : size - 1;
+}
+
+/* The record's data for r, into buf (size: RECORD_DATA_MAX, which the lines fit: the
+ * longest of each, 8 of them, are under 3.7 KB); outcomes whose finished_ms is 0 are
+ * this write's. Returns its length. */
+#define RECORD_DATA_MAX 4096
+static size_t record_format(char *buf, size_t size, const struct slot_record *r)
+{
+	size_t len = 0;
+	buf[0] = '\0';
 	if (r->started_ms > 0)
-		len = snprintf(buf, size, "%lld %s\nslot %lld\n", (long long)r->started_ms, r->by,
-		               (long long)r->slot_ms);
+		append(buf, size, &len, "%lld %s\nslot %lld\n", (long long)r->started_ms, r->by,
+		       (long long)r->slot_ms);
 	else
-		len = snprintf(buf, size, "-\n");
+		append(buf, size, &len, "-\n");
 	for (int k = 0; k < RUN_KINDS; k++) {
 		const struct run_outcome *o = &r->runs[k];
 		if (o->set)
-			len += snprintf(buf + len, size - (size_t)len, "run %s %d %lld %lld %lld %s\n",
-			                kind_names[k], o->n, (long long)o->slot_ms,
-			                (long long)o->started_ms, (long long)o->finished_ms, o->by);
+			append(buf, size, &len, "run %s %d %lld %lld %lld %s\n", kind_names[k], o->n,
+			       (long long)o->slot_ms, (long long)o->started_ms,
+			       (long long)o->finished_ms, o->by);
 	}
 	if (r->running.set)
-		len += snprintf(buf + len, size - (size_t)len, "running %lld %lld %lld %s\n",
-		                (long long)r->running.slot_ms, (long long)r->running.started_ms,
-		                (long long)r->running_token, r->running.by);
+		append(buf, size, &len, "running %lld %lld %lld %s\n",
+		       (long long)r->running.slot_ms, (long long)r->running.started_ms,
+		       (long long)r->running_token, r->running.by);
 	if (r->missed > 0 || r->missed_recent > 0)
-		len += snprintf(buf + len, size - (size_t)len, "missed %lld %lld %lld %lld\n",
-		                (long long)r->missed, (long long)r->missed_first_ms,
-		                (long long)r->missed_last_ms, (long long)r->missed_recent);
+		append(buf, size, &len, "missed %lld %lld %lld %lld\n", (long long)r->missed,
+		       (long long)r->missed_first_ms, (long long)r->missed_last_ms,
+		       (long long)r->missed_recent);
 	return len;
 }
 
@@ -452,10 +472,10 @@ int sched_skip(const struct opts *o, struct lock *lk, struct sched_run *sr, stru
 		return 0;
 	}
 	char buf[RECORD_DATA_MAX];
-	int len = record_format(buf, sizeof buf, &r);
+	size_t len = record_format(buf, sizeof buf, &r);
 	int release = 0;
 	int64_t mtime = 0;
-	int status = record_release(lk, sr->rec, buf, (size_t)len, sr->r.found, &mtime, &release);
+	int status = record_release(lk, sr->rec, buf, len, sr->r.found, &mtime, &release);
 	if (status == 0)
 		keep_for_report(rep, &r, mtime);
 	return status;
@@ -487,8 +507,8 @@ int sched_start(struct lock *lk, struct sched_run *sr)
 	r.running_token = zkl_lock_token(lk->l);
 	printable(r.running.by, sizeof r.running.by, lk->id, strlen(lk->id));
 	char buf[RECORD_DATA_MAX];
-	int len = record_format(buf, sizeof buf, &r);
-	int rc = zkl_record_set_guarded(lk->l, sr->rec, buf, (size_t)len);
+	size_t len = record_format(buf, sizeof buf, &r);
+	int rc = zkl_record_set_guarded(lk->l, sr->rec, buf, len);
 	if (rc == ZKL_ELOST || rc == ZKL_ENOTHELD) {
 		msg("lock on %s lost", lk->path);
 		return EXIT_SOFTWARE;
@@ -528,9 +548,9 @@ int sched_record(const struct opts *o, struct lock *lk, struct sched_run *sr, in
 		r.missed_recent = 0; /* --catch-up once: this run stood for them */
 	}
 	char buf[RECORD_DATA_MAX];
-	int len = record_format(buf, sizeof buf, &r);
+	size_t len = record_format(buf, sizeof buf, &r);
 	int64_t at = 0;
-	int status = record_release(lk, sr->rec, buf, (size_t)len, sr->r.found, &at, release);
+	int status = record_release(lk, sr->rec, buf, len, sr->r.found, &at, release);
 	if (mtime)
 		*mtime = at;
 	if (status == 0)
@@ -559,9 +579,9 @@ int sched_record_end(struct lock *lk, struct sched_run *sr, const struct outcome
 	}
 	set_run(lk, sr, &r, k, n);
 	char buf[RECORD_DATA_MAX];
-	int len = record_format(buf, sizeof buf, &r);
+	size_t len = record_format(buf, sizeof buf, &r);
 	int64_t at = 0;
-	int status = record_release(lk, sr->rec, buf, (size_t)len, sr->r.found, &at, release);
+	int status = record_release(lk, sr->rec, buf, len, sr->r.found, &at, release);
 	if (status == 0)
 		keep_for_report(rep, &r, at);
 	return status;
