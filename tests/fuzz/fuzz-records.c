@@ -2,7 +2,8 @@
  * a record (zklock --once-per's run record, "<ms> <host>:<pid>"), a semaphore's recorded
  * limit (a decimal number in its path's data, which zklocks and kazoo record and check),
  * "<host>:<pid>" in a node's data (how `zklock status` finds its own holders), and a
- * revocation request in a held node's data (only "__REVOKE__" is one). The input is the
+ * revocation request in a held node's data (only "__REVOKE__" is one). The run record is
+ * read as --schedule reads it too (slot_record_parse()). The input is the
  * data; each is put in its node on the in-memory ZooKeeper and read as zklocks reads it.
  *
  * What must hold, besides no crash, leak or undefined behaviour: a count is read only
@@ -125,6 +126,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(last > 0 && last <= arrival);
 	for (const char *p = by; *p; p++)
 		CHECK(*p >= 0x20 && *p < 0x7f);
+	/* The same as zklock --schedule reads it (the lines after the first): whatever it
+	 * says, nothing negative, missed slots in order, and "by" printable. */
+	CHECK(zkl_record_get(ft.c, "/R/rec", &back, &len, NULL) == 0);
+	struct slot_record sr;
+	slot_record_parse(back, 1700000000000LL, &sr);
+	free(back);
+	CHECK(sr.found && sr.started_ms >= 0 && sr.slot_ms >= 0 && sr.missed >= 0 &&
+	      sr.missed_first_ms <= sr.missed_last_ms && sr.finished_ms >= 0);
+	CHECK(strlen(sr.by) < sizeof sr.by);
+	for (const char *q = sr.by; *q; q++)
+		CHECK(*q >= 0x20 && *q < 0x7f);
+	for (int k = 0; k <= RUN_KINDS; k++) {
+		const struct run_outcome *ro = k < RUN_KINDS ? &sr.runs[k] : &sr.running;
+		CHECK(ro->n >= 0 && ro->n <= 255 && ro->slot_ms >= 0 && ro->started_ms >= 0 &&
+		      ro->finished_ms >= 0 && strlen(ro->by) < sizeof ro->by);
+		for (const char *q = ro->by; *q; q++)
+			CHECK(*q >= 0x20 && *q < 0x7f);
+	}
+	CHECK(slot_record_last(&sr) <= RUN_KINDS);
 	/* "<host>:<pid>" in a node's data. */
 	char host[256];
 	long pid;

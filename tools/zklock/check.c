@@ -210,6 +210,8 @@ static void print_json(const struct check *k, const struct found *fd,
 	json_threshold(f, "held_longer_s", &o->held_longer, 1000.0);
 	json_threshold(f, "waiters_more", &o->waiters_more, 1.0);
 	json_threshold(f, "last_run_older_s", &o->last_run_older, 1000.0);
+	json_threshold(f, "missed_slots", &o->missed_slots, 1.0);
+	fprintf(f, ", \"last_failed\": %s", o->last_failed ? "true" : "false");
 	fputs(", \"problems\": [", f);
 	for (size_t i = 0; i < k->n; i++) {
 		fprintf(f, "%s{\"level\": \"%s\", \"text\": ", i ? ", " : "",
@@ -354,6 +356,42 @@ static bool read_run(struct check *k, zkl_client *c, struct found *fd, const cha
 	return true;
 }
 
+/* --last-failed: a scheduled job whose last run (the outcome of its record that finished
+ * last) did not succeed is CRITICAL; --missed-slots: the slots it missed lately (since
+ * the success before its last one, and since its last), against the thresholds. */
+static void check_outcomes(struct check *k, const struct found *fd)
+{
+	const struct opts *o = k->o;
+	for (size_t i = 0; i < fd->nruns; i++) {
+		const struct last_run *r = &fd->runs[i];
+		int n = (int)(strlen(r->node) - strlen(".last-run"));
+		enum run_kind last = slot_record_last(&r->rec);
+		if (o->last_failed && last < RUN_KINDS && last != RUN_SUCCEEDED) {
+			const struct run_outcome *ro = &r->rec.runs[last];
+			char what[40], at[40], slot[40];
+			last_outcome_text(what, sizeof what, r);
+			format_utc(at, sizeof at, ro->finished_ms);
+			format_utc(slot, sizeof slot, ro->slot_ms);
+			problem(k, CHECK_CRITICAL, "%.*s last run %s%s on %s (slot %s, %s %s)", n,
+			        r->node, last == RUN_FAILED ? "failed with status " : "",
+			        last == RUN_FAILED ? what + strlen("failed ") : what,
+			        *ro->by ? ro->by : "an unknown host", slot,
+			        last == RUN_LOST || last == RUN_VANISHED ? "found so at" : "ended at",
+			        at);
+		}
+		int64_t crossed;
+		int lv = set(&o->missed_slots)
+		         ? level_of(&o->missed_slots, r->rec.missed_recent, &crossed) : CHECK_OK;
+		if (lv != CHECK_OK) {
+			char at[40];
+			format_utc(at, sizeof at, r->rec.missed_last_ms);
+			problem(k, lv, "%.*s missed %lld slot%s lately (the last %s; more than %lld)", n,
+			        r->node, (long long)r->rec.missed_recent,
+			        r->rec.missed_recent == 1 ? "" : "s", at, (long long)crossed);
+		}
+	}
+}
+
 /* --last-run-older: PATH's record and every record under PATH, by when each last run
  * finished (the record's mtime, on the server's clock). */
 static void check_last_run(struct check *k, zkl_client *c, struct found *fd)
@@ -376,7 +414,8 @@ static void check_last_run(struct check *k, zkl_client *c, struct found *fd)
 	if (!ok)
 		return;
 	fd->last_run_read = true;
-	if (fd->nruns == 0) {
+	check_outcomes(k, fd);
+	if (fd->nruns == 0 && set(&o->last_run_older)) {
 		char *rec = record_path(o->path);
 		problem(k, o->last_run_older.crit >= 0 ? CHECK_CRITICAL : CHECK_WARNING,
 		        "no record of a run of %s (neither %s nor a record under %s exists)",
@@ -391,7 +430,8 @@ static void check_last_run(struct check *k, zkl_client *c, struct found *fd)
 			fd->oldest = i;
 		int64_t crossed;
 		int64_t age = k->server_now - r->finished_ms;
-		int lv = level_of(&o->last_run_older, age, &crossed);
+		int lv = set(&o->last_run_older) ? level_of(&o->last_run_older, age, &crossed)
+		                                 : CHECK_OK;
 		if (lv == CHECK_OK)
 			continue;
 		size_t n = strlen(r->node) - strlen(".last-run");
@@ -421,7 +461,8 @@ int run_check(const struct opts *o)
 		zkl_client_close(c);
 		return status;
 	}
-	if (set(&o->held_longer) || set(&o->last_run_older) || o->clock_node) {
+	const bool records = set(&o->last_run_older) || o->last_failed || set(&o->missed_slots);
+	if (set(&o->held_longer) || records || o->clock_node) {
 		char *clock = NULL;
 		if (!o->clock_node) {
 			size_t n = strlen(o->path) + sizeof "zklock.clock";
@@ -443,7 +484,7 @@ int run_check(const struct opts *o)
 		free(clock);
 	}
 	check_locks(&k, in, &fd);
-	if (set(&o->last_run_older))
+	if (records)
 		check_last_run(&k, c, &fd);
 	if (zkl_inspection_skipped(in) > 0)
 		problem(&k, CHECK_UNKNOWN, "%zu folder%s under %s could not be read (ACL)",

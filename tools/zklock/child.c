@@ -137,15 +137,21 @@ static bool sets(const char *e, const char *name)
 
 /* The command's environment: ours, with NAME=token and, if previous is not NULL,
  * ZKLOCK_PREVIOUS=previous (an inherited one is dropped either way: it would speak of
- * another lock). Freed with free() (one block of pointers; the strings are environ's,
- * but for the one added, *added, which holds both added variables). */
+ * another lock), and the "NAME=value" strings of extra (--schedule's ZKLOCK_SLOT,
+ * ZKLOCK_MISSED, ZKLOCK_MISSED_FROM, which replace inherited ones; without them, those
+ * pass through, so that a zklock nested in a scheduled one hands its command the
+ * slot). Freed with free()
+ * (one block of pointers; the strings are environ's and extra's, but for the one added,
+ * *added, which holds both added variables). */
 static char **command_env(const char *name, int64_t token, const char *previous,
-                          char **added)
+                          const char *const *extra, char **added)
 {
-	size_t n = 0, nl = strlen(name);
+	size_t n = 0, nl = strlen(name), ne = 0;
 	while (environ[n])
 		n++;
-	char **envp = malloc((n + 3) * sizeof *envp);
+	while (extra && extra[ne])
+		ne++;
+	char **envp = malloc((n + 3 + ne) * sizeof *envp);
 	size_t size = nl + 32 + sizeof PREVIOUS_ENV "=" + (previous ? strlen(previous) : 0);
 	char *var = malloc(size);
 	if (!envp || !var) {
@@ -156,7 +162,9 @@ static char **command_env(const char *name, int64_t token, const char *previous,
 	int len = snprintf(var, size, "%s=%lld", name, (long long)token);
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++)
-		if (!sets(environ[i], name) && !sets(environ[i], PREVIOUS_ENV))
+		if (!sets(environ[i], name) && !sets(environ[i], PREVIOUS_ENV) &&
+		    !(ne > 0 && (sets(environ[i], SLOT_ENV) || sets(environ[i], MISSED_ENV) ||
+		                 sets(environ[i], MISSED_FROM_ENV))))
 			envp[k++] = environ[i];
 	envp[k++] = var;
 	if (previous) {
@@ -164,6 +172,8 @@ static char **command_env(const char *name, int64_t token, const char *previous,
 		snprintf(pv, size - (size_t)len - 1, "%s=%s", PREVIOUS_ENV, previous);
 		envp[k++] = pv;
 	}
+	for (size_t i = 0; i < ne; i++)
+		envp[k++] = (char *)extra[i];
 	envp[k] = NULL;
 	*added = var;
 	return envp;
@@ -185,7 +195,7 @@ struct outcome run_command(const struct opts *o, struct lock *lk)
 	zkl_deadlines dl;
 	zkl_client_deadlines(lk->c, &dl);
 	const bool alive = token > 0 && dl.session_id != 0 && zkl_monotonic_ms() < dl.loss_ms;
-	char **envp = command_env(o->token_env, token, lk->previous, &var);
+	char **envp = command_env(o->token_env, token, lk->previous, lk->extra_env, &var);
 	int errpipe[2];
 	if (!envp) {
 		msg("out of memory");

@@ -118,6 +118,31 @@ static void gauge1(FILE *f, const struct opts *o, const char *name, const char *
 	gauge(f, o, name, help, NULL, NULL, &v, 1);
 }
 
+/* A scheduled job's record, as this run read or wrote it: the same on every host. */
+static void job_outcomes(FILE *f, const struct opts *o, const struct slot_record *rec)
+{
+	const char *names[RUN_KINDS];
+	double at[RUN_KINDS], last[RUN_KINDS];
+	enum run_kind l = slot_record_last(rec);
+	for (int k = 0; k < RUN_KINDS; k++) {
+		names[k] = run_kind_name((enum run_kind)k);
+		at[k] = rec->runs[k].set ? (double)rec->runs[k].finished_ms / 1000.0 : 0.0;
+		last[k] = k == (int)l;
+	}
+	gauge(f, o, "zklock_job_last_run_timestamp_seconds",
+	      "Server time at which the job's last run of each outcome ended (lost, vanished: "
+	      "when the next run found it so), as the record beside the lock says, in seconds "
+	      "since the epoch (0: none).", "outcome", names, at, RUN_KINDS);
+	gauge(f, o, "zklock_job_last_outcome",
+	      "The outcome of the job's last run as the record beside the lock says (1), on "
+	      "any host.", "outcome", names, last, RUN_KINDS);
+	gauge1(f, o, "zklock_job_missed_slots",
+	       "Slots the job missed lately: since the success before its last one.",
+	       (double)rec->missed_recent);
+	gauge1(f, o, "zklock_job_missed_slots_recorded",
+	       "Slots the job's record counts as missed in all.", (double)rec->missed);
+}
+
 /* The last success recorded in the file being replaced, in ms, or 0 (none, or no file).
  * Returns false, with *why, if file is there but not a regular file: it is opened
  * without following a link and without blocking (a FIFO), then checked. */
@@ -216,11 +241,13 @@ bool metrics_write(const struct opts *o, const struct report *r)
 	       r->status);
 	gauge1(f, o, "zklock_ran", "Whether the last run started the command (1) or not (0).",
 	       r->ran);
-	static const char *const reasons[] = { "busy", "once_per" };
-	const double skipped[] = { r->busy, r->once };
+	static const char *const reasons[] = { "busy", "once_per", "slot_done", "late" };
+	const double skipped[] = { r->busy, r->once, r->slot_done, r->slot_late };
 	gauge(f, o, "zklock_skipped",
-	      "Whether the last run was skipped: busy (not acquired in time, -w, -n) or "
-	      "once_per (--once-per found it done).", "reason", reasons, skipped, 2);
+	      "Whether the last run was skipped: busy (not acquired in time, -w, -n), "
+	      "once_per (--once-per found it done), slot_done (--schedule found its slot "
+	      "done) or late (--schedule: past --start-deadline).", "reason", reasons, skipped,
+	      4);
 	gauge1(f, o, "zklock_lost", "Whether the lock was lost during the last run.", r->lost);
 	gauge1(f, o, "zklock_revoked", "Whether the lock was revoked during the last run.",
 	       r->revoked);
@@ -232,6 +259,8 @@ bool metrics_write(const struct opts *o, const struct report *r)
 	gauge1(f, o, LAST_SUCCESS,
 	       "Server time at which the last successful run finished, in seconds since the "
 	       "epoch (0: none yet).", success > 0 ? (double)success / 1000.0 : 0.0);
+	if (r->record.found)
+		job_outcomes(f, o, &r->record);
 	bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
 	int e = errno;
 	if (fclose(f) != 0 && ok) {

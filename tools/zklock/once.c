@@ -124,13 +124,19 @@ int once_record(struct lock *lk, const char *rec, int64_t arrival, bool exists,
 {
 	char buf[400];
 	int len = snprintf(buf, sizeof buf, "%lld %s", (long long)arrival, lk->id);
+	return record_release(lk, rec, buf, len, exists, mtime, release);
+}
+
+int record_release(struct lock *lk, const char *rec, const char *buf, size_t len,
+                   bool exists, int64_t *mtime, int *release)
+{
 	int rc;
 	if (lk->mode == MODE_MUTEX || lk->mode == MODE_READ || lk->mode == MODE_WRITE) {
 		/* The record as the last reading found it: set if it was there, else created.
 		 * Should that have changed meanwhile (zklock forget, a record made by hand),
 		 * the transaction fails whole and the node is deleted alone: not recorded. */
 		const zkl_txn_op op = { .kind = exists ? ZKL_TXN_SET : ZKL_TXN_CREATE,
-		                        .path = rec, .data = buf, .len = (size_t)len,
+		                        .path = rec, .data = buf, .len = len,
 		                        .version = -1 };
 		rc = zkl_lock_release_txn(lk->l, &op, 1, NULL);
 	} else {
@@ -138,11 +144,11 @@ int once_record(struct lock *lk, const char *rec, int64_t arrival, bool exists,
 		 * written while our node exists (a guarded write), then the lock is released.
 		 * A reader may see the record before the release, never the lock free before
 		 * the record; a holder whose node is gone records nothing here either. */
-		rc = zkl_record_set_guarded(lk->l, rec, buf, (size_t)len);
+		rc = zkl_record_set_guarded(lk->l, rec, buf, len);
 		if (rc == 0) {
 			/* Recorded while ours: whatever the release says (a loss since) is its. */
 			*release = zkl_lock_release(lk->l);
-			if (mtime && !record_says(lk->c, rec, buf, (size_t)len, mtime))
+			if (mtime && !record_says(lk->c, rec, buf, len, mtime))
 				*mtime = 0;
 			return 0;
 		}
@@ -150,7 +156,7 @@ int once_record(struct lock *lk, const char *rec, int64_t arrival, bool exists,
 	const char *detail = zkl_last_error();
 	char said[512];
 	snprintf(said, sizeof said, "%s", *detail ? detail : zkl_strerror(rc));
-	if (rc == ZKL_ECONNLOSS && record_says(lk->c, rec, buf, (size_t)len, mtime)) {
+	if (rc == ZKL_ECONNLOSS && record_says(lk->c, rec, buf, len, mtime)) {
 		/* The answer was lost, not the transaction: it was applied. */
 		*release = 0;
 		return 0;
@@ -158,7 +164,7 @@ int once_record(struct lock *lk, const char *rec, int64_t arrival, bool exists,
 	if (rc == 0) {
 		*release = 0;
 		/* When it was written, on the server's clock (for --metrics-file). */
-		if (mtime && !record_says(lk->c, rec, buf, (size_t)len, mtime))
+		if (mtime && !record_says(lk->c, rec, buf, len, mtime))
 			*mtime = 0;
 		return 0;
 	}
@@ -202,17 +208,18 @@ int last_run_read(zkl_client *c, const char *path, struct last_run *r)
 		return 0;
 	if (rc != 0)
 		return report_failure("reading", r->node, rc);
-	/* "<ms> <host>:<pid>", as once_record() writes it; anything else: when it finished
-	 * only, by whom unknown. */
-	r->finished_ms = mtime;
-	char *end;
-	long long v = strtoll(buf, &end, 10);
-	if (end != buf && v > 0 && (*end == ' ' || *end == '\0')) {
-		r->started_ms = v;
-		while (*end == ' ')
-			end++;
-		printable(r->by, sizeof r->by, end, strcspn(end, "\n"));
-	}
+	/* "<ms> <host>:<pid>", as once_record() writes it, and a scheduled job's lines after
+	 * it (slot_record_parse()); anything else: when it finished only, by whom unknown. A
+	 * record of a scheduled job without a success yet ("-") says neither. */
+	struct slot_record sr;
+	slot_record_parse(buf, mtime, &sr);
+	r->finished_ms = buf[0] == '-' ? 0 : sr.finished_ms;
+	r->started_ms = sr.started_ms;
+	snprintf(r->by, sizeof r->by, "%s", sr.by);
+	r->slot_ms = sr.slot_ms;
+	r->missed = sr.missed;
+	r->missed_last_ms = sr.missed_last_ms;
+	r->rec = sr;
 	r->found = true;
 	free(buf);
 	return 0;
@@ -238,6 +245,47 @@ void print_last_run_text(FILE *f, const struct last_run *r)
 		fputs("-\t-", f);
 	/* The columns of a node's since and token: when the run started and finished. */
 	fprintf(f, "\t%s\t%s\t-\n", started, finished);
+	/* A scheduled job's: a line per outcome kept (the last run of each), and the run
+	 * going on, in the same columns; the last column is the run's slot. */
+	for (int k = 0; k <= RUN_KINDS; k++) {
+		const struct run_outcome *o = k < RUN_KINDS ? &r->rec.runs[k] : &r->rec.running;
+		if (!o->set)
+			continue;
+		char what[40], slot[40];
+		if (k == RUN_FAILED || k == RUN_SIGNAL)
+			snprintf(what, sizeof what, "%s %d", run_kind_name((enum run_kind)k), o->n);
+		else
+			snprintf(what, sizeof what, "%s", k < RUN_KINDS ? run_kind_name((enum run_kind)k)
+			                                                : "running");
+		format_utc(started, sizeof started, o->started_ms);
+		format_utc(finished, sizeof finished, k < RUN_KINDS ? o->finished_ms : 0);
+		format_utc(slot, sizeof slot, o->slot_ms);
+		hp = host_pid(o->by, strlen(o->by), host, sizeof host, &pid);
+		fprintf(f, "%s\t%s\t%s\trecord\t", r->node, *o->by ? o->by : "-", what);
+		if (hp)
+			fprintf(f, "%s\t%ld", host, pid);
+		else
+			fputs("-\t-", f);
+		fprintf(f, "\t%s\t%s\t%s\n", started, finished, slot);
+	}
+}
+
+/* "failed 3", "signal 9", "max-runtime"... into buf. */
+static void outcome_text(char *buf, size_t size, enum run_kind k, const struct run_outcome *o)
+{
+	if (k == RUN_FAILED || k == RUN_SIGNAL)
+		snprintf(buf, size, "%s %d", run_kind_name(k), o->n);
+	else
+		snprintf(buf, size, "%s", run_kind_name(k));
+}
+
+void last_outcome_text(char *buf, size_t size, const struct last_run *r)
+{
+	enum run_kind k = slot_record_last(&r->rec);
+	if (k < RUN_KINDS)
+		outcome_text(buf, size, k, &r->rec.runs[k]);
+	else
+		snprintf(buf, size, "-");
 }
 
 /* A time of the record in JSON: "<name>": "<UTC>", "<name>_ms": ms (null for none). */
@@ -272,7 +320,39 @@ void print_last_run_json(FILE *f, const struct last_run *r)
 		fputs(", \"pid\": null", f);
 	json_time(f, "started", r->started_ms);
 	json_time(f, "finished", r->finished_ms);
-	fputc('}', f);
+	json_time(f, "slot", r->slot_ms);
+	fprintf(f, ", \"missed\": %lld, \"missed_recent\": %lld", (long long)r->missed,
+	        (long long)r->rec.missed_recent);
+	json_time(f, "last_missed", r->missed_last_ms);
+	/* A scheduled job's outcomes: the last run of each, and which was last. */
+	enum run_kind last = slot_record_last(&r->rec);
+	fputs(", \"last_outcome\": ", f);
+	print_json_cstr(f, last < RUN_KINDS ? run_kind_name(last) : NULL);
+	fputs(", \"outcomes\": {", f);
+	bool first = true;
+	for (int k = 0; k <= RUN_KINDS; k++) {
+		const struct run_outcome *o = k < RUN_KINDS ? &r->rec.runs[k] : &r->rec.running;
+		if (!o->set)
+			continue;
+		fprintf(f, "%s\"%s\": {\"by\": ", first ? "" : ", ",
+		        k < RUN_KINDS ? run_kind_name((enum run_kind)k) : "running");
+		first = false;
+		print_json_cstr(f, o->by);
+		char h[256];
+		long p = 0;
+		bool ok = host_pid(o->by, strlen(o->by), h, sizeof h, &p);
+		fputs(", \"host\": ", f);
+		print_json_cstr(f, ok ? h : NULL);
+		if (k == RUN_FAILED)
+			fprintf(f, ", \"status\": %d", o->n);
+		if (k == RUN_SIGNAL)
+			fprintf(f, ", \"signal\": %d", o->n);
+		json_time(f, "slot", o->slot_ms);
+		json_time(f, "started", o->started_ms);
+		json_time(f, "finished", k < RUN_KINDS ? o->finished_ms : 0);
+		fputc('}', f);
+	}
+	fputs("}}", f);
 }
 
 /* The note of how the last holder of the lock whose record is rec left (--previous,

@@ -50,6 +50,8 @@ enum {
 	OPT_PREVIOUS,
 	OPT_FOR,
 	OPT_REASON,
+	OPT_SCHEDULE_FIRST, /* scheduled.c's: OPT_SCHEDULE_FIRST + enum sched_opt */
+	OPT_SCHEDULE_LAST = OPT_SCHEDULE_FIRST + 16,
 };
 
 static const char short_opts[] = "+:s:w:nE:c:qvh";
@@ -99,6 +101,13 @@ static const struct option long_opts[] = {
 	{ "previous", no_argument, NULL, OPT_PREVIOUS },
 	{ "for", required_argument, NULL, OPT_FOR },
 	{ "reason", required_argument, NULL, OPT_REASON },
+	{ "schedule", required_argument, NULL, OPT_SCHEDULE_FIRST + SCHED_OPT_SCHEDULE },
+	{ "tz", required_argument, NULL, OPT_SCHEDULE_FIRST + SCHED_OPT_TZ },
+	{ "catch-up", required_argument, NULL, OPT_SCHEDULE_FIRST + SCHED_OPT_CATCH_UP },
+	{ "start-deadline", required_argument, NULL, OPT_SCHEDULE_FIRST + SCHED_OPT_START_DEADLINE },
+	{ "splay", required_argument, NULL, OPT_SCHEDULE_FIRST + SCHED_OPT_SPLAY },
+	{ "last-failed", no_argument, NULL, OPT_SCHEDULE_FIRST + SCHED_OPT_LAST_FAILED },
+	{ "missed-slots", required_argument, NULL, OPT_SCHEDULE_FIRST + SCHED_OPT_MISSED_SLOTS },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -181,7 +190,7 @@ static bool parse_interval(const char *s, long *secs)
 
 /* A duration: a number of seconds > 0 (decimals allowed), or with a unit s, m, h or d
  * (such as 90s, 1.5h), to whole milliseconds (rounded up); at most 100 years. */
-static bool parse_duration(const char *s, int64_t *ms)
+bool parse_duration(const char *s, int64_t *ms)
 {
 	size_t n = strlen(s);
 	if (n == 0 || n > 30)
@@ -210,7 +219,7 @@ static bool parse_duration(const char *s, int64_t *ms)
 
 /* A check's thresholds: "WARN", "WARN,CRIT" or ",CRIT", each a duration (count false)
  * or a count >= 0 (count true). */
-static bool parse_threshold(const char *s, bool count, struct threshold *t)
+bool parse_threshold(const char *s, bool count, struct threshold *t)
 {
 	t->warn = t->crit = -1;
 	const char *comma = strchr(s, ',');
@@ -500,7 +509,13 @@ static int parse_opts(int argc, char **argv, bool permute, struct opts *o, int *
 			break;
 		case ':':
 			return usage_error("option '%s' requires an argument", argv[optind - 1]);
-		default: /* '?' */
+		default: /* '?', or one of scheduled.c's */
+			if (c >= OPT_SCHEDULE_FIRST && c < OPT_SCHEDULE_LAST) {
+				int rc = sched_option(c - OPT_SCHEDULE_FIRST, optarg, o);
+				if (rc != 0)
+					return rc;
+				break;
+			}
 			if (optopt != 0 && optopt < 256)
 				return usage_error("invalid option -- '%c'", optopt);
 			return usage_error("unrecognized option '%s'", argv[optind - 1]);
@@ -523,7 +538,8 @@ static bool has_check_opts(const struct opts *o)
 {
 	return o->held_longer.warn >= 0 || o->held_longer.crit >= 0 ||
 	       o->waiters_more.warn >= 0 || o->waiters_more.crit >= 0 ||
-	       o->last_run_older.warn >= 0 || o->last_run_older.crit >= 0 || o->clock_node;
+	       o->last_run_older.warn >= 0 || o->last_run_older.crit >= 0 || o->clock_node ||
+	       o->last_failed || o->missed_slots.warn >= 0 || o->missed_slots.crit >= 0;
 }
 
 /* Options of a run that a subcommand does not take, and the reverse. */
@@ -534,10 +550,13 @@ static int check_subcommand_opts(const struct opts *o, const char *name)
 		return usage_error("--metrics-file, --job-name, --max-runtime, --warn-after, "
 		                   "--previous and --lock-delay are options of a run, not of "
 		                   "zklock %s", name);
+	if (sched_opts_given(o))
+		return usage_error("--schedule, --tz, --catch-up, --start-deadline and --splay are "
+		                   "options of a run, not of zklock %s", name);
 	if (o->command != CMD_CHECK && has_check_opts(o))
-		return usage_error("--held-longer, --waiters-more, --last-run-older and "
-		                   "--clock-node are options of zklock check, not of zklock %s",
-		                   name);
+		return usage_error("--held-longer, --waiters-more, --last-run-older, --last-failed, "
+		                   "--missed-slots and --clock-node are options of zklock check, "
+		                   "not of zklock %s", name);
 	if (o->clock_node)
 		return check_path("clock node", o->clock_node);
 	return 0;
@@ -596,6 +615,7 @@ int parse_args(int argc, char **argv, struct opts *o)
 	o->kill_grace_ms = DEFAULT_KILL_GRACE_MS;
 	o->token_env = DEFAULT_TOKEN_ENV;
 	o->held_longer = o->waiters_more = o->last_run_older = (struct threshold){ -1, -1 };
+	o->missed_slots = (struct threshold){ -1, -1 };
 
 	int rc = read_configs(o);
 	if (rc != 0)
@@ -641,8 +661,8 @@ int parse_args(int argc, char **argv, struct opts *o)
 		}
 	}
 	if (has_check_opts(o))
-		return usage_error("--held-longer, --waiters-more, --last-run-older and "
-		                   "--clock-node are options of zklock check");
+		return usage_error("--held-longer, --waiters-more, --last-run-older, --last-failed, "
+		                   "--missed-slots and --clock-node are options of zklock check");
 
 	if (next >= argc)
 		return usage_error("missing lock path");
@@ -735,6 +755,8 @@ int parse_args(int argc, char **argv, struct opts *o)
 		                   "(kazoo's semaphore and election use other layouts)");
 	if (o->warn_after_ms && o->max_runtime_ms && o->warn_after_ms >= o->max_runtime_ms)
 		return usage_error("--warn-after must be shorter than --max-runtime");
+	if ((rc = sched_check_opts(o)) != 0)
+		return rc;
 	if (!o->job_name) {
 		const char *base = strrchr(o->cmd[0], '/');
 		o->job_name = base && base[1] ? base + 1 : o->cmd[0];

@@ -303,6 +303,26 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 	bool rec_exists = false;
 	struct timespec held_at = now();
 
+	struct sched_run sr;
+	bool scheduled = o->sched != NULL;
+	if (scheduled) {
+		/* Read the record while holding the lock, as --once-per below. */
+		status = sched_begin(o, lk, &sr);
+		if (status != 0 || sr.plan.action != SLOT_RUN) {
+			set_phase(PH_DONE);
+			pass_on(lk);
+			if (status != 0)
+				zkl_lock_release(lk->l);
+			else
+				status = sched_skip(o, lk, &sr, rep);
+			rep->hold_s = seconds_since(held_at);
+			sched_run_free(&sr);
+			return status;
+		}
+		rec = sr.rec; /* freed with sr */
+		arrival = sr.arrival_ms;
+	}
+
 	if (o->once_per_s > 0) {
 		/* Read the record while holding the lock: a run in progress elsewhere has
 		 * finished (and recorded) before we get here. */
@@ -351,7 +371,18 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 		set_phase(PH_DONE);
 		zkl_lock_release(lk->l);
 		rep->hold_s = seconds_since(held_at);
-		free(rec);
+		if (scheduled)
+			sched_run_free(&sr);
+		else
+			free(rec);
+		return status;
+	}
+
+	if (scheduled && (status = sched_start(lk, &sr)) != 0) {
+		set_phase(PH_DONE);
+		zkl_lock_release(lk->l);
+		rep->hold_s = seconds_since(held_at);
+		sched_run_free(&sr);
 		return status;
 	}
 
@@ -369,7 +400,11 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 		pthread_mutex_lock(&st.mu);
 		bool lost = st.lost;
 		pthread_mutex_unlock(&st.mu);
-		if (rec && !lost && zkl_lock_token(lk->l) > 0) {
+		if (scheduled && !lost && zkl_lock_token(lk->l) > 0) {
+			status = sched_record(o, lk, &sr, o->metrics_file ? &rep->success_ms : NULL,
+			                      &rc, rep);
+			released = true;
+		} else if (rec && !lost && zkl_lock_token(lk->l) > 0) {
 			status = once_record(lk, rec, arrival, rec_exists,
 			                     o->metrics_file ? &rep->success_ms : NULL, &rc);
 			released = true;
@@ -378,7 +413,25 @@ static int hold_and_run(const struct opts *o, struct lock *lk, bool *again, stru
 			arrival = arrival_ms(lk);
 		}
 	}
-	free(rec);
+	if (scheduled && !released && !out.lost) {
+		/* It did not succeed (or never started): how it ended goes in the record with
+		 * the release, while the lock is ours (a lost lock records nothing: the next
+		 * holder finds the run lost or vanished). */
+		pthread_mutex_lock(&st.mu);
+		bool lost = st.lost;
+		pthread_mutex_unlock(&st.mu);
+		if (!lost && zkl_lock_token(lk->l) > 0) {
+			int rs = sched_record_end(lk, &sr, &out, &rc, rep);
+			released = true;
+			if (status == 0)
+				status = rs;
+		}
+	}
+	lk->extra_env = NULL;
+	if (scheduled)
+		sched_run_free(&sr);
+	else
+		free(rec);
 
 	if (!released && lk->tracked) {
 		pthread_mutex_lock(&st.mu);
@@ -472,6 +525,7 @@ int run_lock(const struct opts *o)
 		return EXIT_SOFTWARE;
 	}
 
+	splay_wait(o); /* before the session: a fleet does not arrive in one millisecond */
 	zkl_client *c = NULL;
 	struct lock lk;
 	memset(&lk, 0, sizeof lk);

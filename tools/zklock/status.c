@@ -78,8 +78,22 @@ static void print_list_record(FILE *f, const struct last_run *r)
 	char started[40], finished[40];
 	format_utc(started, sizeof started, r->started_ms);
 	format_utc(finished, sizeof finished, r->finished_ms);
-	fprintf(f, "%s\trecord\t-\t-\t%s, started %s, finished %s\n", r->node,
+	fprintf(f, "%s\trecord\t-\t-\t%s, started %s, finished %s", r->node,
 	        *r->by ? r->by : "-", started, finished);
+	/* A scheduled job's: its last run's outcome, if not that success, and the slots
+	 * missed lately. */
+	enum run_kind k = slot_record_last(&r->rec);
+	if (k < RUN_KINDS && k != RUN_SUCCEEDED) {
+		char what[40], at[40];
+		last_outcome_text(what, sizeof what, r);
+		format_utc(at, sizeof at, r->rec.runs[k].finished_ms);
+		fprintf(f, "; last run %s (%s, by %s)", what, at,
+		        *r->rec.runs[k].by ? r->rec.runs[k].by : "-");
+	}
+	if (r->rec.missed_recent > 0)
+		fprintf(f, "; %lld slot%s missed lately", (long long)r->rec.missed_recent,
+		        r->rec.missed_recent == 1 ? "" : "s");
+	fputc('\n', f);
 }
 
 /* A lock of `list`: one in use (li, of the inspection), or one whose --once-per record

@@ -30,6 +30,8 @@
 
 #include <zklocks/zklocks.h>
 
+#include "slot.h"
+
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -116,6 +118,16 @@ struct opts {
 	/* zklock check: ms for the ages, a count for the waiters */
 	struct threshold held_longer, waiters_more, last_run_older;
 	const char *clock_node; /* the node check writes to read the server's time */
+	bool last_failed;       /* check --last-failed */
+	struct threshold missed_slots; /* check --missed-slots */
+	/* --schedule (scheduled.c): the expression as given, its zone, the parsed schedule
+	 * (NULL: not scheduled), --catch-up, --start-deadline (ms; 0: none) */
+	const char *schedule_expr, *tz;
+	struct schedule *sched;
+	enum catch_up catch_up;
+	bool catch_up_given;
+	int64_t start_deadline_ms;
+	int64_t splay_ms;       /* --splay: at most this long a random wait first; 0: none */
 	int64_t hold_for_ms;    /* zklock hold --for; 0: not given */
 	const char *reason;     /* zklock hold --reason */
 	const char *path;
@@ -132,6 +144,11 @@ int parse_args(int argc, char **argv, struct opts *o);
 int resolve_servers(struct opts *o);
 /* A decimal integer in [min, max], nothing else. */
 bool parse_int(const char *s, long min, long max, int *out);
+/* A duration: seconds > 0 (decimals allowed), or with a unit s, m, h or d, to whole ms. */
+bool parse_duration(const char *s, int64_t *ms);
+/* A check's threshold "WARN", "WARN,CRIT" or ",CRIT": durations to ms, or with count
+ * numbers >= 0. */
+bool parse_threshold(const char *s, bool count, struct threshold *t);
 /* Reads the config files into o. Returns 0 or an exit code after reporting. */
 int read_configs(struct opts *o);
 /* Frees what the config files left (strings o points to). */
@@ -258,6 +275,9 @@ struct lock {
 	/* How the last command that ran under the lock ended, as the holder before said
 	 * (its end, or "vanished"): what our release passes on if our command never ran. */
 	char passed_on[ZKL_END_MAX];
+	/* More variables for the command ("NAME=value", NULL-terminated; --schedule's
+	 * ZKLOCK_SLOT and the rest), or NULL. */
+	const char *const *extra_env;
 };
 
 /* Makes the handle. Returns 0 or an exit code after reporting. */
@@ -321,6 +341,55 @@ struct outcome {
 /* Runs the command while the lock is held. */
 struct outcome run_command(const struct opts *o, struct lock *lk);
 
+/* ---- the record beside the lock (scheduled.c) ---- */
+
+/* How a run ended, as the record keeps the last of each. */
+enum run_kind { RUN_SUCCEEDED, RUN_FAILED, RUN_MAX_RUNTIME, RUN_SIGNAL, RUN_REVOKED,
+                RUN_LOST, RUN_VANISHED, RUN_KINDS };
+/* "succeeded", "failed", "max-runtime", "signal", "revoked", "lost", "vanished" */
+const char *run_kind_name(enum run_kind k);
+
+/* The last run of one outcome. */
+struct run_outcome {
+	bool set;
+	int n;               /* failed: its exit status; signal: the signal; else 0 */
+	int64_t slot_ms;     /* 0: not scheduled */
+	int64_t started_ms;  /* it asked for the lock (its node's creation) */
+	int64_t finished_ms; /* its release wrote the record; lost and vanished: when the
+	                      * successor that found it so wrote it */
+	char by[300];        /* "<host>:<pid>", printable */
+};
+
+/* The record beside the lock as a scheduled run reads and writes it: the first line as
+ * --once-per's ("<started ms> <host>:<pid>", the last success; "-" for none), then
+ * lines of a scheduled job:
+ *   slot <ms>                              the last success's slot
+ *   run <kind> <n> <slot> <started> <finished> <by>
+ *                                          the last run of each outcome (finished 0:
+ *                                          the record's own write)
+ *   running <slot> <started> <token> <by>  a run started its command and has not ended
+ *                                          under the lock (yet)
+ *   missed <total> <first> <last> <recent> slots recorded missed in all, the first and
+ *                                          last of the latest, and how many were missed
+ *                                          since the success before the last one
+ * A reader that knows the first line alone reads the rest as nothing. */
+struct slot_record {
+	bool found;
+	int64_t started_ms;  /* 0: no success */
+	char by[300];
+	int64_t finished_ms; /* the succeeded line's, else the record's write (mtime) */
+	int64_t slot_ms;     /* 0: not said */
+	int64_t missed, missed_first_ms, missed_last_ms, missed_recent;
+	struct run_outcome runs[RUN_KINDS];
+	struct run_outcome running; /* n: the low bits of no use; token in running_token */
+	int64_t running_token;
+	int64_t mtime;
+};
+/* The outcome whose run finished last (RUN_KINDS: none). */
+enum run_kind slot_record_last(const struct slot_record *r);
+/* Parses buf (NUL-terminated) written at mtime into *r. */
+void slot_record_parse(const char *buf, int64_t mtime, struct slot_record *r);
+
 /* ---- once.c ---- */
 
 /* <path>.last-run, malloc'ed (the caller frees it), or NULL. */
@@ -340,6 +409,9 @@ int once_check(zkl_client *c, const char *rec, int64_t arrival, long interval_s,
  * Returns 0 or an exit code after reporting. */
 int once_record(struct lock *lk, const char *rec, int64_t arrival, bool exists,
                 int64_t *mtime, int *release);
+/* The same with the record's data given (--schedule's). */
+int record_release(struct lock *lk, const char *rec, const char *data, size_t len,
+                   bool exists, int64_t *mtime, int *release);
 
 /* The --once-per record of a lock path, as status and list show it. */
 struct last_run {
@@ -350,6 +422,10 @@ struct last_run {
 	int64_t started_ms, finished_ms;
 	char by[300];   /* who ran it: zklock's "<host>:<pid>" */
 	bool found;
+	/* A scheduled job's (0 when the record does not say): the last success's slot,
+	 * how many slots were recorded missed, and the latest of them. */
+	int64_t slot_ms, missed, missed_last_ms;
+	struct slot_record rec; /* all the record says */
 };
 /* Reads the record of path (path itself if it ends in ".last-run"); r->found is false
  * when there is none. Returns 0 or an exit code after reporting. Free with
@@ -360,6 +436,8 @@ void last_run_free(struct last_run *r);
 void print_last_run_text(FILE *f, const struct last_run *r);
 /* Its JSON object ("null" when there is none). */
 void print_last_run_json(FILE *f, const struct last_run *r);
+/* A scheduled job's last outcome ("failed 3", "succeeded"...; "-": none) into buf. */
+void last_outcome_text(char *buf, size_t size, const struct last_run *r);
 
 /* ---- metrics.c ---- */
 
@@ -371,8 +449,11 @@ struct report {
 	bool ran;                /* the command was started */
 	bool busy;               /* skipped: not acquired in time (-w, -n) */
 	bool once;               /* skipped: --once-per found it done */
+	bool slot_done;          /* skipped: --schedule found its slot done */
+	bool slot_late;          /* skipped: --schedule arrived past --start-deadline */
 	bool lost, revoked, max_runtime, warned;
 	int64_t success_ms;      /* server time of the last successful run, 0 if unknown */
+	struct slot_record record; /* --schedule: the record as read or written (.found) */
 };
 
 /* Checks that FILE's folder can take the file. Returns 0 or an exit code after
@@ -403,6 +484,63 @@ int run_forget(const struct opts *o);
 int run_check(const struct opts *o);
 int run_prune(const struct opts *o);
 int run_lock(const struct opts *o);
+
+/* ---- scheduled.c: --schedule, --tz, --catch-up, --start-deadline ---- */
+
+/* The options scheduled.c parses, as sched_option() takes them. */
+enum sched_opt { SCHED_OPT_SCHEDULE, SCHED_OPT_TZ, SCHED_OPT_CATCH_UP,
+                 SCHED_OPT_START_DEADLINE, SCHED_OPT_LAST_FAILED, SCHED_OPT_MISSED_SLOTS,
+                 SCHED_OPT_SPLAY };
+/* The variables a scheduled run's command gets. */
+#define SLOT_ENV "ZKLOCK_SLOT"
+#define MISSED_ENV "ZKLOCK_MISSED"
+#define MISSED_FROM_ENV "ZKLOCK_MISSED_FROM"
+/* Test only: ms added to the server's time as the schedule sees a run's arrival, so that
+ * a test puts a slot's start where it wants it (every host of a test the same). */
+#define SHIFT_ENV "ZKLOCK_TEST_SLOT_SHIFT_MS"
+
+/* Takes one option's argument into o. Returns 0 or an exit code after reporting. */
+int sched_option(int which, const char *arg, struct opts *o);
+/* Whether any of a run's (--schedule, --tz, --catch-up, --start-deadline, --splay) was given
+ * (--last-failed and --missed-slots are zklock check's). */
+bool sched_opts_given(const struct opts *o);
+/* How they combine with the rest of a run's options; parses the schedule in its zone.
+ * Returns 0 or an exit code after reporting. */
+int sched_check_opts(struct opts *o);
+
+
+/* A scheduled run between its grant and its release. */
+struct sched_run {
+	char *rec;              /* the record's path */
+	struct slot_record r;   /* as read under the lock */
+	struct slot_plan plan;
+	int64_t arrival_ms;     /* our node's creation, the server's clock */
+	int64_t last_slot_ms;   /* the last success's slot (0: none) */
+	char env[3][64];
+	const char *envp[4];
+};
+/* Reads the record under the lock and plans the run (run.c acts on sr->plan.action;
+ * with SLOT_RUN, lk->extra_env is set). Returns 0 or an exit code after reporting. */
+int sched_begin(const struct opts *o, struct lock *lk, struct sched_run *sr);
+/* A run that does not start its command (done, late, no slot): says why (but with -q),
+ * records a late slot as missed, and releases the lock (in one transaction when it
+ * records). Returns zklock's exit status. */
+int sched_skip(const struct opts *o, struct lock *lk, struct sched_run *sr, struct report *rep);
+/* The command succeeded: records the slot's success and releases the lock in one
+ * transaction, as once_record(). */
+int sched_record(const struct opts *o, struct lock *lk, struct sched_run *sr, int64_t *mtime,
+                 int *release, struct report *rep);
+/* Before the command starts: records that it runs (the "running" line, guarded by our
+ * node), and the run before it that did not end under the lock as lost or vanished.
+ * Returns 0 or an exit code after reporting. */
+int sched_start(struct lock *lk, struct sched_run *sr);
+/* The command did not succeed and the lock is still ours: records how it ended and
+ * releases the lock in one transaction. */
+int sched_record_end(struct lock *lk, struct sched_run *sr, const struct outcome *out,
+                     int *release, struct report *rep);
+void sched_run_free(struct sched_run *sr);
+/* --splay: waits a random time in [0, T) before the lock is asked for. */
+void splay_wait(const struct opts *o);
 
 /* ---- hold.c ---- */
 
