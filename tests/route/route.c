@@ -1,0 +1,286 @@
+/* zkl-route: the route of one acquisition through the library's files, counted.
+ *
+ *   zkl-route [-v]
+ *
+ * The library's sources are compiled into this program with -finstrument-functions
+ * (tests/route/meson.build), on the in-memory ZooKeeper of the unit suite, so every
+ * function entry and exit of src/ and recipes/ is seen, on every thread, in the order it
+ * happens. Three routes are recorded: a blocking mutex acquire, its release, and an
+ * asynchronous acquire up to its callback (which releases). Each is reduced to the
+ * sequence of files that code ran in (an entry runs in the callee's file, an exit goes
+ * back to the caller's; code outside src/ and recipes/ is left out), and counted:
+ *
+ *   stops  runs of consecutive events in one file (a route through 3 files, there and
+ *          back, is 5 stops)
+ *   back   stops in a file the route had already left before (re-entries)
+ *   files  distinct files
+ *
+ * -v prints each route's sequence of files. The counts are ARCHITECTURE.md's ("The
+ * route, counted"). Resolving addresses needs addr2line (binutils) and debug info.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <zklocks/zklocks.h>
+
+#include "fakezk.h"
+
+#define NOI __attribute__((no_instrument_function))
+#define MAXEV (1 << 20)
+
+static atomic_bool recording;
+static pthread_mutex_t ev_mu = PTHREAD_MUTEX_INITIALIZER;
+static uintptr_t ev[MAXEV]; /* the address whose file the code is in after the event */
+static size_t nev;
+static bool overflow;
+
+NOI static void note(void *addr)
+{
+	if (!atomic_load_explicit(&recording, memory_order_relaxed))
+		return;
+	pthread_mutex_lock(&ev_mu);
+	if (nev < MAXEV)
+		ev[nev++] = (uintptr_t)addr;
+	else
+		overflow = true;
+	pthread_mutex_unlock(&ev_mu);
+}
+
+NOI void __cyg_profile_func_enter(void *fn, void *site)
+{
+	(void)site;
+	note(fn);
+}
+
+NOI void __cyg_profile_func_exit(void *fn, void *site)
+{
+	(void)fn;
+	note(site); /* back in the caller */
+}
+
+/* ---- resolving addresses to files ---- */
+
+struct addr_file {
+	uintptr_t addr;
+	const char *file; /* NULL: not the library's */
+};
+static struct addr_file *known;
+static size_t nknown;
+
+NOI static int by_addr(const void *a, const void *b)
+{
+	uintptr_t x = ((const struct addr_file *)a)->addr, y = ((const struct addr_file *)b)->addr;
+	return x < y ? -1 : x > y;
+}
+
+/* The library's file a path names (src/... or recipes/...), interned; NULL otherwise. */
+NOI static const char *lib_file(const char *path)
+{
+	static char *names[512];
+	static size_t n;
+	const char *p = strstr(path, "/src/");
+	if (!p)
+		p = strstr(path, "/recipes/");
+	if (!p)
+		return NULL;
+	p++;
+	char clean[512];
+	snprintf(clean, sizeof clean, "%s", p);
+	clean[strcspn(clean, ": \n")] = '\0'; /* addr2line says FILE:LINE */
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(names[i], clean) == 0)
+			return names[i];
+	if (n == 512)
+		return NULL;
+	names[n] = strdup(clean);
+	return names[n++];
+}
+
+/* Resolves every address recorded so far (one addr2line run). */
+NOI static void resolve(void)
+{
+	Dl_info info;
+	if (!dladdr((void *)resolve, &info)) {
+		fprintf(stderr, "zkl-route: dladdr failed\n");
+		exit(1);
+	}
+	const uintptr_t base = (uintptr_t)info.dli_fbase;
+	struct addr_file *all = calloc(nev ? nev : 1, sizeof *all);
+	for (size_t i = 0; i < nev; i++)
+		all[i].addr = ev[i];
+	qsort(all, nev, sizeof *all, by_addr);
+	size_t u = 0;
+	for (size_t i = 0; i < nev; i++)
+		if (u == 0 || all[u - 1].addr != all[i].addr)
+			all[u++] = all[i];
+	char in[] = "/tmp/zkl-route-XXXXXX";
+	int fd = mkstemp(in);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!f) {
+		fprintf(stderr, "zkl-route: cannot write a temporary file\n");
+		exit(1);
+	}
+	for (size_t i = 0; i < u; i++)
+		fprintf(f, "0x%lx\n", (unsigned long)(all[i].addr - base));
+	fclose(f);
+	char cmd[256];
+	snprintf(cmd, sizeof cmd, "addr2line -e /proc/%d/exe < %s", (int)getpid(), in);
+	FILE *p = popen(cmd, "r");
+	char line[1024];
+	for (size_t i = 0; p && i < u && fgets(line, sizeof line, p); i++)
+		all[i].file = lib_file(line);
+	if (!p || pclose(p) != 0) {
+		fprintf(stderr, "zkl-route: addr2line failed (binutils)\n");
+		exit(1);
+	}
+	unlink(in);
+	known = all;
+	nknown = u;
+}
+
+NOI static const char *file_of(uintptr_t a)
+{
+	struct addr_file key = {.addr = a};
+	struct addr_file *k = bsearch(&key, known, nknown, sizeof *known, by_addr);
+	return k ? k->file : NULL;
+}
+
+/* ---- counting ---- */
+
+struct route {
+	const char *name;
+	size_t from, to; /* events [from, to) */
+};
+
+NOI static size_t count(const struct route *r, bool verbose)
+{
+	const char *stops[4096];
+	size_t n = 0;
+	for (size_t i = r->from; i < r->to; i++) {
+		const char *f = file_of(ev[i]);
+		if (!f || (n && stops[n - 1] == f))
+			continue;
+		if (n < 4096)
+			stops[n++] = f;
+	}
+	size_t back = 0, files = 0;
+	for (size_t i = 0; i < n; i++) {
+		bool seen = false;
+		for (size_t j = 0; j + 1 < i; j++)
+			seen |= stops[j] == stops[i];
+		/* stops[i - 1] != stops[i] by construction: seen before means re-entered */
+		back += seen;
+		bool first = true;
+		for (size_t j = 0; j < i; j++)
+			first &= stops[j] != stops[i];
+		files += first;
+	}
+	printf("| %s | %zu | %zu | %zu |\n", r->name, n, back, files);
+	if (verbose) {
+		for (size_t i = 0; i < n; i++)
+			printf("%s%s", i ? " > " : "    ", stops[i]);
+		printf("\n");
+	}
+	return n;
+}
+
+/* ---- the routes ---- */
+
+struct async_done {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+	int rc;
+	size_t at;
+};
+
+NOI static void acquired(zkl_lock *l, int rc, void *data)
+{
+	struct async_done *d = data;
+	if (rc == 0)
+		zkl_lock_release(l);
+	pthread_mutex_lock(&ev_mu);
+	d->at = nev;
+	pthread_mutex_unlock(&ev_mu);
+	atomic_store(&recording, false);
+	pthread_mutex_lock(&d->mu);
+	d->done = true;
+	d->rc = rc;
+	pthread_cond_signal(&d->cv);
+	pthread_mutex_unlock(&d->mu);
+}
+
+NOI static size_t mark(bool on)
+{
+	pthread_mutex_lock(&ev_mu);
+	size_t at = nev;
+	atomic_store(&recording, on);
+	pthread_mutex_unlock(&ev_mu);
+	return at;
+}
+
+NOI static void check(int rc, const char *what)
+{
+	if (rc != 0) {
+		fprintf(stderr, "zkl-route: %s: %s (%s)\n", what, zkl_strerror(rc), zkl_last_error());
+		exit(1);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	const bool verbose = argc > 1 && strcmp(argv[1], "-v") == 0;
+	struct fz *z = fz_new();
+	zkl_client_options o;
+	zkl_client_options_init(&o);
+	zkl_client *c;
+	check(fz_client_open(z, &c, &o), "open");
+	zkl_mutex *m;
+	check(zkl_mutex_new(&m, c, "/locks/route"), "mutex");
+	zkl_lock *l = zkl_mutex_lock(m);
+	/* Once unrecorded: the folder is made, and every lazy first use is past. */
+	check(zkl_lock_acquire(l, 5000), "warm-up acquire");
+	check(zkl_lock_release(l), "warm-up release");
+
+	struct route r[3] = {{.name = "blocking acquire"}, {.name = "its release"},
+	                     {.name = "asynchronous acquire to its callback"}};
+	r[0].from = mark(true);
+	check(zkl_lock_acquire(l, 5000), "acquire");
+	r[0].to = mark(false);
+	r[1].from = mark(true);
+	check(zkl_lock_release(l), "release");
+	r[1].to = mark(false);
+	struct async_done d = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+	r[2].from = mark(true);
+	check(zkl_lock_acquire_async(l, 5000, acquired, &d), "acquire_async");
+	pthread_mutex_lock(&d.mu);
+	while (!d.done)
+		pthread_cond_wait(&d.cv, &d.mu);
+	pthread_mutex_unlock(&d.mu);
+	check(d.rc, "the asynchronous acquire");
+	r[2].to = d.at;
+	zkl_mutex_free(m);
+	zkl_client_close(c);
+	fz_free(z);
+	if (overflow) {
+		fprintf(stderr, "zkl-route: more than %d events\n", MAXEV);
+		return 1;
+	}
+	resolve();
+	printf("| route | stops | back | files |\n|---|---|---|---|\n");
+	int empty = 0;
+	for (int i = 0; i < 3; i++)
+		empty += count(&r[i], verbose) == 0;
+	if (empty) {
+		fprintf(stderr, "zkl-route: %d route(s) ran through no file of the library: "
+		        "instrumentation or addr2line failed\n", empty);
+		return 1;
+	}
+	return 0;
+}
