@@ -439,7 +439,7 @@ void zkl__sem_view_push_async(zkl_semaphore *s, zkl_lease *l)
 static int semaphore_view_acquire(zkl_lock *lk, int timeout_ms)
 {
 	zkl_semaphore *s = SEM(lk);
-	zkl_lease *l;
+	zkl_lease *l = NULL;
 	int rc = zkl_semaphore_acquire(s, 1, timeout_ms, &l);
 	if (rc != 0)
 		return rc;
