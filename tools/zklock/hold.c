@@ -265,17 +265,11 @@ static int hold_acquire_keep(const struct opts *o, zkl_client *c)
 
 int run_release(const struct opts *o)
 {
-	zkl_client *c = NULL;
-	int status = open_client(o, &c);
+	zkl_client *c;
+	zkl_inspection *in;
+	int status = open_inspected(o, &c, &in);
 	if (status != 0)
 		return status;
-	zkl_inspection *in;
-	int rc = inspect_path(c, o->path, &in);
-	if (rc != 0) {
-		status = report_failure("listing", o->path, rc);
-		zkl_client_close(c);
-		return status;
-	}
 	const zkl_lock_info *li = zkl_inspection_lock(in, 0);
 	size_t released = 0;
 	for (size_t k = 0; li && k < li->count && status == 0; k++) {
@@ -283,7 +277,7 @@ int run_release(const struct opts *o)
 		struct hold_info h;
 		if (!hold_parse(n, &h))
 			continue;
-		rc = zkl_record_delete(c, n->path);
+		const int rc = zkl_record_delete(c, n->path);
 		if (rc == 0) {
 			released++;
 			if (!o->quiet)

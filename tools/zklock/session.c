@@ -110,6 +110,21 @@ int inspect_path(zkl_client *c, const char *path, zkl_inspection **in)
 	return zkl_inspect(c, path, inspect_timeout(c), in);
 }
 
+int open_inspected(const struct opts *o, zkl_client **c, zkl_inspection **in)
+{
+	*c = NULL;
+	int status = open_client(o, c);
+	if (status != 0)
+		return status;
+	int rc = inspect_path(*c, o->path, in);
+	if (rc != 0) {
+		status = report_failure("listing", o->path, rc);
+		zkl_client_close(*c);
+		*c = NULL;
+	}
+	return status;
+}
+
 int inspect_prefix(zkl_client *c, const char *prefix, zkl_inspection **in)
 {
 	/* A level of the tree costs a round trip: a deep one may take a few. */

@@ -11,17 +11,11 @@
 
 int run_status(const struct opts *o)
 {
-	zkl_client *c = NULL;
-	int status = open_client(o, &c);
+	zkl_client *c;
+	zkl_inspection *in;
+	int status = open_inspected(o, &c, &in);
 	if (status != 0)
 		return status;
-	zkl_inspection *in;
-	int rc = inspect_path(c, o->path, &in);
-	if (rc != 0) {
-		status = report_failure("listing", o->path, rc);
-		zkl_client_close(c);
-		return status;
-	}
 	struct last_run r;
 	status = last_run_read(c, o->path, &r);
 	if (status == 0) {

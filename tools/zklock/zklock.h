@@ -229,6 +229,9 @@ void on_state(zkl_client *c, zkl_state state, void *data);
 /* Who is queued at path, for every layout (zkl_inspect()), waiting at most a session
  * timeout for the answers. *in is the caller's: zkl_inspection_free(). */
 int inspect_path(zkl_client *c, const char *path, zkl_inspection **in);
+/* Connects (open_client()) and inspects o->path: 0 with *c and *in the caller's, or an
+ * exit status after reporting, with nothing left open. */
+int open_inspected(const struct opts *o, zkl_client **c, zkl_inspection **in);
 /* The same for every lock in use under prefix (zkl_inspect_prefix()). */
 int inspect_prefix(zkl_client *c, const char *prefix, zkl_inspection **in);
 /* The --once-per records under prefix, whether their locks are in use or not
