@@ -149,6 +149,16 @@ bool parse_duration(const char *s, int64_t *ms);
 /* A check's threshold "WARN", "WARN,CRIT" or ",CRIT": durations to ms, or with count
  * numbers >= 0. */
 bool parse_threshold(const char *s, bool count, struct threshold *t);
+/* values.c, the other values of options: a decimal number (digits, at most one '.');
+ * seconds >= 0 to whole ms; an interval (a positive whole number of seconds, or of s,
+ * m, h or d); a Prometheus label value (valid UTF-8, no control characters); a signal
+ * (a name with or without SIG, any case, or a number); an environment variable name. */
+bool decimal(const char *s);
+bool parse_seconds(const char *s, double *secs, int *ms);
+bool parse_interval(const char *s, long *secs);
+bool valid_label(const char *s);
+bool parse_signal(const char *s, int *sig);
+bool valid_env_name(const char *s);
 /* Reads the config files into o. Returns 0 or an exit code after reporting. */
 int read_configs(struct opts *o);
 /* Frees what the config files left (strings o points to). */
