@@ -4,7 +4,8 @@
  * ZooKeeper session.
  *
  *   main.c      what to do: run the command under the lock, or a subcommand
- *   options.c   the command line; config.c the config files; usage.c --help
+ *   options.c   the command line (values.c: its values); config.c the config files;
+ *               usage.c --help
  *   session.c   the client
  *   lock.c      the lock, whichever kind, over the shared verbs of <zklocks/lock.h>
  *   run.c       acquire, hold through the command, release (--requeue, --once-per)
@@ -15,9 +16,10 @@
  *   once.c      --once-per: the record of the last run; `zklock forget`
  *   hold.c      `zklock hold` (a maintenance hold, kept by the server for a time) and
  *               `zklock release`
- *   schedule.c  cron expressions and time zones: the schedule times around an instant
- *               (schedule.h; self-contained); slot.c what a scheduled run does in its
- *               slot: run, done, too late, and the slots missed (slot.h; pure)
+ *   schedule.c  cron expressions: the schedule times around an instant (schedule.h;
+ *               self-contained, with zone.c, the time zones); slot.c what a scheduled
+ *               run does in its slot: run, done, too late, and the slots missed
+ *               (slot.h; pure); scheduled.c the options and records of --schedule
  *   metrics.c   --metrics-file: the run in Prometheus' text format
  *   notify.c    systemd's notification socket (READY=1, STATUS=, EXTEND_TIMEOUT_USEC=)
  *   output.c    messages, text and JSON
