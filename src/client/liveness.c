@@ -84,15 +84,6 @@ void zkl__near_set(zkl_client *c, bool *flag, bool near)
 	c->near += near ? 1 : -1;
 }
 
-void zkl__proof_sent(zkl_client *c)
-{
-	struct zkl_session *s = c->sess;
-	const int64_t now = zkl__now_ms();
-	if (s->live_mode == ZKL_LIVE_QUIET)
-		s->quiet_ended = now;
-	s->live_mode = ZKL_LIVE_PROVE;
-	c->next_heartbeat = now + zkl__session_timeout_ms(c) / 6;
-}
 
 /* The session's mode changed (mu held, the loop): when its next heartbeat is due. A
  * session that must now prove itself sends its check a sixth of the timeout after its
@@ -112,6 +103,15 @@ static void live_mode_changed(zkl_client *c, struct zkl_session *s, int mode, in
 	const int64_t due = last ? last + sixth : now;
 	if (due < c->next_heartbeat)
 		c->next_heartbeat = due;
+}
+
+void zkl__proof_sent(zkl_client *c)
+{
+	struct zkl_session *s = c->sess;
+	const int64_t now = zkl__now_ms();
+	if (s->live_mode != ZKL_LIVE_PROVE)
+		live_mode_changed(c, s, ZKL_LIVE_PROVE, now);
+	c->next_heartbeat = now + zkl__session_timeout_ms(c) / 6;
 }
 
 /* Liveness (event thread, mu held). Returns when to look again.

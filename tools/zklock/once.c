@@ -355,27 +355,17 @@ void print_last_run_json(FILE *f, const struct last_run *r)
 	fputs("}}", f);
 }
 
-/* The note of how the last holder of the lock whose record is rec left (--previous,
- * --lock-delay): "<path>.previous" beside it, malloc'ed, or NULL. */
-static char *note_path(const char *rec)
+/* The node beside the lock whose record is rec named by suffix ("<path><suffix>"),
+ * malloc'ed, or NULL: ".previous", the note of how the last holder left (--previous,
+ * --lock-delay); ".clock", the node `zklock check` writes to read the server's time
+ * (its default --clock-node). */
+static char *beside(const char *rec, const char *suffix)
 {
 	size_t n = strlen(rec) - strlen(".last-run");
-	size_t size = n + sizeof ".previous";
+	size_t size = n + strlen(suffix) + 1;
 	char *p = malloc(size);
 	if (p)
-		snprintf(p, size, "%.*s.previous", (int)n, rec);
-	return p;
-}
-
-/* The node `zklock check` writes beside the lock to read the server's time (its
- * default --clock-node, "<path>.clock"), malloc'ed, or NULL. */
-static char *clock_path(const char *rec)
-{
-	size_t n = strlen(rec) - strlen(".last-run");
-	size_t size = n + sizeof ".clock";
-	char *p = malloc(size);
-	if (p)
-		snprintf(p, size, "%.*s.clock", (int)n, rec);
+		snprintf(p, size, "%.*s%s", (int)n, rec, suffix);
 	return p;
 }
 
@@ -391,8 +381,8 @@ int run_forget(const struct opts *o)
 	if (status != 0)
 		return status;
 	char *rec = is_record_path(o->path) ? strdup(o->path) : record_path(o->path);
-	char *note = rec ? note_path(rec) : NULL;
-	char *clock = rec ? clock_path(rec) : NULL;
+	char *note = rec ? beside(rec, ".previous") : NULL;
+	char *clock = rec ? beside(rec, ".clock") : NULL;
 	int rc = note && clock ? zkl_record_delete(c, rec) : ZKL_ENOMEM;
 	int nrc = rc == 0 || rc == ZKL_ENOTHELD ? zkl_record_delete(c, note) : ZKL_ENOTHELD;
 	int crc = (rc == 0 || rc == ZKL_ENOTHELD) && (nrc == 0 || nrc == ZKL_ENOTHELD)
