@@ -210,7 +210,7 @@ static int count_check(zkl_client *c, struct zkl__sem_take *t)
 			                                 : (struct zkl_req){
 				.kind = ZKL_OP_GET, .path = k->path};
 			int err = 0;
-			t->cop = zkl__op_send_locked(c, &t->job.w, &r, &err);
+			t->cop = zkl__op_send(c, &t->job.w, &r, &err);
 			if (!t->cop)
 				return err;
 			t->cuntil = count_deadline(c, t);

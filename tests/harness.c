@@ -347,12 +347,14 @@ int h_wait_deleted(const char *path, int ms)
 }
 
 /* Whether c has heard that the session of generation gen expired: with seen, once its
- * loop has moved on to a new session; else once the C client said so (with external_loop
- * the completion thread notes it before any loop runs). */
+ * loop has moved on to a new session; else once the C client said so (its handle's
+ * state; with external_loop no loop need have run since). */
 static bool expiry_heard(zkl_client *c, uint64_t gen, bool seen)
 {
 	pthread_mutex_lock(&c->mu);
-	bool heard = seen ? c->gen != gen : c->sess->gen != gen || c->sess->expired;
+	bool heard = seen ? c->gen != gen
+	                  : c->sess->gen != gen || c->sess->expired ||
+	                            zoo_state(c->sess->zh) == ZOO_EXPIRED_SESSION_STATE;
 	pthread_mutex_unlock(&c->mu);
 	return heard;
 }

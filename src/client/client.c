@@ -436,12 +436,13 @@ servers_checked:
 		}
 		/* No loop thread: run the loop here until the session is up (no callback of
 		 * the application can be registered yet). */
+		const uint64_t k = zkl__kicks(c);
 		zkl__running_loop = c;
 		int64_t next = c->loop_due = zkl__loop_once(c);
 		zkl__running_loop = NULL;
 		if (c->state != ZKL_STATE_CONNECTING || c->auth_failed)
 			break;
-		zkl__cond_wait_until(&c->ev_cv, &c->mu, next < wake ? next : wake);
+		zkl__io_wait_since(c, k, next < wake ? next : wake);
 		if (zkl__now_ms() >= deadline)
 			break;
 	}
@@ -508,7 +509,7 @@ void zkl_client_close(zkl_client *c)
 		int64_t until = zkl__now_ms() + zkl__session_timeout_ms(c);
 		while (c->ntasks > 0 && !c->sess->expired && zkl__now_ms() < until)
 			if (!zkl__loop_step(c))
-				zkl__cond_wait_until(&c->ev_cv, &c->mu, zkl__now_ms() + 100);
+				zkl__io_wait(c, zkl__now_ms() + 100);
 		if (c->ntasks > 0)
 			zkl__log(c, ZKL_LOG_ERROR, "closing with background deletes not done on the "
 			        "application's session: their nodes stay until it ends");
@@ -519,8 +520,16 @@ void zkl_client_close(zkl_client *c)
 	 * timeout. That holds for retired sessions still connected too: one given up a
 	 * moment ago has a heartbeat out. */
 	int64_t deadline = zkl__now_ms() + 3000;
-	while (requests_out(c) && !zkl__cond_wait_until(&c->ev_cv, &c->mu, deadline))
-		;
+	if (c->external) {
+		/* No loop thread applies the answers: this one does, as it waits. The kicks are
+		 * read before the look, since a release's delete is unpinned without mu. */
+		for (uint64_t k = zkl__kicks(c); requests_out(c); k = zkl__kicks(c))
+			if (zkl__io_wait_since(c, k, deadline))
+				break;
+	} else {
+		while (requests_out(c) && !zkl__cond_wait_until(&c->ev_cv, &c->mu, deadline))
+			;
+	}
 	c->closing = true;
 	zkl__wake_all(c);
 	zkl__loop_wake(c);

@@ -44,53 +44,25 @@ struct zkl_listener {
 	void *data;
 };
 
-/* What the C client's completion thread hands the loop. With a loop thread of the
- * client's own, a completion or a watch event is copied into a message and queued, and
- * the loop applies it under mu: the completion thread never waits for the loop, and
- * never takes mu. With external_loop it applies the message itself, under mu, since the
- * application's loop thread may be the one blocked in a zklocks call that waits for it. */
+/* What the inbox tells apart in a message (struct zkl_msg, applied by its own apply):
+ * a call is refused once the loop has ended, an op's answer may be lazy, and a node
+ * watch's event may be no news (zkl__inbox_put). */
 enum msg_kind { MSG_OP, MSG_TASK, MSG_WATCH, MSG_REVWATCH, MSG_REVREAD, MSG_SESSION, MSG_CALL,
                 MSG_HOLD_END, MSG_RELEASE };
-
-/* A node watch's or a revocation watch's event. */
-struct watch_msg {
-	struct zkl_msg m;
-	void *obj;                 /* struct zkl_watch or struct zkl_revwatch */
-	int type;
-};
-
-/* A revocation watch's read. */
-struct revread_msg {
-	struct zkl_msg m;
-	struct zkl_revwatch *rv;
-	int rc;
-	enum zkl__data_read read;   /* what the watch's decoder found */
-	int32_t value;             /* ZKL_DATA_VALUE's */
-};
-
-/* A session event, with what the handle said when it happened. */
-struct session_msg {
-	struct zkl_msg m;
-	struct zkl_session *s;
-	int state;
-	int64_t id;
-	int timeout;
-	struct zkl_event *e;
-};
 
 /* The client whose loop the calling thread is running (its event thread, or an
  * application's thread inside zkl_client_process()), or NULL. */
 extern _Thread_local zkl_client *zkl__running_loop;
 
 /* loop.c */
+void zkl__kick(zkl_client *c);
 void zkl__loop_wake(zkl_client *c);
+uint64_t zkl__kicks(zkl_client *c);
+bool zkl__io_wait_since(zkl_client *c, uint64_t k, int64_t deadline);
 void zkl__wake_all(zkl_client *c);
 bool zkl__inbox_put(zkl_client *c, struct zkl_msg *m, bool lazy);
-void zkl__inbox_post(zkl_client *c, struct zkl_msg *m, bool lazy);
-void zkl__post_copy(zkl_client *c, struct zkl_msg *one, size_t size);
 void zkl__inbox_drain(zkl_client *c);
 bool zkl__io_wait(zkl_client *c, int64_t deadline);
-void zkl__msg_run(zkl_client *c, struct zkl_msg *m);
 int64_t zkl__loop_waiters_run(zkl_client *c);
 int64_t zkl__loop_once(zkl_client *c);
 void *zkl__event_main(void *arg);
@@ -108,21 +80,16 @@ void zkl__handle_event(zkl_client *c, struct zkl_event *e);
 
 /* request.c */
 void zkl__op_finish_locked(zkl_client *c, struct zkl_op *op, int rc);
-void zkl__node_watch_apply(zkl_client *c, struct zkl_watch *wt, int type);
 void zkl__node_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
 void zkl__watch_free(struct zkl_watch *wt);
 
 /* tasks.c */
-void zkl__task_take_over(zkl_client *c, struct zkl_task *t);
-void zkl__task_answered(zkl_client *c, struct zkl_task *t, int rc);
 void zkl__task_drop(zkl_client *c, struct zkl_task *t);
 int64_t zkl__tasks_run(zkl_client *c);
 
 /* revwatch.c */
 void zkl__revwatch_put(zkl_client *c, struct zkl_revwatch *rv);
 void zkl__revwatch_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
-void zkl__revwatch_event_apply(zkl_client *c, struct zkl_revwatch *rv, int type);
-void zkl__revread_apply(zkl_client *c, const struct revread_msg *m);
 void zkl__revwatches_run(zkl_client *c);
 
 /* holds.c */

@@ -52,13 +52,20 @@ void zkl__hold_mark_lost(zkl_client *c, struct zkl_hold *h)
 	zkl__loop_wake(c);
 }
 
+static void hold_end_apply(zkl_client *c, struct zkl_msg *m)
+{
+	zkl__hold_unlink(c, (struct zkl_hold *)((char *)m - offsetof(struct zkl_hold, end)));
+}
+
 /* Hands the loop a hold's end (no lock held), or applies it here: with external_loop,
  * and on the loop's own thread (a callback). */
 static void hold_post(zkl_client *c, struct zkl_msg *m)
 {
+	m->kind = MSG_HOLD_END;
+	m->apply = hold_end_apply;
 	if (c->external || zkl__running_loop == c) {
 		pthread_mutex_lock(&c->mu);
-		zkl__msg_run(c, m);
+		hold_end_apply(c, m);
 		pthread_mutex_unlock(&c->mu);
 		return;
 	}
@@ -151,16 +158,21 @@ static bool hold_finish(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending 
 		return atomic_load(&h->lost);
 	}
 	/* The usual case, without mu: not lost, on the session the client is on before and
-	 * after the hold ended. */
+	 * after the hold ended. With external_loop what the C client said may wait in the
+	 * inbox for the application's loop (an expiry while the owner worked): the end
+	 * applies it first, under mu. */
 	struct zkl_session *s = atomic_load(&c->sess_pub);
 	bool ended = false;
-	if (how == ZKL_HOLD_END && s && s->gen == h->gen && !atomic_load(&h->lost)) {
+	if (how == ZKL_HOLD_END && !c->external && s && s->gen == h->gen &&
+	    !atomic_load(&h->lost)) {
 		int st = ZKL_HOLD_HELD;
 		ended = atomic_compare_exchange_strong(&h->state, &st, ZKL_HOLD_ENDED);
 		if (ended && atomic_load(&c->sess_pub) == s && !atomic_load(&h->lost))
 			return false;
 	}
 	pthread_mutex_lock(&c->mu);
+	if (c->external)
+		zkl__inbox_drain(c);
 	if (how == ZKL_HOLD_END_LOST)
 		atomic_store(&h->lost, true); /* its release found it lost */
 	if (ended && !h->reported) {
@@ -207,7 +219,6 @@ bool zkl__hold_end(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending how)
 	if (how == ZKL_HOLD_END && !lost)
 		zkl__hold_observe(c, h, ZKL_EVENT_RELEASED);
 	/* No wake: an ended hold is nothing to the loop but memory. */
-	h->end.kind = MSG_HOLD_END;
 	hold_post(c, &h->end);
 	return lost;
 }

@@ -53,8 +53,7 @@
  * one. The recipe's waiter (zkl__hold_follow) is woken when a proof comes; a loss comes
  * through the hold's on_lost, as any other.
  *
- * Everything here runs on the loop with mu held; mu is let go only to send the exists,
- * and a hold unlinked meanwhile (busy) leaves the freeing to the sender. */
+ * Everything here runs on the loop, sends included. */
 #include <stdlib.h>
 
 #include "internal.h"
@@ -64,7 +63,6 @@ struct zkl_nodewatch {
 	struct zkl_hold *h;      /* NULL once the hold is unlinked */
 	struct zkl_watch *wt;    /* the watch set (or being set), or NULL */
 	struct zkl_op *op;       /* the exists under way, or NULL */
-	bool busy;               /* run() has let go of mu to send */
 	bool stopped;            /* out of the waiters: nothing more to watch */
 	/* Proofs that the node is ours (zkl__hold_confirm): asked for (the grant asks the
 	 * first), and the last one an answer gave; op_ask and check_ask, what had been
@@ -140,29 +138,16 @@ static void node_gone(zkl_client *c, struct zkl_nodewatch *nw, bool answered)
 }
 
 /* Sends the plain exists (no watch) of a probe or a proof as nw->check, with what is
- * asked as it goes; a failure to send tries again in a while. Returns false if the hold
- * went while mu was let go of to send: nw is freed then. */
-static bool check_send(zkl_client *c, struct zkl_nodewatch *nw)
+ * asked as it goes; a failure to send tries again in a while. */
+static void check_send(zkl_client *c, struct zkl_nodewatch *nw)
 {
 	int err = 0;
-	const unsigned ask = nw->asked;
-	nw->busy = true;
-	pthread_mutex_unlock(&c->mu);
-	struct zkl_op *op = zkl__op_exists(c, &nw->w, nw->h->path, NULL, &err);
-	pthread_mutex_lock(&c->mu);
-	nw->busy = false;
-	if (!nw->h) {
-		zkl__op_put(c, op);
-		nodewatch_free(c, nw); /* the hold went meanwhile */
-		return false;
-	}
-	nw->check = op;
-	nw->check_ask = ask;
-	if (!op && err != ZKL_ECLOSED) {
+	nw->check = zkl__op_exists(c, &nw->w, nw->h->path, NULL, &err);
+	nw->check_ask = nw->asked;
+	if (!nw->check && err != ZKL_ECLOSED) {
 		nw->check_at = zkl__now_ms() + 100;
 		zkl__waiter_wake_at(c, &nw->w, nw->check_at);
 	}
-	return true;
 }
 
 /* Whether the session lived on after the watch saw its node go (node_gone). */
@@ -261,7 +246,8 @@ static bool nodewatch_check(zkl_client *c, struct zkl_nodewatch *nw)
 		zkl__waiter_wake_at(c, &nw->w, nw->check_at);
 		return true;
 	}
-	return check_send(c, nw);
+	check_send(c, nw);
+	return true;
 }
 
 static void nodewatch_run(zkl_client *c, struct zkl_waiter *w)
@@ -307,30 +293,21 @@ static void nodewatch_run(zkl_client *c, struct zkl_waiter *w)
 	}
 	/* Its events once the owner's release has begun are no news: they do not wake
 	 * the loop (zkl_watch.quiet_if; the hold's unwatch settles it before the hold
-	 * goes, busy or not). */
+	 * goes). */
 	wt->quiet_if = &h->releasing;
 	int err = 0;
-	const unsigned ask = nw->asked;
-	nw->busy = true;
 	nw->wt = wt;
-	pthread_mutex_unlock(&c->mu);
 	/* Unless a recipe waits for a proof, nobody waits for its success: only a ZNONODE
 	 * (the node went before the watch was set) or a failure wakes the loop at once. */
-	const bool awaited = nw->follow && ask != nw->proven;
+	const bool awaited = nw->follow && nw->asked != nw->proven;
 	struct zkl_op *op = awaited ? zkl__op_exists(c, &nw->w, h->path, wt, &err)
 	                            : zkl__op_exists_quiet(c, &nw->w, h->path, wt, &err);
-	pthread_mutex_lock(&c->mu);
-	nw->busy = false;
 	nw->op = op;
-	nw->op_ask = ask;
+	nw->op_ask = nw->asked;
 	if (!op) {
 		zkl__watch_settle_quiet(c, wt);
 		zkl__watch_put(c, wt);
 		nw->wt = NULL;
-	}
-	if (!nw->h) {
-		nodewatch_free(c, nw); /* the hold went meanwhile */
-		return;
 	}
 	if (!op && err != ZKL_ECLOSED)
 		zkl__waiter_wake_at(c, &nw->w, zkl__now_ms() + 100);
@@ -392,6 +369,5 @@ void zkl__hold_unwatch_node(zkl_client *c, struct zkl_hold *h)
 	if (nw->wt)
 		zkl__watch_settle_quiet(c, nw->wt); /* h goes now */
 	nw->follow = NULL;
-	if (!nw->busy)
-		nodewatch_free(c, nw);
+	nodewatch_free(c, nw);
 }

@@ -80,7 +80,7 @@ static void job_step(zkl_client *c, struct zkl_waiter *w)
 	}
 	if (j->w.own_thread) {
 		j->finished = true;
-		pthread_cond_broadcast(&c->ev_cv); /* its thread waits there (zkl__job_wait) */
+		zkl__kick(c); /* its thread waits in zkl__io_wait() (zkl__job_wait) */
 		return;
 	}
 	if (!c->external && zkl__on_event_thread(c)) {
@@ -173,8 +173,7 @@ static void run_own(zkl_client *c, struct zkl_job *j)
 	else if (zkl__waiter_due(&j->w))
 		job_step(c, &j->w);
 	else
-		zkl__cond_wait_until(&c->ev_cv, &c->mu,
-		                     k && k->w.wake_at < j->w.wake_at ? k->w.wake_at : j->w.wake_at);
+		zkl__io_wait(c, k && k->w.wake_at < j->w.wake_at ? k->w.wake_at : j->w.wake_at);
 }
 
 void zkl__drive_begin(struct zkl__drive *d)
@@ -262,7 +261,7 @@ int zkl__job_run(zkl_client *c, struct zkl_job *j, const void *owner, const char
 int zkl__job_send(zkl_client *c, struct zkl_job *j, const struct zkl_req *r, struct zkl_op **op)
 {
 	int err = 0;
-	*op = zkl__op_send_locked(c, &j->w, r, &err);
+	*op = zkl__op_send(c, &j->w, r, &err);
 	return *op ? 0 : err;
 }
 

@@ -158,16 +158,12 @@ int64_t zkl__liveness_run(zkl_client *c)
 		if (now >= c->next_heartbeat) {
 			c->next_heartbeat = now + zkl__session_timeout_ms(c) / 6;
 			int err = 0;
-			pthread_mutex_unlock(&c->mu);
 			struct zkl_op *op = mode == ZKL_LIVE_IDLE ? zkl__op_sync(c, NULL, "/", &err)
 			                                          : zkl__op_check(c, NULL, "/", &err);
-			pthread_mutex_lock(&c->mu);
 			zkl__op_put(c, op);
 			atomic_fetch_add_explicit(mode == ZKL_LIVE_IDLE ? &c->n_heartbeat_syncs
 			                                                : &c->n_proof_writes, 1,
 			                          memory_order_relaxed);
-			if (c->sess != s)
-				return now; /* replaced meanwhile: look again */
 		}
 		next = c->next_heartbeat;
 	}

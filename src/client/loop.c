@@ -4,11 +4,14 @@
  * Design notes.
  *
  * The inbox. The C client's completion thread runs every watcher and completion of a
- * handle; what it hears is copied into a message (struct zkl_msg) and queued here, in
- * order, for the loop, which applies it under mu (zkl__msg_run). With a loop thread of the
- * client's own, the completion thread takes only inbox_mu and never waits for the loop.
- * With external_loop it applies the message itself, under mu, since the application's
- * loop thread may be the one blocked in a zklocks call that waits for it.
+ * handle; what it hears goes into a message (struct zkl_msg) that lives in what it is
+ * about (the request, the watch, the task; session events in the client's sess_evs),
+ * queued here, in order, for the loop, which applies it under mu with the message's
+ * own apply function. In every mode the completion thread takes only inbox_mu and never
+ * waits for the loop, so the loop sends its requests with mu held. With external_loop
+ * the thread that waits for the loop's work (the application's loop in
+ * zkl_client_process(), or a blocking caller driving its own job) applies the inbox
+ * itself (zkl__io_wait).
  *
  * Calls. An application thread hands the loop an acquisition, a job (job.c) or a cancel
  * as a call (zkl__call): queued in the inbox behind everything handed over before it, and
@@ -32,24 +35,14 @@
 
 #include "core.h"
 
-static void msg_apply(zkl_client *c, struct zkl_msg *m);
-
 /* The client whose loop the calling thread is running (its event thread, or an
  * application's thread inside zkl_client_process()), or NULL. */
 _Thread_local zkl_client *zkl__running_loop;
 
-/* Tells the loop there is work: wakes the event thread, or makes the application's loop
- * descriptor readable (once until the next zkl_client_process()). */
-void zkl__loop_wake(zkl_client *c)
+/* Makes the application's loop descriptor readable (once until the next
+ * zkl_client_process()). */
+static void efd_arm(zkl_client *c)
 {
-	if (!c->external) {
-		pthread_mutex_lock(&c->inbox_mu);
-		c->kicks++;
-		pthread_mutex_unlock(&c->inbox_mu);
-		/* After the unlock: the woken loop does not then wait for inbox_mu. */
-		pthread_cond_broadcast(&c->inbox_cv);
-	}
-	pthread_cond_broadcast(&c->ev_cv);
 	if (c->efd >= 0 && !atomic_exchange(&c->efd_armed, true)) {
 		uint64_t one = 1;
 		ssize_t n = write(c->efd, &one, sizeof one);
@@ -57,10 +50,30 @@ void zkl__loop_wake(zkl_client *c)
 	}
 }
 
+/* Tells whoever waits for the loop's work that there is some (any thread, any lock
+ * held but inbox_mu): the event thread, or with external_loop the thread that drives a
+ * wait (zkl__io_wait). */
+void zkl__kick(zkl_client *c)
+{
+	pthread_mutex_lock(&c->inbox_mu);
+	c->kicks++;
+	pthread_mutex_unlock(&c->inbox_mu);
+	/* After the unlock: the woken thread does not then wait for inbox_mu. */
+	pthread_cond_broadcast(&c->inbox_cv);
+	pthread_cond_broadcast(&c->ev_cv);
+}
 
+/* Tells the loop there is work: a kick, and with external_loop the application's loop
+ * descriptor too. */
+void zkl__loop_wake(zkl_client *c)
+{
+	zkl__kick(c);
+	efd_arm(c);
+}
 
-/* Queues m for the loop (no lock held), and wakes it unless `lazy` (then m waits for
- * the loop's next turn). A call is refused once the loop has ended. */
+/* Queues m for the loop, and wakes it unless `lazy` (then m waits for the loop's next
+ * turn). Any thread, holding nothing or mu: this is all the C client's completion thread
+ * does with what it hears, in every mode. A call is refused once the loop has ended. */
 bool zkl__inbox_put(zkl_client *c, struct zkl_msg *m, bool lazy)
 {
 	m->next = NULL;
@@ -81,10 +94,9 @@ bool zkl__inbox_put(zkl_client *c, struct zkl_msg *m, bool lazy)
 		 * wrote the node: zkl_watch.quiet_if) waits for the loop's next turn. The C
 		 * client's reference keeps the watch until the loop applies the event. */
 		if (!lazy && m->kind == MSG_WATCH) {
-			const struct watch_msg *wm = (const struct watch_msg *)m;
-			const struct zkl_watch *wt = wm->obj;
-			lazy = wm->type != ZOO_SESSION_EVENT &&
-			       (wt->quiet || (wt->quiet_if && atomic_load(wt->quiet_if)));
+			const struct zkl_watch *wt =
+			        (const struct zkl_watch *)((const char *)m - offsetof(struct zkl_watch, ev));
+			lazy = wt->quiet || (wt->quiet_if && atomic_load(wt->quiet_if));
 		}
 		if (!lazy || atomic_load(&c->hurry)) {
 			c->kicks++;
@@ -92,37 +104,14 @@ bool zkl__inbox_put(zkl_client *c, struct zkl_msg *m, bool lazy)
 		}
 	}
 	pthread_mutex_unlock(&c->inbox_mu);
-	if (wake)
-		pthread_cond_broadcast(&c->inbox_cv); /* after the unlock, as zkl__loop_wake() */
+	if (wake) {
+		pthread_cond_broadcast(&c->inbox_cv); /* after the unlock, as zkl__kick() */
+		if (c->external) {
+			pthread_cond_broadcast(&c->ev_cv);
+			efd_arm(c);
+		}
+	}
 	return taken;
-}
-
-/* Hands m to the loop (no lock held), or applies it here (external_loop). */
-void zkl__inbox_post(zkl_client *c, struct zkl_msg *m, bool lazy)
-{
-	if (c->external) {
-		pthread_mutex_lock(&c->mu);
-		msg_apply(c, m);
-		pthread_mutex_unlock(&c->mu);
-		return;
-	}
-	zkl__inbox_put(c, m, lazy);
-}
-
-/* Hands the loop a copy of one, a message of size bytes on the caller's stack
- * (completion thread). Without memory for the copy, one is applied here, under mu, as
- * with external_loop. */
-void zkl__post_copy(zkl_client *c, struct zkl_msg *one, size_t size)
-{
-	struct zkl_msg *m = malloc(size);
-	if (!m) {
-		pthread_mutex_lock(&c->mu);
-		zkl__msg_run(c, one);
-		pthread_mutex_unlock(&c->mu);
-		return;
-	}
-	memcpy(m, one, size);
-	zkl__inbox_post(c, m, false);
 }
 
 /* Applies what is in the inbox, in the order it came (mu held). */
@@ -134,18 +123,26 @@ void zkl__inbox_drain(zkl_client *c)
 	pthread_mutex_unlock(&c->inbox_mu);
 	while (m) {
 		struct zkl_msg *next = m->next;
-		msg_apply(c, m);
+		c->loop_work++;
+		m->apply(c, m); /* m may be gone */
 		m = next;
 	}
+}
+
+static void call_apply(zkl_client *c, struct zkl_msg *m)
+{
+	struct zkl__call *call = (struct zkl__call *)m;
+	call->fn(c, call);
 }
 
 bool zkl__call(zkl_client *c, struct zkl__call *call)
 {
 	call->msg.kind = MSG_CALL;
+	call->msg.apply = call_apply;
 	if (!c->external && zkl__running_loop != c)
 		return zkl__inbox_put(c, &call->msg, false);
 	/* The loop's own thread, or any thread with external_loop (whose completions are
-	 * applied as they come): run it here, after what the inbox holds. */
+	 * thread drives the loop as it calls): run it here, after what the inbox holds. */
 	pthread_mutex_lock(&c->mu);
 	bool taken = !c->loop_ended;
 	if (taken) {
@@ -173,9 +170,14 @@ static void unlock_and_tell(zkl_client *c)
 	zkl__jobs_tell(told);
 }
 
+uint64_t zkl__kicks(zkl_client *c)
+{
+	return kicks_now(c);
+}
+
 /* Waits (mu held, released meanwhile) until the loop was woken after kicks read k, or
  * until deadline; returns true if the deadline passed. Then applies the inbox. */
-static bool inbox_wait(zkl_client *c, uint64_t k, int64_t deadline)
+bool zkl__io_wait_since(zkl_client *c, uint64_t k, int64_t deadline)
 {
 	bool timed = false;
 	/* The threads of the jobs that ended first, while inbox_mu is free: a woken thread's
@@ -191,13 +193,11 @@ static bool inbox_wait(zkl_client *c, uint64_t k, int64_t deadline)
 	return timed;
 }
 
-/* Waits (mu held) for the C client to tell something, on any thread: the event thread
- * and a closing one apply the inbox themselves. Returns true if the deadline passed. */
+/* Waits (mu held) for the C client to tell something, or for a kick, on any thread:
+ * the waiting thread applies the inbox itself. Returns true if the deadline passed. */
 bool zkl__io_wait(zkl_client *c, int64_t deadline)
 {
-	if (c->external)
-		return zkl__cond_wait_until(&c->ev_cv, &c->mu, deadline);
-	return inbox_wait(c, kicks_now(c), deadline);
+	return zkl__io_wait_since(c, kicks_now(c), deadline);
 }
 
 void zkl__waiter_enter_loop(zkl_client *c, struct zkl_waiter *w, const void *owner,
@@ -221,7 +221,7 @@ void zkl__waiter_wake(zkl_client *c, struct zkl_waiter *w)
 {
 	if (w->own_thread) {
 		w->woken = true;
-		pthread_cond_broadcast(&c->ev_cv);
+		zkl__kick(c); /* its thread waits in zkl__io_wait() */
 		return;
 	}
 	if (w->queued)
@@ -363,60 +363,6 @@ bool zkl__is_loop_thread(zkl_client *c)
 }
 
 
-/* Applies m (mu held). */
-void zkl__msg_run(zkl_client *c, struct zkl_msg *m)
-{
-	switch ((enum msg_kind)m->kind) {
-	case MSG_OP: {
-		struct zkl_op *op = (struct zkl_op *)((char *)m - offsetof(struct zkl_op, msg));
-		zkl__op_finish_locked(c, op, op->zrc);
-		break;
-	}
-	case MSG_TASK: {
-		struct zkl_task *t = (struct zkl_task *)((char *)m - offsetof(struct zkl_task, msg));
-		zkl__task_answered(c, t, t->zrc);
-		break;
-	}
-	case MSG_WATCH:
-		zkl__node_watch_apply(c, ((struct watch_msg *)m)->obj, ((struct watch_msg *)m)->type);
-		break;
-	case MSG_REVWATCH:
-		zkl__revwatch_event_apply(c, ((struct watch_msg *)m)->obj, ((struct watch_msg *)m)->type);
-		break;
-	case MSG_REVREAD:
-		zkl__revread_apply(c, (struct revread_msg *)m);
-		break;
-	case MSG_SESSION: {
-		struct session_msg *e = (struct session_msg *)m;
-		zkl__session_event_locked(c, e->s, e->state, e->id, e->timeout, e->e);
-		break;
-	}
-	case MSG_CALL: {
-		struct zkl__call *call = (struct zkl__call *)m;
-		call->fn(c, call);
-		break;
-	}
-	case MSG_HOLD_END:
-		zkl__hold_unlink(c, (struct zkl_hold *)((char *)m - offsetof(struct zkl_hold, end)));
-		break;
-	case MSG_RELEASE:
-		zkl__task_take_over(c, (struct zkl_task *)((char *)m - offsetof(struct zkl_task, rel)));
-		break;
-	}
-}
-
-/* Applies m (mu held), and frees it unless its op or task carries it. */
-static void msg_apply(zkl_client *c, struct zkl_msg *m)
-{
-	c->loop_work++;
-	bool carried = m->kind == MSG_OP || m->kind == MSG_TASK || m->kind == MSG_CALL ||
-	               m->kind == MSG_HOLD_END || m->kind == MSG_RELEASE;
-	zkl__msg_run(c, m);
-	if (!carried)
-		free(m);
-}
-
-
 /* Runs the loop waiters that were woken or whose time has come (event thread, mu
  * held). Returns when the next one wants to run. */
 int64_t zkl__loop_waiters_run(zkl_client *c)
@@ -500,7 +446,7 @@ void *zkl__event_main(void *arg)
 			pthread_mutex_lock(&c->mu);
 			continue;
 		}
-		inbox_wait(c, k, next);
+		zkl__io_wait_since(c, k, next);
 	}
 	/* No call is taken from now on; those taken run, and the acquisitions still under
 	 * way see the client closing and end. */
@@ -519,13 +465,14 @@ bool zkl__loop_step(zkl_client *c)
 	if (!c->external || zkl__running_loop == c || c->processing || !zkl__runs_loop(c))
 		return false;
 	const uint64_t work = c->loop_work;
+	const uint64_t k = kicks_now(c);
 	zkl__running_loop = c;
 	int64_t next = c->loop_due = zkl__loop_once(c);
 	zkl__running_loop = NULL;
 	/* What the turn did may be what the caller waits for (an acquisition that ended):
 	 * it looks before the loop waits for more, which may never come (nothing due). */
 	if (c->loop_work == work)
-		zkl__cond_wait_until(&c->ev_cv, &c->mu, next);
+		zkl__io_wait_since(c, k, next);
 	return true;
 }
 

@@ -38,9 +38,7 @@ static struct zkl_op *op_begin(zkl_client *c, struct zkl_waiter *w, enum zkl_op_
 	op->refs = 2;
 	op->w = w;
 	op->sent_at = zkl__now_ms();
-	pthread_mutex_lock(&c->mu);
 	if (c->closing) {
-		pthread_mutex_unlock(&c->mu);
 		free(op);
 		*err = zkl__fail(ZKL_ECLOSED, "the client is closing");
 		return NULL;
@@ -49,7 +47,6 @@ static struct zkl_op *op_begin(zkl_client *c, struct zkl_waiter *w, enum zkl_op_
 	op->s->inflight++;
 	op->s->ops++;
 	op->idle = zkl__live_mode(c) != ZKL_LIVE_PROVE;
-	pthread_mutex_unlock(&c->mu);
 	return op;
 }
 
@@ -150,9 +147,13 @@ void zkl__op_finish_locked(zkl_client *c, struct zkl_op *op, int rc)
 
 static void op_refused(zkl_client *c, struct zkl_op *op, int rc)
 {
-	pthread_mutex_lock(&c->mu);
 	zkl__op_finish_locked(c, op, rc);
-	pthread_mutex_unlock(&c->mu);
+}
+
+static void op_answer_apply(zkl_client *c, struct zkl_msg *m)
+{
+	struct zkl_op *op = (struct zkl_op *)((char *)m - offsetof(struct zkl_op, msg));
+	zkl__op_finish_locked(c, op, op->zrc);
 }
 
 /* A completion: what it carries is in op already, for the loop (completion thread). */
@@ -162,7 +163,8 @@ static void op_answered(struct zkl_op *op, int rc)
 	if (op->lazy_unless_ok && rc != ZOK)
 		atomic_store(&op->lazy, false);
 	op->msg.kind = MSG_OP;
-	zkl__inbox_post(op->s->c, &op->msg, atomic_load(&op->lazy));
+	op->msg.apply = op_answer_apply;
+	zkl__inbox_put(op->s->c, &op->msg, atomic_load(&op->lazy));
 }
 
 static void string_stat_done(int rc, const char *value, const struct Stat *stat, const void *data)
@@ -346,7 +348,6 @@ static void watch_register(zkl_client *c, struct zkl_op *op, struct zkl_watch *w
                            const char *path)
 {
 	char *copy = c->adopted ? strdup(path) : NULL;
-	pthread_mutex_lock(&c->mu);
 	free(wt->path);
 	wt->path = copy;
 	wt->s = op->s;
@@ -358,31 +359,39 @@ static void watch_register(zkl_client *c, struct zkl_op *op, struct zkl_watch *w
 		op->s->watches->prev = wt;
 	op->s->watches = wt;
 	op->watch = wt;
-	pthread_mutex_unlock(&c->mu);
 }
 
-/* A node watch's event (mu held). The C client's reference keeps wt until then. */
-void zkl__node_watch_apply(zkl_client *c, struct zkl_watch *wt, int type)
+/* A node watch's event, on the loop. The C client's reference keeps wt until then. */
+static void node_watch_apply(zkl_client *c, struct zkl_watch *wt, int type)
 {
 	if (wt->w)
 		zkl__waiter_wake(c, wt->w);
-	/* Session events reach every registered watcher and leave it registered; only a
-	 * node event ends the watch. */
-	if (type != ZOO_SESSION_EVENT) {
-		wt->fired = true;
-		wt->event = type;
-		watch_unregister_locked(wt);
-	}
+	wt->fired = true;
+	wt->event = type;
+	watch_unregister_locked(wt);
 }
 
+static void node_watch_ev_apply(zkl_client *c, struct zkl_msg *m)
+{
+	struct zkl_watch *wt = (struct zkl_watch *)((char *)m - offsetof(struct zkl_watch, ev));
+	node_watch_apply(c, wt, wt->ev_type);
+}
+
+/* A node watch's event (completion thread). A session event reaches every watcher the
+ * handle has, and the session's own watcher wakes every waiter for it: only the node's
+ * event, one per watch set, is posted, in the watch. */
 void zkl__node_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 {
 	(void)zh;
 	(void)state;
 	(void)path;
 	struct zkl_watch *wt = ctx;
-	struct watch_msg m = {.m.kind = MSG_WATCH, .obj = wt, .type = type};
-	zkl__post_copy(wt->s->c, &m.m, sizeof m);
+	if (type == ZOO_SESSION_EVENT)
+		return;
+	wt->ev_type = type;
+	wt->ev.kind = MSG_WATCH;
+	wt->ev.apply = node_watch_ev_apply;
+	zkl__inbox_put(wt->s->c, &wt->ev, false);
 }
 
 struct zkl_watch *zkl__watch_new(zkl_client *c, struct zkl_waiter *w)
@@ -619,20 +628,10 @@ struct zkl_op *zkl__op_send(zkl_client *c, struct zkl_waiter *w, const struct zk
 	return NULL;
 }
 
-struct zkl_op *zkl__op_send_locked(zkl_client *c, struct zkl_waiter *w,
-                                  const struct zkl_req *r, int *err)
-{
-	pthread_mutex_unlock(&c->mu);
-	struct zkl_op *op = zkl__op_send(c, w, r, err);
-	pthread_mutex_lock(&c->mu);
-	return op;
-}
-
-int zkl__ops_send_locked(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *reqs,
-                        struct zkl_op **ops, int n, int *err)
+int zkl__ops_send(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *reqs,
+                 struct zkl_op **ops, int n, int *err)
 {
 	int sent = 0;
-	pthread_mutex_unlock(&c->mu);
 	for (; sent < n; sent++) {
 		const struct zkl_req *r = &reqs[sent];
 		struct zkl_waiter *to = r->unbound ? NULL : w;
@@ -649,7 +648,6 @@ int zkl__ops_send_locked(zkl_client *c, struct zkl_waiter *w, const struct zkl_r
 	/* What was not followed after all wakes the loop itself. */
 	if (sent > 0 && sent < n)
 		zkl__op_hasten(c, ops[sent - 1]);
-	pthread_mutex_lock(&c->mu);
 	return sent;
 }
 

@@ -83,16 +83,20 @@ void zkl__revwatch_remove(zkl_client *c, struct zkl_revwatch *rv)
 	zkl__revwatch_put(c, rv);
 }
 
-/* A revocation watch's event (mu held). */
-void zkl__revwatch_event_apply(zkl_client *c, struct zkl_revwatch *rv, int type)
+/* A revocation watch's event, on the loop. */
+static void revwatch_ev_apply(zkl_client *c, struct zkl_msg *m)
 {
+	struct zkl_revwatch *rv = (struct zkl_revwatch *)((char *)m -
+	                                                  offsetof(struct zkl_revwatch, ev));
 	rv->registered = false;
-	if (type == ZOO_CHANGED_EVENT)
+	if (rv->ev_type == ZOO_CHANGED_EVENT)
 		rv->want_read = true;
 	zkl__loop_wake(c);
 	zkl__revwatch_put(c, rv);
 }
 
+/* Completion thread: the event is posted in rv (one per watch set); session events are
+ * the session's to tell. */
 void zkl__revwatch_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 {
 	(void)zh;
@@ -101,27 +105,34 @@ void zkl__revwatch_watcher(zhandle_t *zh, int type, int state, const char *path,
 	struct zkl_revwatch *rv = ctx;
 	if (type == ZOO_SESSION_EVENT)
 		return;
-	struct watch_msg m = {.m.kind = MSG_REVWATCH, .obj = rv, .type = type};
-	zkl__post_copy(rv->s->c, &m.m, sizeof m);
+	rv->ev_type = type;
+	rv->ev.kind = MSG_REVWATCH;
+	rv->ev.apply = revwatch_ev_apply;
+	zkl__inbox_put(rv->s->c, &rv->ev, false);
 }
 
+static void revread_apply(zkl_client *c, struct zkl_msg *m);
+
+/* Completion thread: what the read found is decoded here and posted in rv (one read out
+ * at a time). */
 static void revwatch_read_done(int rc, const char *value, int len, const struct Stat *stat,
                                const void *data)
 {
 	(void)stat;
 	struct zkl_revwatch *rv = (struct zkl_revwatch *)data;
-	zkl_client *c = rv->s->c;
-	struct revread_msg one = {.m.kind = MSG_REVREAD, .rv = rv, .rc = rc};
-	if (rc == ZOK)
-		one.read = rv->decode(value, len, &one.value);
-	zkl__post_copy(c, &one.m, sizeof one);
+	rv->read_rc = rc;
+	rv->read_kind = rc == ZOK ? rv->decode(value, len, &rv->read_value) : ZKL_DATA_NOTHING;
+	rv->read.kind = MSG_REVREAD;
+	rv->read.apply = revread_apply;
+	zkl__inbox_put(rv->s->c, &rv->read, false);
 }
 
-/* A revocation watch's read answered (mu held). */
-void zkl__revread_apply(zkl_client *c, const struct revread_msg *m)
+/* A revocation watch's read answered, on the loop. */
+static void revread_apply(zkl_client *c, struct zkl_msg *m)
 {
-	struct zkl_revwatch *rv = m->rv;
-	int rc = m->rc;
+	struct zkl_revwatch *rv = (struct zkl_revwatch *)((char *)m -
+	                                                  offsetof(struct zkl_revwatch, read));
+	int rc = rv->read_rc;
 	rv->inflight = false;
 	if (rc != ZOK && rv->registered) {
 		/* No watch was left with the C client. */
@@ -130,10 +141,10 @@ void zkl__revread_apply(zkl_client *c, const struct revread_msg *m)
 	}
 	if (zkl__zk_transient(rc))
 		rv->want_read = true;
-	if (m->read == ZKL_DATA_REQUEST && rv->fn)
+	if (rv->read_kind == ZKL_DATA_REQUEST && rv->fn)
 		rv->requests++;
-	if (rv->value && rv->active && m->read == ZKL_DATA_VALUE) {
-		*rv->value = m->value;
+	if (rv->value && rv->active && rv->read_kind == ZKL_DATA_VALUE) {
+		*rv->value = rv->read_value;
 		++*rv->epoch;
 		zkl__wake_all(c);
 	}
@@ -176,16 +187,11 @@ void zkl__revwatches_run(zkl_client *c)
 			rv->refs += 2;
 			rv->s = c->sess;
 			rv->s->inflight++;
-			zhandle_t *zh = rv->s->zh;
-			char *path = strdup(rv->path);
-			pthread_mutex_unlock(&c->mu);
-			int rc = path ? c->zk->get(zh, path, zkl__revwatch_watcher, rv, revwatch_read_done, rv)
-			              : ZSYSTEMERROR;
-			free(path);
+			int rc = c->zk->get(rv->s->zh, rv->path, zkl__revwatch_watcher, rv,
+			                    revwatch_read_done, rv);
 			if (rc != ZOK)
 				revwatch_read_done(rc, NULL, 0, NULL, rv);
-			pthread_mutex_lock(&c->mu);
-			rv = c->revwatches;
+			rv = rv->next;
 			continue;
 		}
 		rv = rv->next;

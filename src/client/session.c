@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core.h"
@@ -53,21 +54,63 @@ void zkl__session_event_locked(zkl_client *c, struct zkl_session *s, int state,
 	zkl__wake_all(c);
 }
 
+/* A session event on the loop: a session's own, or an adopted handle's, which is the
+ * current session's if that is still on the handle. */
+static void session_ev_apply(zkl_client *c, struct zkl_msg *m)
+{
+	struct zkl_session_ev *ev = (struct zkl_session_ev *)m;
+	struct zkl_session *s = ev->s;
+	if (!s && !c->closing && c->sess && c->sess->zh == ev->zh)
+		s = c->sess;
+	/* A closing client has let go of its session (c->sess NULL) before it takes its
+	 * watches off an adopted handle: events meanwhile are nobody's. */
+	if (s)
+		zkl__session_event_locked(c, s, ev->state, ev->id, ev->timeout,
+		                          malloc(sizeof(struct zkl_event)));
+	if (ev->heap)
+		free(ev);
+	else
+		atomic_store(&ev->used, false);
+}
+
+/* Takes a free one of the client's session events, or allocates one (completion
+ * thread). Out of memory, the watcher waits for some: it takes no lock meanwhile, and a
+ * lost session event would leave the loop with a session state that is not the
+ * handle's. */
+static struct zkl_session_ev *session_ev_take(zkl_client *c)
+{
+	for (int i = 0; i < ZKL_SESSION_EVS; i++)
+		if (!atomic_exchange(&c->sess_evs[i].used, true))
+			return &c->sess_evs[i];
+	struct zkl_session_ev *ev;
+	while (!(ev = calloc(1, sizeof *ev)))
+		nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+	ev->heap = true;
+	return ev;
+}
+
+/* Posts a session event of zh to the loop (completion thread): s's, or with s NULL, an
+ * adopted handle's. The handle is read here: by the time the loop applies the event it
+ * may be closed. */
+static void session_ev_post(zkl_client *c, struct zkl_session *s, zhandle_t *zh, int state)
+{
+	struct zkl_session_ev *ev = session_ev_take(c);
+	ev->m.kind = MSG_SESSION;
+	ev->m.apply = session_ev_apply;
+	ev->s = s;
+	ev->zh = zh;
+	ev->state = state;
+	ev->id = state == ZOO_CONNECTED_STATE ? c->zk->session_id(zh) : 0;
+	ev->timeout = state == ZOO_CONNECTED_STATE ? c->zk->timeout(zh) : 0;
+	zkl__inbox_put(c, &ev->m, false);
+}
+
 static void session_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 {
 	(void)path;
 	struct zkl_session *s = ctx;
-	if (type != ZOO_SESSION_EVENT)
-		return;
-	zkl_client *c = s->c;
-	/* The handle is read here: by the time the loop applies the event it may be closed. */
-	struct session_msg m = {.m.kind = MSG_SESSION, .s = s, .state = state,
-	                        .e = malloc(sizeof(struct zkl_event))};
-	if (state == ZOO_CONNECTED_STATE) {
-		m.id = c->zk->session_id(zh);
-		m.timeout = c->zk->timeout(zh);
-	}
-	zkl__post_copy(c, &m.m, sizeof m);
+	if (type == ZOO_SESSION_EVENT)
+		session_ev_post(s->c, s, zh, state);
 }
 
 /* Adopted handles (zkl_client_adopt): the application's global watcher is chained behind
@@ -94,22 +137,10 @@ static void adopted_watcher(zhandle_t *zh, int type, int state, const char *path
 	while (a && !a->chained) /* the adopter is between its two steps */
 		pthread_cond_wait(&adoptions_cv, &adoptions_mu);
 	watcher_fn app = a ? a->app : NULL;
-	if (a && a->c && type == ZOO_SESSION_EVENT) {
-		/* Under adoptions_mu, so that the client cannot go meanwhile; it never takes
-		 * adoptions_mu while holding its own mu. */
-		zkl_client *c = a->c;
-		struct zkl_event *e = malloc(sizeof *e);
-		pthread_mutex_lock(&c->mu);
-		/* A closing client has let go of its session (c->sess NULL) before it takes its
-		 * watches off the handle: events meanwhile are nobody's. */
-		if (!c->closing && c->sess && c->sess->zh == zh)
-			zkl__session_event_locked(c, c->sess, state,
-			                     state == ZOO_CONNECTED_STATE ? c->zk->session_id(zh) : 0,
-			                     state == ZOO_CONNECTED_STATE ? c->zk->timeout(zh) : 0, e);
-		else
-			free(e);
-		pthread_mutex_unlock(&c->mu);
-	}
+	/* Posted under adoptions_mu, so that the client cannot go meanwhile: it lets go of
+	 * the handle (zkl__release_handle) before it applies its inbox for the last time. */
+	if (a && a->c && type == ZOO_SESSION_EVENT)
+		session_ev_post(a->c, NULL, zh, state);
 	pthread_mutex_unlock(&adoptions_mu);
 	if (app)
 		app(zh, type, state, path, ctx);

@@ -201,29 +201,21 @@ void zkl__task_find_delete(zkl_client *c, const char *parent, const char *uuid, 
 }
 
 static void task_void_done(int rc, const void *data);
+static void task_answer_apply(zkl_client *c, struct zkl_msg *m);
+static void task_take_over(zkl_client *c, struct zkl_msg *m);
 static void task_strings_done(int rc, const struct String_vector *sv, const void *data);
 
-/* Sends t's request now (mu held, released around the send). A request refused is
- * looked at again on the loop's next turn. */
+/* Sends t's request now. A request refused is looked at again on the loop's next
+ * turn. */
 static void task_send(zkl_client *c, struct zkl_task *t)
 {
 	t->s = c->sess;
 	t->inflight = true;
 	t->s->inflight++;
 	task_move(c, t, true);
-	zhandle_t *zh = t->s->zh;
-	char *path = strdup(t->path);
-	const enum task_kind kind = t->kind;
-	pthread_mutex_unlock(&c->mu);
-	int rc = ZSYSTEMERROR;
-	if (path) {
-		if (kind == TASK_DELETE)
-			rc = c->zk->remove(zh, path, -1, task_void_done, t);
-		else
-			rc = c->zk->children(zh, path, NULL, NULL, task_strings_done, t);
-	}
-	free(path);
-	pthread_mutex_lock(&c->mu);
+	int rc = t->kind == TASK_DELETE
+	                 ? c->zk->remove(t->s->zh, t->path, -1, task_void_done, t)
+	                 : c->zk->children(t->s->zh, t->path, NULL, NULL, task_strings_done, t);
 	if (rc != ZOK) {
 		/* Refused: no completion will come. */
 		t->rc = rc;
@@ -259,7 +251,7 @@ bool zkl__task_delete_now(zkl_client *c, const char *path, uint64_t gen)
 static void unpin(zkl_client *c)
 {
 	if (atomic_fetch_sub(&c->pins, 1) == 1)
-		pthread_cond_broadcast(&c->ev_cv); /* a close may wait for it */
+		zkl__kick(c); /* a close may wait for it */
 }
 
 bool zkl__task_delete_sent(zkl_client *c, char *path, uint64_t gen)
@@ -281,7 +273,9 @@ bool zkl__task_delete_sent(zkl_client *c, char *path, uint64_t gen)
 	t->s = s;
 	t->inflight = true;
 	t->msg.kind = MSG_TASK;
+	t->msg.apply = task_answer_apply;
 	t->rel.kind = MSG_RELEASE;
+	t->rel.apply = task_take_over;
 	/* Handed over before it is sent, so that the loop knows the task before its answer,
 	 * and without a wake: it has nothing to do with it until the answer comes. */
 	zkl__inbox_put(c, &t->rel, true);
@@ -296,9 +290,10 @@ bool zkl__task_delete_sent(zkl_client *c, char *path, uint64_t gen)
 	return true;
 }
 
-/* The loop takes over a release's delete sent by its releasing thread (mu held). */
-void zkl__task_take_over(zkl_client *c, struct zkl_task *t)
+/* The loop takes over a release's delete sent by its releasing thread. */
+static void task_take_over(zkl_client *c, struct zkl_msg *m)
 {
+	struct zkl_task *t = (struct zkl_task *)((char *)m - offsetof(struct zkl_task, rel));
 	t->s->inflight++; /* its answer, or its refusal, comes after this */
 	task_link(c, t, true);
 	c->ntasks++;
@@ -348,10 +343,12 @@ static void task_free(struct zkl_task *t)
 	free(t);
 }
 
-/* A task's request answered (mu held): a delete, or the search of a FIND_DELETE, whose
- * find is in t->found. */
-void zkl__task_answered(zkl_client *c, struct zkl_task *t, int rc)
+/* A task's request answered, on the loop: a delete, or the search of a FIND_DELETE,
+ * whose find is in t->found. */
+static void task_answer_apply(zkl_client *c, struct zkl_msg *m)
 {
+	struct zkl_task *t = (struct zkl_task *)((char *)m - offsetof(struct zkl_task, msg));
+	const int rc = t->zrc;
 	if (--t->s->inflight == 0)
 		zkl__loop_wake(c);
 	if (t->kind == TASK_DELETE && (rc == ZOK || rc == ZNONODE)) {
@@ -370,9 +367,10 @@ static void task_void_done(int rc, const void *data)
 	struct zkl_task *t = (struct zkl_task *)data;
 	t->zrc = rc;
 	t->msg.kind = MSG_TASK;
+	t->msg.apply = task_answer_apply;
 	/* A delete done is the usual end of a release: nothing to do but forget the task,
 	 * on the loop's next turn. */
-	zkl__inbox_post(t->s->c, &t->msg, rc == ZOK || rc == ZNONODE);
+	zkl__inbox_put(t->s->c, &t->msg, rc == ZOK || rc == ZNONODE);
 }
 
 static void task_strings_done(int rc, const struct String_vector *sv, const void *data)
@@ -390,7 +388,8 @@ static void task_strings_done(int rc, const struct String_vector *sv, const void
 	t->found = found;
 	t->zrc = rc;
 	t->msg.kind = MSG_TASK;
-	zkl__inbox_post(t->s->c, &t->msg, false);
+	t->msg.apply = task_answer_apply;
+	zkl__inbox_put(t->s->c, &t->msg, false);
 }
 
 /* One pass over the tasks (event thread, mu held). Returns the earliest time a task
@@ -399,9 +398,8 @@ int64_t zkl__tasks_run(zkl_client *c)
 {
 	int64_t next_at = INT64_MAX;
 	int64_t now = zkl__now_ms();
-	/* Only this loop takes a task off this list (other threads add at its head, and a
-	 * completion moves its task back to the head), so the next one stays while mu is
-	 * released around a send. */
+	/* A send moves its task off this list, a refused one back to its head: next is read
+	 * before. */
 	struct zkl_task *t = c->tasks;
 	while (t) {
 		struct zkl_task *next = t->next;

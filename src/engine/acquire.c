@@ -201,7 +201,7 @@ static int take_turn(zkl_client *c, struct zkl_acquisition *a)
 	if (node->gen == c->gen && !c->sess->given_up && zkl__now_ms() < zkl__giveup_at(c)) {
 		int err = 0;
 		const struct zkl_req check = {.kind = ZKL_OP_CHECK, .path = node->path};
-		struct zkl_op *op = zkl__op_send_locked(c, &a->job.w, &check, &err);
+		struct zkl_op *op = zkl__op_send(c, &a->job.w, &check, &err);
 		if (!op)
 			return err;
 		tally(&c->n_proof_writes);
@@ -274,7 +274,7 @@ static int on_top(zkl_client *c, struct zkl_acquisition *a)
 		if (a->unknown_gen == c->gen) {
 			int err = 0;
 			const struct zkl_req list = {.kind = ZKL_OP_CHILDREN, .path = q->path};
-			struct zkl_op *op = zkl__op_send_locked(c, &a->job.w, &list, &err);
+			struct zkl_op *op = zkl__op_send(c, &a->job.w, &list, &err);
 			if (!op)
 				return err;
 			tally(&c->n_listings);
@@ -326,7 +326,7 @@ static int on_find(zkl_client *c, struct zkl_acquisition *a)
 	}
 	int err = 0;
 	const struct zkl_req exists = {.kind = ZKL_OP_EXISTS, .path = found};
-	op = zkl__op_send_locked(c, &a->job.w, &exists, &err);
+	op = zkl__op_send(c, &a->job.w, &exists, &err);
 	if (!op) {
 		free(found);
 		return err;
@@ -405,7 +405,7 @@ static int start_create(zkl_client *c, struct zkl_acquisition *a)
 	                             .len = q->data_len, .mode = ZOO_EPHEMERAL_SEQUENTIAL};
 	if (!make_folder)
 		reqs[n++] = (struct zkl_req){.kind = ZKL_OP_CHILDREN, .path = q->path};
-	const int sent = zkl__ops_send_locked(c, &a->job.w, reqs, ops, n, &err);
+	const int sent = zkl__ops_send(c, &a->job.w, reqs, ops, n, &err);
 	free(target);
 	a->folder = make_folder ? ops[0] : NULL;
 	a->create = ops[make_folder ? 1 : 0];
@@ -503,7 +503,7 @@ static int start_list(zkl_client *c, struct zkl_acquisition *a)
 	if (!a->list) {
 		int err = 0;
 		const struct zkl_req req = {.kind = ZKL_OP_CHILDREN, .path = a->q->path};
-		struct zkl_op *list = zkl__op_send_locked(c, &a->job.w, &req, &err);
+		struct zkl_op *list = zkl__op_send(c, &a->job.w, &req, &err);
 		if (!list)
 			return err;
 		tally(&c->n_listings);
@@ -614,7 +614,7 @@ static int on_list(zkl_client *c, struct zkl_acquisition *a)
 	int err = 0;
 	const struct zkl_req req = {.kind = folder ? ZKL_OP_CHILDREN : ZKL_OP_GET, .path = target,
 	                            .watch = wt};
-	struct zkl_op *get = zkl__op_send_locked(c, &a->job.w, &req, &err);
+	struct zkl_op *get = zkl__op_send(c, &a->job.w, &req, &err);
 	free(target);
 	if (get && folder)
 		tally(&c->n_listings);

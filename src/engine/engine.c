@@ -172,7 +172,7 @@ bool zkl__withdraw_start(zkl_client *c, struct zkl_waiter *w, struct zkl_node *n
 	}
 	int err = 0;
 	const struct zkl_req del = {.kind = ZKL_OP_DELETE, .path = node->path};
-	wd->op = zkl__op_send_locked(c, w, &del, &err);
+	wd->op = zkl__op_send(c, w, &del, &err);
 	if (!wd->op) {
 		zkl__task_delete(c, node->path, node->gen);
 		return false;

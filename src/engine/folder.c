@@ -113,7 +113,7 @@ int zkl__acq_on_ensure(zkl_client *c, struct zkl_acquisition *a)
 		a->ensure_mode = zkl__folder_mode(c);
 		const struct zkl_req create = {.kind = ZKL_OP_CREATE, .path = buf, .len = 0,
 		                               .mode = a->ensure_mode};
-		struct zkl_op *op = zkl__op_send_locked(c, &a->job.w, &create, &err);
+		struct zkl_op *op = zkl__op_send(c, &a->job.w, &create, &err);
 		if (!op)
 			return err;
 		a->op = op;

@@ -3,26 +3,32 @@
  *
  * What is shared between threads, and what guards it:
  *
- *   - The client's mutex `zkl_client.mu` guards every field below marked "mu": engine
- *     and recipe state, waiters, sessions, background tasks, data watches, listeners.
- *     The loop holds it for its whole turn and lets go of it around each request it
- *     sends; nothing blocks while holding it, and no zoo_* call is made with it held.
- *     Nothing in src/engine/ or recipes/ takes it. Application threads take it only
- *     inside this layer, briefly and never across a wait for the server: with
- *     external_loop to run a call at once as the loop would (zkl__call) and to run the
- *     job they wait for (zkl__job_wait, zkl__drive_run); and in the layer's own calls
- *     that read or drop loop state for a handle's thread (for example
- *     zkl__revwatch_add_any, zkl__session_timeout_any, zkl__tasks_pending_drop, a
- *     release's delete). ARCHITECTURE.md, "One owner: where it stands", says what is
- *     left.
- *   - `inbox_mu` guards the inbox and the loop's wake count: the C client's completion
- *     thread queues what it hears there and never takes mu (with external_loop it
- *     applies what it hears itself, under mu; an adopted handle's session events go
- *     through the watcher chained with the application's, which takes mu).
+ *   - The client's mutex `zkl_client.mu` is the drive lock: whichever thread runs a
+ *     turn of the loop holds it for the turn (the event thread; with external_loop the
+ *     application's thread in zkl_client_process(), or a blocking caller driving its
+ *     own job), and lets go of it only around the application's callbacks and while it
+ *     waits for work. It guards every field below marked "mu": engine and recipe
+ *     state, waiters, sessions, background tasks, data watches, listeners. Everything in
+ *     src/engine/ and recipes/ runs on the loop, under it, and never takes it; a step
+ *     sends its requests while it holds it, since the C client's threads never take it
+ *     (nothing that holds it waits inside the C client, except a session's close, done
+ *     with it let go of). Application threads take it only at the API's edge, inside
+ *     this layer, briefly and never across a wait for the server: with external_loop to
+ *     run a call at once as the loop would (zkl__call) and to drive the job they wait
+ *     for (zkl__job_wait, zkl__drive_run); and in the layer's own calls that read or
+ *     drop loop state for a handle's thread (for example zkl__revwatch_add_any,
+ *     zkl__session_timeout_any, zkl__tasks_pending_drop, a hold's end).
+ *   - `inbox_mu` guards the inbox and the loop's wake count (`kicks`). The C client's
+ *     completion thread, in every mode, only queues what it hears there, in a message
+ *     that lives in what it is about (struct zkl_msg), and wakes whoever waits for the
+ *     loop's work; it never takes mu. An adopted handle's session events come through
+ *     the watcher chained with the application's, which does the same under
+ *     `adoptions_mu`. inbox_mu is taken after mu when both are held.
  *   - Atomics, read by any thread without a lock: a hold's state and whether it is lost
  *     (written by the loop and its owner), the published session and the count of
  *     releases sending their delete on it (`sess_pub`, `pins`), a session's `connected`,
- *     an op's laziness, the statistics, `hurry` and `efd_armed`.
+ *     an op's laziness, a session event's `used`, the statistics, `hurry` and
+ *     `efd_armed`.
  *   - `adoptions_mu` (session.c) guards the list of adopted handles, which the C
  *     client's completion thread reads to find the client of a handle.
  *
@@ -117,6 +123,18 @@ struct zkl_session {
 	int64_t retired_at;
 };
 
+/* What the loop is told from other threads: a completion or a watch event from the C
+ * client's completion thread, or an application thread's call, queued in the client's
+ * inbox (loop.c) and applied by the loop under mu, in order. */
+struct zkl_msg {
+	struct zkl_msg *next;      /* inbox_mu */
+	int kind;                  /* core.h's enum msg_kind: what the inbox looks at */
+	/* Applies the message on the loop; set by whoever posts it. A message lives in
+	 * what it is about (a request, a watch, a task, a hold, a call), so that posting
+	 * it allocates nothing: apply frees only what it allocated itself. */
+	void (*apply)(struct zkl_client *c, struct zkl_msg *m);
+};
+
 /* A node watch. Two references: the waiting thread's and the C client's (dropped when
  * the watch fires, when registration failed, or when its session is closed). */
 struct zkl_watch {
@@ -135,6 +153,10 @@ struct zkl_watch {
 	 * the loop lets go of it, with quiet_if NULL from then on). */
 	const atomic_bool *quiet_if;
 	bool quiet;
+	/* The node event, posted to the loop by the watcher (completion thread): a watch
+	 * fires once for its node, and session events are the session's to tell. */
+	struct zkl_msg ev;
+	int ev_type;
 };
 
 enum zkl_op_kind { ZKL_OP_CREATE, ZKL_OP_DELETE, ZKL_OP_CHILDREN, ZKL_OP_GET, ZKL_OP_EXISTS, ZKL_OP_SET,
@@ -151,13 +173,6 @@ struct zkl_mop {
 	int mode;           /* create: ZOO_PERSISTENT, ZOO_EPHEMERAL... */
 };
 
-/* What the loop is told from other threads: a completion or a watch event from the C
- * client's completion thread, or an application thread's call, queued in the client's
- * inbox (loop.c) and applied by the loop under mu, in order. */
-struct zkl_msg {
-	struct zkl_msg *next;      /* inbox_mu */
-	int kind;                  /* core.h's enum msg_kind */
-};
 
 /* A call an application thread makes of the loop: fn runs with mu held, on the loop,
  * after everything handed to the loop before it (zkl__call). */
@@ -295,7 +310,29 @@ struct zkl_revwatch {
 	zkl_data_decode_fn decode;
 	void (*fn)(void *ctx, const char *path);
 	void *ctx;
+	/* Posted to the loop by the completion thread: the watch's event (one per watch
+	 * set: registered) and the read's answer (one read out at a time: inflight). */
+	struct zkl_msg ev;
+	int ev_type;
+	struct zkl_msg read;
+	int read_rc;
+	enum zkl__data_read read_kind; /* what the decoder found */
+	int32_t read_value;            /* ZKL_DATA_VALUE's */
 };
+
+/* A session event, with what the handle said when it happened: posted to the loop by
+ * a handle's watcher (completion thread), in one of the client's sess_evs. */
+struct zkl_session_ev {
+	struct zkl_msg m;
+	struct zkl_session *s;  /* its session's; NULL for an adopted handle's (zh) */
+	zhandle_t *zh;
+	int state;
+	int64_t id;             /* CONNECTED: the session's id and timeout */
+	int timeout;
+	atomic_bool used;       /* taken by a watcher, until the loop has applied it */
+	bool heap;              /* allocated: none of sess_evs was free */
+};
+#define ZKL_SESSION_EVS 8
 
 struct zkl_client {
 	const struct zkl_zk_ops *zk; /* the request layer's door to ZooKeeper (zk.h) */
@@ -390,6 +427,9 @@ struct zkl_client {
 	struct zkl_msg *inbox, *inbox_tail; /* inbox_mu */
 	uint64_t kicks;                     /* inbox_mu */
 	atomic_bool hurry;                  /* closing: no message waits for a turn */
+	/* Session events: taken in turn by the watchers and given back as the loop applies
+	 * them; beyond them a watcher allocates one (session.c, session_ev_take). */
+	struct zkl_session_ev sess_evs[ZKL_SESSION_EVS];
 	bool loop_ended;                    /* mu and inbox_mu: the loop runs no more
 	                                     * waiter, so no call is taken */
 	/* zkl_client_get_stats(): counted on the loop, read by any thread. */
@@ -542,25 +582,23 @@ struct zkl_req {
 	int version;        /* SET; DELETE with check_version */
 	bool check_version; /* DELETE: only of the node at version */
 	struct zkl_watch *watch; /* GET, EXISTS, CHILDREN: armed with the request */
-	bool unbound;       /* zkl__ops_send_locked: bound to no waiter (its answer alone
+	bool unbound;       /* zkl__ops_send: bound to no waiter (its answer alone
 	                     * wakes nobody: the next one's, which comes after it, does) */
 	const struct zkl_mop *mops; /* MULTI: nmops operations, committed all or none */
 	int nmops;
 };
-/* Sends r now, bound to w (mu NOT held): the loop's way to send one request. Returns
- * the op, or NULL with *err set. */
+/* Sends r now, bound to w: the loop's way to send one request, from a step it runs.
+ * The send holds what the step holds: the C client's completion thread only posts to
+ * the inbox, so nothing it does waits for the loop. Returns the op, or NULL with *err
+ * set. */
 struct zkl_op *zkl__op_send(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *r,
                            int *err);
-/* The same from a step the loop runs (mu held): mu is let go of around the send, as
- * around every send, so the caller looks again at what another thread may change. */
-struct zkl_op *zkl__op_send_locked(zkl_client *c, struct zkl_waiter *w,
-                                  const struct zkl_req *r, int *err);
-/* Sends reqs[0..n) in this order in one go, from a step the loop runs (mu held, let go
- * of around the sends). The session answers in order, so only the last answer wakes w:
- * the others are lazy. Stops at the first request refused (ops[k..n) NULL, *err set),
- * and then the last one sent wakes w itself. Returns how many were sent. */
-int zkl__ops_send_locked(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *reqs,
-                        struct zkl_op **ops, int n, int *err);
+/* Sends reqs[0..n) in this order in one go, from a step the loop runs. The session
+ * answers in order, so only the last answer wakes w: the others are lazy. Stops at the
+ * first request refused (ops[k..n) NULL, *err set), and then the last one sent wakes w
+ * itself. Returns how many were sent. */
+int zkl__ops_send(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *reqs,
+                 struct zkl_op **ops, int n, int *err);
 
 /* A job: a machine the loop runs for a thread that waits for its end, or for an end
  * function (src/client/job.c). Fill step (and drop, end) and hand it to
@@ -635,7 +673,7 @@ int zkl__job_run(zkl_client *c, struct zkl_job *j, const void *owner, const char
  * come true then. */
 int zkl__loop_wait(zkl_client *c, const void *tag, bool (*done)(zkl_client *c, void *arg),
                   void *arg, int64_t deadline, const char *what);
-/* For steps (on the loop, mu held; released around the send): sends r bound to j.
+/* For steps (on the loop): sends r bound to j.
  * Returns 0 with *op set, or a ZKL_E* code with *op NULL. */
 int zkl__job_send(zkl_client *c, struct zkl_job *j, const struct zkl_req *r,
                  struct zkl_op **op);
@@ -680,7 +718,7 @@ void zkl__watch_settle_quiet(zkl_client *c, struct zkl_watch *watch);
 /* Background cleanup, retried until it succeeds or the session `gen` is gone (mu held). */
 void zkl__task_delete(zkl_client *c, const char *path, uint64_t gen);
 void zkl__task_find_delete(zkl_client *c, const char *parent, const char *uuid, uint64_t gen);
-/* Sends the delete of path at once (mu held; released around the send), from any thread,
+/* Sends the delete of path at once (mu held), from any thread that holds it,
  * and leaves its answer to the background task. Returns false if it could not be sent
  * now (then the task sends it when it can). */
 bool zkl__task_delete_now(zkl_client *c, const char *path, uint64_t gen);
