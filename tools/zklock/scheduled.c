@@ -176,14 +176,27 @@ static bool settle_running(struct lock *lk, struct slot_record *r)
 	return true;
 }
 
-/* The record as written (our outcome finished at mtime), for the metrics. */
-static void keep_for_report(struct report *rep, const struct slot_record *r, int64_t mtime)
+/* Writes r in the release of the lock (record_release()), and keeps it as written (our
+ * outcome finished at the write) for the metrics. *mtime (if not NULL) gets when it was
+ * written, on the server's clock (0: unknown). */
+static int release_recording(struct lock *lk, const struct sched_run *sr,
+                             const struct slot_record *r, int64_t *mtime, int *release,
+                             struct report *rep)
 {
+	char buf[RECORD_DATA_MAX];
+	size_t len = slot_record_format(buf, sizeof buf, r);
+	int64_t at = 0;
+	int status = record_release(lk, sr->rec, buf, len, sr->r.found, &at, release);
+	if (mtime)
+		*mtime = at;
+	if (status != 0)
+		return status;
 	rep->record = *r;
 	rep->record.found = true;
 	for (int k = 0; k < RUN_KINDS; k++)
 		if (rep->record.runs[k].set && rep->record.runs[k].finished_ms == 0)
-			rep->record.runs[k].finished_ms = mtime;
+			rep->record.runs[k].finished_ms = at;
+	return 0;
 }
 
 int sched_begin(const struct opts *o, struct lock *lk, struct sched_run *sr)
@@ -309,14 +322,8 @@ int sched_skip(const struct opts *o, struct lock *lk, struct sched_run *sr, stru
 		rep->record = sr->r;
 		return 0;
 	}
-	char buf[RECORD_DATA_MAX];
-	size_t len = slot_record_format(buf, sizeof buf, &r);
 	int release = 0;
-	int64_t mtime = 0;
-	int status = record_release(lk, sr->rec, buf, len, sr->r.found, &mtime, &release);
-	if (status == 0)
-		keep_for_report(rep, &r, mtime);
-	return status;
+	return release_recording(lk, sr, &r, NULL, &release, rep);
 }
 
 /* Our run's outcome in r: the last of its kind, finished by this write. */
@@ -385,15 +392,7 @@ int sched_record(const struct opts *o, struct lock *lk, struct sched_run *sr, in
 	} else {
 		r.missed_recent = 0; /* --catch-up once: this run stood for them */
 	}
-	char buf[RECORD_DATA_MAX];
-	size_t len = slot_record_format(buf, sizeof buf, &r);
-	int64_t at = 0;
-	int status = record_release(lk, sr->rec, buf, len, sr->r.found, &at, release);
-	if (mtime)
-		*mtime = at;
-	if (status == 0)
-		keep_for_report(rep, &r, at);
-	return status;
+	return release_recording(lk, sr, &r, mtime, release, rep);
 }
 
 int sched_record_end(struct lock *lk, struct sched_run *sr, const struct outcome *out,
@@ -416,13 +415,7 @@ int sched_record_end(struct lock *lk, struct sched_run *sr, const struct outcome
 		n = out->code > 0 && out->code <= 255 ? out->code : 0;
 	}
 	set_run(lk, sr, &r, k, n);
-	char buf[RECORD_DATA_MAX];
-	size_t len = slot_record_format(buf, sizeof buf, &r);
-	int64_t at = 0;
-	int status = record_release(lk, sr->rec, buf, len, sr->r.found, &at, release);
-	if (status == 0)
-		keep_for_report(rep, &r, at);
-	return status;
+	return release_recording(lk, sr, &r, NULL, release, rep);
 }
 
 /* ---- --splay ---- */
