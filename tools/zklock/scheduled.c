@@ -15,11 +15,12 @@
  * "Missed" slots are counted since the last success: a slot whose run failed is one
  * without a success too, so a run with --catch-up once after a failed slot stands for
  * it. The record's missed count adds up the slots recorded missed: those a run with
- * --catch-up skip passed over, and those that started too late. */
+ * --catch-up skip passed over, and those that started too late.
+ *
+ * The record's lines, as text, are record.c's. */
 #include "zklock.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -105,169 +106,6 @@ int sched_check_opts(struct opts *o)
 	return 0;
 }
 
-/* ---- the record ---- */
-
-static const char *const kind_names[RUN_KINDS] = {
-	"succeeded", "failed", "max-runtime", "signal", "revoked", "lost", "vanished",
-};
-
-const char *run_kind_name(enum run_kind k)
-{
-	return k < RUN_KINDS ? kind_names[k] : "none";
-}
-
-/* n numbers >= 0 after a line's key ("slot 123", "missed 2 60000 120000 1"), each after
- * one space; then, if rest is not NULL, a space and the rest of the line (printable,
- * into rest), else the line's end. False if the line is not that. */
-static bool line_fields(const char *line, const char *key, int64_t *out, int n, char *rest,
-                        size_t restsz)
-{
-	size_t k = strlen(key);
-	if (strncmp(line, key, k) != 0)
-		return false;
-	const char *p = line + k;
-	for (int i = 0; i < n; i++) {
-		if (*p != ' ' || p[1] < '0' || p[1] > '9')
-			return false;
-		char *end;
-		errno = 0;
-		long long v = strtoll(p + 1, &end, 10);
-		if (errno != 0)
-			return false;
-		out[i] = v;
-		p = end;
-	}
-	if (!rest)
-		return *p == '\n' || *p == '\0';
-	if (*p != ' ')
-		return false;
-	p++;
-	printable(rest, restsz, p, strcspn(p, "\n"));
-	return true;
-}
-
-/* "run <kind> <n> <slot> <started> <finished> <by>" into r->runs; false if not one. */
-static bool run_line(const char *line, int64_t mtime, struct slot_record *r)
-{
-	if (strncmp(line, "run ", 4) != 0)
-		return false;
-	const char *kind = line + 4;
-	for (int k = 0; k < RUN_KINDS; k++) {
-		size_t kl = strlen(kind_names[k]);
-		if (strncmp(kind, kind_names[k], kl) != 0 || kind[kl] != ' ')
-			continue;
-		int64_t v[4];
-		struct run_outcome o = { .set = true };
-		if (!line_fields(kind + kl, "", v, 4, o.by, sizeof o.by) || v[0] > 255)
-			return false;
-		o.n = (int)v[0];
-		o.slot_ms = v[1];
-		o.started_ms = v[2];
-		o.finished_ms = v[3] ? v[3] : mtime;
-		r->runs[k] = o;
-		return true;
-	}
-	return false;
-}
-
-void slot_record_parse(const char *buf, int64_t mtime, struct slot_record *r)
-{
-	memset(r, 0, sizeof *r);
-	r->found = true;
-	r->mtime = mtime;
-	r->finished_ms = mtime;
-	char *end;
-	errno = 0;
-	long long v = strtoll(buf, &end, 10);
-	if (end != buf && errno == 0 && v > 0 && (*end == ' ' || *end == '\0' || *end == '\n')) {
-		r->started_ms = v;
-		while (*end == ' ')
-			end++;
-		printable(r->by, sizeof r->by, end, strcspn(end, "\n"));
-	}
-	for (const char *line = strchr(buf, '\n'); line; line = strchr(line, '\n')) {
-		line++;
-		int64_t n[4];
-		if (line_fields(line, "slot", n, 1, NULL, 0))
-			r->slot_ms = n[0];
-		else if (line_fields(line, "missed", n, 4, NULL, 0) && n[2] >= n[1]) {
-			r->missed = n[0];
-			r->missed_first_ms = n[1];
-			r->missed_last_ms = n[2];
-			r->missed_recent = n[3];
-		} else if (line_fields(line, "running", n, 3, r->running.by, sizeof r->running.by)) {
-			r->running.set = true;
-			r->running.slot_ms = n[0];
-			r->running.started_ms = n[1];
-			r->running_token = n[2];
-		} else {
-			(void)run_line(line, mtime, r);
-		}
-	}
-	if (!r->started_ms)
-		r->finished_ms = 0; /* no success: nothing finished */
-	else if (r->runs[RUN_SUCCEEDED].set && r->runs[RUN_SUCCEEDED].started_ms == r->started_ms)
-		r->finished_ms = r->runs[RUN_SUCCEEDED].finished_ms;
-}
-
-enum run_kind slot_record_last(const struct slot_record *r)
-{
-	enum run_kind last = RUN_KINDS;
-	for (int k = 0; k < RUN_KINDS; k++)
-		if (r->runs[k].set && (last == RUN_KINDS ||
-		                       r->runs[k].finished_ms > r->runs[last].finished_ms))
-			last = (enum run_kind)k;
-	return last;
-}
-
-/* printf to the end of buf's len bytes, never past size (a cut record is refused by
- * no one, but a line cut short reads as nothing). */
-static void append(char *buf, size_t size, size_t *len, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static void append(char *buf, size_t size, size_t *len, const char *fmt, ...)
-{
-	if (*len >= size - 1)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(buf + *len, size - *len, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		*len = *len + (size_t)n < size ? *len + (size_t)n : size - 1;
-}
-
-/* The record's data for r, into buf (size: RECORD_DATA_MAX, which the lines fit: the
- * longest of each, 8 of them, are under 3.7 KB); outcomes whose finished_ms is 0 are
- * this write's. Returns its length. */
-#define RECORD_DATA_MAX 4096
-static size_t record_format(char *buf, size_t size, const struct slot_record *r)
-{
-	size_t len = 0;
-	buf[0] = '\0';
-	if (r->started_ms > 0)
-		append(buf, size, &len, "%lld %s\nslot %lld\n", (long long)r->started_ms, r->by,
-		       (long long)r->slot_ms);
-	else
-		append(buf, size, &len, "-\n");
-	for (int k = 0; k < RUN_KINDS; k++) {
-		const struct run_outcome *o = &r->runs[k];
-		if (o->set)
-			append(buf, size, &len, "run %s %d %lld %lld %lld %s\n", kind_names[k], o->n,
-			       (long long)o->slot_ms, (long long)o->started_ms,
-			       (long long)o->finished_ms, o->by);
-	}
-	if (r->running.set)
-		append(buf, size, &len, "running %lld %lld %lld %s\n",
-		       (long long)r->running.slot_ms, (long long)r->running.started_ms,
-		       (long long)r->running_token, r->running.by);
-	if (r->missed > 0 || r->missed_recent > 0)
-		append(buf, size, &len, "missed %lld %lld %lld %lld\n", (long long)r->missed,
-		       (long long)r->missed_first_ms, (long long)r->missed_last_ms,
-		       (long long)r->missed_recent);
-	return len;
-}
-
 /* ---- the run ---- */
 
 /* The test-only shift of the server's time as the schedule sees it (0 unless set). */
@@ -338,14 +176,27 @@ static bool settle_running(struct lock *lk, struct slot_record *r)
 	return true;
 }
 
-/* The record as written (our outcome finished at mtime), for the metrics. */
-static void keep_for_report(struct report *rep, const struct slot_record *r, int64_t mtime)
+/* Writes r in the release of the lock (record_release()), and keeps it as written (our
+ * outcome finished at the write) for the metrics. *mtime (if not NULL) gets when it was
+ * written, on the server's clock (0: unknown). */
+static int release_recording(struct lock *lk, const struct sched_run *sr,
+                             const struct slot_record *r, int64_t *mtime, int *release,
+                             struct report *rep)
 {
+	char buf[RECORD_DATA_MAX];
+	size_t len = slot_record_format(buf, sizeof buf, r);
+	int64_t at = 0;
+	int status = record_release(lk, sr->rec, buf, len, sr->r.found, &at, release);
+	if (mtime)
+		*mtime = at;
+	if (status != 0)
+		return status;
 	rep->record = *r;
 	rep->record.found = true;
 	for (int k = 0; k < RUN_KINDS; k++)
 		if (rep->record.runs[k].set && rep->record.runs[k].finished_ms == 0)
-			rep->record.runs[k].finished_ms = mtime;
+			rep->record.runs[k].finished_ms = at;
+	return 0;
 }
 
 int sched_begin(const struct opts *o, struct lock *lk, struct sched_run *sr)
@@ -471,14 +322,8 @@ int sched_skip(const struct opts *o, struct lock *lk, struct sched_run *sr, stru
 		rep->record = sr->r;
 		return 0;
 	}
-	char buf[RECORD_DATA_MAX];
-	size_t len = record_format(buf, sizeof buf, &r);
 	int release = 0;
-	int64_t mtime = 0;
-	int status = record_release(lk, sr->rec, buf, len, sr->r.found, &mtime, &release);
-	if (status == 0)
-		keep_for_report(rep, &r, mtime);
-	return status;
+	return release_recording(lk, sr, &r, NULL, &release, rep);
 }
 
 /* Our run's outcome in r: the last of its kind, finished by this write. */
@@ -507,7 +352,7 @@ int sched_start(struct lock *lk, struct sched_run *sr)
 	r.running_token = zkl_lock_token(lk->l);
 	printable(r.running.by, sizeof r.running.by, lk->id, strlen(lk->id));
 	char buf[RECORD_DATA_MAX];
-	size_t len = record_format(buf, sizeof buf, &r);
+	size_t len = slot_record_format(buf, sizeof buf, &r);
 	int rc = zkl_record_set_guarded(lk->l, sr->rec, buf, len);
 	if (rc == ZKL_ELOST || rc == ZKL_ENOTHELD) {
 		msg("lock on %s lost", lk->path);
@@ -547,15 +392,7 @@ int sched_record(const struct opts *o, struct lock *lk, struct sched_run *sr, in
 	} else {
 		r.missed_recent = 0; /* --catch-up once: this run stood for them */
 	}
-	char buf[RECORD_DATA_MAX];
-	size_t len = record_format(buf, sizeof buf, &r);
-	int64_t at = 0;
-	int status = record_release(lk, sr->rec, buf, len, sr->r.found, &at, release);
-	if (mtime)
-		*mtime = at;
-	if (status == 0)
-		keep_for_report(rep, &r, at);
-	return status;
+	return release_recording(lk, sr, &r, mtime, release, rep);
 }
 
 int sched_record_end(struct lock *lk, struct sched_run *sr, const struct outcome *out,
@@ -578,13 +415,7 @@ int sched_record_end(struct lock *lk, struct sched_run *sr, const struct outcome
 		n = out->code > 0 && out->code <= 255 ? out->code : 0;
 	}
 	set_run(lk, sr, &r, k, n);
-	char buf[RECORD_DATA_MAX];
-	size_t len = record_format(buf, sizeof buf, &r);
-	int64_t at = 0;
-	int status = record_release(lk, sr->rec, buf, len, sr->r.found, &at, release);
-	if (status == 0)
-		keep_for_report(rep, &r, at);
-	return status;
+	return release_recording(lk, sr, &r, NULL, release, rep);
 }
 
 /* ---- --splay ---- */

@@ -13,7 +13,8 @@
  *   child.c     the command: its process group, terminal, environment, kill on loss
  *   watchdog.c  the process that ends the command's group if zklock cannot
  *   deadline.c  the loss deadline a holder publishes for `status` on its host
- *   once.c      --once-per: the record of the last run; `zklock forget`
+ *   once.c      --once-per: the record of the last run; `zklock forget`; record.c
+ *               that record's lines, read and written (pure)
  *   hold.c      `zklock hold` (a maintenance hold, kept by the server for a time) and
  *               `zklock release`
  *   schedule.c  cron expressions: the schedule times around an instant (schedule.h;
@@ -356,7 +357,7 @@ struct outcome {
 /* Runs the command while the lock is held. */
 struct outcome run_command(const struct opts *o, struct lock *lk);
 
-/* ---- the record beside the lock (scheduled.c) ---- */
+/* ---- the record beside the lock (record.c) ---- */
 
 /* How a run ended, as the record keeps the last of each. */
 enum run_kind { RUN_SUCCEEDED, RUN_FAILED, RUN_MAX_RUNTIME, RUN_SIGNAL, RUN_REVOKED,
@@ -404,6 +405,10 @@ struct slot_record {
 enum run_kind slot_record_last(const struct slot_record *r);
 /* Parses buf (NUL-terminated) written at mtime into *r. */
 void slot_record_parse(const char *buf, int64_t mtime, struct slot_record *r);
+/* The record's data for r, into buf (size: RECORD_DATA_MAX); outcomes whose finished_ms
+ * is 0 are this write's. Returns its length. */
+#define RECORD_DATA_MAX 4096
+size_t slot_record_format(char *buf, size_t size, const struct slot_record *r);
 
 /* ---- once.c ---- */
 
