@@ -71,6 +71,17 @@ void zkl__loop_wake(zkl_client *c)
 	efd_arm(c);
 }
 
+/* What a message that wakes the loop does: wakes the thread that waits for the loop's
+ * work. */
+static void inbox_wake(zkl_client *c)
+{
+	pthread_cond_broadcast(&c->inbox_cv);
+	if (c->external) {
+		pthread_cond_broadcast(&c->ev_cv);
+		efd_arm(c);
+	}
+}
+
 /* Queues m for the loop, and wakes it unless `lazy` (then m waits for the loop's next
  * turn). Any thread, holding nothing or mu: this is all the C client's completion thread
  * does with what it hears, in every mode. A call is refused once the loop has ended. */
@@ -103,14 +114,16 @@ bool zkl__inbox_put(zkl_client *c, struct zkl_msg *m, bool lazy)
 			wake = true;
 		}
 	}
+	/* An adopted handle's completion thread outlives the client: once m is in the
+	 * inbox, a close may apply it and free the client, so the wake is done before the
+	 * unlock. Any other handle is closed, and its completion thread joined, before the
+	 * client goes: its wake comes after the unlock, so that the woken thread does not
+	 * then wait for inbox_mu. */
+	if (wake && c->adopted)
+		inbox_wake(c);
 	pthread_mutex_unlock(&c->inbox_mu);
-	if (wake) {
-		pthread_cond_broadcast(&c->inbox_cv); /* after the unlock, as zkl__kick() */
-		if (c->external) {
-			pthread_cond_broadcast(&c->ev_cv);
-			efd_arm(c);
-		}
-	}
+	if (wake && !c->adopted)
+		inbox_wake(c);
 	return taken;
 }
 
@@ -414,19 +427,29 @@ int64_t zkl__loop_once(zkl_client *c)
 			zkl__handle_event(c, e);
 			free(e);
 		}
-		zkl__holds_notify(c);
-		zkl__revwatches_run(c);
+		/* What has nothing to do is not called: lost holds only after the session
+		 * changed or a hold was marked lost since the last look; tasks, data watches,
+		 * retired sessions and the observer's events only if there are any. */
+		if (c->holds_gen != c->gen || c->holds_lost)
+			zkl__holds_notify(c);
+		if (c->revwatches)
+			zkl__revwatches_run(c);
 		int64_t next = zkl__loop_waiters_run(c);
-		int64_t t = zkl__tasks_run(c);
-		if (t < next)
-			next = t;
+		if (c->tasks) {
+			int64_t t = zkl__tasks_run(c);
+			if (t < next)
+				next = t;
+		}
 		int64_t l = zkl__liveness_run(c);
 		if (l < next)
 			next = l;
-		int64_t r = zkl__retired_reap(c, false);
-		if (r < next)
-			next = r;
-		zkl__observer_run(c);
+		if (c->retired) {
+			int64_t r = zkl__retired_reap(c, false);
+			if (r < next)
+				next = r;
+		}
+		if (atomic_load(&c->obs_queued))
+			zkl__observer_run(c);
 		if (c->closing || (!c->events && !c->ready))
 			return next;
 	}

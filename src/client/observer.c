@@ -92,6 +92,7 @@ void zkl__observe(zkl_client *c, const zkl_lock_event *ev)
 	else
 		c->obs_head = o;
 	c->obs_tail = o;
+	atomic_store(&c->obs_queued, true);
 	pthread_mutex_unlock(&c->obs_mu);
 	if (!zkl__on_event_thread(c))
 		zkl__loop_wake(c); /* the loop tells it on its next turn */
@@ -160,6 +161,7 @@ void zkl__observer_run(zkl_client *c)
 		c->obs_calling--;
 		pthread_cond_broadcast(&c->obs_cv);
 	}
+	atomic_store(&c->obs_queued, false);
 	pthread_mutex_unlock(&c->obs_mu);
 	if (unlocked)
 		pthread_mutex_lock(&c->mu);

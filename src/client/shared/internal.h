@@ -445,6 +445,7 @@ struct zkl_client {
 	zkl_observer_fn obs_fn;         /* obs_mu */
 	void *obs_data;                 /* obs_mu */
 	struct zkl_obs *obs_head, *obs_tail; /* obs_mu */
+	atomic_bool obs_queued;         /* written under obs_mu: obs_head is not NULL */
 	unsigned obs_calling;           /* obs_mu: observer calls under way */
 	pthread_t obs_thread;           /* obs_mu: the thread making them */
 	unsigned obs_gen;               /* obs_mu: observers set so far */
