@@ -88,9 +88,10 @@ static void mutex_revoked(void *ctx, const char *node)
 static void mutex_lost(struct zkl_hold *h, void *ctx)
 {
 	zkl_mutex *m = ctx;
+	const int why = zkl__loss_reason(h);
 	zkl__log(m->lock.c, ZKL_LOG_WARN, "lock %s lost %s", m->lock.path,
-	         h->node_gone ? "with its node, deleted" : "with its session");
-	zkl__lock_report_lost(&m->lock, h->node_gone ? ZKL_EDELETED : ZKL_ELOST);
+	         why == ZKL_EDELETED ? "with its node, deleted" : "with its session");
+	zkl__lock_report_lost(&m->lock, why);
 }
 
 /* Owner's acquisition (the handle's mutex held). */
@@ -315,7 +316,7 @@ static int owned_prepare(zkl_mutex *m, zkl__owner owner, struct mutex_owned *o)
 	if (pp) {
 		/* Re-entry costs no round trip. */
 		struct zkl_acq *l = *pp;
-		if (zkl__hold_lost(l->node.hold))
+		if (zkl__node_lost(&l->node))
 			return zkl__fail(ZKL_ELOST, "lock %s was lost; release it before acquiring "
 			                "again", lk->path);
 		l->count++;
@@ -328,7 +329,7 @@ static int owned_prepare(zkl_mutex *m, zkl__owner owner, struct mutex_owned *o)
 		                "write lock can never succeed", owner == zkl__owner_self() ?
 		                "the calling thread" : "its owner", lk->path);
 	o->m = m;
-	o->downgrade = op && m->kind == ZKL_KIND_READ && !zkl__hold_lost((*op)->node.hold);
+	o->downgrade = op && m->kind == ZKL_KIND_READ && !zkl__node_lost(&(*op)->node);
 	o->writer_seq = o->downgrade ? (*op)->node.seq : 0;
 	if (o->downgrade && !(o->writer = strdup((*op)->node.path)))
 		return zkl__fail(ZKL_ENOMEM, "out of memory");
@@ -639,7 +640,7 @@ static int release_as(zkl_mutex *m, zkl__owner owner, bool any, const struct zkl
 		                 "first", lk->path, l->count);
 	}
 	if (--l->count > 0) {
-		bool lost = zkl__hold_lost(l->node.hold);
+		bool lost = zkl__node_lost(&l->node);
 		pthread_mutex_unlock(lk->mu);
 		return lost ? zkl__fail(ZKL_ELOST, "lock %s was lost", lk->path) : 0;
 	}
@@ -680,7 +681,7 @@ int zkl__mutex_held_as(zkl_mutex *m, zkl__owner owner, char *buf, size_t len,
 	pthread_mutex_lock(m->lock.mu);
 	struct zkl_acq **pp = find_owner(m, owner);
 	int count = pp ? (*pp)->count : 0;
-	if (pp && !zkl__hold_lost((*pp)->node.hold)) {
+	if (pp && !zkl__node_lost(&(*pp)->node)) {
 		snprintf(buf, len, "%s", (*pp)->node.path);
 		*token = (*pp)->node.czxid;
 	} else if (len) {
@@ -704,7 +705,7 @@ static bool mutex_is_held(zkl_lock *lk)
 {
 	pthread_mutex_lock(lk->mu);
 	struct zkl_acq *l = current(MUTEX(lk));
-	bool held = l && !zkl__hold_lost(l->node.hold);
+	bool held = l && !zkl__node_lost(&l->node);
 	pthread_mutex_unlock(lk->mu);
 	return held;
 }
@@ -716,10 +717,10 @@ static int64_t mutex_token(zkl_lock *lk)
 	int64_t token = ZKL_ENOTHELD;
 	pthread_mutex_lock(lk->mu);
 	struct zkl_acq *own = current(MUTEX(lk));
-	if (own && !zkl__hold_lost(own->node.hold))
+	if (own && !zkl__node_lost(&own->node))
 		token = own->node.czxid;
 	for (struct zkl_acq *l = MUTEX(lk)->leases; l && token < 0; l = l->next)
-		if (!zkl__hold_lost(l->node.hold))
+		if (!zkl__node_lost(&l->node))
 			token = l->node.czxid;
 	pthread_mutex_unlock(lk->mu);
 	return token;
@@ -733,7 +734,7 @@ static const char *mutex_node(zkl_lock *lk)
 	zkl_mutex *m = MUTEX(lk);
 	struct zkl_acq *l = current(m);
 	if (l)
-		return zkl__hold_lost(l->node.hold) ? NULL : l->node.path;
+		return zkl__node_lost(&l->node) ? NULL : l->node.path;
 	if (lk->pending) {
 		const struct mutex_async *pa = (const struct mutex_async *)(void *)lk->pending;
 		if (pa->l->node_pub)
@@ -762,7 +763,7 @@ static int mutex_hold_node(zkl_lock *lk, char *buf, size_t size)
 	if (!l || !l->node.path || strlen(l->node.path) >= size)
 		return 0;
 	strcpy(buf, l->node.path);
-	return zkl__hold_lost(l->node.hold) ? -1 : 1;
+	return zkl__node_lost(&l->node) ? -1 : 1;
 }
 
 static bool mutex_holds_async(zkl_lock *lk)
@@ -797,7 +798,7 @@ static bool mutex_held_as(zkl_lock *lk, zkl__owner owner)
 {
 	pthread_mutex_lock(lk->mu);
 	struct zkl_acq **pp = find_owner(MUTEX(lk), owner);
-	bool held = pp && !zkl__hold_lost((*pp)->node.hold);
+	bool held = pp && !zkl__node_lost(&(*pp)->node);
 	pthread_mutex_unlock(lk->mu);
 	return held;
 }

@@ -221,7 +221,7 @@ static int count_check(zkl_client *c, struct zkl__sem_take *t)
 				count_drop(c, t);
 				return 0;
 			}
-			zkl__waiter_wake_at(c, &t->job.w, t->cuntil);
+			zkl__job_wake_at(c, &t->job, t->cuntil);
 			return ZKL_JOB_WAIT;
 		}
 		const int zrc = op->rc;
@@ -348,7 +348,7 @@ static int leases_stand(zkl_client *c, const struct zkl__sem_take *t)
 {
 	for (int i = 0; i < t->got; i++) {
 		const struct zkl_node *node = &t->leases[i]->node;
-		if (!zkl__engine_grant_stands(c, node) || zkl__hold_lost(node->hold))
+		if (!zkl__engine_grant_stands(c, node) || zkl__node_lost(node))
 			return zkl__fail(ZKL_ELOST, "lease %d of the %d asked of %s was lost with its "
 			                "session before the acquire ended: none is held", i + 1, t->n,
 			                t->k->path);
