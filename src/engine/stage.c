@@ -62,3 +62,8 @@ void zkl__engine_cancel(zkl_client *c, const void *owner)
 {
 	zkl__cancel_owner_locked(c, owner);
 }
+
+void zkl__engine_run_job(zkl_client *c, struct zkl_job *j, const void *owner)
+{
+	zkl__job_start_locked(c, j, owner, NULL);
+}

@@ -136,9 +136,9 @@ int zkl__engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node
 /* The same from a step of a job the loop runs: the acquisition is the child
  * of parent (zkl__job_start_locked), run where parent is, and parent is woken once
  * done(arg, rc) has run (as above: on the loop, no lock held). */
-int zkl__engine_start_locked(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
-                            struct zkl_job *parent, void (*done)(void *arg, int rc),
-                            void *arg);
+int zkl__engine_start_child(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
+                           struct zkl_job *parent, void (*done)(void *arg, int rc),
+                           void *arg);
 
 /* Whether the grant of node, held, still stands (on the loop): its session is the current
  * one, not given up, and short of its loss deadline. A recipe that waits for more after
@@ -171,7 +171,7 @@ void zkl__engine_release_later(zkl_client *c, struct zkl_node *node);
 
 /* The same from a step the loop runs, for a node without a hold (a
  * semaphore's gate node): sent at once, never waited for. */
-void zkl__engine_release_locked(zkl_client *c, struct zkl_node *node);
+void zkl__engine_release_now(zkl_client *c, struct zkl_node *node);
 
 void zkl__node_clear(struct zkl_node *node);
 
@@ -275,6 +275,11 @@ int zkl__stage_wait(zkl_client *c, struct zkl_stage *s, bool (*done)(zkl_client 
 /* Ends with ZKL_ECANCELED the engine acquisitions of owner under way (on the loop): a
  * machine cancelling what it started. */
 void zkl__engine_cancel(zkl_client *c, const void *owner);
+/* Starts job j (src/client/job.c) from a call the loop runs (on the loop): its first
+ * step runs on this turn; a cancel of owner cancels it. A recipe's machine that ends (a
+ * semaphore's take, whose steps start engine acquisitions as its children with
+ * zkl__engine_start_child()) is such a job. */
+void zkl__engine_run_job(zkl_client *c, struct zkl_job *j, const void *owner);
 
 /* The bounded delete of a node of ours that must not stay (on the loop): an acquisition
  * withdrawing after a failure, an election leaving. Its revocation watch goes first.
