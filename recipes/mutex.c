@@ -306,6 +306,36 @@ static void owned_node(void *ctx)
 		publish(o->m, o->l);
 }
 
+/* The queue of an acquire of m (the handle's mutex held), an owner's and the handle's
+ * asynchronous one alike: a node of kind with data at path, the engine writing
+ * *folder_seen and telling on_node(node_ctx) of the node. The hold made at the grant is
+ * reported lost through mutex_lost(); an owner's acquire of a revocable handle watches
+ * its node for revocation (revocable), the asynchronous one does not. */
+static struct zkl_queue mutex_queue(zkl_mutex *m, const char *path, enum zkl_kind kind,
+                                    const struct zkl_data *data, bool revocable,
+                                    bool *folder_seen, void (*on_node)(void *ctx),
+                                    void *node_ctx)
+{
+	return (struct zkl_queue){
+		.c = m->lock.c,
+		.path = path,
+		.kind = kind,
+		.data = data->bytes,
+		.data_len = data->len,
+		.pred = m->kind == ZKL_KIND_READ ? &zkl__pred_read : &zkl__pred_first,
+		.owner = m,
+		.name = m->lock.kind,
+		.on_revoke = revocable ? mutex_revoked : NULL,
+		.revoke_ctx = m,
+		.revoke_decode = zkl__revoke_decode,
+		.folder_seen = folder_seen,
+		.on_lost = mutex_lost,
+		.lost_ctx = m,
+		.on_node = on_node,
+		.node_ctx = node_ctx,
+	};
+}
+
 /* Decides owner's acquire of m from owner's holds (the handle's mutex held): 1 if owner
  * holds m already (its count goes up), ZKL_E* if it may not acquire, else 0 with o
  * filled, its acquisition on m->waiting. */
@@ -346,25 +376,8 @@ static int owned_prepare(zkl_mutex *m, zkl__owner owner, struct mutex_owned *o)
 	}
 	o->folder_seen = m->folder_seen;
 	o->l->owner = owner;
-	bool revocable = m->revoke_fn != NULL;
-	o->q = (struct zkl_queue){
-		.c = lk->c,
-		.path = o->path ? o->path : lk->path,
-		.kind = kind,
-		.data = o->data.bytes,
-		.data_len = o->data.len,
-		.pred = m->kind == ZKL_KIND_READ ? &zkl__pred_read : &zkl__pred_first,
-		.owner = m,
-		.name = lk->kind,
-		.on_revoke = revocable ? mutex_revoked : NULL,
-		.revoke_ctx = m,
-		.revoke_decode = zkl__revoke_decode,
-		.folder_seen = &o->folder_seen,
-		.on_lost = mutex_lost,
-		.lost_ctx = m,
-		.on_node = owned_node,
-		.node_ctx = o,
-	};
+	o->q = mutex_queue(m, o->path ? o->path : lk->path, kind, &o->data, m->revoke_fn != NULL,
+	                   &o->folder_seen, owned_node, o);
 	if (o->downgrade) {
 		/* Curator's downgrade: a non-sequential read node that sorts at the writer's
 		 * place, so writers queued behind the writer stay behind the reader. It holds
@@ -570,7 +583,6 @@ static void async_node(void *ctx)
 static int mutex_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, void *data)
 {
 	zkl_mutex *m = MUTEX(lk);
-	zkl_client *c = lk->c;
 	struct mutex_async *pa = calloc(1, sizeof *pa);
 	if (!pa || !(pa->l = calloc(1, sizeof *pa->l)) || !(pa->path = strdup(lk->path))) {
 		if (pa)
@@ -586,21 +598,8 @@ static int mutex_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, vo
 		zkl__lock_async_unclaim(lk, &pa->a);
 	if (rc == 0) {
 		pa->m = m;
-		pa->q = (struct zkl_queue){
-			.c = c,
-			.path = pa->path,
-			.kind = kind,
-			.data = pa->data.bytes,
-			.data_len = pa->data.len,
-			.pred = m->kind == ZKL_KIND_READ ? &zkl__pred_read : &zkl__pred_first,
-			.owner = m,
-			.name = lk->kind,
-			.folder_seen = &pa->folder_seen,
-			.on_lost = mutex_lost,
-			.lost_ctx = m,
-			.on_node = async_node,
-			.node_ctx = pa,
-		};
+		pa->q = mutex_queue(m, pa->path, kind, &pa->data, false, &pa->folder_seen,
+		                    async_node, pa);
 	}
 	pthread_mutex_unlock(lk->mu);
 	if (rc == 0)
