@@ -5,18 +5,18 @@
  *
  * What it takes from the engine. Our node is an engine acquisition (zkl__engine_start,
  * the predicate "first"), and the engine makes its hold at the grant (zkl_queue.on_lost),
- * as it does a mutex's. The hold is what watches our node while we lead (holdwatch.c):
- * its exists shows the node ours (there, its ephemeral owner our session) before
- * leadership is announced, and again after a suspension (zkl__hold_confirm); its loss
- * is the end of leadership, with its session or with its node deleted from outside
- * (zkl_hold.deleted). A latch told of revocation asks the engine for the revocation
+ * as it does a mutex's. The hold is what watches our node while we lead (the engine's
+ * hold.c): its exists shows the node ours (there, its ephemeral owner our session)
+ * before leadership is announced, and again after a suspension (zkl__node_confirm); its
+ * loss is the end of leadership, with its session or with its node deleted from outside
+ * (zkl__node_stands). A latch told of revocation asks the engine for the revocation
  * watch a mutex has (zkl_queue.on_revoke). The election keeps no watch and sends no
  * read of its own: what is left here is recipe logic, the announce and its callbacks,
  * the selector's thread, requeue, backoff and leaving.
  *
- * The machine. An election is a loop waiter (zkl__waiter_enter_loop) for its whole life:
+ * The machine. An election is an engine stage (zkl__stage_start) for its whole life:
  * step() runs on the client's loop whenever something it waits for arrives: the
- * engine's acquisition of our node ends, the hold shows our node ours (zkl__hold_follow)
+ * engine's acquisition of our node ends, the hold shows our node ours (zkl__node_follow)
  * or is lost, a revocation is asked, the state listener saw the connection drop, a
  * thread asked for something (start, close, release, requeue, interrupt, an acquire of
  * the view), the selector's function returned, or a timer it set is due. Nothing here
@@ -27,8 +27,8 @@
  *
  * One owner. Only the loop touches the election's state. A public call from another
  * thread hands the loop a call and waits for its answer (zkl__loop_run,
- * election_calls.c); a blocking one then waits for a condition of the state with a job
- * of its own (zkl__loop_wait), which the machine wakes after each of its steps; what
+ * election_calls.c); a blocking one then waits for a condition of the state on the
+ * stage (zkl__stage_wait), which the machine tells after each of its steps; what
  * other threads read without asking (whether we lead, the token, our node) the loop
  * publishes (zkl__election_publish). The notifications below come on the loop too, or,
  * for the selector's function, from its thread, as calls.
@@ -38,7 +38,7 @@
  * one leadership, given back with zkl_lock_release()). A latch is one or the other.
  *
  * Leading. Leadership is announced only once the hold's watch has shown our node ours
- * (zkl__hold_confirmed; Curator reads its node too): the engine says we are first, and
+ * (zkl__node_confirmed; Curator reads its node too): the engine says we are first, and
  * the exists sent after the grant proves the node is ours and alive. After a suspension
  * a new proof is asked for, and waited for, before leadership is announced again.
  * Leadership ends when:
@@ -102,7 +102,7 @@ void zkl__election_publish(struct election *e)
 
 void zkl__election_wake(struct election *e)
 {
-	zkl__waiter_wake(e->lock.c, &e->w);
+	zkl__stage_wake(e->lock.c, &e->stage);
 }
 
 /* ---- notifications (loop, no lock held) ---- */
@@ -123,7 +123,7 @@ static void hold_lost(struct zkl_hold *h, void *ctx)
 	struct election *e = ctx;
 	zkl__loop_run(e->lock.c, hold_lost_run, e);
 	zkl__log(e->lock.c, ZKL_LOG_WARN, "leadership of %s lost %s", e->lock.path,
-	        h->deleted ? "with its node, deleted from outside" : "with the session");
+	        zkl__loss_outside(h) ? "with its node, deleted from outside" : "with the session");
 }
 
 static void revoked_run(zkl_client *c, void *arg)
@@ -366,19 +366,19 @@ static void view_answer(struct election *e, int rc, const char *error)
 /* Leaves the election: deletes our node and waits for the answer (E_LEAVING), so that
  * close returns with the node gone; if that cannot be confirmed while the session may
  * live, the client's background task retries it until it succeeds or the session is
- * gone (the engine's zkl__withdraw_start). Then `next` (E_OUT or E_BACKOFF). */
+ * gone (the engine's zkl__stage_withdraw). Then `next` (E_OUT or E_BACKOFF). */
 static int leave(zkl_client *c, struct election *e, enum election_state next)
 {
 	e->after_leave = next;
 	e->st = E_LEAVING;
 	e->let_go = false;
-	zkl__withdraw_start(c, &e->w, &e->node, INT64_MAX, &e->leave);
+	zkl__stage_withdraw(c, &e->stage, &e->node, &e->leave);
 	return GO_ON;
 }
 
 static int on_leaving(zkl_client *c, struct election *e)
 {
-	if (zkl__withdraw_poll(c, &e->w, &e->node, &e->leave))
+	if (zkl__stage_withdrawing(c, &e->stage, &e->node, &e->leave))
 		return WAIT;
 	zkl__node_clear(&e->node);
 	e->st = e->after_leave;
@@ -491,7 +491,7 @@ static int on_out(zkl_client *c, struct election *e)
 	if (zkl__election_want_in(e))
 		return join(c, e);
 	if (e->freeing && zkl__election_at_rest(e)) {
-		zkl__waiter_leave(c, &e->w);
+		zkl__stage_stop(c, &e->stage);
 		e->listening = false;
 		zkl__loop_callout(c, dispose, e);
 		zkl__client_free_done(c);
@@ -510,21 +510,18 @@ static int on_queue(zkl_client *c, struct election *e)
 		 * time past: the loop would run us again at once, and again. */
 		if (zkl__election_want_in(e)) {
 			if (e->view_pending && e->view_deadline != INT64_MAX)
-				zkl__waiter_wake_at(c, &e->w, e->view_deadline);
+				zkl__stage_wake_at(c, &e->stage, e->view_deadline);
 		} else if (!e->queue_canceled) {
 			e->queue_canceled = true;
-			zkl__cancel_owner_locked(c, e);
+			zkl__engine_cancel(c, e);
 		}
 		return WAIT;
 	}
 	int rc = e->queue_rc;
 	if (rc == 0) {
-		/* The engine made the hold at the grant. */
-		struct zkl_hold *hold = e->node.hold;
-		e->node.hold = NULL;
+		/* The engine made the hold at the grant (node.hold). */
 		if (!zkl__election_want_in(e)) {
-			if (hold)
-				zkl__hold_end_locked(c, hold);
+			zkl__node_hold_end(c, &e->node, ZKL_HOLD_END_QUIET);
 			return leave(c, e, E_OUT);
 		}
 		e->backoff_ms = 0;
@@ -537,13 +534,11 @@ static int on_queue(zkl_client *c, struct election *e)
 		e->susp_seen = e->suspensions;
 		e->retry_at = 0;
 		e->end = 0;
-		e->hold = hold;
-		if (!hold || !hold->nw) {
+		if (!zkl__node_follow(c, &e->node, &e->stage)) {
 			/* Nothing could prove the node ours, nor tell its deletion. */
 			zkl__log(c, ZKL_LOG_ERROR, "out of memory: cannot watch %s", e->node.path);
 			return end_lead(e, zkl__fail(ZKL_ENOMEM, "out of memory"));
 		}
-		zkl__hold_follow(c, hold, &e->w);
 		if (e->view_pending && e->view_timeout == 0)
 			e->view_deadline = zkl__now_ms() + zkl__session_timeout_ms(c); /* one look */
 		return GO_ON;
@@ -573,7 +568,7 @@ static int on_backoff(zkl_client *c, struct election *e)
 		e->st = E_OUT;
 		return GO_ON;
 	}
-	zkl__waiter_wake_at(c, &e->w, e->retry_at);
+	zkl__stage_wake_at(c, &e->stage, e->retry_at);
 	return WAIT;
 }
 
@@ -619,21 +614,18 @@ static int on_lead(zkl_client *c, struct election *e)
 		return end_lead(e, ZKL_ECLOSED);
 	if (!zkl__election_want_in(e))
 		return end_lead(e, e->view_pending ? view_check(e) : ZKL_ECLOSED);
-	/* Past the loss deadline the session may be gone already: the loop gives it up on
-	 * this turn, after the waiters run, so leadership must not be announced now (a
-	 * proof answered after a long stop proves nothing of the session today). */
-	if (zkl__hold_lost(e->hold) || e->node.gen != c->gen || zkl__now_ms() >= zkl__lost_at(c)) {
-		/* Leadership ended at once (hold_lost); the reason waits for the hold's watch to
-		 * learn whether our node was deleted from outside, the session living on
-		 * (ZKL_ENOTHELD), or went with the session (ZKL_ELOST): a close of the session
-		 * from elsewhere deletes the node first. */
-		const int64_t lost_at = zkl__lost_at(c);
-		if (e->hold->deleting && e->node.gen == c->gen && zkl__now_ms() < lost_at) {
-			zkl__waiter_wake_at(c, &e->w, lost_at);
-			return WAIT;
-		}
-		return end_lead(e, e->hold->deleted ? ZKL_ENOTHELD : ZKL_ELOST);
+	/* Past the loss deadline the session may be gone already: leadership must not be
+	 * announced now. Lost, leadership ended at once (hold_lost); the reason may wait for
+	 * the hold's watch to learn whether our node was deleted from outside, the session
+	 * living on (ZKL_ENOTHELD), or went with the session (ZKL_ELOST). */
+	int64_t asking_until;
+	const int stands = zkl__node_stands(c, &e->node, &asking_until);
+	if (stands == ZKL_HOLD_ASKING) {
+		zkl__stage_wake_at(c, &e->stage, asking_until);
+		return WAIT;
 	}
+	if (stands != 0)
+		return end_lead(e, stands);
 	if (e->interrupt)
 		return end_lead(e, ZKL_ECANCELED);
 	if (e->fn_done)
@@ -642,7 +634,7 @@ static int on_lead(zkl_client *c, struct election *e)
 		/* The connection dropped since we last looked: the node must be shown ours
 		 * again before leading again. */
 		e->susp_seen = e->suspensions;
-		zkl__hold_confirm(c, e->hold);
+		zkl__node_confirm(c, &e->node);
 		if (e->announced) {
 			if (e->fn || !e->started)
 				return end_lead(e, ZKL_ECONNLOSS);
@@ -664,10 +656,10 @@ static int on_lead(zkl_client *c, struct election *e)
 	}
 	/* The hold's watch shows the node ours (after the grant, and after each suspension)
 	 * and wakes us then. */
-	if (zkl__hold_confirmed(e->hold) && !e->announced && !(e->lose_on_suspend && e->suspended))
+	if (zkl__node_confirmed(&e->node) && !e->announced && !(e->lose_on_suspend && e->suspended))
 		return announce(c, e);
 	if (e->view_pending && e->view_deadline != INT64_MAX)
-		zkl__waiter_wake_at(c, &e->w, e->view_deadline);
+		zkl__stage_wake_at(c, &e->stage, e->view_deadline);
 	return WAIT;
 }
 
@@ -710,15 +702,9 @@ static int on_ending(zkl_client *c, struct election *e)
 	}
 	if (gained && (end != ZKL_ECLOSED || e->notify_on_close))
 		call_lost(e, end);
-	if (e->hold) {
-		/* The observer hears how the leadership ended, once: a loss the loop has
-		 * reported was told as it was. */
-		if (!e->hold->notified)
-			zkl__hold_observe(c, e->hold, lost_reason(end) || atomic_load(&e->hold->lost)
-			                                      ? ZKL_EVENT_LOST : ZKL_EVENT_RELEASED);
-		zkl__hold_end_locked(c, e->hold);
-		e->hold = NULL;
-	}
+	/* The observer hears how the leadership ended, once (the engine knows whether the
+	 * loop has reported a loss already). */
+	zkl__node_hold_end(c, &e->node, lost_reason(end) ? ZKL_HOLD_END_LOST : ZKL_HOLD_END);
 	e->in_lead = false;
 	if (e->fn && !e->requeue && !e->again)
 		e->idle = true;
@@ -734,9 +720,9 @@ static int on_ending(zkl_client *c, struct election *e)
 	return leave(c, e, E_OUT);
 }
 
-static void step(zkl_client *c, struct zkl_waiter *w)
+static void step(zkl_client *c, struct zkl_stage *s)
 {
-	struct election *e = (struct election *)(void *)((char *)w - offsetof(struct election, w));
+	struct election *e = (struct election *)(void *)((char *)s - offsetof(struct election, stage));
 	int rc = GO_ON;
 	while (rc == GO_ON) {
 		switch (e->st) {
@@ -754,7 +740,7 @@ static void step(zkl_client *c, struct zkl_waiter *w)
 	/* The threads that wait for its state; one that begins to wait after this look
 	 * asks its condition as its wait begins, on the loop. */
 	if (atomic_load(&e->waits) > 0)
-		zkl__wake_owner_locked(c, &e->w);
+		zkl__stage_tell(c, &e->stage);
 }
 
 /* ---- on and off the loop ---- */
@@ -791,7 +777,7 @@ static void attach_run(zkl_client *c, void *arg)
 	struct election *e = arg;
 	e->suspended = c->state == ZKL_STATE_SUSPENDED;
 	e->listening = true;
-	zkl__waiter_enter_loop(c, &e->w, NULL, step);
+	zkl__stage_start(c, &e->stage, step);
 }
 
 int zkl__election_attach(struct election *e)
@@ -813,7 +799,7 @@ int zkl__election_wait(struct election *e, bool (*done)(zkl_client *c, void *arg
                       int64_t deadline, const char *what)
 {
 	atomic_fetch_add(&e->waits, 1);
-	int rc = zkl__loop_wait(e->lock.c, &e->w, done, arg, deadline, what);
+	int rc = zkl__stage_wait(e->lock.c, &e->stage, done, arg, deadline, what);
 	atomic_fetch_sub(&e->waits, 1);
 	return rc;
 }
@@ -821,7 +807,7 @@ int zkl__election_wait(struct election *e, bool (*done)(zkl_client *c, void *arg
 static void unregister_run(zkl_client *c, void *arg)
 {
 	struct election *e = arg;
-	zkl__waiter_leave(c, &e->w);
+	zkl__stage_stop(c, &e->stage);
 	e->listening = false;
 }
 

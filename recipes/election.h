@@ -49,8 +49,8 @@ struct election {
 	                                * their jobs only when there are some */
 
 	/* Everything below: the loop's alone (calls reach it through zkl__loop_run). */
-	struct zkl_waiter w;           /* the loop waiter whose run() is the machine; its
-	                                * address tags the jobs that wait for its state */
+	struct zkl_stage stage;        /* the machine, which the loop runs (the engine's
+	                                * stage); threads wait for its state on it */
 	struct zkl_data id;            /* node data of the nodes made from now on */
 	enum election_state st;
 	bool listening;                /* the state listener is added, and heard */
@@ -70,7 +70,9 @@ struct election {
 	                                * revocation watch, a latch with on_revoke) */
 	bool revoke_told;              /* and on_revoke has been called for it */
 
-	/* The queue: the engine's acquisition, its node and what it reads. */
+	/* The queue: the engine's acquisition, its node and what it reads. While leading,
+	 * node.hold is the hold the engine made at the grant: its watch shows our node ours
+	 * (zkl__node_confirmed) and tells its deletion as a loss (zkl__node_stands). */
 	struct zkl_queue q;
 	struct zkl_data qdata;
 	struct zkl_node node;
@@ -83,9 +85,6 @@ struct election {
 	int64_t retry_at;
 
 	/* Leading. */
-	struct zkl_hold *hold;         /* while leading: the engine's, made at the grant; its
-	                                * watch shows our node ours (zkl__hold_confirmed) and
-	                                * tells its deletion as a loss (holdwatch.c) */
 	unsigned susp_seen;
 	bool announced;                /* gained called, the function started, or the view
 	                                * acquire answered */

@@ -88,9 +88,10 @@ static void mutex_revoked(void *ctx, const char *node)
 static void mutex_lost(struct zkl_hold *h, void *ctx)
 {
 	zkl_mutex *m = ctx;
+	const int why = zkl__loss_reason(h);
 	zkl__log(m->lock.c, ZKL_LOG_WARN, "lock %s lost %s", m->lock.path,
-	         h->node_gone ? "with its node, deleted" : "with its session");
-	zkl__lock_report_lost(&m->lock, h->node_gone ? ZKL_EDELETED : ZKL_ELOST);
+	         why == ZKL_EDELETED ? "with its node, deleted" : "with its session");
+	zkl__lock_report_lost(&m->lock, why);
 }
 
 /* Owner's acquisition (the handle's mutex held). */
@@ -305,6 +306,36 @@ static void owned_node(void *ctx)
 		publish(o->m, o->l);
 }
 
+/* The queue of an acquire of m (the handle's mutex held), an owner's and the handle's
+ * asynchronous one alike: a node of kind with data at path, the engine writing
+ * *folder_seen and telling on_node(node_ctx) of the node. The hold made at the grant is
+ * reported lost through mutex_lost(); an owner's acquire of a revocable handle watches
+ * its node for revocation (revocable), the asynchronous one does not. */
+static struct zkl_queue mutex_queue(zkl_mutex *m, const char *path, enum zkl_kind kind,
+                                    const struct zkl_data *data, bool revocable,
+                                    bool *folder_seen, void (*on_node)(void *ctx),
+                                    void *node_ctx)
+{
+	return (struct zkl_queue){
+		.c = m->lock.c,
+		.path = path,
+		.kind = kind,
+		.data = data->bytes,
+		.data_len = data->len,
+		.pred = m->kind == ZKL_KIND_READ ? &zkl__pred_read : &zkl__pred_first,
+		.owner = m,
+		.name = m->lock.kind,
+		.on_revoke = revocable ? mutex_revoked : NULL,
+		.revoke_ctx = m,
+		.revoke_decode = zkl__revoke_decode,
+		.folder_seen = folder_seen,
+		.on_lost = mutex_lost,
+		.lost_ctx = m,
+		.on_node = on_node,
+		.node_ctx = node_ctx,
+	};
+}
+
 /* Decides owner's acquire of m from owner's holds (the handle's mutex held): 1 if owner
  * holds m already (its count goes up), ZKL_E* if it may not acquire, else 0 with o
  * filled, its acquisition on m->waiting. */
@@ -315,7 +346,7 @@ static int owned_prepare(zkl_mutex *m, zkl__owner owner, struct mutex_owned *o)
 	if (pp) {
 		/* Re-entry costs no round trip. */
 		struct zkl_acq *l = *pp;
-		if (zkl__hold_lost(l->node.hold))
+		if (zkl__node_lost(&l->node))
 			return zkl__fail(ZKL_ELOST, "lock %s was lost; release it before acquiring "
 			                "again", lk->path);
 		l->count++;
@@ -328,7 +359,7 @@ static int owned_prepare(zkl_mutex *m, zkl__owner owner, struct mutex_owned *o)
 		                "write lock can never succeed", owner == zkl__owner_self() ?
 		                "the calling thread" : "its owner", lk->path);
 	o->m = m;
-	o->downgrade = op && m->kind == ZKL_KIND_READ && !zkl__hold_lost((*op)->node.hold);
+	o->downgrade = op && m->kind == ZKL_KIND_READ && !zkl__node_lost(&(*op)->node);
 	o->writer_seq = o->downgrade ? (*op)->node.seq : 0;
 	if (o->downgrade && !(o->writer = strdup((*op)->node.path)))
 		return zkl__fail(ZKL_ENOMEM, "out of memory");
@@ -345,25 +376,8 @@ static int owned_prepare(zkl_mutex *m, zkl__owner owner, struct mutex_owned *o)
 	}
 	o->folder_seen = m->folder_seen;
 	o->l->owner = owner;
-	bool revocable = m->revoke_fn != NULL;
-	o->q = (struct zkl_queue){
-		.c = lk->c,
-		.path = o->path ? o->path : lk->path,
-		.kind = kind,
-		.data = o->data.bytes,
-		.data_len = o->data.len,
-		.pred = m->kind == ZKL_KIND_READ ? &zkl__pred_read : &zkl__pred_first,
-		.owner = m,
-		.name = lk->kind,
-		.on_revoke = revocable ? mutex_revoked : NULL,
-		.revoke_ctx = m,
-		.revoke_decode = zkl__revoke_decode,
-		.folder_seen = &o->folder_seen,
-		.on_lost = mutex_lost,
-		.lost_ctx = m,
-		.on_node = owned_node,
-		.node_ctx = o,
-	};
+	o->q = mutex_queue(m, o->path ? o->path : lk->path, kind, &o->data, m->revoke_fn != NULL,
+	                   &o->folder_seen, owned_node, o);
 	if (o->downgrade) {
 		/* Curator's downgrade: a non-sequential read node that sorts at the writer's
 		 * place, so writers queued behind the writer stay behind the reader. It holds
@@ -569,7 +583,6 @@ static void async_node(void *ctx)
 static int mutex_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, void *data)
 {
 	zkl_mutex *m = MUTEX(lk);
-	zkl_client *c = lk->c;
 	struct mutex_async *pa = calloc(1, sizeof *pa);
 	if (!pa || !(pa->l = calloc(1, sizeof *pa->l)) || !(pa->path = strdup(lk->path))) {
 		if (pa)
@@ -585,21 +598,8 @@ static int mutex_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, vo
 		zkl__lock_async_unclaim(lk, &pa->a);
 	if (rc == 0) {
 		pa->m = m;
-		pa->q = (struct zkl_queue){
-			.c = c,
-			.path = pa->path,
-			.kind = kind,
-			.data = pa->data.bytes,
-			.data_len = pa->data.len,
-			.pred = m->kind == ZKL_KIND_READ ? &zkl__pred_read : &zkl__pred_first,
-			.owner = m,
-			.name = lk->kind,
-			.folder_seen = &pa->folder_seen,
-			.on_lost = mutex_lost,
-			.lost_ctx = m,
-			.on_node = async_node,
-			.node_ctx = pa,
-		};
+		pa->q = mutex_queue(m, pa->path, kind, &pa->data, false, &pa->folder_seen,
+		                    async_node, pa);
 	}
 	pthread_mutex_unlock(lk->mu);
 	if (rc == 0)
@@ -639,7 +639,7 @@ static int release_as(zkl_mutex *m, zkl__owner owner, bool any, const struct zkl
 		                 "first", lk->path, l->count);
 	}
 	if (--l->count > 0) {
-		bool lost = zkl__hold_lost(l->node.hold);
+		bool lost = zkl__node_lost(&l->node);
 		pthread_mutex_unlock(lk->mu);
 		return lost ? zkl__fail(ZKL_ELOST, "lock %s was lost", lk->path) : 0;
 	}
@@ -680,7 +680,7 @@ int zkl__mutex_held_as(zkl_mutex *m, zkl__owner owner, char *buf, size_t len,
 	pthread_mutex_lock(m->lock.mu);
 	struct zkl_acq **pp = find_owner(m, owner);
 	int count = pp ? (*pp)->count : 0;
-	if (pp && !zkl__hold_lost((*pp)->node.hold)) {
+	if (pp && !zkl__node_lost(&(*pp)->node)) {
 		snprintf(buf, len, "%s", (*pp)->node.path);
 		*token = (*pp)->node.czxid;
 	} else if (len) {
@@ -704,7 +704,7 @@ static bool mutex_is_held(zkl_lock *lk)
 {
 	pthread_mutex_lock(lk->mu);
 	struct zkl_acq *l = current(MUTEX(lk));
-	bool held = l && !zkl__hold_lost(l->node.hold);
+	bool held = l && !zkl__node_lost(&l->node);
 	pthread_mutex_unlock(lk->mu);
 	return held;
 }
@@ -716,10 +716,10 @@ static int64_t mutex_token(zkl_lock *lk)
 	int64_t token = ZKL_ENOTHELD;
 	pthread_mutex_lock(lk->mu);
 	struct zkl_acq *own = current(MUTEX(lk));
-	if (own && !zkl__hold_lost(own->node.hold))
+	if (own && !zkl__node_lost(&own->node))
 		token = own->node.czxid;
 	for (struct zkl_acq *l = MUTEX(lk)->leases; l && token < 0; l = l->next)
-		if (!zkl__hold_lost(l->node.hold))
+		if (!zkl__node_lost(&l->node))
 			token = l->node.czxid;
 	pthread_mutex_unlock(lk->mu);
 	return token;
@@ -733,7 +733,7 @@ static const char *mutex_node(zkl_lock *lk)
 	zkl_mutex *m = MUTEX(lk);
 	struct zkl_acq *l = current(m);
 	if (l)
-		return zkl__hold_lost(l->node.hold) ? NULL : l->node.path;
+		return zkl__node_lost(&l->node) ? NULL : l->node.path;
 	if (lk->pending) {
 		const struct mutex_async *pa = (const struct mutex_async *)(void *)lk->pending;
 		if (pa->l->node_pub)
@@ -762,7 +762,7 @@ static int mutex_hold_node(zkl_lock *lk, char *buf, size_t size)
 	if (!l || !l->node.path || strlen(l->node.path) >= size)
 		return 0;
 	strcpy(buf, l->node.path);
-	return zkl__hold_lost(l->node.hold) ? -1 : 1;
+	return zkl__node_lost(&l->node) ? -1 : 1;
 }
 
 static bool mutex_holds_async(zkl_lock *lk)
@@ -797,7 +797,7 @@ static bool mutex_held_as(zkl_lock *lk, zkl__owner owner)
 {
 	pthread_mutex_lock(lk->mu);
 	struct zkl_acq **pp = find_owner(MUTEX(lk), owner);
-	bool held = pp && !zkl__hold_lost((*pp)->node.hold);
+	bool held = pp && !zkl__node_lost(&(*pp)->node);
 	pthread_mutex_unlock(lk->mu);
 	return held;
 }

@@ -11,10 +11,9 @@
  * or for both halves of a rwlock the read half's, since each half looks at the other's
  * holds. The nodes of acquisitions under way, which the engine writes on the loop, are
  * published by the loop into a copy under pub_mu, a leaf (each half its own). mu is
- * never held while waiting for the
- * client's loop to finish a callback of this handle (a lost or revocation callback
- * takes mu): zkl__hold_end(), zkl__engine_release() and zkl__client_cancel_owner() are
- * called without it. */
+ * never held while waiting for the client's loop to finish a callback of this handle (a
+ * lost or revocation callback takes mu): zkl__engine_release() (which ends the node's
+ * hold) and zkl__client_cancel_owner() are called without it. */
 struct zkl_mutex {
 	zkl_lock lock;                 /* the view: path, client, node data, lost callback */
 	enum zkl_kind kind;            /* LOCK, or READ / WRITE for a rwlock half */

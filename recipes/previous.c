@@ -255,7 +255,7 @@ int zkl_lock_previous(zkl_lock *l, zkl_previous *how, char *node, size_t size)
 	int rc = 0;
 	if (!track)
 		rc = ZKL_EINVAL;
-	else if (!a || zkl__hold_lost(a->node.hold))
+	else if (!a || zkl__node_lost(&a->node))
 		rc = ZKL_ENOTHELD;
 	else if (!a->prev_known)
 		rc = ZKL_ENOTHELD; /* held from before the handle tracked */
@@ -280,7 +280,7 @@ static struct zkl_acq *tracked_hold(zkl_lock *l, int *rc)
 	const bool track = l->track && l->ops->own;
 	struct zkl_acq *a = track ? l->ops->own(l) : NULL;
 	*rc = !track ? ZKL_EINVAL
-	      : !a || zkl__hold_lost(a->node.hold) ? ZKL_ENOTHELD
+	      : !a || zkl__node_lost(&a->node) ? ZKL_ENOTHELD
 	      : !a->prev_known ? ZKL_ENOTHELD : 0;
 	return *rc == 0 ? a : NULL;
 }
@@ -346,7 +346,7 @@ int zkl_lock_tell_lost(zkl_lock *l, int timeout_ms, bool *told)
 	struct zkl_acq *a = track ? l->ops->own(l) : NULL;
 	int rc = !track ? ZKL_EINVAL
 	         : !a || !a->prev_known || !a->node.path || !a->node.note ? ZKL_ENOTHELD
-	         : !zkl__hold_lost(a->node.hold) ? ZKL_EBUSY : 0;
+	         : !zkl__node_lost(&a->node) ? ZKL_EBUSY : 0;
 	char self[96] = "", *note = NULL;
 	if (rc == 0) {
 		const char *slash = strrchr(a->node.path, '/');

@@ -37,9 +37,10 @@ void zkl__sem_lease_lost(struct zkl_hold *h, void *ctx)
 {
 	zkl_lease *l = ctx;
 	zkl_semaphore *s = l->s;
+	const int why = zkl__loss_reason(h);
 	zkl__log(s->lock.c, ZKL_LOG_WARN, "lease %s lost %s", h->path,
-	         h->node_gone ? "with its node, deleted" : "with its session");
-	zkl__lock_report_lost(&s->lock, h->node_gone ? ZKL_EDELETED : ZKL_ELOST);
+	         why == ZKL_EDELETED ? "with its node, deleted" : "with its session");
+	zkl__lock_report_lost(&s->lock, why);
 }
 
 static const struct zkl_lock_ops semaphore_ops;
@@ -192,7 +193,7 @@ static int lease_end(zkl_lease *l, bool quiet_unheld)
 		                                   l->path ? l->path : "(none)");
 	}
 	l->held = false;
-	l->was_lost = zkl__hold_lost(l->node.hold);
+	l->was_lost = zkl__node_lost(&l->node);
 	struct zkl_node node = l->node;
 	memset(&l->node, 0, sizeof l->node);
 	pthread_mutex_unlock(s->lock.mu);
@@ -324,7 +325,7 @@ bool zkl_lease_is_held(zkl_lease *l)
 	if (!l)
 		return false;
 	pthread_mutex_lock(l->s->lock.mu);
-	bool held = l->held && !zkl__hold_lost(l->node.hold);
+	bool held = l->held && !zkl__node_lost(&l->node);
 	pthread_mutex_unlock(l->s->lock.mu);
 	return held;
 }
@@ -334,7 +335,7 @@ int64_t zkl_lease_token(zkl_lease *l)
 	if (!l)
 		return ZKL_EINVAL;
 	pthread_mutex_lock(l->s->lock.mu);
-	int64_t t = l->held && !zkl__hold_lost(l->node.hold) ? l->node.czxid : ZKL_ENOTHELD;
+	int64_t t = l->held && !zkl__node_lost(&l->node) ? l->node.czxid : ZKL_ENOTHELD;
 	pthread_mutex_unlock(l->s->lock.mu);
 	return t;
 }
@@ -401,7 +402,7 @@ static zkl_lease *view_push(zkl_semaphore *s, zkl_lease *l)
 	zkl_lease *lost = NULL, *keep = NULL, **tail = &keep;
 	for (zkl_lease *v = s->view, *next; v; v = next) {
 		next = v->below;
-		if (v->held ? zkl__hold_lost(v->node.hold) : v->was_lost) {
+		if (v->held ? zkl__node_lost(&v->node) : v->was_lost) {
 			v->below = lost;
 			lost = v;
 		} else {
@@ -484,7 +485,7 @@ static bool semaphore_view_is_held(zkl_lock *lk)
 	pthread_mutex_lock(s->lock.mu);
 	bool held = false;
 	for (zkl_lease *l = s->view; l && !held; l = l->below)
-		held = l->held && !zkl__hold_lost(l->node.hold);
+		held = l->held && !zkl__node_lost(&l->node);
 	pthread_mutex_unlock(s->lock.mu);
 	return held;
 }
@@ -494,7 +495,7 @@ static int64_t semaphore_view_token(zkl_lock *lk)
 	zkl_semaphore *s = SEM(lk);
 	pthread_mutex_lock(s->lock.mu);
 	zkl_lease *l = s->view;
-	int64_t t = l && l->held && !zkl__hold_lost(l->node.hold) ? l->node.czxid : ZKL_ENOTHELD;
+	int64_t t = l && l->held && !zkl__node_lost(&l->node) ? l->node.czxid : ZKL_ENOTHELD;
 	pthread_mutex_unlock(s->lock.mu);
 	return t;
 }
@@ -507,7 +508,7 @@ static const char *semaphore_view_node(zkl_lock *lk)
 	zkl_semaphore *s = SEM(lk);
 	zkl_lease *l = s->view;
 	if (l)
-		return l->held && !zkl__hold_lost(l->node.hold) ? l->path : NULL;
+		return l->held && !zkl__node_lost(&l->node) ? l->path : NULL;
 	if (lk->pending) {
 		const struct zkl__sem_take *t = (const struct zkl__sem_take *)(const void *)(
 			(const char *)lk->pending - offsetof(struct zkl__sem_take, a));
@@ -532,7 +533,7 @@ static int semaphore_view_hold_node(zkl_lock *lk, char *buf, size_t size)
 	if (!l || !l->held || !l->path || strlen(l->path) >= size)
 		return 0;
 	strcpy(buf, l->path);
-	return zkl__hold_lost(l->node.hold) ? -1 : 1;
+	return zkl__node_lost(&l->node) ? -1 : 1;
 }
 
 /* Asked on the loop by zkl__lock_async_claim(), without the handle's mutex: a count, kept

@@ -209,8 +209,7 @@ static int count_check(zkl_client *c, struct zkl__sem_take *t)
 				.version = t->cversion}
 			                                 : (struct zkl_req){
 				.kind = ZKL_OP_GET, .path = k->path};
-			int err = 0;
-			t->cop = zkl__op_send(c, &t->job.w, &r, &err);
+			int err = zkl__job_send(c, &t->job, &r, &t->cop);
 			if (!t->cop)
 				return err;
 			t->cuntil = count_deadline(c, t);
@@ -221,7 +220,7 @@ static int count_check(zkl_client *c, struct zkl__sem_take *t)
 				count_drop(c, t);
 				return 0;
 			}
-			zkl__waiter_wake_at(c, &t->job.w, t->cuntil);
+			zkl__job_wake_at(c, &t->job, t->cuntil);
 			return ZKL_JOB_WAIT;
 		}
 		const int zrc = op->rc;
@@ -281,7 +280,7 @@ static int queue(zkl_client *c, struct zkl__sem_take *t, struct zkl_node *node)
 	}
 	t->q.until = t->timeout_ms == 0 ? t->deadline : 0;
 	t->out = true;
-	int rc = zkl__engine_start_locked(&t->q, left, node, &t->job, child_done, t);
+	int rc = zkl__engine_start_child(&t->q, left, node, &t->job, child_done, t);
 	if (rc != 0)
 		t->out = false;
 	return rc;
@@ -348,7 +347,7 @@ static int leases_stand(zkl_client *c, const struct zkl__sem_take *t)
 {
 	for (int i = 0; i < t->got; i++) {
 		const struct zkl_node *node = &t->leases[i]->node;
-		if (!zkl__engine_grant_stands(c, node) || zkl__hold_lost(node->hold))
+		if (!zkl__engine_grant_stands(c, node) || zkl__node_lost(node))
 			return zkl__fail(ZKL_ELOST, "lease %d of the %d asked of %s was lost with its "
 			                "session before the acquire ended: none is held", i + 1, t->n,
 			                t->k->path);
@@ -397,13 +396,13 @@ static int take_step(zkl_client *c, struct zkl_job *j)
 				rc = c->closing ? zkl__fail(ZKL_ECLOSED, "the client is closing")
 				                : j->w.canceled ? canceled(t) : queue_lease(c, t);
 			if (rc != 0) {
-				zkl__engine_release_locked(c, &t->gate);
+				zkl__engine_release_now(c, &t->gate);
 				return rc;
 			}
 			t->st = T_LEASED;
 			return ZKL_JOB_WAIT;
 		case T_LEASED:
-			zkl__engine_release_locked(c, &t->gate); /* the next taker's turn */
+			zkl__engine_release_now(c, &t->gate); /* the next taker's turn */
 			if (t->out_rc == ZKL_ELOST && !c->closing) {
 				/* A cancel that came meanwhile may have found no wait to end. */
 				if (j->w.canceled)
@@ -581,7 +580,7 @@ static void start_on_loop(zkl_client *c, void *arg)
 	}
 	t->job = (struct zkl_job){.step = take_step_async, .drop = take_drop, .end = take_end,
 	                          .runs_closing = true};
-	zkl__job_start_locked(c, &t->job, t->k, NULL);
+	zkl__engine_run_job(c, &t->job, t->k);
 }
 
 int zkl__sem_take_start(struct zkl__sem_take *t, zkl_lock_acquired_fn fn, void *data)

@@ -3,13 +3,14 @@
  *
  * The calling thread checks the arguments, copies them, and reads the node of the hold
  * the verbs see from the lock's view (its own mutex alone, as zkl_lock_is_held() does).
- * From then on the transaction is a job of the loop: its first step finds the hold among
- * the client's (c->holds, the loop's own) by that node, and sends the multi only while the
- * hold is there, neither ended, nor being released, nor lost, and on the current session;
- * the check of the node comes first in the multi, so that a node that is gone shows as
- * the first operation's ZNONODE and never hides behind a failure of the caller's. When the
- * server answers that the node is gone and the hold is still its owner's, the step marks
- * the hold lost (zkl__hold_mark_lost): the loop reports it as any loss, on its next turn.
+ * From then on the transaction is a job of the loop: its first step asks the engine how
+ * the hold of that node stands among the client's (zkl__held_at), and sends the multi
+ * only while the hold is there, neither ended, nor being released, nor lost, and on the
+ * current session; the check of the node comes first in the multi, so that a node that
+ * is gone shows as the first operation's ZNONODE and never hides behind a failure of the
+ * caller's. When the server answers that the node is gone and the hold is still its
+ * owner's, the step has the engine mark the hold lost (zkl__held_at_gone): the loop
+ * reports it as any loss, on its next turn.
  * A release racing the transaction either sends its delete after the multi (the write is
  * applied, then the lock released) or before (the check fails, and the hold, ended or
  * being released, makes it ZKL_ENOTHELD). */
@@ -206,21 +207,6 @@ static int txn_new(zkl_lock *l, const zkl_txn_op *ops, size_t n, bool blocking,
 	return 0;
 }
 
-/* The hold of node among the client's (on the loop), or NULL. */
-static struct zkl_hold *hold_find(zkl_client *c, const char *node)
-{
-	for (struct zkl_hold *h = c->holds; h; h = h->next)
-		if (strcmp(h->path, node) == 0)
-			return h;
-	return NULL;
-}
-
-/* Whether h is still its owner's: neither ended nor on its way out. */
-static bool hold_owned(const struct zkl_hold *h)
-{
-	return h && atomic_load(&h->state) != ZKL_HOLD_ENDED && !atomic_load(&h->releasing);
-}
-
 /* Every result says rc (zk_rc: zrc): the transaction failed as a whole. */
 static void results_all(struct txn *t, int rc, int zrc)
 {
@@ -252,14 +238,13 @@ static int txn_answered(zkl_client *c, struct txn *t)
 	const bool answered = zkl__zk_class(zrc) == ZKL_ZK_ANSWER;
 	if (answered && op->results[0].err != ZOK) {
 		results_all(t, ZKL_ECANCELED, ZRUNTIMEINCONSISTENCY);
-		struct zkl_hold *h = hold_find(c, t->node);
-		if (op->results[0].err == ZNONODE && hold_owned(h)) {
-			zkl__hold_mark_lost(c, h);
+		if (op->results[0].err == ZNONODE && zkl__held_at_gone(c, t->node)) {
 			results_all(t, ZKL_ELOST, ZRUNTIMEINCONSISTENCY);
 			return zkl__fail(ZKL_ELOST, "%s %s was lost: its node %s is gone; the "
 			                 "transaction was not applied", t->kind, t->lpath, t->node);
 		}
-		if (op->results[0].err == ZNONODE && h && atomic_load(&h->lost)) {
+		if (op->results[0].err == ZNONODE &&
+		    zkl__held_at(c, t->node) == ZKL_HELD_AT_GONE_LOST) {
 			results_all(t, ZKL_ELOST, ZRUNTIMEINCONSISTENCY);
 			return zkl__fail(ZKL_ELOST, "%s %s was lost; the transaction was not applied",
 			                 t->kind, t->lpath);
@@ -303,18 +288,18 @@ static int txn_answered(zkl_client *c, struct txn *t)
 }
 
 /* Waits for the session (on the loop): its events wake the job, and the client gives
- * it up for lost by its deadline (zkl__lost_at()), which marks the hold lost. Looked at
+ * it up for lost by its deadline (zkl__loss_deadline()), which marks the hold lost. Looked at
  * again now and then until then, never at once (the deadline may be due on this very
  * turn of the loop, before the loop has marked anything). */
 static void wait_session(zkl_client *c, struct txn *t)
 {
 	const int64_t now = zkl__now_ms();
-	int64_t at = zkl__lost_at(c);
+	int64_t at = zkl__loss_deadline(c);
 	if (at > now + 1000)
 		at = now + 1000;
 	if (at < now + 50)
 		at = now + 50;
-	zkl__waiter_wake_at(c, &t->job.w, at);
+	zkl__job_wake_at(c, &t->job, at);
 }
 
 /* The connection went before the answer (on the loop): the transaction may or may
@@ -326,14 +311,14 @@ static void wait_session(zkl_client *c, struct txn *t)
 static int txn_unknown(zkl_client *c, struct txn *t)
 {
 	const int zrc = t->op->rc;
-	const struct zkl_hold *h = hold_find(c, t->node);
-	if (h && hold_owned(h) && (atomic_load(&h->lost) || h->gen != c->gen)) {
+	const enum zkl_held_at h = zkl__held_at(c, t->node);
+	if (h == ZKL_HELD_AT_LOST) {
 		results_all(t, ZKL_ELOST, zrc);
 		return zkl__fail(ZKL_ELOST, "%s %s was lost after the connection went, before "
 		                 "ZooKeeper answered the transaction (%s): if it was applied, it "
 		                 "was while the hold's node existed", t->kind, t->lpath, zerror(zrc));
 	}
-	if (!hold_owned(h) || c->sess->connected) {
+	if (h != ZKL_HELD_AT_HELD || c->sess->connected) {
 		results_all(t, ZKL_ECONNLOSS, zrc);
 		return zkl__fail(ZKL_ECONNLOSS, "the connection was lost before ZooKeeper answered "
 		                 "the transaction (%s): it may or may not have been applied",
@@ -347,13 +332,13 @@ static int txn_step(zkl_client *c, struct zkl_job *j)
 {
 	struct txn *t = (struct txn *)j;
 	if (!t->op) {
-		struct zkl_hold *h = hold_find(c, t->node);
-		if (!hold_owned(h)) {
+		const enum zkl_held_at h = zkl__held_at(c, t->node);
+		if (h == ZKL_HELD_AT_NONE || h == ZKL_HELD_AT_GONE_LOST) {
 			results_all(t, ZKL_ENOTHELD, 0);
 			return zkl__fail(ZKL_ENOTHELD, "%s %s was released before the transaction "
 			                 "was sent", t->kind, t->lpath);
 		}
-		if (atomic_load(&h->lost) || h->gen != c->gen) {
+		if (h == ZKL_HELD_AT_LOST) {
 			results_all(t, ZKL_ELOST, 0);
 			return zkl__fail(ZKL_ELOST, "%s %s was lost; the transaction was not sent",
 			                 t->kind, t->lpath);

@@ -859,9 +859,9 @@ int zkl__engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node
 	return start(q, timeout_ms, node, done, arg, NULL, &err) ? 0 : err;
 }
 
-int zkl__engine_start_locked(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
-                            struct zkl_job *parent, void (*done)(void *arg, int rc),
-                            void *arg)
+int zkl__engine_start_child(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
+                           struct zkl_job *parent, void (*done)(void *arg, int rc),
+                           void *arg)
 {
 	int err = 0;
 	return start(q, timeout_ms, node, done, arg, parent, &err) ? 0 : err;

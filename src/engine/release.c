@@ -289,7 +289,7 @@ struct release_later {
 	struct zkl_node node;
 };
 
-void zkl__engine_release_locked(zkl_client *c, struct zkl_node *node)
+void zkl__engine_release_now(zkl_client *c, struct zkl_node *node)
 {
 	if (!node->path)
 		return;
@@ -303,7 +303,7 @@ void zkl__engine_release_locked(zkl_client *c, struct zkl_node *node)
 static void release_later_run(zkl_client *c, struct zkl__call *call)
 {
 	struct release_later *r = (struct release_later *)call;
-	zkl__engine_release_locked(c, &r->node);
+	zkl__engine_release_now(c, &r->node);
 	free(r);
 }
 

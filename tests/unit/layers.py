@@ -8,10 +8,17 @@ that includes one header, compiles it with -fsyntax-only, and checks the outcome
 header of the layer itself or of one below builds; a header of a layer above, or the
 client's private core.h outside the client, does not.
 
+It also reads the recipes' sources: they reach lock state (holds, waiters, the loss
+deadline) only through the engine (src/engine/shared/engine.h), so none of them names
+the client layer's functions for it, nor any function named for the client's lock
+("*_locked"); everything in recipes runs on the loop with that lock held.
+
     layers.py BUILD_DIR SOURCE_ROOT
 """
+import glob
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -63,6 +70,23 @@ def builds(entry, src, header, tmp):
     return r.returncode == 0, r.stderr
 
 
+# What of the client layer a recipe must not name: its holds, loop waiters and loss
+# deadline (the engine's hold.c and stage.c give recipes those), and functions named
+# for the client's lock.
+CLIENT_LOCK_STATE = re.compile(
+    r"\bzkl__(hold_|waiter_|lost_at|nodewatch_|holdwatch_)\w*|\bzkl__\w*_locked\(")
+
+
+def recipes_reach_client(root):
+    found = []
+    for path in sorted(glob.glob(os.path.join(root, "recipes", "*.[ch]"))):
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                for m in CLIENT_LOCK_STATE.finditer(line):
+                    found.append(f"{os.path.relpath(path, root)}:{n}: {m.group(0)}")
+    return found
+
+
 def main():
     build, root = sys.argv[1], sys.argv[2]
     with open(os.path.join(build, "compile_commands.json"), encoding="utf-8") as f:
@@ -85,6 +109,12 @@ def main():
                 if good:
                     failed += 1
                     print(f"FAIL: {layer} can include {h}, which it must not reach")
+    checks += 1
+    reached = recipes_reach_client(root)
+    if reached:
+        failed += 1
+        print("FAIL: recipes reach the client's lock state, not through the engine:\n  " +
+              "\n  ".join(reached))
     print(f"layers: {checks} checks, {failed} failed")
     return 1 if failed else 0
 

@@ -684,6 +684,12 @@ int zkl__job_await(zkl_client *c, struct zkl_job *j, const struct zkl_op *op,
                   int64_t deadline);
 /* The same for the current session's connection. */
 int zkl__job_await_connected(zkl_client *c, struct zkl_job *j, int64_t deadline);
+/* For steps: has j run again at t at the latest, as a step that returns ZKL_JOB_WAIT
+ * for something with a time asks. */
+static inline void zkl__job_wake_at(zkl_client *c, struct zkl_job *j, int64_t t)
+{
+	zkl__waiter_wake_at(c, &j->w, t);
+}
 
 /* Jobs that run requests (no lock held; from the loop's thread, ZKL_EDEADLK):
  * zkl__requests() sends the n requests r and waits until each has its answer, or the

@@ -1,4 +1,12 @@
-/* The lock-queue engine: the one mechanism every recipe uses (DESIGN.md). */
+/* The lock-queue engine: the one mechanism every recipe uses (DESIGN.md), and what
+ * recipes reach lock state through: their acquisitions and releases, the holds made at
+ * a grant (hold.c), and the machines of their own that the loop runs (stage.c).
+ *
+ * The model: every step, callback and call of the engine and the recipes that this header
+ * says runs "on the loop" runs there with the client's lock held, the loop's own state
+ * theirs to read and write; none of them takes or lets go of that lock. So no function
+ * here is named for the lock: the rest (an application's thread, no lock of the client
+ * held) is said where it applies. */
 #ifndef ZKL_ENGINE_H
 #define ZKL_ENGINE_H
 
@@ -128,9 +136,9 @@ int zkl__engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node
 /* The same from a step of a job the loop runs: the acquisition is the child
  * of parent (zkl__job_start_locked), run where parent is, and parent is woken once
  * done(arg, rc) has run (as above: on the loop, no lock held). */
-int zkl__engine_start_locked(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
-                            struct zkl_job *parent, void (*done)(void *arg, int rc),
-                            void *arg);
+int zkl__engine_start_child(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
+                           struct zkl_job *parent, void (*done)(void *arg, int rc),
+                           void *arg);
 
 /* Whether the grant of node, held, still stands (on the loop): its session is the current
  * one, not given up, and short of its loss deadline. A recipe that waits for more after
@@ -163,9 +171,115 @@ void zkl__engine_release_later(zkl_client *c, struct zkl_node *node);
 
 /* The same from a step the loop runs, for a node without a hold (a
  * semaphore's gate node): sent at once, never waited for. */
-void zkl__engine_release_locked(zkl_client *c, struct zkl_node *node);
+void zkl__engine_release_now(zkl_client *c, struct zkl_node *node);
 
 void zkl__node_clear(struct zkl_node *node);
+
+/* ---- holds (hold.c) ----
+ *
+ * What a recipe asks of the hold the engine made at the grant of its node (zkl_node.hold,
+ * zkl_queue.on_lost). The client keeps the hold and the watch on its node (holds.c,
+ * holdwatch.c); recipes reach them only through these. */
+
+/* Whether the hold of node is lost (any thread: the loss is atomic). No hold: false. */
+bool zkl__node_lost(const struct zkl_node *node);
+
+/* A hold's loss deadline on the current session (on the loop): the send time of its last
+ * committed write plus loss_percent of the session timeout, past which the session may be
+ * gone already and the loop gives it up; INT64_MAX while no write has been committed. */
+int64_t zkl__loss_deadline(zkl_client *c);
+
+/* The reason a lost hold h is told with (from its on_lost, on the loop): ZKL_EDELETED if
+ * the server said its node is gone, or another session's (the next contender may hold
+ * already), else ZKL_ELOST (its session ended or was given up). */
+int zkl__loss_reason(const struct zkl_hold *h);
+/* Whether h's node was deleted by someone else while its session lived on, as an answer
+ * on that session said (on the loop); false while that is still being asked. */
+bool zkl__loss_outside(const struct zkl_hold *h);
+
+/* For a hold that is the loop's from its grant to its end, which a recipe tells its
+ * application of only once the server has shown its node ours (an election's
+ * leadership), all on the loop. */
+struct zkl_stage;
+/* Names s the stage woken each time a proof that node is ours comes (the watch's exists
+ * after the grant, zkl__node_confirm()'s). false if nothing can prove it (no hold, or no
+ * memory for its watch). */
+bool zkl__node_follow(zkl_client *c, struct zkl_node *node, struct zkl_stage *s);
+/* Asks for a new proof (after a suspension): zkl__node_confirmed() is false until it
+ * comes. */
+void zkl__node_confirm(zkl_client *c, struct zkl_node *node);
+/* Whether the last proof asked for has come: an exists sent since found node there, with
+ * its hold's session as its ephemeral owner. False once the hold is lost. */
+bool zkl__node_confirmed(const struct zkl_node *node);
+/* Whether the hold of node stands: 0. Else why it ended: ZKL_ELOST, with its session
+ * (the hold lost, the client on another session, or past the loss deadline: the session
+ * may be gone already, and the loop gives it up on this turn, so a proof answered after
+ * a long stop proves nothing of the session today); ZKL_ENOTHELD, its node deleted from
+ * outside while the session lived on. ZKL_HOLD_ASKING with *until set: lost, the watch
+ * still asking the session whether the node went with it (a close of the session from
+ * elsewhere deletes the node first); look again by *until, or when woken. */
+enum { ZKL_HOLD_ASKING = 1 };
+int zkl__node_stands(zkl_client *c, const struct zkl_node *node, int64_t *until);
+/* Ends the hold of node and forgets it (nothing if none). ZKL_HOLD_END: the observer
+ * hears of a release, or of a loss if the hold was lost; ZKL_HOLD_END_LOST: of a loss;
+ * either way only if the loop has not reported the loss already. ZKL_HOLD_END_QUIET: it
+ * hears nothing. */
+void zkl__node_hold_end(zkl_client *c, struct zkl_node *node, enum zkl_hold_ending how);
+
+/* For a guarded transaction, which knows its hold by its node's path (on the loop): how
+ * the hold of ours whose node is path stands among the client's. */
+enum zkl_held_at {
+	ZKL_HELD_AT_NONE,          /* none, or ended or being released by its owner */
+	ZKL_HELD_AT_GONE_LOST,     /* ended or being released, and found lost */
+	ZKL_HELD_AT_HELD,          /* its owner's, not lost, of the current session */
+	ZKL_HELD_AT_LOST,          /* its owner's, lost or of a session gone */
+};
+enum zkl_held_at zkl__held_at(zkl_client *c, const char *path);
+/* The server says the node at path is gone: if its hold is its owner's (HELD or LOST
+ * above), it is marked lost, and the loop reports it on its next turn as any loss.
+ * Returns whether it was. */
+bool zkl__held_at_gone(zkl_client *c, const char *path);
+
+/* ---- stages (stage.c) ----
+ *
+ * A recipe's machine that the loop runs for as long as the recipe wants (an election,
+ * for its handle's life). Its step runs on the loop each time the stage is woken: by
+ * zkl__stage_wake(), at the time it asked for (zkl__stage_wake_at()), by the answer to a
+ * delete it sent (zkl__stage_withdraw()), by a proof of a node it follows
+ * (zkl__node_follow()), or by a session event (every stage wakes then). The step
+ * returns; nothing in it waits. Threads that wait for a condition of the machine's state
+ * wait on the stage (zkl__stage_wait()), and the step tells them when it changed. */
+struct zkl_stage {
+	struct zkl_waiter w;           /* first: the engine's, nothing of the recipe's */
+	void (*step)(zkl_client *c, struct zkl_stage *s);
+};
+/* Puts s on the loop (on the loop): its step runs on this turn, and whenever woken. */
+void zkl__stage_start(zkl_client *c, struct zkl_stage *s,
+                     void (*step)(zkl_client *c, struct zkl_stage *s));
+/* Takes s off the loop (on the loop): its step runs no more. */
+void zkl__stage_stop(zkl_client *c, struct zkl_stage *s);
+/* Has the step run on this turn or the next (on the loop). */
+void zkl__stage_wake(zkl_client *c, struct zkl_stage *s);
+/* Has the step run at t at the latest (from the step, on the loop, each time it
+ * returns to wait for something that has a time). */
+void zkl__stage_wake_at(zkl_client *c, struct zkl_stage *s, int64_t t);
+/* Tells the threads waiting in zkl__stage_wait() on s that its state changed: each asks
+ * its condition again (on the loop). */
+void zkl__stage_tell(zkl_client *c, struct zkl_stage *s);
+/* Waits (an application's thread, no lock held) until done(c, arg) holds, asked on the
+ * loop when the wait begins and each time the stage tells, or until the deadline
+ * passes: 0, ZKL_ETIMEDOUT, or ZKL_EDEADLK naming what on a thread that runs the loop.
+ * It goes on while the client closes: done must come true then. */
+int zkl__stage_wait(zkl_client *c, struct zkl_stage *s, bool (*done)(zkl_client *c, void *arg),
+                   void *arg, int64_t deadline, const char *what);
+/* Ends with ZKL_ECANCELED the engine acquisitions of owner under way (on the loop): a
+ * machine cancelling what it started. */
+void zkl__engine_cancel(zkl_client *c, const void *owner);
+/* Starts job j (src/client/job.c) from a call the loop runs (on the loop): its first
+ * step runs on this turn; a cancel of owner cancels it. A recipe's machine that ends (a
+ * semaphore's take, whose steps start engine acquisitions as its children with
+ * zkl__engine_start_child()) is such a job. */
+void zkl__engine_run_job(zkl_client *c, struct zkl_job *j, const void *owner);
 
 /* The bounded delete of a node of ours that must not stay (on the loop): an acquisition
  * withdrawing after a failure, an election leaving. Its revocation watch goes first.
@@ -187,6 +301,12 @@ bool zkl__withdraw_start(zkl_client *c, struct zkl_waiter *w, struct zkl_node *n
  * once read, or with none out. node is the one started for. */
 bool zkl__withdraw_poll(zkl_client *c, struct zkl_waiter *w, const struct zkl_node *node,
                        struct zkl_withdrawal *wd);
+/* The same for a stage (stage.c), which the answer wakes, with no cap but the
+ * session's: zkl__stage_withdraw() starts it, zkl__stage_withdrawing() polls it. */
+bool zkl__stage_withdraw(zkl_client *c, struct zkl_stage *s, struct zkl_node *node,
+                        struct zkl_withdrawal *wd);
+bool zkl__stage_withdrawing(zkl_client *c, struct zkl_stage *s, const struct zkl_node *node,
+                           struct zkl_withdrawal *wd);
 /* The deadline of the answer to the delete of a node of ours sent now: a session timeout
  * from now, no later than cap, nor than the loss deadline (past which the session is
  * given up, and its node goes with it or with the background task). */
