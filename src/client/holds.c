@@ -30,7 +30,7 @@ struct zkl_hold *zkl__hold_new(const char *path, uint64_t gen,
 	return h;
 }
 
-void zkl__hold_add_locked(zkl_client *c, struct zkl_hold *h)
+void zkl__hold_add(zkl_client *c, struct zkl_hold *h)
 {
 	h->prev = NULL;
 	h->next = c->holds;
@@ -223,7 +223,7 @@ bool zkl__hold_end(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending how)
 	return lost;
 }
 
-void zkl__hold_end_locked(zkl_client *c, struct zkl_hold *h)
+void zkl__hold_drop(zkl_client *c, struct zkl_hold *h)
 {
 	atomic_store(&h->state, ZKL_HOLD_ENDED);
 	zkl__hold_unlink(c, h);

@@ -22,7 +22,7 @@
  * runs its job's steps itself when they are due: the application's loop may be that
  * very thread, or not run at all while it waits.
  *
- * A job's step may start another job from the loop (zkl__job_start_locked): a recipe
+ * A job's step may start another job from the loop (zkl__job_begin): a recipe
  * made of engine acquisitions (a semaphore's gate, then its lease) starts each as the
  * child of its own job, and is woken when the child ends. The child is run where its
  * parent is: by the loop, or by the parent's waiting thread with external_loop. So a
@@ -135,7 +135,7 @@ static bool own_thread(zkl_client *c, struct zkl_job *j)
 	return true;
 }
 
-void zkl__job_start_locked(zkl_client *c, struct zkl_job *j, const void *owner,
+void zkl__job_begin(zkl_client *c, struct zkl_job *j, const void *owner,
                           struct zkl_job *parent)
 {
 	job_init(j, owner);

@@ -306,7 +306,7 @@ void zkl__wake_all(zkl_client *c)
 	pthread_cond_broadcast(&c->cv);
 }
 
-void zkl__cancel_owner_locked(zkl_client *c, const void *owner)
+void zkl__cancel_owner(zkl_client *c, const void *owner)
 {
 	for (struct zkl_waiter *w = c->waiters; w; w = w->next) {
 		if (w->owner == owner) {
@@ -316,7 +316,7 @@ void zkl__cancel_owner_locked(zkl_client *c, const void *owner)
 	}
 }
 
-void zkl__wake_owner_locked(zkl_client *c, const void *owner)
+void zkl__wake_owner(zkl_client *c, const void *owner)
 {
 	for (struct zkl_waiter *w = c->waiters; w; w = w->next)
 		if (w->owner == owner)
@@ -331,7 +331,7 @@ struct cancel_call {
 static void cancel_run(zkl_client *c, struct zkl__call *call)
 {
 	struct cancel_call *k = (struct cancel_call *)call;
-	zkl__cancel_owner_locked(c, k->owner);
+	zkl__cancel_owner(c, k->owner);
 	free(k);
 }
 
@@ -348,7 +348,7 @@ void zkl__client_cancel_owner(zkl_client *c, const void *owner)
 	/* No memory for the call, or the loop has ended (closing): cancel here. */
 	pthread_mutex_lock(&c->mu);
 	zkl__inbox_drain(c);
-	zkl__cancel_owner_locked(c, owner);
+	zkl__cancel_owner(c, owner);
 	pthread_mutex_unlock(&c->mu);
 }
 

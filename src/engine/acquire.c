@@ -829,7 +829,7 @@ static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
 	a->job.end = done ? end_async : NULL;
 	a->job.runs_closing = true;
 	if (parent) {
-		zkl__job_start_locked(c, &a->job, q->owner, parent);
+		zkl__job_begin(c, &a->job, q->owner, parent);
 		return a;
 	}
 	if ((*err = zkl__job_start(c, &a->job, q->owner)) != 0) {

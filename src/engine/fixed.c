@@ -68,7 +68,7 @@ int zkl__engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *
 		h->kind = q->name;
 		h->token = node->czxid;
 		h->granted_at = now;
-		zkl__hold_add_locked(c, h);
+		zkl__hold_add(c, h);
 		zkl__hold_watch_node(c, h);
 		node->hold = h;
 	}

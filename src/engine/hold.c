@@ -74,7 +74,7 @@ void zkl__node_hold_end(zkl_client *c, struct zkl_node *node, enum zkl_hold_endi
 	if (how != ZKL_HOLD_END_QUIET && !h->notified)
 		zkl__hold_observe(c, h, how == ZKL_HOLD_END_LOST || atomic_load(&h->lost)
 		                        ? ZKL_EVENT_LOST : ZKL_EVENT_RELEASED);
-	zkl__hold_end_locked(c, h);
+	zkl__hold_drop(c, h);
 }
 
 /* ---- a hold known by its node's path ---------------------------------------------- */

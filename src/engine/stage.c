@@ -37,7 +37,7 @@ void zkl__stage_wake_at(zkl_client *c, struct zkl_stage *s, int64_t t)
  * owner's. */
 void zkl__stage_tell(zkl_client *c, struct zkl_stage *s)
 {
-	zkl__wake_owner_locked(c, &s->w);
+	zkl__wake_owner(c, &s->w);
 }
 
 int zkl__stage_wait(zkl_client *c, struct zkl_stage *s, bool (*done)(zkl_client *c, void *arg),
@@ -60,10 +60,10 @@ bool zkl__stage_withdrawing(zkl_client *c, struct zkl_stage *s, const struct zkl
 
 void zkl__engine_cancel(zkl_client *c, const void *owner)
 {
-	zkl__cancel_owner_locked(c, owner);
+	zkl__cancel_owner(c, owner);
 }
 
 void zkl__engine_run_job(zkl_client *c, struct zkl_job *j, const void *owner)
 {
-	zkl__job_start_locked(c, j, owner, NULL);
+	zkl__job_begin(c, j, owner, NULL);
 }

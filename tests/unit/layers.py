@@ -77,14 +77,24 @@ CLIENT_LOCK_STATE = re.compile(
     r"\bzkl__(hold_|waiter_|lost_at|nodewatch_|holdwatch_)\w*|\bzkl__\w*_locked\(")
 
 
-def recipes_reach_client(root):
+# What the engine must not name: functions named for the client's lock (the engine runs
+# on the loop, and sends while it holds what it holds).
+NAMED_FOR_THE_LOCK = re.compile(r"\bzkl__\w*_locked\(")
+
+
+def names_in(root, pattern, *dirs):
     found = []
-    for path in sorted(glob.glob(os.path.join(root, "recipes", "*.[ch]"))):
-        with open(path, encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                for m in CLIENT_LOCK_STATE.finditer(line):
-                    found.append(f"{os.path.relpath(path, root)}:{n}: {m.group(0)}")
+    for d in dirs:
+        for path in sorted(glob.glob(os.path.join(root, d, "**", "*.[ch]"), recursive=True)):
+            with open(path, encoding="utf-8") as f:
+                for n, line in enumerate(f, 1):
+                    for m in pattern.finditer(line):
+                        found.append(f"{os.path.relpath(path, root)}:{n}: {m.group(0)}")
     return found
+
+
+def recipes_reach_client(root):
+    return names_in(root, CLIENT_LOCK_STATE, "recipes")
 
 
 def main():
@@ -115,6 +125,11 @@ def main():
         failed += 1
         print("FAIL: recipes reach the client's lock state, not through the engine:\n  " +
               "\n  ".join(reached))
+    named = names_in(root, NAMED_FOR_THE_LOCK, "src/engine")
+    if named:
+        failed += 1
+        print("FAIL: the engine calls functions named for the client's lock:\n  " +
+              "\n  ".join(named))
     print(f"layers: {checks} checks, {failed} failed")
     return 1 if failed else 0
 

@@ -37,10 +37,10 @@
  * (zkl__loop_run, loopcall.c) as a call (zkl__call), through the inbox, and waits, if it
  * does, on that call, acquisition or job alone, never on mu: from the call on, only the
  * loop touches it. A wait for a condition of a recipe's state is a job too
- * (zkl__loop_wait), which the recipe's machine wakes (zkl__wake_owner_locked). A step of
+ * (zkl__loop_wait), which the recipe's machine wakes (zkl__wake_owner). A step of
  * the loop runs the application's code with mu let go of (zkl__loop_callout). A job's
  * step may start further jobs (an engine acquisition) as its children
- * (zkl__job_start_locked), run where the job is run. Only the loop sends requests, with
+ * (zkl__job_begin), run where the job is run. Only the loop sends requests, with
  * one exception: a release sends its delete itself (zkl__task_delete_sent), leaving the
  * answer to the loop. */
 #ifndef ZKL_INTERNAL_H
@@ -67,7 +67,7 @@
 /* Something the loop runs: an acquisition, a job (a thread's request, job.c), or a
  * recipe's machine. It is linked into the client's list while it is under way, so that
  * completions, watches, state changes and cancel requests can wake it: waking queues it,
- * and the loop calls run() with mu held. */
+ * and the loop calls run(). */
 struct zkl_waiter {
 	struct zkl_waiter *next, *prev; /* mu: in client->waiters */
 	const void *owner;              /* recipe handle, for *_cancel() */
@@ -274,7 +274,7 @@ void zkl__observe(zkl_client *c, const zkl_lock_event *ev);
 void zkl__hold_observe(zkl_client *c, const struct zkl_hold *h, zkl_lock_event_type type);
 /* Counts a wait in the client's histogram. */
 void zkl__observe_wait(zkl_client *c, int64_t wait_ms);
-/* Tells the observer what is queued (the loop, mu held: let go of around the calls). */
+/* Tells the observer what is queued (on the loop, which lets go of its lock around the calls). */
 void zkl__observer_run(zkl_client *c);
 /* Sets up and frees what observer.c keeps in c. */
 void zkl__observer_init(zkl_client *c);
@@ -487,18 +487,18 @@ int zkl__folder_refused(zkl_client *c, int mode, int zrc, const char *path);
 /* Logging, to the client's logger (src/base/log.h). c may be NULL: nothing is logged. */
 #define zkl__log(c, level, ...) zkl__logf((c) ? &(c)->logger : NULL, level, __VA_ARGS__)
 
-/* Waiters (mu held). Registers w and queues it to run. */
+/* Waiters (on the loop). Registers w and queues it to run. */
 void zkl__waiter_enter_loop(zkl_client *c, struct zkl_waiter *w, const void *owner,
                            void (*run)(zkl_client *c, struct zkl_waiter *w));
 void zkl__waiter_leave(zkl_client *c, struct zkl_waiter *w);
-/* Wakes w (mu held): queues it for the loop. */
+/* Wakes w (on the loop): queues it for the loop. */
 void zkl__waiter_wake(zkl_client *c, struct zkl_waiter *w);
-/* A waiter that returns to wait asks to be run at t at the latest (mu held). */
+/* A waiter that returns to wait asks to be run at t at the latest (on the loop). */
 void zkl__waiter_wake_at(zkl_client *c, struct zkl_waiter *w, int64_t t);
-/* Whether w, a waiter of the caller's own thread, is due to run (mu held): woken, or
+/* Whether w, a waiter of the caller's own thread, is due to run (on the loop): woken, or
  * past its wake_at. */
 bool zkl__waiter_due(struct zkl_waiter *w);
-/* Has the loop run call->fn (mu held), after every message and call handed to it
+/* Has the loop run call->fn (on the loop), after every message and call handed to it
  * before (no lock held). From an application thread the call is queued in the inbox and
  * the caller goes on: call must live until fn has run (fn may free it). On the loop's
  * own thread (a callback), with external_loop, it runs here, after what the inbox
@@ -511,18 +511,18 @@ bool zkl__is_loop_thread(zkl_client *c);
 /* Wakes the waiters of owner with canceled set: a call (above), so that it comes after
  * an acquisition started before it. */
 void zkl__client_cancel_owner(zkl_client *c, const void *owner);
-/* The same with mu held (on the loop: a recipe's machine cancels what it started). */
-void zkl__cancel_owner_locked(zkl_client *c, const void *owner);
-/* Wakes every waiter of owner (mu held): how a recipe's machine tells the threads that
+/* The same on the loop: a recipe's machine cancels what it started. */
+void zkl__cancel_owner(zkl_client *c, const void *owner);
+/* Wakes every waiter of owner (on the loop): how a recipe's machine tells the threads that
  * wait for a condition of its state (zkl__loop_wait) that its state changed. */
-void zkl__wake_owner_locked(zkl_client *c, const void *owner);
+void zkl__wake_owner(zkl_client *c, const void *owner);
 /* Has the loop run fn(c, arg), mu held, and returns once it has (no lock held): how an
  * application thread reaches state that only the loop touches, fn writing any answer
  * into arg (loopcall.c). On a thread that runs the loop, and with external_loop on any
  * thread, fn runs at once on the calling thread, after what the inbox holds; once the
  * loop runs no more (closing), here too. fn runs exactly once. */
 void zkl__loop_run(zkl_client *c, void (*fn)(zkl_client *c, void *arg), void *arg);
-/* From a step the loop runs (mu held): runs fn(arg) with mu let go of, as the
+/* From a step the loop runs: runs fn(arg) with the lock let go of, as the
  * application's code runs (a user callback, or a call that hands the loop something
  * itself, such as zkl__engine_start()), then takes mu back; the caller looks again at
  * what may have changed meanwhile. */
@@ -609,19 +609,19 @@ struct zkl_job {
 	struct zkl_waiter w;       /* first: the loop hands it back */
 	struct zkl__call call;      /* how it reaches the loop */
 	const void *owner;         /* a cancel of owner cancels it (w.canceled) */
-	/* On the loop (mu held), each time the job is woken: ZKL_JOB_WAIT, or its result
+	/* On the loop, each time the job is woken: ZKL_JOB_WAIT, or its result
 	 * (0 or a ZKL_E* code with its detail set). Once the client closes it is not called
 	 * (the job ends with ZKL_ECLOSED), unless runs_closing: then it must end. */
 	int (*step)(zkl_client *c, struct zkl_job *j);
 	bool runs_closing;
-	/* On the loop (mu held), at the end: lets go of what the steps hold. May be NULL.
-	 * Also called (mu held) if the job never reached the loop. */
+	/* On the loop, at the end: lets go of what the steps hold. May be NULL.
+	 * Also called on the loop if the job never reached the loop. */
 	void (*drop)(zkl_client *c, struct zkl_job *j);
 	/* NULL: a thread waits for the end (zkl__job_wait). Else the end, on the loop with
 	 * no lock held (it may run the user's callbacks), with rc and error set; the job is
 	 * not touched after it. */
 	void (*end)(zkl_client *c, struct zkl_job *j);
-	/* mu: a job started by a step of another (zkl__job_start_locked), and the one
+	/* mu: a job started by a step of another (zkl__job_begin), and the one
 	 * child of a job under way; the parent is woken when its child ends. */
 	struct zkl_job *parent, *child;
 	int rc;                    /* once ended: its result, and its detail */
@@ -635,11 +635,11 @@ void zkl__jobs_tell(struct zkl_job *list);
 /* Hands j to the loop (no lock held). Returns 0, or ZKL_ECLOSED (the loop runs no more,
  * j is left as it was). */
 int zkl__job_start(zkl_client *c, struct zkl_job *j, const void *owner);
-/* The same from a step or a call the loop runs (mu held): j begins at once. With a
+/* The same from a step or a call the loop runs (on the loop): j begins at once. With a
  * parent (the job whose step starts j; one child at a time), j is its child: the parent
  * is woken once j's end has run, and with external_loop the thread that waits for the
  * parent runs j's steps too. */
-void zkl__job_start_locked(zkl_client *c, struct zkl_job *j, const void *owner,
+void zkl__job_begin(zkl_client *c, struct zkl_job *j, const void *owner,
                           struct zkl_job *parent);
 /* Waits (no lock held) for the end of j, started without an end function. Returns its
  * result, with its detail for zkl_last_error(). With external_loop the waiting thread
@@ -653,7 +653,7 @@ void zkl__job_destroy(struct zkl_job *j);
  * may be that very thread, or not run at all while it waits. Between zkl__drive_begin()
  * and zkl__drive_end() (on one thread, no lock held), the first job with an end that a
  * client with external_loop starts on this thread (zkl__job_start, or
- * zkl__job_start_locked without a parent) becomes d's: run by this thread's
+ * zkl__job_begin without a parent) becomes d's: run by this thread's
  * zkl__drive_run(), never by the loop. Jobs of other clients are run by their loops. */
 struct zkl__drive {
 	zkl_client *c;             /* the client of job */
@@ -667,8 +667,8 @@ void zkl__drive_run(struct zkl__drive *d);
 /* Starts j and waits for it; on c's own event thread (a callback), which cannot wait
  * for a job, fails at once with ZKL_EDEADLK, naming what. */
 int zkl__job_run(zkl_client *c, struct zkl_job *j, const void *owner, const char *what);
-/* Waits (no lock held) until done(c, arg) holds, asked on the loop (mu held) when the
- * wait begins and each time a waiter of tag is woken (zkl__wake_owner_locked), or until
+/* Waits (no lock held) until done(c, arg) holds, asked on the loop when the
+ * wait begins and each time a waiter of tag is woken (zkl__wake_owner), or until
  * the deadline passes. Returns 0, ZKL_ETIMEDOUT, or, on a thread that runs the loop,
  * ZKL_EDEADLK naming what (zkl__job_run). It goes on while the client closes: done must
  * come true then. */
@@ -702,7 +702,7 @@ int zkl__requests(zkl_client *c, const struct zkl_req *r, size_t n, int64_t dead
 int zkl__request(zkl_client *c, const struct zkl_req *r, int64_t deadline, struct zkl_op **out);
 void zkl__ops_release(zkl_client *c, struct zkl_op **ops, size_t n);
 /* The same, with what the answers say read on the loop: once every one is answered,
- * answered(c, ops, n, arg) runs there (mu held) and its return is the result. The ops
+ * answered(c, ops, n, arg) runs there and its return is the result. The ops
  * stay the job's (ops is its room for them, n long) and go with it. */
 typedef int (*zkl_answered_fn)(zkl_client *c, struct zkl_op **ops, size_t n, void *arg);
 int zkl__requests_then(zkl_client *c, const struct zkl_req *r, size_t n, int64_t deadline,
@@ -712,17 +712,17 @@ int zkl__requests_then(zkl_client *c, const struct zkl_req *r, size_t n, int64_t
  * ZKL_ECLOSED or ZKL_EDEADLK (on the loop's thread). */
 int zkl__await_connection(zkl_client *c, uint64_t gone, int64_t pause, int64_t deadline);
 void zkl__op_release(zkl_client *c, struct zkl_op *op);
-/* Drops the caller's reference (mu held). If the op has not completed, it is abandoned. */
+/* Drops the caller's reference (on the loop). If the op has not completed, it is abandoned. */
 void zkl__op_put(zkl_client *c, struct zkl_op *op);
 
-/* Watches: new with mu held; zkl__op_get registers it; put with mu held. */
+/* Watches: new and put on the loop; zkl__op_get registers it. */
 struct zkl_watch *zkl__watch_new(zkl_client *c, struct zkl_waiter *w);
 void zkl__watch_put(zkl_client *c, struct zkl_watch *watch);
-/* Takes the watch's quiet_if off it (mu held), which must be done before what it
+/* Takes the watch's quiet_if off it (on the loop), which must be done before what it
  * points to goes: quiet keeps what it says now. */
 void zkl__watch_settle_quiet(zkl_client *c, struct zkl_watch *watch);
 
-/* Background cleanup, retried until it succeeds or the session `gen` is gone (mu held). */
+/* Background cleanup, retried until it succeeds or the session `gen` is gone (on the loop). */
 void zkl__task_delete(zkl_client *c, const char *path, uint64_t gen);
 void zkl__task_find_delete(zkl_client *c, const char *parent, const char *uuid, uint64_t gen);
 /* Sends the delete of path at once (mu held), from any thread that holds it,
@@ -734,7 +734,7 @@ bool zkl__task_delete_now(zkl_client *c, const char *path, uint64_t gen);
  * to the loop, which then owns the task as any background delete. Takes path and
  * returns true; false, with path left to the caller, if it cannot be sent so. */
 bool zkl__task_delete_sent(zkl_client *c, char *path, uint64_t gen);
-/* Whether parent/name is one of our nodes on its way out (mu held): a queue we list must
+/* Whether parent/name is one of our nodes on its way out (on the loop): a queue we list must
  * not count it as a contender. */
 bool zkl__task_pending(zkl_client *c, const char *parent, size_t parent_len, const char *name);
 /* From any thread (no lock held): frees and sets to NULL each of names[0..count) that
@@ -744,39 +744,39 @@ void zkl__tasks_pending_drop(zkl_client *c, const char *parent, char **names, in
  * whether the client is closing. */
 int zkl__session_timeout_any(zkl_client *c, bool *closing);
 /* The same for a whole listing: our nodes directly under parent whose delete is on its
- * way (mu held): a queue we list
+ * way (on the loop): a queue we list
  * must not count them as contenders. Puts up to max of their names (valid while mu is
  * held) in names; returns how many there are. */
 size_t zkl__tasks_pending(zkl_client *c, const char *parent, size_t parent_len,
                          const char **names, size_t max);
 
 /* Holds (src/engine links them at a grant). zkl__hold_new() makes one (NULL without
- * memory; path may be NULL) and zkl__hold_add_locked() links it (mu held, loop), marking
+ * memory; path may be NULL) and zkl__hold_add() links it (on the loop), marking
  * it lost at once if its session is not the current one. zkl__hold_end() lets go of it,
  * from any thread without mu: a hold lost and not yet reported is reported first (on a
  * thread that runs the loop, there; elsewhere it waits for the loop's turn) unless how
  * is ZKL_HOLD_END_QUIET, it waits
  * while on_lost runs on another thread, returns whether the hold was lost, and the loop
- * frees it. zkl__hold_end_locked() is the loop's
- * own, mu held, for a hold that is the loop's from start to end (an election's). */
+ * frees it. zkl__hold_drop() is the loop's
+ * own, on the loop, for a hold that is the loop's from start to end (an election's). */
 struct zkl_hold *zkl__hold_new(const char *path, uint64_t gen,
                               void (*on_lost)(struct zkl_hold *h, void *ctx), void *ctx);
-void zkl__hold_add_locked(zkl_client *c, struct zkl_hold *h);
+void zkl__hold_add(zkl_client *c, struct zkl_hold *h);
 enum zkl_hold_ending {
 	ZKL_HOLD_END,        /* its owner's release */
 	ZKL_HOLD_END_LOST,   /* the same, which found it lost (its session gone) */
 	ZKL_HOLD_END_QUIET,  /* its owner is gone: nothing is reported any more */
 };
 bool zkl__hold_end(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending how);
-void zkl__hold_end_locked(zkl_client *c, struct zkl_hold *h);
-/* Marks h lost (mu held, loop): holds_notify() reports it on the loop's next turn. */
+void zkl__hold_drop(zkl_client *c, struct zkl_hold *h);
+/* Marks h lost (on the loop): holds_notify() reports it on the loop's next turn. */
 void zkl__hold_mark_lost(zkl_client *c, struct zkl_hold *h);
-/* Keeps an exists watch on h's node while h lasts (mu held, loop), and marks h lost when
+/* Keeps an exists watch on h's node while h lasts (on the loop), and marks h lost when
  * the server says the node is gone (holdwatch.c). Unwatch, when h is unlinked, lets go
  * of it. */
 void zkl__hold_watch_node(zkl_client *c, struct zkl_hold *h);
 void zkl__hold_unwatch_node(zkl_client *c, struct zkl_hold *h);
-/* The node shown ours (holdwatch.c; loop, mu held): whether an exists sent since the last
+/* The node shown ours (holdwatch.c; on the loop): whether an exists sent since the last
  * ask (the grant's, or zkl__hold_confirm()'s) found h's node there with h's session as
  * its ephemeral owner. False without a watch (no memory for it) or once h is lost, its
  * watch stopped. zkl__hold_confirm() asks for a new proof (after a suspension), and
@@ -791,7 +791,7 @@ static inline bool zkl__hold_lost(const struct zkl_hold *h)
 	return h && atomic_load(&h->lost);
 }
 
-/* Data watches (mu held), kept by the loop across events. A request watch calls fn each
+/* Data watches (on the loop), kept by the loop across events. A request watch calls fn each
  * time decode finds a request in the node's data (a revocation); remove waits while fn
  * runs on another thread, and the record is freed once the C client lets go of it. */
 struct zkl_revwatch *zkl__revwatch_add(zkl_client *c, const char *path, uint64_t gen,
@@ -809,11 +809,11 @@ struct zkl_revwatch *zkl__countwatch_add(zkl_client *c, const char *path,
                                         unsigned *epoch);
 void zkl__revwatch_remove(zkl_client *c, struct zkl_revwatch *rv);
 
-/* The session timeout in ms (mu held): the one the server gave the session, or the one
+/* The session timeout in ms (on the loop): the one the server gave the session, or the one
  * asked for until it has answered. */
 int zkl__session_timeout_ms(const zkl_client *c);
 
-/* Liveness (liveness.c, mu held). What the session must prove of itself, and how:
+/* Liveness (liveness.c, on the loop). What the session must prove of itself, and how:
  *   ZKL_LIVE_PROVE  something is held, or an acquisition is near its grant (c->near):
  *                   a committed write (a check of /) every sixth of the timeout;
  *   ZKL_LIVE_IDLE   nothing held or awaited, or a request of a wait is out: a sync
@@ -825,25 +825,25 @@ enum zkl_live { ZKL_LIVE_IDLE, ZKL_LIVE_PROVE, ZKL_LIVE_QUIET };
 int zkl__live_mode(const zkl_client *c);
 
 /* A hold's loss deadline on the current session: the send time of its last committed
- * write plus loss_percent of the session timeout (mu held); INT64_MAX while no write has
+ * write plus loss_percent of the session timeout (on the loop); INT64_MAX while no write has
  * been committed on it. */
 int64_t zkl__lost_at(zkl_client *c);
 
-/* When the loop gives the current session up for lost (mu held): for a session that
+/* When the loop gives the current session up for lost (on the loop): for a session that
  * holds, zkl__lost_at(); for one that holds nothing, loss_percent of the timeout after
  * the last answer of any kind; never while it is quiet. INT64_MAX if never. */
 int64_t zkl__giveup_at(zkl_client *c);
 
-/* Whether a grant may be reported now (mu held): the session's last committed write was
+/* Whether a grant may be reported now (on the loop): the session's last committed write was
  * sent less than a third of the session timeout ago (two heartbeats), so the new hold's
  * loss deadline is well ahead. A grant that finds it older proves the session first. */
 bool zkl__proof_fresh(zkl_client *c);
 
-/* A write that proves the session went out on it for a turn (mu held, the loop): it
+/* A write that proves the session went out on it for a turn (on the loop): it
  * stands for the next heartbeat, due a sixth of the timeout from now. */
 void zkl__proof_sent(zkl_client *c);
 
-/* Counts an acquisition near its grant, or not (mu held, the loop): *flag is its own
+/* Counts an acquisition near its grant, or not (on the loop): *flag is its own
  * record of being counted. A first near acquisition makes a heartbeat due. */
 void zkl__near_set(zkl_client *c, bool *flag, bool near);
 
@@ -860,15 +860,15 @@ bool zkl__on_event_thread(zkl_client *c);
 void zkl__client_handle_add(zkl_client *c);
 void zkl__client_handle_done(zkl_client *c, bool put_off);
 bool zkl__client_close_refused(zkl_client *c);
-/* A handle freed on the loop's thread whose machine frees it later (mu held, loop):
+/* A handle freed on the loop's thread whose machine frees it later (on the loop):
  * counted until the machine has (free_done), so that a close waits for it. */
 void zkl__client_free_put_off(zkl_client *c);
 void zkl__client_free_done(zkl_client *c);
-/* Whether the calling thread runs c's loop (mu held): its event thread, a callback, or
+/* Whether the calling thread runs c's loop (on the loop): its event thread, a callback, or
  * the application's thread that calls zkl_client_process(). Such a thread cannot wait
  * for an acquisition. */
 bool zkl__runs_loop(zkl_client *c);
-/* On the application's loop thread outside zkl_client_process() (mu held): runs the loop
+/* On the application's loop thread outside zkl_client_process() (on the loop): runs the loop
  * once and, if the turn did nothing, waits for more work or its next timer; returns true
  * (the caller looks again at what it waits for). Elsewhere returns false
  * at once: then the loop runs elsewhere, and the caller waits as usual. For waits that

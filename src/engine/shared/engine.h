@@ -134,7 +134,7 @@ int zkl__engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node
                      void (*done)(void *arg, int rc), void *arg);
 
 /* The same from a step of a job the loop runs: the acquisition is the child
- * of parent (zkl__job_start_locked), run where parent is, and parent is woken once
+ * of parent (zkl__job_begin), run where parent is, and parent is woken once
  * done(arg, rc) has run (as above: on the loop, no lock held). */
 int zkl__engine_start_child(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
                            struct zkl_job *parent, void (*done)(void *arg, int rc),
