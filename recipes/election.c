@@ -117,7 +117,7 @@ static void hold_lost_run(zkl_client *c, void *arg)
 }
 
 /* The hold the engine made at the grant is lost: the session that held our node is
- * gone, or the watch on our node (holdwatch.c) saw it deleted by someone else. */
+ * gone, or the watch on our node (holds.c) saw it deleted by someone else. */
 static void hold_lost(struct zkl_hold *h, void *ctx)
 {
 	struct election *e = ctx;

@@ -1,8 +1,64 @@
-/* Holds: what the loop reports lost, once, when a session ends or is given up. The loop
- * owns the record (DESIGN.md, "One owner"): the engine makes and links it at the grant,
- * its owner ends it from any thread through its atomic state, and the loop unlinks and
- * frees it.
- */
+/* Holds, and the watch each keeps on its own node.
+ *
+ * A hold is what the loop reports lost, once, when a session ends or is given up, or
+ * when its node goes. The loop owns the record (DESIGN.md, "One owner"): the engine
+ * makes and links it at the grant, its owner ends it from any thread through its atomic
+ * state, and the loop unlinks and frees it.
+ *
+ * The watch on the node (the second half of this file).
+ *
+ * A lock node can go while its session lives: anyone with the folder's ACL may delete
+ * it (an operator "clearing a stuck lock" in ZooKeeper's shell). The next contender then
+ * holds as soon as it hears of it, so the holder must hear of it as soon as the server
+ * says so: from the grant on, the loop keeps an exists watch on the node of every hold
+ * the engine makes (zkl__hold_watch_node), and marks the hold lost, as an expiry does,
+ * when the server says the node is gone: the watch fires with ZOO_DELETED_EVENT, or the
+ * exists that sets it is answered ZNONODE (the node went before the watch was set). The
+ * loss is then reported on the same turn of the loop as any other (holds_notify): the
+ * lost callback, with ZKL_EDELETED as its reason (zkl_hold.node_gone) since the next
+ * contender may hold already, is_held false, release ZKL_ELOST. Whether someone else
+ * deleted it, or it went with its session's end, is then asked of the session
+ * (zkl_hold.deleted, node_gone()), for a recipe that tells the two apart (an election).
+ *
+ * The watch is a loop waiter of its own (struct zkl_nodewatch) with an ordinary node
+ * watch (struct zkl_watch) and exists request, so the client's bookkeeping of watches
+ * and requests (sessions closed, adopted handles) covers it. It follows the hold:
+ *   - a data change (a revocation request, a peer writing over the data) fires the
+ *     watch too: it is set again;
+ *   - a connection lost with the exists out: it is sent again once connected. A watch
+ *     set before the connection dropped stays with the C client, which sets it again on
+ *     the server when it reconnects to the same session (and the server then tells of a
+ *     deletion meanwhile);
+ *   - the session changes: the hold is lost with its session, and the watch stops;
+ *   - the hold ends (its owner lets go): the watch goes with it. Its owner marks it
+ *     releasing before its own delete is sent (zkl__engine_release), and the hold may
+ *     live on until that delete is out or answered: from the mark on, the node's
+ *     deletion is the release's own, never taken for a loss.
+ *
+ * What it costs a lock cycle is kept to the request: nobody waits for the exists' success,
+ * so an answer ZOK does not wake the loop (zkl__op_exists_quiet), which applies it on its
+ * next turn; a ZNONODE or a failure does, at once. And the event of the release's own
+ * delete is no news: the watch's quiet_if points at the hold's releasing flag, read by
+ * the C client's completion thread as it queues the event (zkl__inbox_put), which then
+ * does not wake the loop either. A deletion by someone else comes while the hold is not
+ * releasing, and wakes it as before.
+ * The exists goes quiet only while no recipe waits for a proof (below): one that asks
+ * for it (zkl__hold_follow, zkl__hold_confirm) hastens the exists out.
+ *
+ * The node shown ours. The exists's answer carries the node's Stat: a node there whose
+ * ephemeral owner is not the hold's session is not ours (ours was deleted, and one of
+ * its name made again by another), and the hold is lost as well. One that is ours
+ * proves the hold alive on the server at that moment, after the grant: a recipe that
+ * must know that before it tells its application (an election announcing leadership,
+ * as Curator reads its node first) asks for the proof (zkl__hold_confirmed), and asks
+ * for a new one after a suspension (zkl__hold_confirm): an exists sent once the
+ * connection is back is served after the C client has set the watch again, so a
+ * deletion meanwhile is told before it, and its answer is the proof. The watch's own
+ * exists is the first proof; with the watch armed, a plain exists is sent for a later
+ * one. The recipe's waiter (zkl__hold_follow) is woken when a proof comes; a loss comes
+ * through the hold's on_lost, as any other.
+ *
+ * Everything here runs on the loop, sends included. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -272,3 +328,317 @@ void zkl__holds_notify(zkl_client *c)
 	}
 }
 
+
+struct zkl_nodewatch {
+	struct zkl_waiter w;     /* first */
+	struct zkl_hold *h;      /* NULL once the hold is unlinked */
+	struct zkl_watch *wt;    /* the watch set (or being set), or NULL */
+	struct zkl_op *op;       /* the exists under way, or NULL */
+	bool stopped;            /* out of the waiters: nothing more to watch */
+	/* Proofs that the node is ours (zkl__hold_confirm): asked for (the grant asks the
+	 * first), and the last one an answer gave; op_ask and check_ask, what had been
+	 * asked when op and check were sent. */
+	unsigned asked, proven, op_ask, check_ask;
+	struct zkl_op *check;    /* a plain exists for a proof, with the watch armed */
+	int64_t check_at;        /* not sent before (after a failed one) */
+	struct zkl_waiter *follow; /* woken when a proof comes, or NULL */
+	bool probing;            /* the watch saw the node go: check asks whether the
+	                          * session lives on (zkl_hold.deleting) */
+};
+
+/* Lets go of the watch on the node, if any: its events, queued or to come, are no news. */
+static void watch_drop(zkl_client *c, struct zkl_nodewatch *nw)
+{
+	if (nw->wt) {
+		zkl__watch_settle_quiet(c, nw->wt);
+		zkl__watch_put(c, nw->wt);
+	}
+	nw->wt = NULL;
+}
+
+/* Drops the requests out (op, check) and the watch on the node. */
+static void nodewatch_drop(zkl_client *c, struct zkl_nodewatch *nw)
+{
+	zkl__op_put(c, nw->op);
+	nw->op = NULL;
+	zkl__op_put(c, nw->check);
+	nw->check = NULL;
+	watch_drop(c, nw);
+}
+
+static void nodewatch_stop(zkl_client *c, struct zkl_nodewatch *nw)
+{
+	if (!nw->stopped)
+		zkl__waiter_leave(c, &nw->w);
+	nw->stopped = true;
+	nodewatch_drop(c, nw);
+}
+
+static void nodewatch_free(zkl_client *c, struct zkl_nodewatch *nw)
+{
+	nodewatch_stop(c, nw);
+	free(nw);
+}
+
+/* The server says the node is gone while the hold lasts: the hold is lost at once. If
+ * an answer on the hold's session said so (answered), that session lived then, and
+ * someone else deleted the node (zkl_hold.deleted). The watch's event does not say as
+ * much: the session's own end (a close from elsewhere) deletes its ephemeral nodes and
+ * tells the watch too. A plain exists then asks the session: answered, it lived on
+ * after the node went; its end, or its being given up, says the node went with it.
+ * Meanwhile zkl_hold.deleting says that this is being asked (nodewatch_probe). */
+static void node_gone(zkl_client *c, struct zkl_nodewatch *nw, bool answered)
+{
+	struct zkl_hold *h = nw->h;
+	const bool held = atomic_load(&h->state) != ZKL_HOLD_ENDED && !atomic_load(&h->lost);
+	if (held) {
+		zkl__log(c, ZKL_LOG_WARN, "the node %s of a lock held was deleted by someone else: "
+		        "the lock is lost", h->path);
+		h->node_gone = true;
+	}
+	zkl__hold_mark_lost(c, h);
+	if (!held || answered) {
+		h->deleted = held;
+		nodewatch_stop(c, nw);
+		return;
+	}
+	nodewatch_drop(c, nw); /* the waiter stays, to send the probe */
+	h->deleting = true;
+	nw->probing = true;
+	zkl__waiter_wake(c, &nw->w);
+}
+
+/* Sends the plain exists (no watch) of a probe or a proof as nw->check, with what is
+ * asked as it goes; a failure to send tries again in a while. */
+static void check_send(zkl_client *c, struct zkl_nodewatch *nw)
+{
+	int err = 0;
+	nw->check = zkl__op_exists(c, &nw->w, nw->h->path, NULL, &err);
+	nw->check_ask = nw->asked;
+	if (!nw->check && err != ZKL_ECLOSED) {
+		nw->check_at = zkl__now_ms() + 100;
+		zkl__waiter_wake_at(c, &nw->w, nw->check_at);
+	}
+}
+
+/* Whether the session lived on after the watch saw its node go (node_gone). */
+static void nodewatch_probe(zkl_client *c, struct zkl_nodewatch *nw)
+{
+	struct zkl_hold *h = nw->h;
+	bool settled = atomic_load(&h->state) == ZKL_HOLD_ENDED || h->gen != c->gen;
+	if (nw->check && nw->check->done) {
+		struct zkl_op *op = nw->check;
+		nw->check = NULL;
+		if ((op->rc == ZOK || op->rc == ZNONODE) && op->s->gen == h->gen)
+			h->deleted = settled = true;
+		else
+			nw->check_at = zkl__now_ms() + 100; /* not too often */
+		zkl__op_put(c, op);
+	}
+	if (settled) {
+		h->deleting = false;
+		if (nw->follow)
+			zkl__waiter_wake(c, nw->follow);
+		nodewatch_stop(c, nw);
+		return;
+	}
+	if (nw->check || c->closing || !c->sess->connected)
+		return; /* answered later, or a session event wakes every waiter */
+	if (zkl__now_ms() < nw->check_at) {
+		zkl__waiter_wake_at(c, &nw->w, nw->check_at);
+		return;
+	}
+	check_send(c, nw);
+}
+
+/* An exists of ours found the node (op, ZOK; ask: what had been asked when it was
+ * sent): ours if its ephemeral owner is the session the hold was made on, which op went
+ * on. Returns false if it is not: the hold is lost, and the watch stopped. */
+static bool node_there(zkl_client *c, struct zkl_nodewatch *nw, const struct zkl_op *op,
+                       unsigned ask)
+{
+	struct zkl_hold *h = nw->h;
+	if (op->s->gen != h->gen || op->stat.ephemeralOwner != op->s->id) {
+		zkl__log(c, ZKL_LOG_WARN, "the node %s of a lock held belongs to another session: "
+		        "the lock is lost", h->path);
+		if (!atomic_load(&h->lost) && op->s->gen == h->gen)
+			h->node_gone = true; /* ours was deleted, and one of its name made again */
+		zkl__hold_mark_lost(c, h);
+		nodewatch_stop(c, nw);
+		return false;
+	}
+	if (ask > nw->proven) {
+		nw->proven = ask;
+		if (nw->follow)
+			zkl__waiter_wake(c, nw->follow);
+	}
+	return true;
+}
+
+/* Reads the answer of an exists of ours, *slot (taken and let go of; ask: what had been
+ * asked when it was sent) into *rc. Returns false if it ends the watch's news: the node
+ * is not ours, or gone (node_gone: the hold is lost). */
+static bool exists_answered(zkl_client *c, struct zkl_nodewatch *nw, struct zkl_op **slot,
+                            unsigned ask, int *rc)
+{
+	struct zkl_op *op = *slot;
+	*slot = NULL;
+	*rc = op->rc;
+	const uint64_t op_gen = op->s->gen;
+	const bool ours = *rc != ZOK || node_there(c, nw, op, ask);
+	zkl__op_put(c, op);
+	if (!ours)
+		return false;
+	if (*rc == ZNONODE) {
+		node_gone(c, nw, op_gen == nw->h->gen);
+		return false;
+	}
+	return true;
+}
+
+/* The plain exists of a proof (watch armed): its answer, or the next one sent. Returns
+ * false if the watch stopped. */
+static bool nodewatch_check(zkl_client *c, struct zkl_nodewatch *nw)
+{
+	if (nw->check) {
+		if (!nw->check->done)
+			return true;
+		int rc;
+		if (!exists_answered(c, nw, &nw->check, nw->check_ask, &rc))
+			return false;
+		if (rc != ZOK)
+			nw->check_at = zkl__now_ms() + 100; /* not too often */
+	}
+	/* Sent for a proof asked for while the watch is armed; without it, the exists that
+	 * sets it again gives the proof, and one out is waited for first. */
+	if (nw->proven == nw->asked || !nw->wt || nw->op || c->closing || !c->sess->connected)
+		return true;
+	if (zkl__now_ms() < nw->check_at) {
+		zkl__waiter_wake_at(c, &nw->w, nw->check_at);
+		return true;
+	}
+	check_send(c, nw);
+	return true;
+}
+
+static void nodewatch_run(zkl_client *c, struct zkl_waiter *w)
+{
+	struct zkl_nodewatch *nw = (struct zkl_nodewatch *)w;
+	struct zkl_hold *h = nw->h;
+	if (nw->probing) {
+		nodewatch_probe(c, nw);
+		return;
+	}
+	if (atomic_load(&h->state) == ZKL_HOLD_ENDED || atomic_load(&h->lost) ||
+	    atomic_load(&h->releasing) || h->gen != c->gen) {
+		nodewatch_stop(c, nw); /* nothing left to tell */
+		return;
+	}
+	if (nw->op && nw->op->done) {
+		int rc;
+		if (!exists_answered(c, nw, &nw->op, nw->op_ask, &rc))
+			return;
+		if (rc != ZOK) {
+			/* No watch was set: set it again (connection loss), or let the session's
+			 * end tell the loss. */
+			watch_drop(c, nw);
+		}
+	}
+	if (nw->wt && nw->wt->fired) {
+		const int event = nw->wt->event;
+		watch_drop(c, nw);
+		if (event == ZOO_DELETED_EVENT) {
+			node_gone(c, nw, false);
+			return;
+		}
+		/* Its data changed (a revocation request, a peer's write): watch it again. */
+	}
+	if (!nodewatch_check(c, nw))
+		return;
+	if (nw->wt || nw->op || c->closing || !c->sess->connected)
+		return; /* armed, or waiting: a session event wakes every waiter */
+	struct zkl_watch *wt = zkl__watch_new(c, &nw->w);
+	if (!wt) {
+		zkl__waiter_wake_at(c, &nw->w, zkl__now_ms() + 100);
+		return;
+	}
+	/* Its events once the owner's release has begun are no news: they do not wake
+	 * the loop (zkl_watch.quiet_if; the hold's unwatch settles it before the hold
+	 * goes). */
+	wt->quiet_if = &h->releasing;
+	int err = 0;
+	nw->wt = wt;
+	/* Unless a recipe waits for a proof, nobody waits for its success: only a ZNONODE
+	 * (the node went before the watch was set) or a failure wakes the loop at once. */
+	const bool awaited = nw->follow && nw->asked != nw->proven;
+	struct zkl_op *op = awaited ? zkl__op_exists(c, &nw->w, h->path, wt, &err)
+	                            : zkl__op_exists_quiet(c, &nw->w, h->path, wt, &err);
+	nw->op = op;
+	nw->op_ask = nw->asked;
+	if (!op) {
+		zkl__watch_settle_quiet(c, wt);
+		zkl__watch_put(c, wt);
+		nw->wt = NULL;
+	}
+	if (!op && err != ZKL_ECLOSED)
+		zkl__waiter_wake_at(c, &nw->w, zkl__now_ms() + 100);
+}
+
+void zkl__hold_watch_node(zkl_client *c, struct zkl_hold *h)
+{
+	if (!h->path[0] || h->nw || atomic_load(&h->lost))
+		return;
+	struct zkl_nodewatch *nw = calloc(1, sizeof *nw);
+	if (!nw) {
+		zkl__log(c, ZKL_LOG_ERROR, "out of memory: the node %s of a lock held is not "
+		        "watched, and its deletion by someone else would go unnoticed", h->path);
+		return;
+	}
+	nw->h = h;
+	nw->asked = 1; /* the grant's: the first exists proves it */
+	h->nw = nw;
+	zkl__waiter_enter_loop(c, &nw->w, nw, nodewatch_run);
+}
+
+/* A proof is waited for: the exists out, sent quiet, wakes the loop with its answer. */
+static void hasten(zkl_client *c, struct zkl_nodewatch *nw)
+{
+	if (nw->follow && nw->op && nw->proven != nw->asked)
+		zkl__op_hasten(c, nw->op);
+}
+
+void zkl__hold_follow(zkl_client *c, struct zkl_hold *h, struct zkl_waiter *w)
+{
+	if (!h->nw)
+		return;
+	h->nw->follow = w;
+	hasten(c, h->nw);
+}
+
+void zkl__hold_confirm(zkl_client *c, struct zkl_hold *h)
+{
+	struct zkl_nodewatch *nw = h->nw;
+	if (!nw || nw->stopped)
+		return;
+	nw->asked++;
+	hasten(c, nw);
+	zkl__waiter_wake(c, &nw->w);
+}
+
+bool zkl__hold_confirmed(const struct zkl_hold *h)
+{
+	return h->nw && !h->nw->stopped && h->nw->proven == h->nw->asked;
+}
+
+void zkl__hold_unwatch_node(zkl_client *c, struct zkl_hold *h)
+{
+	struct zkl_nodewatch *nw = h->nw;
+	if (!nw)
+		return;
+	h->nw = NULL;
+	nw->h = NULL;
+	if (nw->wt)
+		zkl__watch_settle_quiet(c, nw->wt); /* h goes now */
+	nw->follow = NULL;
+	nodewatch_free(c, nw);
+}

@@ -270,7 +270,7 @@ int zkl__engine_release_txn(zkl_client *c, struct zkl_node *node, const struct z
 	struct zkl_hold *h = node->hold;
 	node->hold = NULL;
 	if (h)
-		atomic_store(&h->releasing, true); /* our delete is no loss (holdwatch.c) */
+		atomic_store(&h->releasing, true); /* our delete is no loss (holds.c) */
 	int rc = release_node(c, node, subs, n, answer);
 	if (h && zkl__hold_end(c, h, rc == ZKL_ELOST ? ZKL_HOLD_END_LOST : ZKL_HOLD_END) &&
 	    (n == 0 || rc != ZKL_ELOST))

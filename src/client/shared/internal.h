@@ -237,16 +237,16 @@ struct zkl_hold {
 	atomic_int state;                 /* enum zkl_hold_state */
 	atomic_bool lost;                 /* set by the loop; read by anyone */
 	/* Set by its owner before its release sends the delete: the node's deletion from
-	 * then on is the release's own, and the node's watch no loss (holdwatch.c). */
+	 * then on is the release's own, and the node's watch no loss (holds.c). */
 	atomic_bool releasing;
 	bool notified;                    /* loop: on_lost has been or is being called, or
 	                                   * the loop found it ended */
 	bool reported;                    /* mu: on_lost has been or is being called */
 	bool in_dispatch;                 /* loop: its on_lost runs right now */
 	bool unlinked;                    /* loop: ended and unlinked while on_lost ran */
-	struct zkl_nodewatch *nw;         /* loop: the watch on its node (holdwatch.c) */
+	struct zkl_nodewatch *nw;         /* loop: the watch on its node (holds.c) */
 	/* Loop: lost because its node was deleted by someone else, an answer on its session
-	 * after the node went says so (holdwatch.c); while deleting, the watch saw the node
+	 * after the node went says so (holds.c); while deleting, the watch saw the node
 	 * go and asks the session whether it lived on (its end: the node went with it). */
 	bool deleted;
 	bool deleting;
@@ -772,11 +772,11 @@ void zkl__hold_drop(zkl_client *c, struct zkl_hold *h);
 /* Marks h lost (on the loop): holds_notify() reports it on the loop's next turn. */
 void zkl__hold_mark_lost(zkl_client *c, struct zkl_hold *h);
 /* Keeps an exists watch on h's node while h lasts (on the loop), and marks h lost when
- * the server says the node is gone (holdwatch.c). Unwatch, when h is unlinked, lets go
+ * the server says the node is gone (holds.c). Unwatch, when h is unlinked, lets go
  * of it. */
 void zkl__hold_watch_node(zkl_client *c, struct zkl_hold *h);
 void zkl__hold_unwatch_node(zkl_client *c, struct zkl_hold *h);
-/* The node shown ours (holdwatch.c; on the loop): whether an exists sent since the last
+/* The node shown ours (holds.c; on the loop): whether an exists sent since the last
  * ask (the grant's, or zkl__hold_confirm()'s) found h's node there with h's session as
  * its ephemeral owner. False without a watch (no memory for it) or once h is lost, its
  * watch stopped. zkl__hold_confirm() asks for a new proof (after a suspension), and

@@ -179,7 +179,7 @@ void zkl__node_clear(struct zkl_node *node);
  *
  * What a recipe asks of the hold the engine made at the grant of its node (zkl_node.hold,
  * zkl_queue.on_lost). The client keeps the hold and the watch on its node (holds.c,
- * holdwatch.c); recipes reach them only through these. */
+ * holds.c); recipes reach them only through these. */
 
 /* Whether the hold of node is lost (any thread: the loss is atomic). No hold: false. */
 bool zkl__node_lost(const struct zkl_node *node);
