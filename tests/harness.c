@@ -52,8 +52,9 @@ const char *h_path(const char *test)
 
 const char *h_sub(const char *path, const char *leaf)
 {
-	static char bufs[16][300];
-	static int n;
+	/* Each thread its own: tests call it from their workers too. */
+	static _Thread_local char bufs[16][300];
+	static _Thread_local int n;
 	char *b = bufs[n++ % 16];
 	snprintf(b, sizeof bufs[0], "%s/%s", path, leaf);
 	return b;

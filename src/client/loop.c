@@ -154,8 +154,8 @@ bool zkl__call(zkl_client *c, struct zkl__call *call)
 	call->msg.apply = call_apply;
 	if (!c->external && zkl__running_loop != c)
 		return zkl__inbox_put(c, &call->msg, false);
-	/* The loop's own thread, or any thread with external_loop (whose completions are
-	 * thread drives the loop as it calls): run it here, after what the inbox holds. */
+	/* The loop's own thread, or any thread with external_loop (which drives the loop as
+	 * it calls): run it here, after what the inbox holds. */
 	pthread_mutex_lock(&c->mu);
 	bool taken = !c->loop_ended;
 	if (taken) {
