@@ -370,28 +370,46 @@ int zkl_lock_tell_lost(zkl_lock *l, int timeout_ms, bool *told)
 		return zkl__fail(ZKL_EDEADLK, "a note is written on a thread that runs the "
 		                "client's loop, which never waits for the server");
 	}
-	/* Only over our own "held": read it with its version, set it at that version. */
+	/* Only over our own "held": read it with its version, set it at that version. A
+	 * connection lost on the way (the session's new connection may be coming up) is
+	 * waited out and the note read again, until the deadline: a set that was applied
+	 * then reads back as our "lost". */
 	const int64_t deadline = zkl__deadline(timeout_ms);
-	struct zkl_req get = {.kind = ZKL_OP_GET, .path = note};
-	struct zkl_op *op = NULL;
-	int zrc = zkl__request(l->c, &get, deadline, &op);
-	char named[96];
-	bool ours = zrc == ZOK && note_says(op->value, op->value_len > 0 ? (size_t)op->value_len
-	                                    : 0, held_word, named, sizeof named, NULL, 0) &&
-	            strcmp(named, self) == 0;
-	int32_t version = zrc == ZOK ? op->stat.version : -1;
-	if (op)
-		zkl__op_release(l->c, op);
-	rc = 0;
-	if (ours) {
-		char text[128];
-		int n = snprintf(text, sizeof text, "%s%s", lost_word, self);
-		struct zkl_req set = {.kind = ZKL_OP_SET, .path = note, .data = text, .len = n,
-		                      .version = version};
-		zrc = zkl__request(l->c, &set, deadline, NULL);
-		if (zrc == ZOK && told)
+	int zrc;
+	for (;;) {
+		struct zkl_req get = {.kind = ZKL_OP_GET, .path = note};
+		struct zkl_op *op = NULL;
+		zrc = zkl__request(l->c, &get, deadline, &op);
+		char named[96];
+		const size_t len = zrc == ZOK && op->value_len > 0 ? (size_t)op->value_len : 0;
+		bool ours = zrc == ZOK && note_says(op->value, len, held_word, named, sizeof named,
+		                                    NULL, 0) && strcmp(named, self) == 0;
+		const bool said = zrc == ZOK && note_says(op->value, len, lost_word, named,
+		                                          sizeof named, NULL, 0) &&
+		                  strcmp(named, self) == 0;
+		int32_t version = zrc == ZOK ? op->stat.version : -1;
+		if (op)
+			zkl__op_release(l->c, op);
+		if (said && told)
 			*told = true;
+		if (ours) {
+			char text[128];
+			int n = snprintf(text, sizeof text, "%s%s", lost_word, self);
+			struct zkl_req set = {.kind = ZKL_OP_SET, .path = note, .data = text, .len = n,
+			                      .version = version};
+			zrc = zkl__request(l->c, &set, deadline, NULL);
+			if (zrc == ZOK && told)
+				*told = true;
+		}
+		if (zrc < -1000 || !zkl__zk_transient(zrc))
+			break; /* an answer, or a zklocks error (ZKL_ETIMEDOUT: the deadline) */
+		int wait = zkl__await_connection(l->c, 0, zkl__now_ms() + 100, deadline);
+		if (wait != 0) {
+			zrc = wait;
+			break;
+		}
 	}
+	rc = 0;
 	/* Moved on (another holder's note, a newer version) or deleted: nothing to say. */
 	if (zrc != ZOK && zrc != ZNONODE && zrc != ZBADVERSION)
 		rc = zrc < -1000 ? zkl__fail(zrc, "cannot write the note %s", note)

@@ -164,12 +164,14 @@ class Proc:
                         children += [int(c) for c in f.read().split()]
             except OSError:
                 pass
+            # zklock first: killed after its command, it could see the command end by
+            # signal 9 and release with that end, as no host that dies whole does.
+            self.p.kill()
             for c in children:
                 try:
                     os.killpg(c, signal.SIGKILL)
                 except OSError:
                     pass
-            self.p.kill()
             self.p.wait()
         # The pipes are left to the reader threads (daemons): closing one while its
         # reader is blocked on it would wait for that reader.
