@@ -214,21 +214,16 @@ static bool hold_finish(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending 
 		return atomic_load(&h->lost);
 	}
 	/* The usual case, without mu: not lost, on the session the client is on before and
-	 * after the hold ended. With external_loop what the C client said may wait in the
-	 * inbox for the application's loop (an expiry while the owner worked): the end
-	 * applies it first, under mu. */
+	 * after the hold ended. */
 	struct zkl_session *s = atomic_load(&c->sess_pub);
 	bool ended = false;
-	if (how == ZKL_HOLD_END && !c->external && s && s->gen == h->gen &&
-	    !atomic_load(&h->lost)) {
+	if (how == ZKL_HOLD_END && s && s->gen == h->gen && !atomic_load(&h->lost)) {
 		int st = ZKL_HOLD_HELD;
 		ended = atomic_compare_exchange_strong(&h->state, &st, ZKL_HOLD_ENDED);
 		if (ended && atomic_load(&c->sess_pub) == s && !atomic_load(&h->lost))
 			return false;
 	}
 	pthread_mutex_lock(&c->mu);
-	if (c->external)
-		zkl__inbox_drain(c);
 	if (how == ZKL_HOLD_END_LOST)
 		atomic_store(&h->lost, true); /* its release found it lost */
 	if (ended && !h->reported) {
