@@ -87,6 +87,7 @@ static void inbox_wake(zkl_client *c)
  * does with what it hears, in every mode. A call is refused once the loop has ended. */
 bool zkl__inbox_put(zkl_client *c, struct zkl_msg *m, bool lazy)
 {
+	const bool adopted = c->adopted; /* c is not read after the unlock if adopted */
 	m->next = NULL;
 	pthread_mutex_lock(&c->inbox_mu);
 	bool taken = m->kind != MSG_CALL || !c->loop_ended;
@@ -119,10 +120,10 @@ bool zkl__inbox_put(zkl_client *c, struct zkl_msg *m, bool lazy)
 	 * unlock. Any other handle is closed, and its completion thread joined, before the
 	 * client goes: its wake comes after the unlock, so that the woken thread does not
 	 * then wait for inbox_mu. */
-	if (wake && c->adopted)
+	if (wake && adopted)
 		inbox_wake(c);
 	pthread_mutex_unlock(&c->inbox_mu);
-	if (wake && !c->adopted)
+	if (wake && !adopted)
 		inbox_wake(c);
 	return taken;
 }
