@@ -333,6 +333,7 @@ servers_checked:
 	c->lock_folders = o->lock_folders;
 	c->max_request = o->max_request;
 	c->state = ZKL_STATE_CONNECTING;
+	atomic_init(&c->state_pub, ZKL_STATE_CONNECTING);
 	if (o->acl == ZKL_ACL_OPEN) {
 		c->acl = &ZOO_OPEN_ACL_UNSAFE;
 	} else if (o->acl == ZKL_ACL_CREATOR_ALL) {
@@ -531,6 +532,7 @@ void zkl_client_close(zkl_client *c)
 			;
 	}
 	c->closing = true;
+	atomic_store(&c->state_pub, ZKL_STATE_CLOSED);
 	zkl__wake_all(c);
 	zkl__loop_wake(c);
 	if (c->external) {
@@ -590,11 +592,7 @@ zkl_state zkl_client_state(const zkl_client *c)
 {
 	if (!c)
 		return ZKL_STATE_CLOSED;
-	zkl_client *m = (zkl_client *)c;
-	pthread_mutex_lock(&m->mu);
-	zkl_state s = m->closing ? ZKL_STATE_CLOSED : m->state;
-	pthread_mutex_unlock(&m->mu);
-	return s;
+	return (zkl_state)atomic_load(&((zkl_client *)c)->state_pub);
 }
 
 const char *zkl_state_name(zkl_state s)

@@ -277,6 +277,8 @@ void zkl__session_free(zkl_client *c, struct zkl_session *s)
 void zkl__set_state(zkl_client *c, zkl_state st)
 {
 	c->state = st;
+	if (!c->closing)
+		atomic_store(&c->state_pub, (int)st);
 	pthread_cond_broadcast(&c->cv);
 	if (c->nlisteners == 0)
 		return;

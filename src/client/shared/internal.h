@@ -27,8 +27,8 @@
  *   - Atomics, read by any thread without a lock: a hold's state and whether it is lost
  *     (written by the loop and its owner), the published session and the count of
  *     releases sending their delete on it (`sess_pub`, `pins`), a session's `connected`,
- *     an op's laziness, a session event's `used`, the statistics, `hurry` and
- *     `efd_armed`.
+ *     an op's laziness, a session event's `used`, the public state as the loop publishes
+ *     it (`state_pub`, zkl_client_state()), the statistics, `hurry` and `efd_armed`.
  *   - `adoptions_mu` (session.c) guards the list of adopted handles, which the C
  *     client's completion thread reads to find the client of a handle.
  *
@@ -369,6 +369,8 @@ struct zkl_client {
 	struct zkl_session *retired;/* mu: old sessions waiting to be closed */
 	uint64_t gen;               /* mu: == sess->gen */
 	zkl_state state;            /* mu: public state */
+	atomic_int state_pub;       /* state as the loop publishes it, ZKL_STATE_CLOSED once
+	                             * closing: zkl_client_state() waits for no turn */
 	int timeout_ms;             /* mu: negotiated */
 	bool auth_failed;           /* mu */
 	const struct ACL_vector *acl; /* of created nodes */
