@@ -287,7 +287,7 @@ void zkl__hold_drop(zkl_client *c, struct zkl_hold *h)
  * on every answer. */
 void zkl__holds_notify(zkl_client *c)
 {
-	if (c->holds_gen == c->gen && !c->holds_lost)
+	if (!zkl__holds_due(c))
 		return;
 	for (;;) {
 		struct zkl_hold *h;

@@ -167,13 +167,6 @@ bool zkl__call(zkl_client *c, struct zkl__call *call)
 	return taken;
 }
 
-static uint64_t kicks_now(zkl_client *c)
-{
-	pthread_mutex_lock(&c->inbox_mu);
-	uint64_t k = c->kicks;
-	pthread_mutex_unlock(&c->inbox_mu);
-	return k;
-}
 
 /* Lets go of mu (held), then tells the threads of the jobs ended in this turn. */
 static void unlock_and_tell(zkl_client *c)
@@ -184,10 +177,15 @@ static void unlock_and_tell(zkl_client *c)
 	zkl__jobs_tell(told);
 }
 
+/* The loop's wake count: read before a look at what a wait is for (zkl__io_wait_since). */
 uint64_t zkl__kicks(zkl_client *c)
 {
-	return kicks_now(c);
+	pthread_mutex_lock(&c->inbox_mu);
+	uint64_t k = c->kicks;
+	pthread_mutex_unlock(&c->inbox_mu);
+	return k;
 }
+
 
 /* Waits (mu held, released meanwhile) until the loop was woken after kicks read k, or
  * until deadline; returns true if the deadline passed. Then applies the inbox. */
@@ -211,7 +209,7 @@ bool zkl__io_wait_since(zkl_client *c, uint64_t k, int64_t deadline)
  * the waiting thread applies the inbox itself. Returns true if the deadline passed. */
 bool zkl__io_wait(zkl_client *c, int64_t deadline)
 {
-	return zkl__io_wait_since(c, kicks_now(c), deadline);
+	return zkl__io_wait_since(c, zkl__kicks(c), deadline);
 }
 
 void zkl__waiter_enter_loop(zkl_client *c, struct zkl_waiter *w, const void *owner,
@@ -431,7 +429,7 @@ int64_t zkl__loop_once(zkl_client *c)
 		/* What has nothing to do is not called: lost holds only after the session
 		 * changed or a hold was marked lost since the last look; tasks, data watches,
 		 * retired sessions and the observer's events only if there are any. */
-		if (c->holds_gen != c->gen || c->holds_lost)
+		if (zkl__holds_due(c))
 			zkl__holds_notify(c);
 		if (c->revwatches)
 			zkl__revwatches_run(c);
@@ -463,7 +461,7 @@ void *zkl__event_main(void *arg)
 	pthread_mutex_lock(&c->mu);
 	while (!c->closing) {
 		/* A wake-up while the turn runs (mu is released now and then) means another. */
-		uint64_t k = kicks_now(c);
+		uint64_t k = zkl__kicks(c);
 		int64_t next = zkl__loop_once(c);
 		if (c->closing || c->events || c->ready) {
 			unlock_and_tell(c);
@@ -489,7 +487,7 @@ bool zkl__loop_step(zkl_client *c)
 	if (!c->external || zkl__running_loop == c || c->processing || !zkl__runs_loop(c))
 		return false;
 	const uint64_t work = c->loop_work;
-	const uint64_t k = kicks_now(c);
+	const uint64_t k = zkl__kicks(c);
 	zkl__running_loop = c;
 	int64_t next = c->loop_due = zkl__loop_once(c);
 	zkl__running_loop = NULL;

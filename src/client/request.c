@@ -19,6 +19,7 @@
 static bool watch_unregister_locked(struct zkl_watch *wt);
 static void watch_register(zkl_client *c, struct zkl_op *op, struct zkl_watch *wt,
                            const char *path);
+static void op_answer_apply(zkl_client *c, struct zkl_msg *m);
 
 void zkl__watch_free(struct zkl_watch *wt)
 {
@@ -35,6 +36,8 @@ static struct zkl_op *op_begin(zkl_client *c, struct zkl_waiter *w, enum zkl_op_
 		return NULL;
 	}
 	op->kind = kind;
+	op->msg.kind = MSG_OP;
+	op->msg.apply = op_answer_apply;
 	op->refs = 2;
 	op->w = w;
 	op->sent_at = zkl__now_ms();
@@ -162,8 +165,6 @@ static void op_answered(struct zkl_op *op, int rc)
 	op->zrc = rc;
 	if (op->lazy_unless_ok && rc != ZOK)
 		atomic_store(&op->lazy, false);
-	op->msg.kind = MSG_OP;
-	op->msg.apply = op_answer_apply;
 	zkl__inbox_put(op->s->c, &op->msg, atomic_load(&op->lazy));
 }
 
@@ -389,8 +390,6 @@ void zkl__node_watcher(zhandle_t *zh, int type, int state, const char *path, voi
 	if (type == ZOO_SESSION_EVENT)
 		return;
 	wt->ev_type = type;
-	wt->ev.kind = MSG_WATCH;
-	wt->ev.apply = node_watch_ev_apply;
 	zkl__inbox_put(wt->s->c, &wt->ev, false);
 }
 
@@ -402,6 +401,8 @@ struct zkl_watch *zkl__watch_new(zkl_client *c, struct zkl_waiter *w)
 		return NULL;
 	wt->refs = 1;
 	wt->w = w;
+	wt->ev.kind = MSG_WATCH;
+	wt->ev.apply = node_watch_ev_apply;
 	return wt;
 }
 

@@ -26,6 +26,9 @@ void zkl__revwatch_put(zkl_client *c, struct zkl_revwatch *rv)
 	free(rv);
 }
 
+static void revwatch_ev_apply(zkl_client *c, struct zkl_msg *m);
+static void revread_apply(zkl_client *c, struct zkl_msg *m);
+
 struct zkl_revwatch *zkl__revwatch_add(zkl_client *c, const char *path, uint64_t gen,
                                       zkl_data_decode_fn decode,
                                       void (*fn)(void *ctx, const char *path), void *ctx)
@@ -36,6 +39,10 @@ struct zkl_revwatch *zkl__revwatch_add(zkl_client *c, const char *path, uint64_t
 		return NULL;
 	}
 	rv->refs = 1;
+	rv->ev.kind = MSG_REVWATCH;
+	rv->ev.apply = revwatch_ev_apply;
+	rv->read.kind = MSG_REVREAD;
+	rv->read.apply = revread_apply;
 	rv->gen = gen;
 	rv->active = true;
 	rv->want_read = true;
@@ -106,12 +113,8 @@ void zkl__revwatch_watcher(zhandle_t *zh, int type, int state, const char *path,
 	if (type == ZOO_SESSION_EVENT)
 		return;
 	rv->ev_type = type;
-	rv->ev.kind = MSG_REVWATCH;
-	rv->ev.apply = revwatch_ev_apply;
 	zkl__inbox_put(rv->s->c, &rv->ev, false);
 }
-
-static void revread_apply(zkl_client *c, struct zkl_msg *m);
 
 /* Completion thread: what the read found is decoded here and posted in rv (one read out
  * at a time). */
@@ -122,8 +125,6 @@ static void revwatch_read_done(int rc, const char *value, int len, const struct 
 	struct zkl_revwatch *rv = (struct zkl_revwatch *)data;
 	rv->read_rc = rc;
 	rv->read_kind = rc == ZOK ? rv->decode(value, len, &rv->read_value) : ZKL_DATA_NOTHING;
-	rv->read.kind = MSG_REVREAD;
-	rv->read.apply = revread_apply;
 	zkl__inbox_put(rv->s->c, &rv->read, false);
 }
 
@@ -191,8 +192,6 @@ void zkl__revwatches_run(zkl_client *c)
 			                    revwatch_read_done, rv);
 			if (rc != ZOK)
 				revwatch_read_done(rc, NULL, 0, NULL, rv);
-			rv = rv->next;
-			continue;
 		}
 		rv = rv->next;
 	}

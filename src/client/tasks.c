@@ -165,6 +165,9 @@ void zkl__task_drop(zkl_client *c, struct zkl_task *t)
 	task_free(t);
 }
 
+static void task_answer_apply(zkl_client *c, struct zkl_msg *m);
+static void task_take_over(zkl_client *c, struct zkl_msg *m);
+
 /* Adds a task (mu held); the event thread is woken to send it if `wake`. */
 static void task_add(zkl_client *c, enum task_kind kind, const char *path, const char *uuid,
                      uint64_t gen, bool wake)
@@ -179,6 +182,8 @@ static void task_add(zkl_client *c, enum task_kind kind, const char *path, const
 	}
 	t->kind = kind;
 	t->path = p;
+	t->msg.kind = MSG_TASK;
+	t->msg.apply = task_answer_apply;
 	if (uuid)
 		memcpy(t->uuid, uuid, ZKL_UUID_LEN + 1);
 	t->gen = gen;
@@ -201,8 +206,6 @@ void zkl__task_find_delete(zkl_client *c, const char *parent, const char *uuid, 
 }
 
 static void task_void_done(int rc, const void *data);
-static void task_answer_apply(zkl_client *c, struct zkl_msg *m);
-static void task_take_over(zkl_client *c, struct zkl_msg *m);
 static void task_strings_done(int rc, const struct String_vector *sv, const void *data);
 
 /* Sends t's request now. A request refused is looked at again on the loop's next
@@ -366,8 +369,6 @@ static void task_void_done(int rc, const void *data)
 {
 	struct zkl_task *t = (struct zkl_task *)data;
 	t->zrc = rc;
-	t->msg.kind = MSG_TASK;
-	t->msg.apply = task_answer_apply;
 	/* A delete done is the usual end of a release: nothing to do but forget the task,
 	 * on the loop's next turn. */
 	zkl__inbox_put(t->s->c, &t->msg, rc == ZOK || rc == ZNONODE);
@@ -387,8 +388,6 @@ static void task_strings_done(int rc, const struct String_vector *sv, const void
 	}
 	t->found = found;
 	t->zrc = rc;
-	t->msg.kind = MSG_TASK;
-	t->msg.apply = task_answer_apply;
 	zkl__inbox_put(t->s->c, &t->msg, false);
 }
 
