@@ -788,12 +788,18 @@ static int gates_merge(struct job *jobs, size_t njobs)
 	return 0;
 }
 
+/* A prefix to walk: "/", or a valid path. */
+static int prefix_check(const char *prefix)
+{
+	return prefix && strcmp(prefix, "/") == 0 ? 0 : zkl__path_check(prefix, "prefix");
+}
+
 int zkl_inspect_prefix(zkl_client *c, const char *prefix, int timeout_ms,
                        zkl_inspection **out)
 {
 	int rc = check_args(c, timeout_ms, out);
-	if (rc == 0 && !(prefix && strcmp(prefix, "/") == 0))
-		rc = zkl__path_check(prefix, "prefix");
+	if (rc == 0)
+		rc = prefix_check(prefix);
 	if (rc != 0)
 		return rc;
 	struct call x;
@@ -833,13 +839,13 @@ int zkl_record_find(zkl_client *c, const char *prefix, const char *suffix, int t
 		return zkl__fail(ZKL_EINVAL, "%s", !c ? "client is NULL"
 		                 : !paths || !count ? "paths or count is NULL"
 		                 : "suffix is NULL, empty or has a '/'");
-	if (timeout_ms < ZKL_WAIT_FOREVER)
-		return zkl__fail(ZKL_EINVAL, "timeout_ms %d is below -1", timeout_ms);
+	int rc = zkl__check_timeout(timeout_ms);
+	if (rc != 0)
+		return rc;
 	if (zkl__is_loop_thread(c))
 		return zkl__fail(ZKL_EDEADLK, "records are found on a thread that runs the "
 		                "client's loop, which never waits for the server");
-	int rc = strcmp(prefix ? prefix : "", "/") == 0 ? 0 : zkl__path_check(prefix, "prefix");
-	if (rc != 0)
+	if ((rc = prefix_check(prefix)) != 0)
 		return rc;
 	struct call x;
 	if ((rc = call_init(&x, c, timeout_ms)) != 0)
@@ -860,7 +866,8 @@ int zkl_record_find(zkl_client *c, const char *prefix, const char *suffix, int t
 		if (!v) {
 			rc = zkl__fail(ZKL_ENOMEM, "out of memory");
 		} else {
-			qsort(found.v, found.n, sizeof *found.v, str_cmp);
+			if (found.n > 1) /* found.v is NULL when nothing was found */
+				qsort(found.v, found.n, sizeof *found.v, str_cmp);
 			char *at = (char *)(v + found.n + 1);
 			for (size_t i = 0; i < found.n; i++) {
 				size_t n = strlen(found.v[i]) + 1;

@@ -339,12 +339,13 @@ int zkl_lock_tell_lost(zkl_lock *l, int timeout_ms, bool *told)
 		*told = false;
 	if (!l)
 		return zkl__fail(ZKL_EINVAL, "lock is NULL");
-	if (timeout_ms < ZKL_WAIT_FOREVER)
-		return zkl__fail(ZKL_EINVAL, "timeout_ms %d is below -1", timeout_ms);
+	int rc = zkl__check_timeout(timeout_ms);
+	if (rc != 0)
+		return rc;
 	pthread_mutex_lock(l->mu);
 	const bool track = l->track && l->ops->own;
 	struct zkl_acq *a = track ? l->ops->own(l) : NULL;
-	int rc = !track ? ZKL_EINVAL
+	rc = !track ? ZKL_EINVAL
 	         : !a || !a->prev_known || !a->node.path || !a->node.note ? ZKL_ENOTHELD
 	         : !zkl__node_lost(&a->node) ? ZKL_EBUSY : 0;
 	char self[96] = "", *note = NULL;

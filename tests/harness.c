@@ -544,3 +544,11 @@ int h_teardown(void **state)
 	}
 	return 0;
 }
+
+void h_acquired(zkl_lock *l, int rc, void *data)
+{
+	(void)l;
+	struct h_acquire *w = data;
+	w->rc = rc;
+	h_counter_add(&w->done, 1);
+}

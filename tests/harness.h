@@ -118,6 +118,14 @@ int h_counter_get(h_counter *k);
 int h_counter_wait(h_counter *k, int want, int ms);
 int h_counter_wait_eq(h_counter *k, int want, int ms);
 
+/* An asynchronous acquire's end: h_acquired() as its callback, with a struct h_acquire as
+ * its data (done init'ed by the caller) counts it in done and keeps its rc. */
+struct h_acquire {
+	h_counter done;
+	int rc;
+};
+void h_acquired(zkl_lock *l, int rc, void *data);
+
 /* Raises *max to now if now is larger (atomically). */
 void h_note_max(int *max, int now);
 

@@ -23,18 +23,6 @@ static void rec_lost(zkl_lock *l, int reason, void *data)
 	h_counter_add(&r->calls, 1);
 }
 
-struct waiter {
-	h_counter done;
-	int rc;
-};
-
-static void waiter_done(zkl_lock *l, int rc, void *data)
-{
-	(void)l;
-	struct waiter *w = data;
-	w->rc = rc;
-	h_counter_add(&w->done, 1);
-}
 
 /* la is held by one client (taken here, or already: held), lb waits on another. node is
  * la's node, deleted from outside: la is told with reason, is_held turns false, release
@@ -49,9 +37,9 @@ static void deleted_case(zkl_lock *la, zkl_lock *lb, const char *node, int reaso
 	CHECK_OK(zkl_lock_on_lost(la, rec_lost, &ra));
 	CHECK_OK(zkl_lock_on_lost(lb, rec_lost, &rb));
 	assert_true(zkl_lock_is_held(la));
-	struct waiter w = { .rc = 1 };
+	struct h_acquire w = { .rc = 1 };
 	h_counter_init(&w.done);
-	CHECK_OK(zkl_lock_acquire_async(lb, -1, waiter_done, &w));
+	CHECK_OK(zkl_lock_acquire_async(lb, -1, h_acquired, &w));
 	char queued[ZKL_NODE_MAX];
 	h_node_known(lb, queued, sizeof queued);
 	assert_int_equal(h_counter_get(&w.done), 0);
@@ -148,9 +136,9 @@ static void test_semaphore(void **state)
 	struct lost_rec r = { .reason = 0 };
 	h_counter_init(&r.calls);
 	CHECK_OK(zkl_lock_on_lost(la, rec_lost, &r));
-	struct waiter w = { .rc = 1 };
+	struct h_acquire w = { .rc = 1 };
 	h_counter_init(&w.done);
-	CHECK_OK(zkl_lock_acquire_async(lb, -1, waiter_done, &w));
+	CHECK_OK(zkl_lock_acquire_async(lb, -1, h_acquired, &w));
 	char queued[ZKL_NODE_MAX];
 	h_node_known(lb, queued, sizeof queued);
 	assert_true(zkl_lease_is_held(lease));

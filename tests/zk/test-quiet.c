@@ -12,19 +12,6 @@
 #define N 5          /* one holder and four waiters, each its own session */
 #define TIMEOUT 3000 /* a heartbeat every 500 ms */
 
-struct waiter {
-	h_counter done;
-	int rc;
-};
-
-static void waiter_done(zkl_lock *l, int rc, void *data)
-{
-	(void)l;
-	struct waiter *w = data;
-	w->rc = rc;
-	h_counter_add(&w->done, 1);
-}
-
 static zkl_client_stats stats(zkl_client *c)
 {
 	zkl_client_stats s;
@@ -48,7 +35,7 @@ struct fleet {
 	zkl_client *c[N];
 	zkl_mutex *m[N];
 	zkl_lock *l[N];
-	struct waiter w[N];
+	struct h_acquire w[N];
 	char node[N][ZKL_NODE_MAX];
 };
 
@@ -66,7 +53,7 @@ static void fleet_open(struct fleet *f, const char *test)
 	CHECK_OK(zkl_lock_acquire(f->l[0], 10000));
 	h_node_known(f->l[0], f->node[0], sizeof f->node[0]);
 	for (int i = 1; i < N; i++) {
-		CHECK_OK(zkl_lock_acquire_async(f->l[i], -1, waiter_done, &f->w[i]));
+		CHECK_OK(zkl_lock_acquire_async(f->l[i], -1, h_acquired, &f->w[i]));
 		h_node_known(f->l[i], f->node[i], sizeof f->node[i]);
 		h_wait_children(f->path, i + 1);
 	}
