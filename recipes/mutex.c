@@ -272,9 +272,6 @@ static void install(zkl_mutex *m, struct zkl_acq *l)
 	l->count = 1;
 	l->next = m->leases;
 	m->leases = l;
-	if (l->async && m->revoke_fn)
-		l->node.rev = zkl__revwatch_add_any(m->lock.c, l->node.path, l->node.gen,
-		                                  zkl__revoke_decode, mutex_revoked, m);
 }
 
 /* The node of l, under way, is known or forgotten (on the loop): its copy for
@@ -309,10 +306,10 @@ static void owned_node(void *ctx)
 /* The queue of an acquire of m (the handle's mutex held), an owner's and the handle's
  * asynchronous one alike: a node of kind with data at path, the engine writing
  * *folder_seen and telling on_node(node_ctx) of the node. The hold made at the grant is
- * reported lost through mutex_lost(); an owner's acquire of a revocable handle watches
- * its node for revocation (revocable), the asynchronous one does not. */
+ * reported lost through mutex_lost(); a revocable handle's node is watched for
+ * revocation from the moment it is known, queued or held. */
 static struct zkl_queue mutex_queue(zkl_mutex *m, const char *path, enum zkl_kind kind,
-                                    const struct zkl_data *data, bool revocable,
+                                    const struct zkl_data *data,
                                     bool *folder_seen, void (*on_node)(void *ctx),
                                     void *node_ctx)
 {
@@ -325,7 +322,7 @@ static struct zkl_queue mutex_queue(zkl_mutex *m, const char *path, enum zkl_kin
 		.pred = m->kind == ZKL_KIND_READ ? &zkl__pred_read : &zkl__pred_first,
 		.owner = m,
 		.name = m->lock.kind,
-		.on_revoke = revocable ? mutex_revoked : NULL,
+		.on_revoke = m->revoke_fn ? mutex_revoked : NULL,
 		.revoke_ctx = m,
 		.revoke_decode = zkl__revoke_decode,
 		.folder_seen = folder_seen,
@@ -376,7 +373,7 @@ static int owned_prepare(zkl_mutex *m, zkl__owner owner, struct mutex_owned *o)
 	}
 	o->folder_seen = m->folder_seen;
 	o->l->owner = owner;
-	o->q = mutex_queue(m, o->path ? o->path : lk->path, kind, &o->data, m->revoke_fn != NULL,
+	o->q = mutex_queue(m, o->path ? o->path : lk->path, kind, &o->data,
 	                   &o->folder_seen, owned_node, o);
 	if (o->downgrade) {
 		/* Curator's downgrade: a non-sequential read node that sorts at the writer's
@@ -598,7 +595,7 @@ static int mutex_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, vo
 		zkl__lock_async_unclaim(lk, &pa->a);
 	if (rc == 0) {
 		pa->m = m;
-		pa->q = mutex_queue(m, pa->path, kind, &pa->data, false, &pa->folder_seen,
+		pa->q = mutex_queue(m, pa->path, kind, &pa->data, &pa->folder_seen,
 		                    async_node, pa);
 	}
 	pthread_mutex_unlock(lk->mu);

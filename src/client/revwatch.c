@@ -57,17 +57,6 @@ struct zkl_revwatch *zkl__revwatch_add(zkl_client *c, const char *path, uint64_t
 	return rv;
 }
 
-struct zkl_revwatch *zkl__revwatch_add_any(zkl_client *c, const char *path, uint64_t gen,
-                                          zkl_data_decode_fn decode,
-                                          void (*fn)(void *ctx, const char *path),
-                                          void *ctx)
-{
-	pthread_mutex_lock(&c->mu);
-	struct zkl_revwatch *rv = zkl__revwatch_add(c, path, gen, decode, fn, ctx);
-	pthread_mutex_unlock(&c->mu);
-	return rv;
-}
-
 struct zkl_revwatch *zkl__countwatch_add(zkl_client *c, const char *path,
                                         zkl_data_decode_fn decode, int32_t *value,
                                         unsigned *epoch)

@@ -1,6 +1,6 @@
 /* zkl-route: the route of one acquisition through the library's files, counted.
  *
- *   zkl-route [-v]
+ *   zkl-route [-v | -t]
  *
  * The library's sources are compiled into this program with -finstrument-functions
  * (tests/route/meson.build), on the in-memory ZooKeeper of the unit suite, so every
@@ -19,7 +19,8 @@
  *
  * The three routes run 7 times over; each line is the run with the median stops, with
  * the range of the stops over the runs (the threads' interleaving moves them).
- * -v prints each route's sequence of files. The counts are ARCHITECTURE.md's ("The
+ * -v prints each route's sequence of files; -t prints that run's calls, as a tree per
+ * thread (T0 is the caller's thread), with each function's file. The counts are ARCHITECTURE.md's ("The
  * route, counted"). Resolving addresses needs addr2line (binutils) and debug info.
  */
 #include <dlfcn.h>
@@ -42,17 +43,23 @@
 static atomic_bool recording;
 static pthread_mutex_t ev_mu = PTHREAD_MUTEX_INITIALIZER;
 static uintptr_t ev[MAXEV]; /* the address whose file the code is in after the event */
+static uintptr_t evfn[MAXEV]; /* the function entered or left */
+static unsigned long evtid[MAXEV]; /* the thread */
+static bool evexit[MAXEV];
 static size_t nev;
 static bool overflow;
 
-NOI static void note(void *addr)
+NOI static void note(void *addr, void *fn, bool exit)
 {
 	if (!atomic_load_explicit(&recording, memory_order_relaxed))
 		return;
 	pthread_mutex_lock(&ev_mu);
-	if (nev < MAXEV)
+	if (nev < MAXEV) {
+		evfn[nev] = (uintptr_t)fn;
+		evtid[nev] = (unsigned long)pthread_self();
+		evexit[nev] = exit;
 		ev[nev++] = (uintptr_t)addr;
-	else
+	} else
 		overflow = true;
 	pthread_mutex_unlock(&ev_mu);
 }
@@ -60,13 +67,12 @@ NOI static void note(void *addr)
 NOI void __cyg_profile_func_enter(void *fn, void *site)
 {
 	(void)site;
-	note(fn);
+	note(fn, fn, false);
 }
 
 NOI void __cyg_profile_func_exit(void *fn, void *site)
 {
-	(void)fn;
-	note(site); /* back in the caller */
+	note(site, fn, true); /* back in the caller */
 }
 
 /* ---- resolving addresses to files ---- */
@@ -74,6 +80,7 @@ NOI void __cyg_profile_func_exit(void *fn, void *site)
 struct addr_file {
 	uintptr_t addr;
 	const char *file; /* NULL: not the library's */
+	char *fn;         /* the function's name (for -t) */
 };
 static struct addr_file *known;
 static size_t nknown;
@@ -107,7 +114,7 @@ NOI static const char *lib_file(const char *path)
 	return names[n++];
 }
 
-/* Resolves every address recorded so far (one addr2line run). */
+/* Resolves every address recorded so far, the functions' too (one addr2line run). */
 NOI static void resolve(void)
 {
 	Dl_info info;
@@ -116,12 +123,14 @@ NOI static void resolve(void)
 		exit(1);
 	}
 	const uintptr_t base = (uintptr_t)info.dli_fbase;
-	struct addr_file *all = calloc(nev ? nev : 1, sizeof *all);
-	for (size_t i = 0; i < nev; i++)
-		all[i].addr = ev[i];
-	qsort(all, nev, sizeof *all, by_addr);
+	struct addr_file *all = calloc(2 * nev + 1, sizeof *all);
+	for (size_t i = 0; i < nev; i++) {
+		all[2 * i].addr = ev[i];
+		all[2 * i + 1].addr = evfn[i];
+	}
+	qsort(all, 2 * nev, sizeof *all, by_addr);
 	size_t u = 0;
-	for (size_t i = 0; i < nev; i++)
+	for (size_t i = 0; i < 2 * nev; i++)
 		if (u == 0 || all[u - 1].addr != all[i].addr)
 			all[u++] = all[i];
 	char in[] = "/tmp/zkl-route-XXXXXX";
@@ -135,11 +144,15 @@ NOI static void resolve(void)
 		fprintf(f, "0x%lx\n", (unsigned long)(all[i].addr - base));
 	fclose(f);
 	char cmd[256];
-	snprintf(cmd, sizeof cmd, "addr2line -e /proc/%d/exe < %s", (int)getpid(), in);
+	snprintf(cmd, sizeof cmd, "addr2line -f -e /proc/%d/exe < %s", (int)getpid(), in);
 	FILE *p = popen(cmd, "r");
-	char line[1024];
-	for (size_t i = 0; p && i < u && fgets(line, sizeof line, p); i++)
+	char fn[1024], line[1024];
+	for (size_t i = 0; p && i < u && fgets(fn, sizeof fn, p) && fgets(line, sizeof line, p);
+	     i++) {
+		fn[strcspn(fn, "\n")] = '\0';
+		all[i].fn = strdup(fn);
 		all[i].file = lib_file(line);
+	}
 	if (!p || pclose(p) != 0) {
 		fprintf(stderr, "zkl-route: addr2line failed (binutils)\n");
 		exit(1);
@@ -149,10 +162,15 @@ NOI static void resolve(void)
 	nknown = u;
 }
 
-NOI static const char *file_of(uintptr_t a)
+NOI static const struct addr_file *known_of(uintptr_t a)
 {
 	struct addr_file key = {.addr = a};
-	struct addr_file *k = bsearch(&key, known, nknown, sizeof *known, by_addr);
+	return bsearch(&key, known, nknown, sizeof *known, by_addr);
+}
+
+NOI static const char *file_of(uintptr_t a)
+{
+	const struct addr_file *k = known_of(a);
 	return k ? k->file : NULL;
 }
 
@@ -193,6 +211,33 @@ NOI static struct counted count(const struct route *r, const char **stops, size_
 	return k;
 }
 
+/* Prints a route's calls as a tree per thread: each entry of a library function, indented
+ * by its depth on its thread, with the thread (T0 first seen) and the function's file. */
+NOI static void trace(const struct route *r)
+{
+	unsigned long tids[16];
+	int depth[16], ntids = 0;
+	for (size_t i = r->from; i < r->to; i++) {
+		int t = 0;
+		while (t < ntids && tids[t] != evtid[i])
+			t++;
+		if (t == ntids) {
+			if (ntids == 16)
+				continue;
+			tids[ntids] = evtid[i];
+			depth[ntids++] = 0;
+		}
+		if (evexit[i]) {
+			depth[t] -= depth[t] > 0;
+			continue;
+		}
+		const struct addr_file *k = known_of(evfn[i]);
+		if (k && k->file)
+			printf("    T%d %*s%s  [%s]\n", t, 2 * depth[t], "", k->fn, k->file);
+		depth[t]++;
+	}
+}
+
 NOI static int by_stops(const void *a, const void *b)
 {
 	size_t x = ((const struct counted *)a)->stops, y = ((const struct counted *)b)->stops;
@@ -202,7 +247,7 @@ NOI static int by_stops(const void *a, const void *b)
 /* Prints one route's line: the run with the median stops of the runs made (its back and
  * files), and the range of the stops; with verbose, that run's files in order. Returns
  * the median stops. */
-NOI static size_t report(struct route *runs, int nruns, bool verbose)
+NOI static size_t report(struct route *runs, int nruns, bool verbose, bool calls)
 {
 	static const char *stops[4096];
 	struct counted k[64];
@@ -221,6 +266,8 @@ NOI static size_t report(struct route *runs, int nruns, bool verbose)
 			printf("%s%s", i ? " > " : "    ", stops[i]);
 		printf("\n");
 	}
+	if (calls)
+		trace(&runs[run]);
 	return med.stops;
 }
 
@@ -298,6 +345,7 @@ NOI static void check(int rc, const char *what)
 int main(int argc, char **argv)
 {
 	const bool verbose = argc > 1 && strcmp(argv[1], "-v") == 0;
+	const bool calls = argc > 1 && strcmp(argv[1], "-t") == 0;
 	struct fz *z = fz_new();
 	zkl_client_options o;
 	zkl_client_options_init(&o);
@@ -349,7 +397,7 @@ int main(int argc, char **argv)
 	printf("| route | stops | back | files | stops, %d runs |\n|---|---|---|---|---|\n", RUNS);
 	int empty = 0;
 	for (int i = 0; i < 3; i++)
-		empty += report(r[i], RUNS, verbose) == 0;
+		empty += report(r[i], RUNS, verbose, calls) == 0;
 	if (empty) {
 		fprintf(stderr, "zkl-route: %d route(s) ran through no file of the library: "
 		        "instrumentation or addr2line failed\n", empty);

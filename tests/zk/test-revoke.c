@@ -97,6 +97,60 @@ static void test_revocable_holder(void **state)
 	h_pair_close(&t);
 }
 
+/* ---- a revocable handle's asynchronous hold is told of a request too ---- */
+
+struct async_got {
+	h_latch *got;
+	int rc;
+};
+
+static void async_granted(zkl_lock *l, int rc, void *data)
+{
+	(void)l;
+	struct async_got *g = data;
+	g->rc = rc;
+	h_latch_set(g->got);
+}
+
+static void test_revocable_async_holder(void **state)
+{
+	(void)state;
+	h_pair t;
+	h_pair_open(&t, "revoke-async");
+	static struct revoked r;
+	revoked_init(&r, t.ma, DO_RELEASE);
+	CHECK_OK(zkl_mutex_make_revocable(t.ma, on_revoke, &r));
+	static struct async_got g;
+	g.got = h_latch_new();
+	g.rc = 1;
+	CHECK_OK(zkl_lock_acquire_async(t.la, 5000, async_granted, &g));
+	assert_true(h_latch_wait(g.got, 20000));
+	CHECK_OK(g.rc);
+	char node[512];
+	int data_len = -1;
+	node_at(t.lb, 0, node, sizeof node, &data_len);
+	assert_int_equal(data_len, 0); /* revocable nodes carry no data, acquired either way */
+
+	static h_acq w;
+	h_acq_start(&w, t.lb, true);
+	h_wait_children(t.path, 2);
+	assert_int_equal(h_counter_get(&r.calls), 0);
+	CHECK_OK(zkl_revoke(t.b, node));
+	/* The holder is told, releases from the callback, and the waiter gets the lock. */
+	assert_true(h_counter_wait(&r.calls, 1, 20000));
+	CHECK_OK(r.release_rc);
+	assert_true(h_latch_wait(w.done, 20000));
+	CHECK_OK(w.rc);
+	assert_int_equal(r.wrong, 0);
+	assert_false(zkl_lock_is_held(t.la));
+	assert_false(h_exists(node));
+	h_acq_join(&w);
+	CHECK_OK(w.release_rc);
+	assert_int_equal(h_counter_get(&r.calls), 1);
+	h_latch_free(g.got);
+	h_pair_close(&t);
+}
+
 /* ---- a holder that is not revocable ignores the request ---- */
 
 static void test_not_revocable_ignores(void **state)
@@ -240,6 +294,37 @@ static void test_revoke_waiter(void **state)
 	assert_true(zkl_lock_is_held(t.la));
 	CHECK_OK(zkl_lock_release(t.la));
 	assert_int_equal(h_counter_get(&r.calls), 1);
+	h_pair_close(&t);
+}
+
+/* ---- a queued asynchronous acquire is told too (here it gives up) ---- */
+
+static void test_revoke_async_waiter(void **state)
+{
+	(void)state;
+	h_pair t;
+	h_pair_open(&t, "revoke-async-waiter");
+	static struct revoked r;
+	revoked_init(&r, t.mb, DO_CANCEL);
+	CHECK_OK(zkl_mutex_make_revocable(t.mb, on_revoke, &r));
+	CHECK_OK(zkl_lock_acquire(t.la, 5000));
+	static struct async_got g;
+	g.got = h_latch_new();
+	g.rc = 1;
+	CHECK_OK(zkl_lock_acquire_async(t.lb, ZKL_WAIT_FOREVER, async_granted, &g));
+	h_wait_children(t.path, 2);
+	char node[512];
+	node_at(t.la, 1, node, sizeof node, NULL);
+	CHECK_OK(zkl_revoke(t.a, node));
+	assert_true(h_counter_wait(&r.calls, 1, 20000));
+	assert_true(h_latch_wait(g.got, 20000));
+	CHECK_RC(ZKL_ECANCELED, g.rc);
+	assert_int_equal(r.wrong, 0);
+	assert_int_equal(h_children(t.path), 1);
+	assert_true(zkl_lock_is_held(t.la));
+	CHECK_OK(zkl_lock_release(t.la));
+	assert_int_equal(h_counter_get(&r.calls), 1);
+	h_latch_free(g.got);
 	h_pair_close(&t);
 }
 
@@ -460,10 +545,12 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_revoke_missing),
 		cmocka_unit_test(test_revocable_holder),
+		cmocka_unit_test(test_revocable_async_holder),
 		cmocka_unit_test(test_not_revocable_ignores),
 		cmocka_unit_test(test_revocable_data_and_off),
 		cmocka_unit_test(test_once_per_request),
 		cmocka_unit_test(test_revoke_waiter),
+		cmocka_unit_test(test_revoke_async_waiter),
 		cmocka_unit_test(test_request_keeps_waiter_out),
 		cmocka_unit_test(test_rwlock_write_revocable),
 		cmocka_unit_test(test_latch_revoke_hands_over),

@@ -16,8 +16,8 @@
  *     this layer, briefly and never across a wait for the server: with external_loop to
  *     run a call at once as the loop would (zkl__call) and to drive the job they wait
  *     for (zkl__job_wait, zkl__drive_run); and in the layer's own calls that read or
- *     drop loop state for a handle's thread (for example zkl__revwatch_add_any,
- *     zkl__session_timeout_any, zkl__tasks_pending_drop, a hold's end).
+ *     drop loop state for a handle's thread (for example zkl__session_timeout_any,
+ *     zkl__tasks_pending_drop, a hold's end).
  *   - `inbox_mu` guards the inbox and the loop's wake count (`kicks`). The C client's
  *     completion thread, in every mode, only queues what it hears there, in a message
  *     that lives in what it is about (struct zkl_msg), and wakes whoever waits for the
@@ -799,11 +799,6 @@ static inline bool zkl__hold_lost(const struct zkl_hold *h)
 struct zkl_revwatch *zkl__revwatch_add(zkl_client *c, const char *path, uint64_t gen,
                                       zkl_data_decode_fn decode,
                                       void (*fn)(void *ctx, const char *path), void *ctx);
-/* The same from any thread, no lock held. */
-struct zkl_revwatch *zkl__revwatch_add_any(zkl_client *c, const char *path, uint64_t gen,
-                                          zkl_data_decode_fn decode,
-                                          void (*fn)(void *ctx, const char *path),
-                                          void *ctx);
 /* A value watch keeps *value equal to what decode reads at path, on whatever session the
  * client has (a semaphore's shared count), bumps *epoch and wakes every waiter. */
 struct zkl_revwatch *zkl__countwatch_add(zkl_client *c, const char *path,
