@@ -8,6 +8,7 @@
 
 #include "harness.h"
 #include "internal.h"
+#include "core.h" /* the loop's inbox and its kinds of message (expiry_heard) */
 
 static zhandle_t *raw;
 
@@ -350,12 +351,22 @@ int h_wait_deleted(const char *path, int ms)
 /* Whether c has heard that the session of generation gen expired: with seen, once its
  * loop has moved on to a new session; else once the C client said so (its handle's
  * state; with external_loop no loop need have run since). */
+/* Whether the client has heard that its session of generation gen expired: the loop
+ * moved on from it (seen); or, unseen, its expiry is at least in the loop's inbox (the
+ * C client's handle saying so is not enough: its watcher may not have posted it yet). */
 static bool expiry_heard(zkl_client *c, uint64_t gen, bool seen)
 {
 	pthread_mutex_lock(&c->mu);
-	bool heard = seen ? c->gen != gen
-	                  : c->sess->gen != gen || c->sess->expired ||
-	                            zoo_state(c->sess->zh) == ZOO_EXPIRED_SESSION_STATE;
+	bool heard = seen ? c->gen != gen : c->sess->gen != gen || c->sess->expired;
+	if (!heard) {
+		pthread_mutex_lock(&c->inbox_mu);
+		for (struct zkl_msg *m = c->inbox; m && !heard; m = m->next) {
+			const struct zkl_session_ev *ev = (const struct zkl_session_ev *)m;
+			heard = m->kind == MSG_SESSION && ev->state == ZOO_EXPIRED_SESSION_STATE &&
+			        (ev->s == c->sess || (!ev->s && ev->zh == c->sess->zh));
+		}
+		pthread_mutex_unlock(&c->inbox_mu);
+	}
 	pthread_mutex_unlock(&c->mu);
 	return heard;
 }

@@ -290,7 +290,8 @@ servers_checked:
 	zkl__observer_init(c);
 	c->efd = -1;
 	c->external = o->external_loop;
-	c->loop_due = INT64_MAX;
+	atomic_init(&c->due_pub, INT64_MAX);
+	atomic_init(&c->loop_tid, 0);
 	if (c->external && (c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
 		int e = errno;
 		client_free(c);
@@ -324,6 +325,7 @@ servers_checked:
 		}
 	}
 	c->session_timeout_req = o->session_timeout_ms;
+	atomic_init(&c->timeout_pub, zkl__session_timeout_ms(c));
 	c->connect_timeout = o->connect_timeout_ms;
 	c->logger = (struct zkl_logger){.fn = o->log, .data = o->log_data,
 	                                .level = o->log_level ? o->log_level : ZKL_LOG_WARN};
@@ -439,7 +441,7 @@ servers_checked:
 		 * the application can be registered yet). */
 		const uint64_t k = zkl__kicks(c);
 		zkl__running_loop = c;
-		int64_t next = c->loop_due = zkl__loop_once(c);
+		int64_t next = zkl__loop_once(c);
 		zkl__running_loop = NULL;
 		if (c->state != ZKL_STATE_CONNECTING || c->auth_failed)
 			break;

@@ -79,7 +79,6 @@ void zkl__session_replace(zkl_client *c);
 void zkl__handle_event(zkl_client *c, struct zkl_event *e);
 
 /* request.c */
-void zkl__op_finish_locked(zkl_client *c, struct zkl_op *op, int rc);
 void zkl__node_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
 void zkl__watch_free(struct zkl_watch *wt);
 

@@ -108,9 +108,10 @@ void zkl__hold_mark_lost(zkl_client *c, struct zkl_hold *h)
 	zkl__loop_wake(c);
 }
 
-static void hold_end_apply(zkl_client *c, struct zkl_msg *m)
+static struct zkl_waiter *hold_end_apply(zkl_client *c, struct zkl_msg *m)
 {
 	zkl__hold_unlink(c, (struct zkl_hold *)((char *)m - offsetof(struct zkl_hold, end)));
+	return NULL;
 }
 
 /* Hands the loop a hold's end (no lock held), or applies it here: with external_loop,

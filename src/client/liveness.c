@@ -17,11 +17,8 @@ int zkl__session_timeout_ms(const zkl_client *c)
 
 int zkl__session_timeout_any(zkl_client *c, bool *closing)
 {
-	pthread_mutex_lock(&c->mu);
-	const int t = zkl__session_timeout_ms(c);
-	*closing = c->closing;
-	pthread_mutex_unlock(&c->mu);
-	return t;
+	*closing = atomic_load(&c->state_pub) == ZKL_STATE_CLOSED;
+	return atomic_load(&c->timeout_pub);
 }
 
 int zkl__live_mode(const zkl_client *c)

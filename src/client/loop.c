@@ -138,15 +138,18 @@ void zkl__inbox_drain(zkl_client *c)
 	while (m) {
 		struct zkl_msg *next = m->next;
 		c->loop_work++;
-		m->apply(c, m); /* m may be gone */
+		struct zkl_waiter *w = m->apply(c, m); /* m may be gone */
+		if (w)
+			zkl__waiter_wake(c, w);
 		m = next;
 	}
 }
 
-static void call_apply(zkl_client *c, struct zkl_msg *m)
+static struct zkl_waiter *call_apply(zkl_client *c, struct zkl_msg *m)
 {
 	struct zkl__call *call = (struct zkl__call *)m;
 	call->fn(c, call);
+	return NULL;
 }
 
 bool zkl__call(zkl_client *c, struct zkl__call *call)
@@ -174,7 +177,8 @@ static void unlock_and_tell(zkl_client *c)
 	struct zkl_job *told = c->told;
 	c->told = NULL;
 	pthread_mutex_unlock(&c->mu);
-	zkl__jobs_tell(told);
+	if (told)
+		zkl__jobs_tell(told);
 }
 
 /* The loop's wake count: read before a look at what a wait is for (zkl__io_wait_since). */
@@ -356,22 +360,21 @@ bool zkl__on_event_thread(zkl_client *c)
 	return zkl__running_loop == c;
 }
 
+_Static_assert(sizeof(pthread_t) <= sizeof(uintptr_t), "a pthread_t fits a uintptr_t");
+
 bool zkl__runs_loop(zkl_client *c)
 {
-	return zkl__running_loop == c ||
-	       (c->loop_known && pthread_equal(c->loop_thread, pthread_self()));
+	if (zkl__running_loop == c)
+		return true;
+	const uintptr_t id = atomic_load(&c->loop_tid);
+	pthread_t t;
+	memcpy(&t, &id, sizeof t);
+	return id != 0 && pthread_equal(t, pthread_self());
 }
 
 bool zkl__is_loop_thread(zkl_client *c)
 {
-	if (zkl__running_loop == c)
-		return true;
-	if (!c->external)
-		return false;
-	pthread_mutex_lock(&c->mu);
-	bool r = zkl__runs_loop(c);
-	pthread_mutex_unlock(&c->mu);
-	return r;
+	return zkl__running_loop == c || (c->external && zkl__runs_loop(c));
 }
 
 
@@ -449,8 +452,10 @@ int64_t zkl__loop_once(zkl_client *c)
 		}
 		if (atomic_load(&c->obs_queued))
 			zkl__observer_run(c);
-		if (c->closing || (!c->events && !c->ready))
+		if (c->closing || (!c->events && !c->ready)) {
+			atomic_store(&c->due_pub, c->events || c->ready ? 0 : next);
 			return next;
+		}
 	}
 }
 
@@ -489,7 +494,7 @@ bool zkl__loop_step(zkl_client *c)
 	const uint64_t work = c->loop_work;
 	const uint64_t k = zkl__kicks(c);
 	zkl__running_loop = c;
-	int64_t next = c->loop_due = zkl__loop_once(c);
+	int64_t next = zkl__loop_once(c);
 	zkl__running_loop = NULL;
 	/* What the turn did may be what the caller waits for (an acquisition that ended):
 	 * it looks before the loop waits for more, which may never come (nothing due). */
@@ -523,9 +528,7 @@ int zkl_client_loop_timeout(zkl_client *c)
 	int rc = check_external(c);
 	if (rc != 0)
 		return rc;
-	pthread_mutex_lock(&c->mu);
-	int64_t due = c->events || c->ready ? 0 : c->loop_due;
-	pthread_mutex_unlock(&c->mu);
+	const int64_t due = atomic_load(&c->due_pub);
 	if (due == INT64_MAX)
 		return -1;
 	int64_t left = due - zkl__now_ms();
@@ -556,11 +559,13 @@ int zkl_client_process(zkl_client *c)
 		pthread_mutex_unlock(&c->mu);
 		return zkl__fail(ZKL_ECLOSED, "the client is closing");
 	}
-	c->loop_thread = pthread_self();
-	c->loop_known = true;
+	const pthread_t self = pthread_self();
+	uintptr_t id = 0;
+	memcpy(&id, &self, sizeof self);
+	atomic_store(&c->loop_tid, id);
 	zkl_client *outer = zkl__running_loop;
 	zkl__running_loop = c;
-	c->loop_due = zkl__loop_once(c);
+	zkl__loop_once(c);
 	zkl__running_loop = outer;
 	atomic_store(&c->processing, false);
 	pthread_cond_broadcast(&c->ev_cv);

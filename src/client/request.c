@@ -19,7 +19,7 @@
 static bool watch_unregister_locked(struct zkl_watch *wt);
 static void watch_register(zkl_client *c, struct zkl_op *op, struct zkl_watch *wt,
                            const char *path);
-static void op_answer_apply(zkl_client *c, struct zkl_msg *m);
+static struct zkl_waiter *op_answer_apply(zkl_client *c, struct zkl_msg *m);
 
 void zkl__watch_free(struct zkl_watch *wt)
 {
@@ -90,15 +90,18 @@ static void op_free(struct zkl_op *op)
 	free(op);
 }
 
-/* Runs on the completion thread (or on the caller's, when a request was refused before
- * it was sent): records, signals, and drops the completion's reference. */
-void zkl__op_finish_locked(zkl_client *c, struct zkl_op *op, int rc)
+/* The end of op with rc (mu held), its answer on the loop or its refusal before it was
+ * sent: records, and drops the completion's reference. Returns op's waiter, to wake. */
+static struct zkl_waiter *op_finish(zkl_client *c, struct zkl_op *op, int rc)
 {
 	struct zkl_session *s = op->s;
+	enum zkl__zk_class k = zkl__zk_class(rc);
 	/* A retired session's handle closed with this request still out (zkl__retired_reap()):
 	 * the session is gone for it, not the client, which goes on with a new one. */
-	if (zkl__zk_class(rc) == ZKL_ZK_CLOSING && s != c->sess && !c->closing)
+	if (k == ZKL_ZK_CLOSING && s != c->sess && !c->closing) {
 		rc = ZSESSIONEXPIRED;
+		k = ZKL_ZK_EXPIRED;
+	}
 	op->rc = rc;
 	op->done = true;
 	/* The handle has seen its session expire (ZINVALIDSTATE is the C client refusing
@@ -106,16 +109,17 @@ void zkl__op_finish_locked(zkl_client *c, struct zkl_op *op, int rc)
 	 * still be on its way to the loop; until it comes, nobody may take the session for
 	 * connected, or a machine that waits for the connection would send again at once,
 	 * be refused at once, and never let the loop get to that event. */
-	if (s == c->sess && zkl__zk_class(rc) == ZKL_ZK_EXPIRED)
+	if (s == c->sess && k == ZKL_ZK_EXPIRED)
 		s->connected = false;
-	if (op->kind == ZKL_OP_CHECK && rc != ZOK && zkl__zk_answered(rc) && !s->check_refused) {
+	/* The server answered: the session was alive when op was sent (zkl__zk_answered). */
+	const bool heard = k == ZKL_ZK_ANSWER || k == ZKL_ZK_MOVED;
+	if (op->kind == ZKL_OP_CHECK && rc != ZOK && heard && !s->check_refused) {
 		s->check_refused = true;
 		zkl__log(c, ZKL_LOG_ERROR, "the heartbeat, a check of the version of /, was refused: "
 		        "%s; without it nothing proves the session while locks are held or "
 		        "awaited (the client needs read access to /)", zerror(rc));
 	}
 	const bool proof = op_proves(op, rc);
-	const bool heard = zkl__zk_answered(rc);
 	if (s == c->sess && proof && op->sent_at > s->last_proof_sent)
 		s->last_proof_sent = op->sent_at;
 	if (s == c->sess && heard && op->sent_at > s->last_heard_sent)
@@ -132,31 +136,33 @@ void zkl__op_finish_locked(zkl_client *c, struct zkl_op *op, int rc)
 	if (op->watch && rc != ZOK && !(op->kind == ZKL_OP_EXISTS && rc == ZNONODE))
 		watch_unregister_locked(op->watch);
 	op->watch = NULL;
-	if (op->w)
-		zkl__waiter_wake(c, op->w);
+	struct zkl_waiter *w = op->w;
 	if (op->kind == ZKL_OP_CREATE && op->cleanup_parent && !op->w) {
 		/* The waiter gave up while the create was out. If it was applied, or may
 		 * have been, the node must go. */
 		if (rc == ZOK && op->value)
 			zkl__task_delete(c, op->value, s->gen);
-		else if (zkl__zk_transient(rc))
+		else if (k == ZKL_ZK_UNKNOWN)
 			zkl__task_find_delete(c, op->cleanup_parent, op->uuid, s->gen);
 	}
 	if (--s->inflight == 0)
 		zkl__loop_wake(c);
 	if (--op->refs == 0)
 		op_free(op);
+	return w;
 }
 
 static void op_refused(zkl_client *c, struct zkl_op *op, int rc)
 {
-	zkl__op_finish_locked(c, op, rc);
+	struct zkl_waiter *w = op_finish(c, op, rc);
+	if (w)
+		zkl__waiter_wake(c, w);
 }
 
-static void op_answer_apply(zkl_client *c, struct zkl_msg *m)
+static struct zkl_waiter *op_answer_apply(zkl_client *c, struct zkl_msg *m)
 {
 	struct zkl_op *op = (struct zkl_op *)((char *)m - offsetof(struct zkl_op, msg));
-	zkl__op_finish_locked(c, op, op->zrc);
+	return op_finish(c, op, op->zrc);
 }
 
 /* A completion: what it carries is in op already, for the loop (completion thread). */
@@ -363,19 +369,16 @@ static void watch_register(zkl_client *c, struct zkl_op *op, struct zkl_watch *w
 }
 
 /* A node watch's event, on the loop. The C client's reference keeps wt until then. */
-static void node_watch_apply(zkl_client *c, struct zkl_watch *wt, int type)
+/* A node watch's event on the loop: the watch fired; its waiter is woken. */
+static struct zkl_waiter *node_watch_ev_apply(zkl_client *c, struct zkl_msg *m)
 {
-	if (wt->w)
-		zkl__waiter_wake(c, wt->w);
-	wt->fired = true;
-	wt->event = type;
-	watch_unregister_locked(wt);
-}
-
-static void node_watch_ev_apply(zkl_client *c, struct zkl_msg *m)
-{
+	(void)c;
 	struct zkl_watch *wt = (struct zkl_watch *)((char *)m - offsetof(struct zkl_watch, ev));
-	node_watch_apply(c, wt, wt->ev_type);
+	struct zkl_waiter *w = wt->w;
+	wt->fired = true;
+	wt->event = wt->ev_type;
+	watch_unregister_locked(wt);
+	return w;
 }
 
 /* A node watch's event (completion thread). A session event reaches every watcher the

@@ -26,8 +26,8 @@ void zkl__revwatch_put(zkl_client *c, struct zkl_revwatch *rv)
 	free(rv);
 }
 
-static void revwatch_ev_apply(zkl_client *c, struct zkl_msg *m);
-static void revread_apply(zkl_client *c, struct zkl_msg *m);
+static struct zkl_waiter *revwatch_ev_apply(zkl_client *c, struct zkl_msg *m);
+static struct zkl_waiter *revread_apply(zkl_client *c, struct zkl_msg *m);
 
 struct zkl_revwatch *zkl__revwatch_add(zkl_client *c, const char *path, uint64_t gen,
                                       zkl_data_decode_fn decode,
@@ -80,7 +80,7 @@ void zkl__revwatch_remove(zkl_client *c, struct zkl_revwatch *rv)
 }
 
 /* A revocation watch's event, on the loop. */
-static void revwatch_ev_apply(zkl_client *c, struct zkl_msg *m)
+static struct zkl_waiter *revwatch_ev_apply(zkl_client *c, struct zkl_msg *m)
 {
 	struct zkl_revwatch *rv = (struct zkl_revwatch *)((char *)m -
 	                                                  offsetof(struct zkl_revwatch, ev));
@@ -89,6 +89,7 @@ static void revwatch_ev_apply(zkl_client *c, struct zkl_msg *m)
 		rv->want_read = true;
 	zkl__loop_wake(c);
 	zkl__revwatch_put(c, rv);
+	return NULL;
 }
 
 /* Completion thread: the event is posted in rv (one per watch set); session events are
@@ -118,7 +119,7 @@ static void revwatch_read_done(int rc, const char *value, int len, const struct 
 }
 
 /* A revocation watch's read answered, on the loop. */
-static void revread_apply(zkl_client *c, struct zkl_msg *m)
+static struct zkl_waiter *revread_apply(zkl_client *c, struct zkl_msg *m)
 {
 	struct zkl_revwatch *rv = (struct zkl_revwatch *)((char *)m -
 	                                                  offsetof(struct zkl_revwatch, read));
@@ -142,6 +143,7 @@ static void revread_apply(zkl_client *c, struct zkl_msg *m)
 		zkl__loop_wake(c);
 	zkl__loop_wake(c);
 	zkl__revwatch_put(c, rv);
+	return NULL;
 }
 
 /* Arms watches and dispatches requests (event thread, mu held). */

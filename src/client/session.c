@@ -35,6 +35,7 @@ void zkl__session_event_locked(zkl_client *c, struct zkl_session *s, int state,
 		s->ever_connected = true;
 		s->id = id;
 		c->timeout_ms = timeout;
+		atomic_store(&c->timeout_pub, zkl__session_timeout_ms(c));
 	} else {
 		s->connected = false;
 		if (state == ZOO_EXPIRED_SESSION_STATE)
@@ -56,7 +57,7 @@ void zkl__session_event_locked(zkl_client *c, struct zkl_session *s, int state,
 
 /* A session event on the loop: a session's own, or an adopted handle's, which is the
  * current session's if that is still on the handle. */
-static void session_ev_apply(zkl_client *c, struct zkl_msg *m)
+static struct zkl_waiter *session_ev_apply(zkl_client *c, struct zkl_msg *m)
 {
 	struct zkl_session_ev *ev = (struct zkl_session_ev *)m;
 	struct zkl_session *s = ev->s;
@@ -71,6 +72,7 @@ static void session_ev_apply(zkl_client *c, struct zkl_msg *m)
 		free(ev);
 	else
 		atomic_store(&ev->used, false);
+	return NULL;
 }
 
 /* Takes a free one of the client's session events, or allocates one (completion

@@ -165,8 +165,8 @@ void zkl__task_drop(zkl_client *c, struct zkl_task *t)
 	task_free(t);
 }
 
-static void task_answer_apply(zkl_client *c, struct zkl_msg *m);
-static void task_take_over(zkl_client *c, struct zkl_msg *m);
+static struct zkl_waiter *task_answer_apply(zkl_client *c, struct zkl_msg *m);
+static struct zkl_waiter *task_take_over(zkl_client *c, struct zkl_msg *m);
 
 /* Adds a task (mu held); the event thread is woken to send it if `wake`. */
 static void task_add(zkl_client *c, enum task_kind kind, const char *path, const char *uuid,
@@ -294,7 +294,7 @@ bool zkl__task_delete_sent(zkl_client *c, char *path, uint64_t gen)
 }
 
 /* The loop takes over a release's delete sent by its releasing thread. */
-static void task_take_over(zkl_client *c, struct zkl_msg *m)
+static struct zkl_waiter *task_take_over(zkl_client *c, struct zkl_msg *m)
 {
 	struct zkl_task *t = (struct zkl_task *)((char *)m - offsetof(struct zkl_task, rel));
 	t->s->inflight++; /* its answer, or its refusal, comes after this */
@@ -302,6 +302,7 @@ static void task_take_over(zkl_client *c, struct zkl_msg *m)
 	c->ntasks++;
 	task_index(c, t);
 	unpin(c);
+	return NULL;
 }
 
 bool zkl__task_pending(zkl_client *c, const char *parent, size_t parent_len, const char *name)
@@ -348,7 +349,7 @@ static void task_free(struct zkl_task *t)
 
 /* A task's request answered, on the loop: a delete, or the search of a FIND_DELETE,
  * whose find is in t->found. */
-static void task_answer_apply(zkl_client *c, struct zkl_msg *m)
+static struct zkl_waiter *task_answer_apply(zkl_client *c, struct zkl_msg *m)
 {
 	struct zkl_task *t = (struct zkl_task *)((char *)m - offsetof(struct zkl_task, msg));
 	const int rc = t->zrc;
@@ -357,12 +358,13 @@ static void task_answer_apply(zkl_client *c, struct zkl_msg *m)
 	if (t->kind == TASK_DELETE && (rc == ZOK || rc == ZNONODE)) {
 		/* Done: the usual end of a release. */
 		zkl__task_drop(c, t);
-		return;
+		return NULL;
 	}
 	t->rc = rc;
 	t->done = true;
 	task_move(c, t, false);
 	zkl__loop_wake(c);
+	return NULL;
 }
 
 static void task_void_done(int rc, const void *data)

@@ -92,8 +92,10 @@ int zkl__acq_gave_up(const struct zkl_acquisition *a, int rc)
 
 void zkl__acq_put_op(zkl_client *c, struct zkl_op **op)
 {
-	zkl__op_put(c, *op);
-	*op = NULL;
+	if (*op) {
+		zkl__op_put(c, *op);
+		*op = NULL;
+	}
 }
 
 /* Drops every request still out. A create whose answer has not come carries the

@@ -1937,9 +1937,7 @@ static void on_lost(zkl_lock *l, int reason, void *data)
  * zkl_client_process() makes this thread the loop's again. */
 static void off_loop(zkl_client *c)
 {
-	pthread_mutex_lock(&c->mu);
-	c->loop_known = false;
-	pthread_mutex_unlock(&c->mu);
+	atomic_store(&c->loop_tid, 0);
 }
 
 static int contender_make(struct contender *t)
@@ -2808,7 +2806,8 @@ static bool hook_wait(void *arg, pthread_mutex_t *mu, int64_t deadline)
 	/* A wait of a thread other than the loop's (off_loop) leaves the loop to run: the
 	 * waiting thread may be waiting for it. mu is the client's here, held. */
 	const bool was_off = cl->blocked_off_loop;
-	cl->blocked_off_loop = cl->c && mu == &cl->c->mu && !cl->c->loop_known;
+	cl->blocked_off_loop = cl->c && mu == &cl->c->mu &&
+	                        atomic_load(&cl->c->loop_tid) == 0;
 	pthread_mutex_unlock(mu);
 	if (deadline == INT64_MAX)
 		trace("client %d: a thread waits in the library, no deadline", k);

@@ -16,8 +16,7 @@
  *     this layer, briefly and never across a wait for the server: with external_loop to
  *     run a call at once as the loop would (zkl__call) and to drive the job they wait
  *     for (zkl__job_wait, zkl__drive_run); and in the layer's own calls that read or
- *     drop loop state for a handle's thread (for example zkl__session_timeout_any,
- *     zkl__tasks_pending_drop, a hold's end).
+ *     drop loop state for a handle's thread (zkl__tasks_pending_drop, a hold's end).
  *   - `inbox_mu` guards the inbox and the loop's wake count (`kicks`). The C client's
  *     completion thread, in every mode, only queues what it hears there, in a message
  *     that lives in what it is about (struct zkl_msg), and wakes whoever waits for the
@@ -27,7 +26,8 @@
  *   - Atomics, read by any thread without a lock: a hold's state and whether it is lost
  *     (written by the loop and its owner), the published session and the count of
  *     releases sending their delete on it (`sess_pub`, `pins`), a session's `connected`,
- *     an op's laziness, a session event's `used`, the public state as the loop publishes
+ *     an op's laziness, a session event's `used`, the public state, the session timeout, the
+ *     loop's thread and when it next has work (`due_pub`), as the loop publishes
  *     it (`state_pub`, zkl_client_state()), the statistics, `hurry` and `efd_armed`.
  *   - `adoptions_mu` (session.c) guards the list of adopted handles, which the C
  *     client's completion thread reads to find the client of a handle.
@@ -131,8 +131,10 @@ struct zkl_msg {
 	int kind;                  /* core.h's enum msg_kind: what the inbox looks at */
 	/* Applies the message on the loop; set by whoever posts it. A message lives in
 	 * what it is about (a request, a watch, a task, a hold, a call), so that posting
-	 * it allocates nothing: apply frees only what it allocated itself. */
-	void (*apply)(struct zkl_client *c, struct zkl_msg *m);
+	 * it allocates nothing: apply frees only what it allocated itself. Returns the
+	 * waiter the message is for (a request's, a node watch's), which the loop then
+	 * wakes, or NULL. */
+	struct zkl_waiter *(*apply)(struct zkl_client *c, struct zkl_msg *m);
 };
 
 /* A node watch. Two references: the waiting thread's and the C client's (dropped when
@@ -369,6 +371,7 @@ struct zkl_client {
 	struct zkl_session *retired;/* mu: old sessions waiting to be closed */
 	uint64_t gen;               /* mu: == sess->gen */
 	zkl_state state;            /* mu: public state */
+	atomic_int timeout_pub;     /* the session timeout (zkl__session_timeout_ms) */
 	atomic_int state_pub;       /* state as the loop publishes it, ZKL_STATE_CLOSED once
 	                             * closing: zkl_client_state() waits for no turn */
 	int timeout_ms;             /* mu: negotiated */
@@ -410,9 +413,10 @@ struct zkl_client {
 	/* A thread is inside zkl_client_process(): claimed by it before it takes mu, and
 	 * given back under mu (with ev_cv broadcast). */
 	atomic_bool processing;
-	bool loop_known;            /* mu: loop_thread is the last caller of process */
-	pthread_t loop_thread;
-	int64_t loop_due;           /* mu: when the loop next has something to do */
+	/* Published for any thread: the last caller of process (0: none yet, else its
+	 * pthread_t), and when the loop next has something to do, as its last turn saw. */
+	atomic_uintptr_t loop_tid;
+	_Atomic int64_t due_pub;
 	uint64_t loop_work;         /* mu: waiters run and messages applied, so far */
 	struct zkl_event *events, *events_tail; /* mu */
 	/* mu: background deletes (tasks.c): to look at, with a request out, how many in
