@@ -368,8 +368,8 @@ static void watch_register(zkl_client *c, struct zkl_op *op, struct zkl_watch *w
 	op->watch = wt;
 }
 
-/* A node watch's event, on the loop. The C client's reference keeps wt until then. */
-/* A node watch's event on the loop: the watch fired; its waiter is woken. */
+/* A node watch's event, on the loop (the C client's reference keeps wt until then): the
+ * watch fired; its waiter is the loop's to wake. */
 static struct zkl_waiter *node_watch_ev_apply(zkl_client *c, struct zkl_msg *m)
 {
 	(void)c;

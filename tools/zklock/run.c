@@ -282,8 +282,19 @@ static void tell_end(struct lock *lk, const struct outcome *out)
  * "vanished". At most a session timeout: the next run must not wait for it. */
 static void tell_lost(const struct opts *o, struct lock *lk)
 {
+	/* The watchdog may have ended the command at the loss deadline a moment before the
+	 * library's loop found the hold lost (a loaded host): the note is only written for
+	 * a hold the library has found lost, so its report is awaited first, within the
+	 * same bound. */
+	const int bound_ms = zkl_client_session_timeout(lk->c);
+	const struct timespec start = now(), until = plus_ms(start, bound_ms);
+	pthread_mutex_lock(&st.mu);
+	while (!st.lib_lost && !reached(until))
+		pthread_cond_timedwait(&st.cond, &st.mu, &until);
+	pthread_mutex_unlock(&st.mu);
+	const int left_ms = bound_ms - (int)(seconds_since(start) * 1000.0);
 	bool told = false;
-	int rc = zkl_lock_tell_lost(lk->l, zkl_client_session_timeout(lk->c), &told);
+	int rc = zkl_lock_tell_lost(lk->l, left_ms > 0 ? left_ms : 0, &told);
 	if (rc != 0 && o->verbose)
 		msg("cannot tell the next holder of %s that the lock was lost: %s", o->path,
 		    zkl_last_error());
@@ -538,7 +549,7 @@ int run_lock(const struct opts *o)
 	for (bool again = status == 0; again;) {
 		pthread_mutex_lock(&st.mu);
 		st.lk = &lk;
-		st.lost = false;
+		st.lost = st.lib_lost = false;
 		st.node_gone = false;
 		st.revoked = false;
 		pthread_mutex_unlock(&st.mu);

@@ -45,7 +45,7 @@ void note_lost(bool node_gone)
 	pthread_mutex_lock(&st.mu);
 	if (!st.lost)
 		st.node_gone = node_gone;
-	st.lost = true;
+	st.lost = st.lib_lost = true;
 	pthread_cond_broadcast(&st.cond);
 	pthread_mutex_unlock(&st.mu);
 }

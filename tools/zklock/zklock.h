@@ -319,6 +319,7 @@ struct state {
 	int signal;     /* first SIGINT/SIGTERM/SIGHUP received before the command ran */
 	int any_signal; /* first one ever (stops a --requeue loop) */
 	bool lost;      /* the lock was lost */
+	bool lib_lost;  /* ... and the library has said so (its lost callback) */
 	bool node_gone; /* ... because its node was deleted (not by silence or expiry) */
 	bool revoked;   /* revocation was asked (zklock revoke, SIGUSR1 while running) */
 	pid_t child;    /* the command, leader of its own process group (RUNNING) */

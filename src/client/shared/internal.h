@@ -26,9 +26,10 @@
  *   - Atomics, read by any thread without a lock: a hold's state and whether it is lost
  *     (written by the loop and its owner), the published session and the count of
  *     releases sending their delete on it (`sess_pub`, `pins`), a session's `connected`,
- *     an op's laziness, a session event's `used`, the public state, the session timeout, the
- *     loop's thread and when it next has work (`due_pub`), as the loop publishes
- *     it (`state_pub`, zkl_client_state()), the statistics, `hurry` and `efd_armed`.
+ *     an op's laziness, a session event's `used`; what the loop publishes: the public
+ *     state (`state_pub`, zkl_client_state()), the session timeout (`timeout_pub`), the
+ *     thread that runs an external loop (`loop_tid`) and when the loop next has work
+ *     (`due_pub`); the statistics, `hurry` and `efd_armed`.
  *   - `adoptions_mu` (session.c) guards the list of adopted handles, which the C
  *     client's completion thread reads to find the client of a handle.
  *
