@@ -57,16 +57,40 @@ static void on_revoke(zkl_mutex *m, void *data)
 
 /* ---- a revocable holder releases when asked; the revoker gets the lock ---- */
 
-static void test_revocable_holder(void **state)
+/* What an asynchronous acquire's callback heard. */
+struct async_got {
+	h_latch *got;
+	int rc;
+};
+
+static void async_granted(zkl_lock *l, int rc, void *data)
 {
-	(void)state;
+	(void)l;
+	struct async_got *g = data;
+	g->rc = rc;
+	h_latch_set(g->got);
+}
+
+/* The holder took the lock with a blocking acquire, or (async) an asynchronous one. */
+static void revocable_holder(const char *name, bool async)
+{
 	h_pair t;
-	h_pair_open(&t, "revoke");
-	/* static: the callback and thread must not point into a frame a failure left */
+	h_pair_open(&t, name);
+	/* static: the callbacks and thread must not point into a frame a failure left */
 	static struct revoked r;
 	revoked_init(&r, t.ma, DO_RELEASE);
 	CHECK_OK(zkl_mutex_make_revocable(t.ma, on_revoke, &r));
-	CHECK_OK(zkl_lock_acquire(t.la, 5000));
+	if (async) {
+		static struct async_got g;
+		g.got = h_latch_new();
+		g.rc = 1;
+		CHECK_OK(zkl_lock_acquire_async(t.la, 5000, async_granted, &g));
+		assert_true(h_latch_wait(g.got, 20000));
+		CHECK_OK(g.rc);
+		h_latch_free(g.got);
+	} else {
+		CHECK_OK(zkl_lock_acquire(t.la, 5000));
+	}
 	char node[512];
 	int data_len = -1;
 	node_at(t.lb, 0, node, sizeof node, &data_len);
@@ -97,58 +121,17 @@ static void test_revocable_holder(void **state)
 	h_pair_close(&t);
 }
 
-/* ---- a revocable handle's asynchronous hold is told of a request too ---- */
-
-struct async_got {
-	h_latch *got;
-	int rc;
-};
-
-static void async_granted(zkl_lock *l, int rc, void *data)
+static void test_revocable_holder(void **state)
 {
-	(void)l;
-	struct async_got *g = data;
-	g->rc = rc;
-	h_latch_set(g->got);
+	(void)state;
+	revocable_holder("revoke", false);
 }
 
+/* A revocable handle's asynchronous hold is told of a request too. */
 static void test_revocable_async_holder(void **state)
 {
 	(void)state;
-	h_pair t;
-	h_pair_open(&t, "revoke-async");
-	static struct revoked r;
-	revoked_init(&r, t.ma, DO_RELEASE);
-	CHECK_OK(zkl_mutex_make_revocable(t.ma, on_revoke, &r));
-	static struct async_got g;
-	g.got = h_latch_new();
-	g.rc = 1;
-	CHECK_OK(zkl_lock_acquire_async(t.la, 5000, async_granted, &g));
-	assert_true(h_latch_wait(g.got, 20000));
-	CHECK_OK(g.rc);
-	char node[512];
-	int data_len = -1;
-	node_at(t.lb, 0, node, sizeof node, &data_len);
-	assert_int_equal(data_len, 0); /* revocable nodes carry no data, acquired either way */
-
-	static h_acq w;
-	h_acq_start(&w, t.lb, true);
-	h_wait_children(t.path, 2);
-	assert_int_equal(h_counter_get(&r.calls), 0);
-	CHECK_OK(zkl_revoke(t.b, node));
-	/* The holder is told, releases from the callback, and the waiter gets the lock. */
-	assert_true(h_counter_wait(&r.calls, 1, 20000));
-	CHECK_OK(r.release_rc);
-	assert_true(h_latch_wait(w.done, 20000));
-	CHECK_OK(w.rc);
-	assert_int_equal(r.wrong, 0);
-	assert_false(zkl_lock_is_held(t.la));
-	assert_false(h_exists(node));
-	h_acq_join(&w);
-	CHECK_OK(w.release_rc);
-	assert_int_equal(h_counter_get(&r.calls), 1);
-	h_latch_free(g.got);
-	h_pair_close(&t);
+	revocable_holder("revoke-async", true);
 }
 
 /* ---- a holder that is not revocable ignores the request ---- */
