@@ -119,7 +119,11 @@ static int rq_run(struct call *x, struct rq *r, size_t n)
 			for (size_t i = from; i < to; i++) {
 				if (r[i].zrc == RQ_PENDING) {
 					at[k] = i;
-					reqs[k++] = (struct zkl_req){.kind = r[i].kind, .path = r[i].path};
+					/* A listing's answer marks our nodes on their way out,
+					 * which take_children() leaves out. */
+					reqs[k++] = (struct zkl_req){
+						.kind = r[i].kind, .path = r[i].path,
+						.mark_leaving = r[i].kind == ZKL_OP_CHILDREN};
 				}
 			}
 			rc = zkl__requests(c, reqs, k, x->deadline, ops);
@@ -191,6 +195,7 @@ struct job {
 	bool tolerant;     /* a folder of a walk: one that may not be read is skipped */
 	bool listed;       /* the walk has listed it: its children are kids */
 	char **kids;
+	bool *kids_leaving; /* which of kids are our nodes on their way out (op->leaving) */
 	int nkids;
 	bool skipped;
 	bool exists;
@@ -203,11 +208,12 @@ struct job {
 	size_t first_rq;   /* its first request of the second round */
 };
 
-/* Takes the parsable children names[0..count) of folder into j's items (part), leaving
- * out our own nodes whose delete is on its way, and sorts them. The names taken are set
- * to NULL in names. Returns 0 or ZKL_ENOMEM. */
-static int take_children(zkl_client *c, struct job *j, const char *folder, char **names,
-                         int count, enum part part)
+/* Takes the parsable children names[0..count) of a folder into j's items (part), leaving
+ * out our own nodes whose delete is on its way (leaving[i], as the listing's answer
+ * marked them), and sorts them. The names taken are set to NULL in names. Returns 0 or
+ * ZKL_ENOMEM. */
+static int take_children(struct job *j, char **names, const bool *leaving, int count,
+                         enum part part)
 {
 	if (count <= 0)
 		return 0;
@@ -216,11 +222,10 @@ static int take_children(zkl_client *c, struct job *j, const char *folder, char 
 		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	j->items = grown;
 	size_t start = j->nitems;
-	zkl__tasks_pending_drop(c, folder, names, count);
 	for (int i = 0; i < count; i++) {
 		struct item *it = &j->items[j->nitems];
 		memset(it, 0, sizeof *it);
-		if (!names[i] || !zkl__child_parse(names[i], &it->ch))
+		if (!names[i] || (leaving && leaving[i]) || !zkl__child_parse(names[i], &it->ch))
 			continue;
 		it->name = names[i]; /* taken */
 		names[i] = NULL;
@@ -255,6 +260,7 @@ static void job_clear(zkl_client *c, struct job *j)
 	for (int i = 0; i < j->nkids; i++)
 		free(j->kids[i]);
 	free(j->kids);
+	free(j->kids_leaving);
 	for (size_t i = 0; i < j->nitems; i++) {
 		if (j->items[i].op)
 			zkl__op_release(c, j->items[i].op);
@@ -425,18 +431,18 @@ static int jobs_run(struct call *x, struct job *jobs, size_t njobs)
 		bool semaphore = leases->zrc == ZOK || (j->limit > 0 && locks->zrc == ZOK);
 		j->semaphore = semaphore;
 		if (j->listed)
-			rc = take_children(c, j, j->path, j->kids, j->nkids, PART_QUEUE);
+			rc = take_children(j, j->kids, j->kids_leaving, j->nkids, PART_QUEUE);
 		else if (kids->zrc == ZOK)
-			rc = take_children(c, j, kids->path, kids->op->names, kids->op->count,
+			rc = take_children(j, kids->op->names, kids->op->leaving, kids->op->count,
 			                   PART_QUEUE);
 		if (rc != 0)
 			break;
 		if (semaphore && leases->zrc == ZOK &&
-		    (rc = take_children(c, j, leases->path, leases->op->names, leases->op->count,
-		                        PART_LEASES)) != 0)
+		    (rc = take_children(j, leases->op->names, leases->op->leaving,
+		                        leases->op->count, PART_LEASES)) != 0)
 			break;
 		if (semaphore && locks->zrc == ZOK &&
-		    (rc = take_children(c, j, locks->path, locks->op->names, locks->op->count,
+		    (rc = take_children(j, locks->op->names, locks->op->leaving, locks->op->count,
 		                        PART_GATE)) != 0)
 			break;
 	}
@@ -678,8 +684,10 @@ static int jobs_add(struct jobs *js, const char *dir, struct zkl_op *op)
 	j->tolerant = true;
 	j->listed = true;
 	j->kids = op->names;
+	j->kids_leaving = op->leaving;
 	j->nkids = op->count;
 	op->names = NULL;
+	op->leaving = NULL;
 	op->count = 0;
 	js->n++;
 	return 0;

@@ -94,12 +94,6 @@ void zkl__revwatches_run(zkl_client *c);
 /* holds.c */
 void zkl__hold_unlink(zkl_client *c, struct zkl_hold *h);
 void zkl__holds_notify(zkl_client *c);
-/* Whether holds_notify() has anything to look at: the session changed, or a hold was
- * marked lost, since it last found nothing to do. */
-static inline bool zkl__holds_due(const zkl_client *c)
-{
-	return c->holds_gen != c->gen || c->holds_lost;
-}
 
 /* liveness.c */
 int64_t zkl__liveness_run(zkl_client *c);

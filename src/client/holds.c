@@ -282,14 +282,12 @@ void zkl__hold_drop(zkl_client *c, struct zkl_hold *h)
 }
 
 /* Marks every hold of a session other than the current one lost, and calls on_lost for
- * each once, with mu released (event thread). Every turn of the loop calls it: it looks
- * through the holds only when the session changed or a hold was marked lost since it
- * last found nothing to do, so that a client holding many locks does not pay for them
- * on every answer. */
+ * each once, with mu released (event thread). The loop calls it only when the session
+ * changed or a hold was marked lost since it last found nothing to do (holds_gen,
+ * holds_lost), so that a client holding many locks does not pay for them on every
+ * answer; a loss path calls it at once. */
 void zkl__holds_notify(zkl_client *c)
 {
-	if (!zkl__holds_due(c))
-		return;
 	for (;;) {
 		struct zkl_hold *h;
 		for (h = c->holds; h; h = h->next) {

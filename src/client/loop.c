@@ -432,7 +432,7 @@ int64_t zkl__loop_once(zkl_client *c)
 		/* What has nothing to do is not called: lost holds only after the session
 		 * changed or a hold was marked lost since the last look; tasks, data watches,
 		 * retired sessions and the observer's events only if there are any. */
-		if (zkl__holds_due(c))
+		if (c->holds_gen != c->gen || c->holds_lost)
 			zkl__holds_notify(c);
 		if (c->revwatches)
 			zkl__revwatches_run(c);

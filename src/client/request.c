@@ -82,6 +82,8 @@ static void op_free(struct zkl_op *op)
 		free(op->names);
 	}
 	free(op->cleanup_parent);
+	free(op->listed);
+	free(op->leaving);
 	for (int i = 0; op->made && i < op->nmops; i++)
 		free(op->made[i]);
 	free(op->made);
@@ -95,6 +97,14 @@ static void op_free(struct zkl_op *op)
 static struct zkl_waiter *op_finish(zkl_client *c, struct zkl_op *op, int rc)
 {
 	struct zkl_session *s = op->s;
+	if (op->listed && rc == ZOK && op->count > 0) {
+		const size_t len = strlen(op->listed);
+		if (!(op->leaving = calloc((size_t)op->count, sizeof *op->leaving)))
+			rc = ZSYSTEMERROR; /* as a listing copied without memory */
+		for (int i = 0; op->leaving && i < op->count; i++)
+			op->leaving[i] = op->names[i] &&
+			                 zkl__task_pending(c, op->listed, len, op->names[i]);
+	}
 	enum zkl__zk_class k = zkl__zk_class(rc);
 	/* A retired session's handle closed with this request still out (zkl__retired_reap()):
 	 * the session is gone for it, not the client, which goes on with a new one. */
@@ -613,8 +623,19 @@ struct zkl_op *zkl__op_send(zkl_client *c, struct zkl_waiter *w, const struct zk
 		return zkl__op_create(c, w, r->path, r->data, r->len, r->mode, err);
 	case ZKL_OP_DELETE:
 		return zkl__op_delete_at(c, w, r->path, r->check_version ? r->version : -1, err);
-	case ZKL_OP_CHILDREN:
-		return zkl__op_children(c, w, r->path, r->watch, err);
+	case ZKL_OP_CHILDREN: {
+		char *listed = r->mark_leaving ? strdup(r->path) : NULL;
+		if (r->mark_leaving && !listed) {
+			*err = zkl__fail(ZKL_ENOMEM, "out of memory");
+			return NULL;
+		}
+		struct zkl_op *op = zkl__op_children(c, w, r->path, r->watch, err);
+		if (op)
+			op->listed = listed; /* before its answer: the loop applies it, under mu */
+		else
+			free(listed);
+		return op;
+	}
 	case ZKL_OP_GET:
 		return zkl__op_get(c, w, r->path, r->watch, err);
 	case ZKL_OP_EXISTS:

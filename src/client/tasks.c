@@ -314,19 +314,6 @@ bool zkl__task_pending(zkl_client *c, const char *parent, size_t parent_len, con
 	return false;
 }
 
-void zkl__tasks_pending_drop(zkl_client *c, const char *parent, char **names, int count)
-{
-	const size_t plen = strlen(parent);
-	pthread_mutex_lock(&c->mu);
-	for (int i = 0; i < count; i++) {
-		if (names[i] && zkl__task_pending(c, parent, plen, names[i])) {
-			free(names[i]);
-			names[i] = NULL;
-		}
-	}
-	pthread_mutex_unlock(&c->mu);
-}
-
 size_t zkl__tasks_pending(zkl_client *c, const char *parent, size_t parent_len,
                          const char **names, size_t max)
 {

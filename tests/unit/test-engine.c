@@ -1487,6 +1487,47 @@ static void test_own_leaving_nodes_skipped(void **state)
 	fz_free(z);
 }
 
+/* An inspection leaves our own node out while its delete is on its way (here refused,
+ * and retried in the background), as the queue does: the listing's answer marks it on
+ * the loop. Another client, which has no such delete, sees the node. Through a path's
+ * inspection and a prefix's walk alike. */
+static void test_inspect_leaves_out_own_leaving_node(void **state)
+{
+	(void)state;
+	struct fz *z = fz_new();
+	zkl_client *c, *other;
+	CHECK_OK(fz_client_open(z, &c, NULL));
+	CHECK_OK(fz_client_open(z, &other, NULL));
+	zkl_mutex *m;
+	CHECK_OK(zkl_mutex_new(&m, c, "/locks/inspect-leaving/l"));
+	atomic_store(&refused, 0);
+	atomic_store(&refusing, 1);
+	fz_set_hook(z, refuse_deletes, NULL);
+	CHECK_OK(zkl_lock_acquire(zkl_mutex_lock(m), 5000));
+	CHECK_OK(zkl_lock_release(zkl_mutex_lock(m)));
+	int want = 1;
+	fz_wait(z, deletes_retried, &want, "the delete refused once");
+	assert_int_equal(children(z, "/locks/inspect-leaving/l"), 1);
+	zkl_inspection *in;
+	for (int prefix = 0; prefix < 2; prefix++) {
+		CHECK_OK(prefix ? zkl_inspect_prefix(c, "/locks/inspect-leaving", 5000, &in)
+		                : zkl_inspect(c, "/locks/inspect-leaving/l", 5000, &in));
+		assert_int_equal(zkl_inspection_nodes(in), 0);
+		zkl_inspection_free(in);
+		CHECK_OK(prefix ? zkl_inspect_prefix(other, "/locks/inspect-leaving", 5000, &in)
+		                : zkl_inspect(other, "/locks/inspect-leaving/l", 5000, &in));
+		assert_int_equal(zkl_inspection_nodes(in), 1);
+		zkl_inspection_free(in);
+	}
+	atomic_store(&refusing, 0);
+	fzh_wait_children(z, "/locks/inspect-leaving/l", 0);
+	fz_set_hook(z, NULL, NULL);
+	zkl_mutex_free(m);
+	zkl_client_close(other);
+	zkl_client_close(c);
+	fz_free(z);
+}
+
 /* ---- a latch's view: a cancel, then its deadline, while the queue's create is out ---- */
 
 /* The view's acquire is cancelled while its node's create is out (held back), and its
@@ -2483,6 +2524,7 @@ int main(void)
 		cmocka_unit_test(test_only_the_loop_sends),
 		cmocka_unit_test(test_no_wait_in_callback),
 		cmocka_unit_test(test_own_leaving_nodes_skipped),
+		cmocka_unit_test(test_inspect_leaves_out_own_leaving_node),
 		cmocka_unit_test(test_leader_view_cancel_then_deadline),
 		cmocka_unit_test(test_leader_node_not_ours),
 		cmocka_unit_test(test_leader_node_deleted_hold),

@@ -15,8 +15,10 @@
  *     with it let go of). Application threads take it only at the API's edge, inside
  *     this layer, briefly and never across a wait for the server: with external_loop to
  *     run a call at once as the loop would (zkl__call) and to drive the job they wait
- *     for (zkl__job_wait, zkl__drive_run); and in the layer's own calls that read or
- *     drop loop state for a handle's thread (zkl__tasks_pending_drop, a hold's end).
+ *     for (zkl__job_wait, zkl__drive_run); and at a hold's end, unless it is the usual
+ *     one (not lost, its session current) or, with external_loop, to apply it as the
+ *     loop would. Everything else an application thread learns of the loop's state is
+ *     published: atomics below, or an answer the loop marked (op->leaving).
  *   - `inbox_mu` guards the inbox and the loop's wake count (`kicks`). The C client's
  *     completion thread, in every mode, only queues what it hears there, in a message
  *     that lives in what it is about (struct zkl_msg), and wakes whoever waits for the
@@ -210,6 +212,10 @@ struct zkl_op {
 	int value_len;
 	char **names;              /* CHILDREN */
 	int count;
+	/* CHILDREN with mark_leaving: the folder listed, and with the answer, which of names
+	 * are our own nodes on their way out (a background delete), as the loop saw then. */
+	char *listed;
+	bool *leaving;
 	struct zkl_watch *watch;   /* GET/CHILDREN with a watch: dropped if not registered */
 	/* MULTI: its operations' results (the C client writes them before the completion),
 	 * where each create writes the node it made, and each set the node's stat. */
@@ -594,6 +600,8 @@ struct zkl_req {
 	                     * wakes nobody: the next one's, which comes after it, does) */
 	const struct zkl_mop *mops; /* MULTI: nmops operations, committed all or none */
 	int nmops;
+	bool mark_leaving;  /* CHILDREN: the answer marks our nodes on their way out
+	                     * (op->leaving), for a thread that cannot ask the loop */
 };
 /* Sends r now, bound to w: the loop's way to send one request, from a step it runs.
  * The send holds what the step holds: the C client's completion thread only posts to
@@ -744,9 +752,6 @@ bool zkl__task_delete_sent(zkl_client *c, char *path, uint64_t gen);
 /* Whether parent/name is one of our nodes on its way out (on the loop): a queue we list must
  * not count it as a contender. */
 bool zkl__task_pending(zkl_client *c, const char *parent, size_t parent_len, const char *name);
-/* From any thread (no lock held): frees and sets to NULL each of names[0..count) that
- * is one of our nodes under parent on its way out. */
-void zkl__tasks_pending_drop(zkl_client *c, const char *parent, char **names, int count);
 /* From any thread (no lock held): the session timeout (zkl__session_timeout_ms), and
  * whether the client is closing. */
 int zkl__session_timeout_any(zkl_client *c, bool *closing);
