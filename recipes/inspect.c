@@ -119,10 +119,7 @@ static int rq_run(struct call *x, struct rq *r, size_t n)
 			for (size_t i = from; i < to; i++) {
 				if (r[i].zrc == RQ_PENDING) {
 					at[k] = i;
-					/* A listing's answer marks our nodes on their way out,
-					 * which take_children() leaves out. */
-					reqs[k++] = (struct zkl_req){
-						.kind = r[i].kind, .path = r[i].path,
+					reqs[k++] = (struct zkl_req){.kind = r[i].kind, .path = r[i].path,
 						.mark_leaving = r[i].kind == ZKL_OP_CHILDREN};
 				}
 			}
@@ -208,10 +205,9 @@ struct job {
 	size_t first_rq;   /* its first request of the second round */
 };
 
-/* Takes the parsable children names[0..count) of a folder into j's items (part), leaving
- * out our own nodes whose delete is on its way (leaving[i], as the listing's answer
- * marked them), and sorts them. The names taken are set to NULL in names. Returns 0 or
- * ZKL_ENOMEM. */
+/* Takes the parsable children names[0..count) of a folder into j's items (part), but our
+ * nodes whose delete is on its way (leaving[i]: the loop marked the listing's answer),
+ * and sorts them. The names taken are set to NULL in names. Returns 0 or ZKL_ENOMEM. */
 static int take_children(struct job *j, char **names, const bool *leaving, int count,
                          enum part part)
 {
@@ -599,10 +595,9 @@ nomem:
 static int check_args(zkl_client *c, int timeout_ms, zkl_inspection **out)
 {
 	zkl__clear_error();
-	if (out)
-		*out = NULL;
 	if (!out)
 		return zkl__fail(ZKL_EINVAL, "output pointer is NULL");
+	*out = NULL;
 	if (!c)
 		return zkl__fail(ZKL_EINVAL, "client is NULL");
 	return zkl__check_timeout(timeout_ms);
