@@ -203,7 +203,7 @@ static bool hold_finish(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending 
 			if (st != ZKL_HOLD_DISPATCHING)
 				break; /* ended already */
 			pthread_mutex_lock(&c->mu);
-			if (zkl__runs_loop(c) && h->in_dispatch) {
+			if (zkl__is_loop_thread(c) && h->in_dispatch) {
 				atomic_store(&h->state, ZKL_HOLD_ENDED);
 				pthread_mutex_unlock(&c->mu);
 				break;
@@ -238,7 +238,7 @@ static bool hold_finish(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending 
 		if (st == ZKL_HOLD_ENDED)
 			break; /* ended already: a release inside its own on_lost */
 		if (st == ZKL_HOLD_DISPATCHING) {
-			if (zkl__runs_loop(c) && h->in_dispatch) {
+			if (zkl__is_loop_thread(c) && h->in_dispatch) {
 				/* Only the loop dispatches: this is a release inside h's own
 				 * on_lost. */
 				atomic_store(&h->state, ZKL_HOLD_ENDED);
@@ -251,7 +251,7 @@ static bool hold_finish(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending 
 			atomic_store(&h->state, ZKL_HOLD_ENDED);
 			break;
 		}
-		if (zkl__runs_loop(c)) {
+		if (zkl__is_loop_thread(c)) {
 			hold_report_here(c, h);
 			continue;
 		}

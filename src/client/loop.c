@@ -362,7 +362,8 @@ bool zkl__on_event_thread(zkl_client *c)
 
 _Static_assert(sizeof(pthread_t) <= sizeof(uintptr_t), "a pthread_t fits a uintptr_t");
 
-bool zkl__runs_loop(zkl_client *c)
+/* The loop's thread is published only by zkl_client_process() (external_loop). */
+bool zkl__is_loop_thread(zkl_client *c)
 {
 	if (zkl__running_loop == c)
 		return true;
@@ -370,11 +371,6 @@ bool zkl__runs_loop(zkl_client *c)
 	pthread_t t;
 	memcpy(&t, &id, sizeof t);
 	return id != 0 && pthread_equal(t, pthread_self());
-}
-
-bool zkl__is_loop_thread(zkl_client *c)
-{
-	return zkl__running_loop == c || (c->external && zkl__runs_loop(c));
 }
 
 
@@ -489,7 +485,7 @@ void *zkl__event_main(void *arg)
 
 bool zkl__loop_step(zkl_client *c)
 {
-	if (!c->external || zkl__running_loop == c || c->processing || !zkl__runs_loop(c))
+	if (!c->external || zkl__running_loop == c || c->processing || !zkl__is_loop_thread(c))
 		return false;
 	const uint64_t work = c->loop_work;
 	const uint64_t k = zkl__kicks(c);

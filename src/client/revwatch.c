@@ -139,8 +139,7 @@ static struct zkl_waiter *revread_apply(zkl_client *c, struct zkl_msg *m)
 		++*rv->epoch;
 		zkl__wake_all(c);
 	}
-	if (--rv->s->inflight == 0)
-		zkl__loop_wake(c);
+	rv->s->inflight--;
 	zkl__loop_wake(c);
 	zkl__revwatch_put(c, rv);
 	return NULL;

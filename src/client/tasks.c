@@ -168,25 +168,33 @@ void zkl__task_drop(zkl_client *c, struct zkl_task *t)
 static struct zkl_waiter *task_answer_apply(zkl_client *c, struct zkl_msg *m);
 static struct zkl_waiter *task_take_over(zkl_client *c, struct zkl_msg *m);
 
+/* A new task of kind on path (taken) in session generation gen, or NULL (no memory). */
+static struct zkl_task *task_new(enum task_kind kind, char *path, uint64_t gen)
+{
+	struct zkl_task *t = calloc(1, sizeof *t);
+	if (t) {
+		t->kind = kind;
+		t->path = path;
+		t->gen = gen;
+		t->msg.kind = MSG_TASK;
+		t->msg.apply = task_answer_apply;
+	}
+	return t;
+}
+
 /* Adds a task (mu held); the event thread is woken to send it if `wake`. */
 static void task_add(zkl_client *c, enum task_kind kind, const char *path, const char *uuid,
                      uint64_t gen, bool wake)
 {
-	struct zkl_task *t = calloc(1, sizeof *t);
 	char *p = strdup(path);
-	if (!t || !p) {
+	struct zkl_task *t = p ? task_new(kind, p, gen) : NULL;
+	if (!t) {
 		/* Nothing more can be done without memory; the node goes with the session. */
-		free(t);
 		free(p);
 		return;
 	}
-	t->kind = kind;
-	t->path = p;
-	t->msg.kind = MSG_TASK;
-	t->msg.apply = task_answer_apply;
 	if (uuid)
 		memcpy(t->uuid, uuid, ZKL_UUID_LEN + 1);
-	t->gen = gen;
 	task_link(c, t, false);
 	c->ntasks++;
 	if (kind == TASK_DELETE)
@@ -266,17 +274,12 @@ bool zkl__task_delete_sent(zkl_client *c, char *path, uint64_t gen)
 	atomic_fetch_add(&c->pins, 1);
 	struct zkl_session *s = atomic_load(&c->sess_pub);
 	struct zkl_task *t = NULL;
-	if (!s || s->gen != gen || !s->connected || !(t = calloc(1, sizeof *t))) {
+	if (!s || s->gen != gen || !s->connected || !(t = task_new(TASK_DELETE, path, gen))) {
 		unpin(c);
 		return false;
 	}
-	t->kind = TASK_DELETE;
-	t->path = path;
-	t->gen = gen;
 	t->s = s;
 	t->inflight = true;
-	t->msg.kind = MSG_TASK;
-	t->msg.apply = task_answer_apply;
 	t->rel.kind = MSG_RELEASE;
 	t->rel.apply = task_take_over;
 	/* Handed over before it is sent, so that the loop knows the task before its answer,

@@ -589,25 +589,21 @@ static void test_lost_told_once_when_release_finds_it(void **state)
 }
 
 /* A thread that takes k's lock itself (blocking: it drives its own acquisition), then,
- * told to, releases it. */
+ * told to (go), releases it as release_thread() does. */
 struct owner_thread {
-	zkl_lock *l;
-	struct lost *k;
-	atomic_int acquired, go, finished;
-	int acquire_rc, rc, calls_at_return;
+	struct releaser r;
+	atomic_int acquired;
+	h_latch *go;
+	int acquire_rc;
 };
 
 static void *owner_main(void *arg)
 {
 	struct owner_thread *o = arg;
-	o->acquire_rc = zkl_lock_acquire(o->l, 10000);
+	o->acquire_rc = zkl_lock_acquire(o->r.l, 10000);
 	atomic_store(&o->acquired, 1);
-	while (!atomic_load(&o->go))
-		usleep(1000);
-	o->rc = zkl_lock_release(o->l);
-	o->calls_at_return = atomic_load(&o->k->calls);
-	atomic_store(&o->finished, 1);
-	return NULL;
+	h_latch_wait(o->go, 60000);
+	return release_thread(&o->r);
 }
 
 /* With external_loop an expiry the C client has told waits in the inbox until a thread
@@ -625,25 +621,26 @@ static void test_release_elsewhere_applies_the_expiry(void **state)
 		kind_open(&k, kind, a.c);
 		struct lost w = {.app = &a};
 		CHECK_OK(zkl_lock_on_lost(k.l, on_lost, &w));
-		struct owner_thread o = {.l = k.l, .k = &w};
+		struct owner_thread o = {.r = {.l = k.l, .k = &w}, .go = h_latch_new()};
 		pthread_t th;
 		assert_int_equal(pthread_create(&th, NULL, owner_main, &o), 0);
 		app_run(&a, &o.acquired, 1, 20000);
 		CHECK_OK(o.acquire_rc);
 		h_expire_unseen(a.c);
-		atomic_store(&o.go, 1);
+		h_latch_set(o.go);
 		/* The loop does not run for half a second: the release must wait for it. */
 		const int64_t until = zkl_monotonic_ms() + 500;
-		while (!atomic_load(&o.finished) && zkl_monotonic_ms() < until)
+		while (!atomic_load(&o.r.finished) && zkl_monotonic_ms() < until)
 			usleep(1000);
-		if (atomic_load(&o.finished))
+		if (atomic_load(&o.r.finished))
 			fail_msg("%s: the release ended (%s) before the application's loop ran: it "
 			         "did not see the expiry the C client had told", k.name,
-			         zkl_strerror(o.rc));
-		app_run(&a, &o.finished, 1, 20000);
+			         zkl_strerror(o.r.rc));
+		app_run(&a, &o.r.finished, 1, 20000);
 		pthread_join(th, NULL);
-		CHECK_RC(ZKL_ELOST, o.rc);
-		assert_int_equal(o.calls_at_return, 1);
+		h_latch_free(o.go);
+		CHECK_RC(ZKL_ELOST, o.r.rc);
+		assert_int_equal(o.r.calls_at_return, 1);
 		assert_int_equal(atomic_load(&w.calls), 1);
 		kind_close(&k);
 		print_message("%s: the release saw the expiry\n", k.name);

@@ -254,25 +254,40 @@ static void test_once_per_request(void **state)
 
 /* ---- a queued waiter is told too (here it gives up) ---- */
 
-static void test_revoke_waiter(void **state)
+/* The waiter queued with a blocking acquire on another thread, or (async) with an
+ * asynchronous one. */
+static void revoke_waiter(const char *name, bool async)
 {
-	(void)state;
 	h_pair t;
-	h_pair_open(&t, "revoke-waiter");
+	h_pair_open(&t, name);
 	static struct revoked r;
 	revoked_init(&r, t.mb, DO_CANCEL);
 	CHECK_OK(zkl_mutex_make_revocable(t.mb, on_revoke, &r));
 	CHECK_OK(zkl_lock_acquire(t.la, 5000));
 	static h_acq w;
-	h_acq_start(&w, t.lb, false);
+	static struct async_got g;
+	if (async) {
+		g.got = h_latch_new();
+		g.rc = 1;
+		CHECK_OK(zkl_lock_acquire_async(t.lb, ZKL_WAIT_FOREVER, async_granted, &g));
+	} else {
+		h_acq_start(&w, t.lb, false);
+	}
 	h_wait_children(t.path, 2);
 	char node[512];
 	node_at(t.la, 1, node, sizeof node, NULL);
 	CHECK_OK(zkl_revoke(t.a, node));
 	assert_true(h_counter_wait(&r.calls, 1, 20000));
-	assert_true(h_latch_wait(w.done, 20000));
-	h_acq_join(&w);
-	CHECK_RC(ZKL_ECANCELED, w.rc);
+	if (async) {
+		assert_true(h_latch_wait(g.got, 20000));
+		CHECK_RC(ZKL_ECANCELED, g.rc);
+		h_latch_free(g.got);
+	} else {
+		assert_true(h_latch_wait(w.done, 20000));
+		h_acq_join(&w);
+		CHECK_RC(ZKL_ECANCELED, w.rc);
+	}
+	assert_int_equal(r.wrong, 0);
 	assert_int_equal(h_children(t.path), 1);
 	assert_true(zkl_lock_is_held(t.la));
 	CHECK_OK(zkl_lock_release(t.la));
@@ -280,35 +295,16 @@ static void test_revoke_waiter(void **state)
 	h_pair_close(&t);
 }
 
-/* ---- a queued asynchronous acquire is told too (here it gives up) ---- */
+static void test_revoke_waiter(void **state)
+{
+	(void)state;
+	revoke_waiter("revoke-waiter", false);
+}
 
 static void test_revoke_async_waiter(void **state)
 {
 	(void)state;
-	h_pair t;
-	h_pair_open(&t, "revoke-async-waiter");
-	static struct revoked r;
-	revoked_init(&r, t.mb, DO_CANCEL);
-	CHECK_OK(zkl_mutex_make_revocable(t.mb, on_revoke, &r));
-	CHECK_OK(zkl_lock_acquire(t.la, 5000));
-	static struct async_got g;
-	g.got = h_latch_new();
-	g.rc = 1;
-	CHECK_OK(zkl_lock_acquire_async(t.lb, ZKL_WAIT_FOREVER, async_granted, &g));
-	h_wait_children(t.path, 2);
-	char node[512];
-	node_at(t.la, 1, node, sizeof node, NULL);
-	CHECK_OK(zkl_revoke(t.a, node));
-	assert_true(h_counter_wait(&r.calls, 1, 20000));
-	assert_true(h_latch_wait(g.got, 20000));
-	CHECK_RC(ZKL_ECANCELED, g.rc);
-	assert_int_equal(r.wrong, 0);
-	assert_int_equal(h_children(t.path), 1);
-	assert_true(zkl_lock_is_held(t.la));
-	CHECK_OK(zkl_lock_release(t.la));
-	assert_int_equal(h_counter_get(&r.calls), 1);
-	h_latch_free(g.got);
-	h_pair_close(&t);
+	revoke_waiter("revoke-async-waiter", true);
 }
 
 /* ---- a change of the node ahead is not its going ---- */

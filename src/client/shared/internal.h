@@ -519,7 +519,9 @@ bool zkl__waiter_due(struct zkl_waiter *w);
  * closing. Only the loop then touches what fn touches: a call is how an application
  * thread hands the engine an acquisition or a cancel. */
 bool zkl__call(zkl_client *c, struct zkl__call *call);
-/* Whether the calling thread runs c's loop (no lock held): zkl__runs_loop's answer. */
+/* Whether the calling thread runs c's loop (any thread, no lock needed): its event
+ * thread, a callback, or the application's thread that calls zkl_client_process().
+ * Such a thread cannot wait for an acquisition. */
 bool zkl__is_loop_thread(zkl_client *c);
 /* Wakes the waiters of owner with canceled set: a call (above), so that it comes after
  * an acquisition started before it. */
@@ -871,10 +873,6 @@ bool zkl__client_close_refused(zkl_client *c);
  * counted until the machine has (free_done), so that a close waits for it. */
 void zkl__client_free_put_off(zkl_client *c);
 void zkl__client_free_done(zkl_client *c);
-/* Whether the calling thread runs c's loop (on the loop): its event thread, a callback, or
- * the application's thread that calls zkl_client_process(). Such a thread cannot wait
- * for an acquisition. */
-bool zkl__runs_loop(zkl_client *c);
 /* On the application's loop thread outside zkl_client_process() (on the loop): runs the loop
  * once and, if the turn did nothing, waits for more work or its next timer; returns true
  * (the caller looks again at what it waits for). Elsewhere returns false
