@@ -60,6 +60,7 @@
  *
  * Everything here runs on the loop, sends included. */
 #include <errno.h>
+#include <semaphore.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,6 +165,8 @@ static bool hold_doomed(zkl_client *c, struct zkl_hold *h)
 	       (s->given_up || s->expired || zkl__now_ms() >= zkl__lost_at(c));
 }
 
+static void hold_dispatched(zkl_client *c, struct zkl_hold *h);
+
 /* Reports h lost here, on a thread that runs the loop (mu held, released around the
  * call): what holds_notify() would do on its next turn, done now for an owner that ends
  * h before that turn. */
@@ -185,73 +188,64 @@ static void hold_report_here(zkl_client *c, struct zkl_hold *h)
 	h->in_dispatch = false;
 	int st = ZKL_HOLD_DISPATCHING;
 	atomic_compare_exchange_strong(&h->state, &st, ZKL_HOLD_HELD);
-	pthread_cond_broadcast(&c->cv);
+	hold_dispatched(c, h);
 }
 
-/* Moves h from held to ended and returns whether it was lost. A hold that is lost but
- * not yet reported is reported first, so that its owner hears of every loss once, on the
- * loop, whether or not a release found it first: on a thread that runs the loop, here;
- * elsewhere the loop does it and this waits for it (the loop's turn, never the server).
- * A dispatch of on_lost on another thread is waited out as well. */
-static bool hold_finish(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending how)
+/* A hold's end that is not the usual one, handed to the loop (a call): its owner waits
+ * on `done`, never on the client's mutex. */
+struct hold_finish {
+	struct zkl__call call; /* first */
+	struct zkl_hold *h;
+	enum zkl_hold_ending how;
+	bool ended; /* the owner moved it from held to ended, and the session changed */
+	bool here;  /* the owner runs the loop (a callback on the loop's thread) */
+	bool lost;  /* the answer */
+	sem_t done;
+};
+
+/* A hold's end, applied as the loop (mu held): true once h has ended, false if its
+ * on_lost runs right now on the loop, deeper in this thread's stack (a callback that
+ * drove the loop from inside it): the end is applied again when on_lost returns
+ * (hold_dispatched). A hold that is lost but not yet reported is reported first, so
+ * that its owner hears of every loss once, on the loop, whether or not a release found
+ * it first. With external_loop, and the owner not on the thread that runs it, the
+ * loop's thread reports it and this waits for that (its turn, never the server). */
+static bool finish_apply(zkl_client *c, struct hold_finish *f)
 {
-	if (how == ZKL_HOLD_END_QUIET) {
-		for (;;) {
-			int st = ZKL_HOLD_HELD;
-			if (atomic_compare_exchange_strong(&h->state, &st, ZKL_HOLD_ENDED))
-				break;
-			if (st != ZKL_HOLD_DISPATCHING)
-				break; /* ended already */
-			pthread_mutex_lock(&c->mu);
-			if (zkl__is_loop_thread(c) && h->in_dispatch) {
-				atomic_store(&h->state, ZKL_HOLD_ENDED);
-				pthread_mutex_unlock(&c->mu);
-				break;
-			}
-			while (atomic_load(&h->state) == ZKL_HOLD_DISPATCHING)
-				zkl__cond_wait_until(&c->cv, &c->mu, INT64_MAX);
-			pthread_mutex_unlock(&c->mu);
-		}
-		return atomic_load(&h->lost);
-	}
-	/* The usual case, without mu: not lost, on the session the client is on before and
-	 * after the hold ended. */
-	struct zkl_session *s = atomic_load(&c->sess_pub);
-	bool ended = false;
-	if (how == ZKL_HOLD_END && s && s->gen == h->gen && !atomic_load(&h->lost)) {
-		int st = ZKL_HOLD_HELD;
-		ended = atomic_compare_exchange_strong(&h->state, &st, ZKL_HOLD_ENDED);
-		if (ended && atomic_load(&c->sess_pub) == s && !atomic_load(&h->lost))
-			return false;
-	}
-	pthread_mutex_lock(&c->mu);
-	if (how == ZKL_HOLD_END_LOST)
+	struct zkl_hold *h = f->h;
+	if (f->how == ZKL_HOLD_END_LOST)
 		atomic_store(&h->lost, true); /* its release found it lost */
-	if (ended && !h->reported) {
+	if (f->ended && !h->reported) {
 		/* The session changed as it ended, and the loop may have passed it over:
 		 * look again as if it were held. */
 		atomic_store(&h->state, ZKL_HOLD_HELD);
 		h->notified = false;
+		f->ended = false;
 	}
 	for (;;) {
 		int st = atomic_load(&h->state);
 		if (st == ZKL_HOLD_ENDED)
 			break; /* ended already: a release inside its own on_lost */
 		if (st == ZKL_HOLD_DISPATCHING) {
-			if (zkl__is_loop_thread(c) && h->in_dispatch) {
+			if (f->here && h->in_dispatch) {
 				/* Only the loop dispatches: this is a release inside h's own
 				 * on_lost. */
 				atomic_store(&h->state, ZKL_HOLD_ENDED);
 				break;
 			}
+			if (!c->external) {
+				h->finish = f;
+				return false;
+			}
 			zkl__cond_wait_until(&c->cv, &c->mu, INT64_MAX);
 			continue;
 		}
-		if (!hold_doomed(c, h) || h->notified || c->loop_ended) {
+		if (f->how == ZKL_HOLD_END_QUIET || !hold_doomed(c, h) || h->notified ||
+		    c->loop_ended) {
 			atomic_store(&h->state, ZKL_HOLD_ENDED);
 			break;
 		}
-		if (zkl__is_loop_thread(c)) {
+		if (f->here || !c->external) {
 			hold_report_here(c, h);
 			continue;
 		}
@@ -260,9 +254,62 @@ static bool hold_finish(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending 
 		zkl__loop_wake(c);
 		zkl__cond_wait_until(&c->cv, &c->mu, INT64_MAX);
 	}
-	bool lost = atomic_load(&h->lost);
-	pthread_mutex_unlock(&c->mu);
-	return lost;
+	f->lost = atomic_load(&h->lost);
+	return true;
+}
+
+static void finish_call(zkl_client *c, struct zkl__call *call)
+{
+	struct hold_finish *f = (struct hold_finish *)(void *)call;
+	if (finish_apply(c, f))
+		sem_post(&f->done);
+}
+
+/* h's on_lost has returned (loop, mu held): an end its owner asked for meanwhile. */
+static void hold_dispatched(zkl_client *c, struct zkl_hold *h)
+{
+	pthread_cond_broadcast(&c->cv);
+	struct hold_finish *f = h->finish;
+	h->finish = NULL;
+	if (f && finish_apply(c, f))
+		sem_post(&f->done);
+}
+
+/* Moves h from held to ended and returns whether it was lost; on any thread, with no
+ * lock held. The usual end (not lost, on the session the client is on before and after
+ * it ended) and a quiet one are atomics alone; any other is a call to the loop, and so
+ * is a quiet end while on_lost runs, which it waits out. */
+static bool hold_finish(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending how)
+{
+	struct hold_finish f = {.call.fn = finish_call, .h = h, .how = how};
+	if (how == ZKL_HOLD_END_QUIET) {
+		int st = ZKL_HOLD_HELD;
+		if (atomic_compare_exchange_strong(&h->state, &st, ZKL_HOLD_ENDED) ||
+		    st != ZKL_HOLD_DISPATCHING)
+			return atomic_load(&h->lost); /* ended now, or already */
+	} else if (how == ZKL_HOLD_END) {
+		struct zkl_session *s = atomic_load(&c->sess_pub);
+		if (s && s->gen == h->gen && !atomic_load(&h->lost)) {
+			int st = ZKL_HOLD_HELD;
+			f.ended = atomic_compare_exchange_strong(&h->state, &st, ZKL_HOLD_ENDED);
+			if (f.ended && atomic_load(&c->sess_pub) == s && !atomic_load(&h->lost))
+				return false;
+		}
+	}
+	f.here = zkl__is_loop_thread(c);
+	sem_init(&f.done, 0, 0);
+	if (zkl__call(c, &f.call)) {
+		while (sem_wait(&f.done) != 0)
+			; /* EINTR: a signal handler ran */
+	} else {
+		/* The loop runs no more (closing): nobody else touches h. */
+		pthread_mutex_lock(&c->mu);
+		zkl__inbox_drain(c);
+		finish_apply(c, &f);
+		pthread_mutex_unlock(&c->mu);
+	}
+	sem_destroy(&f.done);
+	return f.lost;
 }
 
 bool zkl__hold_end(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending how)
@@ -316,7 +363,7 @@ void zkl__holds_notify(zkl_client *c)
 		h->in_dispatch = false;
 		st = ZKL_HOLD_DISPATCHING;
 		atomic_compare_exchange_strong(&h->state, &st, ZKL_HOLD_HELD);
-		pthread_cond_broadcast(&c->cv);
+		hold_dispatched(c, h);
 		if (h->unlinked)
 			free(h);
 	}

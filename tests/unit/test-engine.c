@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "clock.h"
+#include "core.h" /* the loop's inbox and holds (test_release_deferred_while_lost_runs) */
 #include "fzh.h"
 
 #define CHECK_OK(x) assert_int_equal((x), 0)
@@ -683,6 +684,85 @@ static void test_release_waits_for_lost_callback(void **state)
 	assert_false(atomic_load(&s.released_during));
 	assert_int_equal(atomic_load(&s.calls), 1);
 	/* The handle can go at once: nothing of it runs any more. */
+	zkl_mutex_free(p.ma);
+	p.ma = NULL;
+	CHECK_OK(zkl_lock_acquire(p.lb, 0));
+	CHECK_OK(zkl_lock_release(p.lb));
+	pair_close(&p);
+}
+
+/* A release while the lost callback drives the loop itself (a call of the client's
+ * inside it, run at once on the loop's thread): the release's end of the hold, handed
+ * to the loop, is applied there, deeper in the loop's stack than the callback, and must
+ * wait for the callback's end rather than end the hold under it. The node is deleted by
+ * someone else, so the session lives and the release sends its delete itself: what
+ * reaches the loop while the callback runs is the hold's end alone. */
+struct driving_lost {
+	zkl_client *c;
+	atomic_bool running, releasing, released, deferred;
+	atomic_int calls;
+};
+
+static void nothing(zkl_client *c, void *arg)
+{
+	(void)c;
+	(void)arg;
+}
+
+static void driving_lost_fn(zkl_lock *l, int reason, void *data)
+{
+	(void)l;
+	(void)reason;
+	struct driving_lost *s = data;
+	atomic_fetch_add(&s->calls, 1);
+	atomic_store(&s->running, true);
+	while (!atomic_load(&s->releasing))
+		sched_yield();
+	/* The release's call reaches the inbox, and is applied here, on the loop's thread. */
+	const int64_t give_up = zkl__now_ms() + 30000;
+	struct zkl_hold *h = s->c->holds;
+	while (h && !h->finish && zkl__now_ms() < give_up) {
+		bool queued = false;
+		pthread_mutex_lock(&s->c->inbox_mu);
+		for (struct zkl_msg *m = s->c->inbox; m; m = m->next)
+			queued = queued || m->kind == MSG_CALL;
+		pthread_mutex_unlock(&s->c->inbox_mu);
+		if (queued)
+			zkl__loop_run(s->c, nothing, NULL);
+		else
+			sched_yield();
+	}
+	/* The client's only hold is ours, its end asked for and put off. */
+	atomic_store(&s->deferred, h && !h->next && h->finish &&
+	                                   atomic_load(&h->state) == ZKL_HOLD_DISPATCHING &&
+	                                   !atomic_load(&s->released));
+	atomic_store(&s->running, false);
+}
+
+static void test_release_deferred_while_lost_runs(void **state)
+{
+	(void)state;
+	struct pair p;
+	pair_open(&p, "/locks/release-during-driving-lost");
+	struct driving_lost s = {.c = p.a};
+	CHECK_OK(zkl_lock_on_lost(p.la, driving_lost_fn, &s));
+	CHECK_OK(zkl_lock_acquire(p.la, -1));
+	char name[256], node[512];
+	assert_int_equal(fz_children(p.z, p.path, name, sizeof name), 1);
+	name[strcspn(name, "\n")] = '\0';
+	snprintf(node, sizeof node, "%s/%s", p.path, name);
+	CHECK_OK(fz_delete(p.z, node));
+	const int64_t give_up = zkl__now_ms() + 30000;
+	while (!atomic_load(&s.running))
+		if (sched_yield() != 0 || zkl__now_ms() > give_up)
+			fail_msg("the holder was never told its lock was lost");
+	atomic_store(&s.releasing, true);
+	int rc = zkl_lock_release(p.la);
+	atomic_store(&s.released, true);
+	assert_int_equal(rc, ZKL_ELOST);
+	assert_false(atomic_load(&s.running));
+	assert_true(atomic_load(&s.deferred));
+	assert_int_equal(atomic_load(&s.calls), 1);
 	zkl_mutex_free(p.ma);
 	p.ma = NULL;
 	CHECK_OK(zkl_lock_acquire(p.lb, 0));
@@ -2502,6 +2582,7 @@ int main(void)
 		cmocka_unit_test(test_expiry_while_waiting),
 		cmocka_unit_test(test_expiry_while_holding),
 		cmocka_unit_test(test_release_waits_for_lost_callback),
+		cmocka_unit_test(test_release_deferred_while_lost_runs),
 		cmocka_unit_test(test_lost_before_expiry),
 		cmocka_unit_test(test_lost_on_cut_off_leader),
 		cmocka_unit_test(test_heartbeat_refused_said),

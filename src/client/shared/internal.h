@@ -14,11 +14,12 @@
  *     (nothing that holds it waits inside the C client, except a session's close, done
  *     with it let go of). Application threads take it only at the API's edge, inside
  *     this layer, briefly and never across a wait for the server: with external_loop to
- *     run a call at once as the loop would (zkl__call) and to drive the job they wait
- *     for (zkl__job_wait, zkl__drive_run); and at a hold's end, unless it is the usual
- *     one (not lost, its session current) or, with external_loop, to apply it as the
- *     loop would. Everything else an application thread learns of the loop's state is
- *     published: atomics below, or an answer the loop marked (op->leaving).
+ *     run a call at once as the loop would (zkl__call: among others a hold's end that
+ *     is not the usual one, holds.c) and to drive the job they wait for
+ *     (zkl__job_wait, zkl__drive_run), and to apply a hold's end as the loop would.
+ *     Without external_loop they never take it: a hold's unusual end is a call to the
+ *     loop like any other. Everything else an application thread learns of the loop's
+ *     state is published: atomics below, or an answer the loop marked (op->leaving).
  *   - `inbox_mu` guards the inbox and the loop's wake count (`kicks`). The C client's
  *     completion thread, in every mode, only queues what it hears there, in a message
  *     that lives in what it is about (struct zkl_msg), and wakes whoever waits for the
@@ -253,6 +254,7 @@ struct zkl_hold {
 	bool reported;                    /* mu: on_lost has been or is being called */
 	bool in_dispatch;                 /* loop: its on_lost runs right now */
 	bool unlinked;                    /* loop: ended and unlinked while on_lost ran */
+	struct hold_finish *finish;       /* loop: an end asked for while on_lost ran */
 	struct zkl_nodewatch *nw;         /* loop: the watch on its node (holds.c) */
 	/* Loop: lost because its node was deleted by someone else, an answer on its session
 	 * after the node went says so (holds.c); while deleting, the watch saw the node
