@@ -16,19 +16,6 @@
 const struct zkl__clock_hook *zkl__clock_hook;
 
 int64_t
-zkl__now_ms(void)
-{
-	struct timespec ts;
-
-	if (zkl__clock_hook)
-		return zkl__clock_hook->now(zkl__clock_hook->arg);
-
-	/* CLOCK_MONOTONIC cannot fail on Linux with a valid pointer. */
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t
 zkl__deadline(int timeout_ms)
 {
 	/* Callers reject negative values other than ZKL_WAIT_FOREVER before they get here;

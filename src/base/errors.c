@@ -240,7 +240,7 @@ zk_code(int zrc)
 }
 
 enum zkl__zk_class
-zkl__zk_class(int zrc)
+zkl__zk_class_of(int zrc)
 {
 	return zk_code(zrc).cls;
 }

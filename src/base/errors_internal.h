@@ -27,7 +27,12 @@ enum zkl__zk_class {
 	ZKL_ZK_CLOSING,  /* the handle is closing: never sent, or never answered */
 	ZKL_ZK_LOCAL,    /* refused by the C client itself (ZSYSTEMERROR...) */
 };
-enum zkl__zk_class zkl__zk_class(int zrc);
+enum zkl__zk_class zkl__zk_class_of(int zrc);
+/* Every answer is classified, and most are ZOK (0): that one without the table. */
+static inline enum zkl__zk_class zkl__zk_class(int zrc)
+{
+	return zrc == 0 ? ZKL_ZK_ANSWER : zkl__zk_class_of(zrc);
+}
 
 /* Whether the server answered: the session was alive when the request was sent. */
 static inline bool zkl__zk_answered(int zrc)

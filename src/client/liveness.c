@@ -21,14 +21,6 @@ int zkl__session_timeout_any(zkl_client *c, bool *closing)
 	return atomic_load(&c->timeout_pub);
 }
 
-int zkl__live_mode(const zkl_client *c)
-{
-	if (c->holds || c->near > 0)
-		return ZKL_LIVE_PROVE;
-	/* Waits with a request out are not quiet: their answers are awaited. */
-	return c->waiters && c->sess->inflight == 0 ? ZKL_LIVE_QUIET : ZKL_LIVE_IDLE;
-}
-
 /* A session on a follower is known to the leader only from the follower's reports of
  * the requests and pings it heard. While a session sends a request at least every sixth
  * of t, the leader's record is at most that much older than a write it committed (the

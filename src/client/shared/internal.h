@@ -396,7 +396,7 @@ struct zkl_client {
 	 * or waiting on a folder's count) or that prove the session for a grant: while there
 	 * are any, the session proves itself with committed writes (liveness.c). */
 	int near;
-	int max_request;            /* the servers' jute.maxbuffer (maxbuffer.c) */
+	int max_request;            /* the servers' jute.maxbuffer (request.c) */
 	int64_t next_heartbeat;     /* mu: when to send the next heartbeat */
 	bool closing;               /* mu */
 	struct zkl_waiter *waiters; /* mu */
@@ -833,7 +833,14 @@ int zkl__session_timeout_ms(const zkl_client *c);
  *                   the C client's pings.
  */
 enum zkl_live { ZKL_LIVE_IDLE, ZKL_LIVE_PROVE, ZKL_LIVE_QUIET };
-int zkl__live_mode(const zkl_client *c);
+/* Inline: read on every request sent (request.c) and every turn (liveness.c). */
+static inline int zkl__live_mode(const zkl_client *c)
+{
+	if (c->holds || c->near > 0)
+		return ZKL_LIVE_PROVE;
+	/* Waits with a request out are not quiet: their answers are awaited. */
+	return c->waiters && c->sess->inflight == 0 ? ZKL_LIVE_QUIET : ZKL_LIVE_IDLE;
+}
 
 /* A hold's loss deadline on the current session: the send time of its last committed
  * write plus loss_percent of the session timeout (on the loop); INT64_MAX while no write has
@@ -883,7 +890,7 @@ void zkl__client_free_done(zkl_client *c);
 bool zkl__loop_step(zkl_client *c);
 
 /* The length of a create or set request (kind) of a path of path_len bytes with
- * data_len bytes of data, as the server reads it (maxbuffer.c), and whether it is at most
+ * data_len bytes of data, as the server reads it (request.c), and whether it is at most
  * what the servers read in one request (c->max_request): 0, or ZKL_EINVAL with a detail
  * that names name (the node or its folder) and the limit. */
 int64_t zkl__request_size(const zkl_client *c, enum zkl_op_kind kind, size_t path_len,
