@@ -23,7 +23,7 @@
  *   thread's, plus a wait for its end; the simulator starts owners' runs of its own
  *   (zkl__multilock_start_as). The waiting thread starts each member itself (a member's
  *   end only says it is time), and runs those on clients with external_loop
- *   (zkl__drive_run, job.c), so the whole goes on while the application runs no loop. On any failure the members taken are given back in
+ *   (zkl__drive_run, loop.c), so the whole goes on while the application runs no loop. On any failure the members taken are given back in
  *   reverse order, so nothing stays held: by the waiting thread for a blocking acquire
  *   (whose members may be on several clients), else on the loop.
  * - Two kinds of hold, never at once. An owner's hold is nested like Curator's
@@ -51,7 +51,7 @@
  * - Locks: ml->mu guards the state that the loop and other threads share. Member verbs
  *   are never called with ml->mu held, and nothing else is locked while it is: the loop
  *   calls the members' ends and lost listeners with its own turn's lock let go of
- *   (job.c, holds.c). A multi-lock with owners' holds is used
+ *   (loop.c, holds.c). A multi-lock with owners' holds is used
  *   by one owner at a time, as before (see the header): one run at a time. */
 #include <pthread.h>
 #include <stdio.h>

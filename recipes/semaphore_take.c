@@ -5,7 +5,7 @@
  *
  * Design notes.
  *
- * A take is a job the loop runs (src/client/job.c), and each of its steps runs there,
+ * A take is a job the loop runs (src/client/loop.c, "Jobs"), and each of its steps runs there,
  * on the loop, as every engine step does: it touches the semaphore's core
  * (semaphore_internal.h), which nothing but the loop touches.
  *

@@ -1,7 +1,7 @@
 /* The client: its options, open and close, logging and statistics. What a client is made
  * of lives beside this file, one concern each (ARCHITECTURE.md draws the whole):
  *
- *   loop.c      the inbox, calls, waiters and one turn of the loop (the only owner of
+ *   loop.c      the inbox, calls, waiters, jobs and one turn of the loop (the only owner of
  *               engine and recipe state)
  *   session.c   sessions, their events, the public state and listeners, adopted handles
  *   request.c   requests and their answers, node watches
@@ -9,7 +9,7 @@
  *   revwatch.c  data watches: revocation requests, a semaphore's shared count
  *   holds.c     holds, reported lost once
  *   liveness.c  the loss rule, heartbeats, retired sessions
- *   job.c       requests a thread waits for, run by the loop
+ *   job.c       the client's blocking calls: requests, conditions, the connection
  *   zk.c        the request layer's table over the C client
  *
  * core.h is what they share; internal.h is what the engine and the recipes see.

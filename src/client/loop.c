@@ -13,13 +13,44 @@
  * zkl_client_process(), or a blocking caller driving its own job) applies the inbox
  * itself (zkl__io_wait).
  *
- * Calls. An application thread hands the loop an acquisition, a job (job.c) or a cancel
- * as a call (zkl__call): queued in the inbox behind everything handed over before it, and
- * run by the loop.
+ * Calls. An application thread hands the loop an acquisition, a job or a cancel as a
+ * call (zkl__call): queued in the inbox behind everything handed over before it, and run
+ * by the loop.
  *
  * Waiters. Everything the loop runs for someone (an acquisition, a job, a recipe's
  * machine) is a waiter: woken by answers, watches, state changes and cancels, or by its
  * own timer, and run in the order it was woken.
+ *
+ * Jobs. A job is what a thread asks of ZooKeeper and waits for: a loop waiter with a
+ * step function. The loop runs the step, mu held, whenever the job is woken: an answer
+ * to a request it sent, a watch it armed, a session change, a cancel of its owner, or
+ * the time it asked to be run at (zkl__waiter_wake_at). The step sends what comes next
+ * and returns ZKL_JOB_WAIT, or returns the job's result. Nothing in a step blocks.
+ *
+ * The thread that asked waits on the job's own semaphore, not on the client's mutex
+ * (zkl__job_wait), so a blocking call is a thin wait on the loop: the same as a blocking
+ * acquire, which is a job too (src/engine/acquire.c). A job reaches the loop as a call,
+ * behind everything handed to the loop before it, and from then on only the loop touches
+ * it, until its end. The jobs of the client's own blocking calls (a request, a condition,
+ * the connection) are in job.c.
+ *
+ * The client's event thread cannot wait for a job: nothing would run it. Such a call (a
+ * callback's) fails at once with ZKL_EDEADLK (zkl__job_run), and so does one on the
+ * application's loop thread (external_loop), which never waits for the server. With
+ * external_loop the waiting thread runs its job's steps itself, applying the inbox as it
+ * waits (zkl__io_wait): the application's loop may be that very thread, or not run at
+ * all while it waits.
+ *
+ * A job's step may start another job from the loop (zkl__job_begin): a recipe made of
+ * engine acquisitions (a semaphore's gate, then its lease) starts each as the child of
+ * its own job, and is woken when the child ends. The child is run where its parent is:
+ * by the loop, or by the parent's waiting thread with external_loop. So a blocking call
+ * and an asynchronous one are the same job, waited for or with an end.
+ *
+ * A blocking call made of asynchronous acquisitions one after the other (a multi-lock's
+ * members, possibly on several clients) drives them (zkl__drive_begin): with
+ * external_loop, the job with an end that such a thread starts is run by that thread
+ * (zkl__drive_run), as a waited job is, and its end tells the thread to start the next.
  *
  * One turn (zkl_loop_once): the inbox, session events, lost holds, revocation watches,
  * waiters, background deletes, liveness, retired sessions; until nothing is ready. The
@@ -27,6 +58,7 @@
  * the application's calls to zkl_client_process().
  */
 #include <errno.h>
+#include <semaphore.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -371,6 +403,228 @@ bool zkl__is_loop_thread(zkl_client *c)
 	pthread_t t;
 	memcpy(&t, &id, sizeof t);
 	return id != 0 && pthread_equal(t, pthread_self());
+}
+
+
+/* ---- Jobs: what a thread waits for, run by the loop ------------------------------ */
+
+/* Wakes the thread that waits for j. A semaphore, not a condition variable: the woken
+ * thread takes no mutex the loop may still hold, and may free j as soon as it wakes. */
+static void tell(struct zkl_job *j)
+{
+	sem_post(&j->done);
+}
+
+/* The drive current on this thread (zkl__drive_begin), if any. */
+static _Thread_local struct zkl__drive *driving;
+
+static void job_step(zkl_client *c, struct zkl_waiter *w)
+{
+	struct zkl_job *j = (struct zkl_job *)w;
+	int rc = c->closing && !j->runs_closing ? zkl__fail(ZKL_ECLOSED, "the client is closing")
+	                                        : j->step(c, j);
+	if (rc == ZKL_JOB_WAIT)
+		return;
+	if (rc != 0 && !j->error[0])
+		snprintf(j->error, sizeof j->error, "%s", zkl_last_error());
+	j->rc = rc;
+	if (j->drop)
+		j->drop(c, j);
+	zkl__waiter_leave(c, &j->w);
+	if (j->end) {
+		struct zkl_job *parent = j->parent;
+		/* A driven job ends: its thread stops running it before the end may start
+		 * the next (which then becomes the drive's). */
+		if (driving && driving->job == j)
+			driving->job = NULL;
+		pthread_mutex_unlock(&c->mu);
+		j->end(c, j); /* j may be gone */
+		pthread_mutex_lock(&c->mu);
+		if (parent) {
+			/* A child job (it has an end): its parent looks at what the end left. */
+			parent->child = NULL;
+			zkl__waiter_wake(c, &parent->w);
+		}
+		return;
+	}
+	if (j->w.own_thread) {
+		j->finished = true;
+		zkl__kick(c); /* its thread waits in zkl__io_wait() (zkl__job_wait) */
+		return;
+	}
+	if (!c->external && zkl__on_event_thread(c)) {
+		/* Told when the loop lets go of the mutex (loop.c, unlock_and_tell). */
+		j->told_next = c->told;
+		c->told = j;
+		return;
+	}
+	tell(j);
+}
+
+void zkl__jobs_tell(struct zkl_job *list)
+{
+	while (list) {
+		struct zkl_job *next = list->told_next;
+		tell(list); /* list may be gone */
+		list = next;
+	}
+}
+
+/* On the loop (mu held): the job begins with its first step. */
+static void job_begin(zkl_client *c, struct zkl__call *call)
+{
+	struct zkl_job *j = (struct zkl_job *)((char *)call - offsetof(struct zkl_job, call));
+	zkl__waiter_enter_loop(c, &j->w, j->owner, job_step);
+}
+
+/* What every start of a job sets. */
+static void job_init(struct zkl_job *j, const void *owner)
+{
+	j->owner = owner;
+	j->rc = 0;
+	j->error[0] = '\0';
+	j->finished = false;
+	j->parent = j->child = NULL;
+	sem_init(&j->done, 0, 0);
+}
+
+/* Whether j (no parent) is run by the thread that starts it: with external_loop, a job
+ * waited for, or the first with an end started by a thread that drives (it becomes the
+ * drive's). */
+static bool own_thread(zkl_client *c, struct zkl_job *j)
+{
+	if (!c->external)
+		return false;
+	if (!j->end)
+		return true;
+	if (!driving || driving->job)
+		return false;
+	driving->c = c;
+	driving->job = j;
+	return true;
+}
+
+void zkl__job_begin(zkl_client *c, struct zkl_job *j, const void *owner,
+                          struct zkl_job *parent)
+{
+	job_init(j, owner);
+	if (parent) {
+		j->parent = parent;
+		parent->child = j;
+	}
+	/* A child is run by whoever runs its parent: with external_loop, the thread that
+	 * waits for the parent (zkl__job_wait, zkl__drive_run). */
+	j->w.own_thread = parent ? parent->w.own_thread : own_thread(c, j);
+	zkl__waiter_enter_loop(c, &j->w, owner, job_step);
+}
+
+int zkl__job_start(zkl_client *c, struct zkl_job *j, const void *owner)
+{
+	job_init(j, owner);
+	j->call.fn = job_begin;
+	j->w.own_thread = own_thread(c, j);
+	if (!zkl__call(c, &j->call)) {
+		if (driving && driving->job == j)
+			driving->job = NULL;
+		zkl__job_destroy(j);
+		return zkl__fail(ZKL_ECLOSED, "the client is closing");
+	}
+	return 0;
+}
+
+/* Runs the step of j or of its child that is due, on the thread that runs j (mu
+ * held), or waits until one is. j may be gone after a step that ended it with an end. */
+static void run_own(zkl_client *c, struct zkl_job *j)
+{
+	struct zkl_job *k = j->child;
+	if (k && zkl__waiter_due(&k->w))
+		job_step(c, &k->w); /* k may be gone */
+	else if (zkl__waiter_due(&j->w))
+		job_step(c, &j->w);
+	else
+		zkl__io_wait(c, k && k->w.wake_at < j->w.wake_at ? k->w.wake_at : j->w.wake_at);
+}
+
+void zkl__drive_begin(struct zkl__drive *d)
+{
+	d->c = NULL;
+	d->job = NULL;
+	d->prev = driving;
+	driving = d;
+}
+
+void zkl__drive_end(struct zkl__drive *d)
+{
+	driving = d->prev;
+}
+
+void zkl__drive_run(struct zkl__drive *d)
+{
+	zkl_client *c = d->c;
+	if (!d->job)
+		return;
+	struct zkl__drive *was = driving;
+	driving = d; /* so that the end of d's job clears it */
+	pthread_mutex_lock(&c->mu);
+	while (d->job && d->c == c)
+		run_own(c, d->job);
+	pthread_mutex_unlock(&c->mu);
+	driving = was;
+}
+
+int zkl__job_wait(zkl_client *c, struct zkl_job *j)
+{
+	if (c->external) {
+		/* The waiting thread runs its job itself, applying the inbox as it waits:
+		 * the application's loop may be this very thread, and then nothing else
+		 * would run it. The loop leaves it alone (own_thread). */
+		pthread_mutex_lock(&c->mu);
+		while (!j->finished)
+			run_own(c, j);
+		pthread_mutex_unlock(&c->mu);
+	} else {
+		while (sem_wait(&j->done) != 0)
+			; /* EINTR: a signal handler ran */
+	}
+	zkl__job_destroy(j);
+	if (j->rc != 0)
+		zkl__fail(j->rc, "%s", j->error);
+	else
+		zkl__clear_error();
+	return j->rc;
+}
+
+void zkl__job_destroy(struct zkl_job *j)
+{
+	sem_destroy(&j->done);
+}
+
+static int refuse_on_loop(zkl_client *c, const char *what)
+{
+	if (!zkl__is_loop_thread(c))
+		return 0;
+	if (c->external && !zkl__on_event_thread(c))
+		return zkl__fail(ZKL_EDEADLK, "cannot wait for %s on the application's loop "
+		                "thread: nothing on the loop's thread waits for the server (call "
+		                "it from another thread)", what);
+	return zkl__fail(ZKL_EDEADLK, "cannot wait for %s on the client's event thread (in a "
+	                "callback): the loop would wait for itself", what);
+}
+
+int zkl__job_run(zkl_client *c, struct zkl_job *j, const void *owner, const char *what)
+{
+	int rc = refuse_on_loop(c, what);
+	if (rc == 0)
+		rc = zkl__job_start(c, j, owner);
+	if (rc != 0) {
+		if (j->drop) {
+			pthread_mutex_lock(&c->mu);
+			j->drop(c, j);
+			pthread_mutex_unlock(&c->mu);
+		}
+		return rc;
+	}
+	return zkl__job_wait(c, j);
 }
 
 

@@ -10,7 +10,7 @@
  * A create whose answer was lost is found again by the uuid in its name; everything we
  * leave on failure is deleted before we report it.
  *
- * Nothing here blocks. An acquisition is a job of the client's loop (src/client/job.c):
+ * Nothing here blocks. An acquisition is a job of the client's loop (src/client/loop.c, "Jobs"):
  * each request it sends and each watch it arms names its waiter, so the answer, the
  * watch event, every session change, a cancel, a change of a shared count, and its own
  * deadline wake it, and the loop calls step(), with the client mutex held. step() looks

@@ -27,7 +27,7 @@ enum acq_state {
 enum { GO_ON = 0, WAIT = 1, HELD = 2, ANSWERED = 3 };
 
 struct zkl_acquisition {
-	struct zkl_job job;            /* first: the loop runs it (src/client/job.c) */
+	struct zkl_job job;            /* first: the loop runs it (src/client/loop.c, "Jobs") */
 	const struct zkl_queue *q;
 	struct zkl_node *node;         /* the caller's */
 	enum acq_state st;

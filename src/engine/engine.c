@@ -32,7 +32,7 @@
  * This file holds what it shares (the queue's nodes, the bounded delete of a node of
  * ours) and the queue's listing and participants; release.c holds a confirmed release,
  * fixed.c the node of a fixed name (a downgrade's) and the hold made at a grant. Each
- * request a thread makes and waits for is a job the loop runs (src/client/job.c), and
+ * request a thread makes and waits for is a job the loop runs (src/client/loop.c, "Jobs"), and
  * the thread waits on the job alone, never for the loop's turn, and only the loop
  * sends.
  */

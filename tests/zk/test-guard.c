@@ -628,7 +628,7 @@ static void *process_once(void *arg)
 }
 
 /* A thread that is not the application's loop thread waits for its transaction and runs
- * its steps itself (job.c), the loop never called; the server's check alone refuses the
+ * its steps itself (loop.c, "Jobs"), the loop never called; the server's check alone refuses the
  * write once the node is gone (no loop turn has looked at the hold's watch). */
 static void test_external_loop(void **state)
 {

@@ -37,7 +37,7 @@
  *     client's completion thread reads to find the client of a handle.
  *
  * An application thread hands the loop an acquisition, a job (a request it waits for,
- * job.c), a cancel, or any function of a recipe whose state only the loop touches
+ * loop.c), a cancel, or any function of a recipe whose state only the loop touches
  * (zkl__loop_run, loopcall.c) as a call (zkl__call), through the inbox, and waits, if it
  * does, on that call, acquisition or job alone, never on mu: from the call on, only the
  * loop touches it. A wait for a condition of a recipe's state is a job too
@@ -68,7 +68,7 @@
 #include "paths.h"
 #include "zk.h"
 
-/* Something the loop runs: an acquisition, a job (a thread's request, job.c), or a
+/* Something the loop runs: an acquisition, a job (a thread's request, loop.c), or a
  * recipe's machine. It is linked into the client's list while it is under way, so that
  * completions, watches, state changes and cancel requests can wake it: waking queues it,
  * and the loop calls run(). */
@@ -621,7 +621,7 @@ int zkl__ops_send(zkl_client *c, struct zkl_waiter *w, const struct zkl_req *req
                  struct zkl_op **ops, int n, int *err);
 
 /* A job: a machine the loop runs for a thread that waits for its end, or for an end
- * function (src/client/job.c). Fill step (and drop, end) and hand it to
+ * function (src/client/loop.c, "Jobs"). Fill step (and drop, end) and hand it to
  * zkl__job_run(), or to zkl__job_start() and then zkl__job_wait(). */
 enum { ZKL_JOB_WAIT = 1 };
 struct zkl_job {

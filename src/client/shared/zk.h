@@ -6,7 +6,7 @@
  *
  * Only the client's loop makes requests (create ... sync): its own thread, or with
  * external_loop the thread that holds the client's mutex; an application thread that
- * waits for an answer hands the loop a job that sends them (job.c). The one exception is
+ * waits for an answer hands the loop a job that sends them (job.c, on loop.c's jobs). The one exception is
  * a release's delete, which the releasing thread sends (zkl__task_delete_now).
  *
  * The contract is the C client's: every call returns ZOK once the request is queued,

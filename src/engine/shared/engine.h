@@ -275,7 +275,7 @@ int zkl__stage_wait(zkl_client *c, struct zkl_stage *s, bool (*done)(zkl_client 
 /* Ends with ZKL_ECANCELED the engine acquisitions of owner under way (on the loop): a
  * machine cancelling what it started. */
 void zkl__engine_cancel(zkl_client *c, const void *owner);
-/* Starts job j (src/client/job.c) from a call the loop runs (on the loop): its first
+/* Starts job j (src/client/loop.c, "Jobs") from a call the loop runs (on the loop): its first
  * step runs on this turn; a cancel of owner cancels it. A recipe's machine that ends (a
  * semaphore's take, whose steps start engine acquisitions as its children with
  * zkl__engine_start_child()) is such a job. */
