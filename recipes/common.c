@@ -68,14 +68,6 @@ int zkl__check_new(const void *out, const zkl_client *c, const char *path)
 	return zkl__path_check(path, "lock path");
 }
 
-int zkl__check_timeout(int timeout_ms)
-{
-	if (timeout_ms < -1)
-		return zkl__fail(ZKL_EINVAL, "timeout %d ms is negative (use -1 to wait forever, 0 "
-		                "to try once)", timeout_ms);
-	return 0;
-}
-
 int zkl__count_parse(const char *data, int len)
 {
 	if (!data || len <= 0 || len > 10)

@@ -61,8 +61,14 @@ enum zkl__data_read zkl__revoke_decode(const char *data, int len, int32_t *value
  * semaphore's count watch (shared_count.c). */
 enum zkl__data_read zkl__count_decode(const char *data, int len, int32_t *value);
 
-/* Checks a timeout argument: -1, 0 or positive. */
-int zkl__check_timeout(int timeout_ms);
+/* Checks a timeout argument: -1, 0 or positive (inline: every acquire starts with it). */
+static inline int zkl__check_timeout(int timeout_ms)
+{
+	if (timeout_ms < -1)
+		return zkl__fail(ZKL_EINVAL, "timeout %d ms is negative (use -1 to wait forever, 0 "
+		                "to try once)", timeout_ms);
+	return 0;
+}
 
 /* The lease count a semaphore path records in its data (kazoo's layout), as both the
  * semaphore and the inspection read it: decimal digits only (no sign, no space, no

@@ -15,16 +15,6 @@
  * CLOCK_MONOTONIC and pthread_cond_timedwait, and nothing else changes. */
 const struct zkl__clock_hook *zkl__clock_hook;
 
-int64_t
-zkl__deadline(int timeout_ms)
-{
-	/* Callers reject negative values other than ZKL_WAIT_FOREVER before they get here;
-	 * any negative value still means "no limit" rather than "already past". */
-	if (timeout_ms < 0)
-		return INT64_MAX;
-	return zkl__now_ms() + timeout_ms;
-}
-
 struct timespec
 zkl__ms_to_timespec(int64_t ms)
 {

@@ -7,8 +7,6 @@
 #include <time.h>
 
 
-/* A deadline: INT64_MAX for "forever". */
-int64_t zkl__deadline(int timeout_ms);
 
 /* A CLOCK_MONOTONIC timespec for pthread_cond_timedwait (conds are made with
  * zkl__cond_init, which sets that clock). */
@@ -44,6 +42,14 @@ static inline int64_t zkl__now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts); /* cannot fail on Linux with a valid pointer */
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A deadline: INT64_MAX for "forever". Callers reject negative values other than
+ * ZKL_WAIT_FOREVER before they get here; any negative value still means "no limit"
+ * rather than "already past". */
+static inline int64_t zkl__deadline(int timeout_ms)
+{
+	return timeout_ms < 0 ? INT64_MAX : zkl__now_ms() + timeout_ms;
 }
 
 #endif

@@ -797,6 +797,19 @@ static int step(zkl_client *c, struct zkl_job *j)
 	return a->failed;
 }
 
+/* Makes uuid (a node's, ZKL_UUID_LEN + 1 bytes), and says whether q's create request
+ * with a node named with it fits what a server reads (ZKL_EINVAL if not). */
+static int fits(const struct zkl_queue *q, char *uuid)
+{
+	zkl__uuid(uuid);
+	char prefix[ZKL_PROTECT_PREFIX_LEN + 32];
+	int n = zkl__node_prefix(prefix, sizeof prefix, uuid, q->kind);
+	if (n < 0)
+		return 0; /* the acquisition says what is wrong with the name */
+	return zkl__request_fits(q->c, ZKL_OP_CREATE, q->path, strlen(q->path) + 1 + (size_t)n,
+	                        q->data ? q->data_len : -1);
+}
+
 /* Makes an acquisition and hands it to the loop (no lock held): from here on only the
  * loop touches it, until it is done. done NULL: the caller waits for it. */
 static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
@@ -810,8 +823,7 @@ static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
 		*err = zkl__fail(ZKL_ENOMEM, "out of memory");
 		return NULL;
 	}
-	zkl__uuid(node->uuid);
-	if ((*err = zkl__engine_fits(q)) != 0) {
+	if ((*err = fits(q, node->uuid)) != 0) {
 		free(a);
 		memset(node, 0, sizeof *node);
 		return NULL;
@@ -845,13 +857,7 @@ static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
 int zkl__engine_fits(const struct zkl_queue *q)
 {
 	char uuid[ZKL_UUID_LEN + 1];
-	zkl__uuid(uuid);
-	char prefix[ZKL_PROTECT_PREFIX_LEN + 32];
-	int n = zkl__node_prefix(prefix, sizeof prefix, uuid, q->kind);
-	if (n < 0)
-		return 0; /* the acquisition says what is wrong with the name */
-	return zkl__request_fits(q->c, ZKL_OP_CREATE, q->path, strlen(q->path) + 1 + (size_t)n,
-	                        q->data ? q->data_len : -1);
+	return fits(q, uuid);
 }
 
 int zkl__engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,
