@@ -33,7 +33,7 @@
 /* The detail of the last failure on this thread. 256 bytes is enough for a reason and
  * a shortened path; longer texts are cut and end in "...". */
 #define ZKL_ERRBUF_SIZE 256
-static _Thread_local char errbuf[ZKL_ERRBUF_SIZE];
+_Thread_local char zkl__errbuf[ZKL_ERRBUF_SIZE];
 
 /* ZooKeeper's codes run from ZOK (0) down to about -130; ours start at -1001. Anything
  * strictly between the two ranges is ZooKeeper's to name. */
@@ -166,13 +166,7 @@ zkl_errname(int err)
 const char *
 zkl_last_error(void)
 {
-	return errbuf;
-}
-
-void
-zkl__clear_error(void)
-{
-	errbuf[0] = '\0';
+	return zkl__errbuf;
 }
 
 /* Formats into the thread's buffer, through a copy: an argument may be the buffer itself
@@ -182,7 +176,7 @@ static void
 set_error(const char *fmt, va_list ap)
 {
 	int saved = errno;
-	char text[sizeof(errbuf)];
+	char text[sizeof(zkl__errbuf)];
 	int n = vsnprintf(text, sizeof(text), fmt, ap);
 
 	if (n < 0) {
@@ -191,7 +185,7 @@ set_error(const char *fmt, va_list ap)
 		/* Say that the text was cut rather than end it in the middle of a word. */
 		memcpy(text + sizeof(text) - 4, "...", 4);
 	}
-	memcpy(errbuf, text, sizeof(errbuf));
+	memcpy(zkl__errbuf, text, sizeof(zkl__errbuf));
 	errno = saved;
 }
 

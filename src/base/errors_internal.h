@@ -9,8 +9,14 @@
 /* Records a printf-style detail for zkl_last_error() and returns err. */
 int zkl__fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Clears the thread's error detail. */
-void zkl__clear_error(void);
+/* The thread's error detail, zkl_last_error()'s text (errors.c). */
+extern _Thread_local char zkl__errbuf[];
+
+/* Clears the thread's error detail (inline: every public call starts with it). */
+static inline void zkl__clear_error(void)
+{
+	zkl__errbuf[0] = '\0';
+}
 
 /* Maps a ZooKeeper return code of a failed request to a ZKL_E* code, recording the
  * detail "<what>: <zerror>". */

@@ -65,14 +65,6 @@ bool zkl__proof_fresh(zkl_client *c)
 	       zkl__now_ms() - s->last_proof_sent < zkl__session_timeout_ms(c) / 3;
 }
 
-void zkl__near_set(zkl_client *c, bool *flag, bool near)
-{
-	if (*flag == near)
-		return;
-	*flag = near;
-	c->near += near ? 1 : -1;
-}
-
 
 /* The session's mode changed (mu held, the loop): when its next heartbeat is due. A
  * session that must now prove itself sends its check a sixth of the timeout after its

@@ -129,12 +129,6 @@ int zkl__take_queue(zkl_client *c, const char *path, struct zkl_op *op, zkl_chil
 	return 0;
 }
 
-const char *zkl__basename(const char *path)
-{
-	const char *s = strrchr(path, '/');
-	return s ? s + 1 : path;
-}
-
 /* ---- the bounded delete of a node of ours ----------------------------------------- */
 
 int64_t zkl__delete_deadline(zkl_client *c, int64_t cap)

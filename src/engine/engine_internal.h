@@ -2,6 +2,8 @@
 #ifndef ZKL_ENGINE_INTERNAL_H
 #define ZKL_ENGINE_INTERNAL_H
 
+#include <string.h>
+
 #include "engine.h"
 
 /* Our node is known (on the loop): arm its revocation watch if the recipe asks for
@@ -23,6 +25,10 @@ int zkl__take_queue(zkl_client *c, const char *path, struct zkl_op *op, zkl_chil
                    size_t *n, char ***names, int *count);
 
 /* The last component of a path. */
-const char *zkl__basename(const char *path);
+static inline const char *zkl__basename(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s ? s + 1 : path;
+}
 
 #endif

@@ -862,8 +862,16 @@ bool zkl__proof_fresh(zkl_client *c);
 void zkl__proof_sent(zkl_client *c);
 
 /* Counts an acquisition near its grant, or not (on the loop): *flag is its own
- * record of being counted. A first near acquisition makes a heartbeat due. */
-void zkl__near_set(zkl_client *c, bool *flag, bool near);
+ * record of being counted. The session's mode follows (zkl__live_mode()): a first near
+ * acquisition makes it prove itself, and the loop's next look (liveness.c) makes a
+ * heartbeat due. Inline: each step of an acquisition says it. */
+static inline void zkl__near_set(zkl_client *c, bool *flag, bool near)
+{
+	if (*flag == near)
+		return;
+	*flag = near;
+	c->near += near ? 1 : -1;
+}
 
 /* Whether the caller is the client's event thread. */
 bool zkl__on_event_thread(zkl_client *c);
