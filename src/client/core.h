@@ -50,10 +50,6 @@ struct zkl_listener {
 enum msg_kind { MSG_OP, MSG_TASK, MSG_WATCH, MSG_REVWATCH, MSG_REVREAD, MSG_SESSION, MSG_CALL,
                 MSG_HOLD_END, MSG_RELEASE };
 
-/* The client whose loop the calling thread is running (its event thread, or an
- * application's thread inside zkl_client_process()), or NULL. */
-extern _Thread_local zkl_client *zkl__running_loop;
-
 /* loop.c */
 void zkl__kick(zkl_client *c);
 void zkl__loop_wake(zkl_client *c);

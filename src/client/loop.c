@@ -387,11 +387,6 @@ void zkl__client_cancel_owner(zkl_client *c, const void *owner)
 	pthread_mutex_unlock(&c->mu);
 }
 
-bool zkl__on_event_thread(zkl_client *c)
-{
-	return zkl__running_loop == c;
-}
-
 _Static_assert(sizeof(pthread_t) <= sizeof(uintptr_t), "a pthread_t fits a uintptr_t");
 
 /* The loop's thread is published only by zkl_client_process() (external_loop). */

@@ -873,8 +873,16 @@ static inline void zkl__near_set(zkl_client *c, bool *flag, bool near)
 	c->near += near ? 1 : -1;
 }
 
-/* Whether the caller is the client's event thread. */
-bool zkl__on_event_thread(zkl_client *c);
+/* The client whose loop the calling thread is running (its event thread, or an
+ * application's thread inside zkl_client_process()), or NULL (loop.c). */
+extern _Thread_local zkl_client *zkl__running_loop;
+
+/* Whether the caller runs c's loop right now: its event thread, or with external_loop
+ * the application's thread inside zkl_client_process(). Inline: asked on every send. */
+static inline bool zkl__on_event_thread(const zkl_client *c)
+{
+	return zkl__running_loop == c;
+}
 
 /* The recipe handles made on a client (handles.c). A handle's _new counts it once made,
  * its _free uncounts it once done with the client (no lock held); put_off: the handle's
