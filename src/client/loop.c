@@ -389,17 +389,6 @@ void zkl__client_cancel_owner(zkl_client *c, const void *owner)
 
 _Static_assert(sizeof(pthread_t) <= sizeof(uintptr_t), "a pthread_t fits a uintptr_t");
 
-/* The loop's thread is published only by zkl_client_process() (external_loop). */
-bool zkl__is_loop_thread(zkl_client *c)
-{
-	if (zkl__running_loop == c)
-		return true;
-	const uintptr_t id = atomic_load(&c->loop_tid);
-	pthread_t t;
-	memcpy(&t, &id, sizeof t);
-	return id != 0 && pthread_equal(t, pthread_self());
-}
-
 
 /* ---- Jobs: what a thread waits for, run by the loop ------------------------------ */
 

@@ -55,6 +55,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <zookeeper/zookeeper.h>
 
@@ -521,10 +522,6 @@ bool zkl__waiter_due(struct zkl_waiter *w);
  * closing. Only the loop then touches what fn touches: a call is how an application
  * thread hands the engine an acquisition or a cancel. */
 bool zkl__call(zkl_client *c, struct zkl__call *call);
-/* Whether the calling thread runs c's loop (any thread, no lock needed): its event
- * thread, a callback, or the application's thread that calls zkl_client_process().
- * Such a thread cannot wait for an acquisition. */
-bool zkl__is_loop_thread(zkl_client *c);
 /* Wakes the waiters of owner with canceled set: a call (above), so that it comes after
  * an acquisition started before it. */
 void zkl__client_cancel_owner(zkl_client *c, const void *owner);
@@ -882,6 +879,20 @@ extern _Thread_local zkl_client *zkl__running_loop;
 static inline bool zkl__on_event_thread(const zkl_client *c)
 {
 	return zkl__running_loop == c;
+}
+
+/* Whether the calling thread runs c's loop (any thread, no lock needed): its event
+ * thread, a callback, or the application's thread that calls zkl_client_process() (the
+ * loop's thread is published only by that call, loop_tid). Such a thread cannot wait
+ * for an acquisition. */
+static inline bool zkl__is_loop_thread(zkl_client *c)
+{
+	if (zkl__running_loop == c)
+		return true;
+	const uintptr_t id = atomic_load(&c->loop_tid);
+	pthread_t t;
+	memcpy(&t, &id, sizeof t);
+	return id != 0 && pthread_equal(t, pthread_self());
 }
 
 /* The recipe handles made on a client (handles.c). A handle's _new counts it once made,
