@@ -11,13 +11,12 @@
 /* ZooKeeper's default jute.maxbuffer is 1 MiB, and a node's data must fit in it. */
 #define ZKL_DATA_MAX ZKL_LOCK_DATA_MAX
 
-zkl__owner zkl__owner_self(void)
+_Thread_local zkl__owner zkl__owner_mine;
+
+zkl__owner zkl__owner_next(void)
 {
 	static atomic_uint_fast64_t next = 1;
-	static _Thread_local zkl__owner self;
-	if (self == ZKL_OWNER_NONE)
-		self = (zkl__owner)atomic_fetch_add(&next, 1);
-	return self;
+	return (zkl__owner)atomic_fetch_add(&next, 1);
 }
 
 int zkl__data_init(struct zkl_data *d)

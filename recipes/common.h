@@ -15,8 +15,16 @@ typedef uint64_t zkl__owner;
 #define ZKL_OWNER_NONE ((zkl__owner)0)
 
 /* The calling thread's owner: one number per thread for the life of the process, never
- * ZKL_OWNER_NONE. */
-zkl__owner zkl__owner_self(void);
+ * ZKL_OWNER_NONE. Inline: every acquire and release asks it; a thread's first ask takes
+ * the next number (zkl__owner_next). */
+extern _Thread_local zkl__owner zkl__owner_mine;
+zkl__owner zkl__owner_next(void);
+static inline zkl__owner zkl__owner_self(void)
+{
+	if (zkl__owner_mine == ZKL_OWNER_NONE)
+		zkl__owner_mine = zkl__owner_next();
+	return zkl__owner_mine;
+}
 
 /* One acquisition held by a handle: a node, its owner, how many times (reentrant
  * recipes), and its registration for lost reports. */

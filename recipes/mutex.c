@@ -536,8 +536,9 @@ static void mutex_async_done(void *arg, int rc)
 	zkl_mutex *m = pa->m;
 	zkl_client *c = pa->q.c;
 	struct zkl_acq *l = pa->l;
-	char saved[256];
-	snprintf(saved, sizeof saved, "%s", zkl_last_error());
+	char saved[256] = ""; /* the failure's detail, for the callback */
+	if (rc != 0)
+		snprintf(saved, sizeof saved, "%s", zkl_last_error());
 	/* An orphaned acquire's handle is gone, its mutex with it; a live one's stays until
 	 * the acquire has ended (zkl__lock_async_drain() waits for that). */
 	bool call = false;
