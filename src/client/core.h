@@ -50,6 +50,11 @@ struct zkl_listener {
 enum msg_kind { MSG_OP, MSG_TASK, MSG_WATCH, MSG_REVWATCH, MSG_REVREAD, MSG_SESSION, MSG_CALL,
                 MSG_HOLD_END, MSG_RELEASE };
 
+/* loopcall.c: hands call to the loop (zkl__call) and waits until done is posted (call's
+ * fn posts it, now or later), no lock held; once the loop runs no more, runs call's fn
+ * here, mu held. */
+void zkl__call_wait(zkl_client *c, struct zkl__call *call, sem_t *done);
+
 /* loop.c */
 void zkl__kick(zkl_client *c);
 void zkl__loop_wake(zkl_client *c);

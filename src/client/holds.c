@@ -298,16 +298,7 @@ static bool hold_finish(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending 
 	}
 	f.here = zkl__is_loop_thread(c);
 	sem_init(&f.done, 0, 0);
-	if (zkl__call(c, &f.call)) {
-		while (sem_wait(&f.done) != 0)
-			; /* EINTR: a signal handler ran */
-	} else {
-		/* The loop runs no more (closing): nobody else touches h. */
-		pthread_mutex_lock(&c->mu);
-		zkl__inbox_drain(c);
-		finish_apply(c, &f);
-		pthread_mutex_unlock(&c->mu);
-	}
+	zkl__call_wait(c, &f.call, &f.done);
 	sem_destroy(&f.done);
 	return f.lost;
 }

@@ -26,20 +26,25 @@ static void loop_run_call(zkl_client *c, struct zkl__call *call)
 	sem_post(&r->done);
 }
 
+void zkl__call_wait(zkl_client *c, struct zkl__call *call, sem_t *done)
+{
+	if (zkl__call(c, call)) {
+		while (sem_wait(done) != 0)
+			; /* EINTR: a signal handler ran */
+	} else {
+		/* The loop runs no more (closing): nothing else touches what it touches. */
+		pthread_mutex_lock(&c->mu);
+		zkl__inbox_drain(c);
+		call->fn(c, call);
+		pthread_mutex_unlock(&c->mu);
+	}
+}
+
 void zkl__loop_run(zkl_client *c, void (*fn)(zkl_client *c, void *arg), void *arg)
 {
 	struct loop_run r = {.call.fn = loop_run_call, .fn = fn, .arg = arg};
 	sem_init(&r.done, 0, 0);
-	if (zkl__call(c, &r.call)) {
-		while (sem_wait(&r.done) != 0)
-			; /* EINTR: a signal handler ran */
-	} else {
-		/* The loop runs no more (closing): nothing else touches what fn touches. */
-		pthread_mutex_lock(&c->mu);
-		zkl__inbox_drain(c);
-		fn(c, arg);
-		pthread_mutex_unlock(&c->mu);
-	}
+	zkl__call_wait(c, &r.call, &r.done);
 	sem_destroy(&r.done);
 }
 

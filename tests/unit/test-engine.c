@@ -641,20 +641,48 @@ static void test_expiry_while_holding(void **state)
  * the callback has: after a release returns, the holder's callback is over, so the
  * handle may be freed ---- */
 
-struct slow_lost {
-	atomic_bool running, releasing, released, released_during;
+/* What a lost callback records while its lock is released from another thread. */
+struct lost_during {
+	zkl_client *c;
+	atomic_bool running, releasing, released, released_during, deferred;
 	atomic_int calls;
 };
+
+/* The callback's start: counted, running, and on once the release is under way. */
+static void lost_during_begin(struct lost_during *s)
+{
+	atomic_fetch_add(&s->calls, 1);
+	atomic_store(&s->running, true);
+	while (!atomic_load(&s->releasing))
+		sched_yield();
+}
+
+/* The test's side: once the callback runs, releases la, which must say ZKL_ELOST and
+ * return only after the callback has, once; then the handle can go at once (nothing of
+ * it runs any more), and the lock passes on to b. */
+static void release_during_lost(struct pair *p, struct lost_during *s)
+{
+	const int64_t give_up = zkl__now_ms() + 30000;
+	while (!atomic_load(&s->running))
+		if (sched_yield() != 0 || zkl__now_ms() > give_up)
+			fail_msg("the holder was never told its lock was lost");
+	atomic_store(&s->releasing, true);
+	assert_int_equal(zkl_lock_release(p->la), ZKL_ELOST);
+	atomic_store(&s->released, true);
+	assert_false(atomic_load(&s->running));
+	assert_int_equal(atomic_load(&s->calls), 1);
+	zkl_mutex_free(p->ma);
+	p->ma = NULL;
+	CHECK_OK(zkl_lock_acquire(p->lb, 0));
+	CHECK_OK(zkl_lock_release(p->lb));
+}
 
 static void slow_lost_fn(zkl_lock *l, int reason, void *data)
 {
 	(void)l;
 	(void)reason;
-	struct slow_lost *s = data;
-	atomic_fetch_add(&s->calls, 1);
-	atomic_store(&s->running, true);
-	while (!atomic_load(&s->releasing))
-		sched_yield();
+	struct lost_during *s = data;
+	lost_during_begin(s);
 	/* The release is under way on the test's thread: it must wait for this callback,
 	 * however long it runs. A release that did not wait returns in microseconds. */
 	const int64_t until = zkl__now_ms() + 200;
@@ -669,25 +697,12 @@ static void test_release_waits_for_lost_callback(void **state)
 	(void)state;
 	struct pair p;
 	pair_open(&p, "/locks/release-during-lost");
-	struct slow_lost s = {0};
+	struct lost_during s = {.c = p.a};
 	CHECK_OK(zkl_lock_on_lost(p.la, slow_lost_fn, &s));
 	CHECK_OK(zkl_lock_acquire(p.la, -1));
 	fz_expire(p.z, zkl_client_session_id(p.a));
-	const int64_t give_up = zkl__now_ms() + 30000;
-	while (!atomic_load(&s.running))
-		if (sched_yield() != 0 || zkl__now_ms() > give_up)
-			fail_msg("the holder was never told its lock was lost");
-	atomic_store(&s.releasing, true);
-	assert_int_equal(zkl_lock_release(p.la), ZKL_ELOST);
-	atomic_store(&s.released, true);
-	assert_false(atomic_load(&s.running));
+	release_during_lost(&p, &s);
 	assert_false(atomic_load(&s.released_during));
-	assert_int_equal(atomic_load(&s.calls), 1);
-	/* The handle can go at once: nothing of it runs any more. */
-	zkl_mutex_free(p.ma);
-	p.ma = NULL;
-	CHECK_OK(zkl_lock_acquire(p.lb, 0));
-	CHECK_OK(zkl_lock_release(p.lb));
 	pair_close(&p);
 }
 
@@ -697,12 +712,6 @@ static void test_release_waits_for_lost_callback(void **state)
  * wait for the callback's end rather than end the hold under it. The node is deleted by
  * someone else, so the session lives and the release sends its delete itself: what
  * reaches the loop while the callback runs is the hold's end alone. */
-struct driving_lost {
-	zkl_client *c;
-	atomic_bool running, releasing, released, deferred;
-	atomic_int calls;
-};
-
 static void nothing(zkl_client *c, void *arg)
 {
 	(void)c;
@@ -713,11 +722,8 @@ static void driving_lost_fn(zkl_lock *l, int reason, void *data)
 {
 	(void)l;
 	(void)reason;
-	struct driving_lost *s = data;
-	atomic_fetch_add(&s->calls, 1);
-	atomic_store(&s->running, true);
-	while (!atomic_load(&s->releasing))
-		sched_yield();
+	struct lost_during *s = data;
+	lost_during_begin(s);
 	/* The release's call reaches the inbox, and is applied here, on the loop's thread. */
 	const int64_t give_up = zkl__now_ms() + 30000;
 	struct zkl_hold *h = s->c->holds;
@@ -744,7 +750,7 @@ static void test_release_deferred_while_lost_runs(void **state)
 	(void)state;
 	struct pair p;
 	pair_open(&p, "/locks/release-during-driving-lost");
-	struct driving_lost s = {.c = p.a};
+	struct lost_during s = {.c = p.a};
 	CHECK_OK(zkl_lock_on_lost(p.la, driving_lost_fn, &s));
 	CHECK_OK(zkl_lock_acquire(p.la, -1));
 	char name[256], node[512];
@@ -752,21 +758,8 @@ static void test_release_deferred_while_lost_runs(void **state)
 	name[strcspn(name, "\n")] = '\0';
 	snprintf(node, sizeof node, "%s/%s", p.path, name);
 	CHECK_OK(fz_delete(p.z, node));
-	const int64_t give_up = zkl__now_ms() + 30000;
-	while (!atomic_load(&s.running))
-		if (sched_yield() != 0 || zkl__now_ms() > give_up)
-			fail_msg("the holder was never told its lock was lost");
-	atomic_store(&s.releasing, true);
-	int rc = zkl_lock_release(p.la);
-	atomic_store(&s.released, true);
-	assert_int_equal(rc, ZKL_ELOST);
-	assert_false(atomic_load(&s.running));
+	release_during_lost(&p, &s);
 	assert_true(atomic_load(&s.deferred));
-	assert_int_equal(atomic_load(&s.calls), 1);
-	zkl_mutex_free(p.ma);
-	p.ma = NULL;
-	CHECK_OK(zkl_lock_acquire(p.lb, 0));
-	CHECK_OK(zkl_lock_release(p.lb));
 	pair_close(&p);
 }
 
