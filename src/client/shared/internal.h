@@ -13,13 +13,15 @@
  *     sends its requests while it holds it, since the C client's threads never take it
  *     (nothing that holds it waits inside the C client, except a session's close, done
  *     with it let go of). Application threads take it only at the API's edge, inside
- *     this layer, briefly and never across a wait for the server: with external_loop to
- *     run a call at once as the loop would (zkl__call: among others a hold's end that
- *     is not the usual one, holds.c) and to drive the job they wait for
- *     (zkl__job_wait, zkl__drive_run), and to apply a hold's end as the loop would.
- *     Without external_loop they never take it: a hold's unusual end is a call to the
- *     loop like any other. Everything else an application thread learns of the loop's
- *     state is published: atomics below, or an answer the loop marked (op->leaving).
+ *     this layer, briefly and never across a wait for the server: to open and close the
+ *     client and its handles, to read its lists (listeners, handles), to give back a
+ *     request's answer (zkl__op_release); with external_loop also to run a call at once
+ *     as the loop would (zkl__call) and to drive the job they wait for (zkl__job_wait,
+ *     zkl__drive_run), and to apply a hold's end as the loop would. A hold's end that
+ *     is not the usual one (lost, or its session changed) is a call to the loop
+ *     (holds.c), which its owner waits for on the call alone. Everything else an
+ *     application thread learns of the loop's state is published: atomics below, or an
+ *     answer the loop marked (op->leaving).
  *   - `inbox_mu` guards the inbox and the loop's wake count (`kicks`). The C client's
  *     completion thread, in every mode, only queues what it hears there, in a message
  *     that lives in what it is about (struct zkl_msg), and wakes whoever waits for the
