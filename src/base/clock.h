@@ -6,8 +6,6 @@
 #include <stdint.h>
 #include <time.h>
 
-
-
 /* A CLOCK_MONOTONIC timespec for pthread_cond_timedwait (conds are made with
  * zkl__cond_init, which sets that clock). */
 struct timespec zkl__ms_to_timespec(int64_t ms);
