@@ -4,6 +4,9 @@
 #ifndef ZKL_LOCK_INTERNAL_H
 #define ZKL_LOCK_INTERNAL_H
 
+#include <pthread.h>
+#include <stdbool.h>
+
 #include <zklocks/lock.h>
 
 #include "common.h"
@@ -164,9 +167,19 @@ void zkl__lock_listen(zkl_lock *l, struct zkl_lock_listener *w);
 void zkl__lock_unlisten(zkl_lock *l, struct zkl_lock_listener *w);
 
 /* After a blocking acquire of l took the lock (no lock held): reads the note of how the
- * holder before left and writes its own, if l tracks (zkl_lock_track_previous()). On
- * failure the hold is given back and the reason returned. */
-int zkl__previous_at_grant(zkl_lock *l);
+ * holder before left and writes its own (previous.c). On failure the hold is given back
+ * and the reason returned. */
+int zkl__previous_note(zkl_lock *l);
+
+/* The same, if l tracks (zkl_lock_track_previous()); a lock that does not track goes
+ * no further than its own flag. */
+static inline int zkl__previous_at_grant(zkl_lock *l)
+{
+	pthread_mutex_lock(l->mu);
+	const bool track = l->track;
+	pthread_mutex_unlock(l->mu);
+	return track ? zkl__previous_note(l) : 0;
+}
 
 /* Decides how the previous holder left (previous.c; pure): the note's data (NULL if
  * there is none), the node the acquire last waited behind ("" if none), our own node's

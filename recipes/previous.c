@@ -182,7 +182,7 @@ static int note_exchange(zkl_client *c, const char *note, const char *pred, cons
 	return zkl__node_put(c, note, mine, n, "note");
 }
 
-int zkl__previous_at_grant(zkl_lock *l)
+int zkl__previous_note(zkl_lock *l)
 {
 	pthread_mutex_lock(l->mu);
 	struct zkl_acq *a = l->track && l->ops->own ? l->ops->own(l) : NULL;
