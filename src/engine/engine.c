@@ -30,8 +30,8 @@
  *
  * The acquisition itself is a state machine the client's event thread runs (acquire.c).
  * This file holds what it shares (the queue's nodes, the bounded delete of a node of
- * ours) and the queue's listing and participants; release.c holds a confirmed release,
- * fixed.c the node of a fixed name (a downgrade's) and the hold made at a grant. Each
+ * ours, the hold made at a grant) and the queue's listing and participants; release.c
+ * holds a confirmed release, fixed.c the node of a fixed name (a downgrade's). Each
  * request a thread makes and waits for is a job the loop runs (src/client/loop.c, "Jobs"), and
  * the thread waits on the job alone, never for the loop's turn, and only the loop
  * sends.
@@ -51,8 +51,10 @@ bool zkl__queue_alone(bool made_folder, const zkl_child *own)
  * told. */
 void zkl__node_forget(const struct zkl_queue *q, struct zkl_node *node)
 {
-	zkl__revwatch_remove(q->c, node->rev);
-	node->rev = NULL;
+	if (node->rev) {
+		zkl__revwatch_remove(q->c, node->rev);
+		node->rev = NULL;
+	}
 	const bool had = node->path != NULL;
 	free(node->path);
 	node->path = NULL;
@@ -69,6 +71,36 @@ void zkl__node_known(const struct zkl_queue *q, struct zkl_node *node)
 	if (q->on_revoke && !node->rev)
 		node->rev = zkl__revwatch_add(q->c, node->path, node->gen, q->revoke_decode,
 		                             q->on_revoke, q->revoke_ctx);
+}
+
+/* Our node exists and holds (on the loop): the hold the recipe asked for, and the
+ * observer told of the grant. */
+int zkl__engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *node,
+                    int64_t since)
+{
+	const int64_t now = zkl__now_ms();
+	if (q->on_lost) {
+		struct zkl_hold *h = zkl__hold_new(node->path, node->gen, q->on_lost, q->lost_ctx);
+		if (!h)
+			return zkl__fail(ZKL_ENOMEM, "out of memory");
+		h->kind = q->name;
+		h->token = node->czxid;
+		h->granted_at = now;
+		zkl__hold_add(c, h);
+		zkl__hold_watch_node(c, h);
+		node->hold = h;
+	}
+	if (q->since)
+		since = q->since;
+	if (q->name && !q->quiet_grant) {
+		zkl__observe_wait(c, now - since);
+		const zkl_lock_event ev = {.type = ZKL_EVENT_GRANTED, .kind = q->name,
+		                           .path = q->path, .node = node->path,
+		                           .token = node->czxid, .at_ms = now,
+		                           .wait_ms = now - since};
+		zkl__observe(c, &ev);
+	}
+	return 0;
 }
 
 void zkl__node_clear(struct zkl_node *node)

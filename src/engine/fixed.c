@@ -1,5 +1,4 @@
-/* The engine's node of a fixed name, and the hold made at a grant (engine.c's design
- * notes). */
+/* The engine's node of a fixed name (engine.c's design notes). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,35 +53,6 @@ static int fixed_gave_up(const struct fixed_job *f, int rc)
 	if (rc == ZKL_ECANCELED)
 		return zkl__fail(rc, "the creation of %s was cancelled", f->target);
 	return zkl__fail(rc, "timed out creating %s", f->target);
-}
-
-/* Our node exists (on the loop). */
-int zkl__engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *node,
-                    int64_t since)
-{
-	const int64_t now = zkl__now_ms();
-	if (q->on_lost) {
-		struct zkl_hold *h = zkl__hold_new(node->path, node->gen, q->on_lost, q->lost_ctx);
-		if (!h)
-			return zkl__fail(ZKL_ENOMEM, "out of memory");
-		h->kind = q->name;
-		h->token = node->czxid;
-		h->granted_at = now;
-		zkl__hold_add(c, h);
-		zkl__hold_watch_node(c, h);
-		node->hold = h;
-	}
-	if (q->since)
-		since = q->since;
-	if (q->name && !q->quiet_grant) {
-		zkl__observe_wait(c, now - since);
-		const zkl_lock_event ev = {.type = ZKL_EVENT_GRANTED, .kind = q->name,
-		                           .path = q->path, .node = node->path,
-		                           .token = node->czxid, .at_ms = now,
-		                           .wait_ms = now - since};
-		zkl__observe(c, &ev);
-	}
-	return 0;
 }
 
 static int fixed_made(zkl_client *c, struct fixed_job *f, const struct zkl_op *op)

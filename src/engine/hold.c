@@ -1,5 +1,5 @@
 /* The engine's side of a hold: what a recipe asks of the hold made at the grant of its
- * node (fixed.c, zkl__engine_hold). The client keeps the record and the watch on its node
+ * node (engine.c, zkl__engine_hold). The client keeps the record and the watch on its node
  * (src/client/holds.c); the recipes see them only through what is here, in
  * terms of their node, so that the rule each answer follows is written once. All on the
  * loop but zkl__node_lost(), which reads the atomic loss. */
