@@ -317,8 +317,8 @@ bool zkl__task_pending(zkl_client *c, const char *parent, size_t parent_len, con
 	return false;
 }
 
-size_t zkl__tasks_pending(zkl_client *c, const char *parent, size_t parent_len,
-                         const char **names, size_t max)
+size_t zkl__tasks_pending_in(zkl_client *c, const char *parent, size_t parent_len,
+                            const char **names, size_t max)
 {
 	size_t n = 0;
 	struct zkl_task_folder *f = folder_find(c, parent, parent_len);
