@@ -6,16 +6,11 @@
 #include <stdint.h>
 #include <time.h>
 
-/* A CLOCK_MONOTONIC timespec for pthread_cond_timedwait (conds are made with
- * zkl__cond_init, which sets that clock). */
-struct timespec zkl__ms_to_timespec(int64_t ms);
-
+#include <errno.h>
 #include <pthread.h>
+
 /* Initialises a condition variable that waits on CLOCK_MONOTONIC. */
 int zkl__cond_init(pthread_cond_t *cv);
-/* Waits on cv until signalled or the monotonic deadline (INT64_MAX: no limit).
- * Returns true if the deadline passed. */
-bool zkl__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms);
 
 /* The simulation's clock (tests/sim; internal, not exported, never set by the library).
  * While zkl__clock_hook is not NULL, zkl__now_ms() returns now(arg), and
@@ -48,6 +43,37 @@ static inline int64_t zkl__now_ms(void)
 static inline int64_t zkl__deadline(int timeout_ms)
 {
 	return timeout_ms < 0 ? INT64_MAX : zkl__now_ms() + timeout_ms;
+}
+
+/* A CLOCK_MONOTONIC timespec for pthread_cond_timedwait (conds are made with
+ * zkl__cond_init, which sets that clock). */
+static inline struct timespec zkl__ms_to_timespec(int64_t ms)
+{
+	if (ms < 0)
+		ms = 0;
+	struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
+	                      .tv_nsec = (long)(ms % 1000) * 1000000L};
+	return ts;
+}
+
+/* Waits on cv until signalled or the monotonic deadline (INT64_MAX: no limit).
+ * Returns true if the deadline passed. Every sleep of the loop and of a waiting caller
+ * comes here, so it is inline too. */
+static inline bool zkl__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu,
+                                        int64_t deadline_ms)
+{
+	if (zkl__clock_hook)
+		return zkl__clock_hook->wait(zkl__clock_hook->arg, mu, deadline_ms);
+	if (deadline_ms == INT64_MAX) {
+		pthread_cond_wait(cv, mu);
+		return false;
+	}
+	/* A deadline that has already passed is reported without sleeping, so a caller
+	 * with a 0 ms timeout never blocks. */
+	if (zkl__now_ms() >= deadline_ms)
+		return true;
+	const struct timespec ts = zkl__ms_to_timespec(deadline_ms);
+	return pthread_cond_timedwait(cv, mu, &ts) == ETIMEDOUT;
 }
 
 #endif
