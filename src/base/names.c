@@ -335,6 +335,27 @@ zkl__node_prefix(char *buf, size_t size, const char *uuid, enum zkl_kind kind)
 	return n;
 }
 
+char *
+zkl__node_path(const char *dir, const char *uuid, enum zkl_kind kind)
+{
+	char prefix[ZKL_PROTECT_PREFIX_LEN + 32];
+	int n = zkl__node_prefix(prefix, sizeof prefix, uuid, kind);
+	size_t dlen = strlen(dir);
+	char *path;
+
+	if (n < 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	/* Under the root, "/" + name, not "//" + name. */
+	if (dlen > 0 && dir[dlen - 1] == '/')
+		dlen--;
+	path = malloc(dlen + 1 + (size_t)n + 1);
+	if (path)
+		snprintf(path, dlen + 1 + (size_t)n + 1, "%.*s/%s", (int)dlen, dir, prefix);
+	return path;
+}
+
 bool
 zkl__name_has_uuid(const char *name, const char *uuid)
 {

@@ -60,6 +60,9 @@ void zkl__uuid(char buf[ZKL_UUID_LEN + 1]);
 /* Builds the name prefix of a node we create: "_c_<uuid>-<marker>" for Curator naming.
  * Returns the length written (without NUL), or -1 if it does not fit. */
 int zkl__node_prefix(char *buf, size_t size, const char *uuid, enum zkl_kind kind);
+/* The path our node is created at: dir, a slash, then the prefix above. Returns a new
+ * string, or NULL (errno ENOMEM, or EINVAL if kind or uuid is not valid). */
+char *zkl__node_path(const char *dir, const char *uuid, enum zkl_kind kind);
 
 /* Whether child name `name` was created with our uuid (begins "_c_<uuid>-"). */
 bool zkl__name_has_uuid(const char *name, const char *uuid);

@@ -33,6 +33,7 @@
  * (zkl__engine_acquire); with external_loop that thread runs the steps itself instead of
  * the loop. A thread that runs the loop must not wait: nothing would ever run the
  * acquisition. */
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,7 +103,8 @@ void zkl__acq_put_op(zkl_client *c, struct zkl_op **op)
  * cleanup of what it may make to its completion. */
 static void drop_requests(zkl_client *c, struct zkl_acquisition *a)
 {
-	zkl__acq_folder_leave(c, a, false);
+	if (a->folder_made)
+		zkl__acq_folder_leave(c, a, false);
 	zkl__acq_put_op(c, &a->folder);
 	if (a->create && !a->create->done) {
 		a->create->cleanup_parent = strdup(a->q->path);
@@ -142,6 +144,8 @@ static void drop_job(zkl_client *c, struct zkl_job *j)
 	struct zkl_acquisition *a = (struct zkl_acquisition *)j;
 	zkl__near_set(c, &a->near_counted, false);
 	drop_requests(c, a);
+	free(a->target);
+	a->target = NULL;
 }
 
 /* ---- the way in ---------------------------------------------------------------- */
@@ -388,11 +392,16 @@ static int start_create(zkl_client *c, struct zkl_acquisition *a)
 	if (a->uuid_gen && a->uuid_gen != c->gen)
 		zkl__uuid(a->node->uuid);
 	a->uuid_gen = c->gen;
-	char prefix[ZKL_PROTECT_PREFIX_LEN + 32];
-	zkl__node_prefix(prefix, sizeof prefix, a->node->uuid, q->kind);
-	char *target = zkl__path_join(q->path, prefix);
-	if (!target)
-		return zkl__fail(ZKL_ENOMEM, "out of memory");
+	if (a->target && strcmp(a->target_uuid, a->node->uuid) != 0) {
+		free(a->target); /* named for a uuid given up since */
+		a->target = NULL;
+	}
+	if (!a->target && (a->target = zkl__node_path(q->path, a->node->uuid, q->kind)))
+		memcpy(a->target_uuid, a->node->uuid, sizeof a->target_uuid);
+	if (!a->target)
+		return errno == EINVAL ? zkl__fail(ZKL_EINVAL, "cannot name a node under %s",
+		                                   q->path)
+		                       : zkl__fail(ZKL_ENOMEM, "out of memory");
 	int err = 0;
 	const bool make_folder = q->folder_seen && !*q->folder_seen && c->folders_new;
 	/* Nobody waits for the folder's answer alone (it comes before the node's): it is
@@ -403,12 +412,11 @@ static int start_create(zkl_client *c, struct zkl_acquisition *a)
 	if (make_folder)
 		reqs[n++] = (struct zkl_req){.kind = ZKL_OP_CREATE, .path = q->path,
 		                             .mode = zkl__folder_mode(c), .unbound = true};
-	reqs[n++] = (struct zkl_req){.kind = ZKL_OP_CREATE, .path = target, .data = q->data,
+	reqs[n++] = (struct zkl_req){.kind = ZKL_OP_CREATE, .path = a->target, .data = q->data,
 	                             .len = q->data_len, .mode = ZOO_EPHEMERAL_SEQUENTIAL};
 	if (!make_folder)
 		reqs[n++] = (struct zkl_req){.kind = ZKL_OP_CHILDREN, .path = q->path};
 	const int sent = zkl__ops_send(c, &a->job.w, reqs, ops, n, &err);
-	free(target);
 	a->folder = make_folder ? ops[0] : NULL;
 	a->create = ops[make_folder ? 1 : 0];
 	a->list = make_folder ? NULL : ops[1];
@@ -799,15 +807,22 @@ static int step(zkl_client *c, struct zkl_job *j)
 
 /* Makes uuid (a node's, ZKL_UUID_LEN + 1 bytes), and says whether q's create request
  * with a node named with it fits what a server reads (ZKL_EINVAL if not). */
-static int fits(const struct zkl_queue *q, char *uuid)
+/* Names a new node (*target, with a new uuid) and checks that its create fits in a
+ * request. */
+static int fits(const struct zkl_queue *q, char *uuid, char **target)
 {
 	zkl__uuid(uuid);
-	char prefix[ZKL_PROTECT_PREFIX_LEN + 32];
-	int n = zkl__node_prefix(prefix, sizeof prefix, uuid, q->kind);
-	if (n < 0)
-		return 0; /* the acquisition says what is wrong with the name */
-	return zkl__request_fits(q->c, ZKL_OP_CREATE, q->path, strlen(q->path) + 1 + (size_t)n,
-	                        q->data ? q->data_len : -1);
+	*target = zkl__node_path(q->path, uuid, q->kind);
+	if (!*target)
+		return errno == EINVAL ? 0 /* the acquisition says what is wrong with it */
+		                       : zkl__fail(ZKL_ENOMEM, "out of memory");
+	int rc = zkl__request_fits(q->c, ZKL_OP_CREATE, q->path, strlen(*target),
+	                           q->data ? q->data_len : -1);
+	if (rc != 0) {
+		free(*target);
+		*target = NULL;
+	}
+	return rc;
 }
 
 /* Makes an acquisition and hands it to the loop (no lock held): from here on only the
@@ -823,11 +838,12 @@ static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
 		*err = zkl__fail(ZKL_ENOMEM, "out of memory");
 		return NULL;
 	}
-	if ((*err = fits(q, node->uuid)) != 0) {
+	if ((*err = fits(q, node->uuid, &a->target)) != 0) {
 		free(a);
 		memset(node, 0, sizeof *node);
 		return NULL;
 	}
+	memcpy(a->target_uuid, node->uuid, sizeof a->target_uuid);
 	a->q = q;
 	a->node = node;
 	node->pred[0] = 0;
@@ -847,6 +863,7 @@ static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
 		return a;
 	}
 	if ((*err = zkl__job_start(c, &a->job, q->owner)) != 0) {
+		free(a->target);
 		free(a);
 		memset(node, 0, sizeof *node);
 		return NULL;
@@ -856,8 +873,10 @@ static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
 
 int zkl__engine_fits(const struct zkl_queue *q)
 {
-	char uuid[ZKL_UUID_LEN + 1];
-	return fits(q, uuid);
+	char uuid[ZKL_UUID_LEN + 1], *target;
+	const int rc = fits(q, uuid, &target);
+	free(target);
+	return rc;
 }
 
 int zkl__engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,

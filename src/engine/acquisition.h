@@ -37,6 +37,8 @@ struct zkl_acquisition {
 	bool unknown;                  /* a create of ours may exist: look for it by uuid */
 	uint64_t unknown_gen;
 	uint64_t uuid_gen;             /* the session node->uuid's last create went out on */
+	char *target;                  /* the path our node is created at, named for */
+	char target_uuid[ZKL_UUID_LEN + 1]; /* this uuid (node->uuid, unless renewed since) */
 	struct zkl_op *folder, *create, *list, *op;
 	struct zkl_watch *wt;
 	bool watch_folder;             /* the watch is on the folder's children */
