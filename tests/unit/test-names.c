@@ -1,4 +1,5 @@
 /* Unit tests of node names and queue order (src/base/names.c). No server needed. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -447,6 +448,37 @@ test_prefix(void **state)
 	assert_int_equal(zkl__node_prefix(buf, sizeof(buf), CURATOR_UUID, ZKL_KIND_COUNT), -1);
 }
 
+/* A node's full path: the folder, one slash (none doubled under the root), the prefix. */
+static void
+test_node_path(void **state)
+{
+	char *p;
+
+	(void)state;
+	p = zkl__node_path("/locks/a", CURATOR_UUID, ZKL_KIND_LOCK);
+	assert_non_null(p);
+	assert_string_equal(p, "/locks/a/_c_" CURATOR_UUID "-lock-");
+	free(p);
+	p = zkl__node_path("/", CURATOR_UUID, ZKL_KIND_WRITE);
+	assert_non_null(p);
+	assert_string_equal(p, "/_c_" CURATOR_UUID "-__WRIT__");
+	free(p);
+	/* kazoo's names carry the uuid's hex digits alone. */
+	p = zkl__node_path("/k", CURATOR_UUID, ZKL_KIND_KLOCK);
+	assert_non_null(p);
+	assert_int_equal(strlen(p), strlen("/k/") + 32 + strlen("__lock__"));
+	assert_memory_equal(p + strlen(p) - 8, "__lock__", 8);
+	assert_null(strchr(p + 3, '-'));
+	free(p);
+	/* What cannot be named is refused, not named wrong. */
+	errno = 0;
+	assert_null(zkl__node_path("/locks/a", CURATOR_UUID, ZKL_KIND_COUNT));
+	assert_int_equal(errno, EINVAL);
+	errno = 0;
+	assert_null(zkl__node_path("/locks/a", "short", ZKL_KIND_LOCK));
+	assert_int_equal(errno, EINVAL);
+}
+
 static void
 test_has_uuid(void **state)
 {
@@ -500,6 +532,7 @@ main(void)
 		cmocka_unit_test(test_uuid_format),
 		cmocka_unit_test(test_uuid_unique),
 		cmocka_unit_test(test_prefix),
+		cmocka_unit_test(test_node_path),
 		cmocka_unit_test(test_has_uuid),
 	};
 
