@@ -50,13 +50,6 @@ int zkl__data_set(struct zkl_data *d, const void *data, size_t len)
 	return 0;
 }
 
-void zkl__data_free(struct zkl_data *d)
-{
-	free(d->bytes);
-	d->bytes = NULL;
-	d->len = 0;
-}
-
 int zkl__check_new(const void *out, const zkl_client *c, const char *path)
 {
 	zkl__clear_error();

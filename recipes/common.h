@@ -2,6 +2,8 @@
 #ifndef ZKL_RECIPE_H
 #define ZKL_RECIPE_H
 
+#include <stdlib.h>
+
 #include <zklocks/lock.h>
 
 #include "engine.h"
@@ -54,7 +56,12 @@ struct zkl_data {
 int zkl__data_init(struct zkl_data *d);
 /* Replaces d with a copy of (data, len), checking the size; d's owner guards it. */
 int zkl__data_set(struct zkl_data *d, const void *data, size_t len);
-void zkl__data_free(struct zkl_data *d);
+static inline void zkl__data_free(struct zkl_data *d)
+{
+	free(d->bytes);
+	d->bytes = NULL;
+	d->len = 0;
+}
 
 /* The checks every *_new() makes (clears the thread's error first): an output pointer,
  * a client, and a valid lock path. Returns 0 or ZKL_EINVAL with the reason. */

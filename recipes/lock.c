@@ -222,11 +222,6 @@ void zkl__lock_unlisten(zkl_lock *l, struct zkl_lock_listener *w)
 	pthread_mutex_unlock(l->mu);
 }
 
-int zkl__lock_data_copy(zkl_lock *l, struct zkl_data *out)
-{
-	return zkl__data_set(out, l->data.bytes, (size_t)l->data.len);
-}
-
 int zkl_lock_acquire(zkl_lock *l, int timeout_ms)
 {
 	CHECK_LOCK(l);

@@ -194,6 +194,9 @@ zkl_previous zkl__previous_decide_end(const char *note, size_t len, const char *
                                       size_t endsize);
 
 /* Copies l's node data (l->mu held) for an acquisition to send. */
-int zkl__lock_data_copy(zkl_lock *l, struct zkl_data *out);
+static inline int zkl__lock_data_copy(zkl_lock *l, struct zkl_data *out)
+{
+	return zkl__data_set(out, l->data.bytes, (size_t)l->data.len);
+}
 
 #endif

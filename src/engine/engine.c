@@ -51,10 +51,7 @@ bool zkl__queue_alone(bool made_folder, const zkl_child *own)
  * told. */
 void zkl__node_forget(const struct zkl_queue *q, struct zkl_node *node)
 {
-	if (node->rev) {
-		zkl__revwatch_remove(q->c, node->rev);
-		node->rev = NULL;
-	}
+	zkl__node_rev_drop(q->c, node);
 	const bool had = node->path != NULL;
 	free(node->path);
 	node->path = NULL;
@@ -188,8 +185,7 @@ bool zkl__withdraw_start(zkl_client *c, struct zkl_waiter *w, struct zkl_node *n
                         int64_t cap, struct zkl_withdrawal *wd)
 {
 	wd->op = NULL;
-	zkl__revwatch_remove(c, node->rev);
-	node->rev = NULL;
+	zkl__node_rev_drop(c, node);
 	if (!node->path || node->gen != c->gen)
 		return false; /* none, or gone with its session */
 	if (c->closing || !c->sess->connected || zkl__now_ms() >= zkl__giveup_at(c)) {

@@ -13,6 +13,15 @@ void zkl__node_known(const struct zkl_queue *q, struct zkl_node *node);
  * told. */
 void zkl__node_forget(const struct zkl_queue *q, struct zkl_node *node);
 
+/* Drops node's revocation watch, if it has one (on the loop). */
+static inline void zkl__node_rev_drop(zkl_client *c, struct zkl_node *node)
+{
+	if (node->rev) {
+		zkl__revwatch_remove(c, node->rev);
+		node->rev = NULL;
+	}
+}
+
 /* Makes node->hold if q asks for one, at a grant (on the loop): 0, or ZKL_ENOMEM
  * with nothing made. */
 int zkl__engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *node,

@@ -179,8 +179,7 @@ static int release_decide(zkl_client *c, struct zkl_node *node, bool on_loop, bo
 {
 	if (!node->path)
 		return 0;
-	zkl__revwatch_remove(c, node->rev);
-	node->rev = NULL;
+	zkl__node_rev_drop(c, node);
 	int rc = 0;
 	if (node->gen != c->gen)
 		rc = gone_with_session(node);
@@ -293,8 +292,7 @@ void zkl__engine_release_now(zkl_client *c, struct zkl_node *node)
 {
 	if (!node->path)
 		return;
-	zkl__revwatch_remove(c, node->rev);
-	node->rev = NULL;
+	zkl__node_rev_drop(c, node);
 	if (node->gen == c->gen) /* else its session, and so the node, is gone */
 		zkl__task_delete_now(c, node->path, node->gen);
 	zkl__node_clear(node);
