@@ -12,8 +12,8 @@
 
 #include "internal.h"
 
-/* A recipe's rule: what the engine asks of the queue, and what it may assume. The
- * recipes declare theirs (recipes/predicates.h); the engine knows none of them. */
+/* A queue's rule: what the engine asks of the queue, and what it may assume. The engine
+ * gives the recipes three (predicates.h, in engine.c); each recipe chooses its own. */
 #define ZKL_WATCH_CHILDREN SIZE_MAX
 struct zkl_predicate {
 	/* Given the queue in order and our position in it, returns true if we hold, else

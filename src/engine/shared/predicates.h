@@ -1,5 +1,6 @@
-/* The recipes' predicates (DESIGN.md, "The one mechanism"), each with what it lets the
- * engine assume. Pure functions, unit-tested without a server. */
+/* The queue's rules the engine gives the recipes (DESIGN.md, "The one mechanism"), each
+ * with what it lets the engine assume (engine.c). Pure functions, unit-tested without a
+ * server. */
 #ifndef ZKL_PREDICATES_H
 #define ZKL_PREDICATES_H
 
