@@ -463,8 +463,9 @@ static int on_create(zkl_client *c, struct zkl_acquisition *a)
 	const uint64_t cgen = create->s->gen;
 	zkl__acq_put_op(c, &a->create);
 	zkl_child me;
-	if (zrc == ZOK && !a->job.w.canceled && zkl__child_parse(zkl__basename(node->path), &me) &&
-	    zkl__queue_alone(made, &me)) {
+	/* Only a folder this create made may hold ours alone: the name is read only then. */
+	if (zrc == ZOK && made && !a->job.w.canceled &&
+	    zkl__child_parse(zkl__basename(node->path), &me) && zkl__queue_alone(made, &me)) {
 		/* No node was ever made in the folder before ours: no list needed. */
 		size_t watch = 0;
 		node->seq = 0;

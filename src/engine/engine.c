@@ -101,13 +101,6 @@ int zkl__engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *
 	return 0;
 }
 
-void zkl__node_clear(struct zkl_node *node)
-{
-	free(node->note);
-	free(node->path);
-	memset(node, 0, sizeof *node);
-}
-
 void zkl__names_free(char **names, int count)
 {
 	if (!names)

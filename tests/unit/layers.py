@@ -30,8 +30,8 @@ CASES = [
      ["internal.h", "core.h", "engine.h", "predicates.h"]),
     ("client", "src/client/client.c", ["internal.h", "core.h", "names.h"],
      ["engine.h", "acquisition.h", "predicates.h", "lock_internal.h"]),
-    ("engine", "src/engine/engine.c", ["engine.h", "internal.h", "clock.h"],
-     ["core.h", "reach.h", "predicates.h", "lock_internal.h"]),
+    ("engine", "src/engine/engine.c", ["engine.h", "predicates.h", "internal.h", "clock.h"],
+     ["core.h", "reach.h", "common.h", "lock_internal.h"]),
     ("recipes", "recipes/mutex.c", ["predicates.h", "engine.h", "internal.h", "names.h"],
      ["core.h", "reach.h", "sigpipe.h", "acquisition.h", "engine_internal.h"]),
 ]

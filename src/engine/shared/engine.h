@@ -10,6 +10,9 @@
 #ifndef ZKL_ENGINE_H
 #define ZKL_ENGINE_H
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "internal.h"
 
 /* A queue's rule: what the engine asks of the queue, and what it may assume. The engine
@@ -173,7 +176,14 @@ void zkl__engine_release_later(zkl_client *c, struct zkl_node *node);
  * semaphore's gate node): sent at once, never waited for. */
 void zkl__engine_release_now(zkl_client *c, struct zkl_node *node);
 
-void zkl__node_clear(struct zkl_node *node);
+/* Forgets a node once its release is settled (or it was never made): its path and
+ * note go. Inline: every release ends with it. */
+static inline void zkl__node_clear(struct zkl_node *node)
+{
+	free(node->note);
+	free(node->path);
+	memset(node, 0, sizeof *node);
+}
 
 /* ---- holds (hold.c) ----
  *
