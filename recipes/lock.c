@@ -66,39 +66,6 @@ void zkl__lock_async_drain(zkl_lock *l)
 	pthread_mutex_unlock(l->mu);
 }
 
-int zkl__lock_async_claim(zkl_lock *l, struct zkl_lock_async *a, zkl_lock_acquired_fn fn,
-                         void *data)
-{
-	if (l->pending || l->ops->holds_async(l))
-		return zkl__fail(ZKL_EBUSY, "an asynchronous acquire of %s is under way or holds "
-		                "it: release it first", l->path);
-	a->l = l;
-	a->fn = fn;
-	a->fn_data = data;
-	atomic_init(&a->orphaned, false);
-	l->pending = a;
-	return 0;
-}
-
-void zkl__lock_async_unclaim(zkl_lock *l, struct zkl_lock_async *a)
-{
-	if (l->pending == a)
-		l->pending = NULL;
-}
-
-int zkl__lock_async_start(zkl_lock *l, struct zkl_lock_async *a, const struct zkl_queue *q,
-                         int timeout_ms, struct zkl_node *node,
-                         void (*done)(void *arg, int rc), void *arg)
-{
-	int rc = zkl__engine_start(q, timeout_ms, node, done, arg);
-	if (rc != 0) {
-		pthread_mutex_lock(l->mu);
-		zkl__lock_async_unclaim(l, a);
-		pthread_mutex_unlock(l->mu);
-	}
-	return rc;
-}
-
 bool zkl__lock_async_forget(zkl_lock *l, void *data)
 {
 	pthread_mutex_lock(l->mu);

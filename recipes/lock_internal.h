@@ -120,18 +120,44 @@ void zkl__lock_dispose(zkl_lock *l);
 void zkl__lock_async_drain(zkl_lock *l);
 
 /* Claims l for a (l->mu held): ZKL_EBUSY if an asynchronous acquire is under way or
- * holds l. */
-int zkl__lock_async_claim(zkl_lock *l, struct zkl_lock_async *a, zkl_lock_acquired_fn fn,
-                         void *data);
+ * holds l. Inline, as are the two below: each is a few lines on every asynchronous
+ * acquire's way to the engine. */
+static inline int zkl__lock_async_claim(zkl_lock *l, struct zkl_lock_async *a,
+                                        zkl_lock_acquired_fn fn, void *data)
+{
+	if (l->pending || l->ops->holds_async(l))
+		return zkl__fail(ZKL_EBUSY, "an asynchronous acquire of %s is under way or holds "
+		                "it: release it first", l->path);
+	a->l = l;
+	a->fn = fn;
+	a->fn_data = data;
+	atomic_init(&a->orphaned, false);
+	l->pending = a;
+	return 0;
+}
 
 /* Gives the claim back after a start that failed (l->mu held). */
-void zkl__lock_async_unclaim(zkl_lock *l, struct zkl_lock_async *a);
+static inline void zkl__lock_async_unclaim(zkl_lock *l, struct zkl_lock_async *a)
+{
+	if (l->pending == a)
+		l->pending = NULL;
+}
 
 /* Starts the engine's acquisition of a claimed acquire (no lock held), giving the claim
  * back if it cannot start. Returns zkl__engine_start()'s result. */
-int zkl__lock_async_start(zkl_lock *l, struct zkl_lock_async *a, const struct zkl_queue *q,
-                         int timeout_ms, struct zkl_node *node,
-                         void (*done)(void *arg, int rc), void *arg);
+static inline int zkl__lock_async_start(zkl_lock *l, struct zkl_lock_async *a,
+                                        const struct zkl_queue *q, int timeout_ms,
+                                        struct zkl_node *node,
+                                        void (*done)(void *arg, int rc), void *arg)
+{
+	int rc = zkl__engine_start(q, timeout_ms, node, done, arg);
+	if (rc != 0) {
+		pthread_mutex_lock(l->mu);
+		zkl__lock_async_unclaim(l, a);
+		pthread_mutex_unlock(l->mu);
+	}
+	return rc;
+}
 
 /* The acquire of a has ended (event thread; l->mu held unless a was orphaned, which the
  * kind may ask first with atomic_load(&a->orphaned)): false if a was orphaned (the kind
