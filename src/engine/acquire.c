@@ -542,8 +542,10 @@ static int on_list(zkl_client *c, struct zkl_acquisition *a)
 	if (lrc == ZOK && q->folder_seen)
 		*q->folder_seen = true;
 	if (lrc == ZOK)
-		rc = zkl__take_queue(c, q->path, a->list, &queue, &n, &names, &count);
+		zkl__op_take_names(a->list, &names, &count);
 	zkl__acq_put_op(c, &a->list);
+	if (lrc == ZOK)
+		rc = zkl__take_queue(c, q->path, names, count, &queue, &n);
 	if (rc != 0)
 		return rc;
 	if (lrc != ZOK) {

@@ -110,36 +110,32 @@ void zkl__names_free(char **names, int count)
 	free(names);
 }
 
-/* Parses and sorts op's children into a new array (on the loop), leaving out our own
- * nodes whose delete is on its way. Takes the names from the op. */
-int zkl__take_queue(zkl_client *c, const char *path, struct zkl_op *op, zkl_child **queue,
-                   size_t *n, char ***names, int *count)
+/* Parses and sorts a listing's names into a new array (on the loop), leaving out our own
+ * nodes whose delete is on its way. The names stay the caller's. */
+int zkl__take_queue(zkl_client *c, const char *path, char **names, int count,
+                   zkl_child **queue, size_t *n)
 {
 	size_t plen = strlen(path);
-	*names = op->names;
-	*count = op->count;
-	op->names = NULL;
-	op->count = 0;
 	*queue = NULL;
 	*n = 0;
-	if (*count == 0)
+	if (count == 0)
 		return 0;
-	zkl_child *q = malloc((size_t)*count * sizeof *q);
+	zkl_child *q = malloc((size_t)count * sizeof *q);
 	if (!q)
 		return zkl__fail(ZKL_ENOMEM, "out of memory");
 	/* Our own nodes on their way out, looked up once for the whole listing. */
 	const char *leaving[16];
 	size_t nleaving = zkl__tasks_pending(c, path, plen, leaving, 16);
 	size_t k = 0;
-	for (int i = 0; i < *count; i++) {
-		if (!zkl__child_parse((*names)[i], &q[k]))
+	for (int i = 0; i < count; i++) {
+		if (!zkl__child_parse(names[i], &q[k]))
 			continue;
 		bool gone = false;
 		if (nleaving > 16) {
-			gone = zkl__task_pending(c, path, plen, (*names)[i]); /* too many to keep */
+			gone = zkl__task_pending(c, path, plen, names[i]); /* too many to keep */
 		} else {
 			for (size_t j = 0; j < nleaving && !gone; j++)
-				gone = strcmp(leaving[j], (*names)[i]) == 0;
+				gone = strcmp(leaving[j], names[i]) == 0;
 		}
 		if (!gone) {
 			q[k].index = (size_t)i;
@@ -230,8 +226,10 @@ static int list_answered(zkl_client *c, struct zkl_op **ops, size_t n, void *arg
 {
 	(void)n;
 	struct listing *l = arg;
-	if (ops[0]->rc == ZOK)
-		return zkl__take_queue(c, l->path, ops[0], l->queue, l->n, l->names, l->count);
+	if (ops[0]->rc == ZOK) {
+		zkl__op_take_names(ops[0], l->names, l->count);
+		return zkl__take_queue(c, l->path, *l->names, *l->count, l->queue, l->n);
+	}
 	if (ops[0]->rc != ZNONODE)
 		return zkl__fail_zk(ops[0]->rc, "cannot list", l->path);
 	return 0;

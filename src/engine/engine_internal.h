@@ -27,11 +27,22 @@ static inline void zkl__node_rev_drop(zkl_client *c, struct zkl_node *node)
 int zkl__engine_hold(zkl_client *c, const struct zkl_queue *q, struct zkl_node *node,
                     int64_t since);
 
-/* Parses and sorts op's children into a new array (on the loop), leaving out our own
- * nodes whose delete is on its way. Takes the names from the op: free them with
- * zkl__names_free(*names, *count). */
-int zkl__take_queue(zkl_client *c, const char *path, struct zkl_op *op, zkl_child **queue,
-                   size_t *n, char ***names, int *count);
+/* Parses and sorts a listing's names (count of them, from zkl__op_take_names) into a new
+ * array (on the loop), leaving out our own nodes whose delete is on its way. The array
+ * points into the names, which stay the caller's: free them with
+ * zkl__names_free(names, count) after the array. */
+int zkl__take_queue(zkl_client *c, const char *path, char **names, int count,
+                   zkl_child **queue, size_t *n);
+
+/* Takes a listing's names and their count out of its answer, so that the request can
+ * go before they are read. */
+static inline void zkl__op_take_names(struct zkl_op *op, char ***names, int *count)
+{
+	*names = op->names;
+	*count = op->count;
+	op->names = NULL;
+	op->count = 0;
+}
 
 /* The last component of a path. */
 static inline const char *zkl__basename(const char *path)
