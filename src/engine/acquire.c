@@ -91,14 +91,6 @@ int zkl__acq_gave_up(const struct zkl_acquisition *a, int rc)
 	return zkl__fail(rc, "acquire of %s was cancelled", a->q->path);
 }
 
-void zkl__acq_put_op(zkl_client *c, struct zkl_op **op)
-{
-	if (*op) {
-		zkl__op_put(c, *op);
-		*op = NULL;
-	}
-}
-
 /* Drops every request still out. A create whose answer has not come carries the
  * cleanup of what it may make to its completion. */
 static void drop_requests(zkl_client *c, struct zkl_acquisition *a)
@@ -461,7 +453,6 @@ static int on_create(zkl_client *c, struct zkl_acquisition *a)
 		zkl__node_known(q, node);
 	}
 	const uint64_t cgen = create->s->gen;
-	zkl__acq_put_op(c, &a->create);
 	zkl_child me;
 	/* Only a folder this create made may hold ours alone: the name is read only then. */
 	if (zrc == ZOK && made && !a->job.w.canceled &&
@@ -473,8 +464,10 @@ static int on_create(zkl_client *c, struct zkl_acquisition *a)
 		if (q->pred->holds(&me, 1, 0, q->pred_arg, &watch) && grant_stands(c, node))
 			return HELD;
 	}
+	/* The create's request, read, goes with the list's (on_list; or at the job's end). */
 	if (zrc == ZOK)
 		return start_list(c, a);
+	zkl__acq_put_op(c, &a->create);
 	zkl__acq_put_op(c, &a->list);
 	if (zrc == ZNONODE)
 		return zkl__acq_folder_missing(c, a);
@@ -531,6 +524,7 @@ static int on_list(zkl_client *c, struct zkl_acquisition *a)
 	int rc = zkl__acq_await(a, a->list, answer_deadline(c, a, a->list));
 	if (rc == WAIT)
 		return WAIT;
+	zkl__acq_put_op(c, &a->create); /* read by on_create, if the list followed it */
 	if (rc < 0)
 		return zkl__acq_gave_up(a, rc);
 	zkl_child *queue = NULL;

@@ -70,8 +70,14 @@ struct zkl_acquisition {
 int zkl__acq_await(struct zkl_acquisition *a, const struct zkl_op *op, int64_t deadline);
 /* The failure of a wait that ended (ZKL_ETIMEDOUT or ZKL_ECANCELED), with its detail. */
 int zkl__acq_gave_up(const struct zkl_acquisition *a, int rc);
-/* Lets go of *op and clears it. */
-void zkl__acq_put_op(zkl_client *c, struct zkl_op **op);
+/* Lets go of *op, if any, and clears it. */
+static inline void zkl__acq_put_op(zkl_client *c, struct zkl_op **op)
+{
+	if (*op) {
+		zkl__op_put(c, *op);
+		*op = NULL;
+	}
+}
 /* After a transient failure: wait for the connection, unless trying once. */
 int zkl__acq_start_recover(struct zkl_acquisition *a);
 
