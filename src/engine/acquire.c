@@ -802,10 +802,9 @@ static int step(zkl_client *c, struct zkl_job *j)
 	return a->failed;
 }
 
-/* Makes uuid (a node's, ZKL_UUID_LEN + 1 bytes), and says whether q's create request
- * with a node named with it fits what a server reads (ZKL_EINVAL if not). */
-/* Names a new node (*target, with a new uuid) and checks that its create fits in a
- * request. */
+/* Makes uuid (a node's, ZKL_UUID_LEN + 1 bytes) and the path of a node named with it
+ * (*target, NULL on failure), and says whether q's create request for that node fits
+ * what a server reads (ZKL_EINVAL if not). */
 static int fits(const struct zkl_queue *q, char *uuid, char **target)
 {
 	zkl__uuid(uuid);
