@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -264,8 +265,20 @@ def kazoo_waits_behind_a_hold():
         except LockTimeout:
             got = False
         check(not got, "kazoo got the lock under the hold")
+        # kazoo queues behind the hold before it is released: a folder left empty would
+        # be the server's to reap (a container), and kazoo makes its folder only once.
+        result = {}
+        waiter = threading.Thread(
+            target=lambda: result.setdefault("got", lock.acquire(timeout=20)))
+        waiter.start()
+        deadline = time.monotonic() + 20
+        while len(k.get_children(p)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        check(len(k.get_children(p)) == 2, "kazoo did not queue behind the hold")
+        check(waiter.is_alive(), "kazoo's acquire ended with the hold still there")
         expect(["release", p], 0)
-        check(lock.acquire(timeout=20), "kazoo did not get the lock after the release")
+        waiter.join(30)
+        check(result.get("got") is True, "kazoo did not get the lock after the release")
         lock.release()
     finally:
         k.stop()
