@@ -2804,9 +2804,12 @@ static bool hook_wait(void *arg, pthread_mutex_t *mu, int64_t deadline)
 	if (++W.depth > 40)
 		violation("timed waits nest more than 40 deep");
 	/* A wait of a thread other than the loop's (off_loop) leaves the loop to run: the
-	 * waiting thread may be waiting for it. mu is the client's here, held. */
+	 * waiting thread may be waiting for it. mu is the client's here, held: its mutex,
+	 * or its inbox's, which a blocking caller driving its own job waits on
+	 * (zkl__io_wait_since) while the application's loop runs the rest, an election's
+	 * stage among them. */
 	const bool was_off = cl->blocked_off_loop;
-	cl->blocked_off_loop = cl->c && mu == &cl->c->mu &&
+	cl->blocked_off_loop = cl->c && (mu == &cl->c->mu || mu == &cl->c->inbox_mu) &&
 	                        atomic_load(&cl->c->loop_tid) == 0;
 	pthread_mutex_unlock(mu);
 	if (deadline == INT64_MAX)
@@ -2819,6 +2822,8 @@ static bool hook_wait(void *arg, pthread_mutex_t *mu, int64_t deadline)
 	cl->blocked = true;
 	cl->wait_until = deadline == INT64_MAX ? INT64_MAX : deadline + cl->lag;
 	uint64_t mark = cl->delivered;
+	/* The loop's kick (a job it ended, a waiter it woke) wakes a waiting thread too. */
+	const uint64_t kicks = cl->c ? cl->c->kicks : 0;
 	bool timed = false;
 	for (;;) {
 		if (cl->life == L_RUN) {
@@ -2826,7 +2831,7 @@ static bool hook_wait(void *arg, pthread_mutex_t *mu, int64_t deadline)
 				timed = true;
 				break;
 			}
-			if (cl->delivered != mark)
+			if (cl->delivered != mark || (cl->c && cl->c->kicks != kicks))
 				break;
 		}
 		if (!step())
