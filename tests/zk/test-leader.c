@@ -622,8 +622,15 @@ static void sel_fn(zkl_selector *s, void *data)
 		pthread_mutex_lock(x->mu);
 		int64_t t = zkl_lock_token(zkl_selector_lock(s));
 		if (x->last_token) {
-			if (t <= *x->last_token)
+			if (t <= *x->last_token) {
 				(*x->bad_tokens)++;
+				/* What a failure needs to be read: a token, or a leadership already
+				 * over (ZKL_ENOTHELD) when the function began. */
+				print_message("selector %d: token %lld after %lld (held now: %d; %s)\n",
+				              x->index, (long long)t, (long long)*x->last_token,
+				              (int)zkl_lock_is_held(zkl_selector_lock(s)),
+				              t < 0 ? zkl_strerror((int)t) : "a token");
+			}
 			*x->last_token = t;
 		}
 		if (x->order)
