@@ -206,10 +206,7 @@ int zkl_lock_acquire_async(zkl_lock *l, int timeout_ms, zkl_lock_acquired_fn fn,
 		return rc;
 	if (!fn)
 		return zkl__fail(ZKL_EINVAL, "callback is NULL");
-	pthread_mutex_lock(l->mu);
-	const bool track = l->track;
-	pthread_mutex_unlock(l->mu);
-	if (track)
+	if (zkl__lock_tracks(l))
 		return zkl__fail(ZKL_ENOTSUP, "%s %s tracks how its holders leave, which only a "
 		                "blocking acquire reads and writes", l->kind, l->path);
 	return l->ops->start(l, timeout_ms, fn, data);

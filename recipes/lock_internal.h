@@ -192,19 +192,24 @@ void zkl__lock_listen(zkl_lock *l, struct zkl_lock_listener *w);
  * report under way, if any, skips w. */
 void zkl__lock_unlisten(zkl_lock *l, struct zkl_lock_listener *w);
 
+/* Whether l tracks how its holders leave (zkl_lock_track_previous(); no lock held). */
+static inline bool zkl__lock_tracks(zkl_lock *l)
+{
+	pthread_mutex_lock(l->mu);
+	const bool track = l->track;
+	pthread_mutex_unlock(l->mu);
+	return track;
+}
+
 /* After a blocking acquire of l took the lock (no lock held): reads the note of how the
  * holder before left and writes its own (previous.c). On failure the hold is given back
  * and the reason returned. */
 int zkl__previous_note(zkl_lock *l);
 
-/* The same, if l tracks (zkl_lock_track_previous()); a lock that does not track goes
- * no further than its own flag. */
+/* The same, if l tracks; a lock that does not track goes no further than its own flag. */
 static inline int zkl__previous_at_grant(zkl_lock *l)
 {
-	pthread_mutex_lock(l->mu);
-	const bool track = l->track;
-	pthread_mutex_unlock(l->mu);
-	return track ? zkl__previous_note(l) : 0;
+	return zkl__lock_tracks(l) ? zkl__previous_note(l) : 0;
 }
 
 /* Decides how the previous holder left (previous.c; pure): the note's data (NULL if
