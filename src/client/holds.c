@@ -69,6 +69,8 @@
 
 #include "core.h"
 
+static struct zkl_waiter *hold_end_apply(zkl_client *c, struct zkl_msg *m);
+
 struct zkl_hold *zkl__hold_new(const char *path, uint64_t gen,
                               void (*on_lost)(struct zkl_hold *h, void *ctx), void *ctx)
 {
@@ -80,6 +82,8 @@ struct zkl_hold *zkl__hold_new(const char *path, uint64_t gen,
 	atomic_init(&h->state, ZKL_HOLD_HELD);
 	atomic_init(&h->lost, false);
 	atomic_init(&h->releasing, false);
+	h->end.kind = MSG_HOLD_END;
+	h->end.apply = hold_end_apply;
 	h->on_lost = on_lost;
 	h->ctx = ctx;
 	if (len)
@@ -115,19 +119,11 @@ static struct zkl_waiter *hold_end_apply(zkl_client *c, struct zkl_msg *m)
 	return NULL;
 }
 
-/* Hands the loop a hold's end (no lock held), or applies it here: with external_loop,
- * and on the loop's own thread (a callback). */
-static void hold_post(zkl_client *c, struct zkl_msg *m)
+void zkl__hold_end_here(zkl_client *c, struct zkl_hold *h)
 {
-	m->kind = MSG_HOLD_END;
-	m->apply = hold_end_apply;
-	if (c->external || zkl__running_loop == c) {
-		pthread_mutex_lock(&c->mu);
-		hold_end_apply(c, m);
-		pthread_mutex_unlock(&c->mu);
-		return;
-	}
-	zkl__inbox_put(c, m, true);
+	pthread_mutex_lock(&c->mu);
+	hold_end_apply(c, &h->end);
+	pthread_mutex_unlock(&c->mu);
 }
 
 /* Takes h off the client's list and frees it (mu held): an ended hold, or one whose
@@ -276,25 +272,18 @@ static void hold_dispatched(zkl_client *c, struct zkl_hold *h)
 }
 
 /* Moves h from held to ended and returns whether it was lost; on any thread, with no
- * lock held. The usual end (not lost, on the session the client is on before and after
- * it ended) and a quiet one are atomics alone; any other is a call to the loop, and so
- * is a quiet end while on_lost runs, which it waits out. */
-static bool hold_finish(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending how)
+ * lock held. (The usual end is zkl__hold_end()'s, inline; ended: it moved h to ended,
+ * and then found the session changed.) A quiet end is atomics alone; any other is a
+ * call to the loop, and so is a quiet end while on_lost runs, which it waits out. */
+static bool hold_finish(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending how,
+                        bool ended)
 {
-	struct hold_finish f = {.call.fn = finish_call, .h = h, .how = how};
+	struct hold_finish f = {.call.fn = finish_call, .h = h, .how = how, .ended = ended};
 	if (how == ZKL_HOLD_END_QUIET) {
 		int st = ZKL_HOLD_HELD;
 		if (atomic_compare_exchange_strong(&h->state, &st, ZKL_HOLD_ENDED) ||
 		    st != ZKL_HOLD_DISPATCHING)
 			return atomic_load(&h->lost); /* ended now, or already */
-	} else if (how == ZKL_HOLD_END) {
-		struct zkl_session *s = atomic_load(&c->sess_pub);
-		if (s && s->gen == h->gen && !atomic_load(&h->lost)) {
-			int st = ZKL_HOLD_HELD;
-			f.ended = atomic_compare_exchange_strong(&h->state, &st, ZKL_HOLD_ENDED);
-			if (f.ended && atomic_load(&c->sess_pub) == s && !atomic_load(&h->lost))
-				return false;
-		}
 	}
 	f.here = zkl__is_loop_thread(c);
 	sem_init(&f.done, 0, 0);
@@ -303,13 +292,13 @@ static bool hold_finish(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending 
 	return f.lost;
 }
 
-bool zkl__hold_end(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending how)
+bool zkl__hold_end_other(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending how,
+                         bool ended)
 {
-	bool lost = hold_finish(c, h, how);
+	bool lost = hold_finish(c, h, how, ended);
 	if (how == ZKL_HOLD_END && !lost)
 		zkl__hold_observe(c, h, ZKL_EVENT_RELEASED);
-	/* No wake: an ended hold is nothing to the loop but memory. */
-	hold_post(c, &h->end);
+	zkl__hold_post_end(c, h);
 	return lost;
 }
 

@@ -1,5 +1,6 @@
 /* The observer: one function per client told every lock event, with its times, and the
- * wait and hold histograms of the client's statistics.
+ * bounds of the wait and hold histograms of the client's statistics (counted inline,
+ * zkl__stats_count() in internal.h, on the thread whose wait or hold ends).
  *
  * Events come from the engine on the loop (queued, granted, timed out, canceled), from
  * the holds the loop reports lost or revoked, and from a release, on whatever thread
@@ -18,7 +19,7 @@ struct zkl_obs {
 	char strings[]; /* ev.path, then ev.node */
 };
 
-static const int64_t bucket_ms[ZKL_STATS_BUCKETS - 1] = {
+const int64_t zkl__bucket_ms[ZKL_STATS_BUCKETS - 1] = {
 	1, 5, 10, 50, 100, 500, 1000, 5000, 10000, 60000, 300000,
 };
 
@@ -26,28 +27,13 @@ int64_t zkl_stats_bucket_ms(int i)
 {
 	if (i < 0 || i >= ZKL_STATS_BUCKETS - 1)
 		return INT64_MAX;
-	return bucket_ms[i];
-}
-
-static void count(atomic_uint_fast64_t *hist, atomic_uint_fast64_t *sum, int64_t ms)
-{
-	if (ms < 0)
-		ms = 0;
-	int i = 0;
-	while (i < ZKL_STATS_BUCKETS - 1 && ms > bucket_ms[i])
-		i++;
-	atomic_fetch_add_explicit(&hist[i], 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(sum, (uint_fast64_t)ms, memory_order_relaxed);
-}
-
-void zkl__observe_wait(zkl_client *c, int64_t wait_ms)
-{
-	count(c->wait_hist, &c->wait_sum, wait_ms);
+	return zkl__bucket_ms[i];
 }
 
 void zkl__observer_init(zkl_client *c)
 {
 	pthread_mutex_init(&c->obs_mu, NULL);
+	atomic_init(&c->obs_on, false);
 	zkl__cond_init(&c->obs_cv);
 }
 
@@ -98,16 +84,11 @@ void zkl__observe(zkl_client *c, const zkl_lock_event *ev)
 		zkl__loop_wake(c); /* the loop tells it on its next turn */
 }
 
-void zkl__hold_observe(zkl_client *c, const struct zkl_hold *h, zkl_lock_event_type type)
+void zkl__hold_tell(zkl_client *c, const struct zkl_hold *h, zkl_lock_event_type type,
+                   int64_t now, int64_t held)
 {
-	if (!h->kind)
-		return;
-	const int64_t now = zkl__now_ms();
-	const int64_t held = now - h->granted_at;
-	if (type == ZKL_EVENT_RELEASED || type == ZKL_EVENT_LOST)
-		count(c->hold_hist, &c->hold_sum, held);
 	if (!wanted(c))
-		return; /* no copy of the folder on every release nobody watches */
+		return; /* no copy of the folder for an observer unset meanwhile */
 	/* The folder: the node's path up to its last slash. */
 	const char *slash = strrchr(h->path, '/');
 	char *folder = strndup(h->path, slash ? (size_t)(slash - h->path) : 0);
@@ -175,6 +156,7 @@ int zkl_client_set_observer(zkl_client *c, zkl_observer_fn fn, void *data)
 	pthread_mutex_lock(&c->obs_mu);
 	c->obs_fn = fn;
 	c->obs_data = data;
+	atomic_store(&c->obs_on, fn != NULL);
 	const unsigned gen = ++c->obs_gen;
 	/* The observer replaced may be running: wait for that call, unless this is it
 	 * (calls of the new one may follow meanwhile). */
