@@ -42,8 +42,8 @@ struct zkl_acq {
 	zkl_previous prev;
 	char prev_node[96];
 	char prev_end[ZKL_END_MAX]; /* how it said it ended ("" if it did not) */
-	/* While it is under way, its node as the loop published it (the engine writes node):
-	 * a copy, guarded by the handle's leaf for that (zkl_lock.pub). */
+	/* While it is under way, its node as the engine published it (zkl_queue.pub): a
+	 * copy, guarded by zkl__pub_mu (the handle's zkl_lock.pub). */
 	char *node_pub;
 };
 

@@ -79,7 +79,8 @@ struct zkl_lock {
 	pthread_cond_t *cv;             /* with mu, the handle's own */
 	/* The leaf under which the loop publishes the nodes of acquisitions under way (it
 	 * takes it in its steps, and nothing while it holds it), taken by
-	 * zkl_lock_node() after mu; NULL when mu is that leaf itself (an election's). */
+	 * zkl_lock_node() after mu: the engine's zkl__pub_mu (a mutex's, a semaphore's);
+	 * NULL when mu is that leaf itself (an election's). */
 	pthread_mutex_t *pub;
 	char *path;                     /* the handle's lock path, owned here */
 	struct zkl_data data;           /* mu: data of the nodes created from now on */

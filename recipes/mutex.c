@@ -141,10 +141,9 @@ int zkl__mutex_init(zkl_mutex *m, zkl_client *c, const char *path, enum zkl_kind
 		return rc;
 	pthread_mutex_init(&m->own_mu, NULL);
 	pthread_cond_init(&m->own_cv, NULL);
-	pthread_mutex_init(&m->pub_mu, NULL);
 	m->lock.mu = &m->own_mu;
 	m->lock.cv = &m->own_cv;
-	m->lock.pub = &m->pub_mu;
+	m->lock.pub = &zkl__pub_mu; /* the nodes the engine publishes */
 	return 0;
 }
 
@@ -251,7 +250,6 @@ void zkl__mutex_fini(zkl_mutex *m)
 {
 	pthread_mutex_destroy(&m->own_mu);
 	pthread_cond_destroy(&m->own_cv);
-	pthread_mutex_destroy(&m->pub_mu);
 }
 
 /* Node data and kind of a new acquisition (the handle's mutex held). Nodes of revocable
@@ -274,44 +272,23 @@ static void install(zkl_mutex *m, struct zkl_acq *l)
 	m->leases = l;
 }
 
-/* The node of l, under way, is known or forgotten (on the loop): its copy for
- * zkl_lock_node(), under pub_mu, a leaf. */
-static void publish(zkl_mutex *m, struct zkl_acq *l)
-{
-	char *copy = l->node.path ? strdup(l->node.path) : NULL; /* no memory: no node */
-	pthread_mutex_lock(&m->pub_mu);
-	char *old = l->node_pub;
-	l->node_pub = copy;
-	pthread_mutex_unlock(&m->pub_mu);
-	free(old);
-}
-
 /* An acquisition under way stops being published (the handle's mutex held; the loop is
- * done with it). */
+ * done with it: the engine writes l->node_pub no more). */
 static void unpublish(struct zkl_acq *l)
 {
 	free(l->node_pub);
 	l->node_pub = NULL;
 }
 
-/* The engine's on_node of an owner's acquisition (loop). An orphaned one's handle is
- * gone: it was orphaned on this very thread (zkl__mutex_dispose). */
-static void owned_node(void *ctx)
-{
-	struct mutex_owned *o = ctx;
-	if (!o->orphaned)
-		publish(o->m, o->l);
-}
-
 /* The queue of an acquire of m (the handle's mutex held), an owner's and the handle's
  * asynchronous one alike: a node of kind with data at path, the engine writing
- * *folder_seen and telling on_node(node_ctx) of the node. The hold made at the grant is
+ * *folder_seen and publishing the node at l->node_pub (zkl_lock_node(), while l is
+ * under way). The hold made at the grant is
  * reported lost through mutex_lost(); a revocable handle's node is watched for
  * revocation from the moment it is known, queued or held. */
 static struct zkl_queue mutex_queue(zkl_mutex *m, const char *path, enum zkl_kind kind,
                                     const struct zkl_data *data,
-                                    bool *folder_seen, void (*on_node)(void *ctx),
-                                    void *node_ctx)
+                                    bool *folder_seen, struct zkl_acq *l)
 {
 	return (struct zkl_queue){
 		.c = m->lock.c,
@@ -328,8 +305,7 @@ static struct zkl_queue mutex_queue(zkl_mutex *m, const char *path, enum zkl_kin
 		.folder_seen = folder_seen,
 		.on_lost = mutex_lost,
 		.lost_ctx = m,
-		.on_node = on_node,
-		.node_ctx = node_ctx,
+		.pub = &l->node_pub,
 	};
 }
 
@@ -374,7 +350,7 @@ static int owned_prepare(zkl_mutex *m, zkl__owner owner, struct mutex_owned *o)
 	o->folder_seen = m->folder_seen;
 	o->l->owner = owner;
 	o->q = mutex_queue(m, o->path ? o->path : lk->path, kind, &o->data,
-	                   &o->folder_seen, owned_node, o);
+	                   &o->folder_seen, o->l);
 	if (o->downgrade) {
 		/* Curator's downgrade: a non-sequential read node that sorts at the writer's
 		 * place, so writers queued behind the writer stay behind the reader. It holds
@@ -569,15 +545,6 @@ static void mutex_async_done(void *arg, int rc)
 		zkl__lock_async_call(&m->lock, fn, data, rc, saved);
 }
 
-/* The engine's on_node of the asynchronous acquire (loop). An orphaned one's handle is
- * gone: it was orphaned on this very thread (zkl__lock_async_drain). */
-static void async_node(void *ctx)
-{
-	struct mutex_async *pa = ctx;
-	if (!atomic_load(&pa->a.orphaned))
-		publish(pa->m, pa->l);
-}
-
 static int mutex_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, void *data)
 {
 	zkl_mutex *m = MUTEX(lk);
@@ -596,8 +563,7 @@ static int mutex_start(zkl_lock *lk, int timeout_ms, zkl_lock_acquired_fn fn, vo
 		zkl__lock_async_unclaim(lk, &pa->a);
 	if (rc == 0) {
 		pa->m = m;
-		pa->q = mutex_queue(m, pa->path, kind, &pa->data, &pa->folder_seen,
-		                    async_node, pa);
+		pa->q = mutex_queue(m, pa->path, kind, &pa->data, &pa->folder_seen, pa->l);
 	}
 	pthread_mutex_unlock(lk->mu);
 	if (rc == 0)
@@ -723,9 +689,9 @@ static int64_t mutex_token(zkl_lock *lk)
 	return token;
 }
 
-/* The hold's node; else the node an acquire under way has queued, as the loop published
- * it: the asynchronous one, the calling thread's, another thread's (the handle's mutex
- * and pub_mu held). */
+/* The hold's node; else the node an acquire under way has queued, as the engine
+ * published it: the asynchronous one, the calling thread's, another thread's (the
+ * handle's mutex and zkl__pub_mu held). */
 static const char *mutex_node(zkl_lock *lk)
 {
 	zkl_mutex *m = MUTEX(lk);

@@ -10,7 +10,7 @@
 /* The handle's state is guarded by its own mutex, lock.mu (mu below): a mutex's own_mu,
  * or for both halves of a rwlock the read half's, since each half looks at the other's
  * holds. The nodes of acquisitions under way, which the engine writes on the loop, are
- * published by the loop into a copy under pub_mu, a leaf (each half its own). mu is
+ * published by the engine into a copy under zkl__pub_mu, a leaf (lock.pub). mu is
  * never held while waiting for the client's loop to finish a callback of this handle (a
  * lost or revocation callback takes mu): zkl__engine_release() (which ends the node's
  * hold) and zkl__client_cancel_owner() are called without it. */
@@ -20,7 +20,7 @@ struct zkl_mutex {
 	zkl_mutex *other;              /* the other half of a rwlock, or NULL */
 	struct zkl_acq *leases;        /* mu: acquisitions held, one per thread */
 	struct zkl_acq *waiting;       /* mu: acquisitions of an owner under way (their nodes
-	                                * as published: node_pub, pub_mu) */
+	                                * as published: node_pub, zkl__pub_mu) */
 	struct mutex_owned *started;   /* mu: those of them started by zkl__mutex_start_as */
 	zkl_revoke_fn revoke_fn;       /* mu */
 	void *revoke_data;
@@ -29,7 +29,6 @@ struct zkl_mutex {
 	                                * copy of its own while an acquire runs) */
 	pthread_mutex_t own_mu;
 	pthread_cond_t own_cv;
-	pthread_mutex_t pub_mu;        /* lock.pub: the leaf of the nodes published */
 };
 
 /* Makes the view of m, a mutex of kind at path (0, or ZKL_ENOMEM with nothing to free). */

@@ -86,10 +86,9 @@ static int semaphore_make(zkl_semaphore **out, zkl_client *c, const char *path)
 	}
 	pthread_mutex_init(&s->own_mu, NULL);
 	pthread_cond_init(&s->own_cv, NULL);
-	pthread_mutex_init(&s->pub_mu, NULL);
 	s->lock.mu = &s->own_mu;
 	s->lock.cv = &s->own_cv;
-	s->lock.pub = &s->pub_mu;
+	s->lock.pub = &zkl__pub_mu; /* the lease nodes the engine publishes */
 	atomic_init(&s->async_held, 0);
 	atomic_init(&k->refs, 1);
 	s->k = k;
@@ -253,7 +252,6 @@ void zkl_semaphore_free(zkl_semaphore *s)
 	zkl__lock_dispose(&s->lock);
 	pthread_mutex_destroy(&s->own_mu);
 	pthread_cond_destroy(&s->own_cv);
-	pthread_mutex_destroy(&s->pub_mu);
 	free(s->count_path);
 	free(s);
 	zkl__client_handle_done(c, false);
@@ -502,7 +500,7 @@ static int64_t semaphore_view_token(zkl_lock *lk)
 
 /* The lease taken last; else the lease node a take under way has made (past the gate),
  * as the loop published it: the asynchronous one, the calling thread's, another
- * thread's (the handle's mutex and pub_mu held, by zkl_lock_node()). */
+ * thread's (the handle's mutex and zkl__pub_mu held, by zkl_lock_node()). */
 static const char *semaphore_view_node(zkl_lock *lk)
 {
 	zkl_semaphore *s = SEM(lk);

@@ -8,8 +8,9 @@
  * take (a job), never by touching it itself. The handle's own mutex (lock.mu) guards
  * the lease handles and what only the application's threads touch; the loop never
  * takes it in a step, only from a callout (zkl__loop_callout), where the application's
- * code may run too. What a step publishes for other threads (the lease node a take has
- * made, for zkl_lock_node()) goes under pub_mu, a leaf the loop takes in a step. */
+ * code may run too. What the loop publishes for other threads (the lease node a take
+ * has made, for zkl_lock_node(): the engine publishes it, zkl_queue.pub) goes under
+ * zkl__pub_mu, a leaf the loop takes in a step (lock.pub). */
 #ifndef ZKL_SEMAPHORE_INTERNAL_H
 #define ZKL_SEMAPHORE_INTERNAL_H
 
@@ -52,7 +53,6 @@ struct zkl_semaphore {
 	void *revoke_data;
 	pthread_mutex_t own_mu;
 	pthread_cond_t own_cv;
-	pthread_mutex_t pub_mu;        /* lock.pub: the leaf of the takes' published nodes */
 };
 
 struct zkl_lease {
@@ -103,8 +103,8 @@ struct zkl__sem_take {
 	bool call;
 	/* a blocking acquire's owner (its thread's), while in s->waiting */
 	zkl__owner taker;
-	/* the lease node under way as the loop published it (the engine writes the lease's
-	 * node): a copy, s->pub_mu */
+	/* the lease node under way as the engine published it (zkl_queue.pub; NULL again
+	 * once granted): a copy, zkl__pub_mu */
 	char *node_pub;
 	struct zkl__sem_take *next;
 };
@@ -120,8 +120,8 @@ int zkl__sem_take_run(struct zkl__sem_take *t);
 /* Starts t for the view's asynchronous acquire (no lock held), claiming the view: 0
  * (then t is the loop's, which frees it), or a ZKL_E* code (t is still the caller's). */
 int zkl__sem_take_start(struct zkl__sem_take *t, zkl_lock_acquired_fn fn, void *data);
-/* The lease node a take under way has made, as the loop published it, or NULL (s->pub_mu
- * held, as zkl_lock_node() holds it). */
+/* The lease node a take under way has made, as the engine published it, or NULL
+ * (zkl__pub_mu held, as zkl_lock_node() holds it). */
 const char *zkl__sem_take_node(const struct zkl__sem_take *t);
 
 /* semaphore.c: a lease's lost and revocation callbacks (loop, no lock held); a lease

@@ -134,27 +134,6 @@ const char *zkl__sem_take_node(const struct zkl__sem_take *t)
 	return t->node_pub;
 }
 
-/* The lease node under way is known, forgotten, or granted (on the loop, the client's
- * mutex held): its copy for zkl_lock_node(), under the handle's pub_mu, a leaf. An
- * orphaned take's handle is gone: it was orphaned on this very thread. */
-static void take_publish(struct zkl__sem_take *t)
-{
-	if (atomic_load(&t->a.orphaned))
-		return;
-	const char *node = t->got < t->n ? t->leases[t->got]->node.path : NULL;
-	char *copy = node ? strdup(node) : NULL; /* no memory: no node */
-	pthread_mutex_lock(&t->s->pub_mu);
-	char *old = t->node_pub;
-	t->node_pub = copy;
-	pthread_mutex_unlock(&t->s->pub_mu);
-	free(old);
-}
-
-static void lease_node(void *ctx)
-{
-	take_publish(ctx);
-}
-
 /* ---- the count check -------------------------------------------------------------- */
 
 /* The lease count, recorded where the semaphore lives as kazoo's Semaphore records it:
@@ -328,8 +307,7 @@ static int queue_lease(zkl_client *c, struct zkl__sem_take *t)
 		.gen = t->gate.gen, /* the lease belongs to the gate's session */
 		.on_lost = zkl__sem_lease_lost,
 		.lost_ctx = l,
-		.on_node = lease_node,
-		.node_ctx = t,
+		.pub = &t->node_pub,
 	};
 	return queue(c, t, &l->node);
 }
@@ -415,7 +393,8 @@ static int take_step(zkl_client *c, struct zkl_job *j)
 			if (t->out_rc != 0)
 				return zkl__fail(t->out_rc, "%s", t->out_error);
 			t->got++;
-			take_publish(t); /* held: the view's now, not under way */
+			/* Held: the view's now, not under way. */
+			zkl__pub_set(&t->node_pub, NULL);
 			t->st = T_GATE;
 			break;
 		}

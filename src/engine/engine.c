@@ -48,24 +48,44 @@ bool zkl__queue_alone(bool made_folder, const zkl_child *own)
 	return made_folder && own->seq == 0;
 }
 
-/* Forgets our node (on the loop): its revocation watch goes too, and the recipe is
- * told. */
+pthread_mutex_t zkl__pub_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void zkl__pub_set(char **slot, const char *path)
+{
+	char *copy = path ? strdup(path) : NULL; /* without memory: no node to show */
+	pthread_mutex_lock(&zkl__pub_mu);
+	char *old = *slot;
+	*slot = copy;
+	pthread_mutex_unlock(&zkl__pub_mu);
+	free(old);
+}
+
+/* Our node as published (on the loop): its path at q->pub, and the election told. */
+static void node_publish(const struct zkl_queue *q, const struct zkl_node *node)
+{
+	if (q->pub)
+		zkl__pub_set(q->pub, node->path);
+	if (q->on_node)
+		q->on_node(q->node_ctx);
+}
+
+/* Forgets our node (on the loop): its revocation watch goes too, and it is published
+ * as gone. */
 void zkl__node_forget(const struct zkl_queue *q, struct zkl_node *node)
 {
 	zkl__node_rev_drop(q->c, node);
 	const bool had = node->path != NULL;
 	free(node->path);
 	node->path = NULL;
-	if (had && q->on_node)
-		q->on_node(q->node_ctx);
+	if (had)
+		node_publish(q, node);
 }
 
-/* Our node is known (on the loop): arm its revocation watch if the recipe asks for one,
- * and tell the recipe if it asks. */
+/* Our node is known (on the loop): published, and its revocation watch armed if the
+ * recipe asks for one. */
 void zkl__node_known(const struct zkl_queue *q, struct zkl_node *node)
 {
-	if (q->on_node)
-		q->on_node(q->node_ctx);
+	node_publish(q, node);
 	if (q->on_revoke && !node->rev)
 		node->rev = zkl__revwatch_add(q->c, node->path, node->gen, q->revoke_decode,
 		                             q->on_revoke, q->revoke_ctx);

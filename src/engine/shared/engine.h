@@ -98,11 +98,16 @@ struct zkl_queue {
 	 * memory for it the acquisition fails. */
 	void (*on_lost)(struct zkl_hold *h, void *ctx);
 	void *lost_ctx;
-	/* If set, called on the loop each time our node is known (made, or found
-	 * again after a lost answer) or forgotten (gone with its session or its folder, or
-	 * withdrawn): a recipe that publishes it to other threads (an election's view, the
-	 * node zkl_lock_node() shows) does so at once, while the acquisition goes on. It
-	 * takes no lock but a leaf of its own. */
+	/* If set, where the engine publishes our node's path to other threads while the
+	 * acquisition goes on (the node zkl_lock_node() shows): each time the node is known
+	 * (made, or found again after a lost answer) or forgotten (gone with its session or
+	 * its folder, or withdrawn), on the loop, a copy goes there, NULL for none, under
+	 * zkl__pub_mu (zkl__pub_set()). The slot is the recipe's: it lives as long as the
+	 * acquisition, and the recipe frees its copy once the acquisition has ended. */
+	char **pub;
+	/* If set, called on the loop each time our node is known or forgotten, after pub: an
+	 * election republishes its view (whose node shows only while it queues or leads).
+	 * It takes no lock but a leaf of its own. */
 	void (*on_node)(void *ctx);
 	void *node_ctx;
 	/* If not 0, when trying once (a timeout of 0) ends: a recipe that tries once through
@@ -175,6 +180,15 @@ void zkl__engine_release_later(zkl_client *c, struct zkl_node *node);
 /* The same from a step the loop runs, for a node without a hold (a
  * semaphore's gate node): sent at once, never waited for. */
 void zkl__engine_release_now(zkl_client *c, struct zkl_node *node);
+
+
+/* The leaf under which every published node path is written and read (engine.c):
+ * the loop takes it to write one (zkl_queue.pub), a reader to copy one
+ * (zkl_lock_node(), which takes it as the handle's zkl_lock.pub). */
+extern pthread_mutex_t zkl__pub_mu;
+/* Publishes a copy of path (NULL: none; without memory: none) at *slot, under
+ * zkl__pub_mu, and frees the copy it replaces. */
+void zkl__pub_set(char **slot, const char *path);
 
 /* Forgets a node once its release is settled (or it was never made): its path and
  * note go. Inline: every release ends with it. */
