@@ -85,6 +85,8 @@ struct session {
 	void *ctx;
 	enum sstate state;
 	bool paused;
+	unsigned resumes;        /* fz_pause(.., false) calls: one made while a hook ran
+	                          * that paused cancels that pause */
 	bool stop;
 	bool dropping;           /* a connection loss is being delivered */
 	struct item *head, *tail;
@@ -761,6 +763,8 @@ static void *delivery_main(void *arg)
 		if (!s->head)
 			s->tail = NULL;
 		if (it->kind == I_RECONNECT) {
+			if (getenv("FZ_LOG"))
+				fprintf(stderr, "[fz %llx] reconnected\n", (unsigned long long)s->id);
 			if (s->state == S_DISCONNECTED) {
 				s->state = S_CONNECTED;
 				session_event(s, ZOO_CONNECTED_STATE, true);
@@ -786,8 +790,12 @@ static void *delivery_main(void *arg)
 			gone = ZCONNECTIONLOSS;
 		fz_hook_fn hook = z->hook;
 		void *hook_arg = z->hook_arg;
+		const unsigned resumes = s->resumes;
 		pthread_mutex_unlock(&z->mu);
 		if (gone) {
+			if (getenv("FZ_LOG"))
+				fprintf(stderr, "[fz %llx] op %d %s -> %d (not connected)\n",
+				        (unsigned long long)s->id, (int)it->op, it->path, gone);
 			answer_error(it, gone);
 		} else {
 			enum fz_action action = FZ_APPLY;
@@ -798,12 +806,18 @@ static void *delivery_main(void *arg)
 				it->hooked = true;
 			}
 			if (action == FZ_PAUSE) {
+				if (getenv("FZ_LOG"))
+					fprintf(stderr, "[fz %llx] op %d %s held back (the session "
+					        "paused)\n", (unsigned long long)s->id, (int)it->op,
+					        it->path);
 				pthread_mutex_lock(&z->mu);
 				it->next = s->head;
 				s->head = it;
 				if (!s->tail)
 					s->tail = it;
-				s->paused = true;
+				/* A test that saw the hook's effect may have resumed the session
+				 * already, before this pause took hold: then it does not. */
+				s->paused = s->resumes == resumes;
 				changed(z);
 				continue;
 			}
@@ -1336,6 +1350,8 @@ void fz_pause(struct fz *z, int64_t id, bool paused)
 	struct session *s = session_find(z, id);
 	if (s) {
 		s->paused = paused;
+		if (!paused)
+			s->resumes++;
 		pthread_cond_signal(&s->cv);
 	}
 	changed(z);

@@ -46,7 +46,9 @@ enum fz_action {
 	             * watchers see CONNECTING and then CONNECTED on the same session */
 	FZ_REFUSE,  /* not applied; answered with the code the hook put in *rc */
 	FZ_PAUSE,   /* not applied yet: the session pauses (fz_pause) with this request
-	             * first in line; resuming applies it, without asking the hook again */
+	             * first in line; resuming applies it, without asking the hook again.
+	             * A resume made while the hook runs (a test that saw its effect)
+	             * counts: the session then does not pause. */
 	FZ_SWALLOW, /* not applied, and not answered while the session stays connected
 	             * (a leader cut off from the others does so with writes); the
 	             * requests behind it go on. It fails with the connection (fz_drop),
