@@ -532,6 +532,13 @@ void *h_excl_thread(void *arg)
 	return NULL;
 }
 
+void h_filter(void)
+{
+	const char *f = getenv("ZKL_TEST_FILTER");
+	if (f && *f)
+		cmocka_set_test_filter(f);
+}
+
 /* ---- cmocka ---- */
 
 int h_setup(void **state)

@@ -176,9 +176,13 @@ void h_excl_section(h_excl *e);
 
 /* ---- cmocka ---- */
 
-/* Runs cmocka groups; returns its status. */
-#define H_RUN(tests) _cmocka_run_group_tests(#tests, tests, sizeof(tests) / sizeof(tests)[0], \
-                                             h_setup, h_teardown)
+/* Runs cmocka groups; returns its status. With ZKL_TEST_FILTER set, only the tests
+ * whose names match it (cmocka's pattern: '*' and '?'), to run one test over and over:
+ *   ZKL_TEST_FILTER=test_selector_rotates tests/with-zk build/tests/zk/test-leader */
+#define H_RUN(tests) (h_filter(), \
+                      _cmocka_run_group_tests(#tests, tests, sizeof(tests) / sizeof(tests)[0], \
+                                              h_setup, h_teardown))
+void h_filter(void);
 int h_setup(void **state);
 int h_teardown(void **state);
 
