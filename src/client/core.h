@@ -6,6 +6,7 @@
 #define ZKL_CLIENT_CORE_H
 
 #include "internal.h"
+#include "hold.h"
 
 struct zkl_event {
 	struct zkl_event *next;
@@ -61,7 +62,7 @@ void zkl__loop_wake(zkl_client *c);
 uint64_t zkl__kicks(zkl_client *c);
 bool zkl__io_wait_since(zkl_client *c, uint64_t k, int64_t deadline);
 void zkl__wake_all(zkl_client *c);
-/* zkl__inbox_put(): internal.h, for a hold's end inline. */
+/* zkl__inbox_put(): hold.h, for a hold's end inline. */
 void zkl__inbox_drain(zkl_client *c);
 bool zkl__io_wait(zkl_client *c, int64_t deadline);
 int64_t zkl__loop_waiters_run(zkl_client *c);

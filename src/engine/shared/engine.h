@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "hold.h"
 
 /* A queue's rule: what the engine asks of the queue, and what it may assume. The engine
  * gives the recipes three (predicates.h, in engine.c); each recipe chooses its own. */
