@@ -59,7 +59,7 @@ static bool wanted(zkl_client *c)
 	return w;
 }
 
-void zkl__observe(zkl_client *c, const zkl_lock_event *ev)
+void zkl__observe_queue(zkl_client *c, const zkl_lock_event *ev)
 {
 	if (!wanted(c))
 		return;
@@ -103,7 +103,7 @@ void zkl__hold_tell(zkl_client *c, const struct zkl_hold *h, zkl_lock_event_type
 		.at_ms = now,
 		.hold_ms = held,
 	};
-	zkl__observe(c, &ev);
+	zkl__observe_queue(c, &ev);
 	free(folder);
 }
 

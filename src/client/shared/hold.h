@@ -1,11 +1,20 @@
-/* A hold's end by its owner, on the owner's thread, and the statistics it counts there:
- * inline, as every release runs them. The client's struct is needed whole, so they
- * live here, below internal.h (src/client/holds.c has the rest of a hold's life). */
+/* A hold's end by its owner, on the owner's thread, the statistics it counts there, and
+ * the look at whether an observer is set before an event is made for it: inline, as
+ * every grant and release runs them. The client's struct is needed whole, so they live
+ * here, below internal.h (src/client/holds.c has the rest of a hold's life, observer.c
+ * the observer's queue). */
 #ifndef ZKL_HOLD_H
 #define ZKL_HOLD_H
 
 #include "internal.h"
 
+/* Queues ev for the observer if one is set (obs_on; zkl__observe_queue(), observer.c):
+ * a grant or a wait's end nobody watches takes no lock of the observer's. */
+static inline void zkl__observe(zkl_client *c, const zkl_lock_event *ev)
+{
+	if (atomic_load_explicit(&c->obs_on, memory_order_relaxed))
+		zkl__observe_queue(c, ev);
+}
 /* Counts ms in one of the client's histograms (hist, with its sum): any thread, no lock,
  * inline, as a release counts its hold on its way. bucket_ms: each bucket's upper
  * bound, the last bucket's none (zkl_stats_bucket_ms()). */

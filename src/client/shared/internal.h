@@ -281,13 +281,15 @@ struct zkl_hold {
 /* ---- the observer (observer.c) ---- */
 
 /* Queues ev for the observer, if one is set (any thread, no lock of the client needed):
- * the strings are copied, and the loop tells it with no lock held. */
-void zkl__observe(zkl_client *c, const zkl_lock_event *ev);
+ * the strings are copied, and the loop tells it with no lock held. zkl__observe(), inline
+ * in hold.h, calls it only while one is set (obs_on). */
+void zkl__observe_queue(zkl_client *c, const zkl_lock_event *ev);
 /* Tells the observer of an event of hold h (type RELEASED, LOST or REVOKED) at now, h
- * held for held ms: queued as zkl__observe() does. */
+ * held for held ms: queued as zkl__observe_queue() does. */
 void zkl__hold_tell(zkl_client *c, const struct zkl_hold *h, zkl_lock_event_type type,
                    int64_t now, int64_t held);
-/* zkl__stats_count(), zkl__hold_observe() and zkl__observe_wait(): inline, hold.h. */
+/* zkl__observe(), zkl__stats_count(), zkl__hold_observe() and zkl__observe_wait():
+ * inline, hold.h. */
 /* Tells the observer what is queued (on the loop, which lets go of its lock around the calls). */
 void zkl__observer_run(zkl_client *c);
 /* Sets up and frees what observer.c keeps in c. */
