@@ -356,6 +356,25 @@ zkl__node_path(const char *dir, const char *uuid, enum zkl_kind kind)
 	return path;
 }
 
+long
+zkl__node_path_len(const char *dir, enum zkl_kind kind)
+{
+	/* Every uuid names a prefix of the same length: measure one. */
+	char uuid[ZKL_UUID_LEN + 1];
+	char prefix[ZKL_PROTECT_PREFIX_LEN + 32];
+	size_t dlen = strlen(dir);
+	int n;
+
+	memset(uuid, '0', ZKL_UUID_LEN);
+	uuid[ZKL_UUID_LEN] = '\0';
+	n = zkl__node_prefix(prefix, sizeof prefix, uuid, kind);
+	if (n < 0)
+		return -1;
+	if (dlen > 0 && dir[dlen - 1] == '/')
+		dlen--;
+	return (long)(dlen + 1 + (size_t)n);
+}
+
 bool
 zkl__name_has_uuid(const char *name, const char *uuid)
 {

@@ -63,6 +63,8 @@ int zkl__node_prefix(char *buf, size_t size, const char *uuid, enum zkl_kind kin
 /* The path our node is created at: dir, a slash, then the prefix above. Returns a new
  * string, or NULL (errno ENOMEM, or EINVAL if kind or uuid is not valid). */
 char *zkl__node_path(const char *dir, const char *uuid, enum zkl_kind kind);
+/* The length of that path for any uuid, without making it: -1 if kind is not valid. */
+long zkl__node_path_len(const char *dir, enum zkl_kind kind);
 
 /* Whether child name `name` was created with our uuid (begins "_c_<uuid>-"). */
 bool zkl__name_has_uuid(const char *name, const char *uuid);

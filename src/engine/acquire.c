@@ -802,23 +802,21 @@ static int step(zkl_client *c, struct zkl_job *j)
 	return a->failed;
 }
 
-/* Makes uuid (a node's, ZKL_UUID_LEN + 1 bytes) and the path of a node named with it
- * (*target, NULL on failure), and says whether q's create request for that node fits
- * what a server reads (ZKL_EINVAL if not). */
+/* Says whether q's create request fits what a server reads (ZKL_EINVAL if not), then
+ * makes uuid (a node's, ZKL_UUID_LEN + 1 bytes) and the path of a node named with it
+ * (*target, NULL on failure). */
 static int fits(const struct zkl_queue *q, char *uuid, char **target)
 {
+	*target = NULL;
+	int rc = zkl__engine_fits(q);
+	if (rc != 0)
+		return rc;
 	zkl__uuid(uuid);
 	*target = zkl__node_path(q->path, uuid, q->kind);
 	if (!*target)
 		return errno == EINVAL ? 0 /* the acquisition says what is wrong with it */
 		                       : zkl__fail(ZKL_ENOMEM, "out of memory");
-	int rc = zkl__request_fits(q->c, ZKL_OP_CREATE, q->path, strlen(*target),
-	                           q->data ? q->data_len : -1);
-	if (rc != 0) {
-		free(*target);
-		*target = NULL;
-	}
-	return rc;
+	return 0;
 }
 
 /* Makes an acquisition and hands it to the loop (no lock held): from here on only the
@@ -869,10 +867,11 @@ static struct zkl_acquisition *start(const struct zkl_queue *q, int timeout_ms,
 
 int zkl__engine_fits(const struct zkl_queue *q)
 {
-	char uuid[ZKL_UUID_LEN + 1], *target;
-	const int rc = fits(q, uuid, &target);
-	free(target);
-	return rc;
+	const long len = zkl__node_path_len(q->path, q->kind);
+	if (len < 0)
+		return 0; /* the acquisition says what is wrong with it */
+	return zkl__request_fits(q->c, ZKL_OP_CREATE, q->path, (size_t)len,
+	                         q->data ? q->data_len : -1);
 }
 
 int zkl__engine_start(const struct zkl_queue *q, int timeout_ms, struct zkl_node *node,

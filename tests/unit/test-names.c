@@ -479,6 +479,29 @@ test_node_path(void **state)
 	assert_int_equal(errno, EINVAL);
 }
 
+/* A path's length, measured without making it, is the length of the path any uuid
+ * makes; a kind that cannot be named has none. */
+static void
+test_node_path_len(void **state)
+{
+	static const char *dirs[] = { "/", "/locks/a", "/locks/a/", "/k" };
+	static const enum zkl_kind kinds[] = { ZKL_KIND_LOCK, ZKL_KIND_WRITE, ZKL_KIND_KLOCK,
+	                                       ZKL_KIND_KRLOCK };
+	char uuid[ZKL_UUID_LEN + 1];
+
+	(void)state;
+	for (size_t d = 0; d < sizeof dirs / sizeof *dirs; d++) {
+		for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+			zkl__uuid(uuid);
+			char *p = zkl__node_path(dirs[d], uuid, kinds[k]);
+			assert_non_null(p);
+			assert_int_equal(zkl__node_path_len(dirs[d], kinds[k]), (long)strlen(p));
+			free(p);
+		}
+	}
+	assert_int_equal(zkl__node_path_len("/locks/a", ZKL_KIND_COUNT), -1);
+}
+
 static void
 test_has_uuid(void **state)
 {
@@ -533,6 +556,7 @@ main(void)
 		cmocka_unit_test(test_uuid_unique),
 		cmocka_unit_test(test_prefix),
 		cmocka_unit_test(test_node_path),
+		cmocka_unit_test(test_node_path_len),
 		cmocka_unit_test(test_has_uuid),
 	};
 
