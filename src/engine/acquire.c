@@ -802,21 +802,24 @@ static int step(zkl_client *c, struct zkl_job *j)
 	return a->failed;
 }
 
-/* Says whether q's create request fits what a server reads (ZKL_EINVAL if not), then
- * makes uuid (a node's, ZKL_UUID_LEN + 1 bytes) and the path of a node named with it
- * (*target, NULL on failure). */
+/* Makes uuid (a node's, ZKL_UUID_LEN + 1 bytes) and the path of a node named with it
+ * (*target, NULL on failure), and says whether q's create request for that node fits
+ * what a server reads (ZKL_EINVAL if not): the path is the acquisition's, so it is made
+ * first and measured (zkl__engine_fits() measures without making it). */
 static int fits(const struct zkl_queue *q, char *uuid, char **target)
 {
-	*target = NULL;
-	int rc = zkl__engine_fits(q);
-	if (rc != 0)
-		return rc;
 	zkl__uuid(uuid);
 	*target = zkl__node_path(q->path, uuid, q->kind);
 	if (!*target)
 		return errno == EINVAL ? 0 /* the acquisition says what is wrong with it */
 		                       : zkl__fail(ZKL_ENOMEM, "out of memory");
-	return 0;
+	int rc = zkl__request_fits(q->c, ZKL_OP_CREATE, q->path, strlen(*target),
+	                           q->data ? q->data_len : -1);
+	if (rc != 0) {
+		free(*target);
+		*target = NULL;
+	}
+	return rc;
 }
 
 /* Makes an acquisition and hands it to the loop (no lock held): from here on only the
