@@ -335,21 +335,28 @@ zkl__node_prefix(char *buf, size_t size, const char *uuid, enum zkl_kind kind)
 	return n;
 }
 
+/* The length of dir as a node's path uses it: under the root, "/" + name, not "//" +
+ * name. */
+static size_t
+dir_len(const char *dir)
+{
+	size_t dlen = strlen(dir);
+
+	return dlen > 0 && dir[dlen - 1] == '/' ? dlen - 1 : dlen;
+}
+
 char *
 zkl__node_path(const char *dir, const char *uuid, enum zkl_kind kind)
 {
 	char prefix[ZKL_PROTECT_PREFIX_LEN + 32];
 	int n = zkl__node_prefix(prefix, sizeof prefix, uuid, kind);
-	size_t dlen = strlen(dir);
+	size_t dlen = dir_len(dir);
 	char *path;
 
 	if (n < 0) {
 		errno = EINVAL;
 		return NULL;
 	}
-	/* Under the root, "/" + name, not "//" + name. */
-	if (dlen > 0 && dir[dlen - 1] == '/')
-		dlen--;
 	path = malloc(dlen + 1 + (size_t)n + 1);
 	if (path)
 		snprintf(path, dlen + 1 + (size_t)n + 1, "%.*s/%s", (int)dlen, dir, prefix);
@@ -362,7 +369,6 @@ zkl__node_path_len(const char *dir, enum zkl_kind kind)
 	/* Every uuid names a prefix of the same length: measure one. */
 	char uuid[ZKL_UUID_LEN + 1];
 	char prefix[ZKL_PROTECT_PREFIX_LEN + 32];
-	size_t dlen = strlen(dir);
 	int n;
 
 	memset(uuid, '0', ZKL_UUID_LEN);
@@ -370,9 +376,7 @@ zkl__node_path_len(const char *dir, enum zkl_kind kind)
 	n = zkl__node_prefix(prefix, sizeof prefix, uuid, kind);
 	if (n < 0)
 		return -1;
-	if (dlen > 0 && dir[dlen - 1] == '/')
-		dlen--;
-	return (long)(dlen + 1 + (size_t)n);
+	return (long)(dir_len(dir) + 1 + (size_t)n);
 }
 
 bool

@@ -1,6 +1,6 @@
 /* The observer: one function per client told every lock event, with its times, and the
  * bounds of the wait and hold histograms of the client's statistics (counted inline,
- * zkl__stats_count() in internal.h, on the thread whose wait or hold ends).
+ * zkl__stats_count() in hold.h, on the thread whose wait or hold ends).
  *
  * Events come from the engine on the loop (queued, granted, timed out, canceled), from
  * the holds the loop reports lost or revoked, and from a release, on whatever thread

@@ -70,10 +70,11 @@ static inline void zkl__hold_post_end(zkl_client *c, struct zkl_hold *h)
  * held to ended already, and then found the session changed. */
 bool zkl__hold_end_other(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending how,
                          bool ended);
-/* zkl__hold_end(), as declared above. The usual end, a release's on the session the
- * client is on before and after it moves the hold from held to ended, with the hold not
- * lost, is made here, inline, on the releasing thread: atomics, its hold time counted,
- * and its record handed to the loop. Nothing is reported and nothing waits. */
+/* zkl__hold_end(), whose contract is in internal.h's holds section. The usual end, a
+ * release's on the session the client is on before and after it moves the hold from
+ * held to ended, with the hold not lost, is made here, inline, on the releasing thread:
+ * atomics, its hold time counted, and its record handed to the loop. Nothing is
+ * reported and nothing waits. */
 static inline bool zkl__hold_end(zkl_client *c, struct zkl_hold *h, enum zkl_hold_ending how)
 {
 	bool ended = false;

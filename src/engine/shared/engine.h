@@ -182,7 +182,6 @@ void zkl__engine_release_later(zkl_client *c, struct zkl_node *node);
  * semaphore's gate node): sent at once, never waited for. */
 void zkl__engine_release_now(zkl_client *c, struct zkl_node *node);
 
-
 /* The leaf under which every published node path is written and read (engine.c):
  * the loop takes it to write one (zkl_queue.pub), a reader to copy one
  * (zkl_lock_node(), which takes it as the handle's zkl_lock.pub). */
